@@ -1,0 +1,61 @@
+#include "strbuf.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void hlo_sb_init(hlo_strbuf *sb) {
+  sb->data = NULL;
+  sb->len = 0;
+  sb->cap = 0;
+}
+
+void hlo_sb_free(hlo_strbuf *sb) {
+  free(sb->data);
+  hlo_sb_init(sb);
+}
+
+static void reserve(hlo_strbuf *sb, size_t extra) {
+  if (sb->len + extra + 1 <= sb->cap) return;
+  size_t cap = sb->cap ? sb->cap : 256;
+  while (cap < sb->len + extra + 1) cap *= 2;
+  char *grown = realloc(sb->data, cap);
+  if (!grown) {
+    fprintf(stderr, "latch: out of memory growing a string to %zu bytes\n", cap);
+    abort();
+  }
+  sb->data = grown;
+  sb->cap = cap;
+}
+
+void hlo_sb_append(hlo_strbuf *sb, const char *text, size_t len) {
+  reserve(sb, len);
+  memcpy(sb->data + sb->len, text, len);
+  sb->len += len;
+  sb->data[sb->len] = 0;
+}
+
+void hlo_sb_puts(hlo_strbuf *sb, const char *text) { hlo_sb_append(sb, text, strlen(text)); }
+
+void hlo_sb_printf(hlo_strbuf *sb, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  va_list again;
+  va_copy(again, args);
+  int needed = vsnprintf(NULL, 0, format, args);
+  va_end(args);
+  if (needed > 0) {
+    reserve(sb, (size_t)needed);
+    vsnprintf(sb->data + sb->len, (size_t)needed + 1, format, again);
+    sb->len += (size_t)needed;
+  }
+  va_end(again);
+}
+
+char *hlo_sb_take(hlo_strbuf *sb) {
+  if (!sb->data) hlo_sb_append(sb, "", 0);
+  char *result = sb->data;
+  hlo_sb_init(sb);
+  return result;
+}
