@@ -8,7 +8,7 @@ SAN ?=
 CFLAGS_COMMON = -g $(OPT) $(SAN) -Wall -Wextra -Werror -D_GNU_SOURCE -I. -Iinclude -fPIC
 CFLAGS += -std=c11 $(CFLAGS_COMMON)
 CXXFLAGS += -std=c++17 $(CFLAGS_COMMON)
-LDLIBS = -lm -lpthread
+LDLIBS = -lxxhash -lck -lm -lpthread
 
 LIB_C = $(sort $(wildcard hlo/*.c guards/*.c cache/*.c runtime/*.c minify/*.c capture/*.c))
 LIB_CXX = $(sort $(wildcard runtime/*.cc))
@@ -49,8 +49,68 @@ test: all $(TEST_BIN)
 sanitize:
 	$(MAKE) BUILD=build-san OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
 
-clean:
-	rm -rf build build-san build-fuzz
+# ThreadSanitizer over the tests that use threads (named *thread* or *table*); only those
+# are built, so it stays quick.
+THREAD_TEST_C = $(foreach t,$(TEST_C),$(if $(findstring thread,$(t))$(findstring table,$(t)),$(t)))
+THREAD_TEST_BIN = $(THREAD_TEST_C:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test sanitize clean
+tsan:
+	$(MAKE) BUILD=build-tsan OPT=-O1 SAN="-fsanitize=thread" test-threads
+
+test-threads: $(THREAD_TEST_BIN)
+	@BUILD=$(BUILD) sh tests/run.sh $(THREAD_TEST_BIN)
+
+clean:
+	rm -rf build build-san build-tsan build-fuzz
+
+.PHONY: all test sanitize tsan test-threads clean
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# `make fuzz`: the parser's libFuzzer target (tests/fuzz/fuzz_parse.c) built with clang under
+# ASan and UBSan into build-fuzz/, seeded from the small real dumps and slices of the larger
+# ones, run for FUZZ_SECONDS; fails if the fuzzer finds a crash, leak, hang or abort.
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD = build-fuzz
+LATCH_CORPUS ?= ../shared/corpus/xla
+FUZZ_PARSER_C = hlo/lex.c $(wildcard hlo/parse*.c) hlo/ir.c hlo/shape.c hlo/dtype.c hlo/arena.c hlo/diag.c hlo/strbuf.c
+
+$(FUZZ_BUILD)/fuzz_parse: tests/fuzz/fuzz_parse.c $(FUZZ_PARSER_C) $(wildcard hlo/*.h hlo/*.def)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -std=c11 -g -O1 -D_GNU_SOURCE -I. -Iinclude -DHLO_PARSE_MAX_CONSTANT_BYTES=16777216 \
+	  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	  -o $@ tests/fuzz/fuzz_parse.c $(FUZZ_PARSER_C) -lm
+
+fuzz: $(FUZZ_BUILD)/fuzz_parse
+	@mkdir -p $(FUZZ_BUILD)/corpus $(FUZZ_BUILD)/artifacts
+	@for f in $(LATCH_CORPUS)/*.hlo; do \
+	  b=$$(basename $$f .hlo); \
+	  if [ $$(wc -c < $$f) -le 4096 ]; then cp $$f $(FUZZ_BUILD)/corpus/$$b; \
+	  else split -b 3000 -a 3 $$f $(FUZZ_BUILD)/corpus/$$b.; fi; \
+	done
+	$(FUZZ_BUILD)/fuzz_parse -max_len=4096 -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+	  -dict=tests/fuzz/hlo.dict -artifact_prefix=$(FUZZ_BUILD)/artifacts/ -print_final_stats=1 \
+	  $(FUZZ_BUILD)/corpus
+
+.PHONY: fuzz
+
+# `make fuzz-npy`: libFuzzer on the .npy reader (tests/fuzz/fuzz_npy.c), clang + ASan + UBSan,
+# seeded with three small hand-made files, run for FUZZ_SECONDS.
+NPY_FUZZ_C = runtime/npy.c runtime/value.c hlo/shape.c hlo/dtype.c hlo/arena.c hlo/diag.c hlo/strbuf.c
+
+$(FUZZ_BUILD)/fuzz_npy: tests/fuzz/fuzz_npy.c $(NPY_FUZZ_C) runtime/npy.h runtime/value.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -std=c11 -g -O1 -D_GNU_SOURCE -I. -Iinclude \
+	  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	  -o $@ tests/fuzz/fuzz_npy.c $(NPY_FUZZ_C) -lm
+
+fuzz-npy: $(FUZZ_BUILD)/fuzz_npy
+	@mkdir -p $(FUZZ_BUILD)/npy_corpus $(FUZZ_BUILD)/artifacts
+	@printf "\223NUMPY\001\000\072\000{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }\n\000\000\200\077\000\000\000\100" > $(FUZZ_BUILD)/npy_corpus/f4
+	@printf "\223NUMPY\001\000\073\000{'descr': '>i2', 'fortran_order': True, 'shape': (2, 2), }\n\000\001\000\002\000\003\000\004" > $(FUZZ_BUILD)/npy_corpus/i2
+	@printf "\223NUMPY\002\000\070\000\000\000{'descr': '|b1', 'fortran_order': False, 'shape': (), }\n\001" > $(FUZZ_BUILD)/npy_corpus/b1
+	$(FUZZ_BUILD)/fuzz_npy -max_len=1024 -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+	  -dict=tests/fuzz/npy.dict -artifact_prefix=$(FUZZ_BUILD)/artifacts/npy- -print_final_stats=1 \
+	  $(FUZZ_BUILD)/npy_corpus
+
+.PHONY: fuzz-npy

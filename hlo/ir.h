@@ -171,6 +171,7 @@ struct hlo_module {
   hlo_comp *entry;
   int raw_attr_count;
   hlo_raw_attr *raw_attrs; /* header attributes other than entry_computation_layout */
+  int64_t name_counter; /* build.c: next suffix for generated names; 0 until first used */
 };
 
 hlo_module *hlo_module_new(const char *name);

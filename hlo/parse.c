@@ -1,0 +1,584 @@
+/* The HLO text parser's structure: modules, computations, instructions, operands, and the
+ * name resolution that lets operands and computations be used before they are defined.
+ * Shapes, attributes and constants have their own files. */
+#include "parse.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parse_internal.h"
+#include "strbuf.h"
+
+/* ---- one computation body ---- */
+
+typedef struct operand_ref {
+  hlo_instr *instr;
+  int index;
+  hlo_span name;
+} operand_ref;
+
+typedef struct param_seen {
+  hlo_instr *instr;
+  size_t pos;
+} param_seen;
+
+/* What reading one body collects until its closing brace, when names can be resolved. */
+typedef struct body {
+  hlo_comp *comp;
+  hlo_name_map names;
+  operand_ref *refs;
+  int ref_count, ref_cap;
+  param_seen *params;
+  int param_count, param_cap;
+  hlo_instr *root; /* the one marked ROOT */
+  hlo_instr *last; /* the last one in the text: the root when none is marked */
+  size_t root_pos;
+} body;
+
+static void body_free(body *b) {
+  hlo_names_free(&b->names);
+  free(b->refs);
+  free(b->params);
+}
+
+/* operand := [shape] name. Older dumps print each operand's shape before its name; the shape
+ * is implied by the operand, so it is read and dropped. */
+static bool parse_operands(hlo_parser *p, int *count) {
+  int n = 0;
+  if (!hlo_p_accept(p, HLO_TOK_RPAREN)) {
+    for (;;) {
+      const hlo_token *tok = &p->lx.tok;
+      size_t after = tok->pos + tok->len;
+      if (tok->kind == HLO_TOK_LPAREN ||
+          (tok->kind == HLO_TOK_NAME && after < p->lx.end && p->lx.text[after] == '[')) {
+        hlo_shape ignored;
+        if (!hlo_p_shape(p, &ignored)) return false;
+      }
+      if (p->lx.tok.kind != HLO_TOK_NAME) return hlo_p_expected(p, "an operand name");
+      p->operands = hlo_p_grow(p->operands, &p->operand_cap, n + 1, sizeof *p->operands);
+      p->operands[n++] = hlo_p_tok_span(p);
+      hlo_p_next(p);
+      if (hlo_p_accept(p, HLO_TOK_RPAREN)) break;
+      if (!hlo_p_expect(p, HLO_TOK_COMMA, "',' or ')' after an operand")) return false;
+    }
+  }
+  *count = n;
+  return true;
+}
+
+/* The typed parts some opcodes always have, so users need not test for NULL. */
+static void give_defaults(hlo_parser *p, hlo_instr *instr) {
+  switch (instr->opcode) {
+    case HLO_OP_DOT:
+      instr->dot = hlo_arena_alloc(p->arena, sizeof *instr->dot);
+      break;
+    case HLO_OP_GATHER:
+      instr->gather = hlo_arena_alloc(p->arena, sizeof *instr->gather);
+      instr->gather->index_vector_dim = -1; /* filled in from the indices once resolved */
+      break;
+    case HLO_OP_SCATTER:
+      instr->scatter = hlo_arena_alloc(p->arena, sizeof *instr->scatter);
+      instr->scatter->index_vector_dim = -1;
+      break;
+    default:
+      break;
+  }
+}
+
+/* Copies what the attributes collected into the instruction. Computations named by
+ * attributes are looked up when the module is complete: they may come later in the text. */
+static void settle_attributes(hlo_parser *p, hlo_instr *instr, hlo_attr_sink *sink) {
+  if (sink->called_count) {
+    instr->called_count = sink->called_count;
+    instr->called = hlo_arena_alloc(p->arena, sizeof(hlo_comp *) * (size_t)sink->called_count);
+    for (int i = 0; i < sink->called_count; i++) {
+      instr->called[i] = sink->called[i].comp;
+      if (sink->called[i].comp) continue;
+      p->comp_refs = hlo_p_grow(p->comp_refs, &p->comp_ref_cap, p->comp_ref_count + 1,
+                                sizeof *p->comp_refs);
+      hlo_comp_ref ref = {instr, i, sink->called[i].name};
+      p->comp_refs[p->comp_ref_count++] = ref;
+    }
+  }
+  if (sink->raw_count) {
+    instr->raw_attr_count = sink->raw_count;
+    instr->raw_attrs = hlo_arena_memdup(p->arena, sink->raw,
+                                        sizeof(hlo_raw_attr) * (size_t)sink->raw_count);
+  }
+}
+
+/* instruction := ['ROOT'] name '=' shape opcode '(' operands ')' (',' attribute)* */
+static bool parse_instruction(hlo_parser *p, body *b) {
+  bool is_root = false;
+  size_t root_pos = p->lx.tok.start;
+  if (hlo_p_is_word(p, "ROOT") && hlo_p_peek(p) == HLO_TOK_NAME) {
+    is_root = true;
+    hlo_p_next(p);
+  }
+  if (p->lx.tok.kind != HLO_TOK_NAME) return hlo_p_expected(p, "an instruction name or '}'");
+  hlo_span name = hlo_p_tok_span(p);
+  size_t name_pos = p->lx.tok.start;
+  hlo_p_next(p);
+  if (!hlo_p_expect(p, HLO_TOK_EQUAL, "'=' after the instruction name")) return false;
+  hlo_shape shape;
+  if (!hlo_p_shape(p, &shape)) return false;
+  if (p->lx.tok.kind != HLO_TOK_NAME) return hlo_p_expected(p, "an opcode");
+  hlo_opcode opcode = hlo_opcode_from_name(p->lx.text + p->lx.tok.pos, p->lx.tok.len);
+  if (opcode == HLO_OP_COUNT) {
+    return hlo_p_error(p, p->lx.tok.start, "unknown opcode '%.*s'", (int)p->lx.tok.len,
+                       p->lx.text + p->lx.tok.pos);
+  }
+  hlo_p_next(p);
+  if (p->lx.tok.kind != HLO_TOK_LPAREN) return hlo_p_expected(p, "'(' after the opcode");
+
+  char *name_text = hlo_p_strdup(p, name);
+  if (hlo_names_get(&b->names, name_text, name.len)) {
+    return hlo_p_error(p, name_pos, "duplicate instruction name '%s' in computation '%s'",
+                       name_text, b->comp->name);
+  }
+  int64_t parameter_number = 0;
+  hlo_literal *literal = NULL;
+  int operand_count = 0;
+  if (opcode == HLO_OP_CONSTANT) {
+    if (!hlo_p_literal(p, &shape, name_text, &literal)) return false;
+    if (!hlo_p_expect(p, HLO_TOK_RPAREN, "')' after the constant's value")) return false;
+  } else {
+    hlo_p_next(p);
+    if (opcode == HLO_OP_PARAMETER) {
+      size_t number_pos = p->lx.tok.start;
+      if (!hlo_p_int(p, &parameter_number)) return false;
+      if (parameter_number < 0) return hlo_p_error(p, number_pos, "negative parameter number");
+      if (!hlo_p_expect(p, HLO_TOK_RPAREN, "')' after the parameter number")) return false;
+    } else if (!parse_operands(p, &operand_count)) {
+      return false;
+    }
+  }
+
+  hlo_instr *instr = hlo_comp_append(b->comp, opcode, name_text, operand_count, NULL);
+  hlo_names_put(&b->names, instr->name, name.len, instr);
+  instr->shape = shape;
+  instr->literal = literal;
+  instr->parameter_number = parameter_number;
+  give_defaults(p, instr);
+  for (int i = 0; i < operand_count; i++) {
+    b->refs = hlo_p_grow(b->refs, &b->ref_cap, b->ref_count + 1, sizeof *b->refs);
+    operand_ref ref = {instr, i, p->operands[i]};
+    b->refs[b->ref_count++] = ref;
+  }
+  if (opcode == HLO_OP_PARAMETER) {
+    b->params = hlo_p_grow(b->params, &b->param_cap, b->param_count + 1, sizeof *b->params);
+    param_seen seen = {instr, name_pos};
+    b->params[b->param_count++] = seen;
+  }
+
+  hlo_attr_sink sink;
+  memset(&sink, 0, sizeof sink);
+  bool ok = true;
+  while (ok && hlo_p_accept(p, HLO_TOK_COMMA)) ok = hlo_p_attribute(p, instr, &sink);
+  if (ok) settle_attributes(p, instr, &sink);
+  hlo_sink_free(&sink);
+  if (!ok) return false;
+
+  if (is_root) {
+    if (b->root) {
+      return hlo_p_error(p, root_pos, "second ROOT in computation '%s' (the first is '%s')",
+                         b->comp->name, b->root->name);
+    }
+    b->root = instr;
+    b->root_pos = root_pos;
+  }
+  b->last = instr;
+  return true;
+}
+
+/* Parameter numbers must be 0..n-1, each once. Registering them from the highest down makes
+ * hlo_comp_set_param allocate its table once. */
+static bool settle_params(hlo_parser *p, body *b) {
+  int n = b->param_count;
+  hlo_instr **by_number = calloc((size_t)n + 1, sizeof *by_number);
+  if (!by_number) abort();
+  bool ok = true;
+  for (int i = 0; i < n && ok; i++) {
+    hlo_instr *param = b->params[i].instr;
+    int64_t number = param->parameter_number;
+    if (number >= n) {
+      ok = hlo_p_error(p, b->params[i].pos,
+                       "parameter number %lld is out of range: computation '%s' has %d parameters",
+                       (long long)number, b->comp->name, n);
+    } else if (by_number[number]) {
+      ok = hlo_p_error(p, b->params[i].pos, "parameter number %lld is used twice (also by '%s')",
+                       (long long)number, by_number[number]->name);
+    } else {
+      by_number[number] = param;
+    }
+  }
+  for (int i = n - 1; i >= 0 && ok; i--) hlo_comp_set_param(b->comp, by_number[i]);
+  free(by_number);
+  return ok;
+}
+
+/* index_vector_dim is written in every dump; when it is not, the usual meaning is "the
+ * indices' rank" (each index is a trailing scalar), which needs the resolved operand. */
+static void settle_index_vector_dims(hlo_comp *comp) {
+  for (int i = 0; i < comp->instr_count; i++) {
+    hlo_instr *instr = comp->instrs[i];
+    if (instr->gather && instr->gather->index_vector_dim < 0 && instr->operand_count > 1)
+      instr->gather->index_vector_dim = instr->operands[1]->shape.rank;
+    if (instr->scatter && instr->scatter->index_vector_dim < 0 && instr->operand_count >= 3)
+      instr->scatter->index_vector_dim = instr->operands[(instr->operand_count - 1) / 2]->shape.rank;
+  }
+}
+
+static bool finish_body(hlo_parser *p, body *b, size_t open_pos, size_t close_pos) {
+  hlo_comp *comp = b->comp;
+  if (comp->instr_count == 0)
+    return hlo_p_error(p, close_pos, "computation '%s' has no instructions", comp->name);
+  for (int i = 0; i < b->ref_count; i++) {
+    operand_ref *ref = &b->refs[i];
+    hlo_instr *target = hlo_names_get(&b->names, hlo_p_text(p, ref->name), ref->name.len);
+    if (!target) {
+      return hlo_p_error(p, ref->name.pos, "undefined operand '%.*s' in computation '%s'",
+                         (int)ref->name.len, hlo_p_text(p, ref->name), comp->name);
+    }
+    ref->instr->operands[ref->index] = target;
+  }
+  comp->root = b->root ? b->root : b->last;
+  if (!settle_params(p, b)) return false;
+  settle_index_vector_dims(comp);
+  hlo_diag sort_diag;
+  hlo_diag_clear(&sort_diag);
+  if (!hlo_comp_sort(comp, &sort_diag)) return hlo_p_error(p, open_pos, "%s", sort_diag.message);
+  return true;
+}
+
+/* Reads instructions up to and including the closing '}'; the current token is the first
+ * one after the '{' at open_pos. */
+static bool parse_body(hlo_parser *p, hlo_comp *comp, size_t open_pos) {
+  body b;
+  memset(&b, 0, sizeof b);
+  b.comp = comp;
+  hlo_names_init(&b.names);
+  bool ok = true;
+  while (ok && p->lx.tok.kind != HLO_TOK_RBRACE) {
+    if (p->lx.tok.kind == HLO_TOK_EOF) {
+      int line, col;
+      hlo_lex_line_col(p->lx.text, open_pos, &line, &col);
+      ok = hlo_p_error(p, p->lx.tok.start,
+                       "expected '}' to close computation '%s' (opened at line %d), found end of input",
+                       comp->name, line);
+    } else {
+      ok = parse_instruction(p, &b);
+    }
+  }
+  if (ok) {
+    size_t close_pos = p->lx.tok.start;
+    hlo_p_next(p);
+    ok = finish_body(p, &b, open_pos, close_pos);
+  }
+  body_free(&b);
+  return ok;
+}
+
+/* ---- computations and modules ---- */
+
+static hlo_comp *new_comp(hlo_parser *p, const char *name, size_t len, size_t pos) {
+  if (hlo_names_get(&p->comps, name, len)) {
+    hlo_p_error(p, pos, "duplicate computation name '%.*s'", (int)len, name);
+    return NULL;
+  }
+  char *copy = hlo_arena_strndup(p->arena, name, len);
+  hlo_comp *comp = hlo_module_add_comp(p->module, copy);
+  hlo_names_put(&p->comps, comp->name, len, comp);
+  return comp;
+}
+
+bool hlo_p_inline_comp(hlo_parser *p, const hlo_instr *owner, const char *attr, hlo_comp **out) {
+  size_t open_pos = p->lx.tok.start;
+  if (p->depth >= HLO_PARSE_MAX_DEPTH)
+    return hlo_p_error(p, open_pos, "computations nested too deeply");
+  /* The body has no name in the text; make one from its owner that is not taken yet. */
+  hlo_strbuf sb;
+  hlo_sb_init(&sb);
+  hlo_sb_printf(&sb, "%s.%s", owner->name, attr);
+  size_t base_len = sb.len;
+  for (int n = 1; hlo_names_get(&p->comps, sb.data, sb.len); n++) {
+    sb.len = base_len;
+    hlo_sb_printf(&sb, ".%d", n);
+  }
+  hlo_comp *comp = new_comp(p, sb.data, sb.len, open_pos);
+  hlo_sb_free(&sb);
+  if (!comp) return false;
+  hlo_p_next(p);
+  p->depth++;
+  bool ok = parse_body(p, comp, open_pos);
+  p->depth--;
+  *out = comp;
+  return ok;
+}
+
+/* '(' name ':' shape, ... ')' '->' shape. The parameters' real shapes are on their
+ * instructions, so the signature is checked for form and dropped. */
+static bool skip_signature(hlo_parser *p) {
+  hlo_p_next(p);
+  if (!hlo_p_accept(p, HLO_TOK_RPAREN)) {
+    for (;;) {
+      if (!hlo_p_expect(p, HLO_TOK_NAME, "a parameter name")) return false;
+      if (!hlo_p_expect(p, HLO_TOK_COLON, "':' after the parameter name")) return false;
+      hlo_shape ignored;
+      if (!hlo_p_shape(p, &ignored)) return false;
+      if (hlo_p_accept(p, HLO_TOK_RPAREN)) break;
+      if (!hlo_p_expect(p, HLO_TOK_COMMA, "',' or ')' in the parameter list")) return false;
+    }
+  }
+  if (!hlo_p_expect(p, HLO_TOK_ARROW, "'->' after the parameter list")) return false;
+  hlo_shape ignored;
+  return hlo_p_shape(p, &ignored);
+}
+
+typedef struct module_state {
+  hlo_span name;     /* from the HloModule line, or empty */
+  hlo_comp *entry;   /* marked ENTRY */
+  hlo_comp *last;    /* the last top-level computation: the entry when none is marked */
+  hlo_raw_attr *attrs;
+  int attr_count, attr_cap;
+} module_state;
+
+/* computation := ['ENTRY'] name [signature] '{' instruction* '}' (',' attribute)* */
+static bool parse_computation(hlo_parser *p, module_state *m) {
+  bool is_entry = false;
+  size_t entry_pos = p->lx.tok.start;
+  if (hlo_p_is_word(p, "ENTRY") && hlo_p_peek(p) == HLO_TOK_NAME) {
+    is_entry = true;
+    hlo_p_next(p);
+  }
+  if (hlo_p_is_word(p, "HloModule"))
+    return hlo_p_error(p, p->lx.tok.start, "a second HloModule: separate modules with a line '// -----'");
+  if (p->lx.tok.kind != HLO_TOK_NAME) return hlo_p_expected(p, "a computation name");
+  hlo_span name = hlo_p_tok_span(p);
+  size_t name_pos = p->lx.tok.start;
+  hlo_p_next(p);
+  if (p->lx.tok.kind == HLO_TOK_LPAREN && !skip_signature(p)) return false;
+  if (p->lx.tok.kind != HLO_TOK_LBRACE) return hlo_p_expected(p, "'{' to start the computation's body");
+  size_t open_pos = p->lx.tok.start;
+  hlo_comp *comp = new_comp(p, hlo_p_text(p, name), name.len, name_pos);
+  if (!comp) return false;
+  if (is_entry) {
+    if (m->entry) {
+      return hlo_p_error(p, entry_pos, "second ENTRY computation (the first is '%s')",
+                         m->entry->name);
+    }
+    m->entry = comp;
+  }
+  m->last = comp;
+  hlo_p_next(p);
+  if (!parse_body(p, comp, open_pos)) return false;
+  /* `} , execution_thread="..."`: computation attributes latch has no use for. */
+  while (hlo_p_accept(p, HLO_TOK_COMMA)) {
+    hlo_span attr_name, value;
+    if (!hlo_p_raw_attribute(p, &attr_name, &value)) return false;
+  }
+  return true;
+}
+
+/* 'HloModule' name [':'] (',' attribute)*; entry_computation_layout is dropped because the
+ * printer derives it from the entry computation. */
+static bool parse_header(hlo_parser *p, module_state *m) {
+  hlo_p_next(p);
+  if (p->lx.tok.kind != HLO_TOK_NAME) return hlo_p_expected(p, "the module's name");
+  m->name = hlo_p_tok_span(p);
+  hlo_p_next(p);
+  hlo_p_accept(p, HLO_TOK_COLON);
+  while (hlo_p_accept(p, HLO_TOK_COMMA)) {
+    hlo_span name, value;
+    if (!hlo_p_raw_attribute(p, &name, &value)) return false;
+    if (name.len == 24 && memcmp(hlo_p_text(p, name), "entry_computation_layout", 24) == 0) continue;
+    m->attrs = hlo_p_grow(m->attrs, &m->attr_cap, m->attr_count + 1, sizeof *m->attrs);
+    hlo_raw_attr attr = {hlo_p_strdup(p, name), hlo_p_strdup(p, value)};
+    m->attrs[m->attr_count++] = attr;
+  }
+  return true;
+}
+
+static bool finish_module(hlo_parser *p, module_state *m, size_t begin) {
+  hlo_module *module = p->module;
+  for (int i = 0; i < p->comp_ref_count; i++) {
+    hlo_comp_ref *ref = &p->comp_refs[i];
+    hlo_comp *comp = hlo_names_get(&p->comps, hlo_p_text(p, ref->name), ref->name.len);
+    if (!comp) {
+      return hlo_p_error(p, ref->name.pos, "undefined computation '%.*s'", (int)ref->name.len,
+                         hlo_p_text(p, ref->name));
+    }
+    ref->instr->called[ref->slot] = comp;
+  }
+  hlo_comp *entry = m->entry ? m->entry : m->last;
+  entry->is_entry = true;
+  module->entry = entry;
+  if (m->name.len) module->name = hlo_p_strdup(p, m->name);
+  else module->name = entry->name;
+  if (m->attr_count) {
+    module->raw_attr_count = m->attr_count;
+    module->raw_attrs = hlo_arena_memdup(p->arena, m->attrs, sizeof(hlo_raw_attr) * (size_t)m->attr_count);
+  }
+  hlo_diag sort_diag;
+  hlo_diag_clear(&sort_diag);
+  if (!hlo_module_sort(module, &sort_diag)) return hlo_p_error(p, begin, "%s", sort_diag.message);
+  return true;
+}
+
+/* Parses text[begin, end) as one module; text is NUL-terminated past end. */
+static hlo_module *parse_range(const char *text, size_t begin, size_t end, const char *filename,
+                               hlo_diag *diag) {
+  hlo_parser parser;
+  memset(&parser, 0, sizeof parser);
+  hlo_parser *p = &parser;
+  p->filename = filename ? filename : "<input>";
+  p->diag = diag;
+  p->module = hlo_module_new(NULL);
+  if (!p->module) abort();
+  p->arena = &p->module->arena;
+  hlo_names_init(&p->comps);
+  hlo_lex_init(&p->lx, text, begin, end);
+
+  module_state m;
+  memset(&m, 0, sizeof m);
+  bool ok = true;
+  if (hlo_p_is_word(p, "HloModule")) ok = parse_header(p, &m);
+  if (ok && p->lx.tok.kind == HLO_TOK_EOF) ok = hlo_p_expected(p, "a computation");
+  while (ok && p->lx.tok.kind != HLO_TOK_EOF) ok = parse_computation(p, &m);
+  if (ok) ok = finish_module(p, &m, begin);
+
+  free(m.attrs);
+  hlo_names_free(&p->comps);
+  free(p->comp_refs);
+  free(p->operands);
+  free(p->ints);
+  if (ok) return p->module;
+  hlo_module_free(p->module);
+  return NULL;
+}
+
+/* ---- entry points ---- */
+
+/* Whether text[begin, end) is a separator line: '// -----' and blanks. */
+static bool is_separator(const char *text, size_t begin, size_t end) {
+  while (begin < end && (text[begin] == ' ' || text[begin] == '\t')) begin++;
+  while (end > begin && (text[end - 1] == ' ' || text[end - 1] == '\t' || text[end - 1] == '\r')) end--;
+  return end - begin == 8 && memcmp(text + begin, "// -----", 8) == 0;
+}
+
+/* Whether a stretch holds nothing but blanks and comments (a separator at the very end, or a
+ * file of RUN lines before the first module, leaves such a stretch). */
+static bool is_blank(const char *text, size_t begin, size_t end) {
+  hlo_lexer lx;
+  hlo_lex_init(&lx, text, begin, end);
+  return lx.tok.kind == HLO_TOK_EOF;
+}
+
+static void free_modules(hlo_module **modules, int count) {
+  for (int i = 0; i < count; i++) hlo_module_free(modules[i]);
+  free(modules);
+}
+
+/* The parsing work of hlo_parse_modules, on a buffer that is NUL-terminated at len. Errors
+ * go to a fresh diag first so the caller's "first error wins" diag sees exactly one. */
+static int parse_buffer(const char *text, size_t len, const char *filename, hlo_module ***out,
+                        hlo_diag *diag) {
+  hlo_diag local;
+  hlo_diag_clear(&local);
+  hlo_module **modules = NULL;
+  int count = 0, cap = 0;
+  size_t segment = 0, line = 0;
+  bool ok = true;
+  while (ok && line <= len) {
+    const char *newline = memchr(text + line, '\n', len - line);
+    size_t line_end = newline ? (size_t)(newline - text) : len;
+    bool separator = is_separator(text, line, line_end);
+    if (separator || line_end >= len) {
+      size_t segment_end = separator ? line : len;
+      if (!is_blank(text, segment, segment_end)) {
+        hlo_module *module = parse_range(text, segment, segment_end, filename, &local);
+        if (module) {
+          modules = hlo_p_grow(modules, &cap, count + 1, sizeof *modules);
+          modules[count++] = module;
+        } else {
+          ok = false;
+        }
+      }
+      segment = line_end + 1;
+    }
+    line = line_end + 1;
+  }
+  if (ok && count == 0) {
+    int l, c;
+    hlo_lex_line_col(text, len, &l, &c);
+    hlo_diag_set(&local, HLO_ERR_INPUT, "%s:%d:%d: error: expected a module, found end of input",
+                 filename ? filename : "<input>", l, c);
+    ok = false;
+  }
+  if (!ok) {
+    free_modules(modules, count);
+    hlo_diag_set(diag, local.status, "%s", local.message);
+    *out = NULL;
+    return -1;
+  }
+  *out = modules;
+  return count;
+}
+
+static char *copy_terminated(const char *text, size_t len) {
+  char *copy = malloc(len + 1);
+  if (!copy) abort();
+  if (len) memcpy(copy, text, len);
+  copy[len] = 0;
+  return copy;
+}
+
+hlo_module *hlo_parse_module(const char *text, size_t len, const char *filename, hlo_diag *diag) {
+  hlo_diag local;
+  hlo_diag_clear(&local);
+  char *copy = copy_terminated(text ? text : "", text ? len : 0);
+  hlo_module *module = parse_range(copy, 0, text ? len : 0, filename, &local);
+  free(copy);
+  if (!module) hlo_diag_set(diag, local.status, "%s", local.message);
+  return module;
+}
+
+int hlo_parse_modules(const char *text, size_t len, const char *filename, hlo_module ***modules,
+                      hlo_diag *diag) {
+  char *copy = copy_terminated(text ? text : "", text ? len : 0);
+  int count = parse_buffer(copy, text ? len : 0, filename, modules, diag);
+  free(copy);
+  return count;
+}
+
+int hlo_parse_file(const char *path, hlo_module ***modules, hlo_diag *diag) {
+  *modules = NULL;
+  FILE *file = fopen(path, "rb");
+  if (!file) {
+    hlo_diag_set(diag, HLO_ERR_INPUT, "%s: error: cannot open: %s", path, strerror(errno));
+    return -1;
+  }
+  size_t len = 0, cap = 1 << 16;
+  char *text = malloc(cap + 1);
+  if (!text) abort();
+  for (;;) {
+    len += fread(text + len, 1, cap - len, file);
+    if (len < cap) break;
+    cap *= 2;
+    text = realloc(text, cap + 1);
+    if (!text) abort();
+  }
+  bool failed = ferror(file);
+  fclose(file);
+  if (failed) {
+    free(text);
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "%s: error: read failed", path);
+    return -1;
+  }
+  text[len] = 0;
+  int count = parse_buffer(text, len, path, modules, diag);
+  free(text);
+  return count;
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what latch needs to build and test on Debian 12. README's first command and
+# .ci/run both call this, so the package list lives here only. Re-runs itself under sudo
+# when not root.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential    # cc, make, ar; gcc's ASan/UBSan runtimes for `make sanitize`
+  clang              # the fuzzer: -fsanitize=fuzzer is clang-only
+  libclang-rt-14-dev # clang's libFuzzer and sanitizer runtimes (not pulled in by clang)
+  libxxhash-dev      # cache/: stable 128-bit hashes of canonical graphs
+  libck-dev          # cache/: Concurrency Kit, lock-free reads of the in-memory table
+  libtbb-dev         # runtime/: the parallel-for shim behind the CPU kernels
+  libopenblas-dev    # runtime/: BLAS for dot and convolution
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+  if ! command -v sudo >/dev/null; then
+    echo "install-deps.sh: run as root (no sudo here)" >&2
+    exit 1
+  fi
+  exec sudo "$0" "$@"
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+apt-get install -y --no-install-recommends "${PACKAGES[@]}"

@@ -1,0 +1,195 @@
+#include "value.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static rt_value *alloc_value(void) {
+  rt_value *value = calloc(1, sizeof *value);
+  if (value) value->refcount = 1;
+  return value;
+}
+
+rt_value *rt_value_new(const hlo_shape *shape) {
+  if (!hlo_dtype_is_computable(shape->dtype)) return NULL;
+  rt_value *value = alloc_value();
+  if (!value) return NULL;
+  value->shape = hlo_shape_make(shape->dtype, shape->rank, shape->dims);
+  value->count = hlo_shape_elements(&value->shape);
+  int64_t bytes = hlo_shape_bytes(&value->shape);
+  value->data = calloc(1, (size_t)(bytes > 0 ? bytes : 1));
+  if (!value->data) {
+    free(value);
+    return NULL;
+  }
+  return value;
+}
+
+rt_value *rt_value_new_array(hlo_dtype dtype, int rank, const int64_t *dims) {
+  hlo_shape shape = hlo_shape_make(dtype, rank, dims);
+  return rt_value_new(&shape);
+}
+
+rt_value *rt_value_new_tuple(int count, rt_value **elements) {
+  rt_value *value = alloc_value();
+  if (!value) return NULL;
+  value->shape.dtype = HLO_TUPLE;
+  value->tuple_count = count;
+  value->tuple = calloc((size_t)(count ? count : 1), sizeof(rt_value *));
+  if (!value->tuple) {
+    free(value);
+    return NULL;
+  }
+  for (int i = 0; i < count; i++) value->tuple[i] = elements[i];
+  return value;
+}
+
+rt_value *rt_value_retain(rt_value *value) {
+  if (value) value->refcount++;
+  return value;
+}
+
+void rt_value_release(rt_value *value) {
+  if (!value || --value->refcount > 0) return;
+  for (int i = 0; i < value->tuple_count; i++) rt_value_release(value->tuple[i]);
+  free(value->tuple);
+  free(value->data);
+  free(value);
+}
+
+rt_value *rt_value_copy(const rt_value *value) {
+  if (value->shape.dtype == HLO_TUPLE) {
+    rt_value **elements = calloc((size_t)(value->tuple_count ? value->tuple_count : 1), sizeof(rt_value *));
+    if (!elements) return NULL;
+    for (int i = 0; i < value->tuple_count; i++) elements[i] = rt_value_copy(value->tuple[i]);
+    rt_value *copy = rt_value_new_tuple(value->tuple_count, elements);
+    free(elements);
+    return copy;
+  }
+  rt_value *copy = rt_value_new(&value->shape);
+  if (copy) memcpy(copy->data, value->data, (size_t)hlo_shape_bytes(&value->shape));
+  return copy;
+}
+
+double rt_get_f64(const rt_value *value, int64_t index) {
+  const void *data = value->data;
+  switch (value->shape.dtype) {
+    case HLO_PRED: return ((const uint8_t *)data)[index] != 0;
+    case HLO_S8: return ((const int8_t *)data)[index];
+    case HLO_S16: return ((const int16_t *)data)[index];
+    case HLO_S32: return ((const int32_t *)data)[index];
+    case HLO_S64: return (double)((const int64_t *)data)[index];
+    case HLO_U8: return ((const uint8_t *)data)[index];
+    case HLO_U16: return ((const uint16_t *)data)[index];
+    case HLO_U32: return ((const uint32_t *)data)[index];
+    case HLO_U64: return (double)((const uint64_t *)data)[index];
+    case HLO_F16: return hlo_f16_to_f32(((const uint16_t *)data)[index]);
+    case HLO_BF16: return hlo_bf16_to_f32(((const uint16_t *)data)[index]);
+    case HLO_F32: return ((const float *)data)[index];
+    case HLO_F64: return ((const double *)data)[index];
+    default: return 0;
+  }
+}
+
+int64_t rt_get_i64(const rt_value *value, int64_t index) {
+  const void *data = value->data;
+  switch (value->shape.dtype) {
+    case HLO_PRED: return ((const uint8_t *)data)[index] != 0;
+    case HLO_S8: return ((const int8_t *)data)[index];
+    case HLO_S16: return ((const int16_t *)data)[index];
+    case HLO_S32: return ((const int32_t *)data)[index];
+    case HLO_S64: return ((const int64_t *)data)[index];
+    case HLO_U8: return ((const uint8_t *)data)[index];
+    case HLO_U16: return ((const uint16_t *)data)[index];
+    case HLO_U32: return ((const uint32_t *)data)[index];
+    case HLO_U64: return (int64_t)((const uint64_t *)data)[index];
+    default: {
+      /* float to integer: truncate toward zero, saturating, NaN to 0 (as XLA's convert) */
+      double element = rt_get_f64(value, index);
+      if (element != element) return 0;
+      if (element >= 9223372036854775807.0) return INT64_MAX;
+      if (element <= -9223372036854775808.0) return INT64_MIN;
+      return (int64_t)element;
+    }
+  }
+}
+
+uint64_t rt_get_u64(const rt_value *value, int64_t index) {
+  if (hlo_dtype_is_float(value->shape.dtype)) {
+    double element = rt_get_f64(value, index);
+    if (element != element || element <= 0) return 0;
+    if (element >= 18446744073709551615.0) return UINT64_MAX;
+    return (uint64_t)element;
+  }
+  return (uint64_t)rt_get_i64(value, index);
+}
+
+void rt_set_f64(rt_value *value, int64_t index, double element) {
+  void *data = value->data;
+  switch (value->shape.dtype) {
+    case HLO_F16: ((uint16_t *)data)[index] = hlo_f64_to_f16(element); return;
+    case HLO_BF16: ((uint16_t *)data)[index] = hlo_f64_to_bf16(element); return;
+    case HLO_F32: ((float *)data)[index] = (float)element; return;
+    case HLO_F64: ((double *)data)[index] = element; return;
+    case HLO_PRED: ((uint8_t *)data)[index] = element != 0; return;
+    default: break;
+  }
+  /* float to integer: truncate toward zero, saturate, NaN to 0 */
+  if (hlo_dtype_is_unsigned(value->shape.dtype)) {
+    uint64_t wide;
+    if (element != element || element <= 0) wide = 0;
+    else if (element >= 18446744073709551615.0) wide = UINT64_MAX;
+    else wide = (uint64_t)element;
+    uint64_t max = value->shape.dtype == HLO_U64 ? UINT64_MAX : (UINT64_C(1) << hlo_dtype_bits(value->shape.dtype)) - 1;
+    rt_set_u64(value, index, wide > max ? max : wide);
+  } else {
+    int bits = hlo_dtype_bits(value->shape.dtype);
+    double high = bits == 64 ? 9223372036854775807.0 : (double)((INT64_C(1) << (bits - 1)) - 1);
+    double low = bits == 64 ? -9223372036854775808.0 : -(double)(INT64_C(1) << (bits - 1));
+    int64_t wide;
+    if (element != element) wide = 0;
+    else if (element >= high) wide = bits == 64 ? INT64_MAX : (INT64_C(1) << (bits - 1)) - 1;
+    else if (element <= low) wide = bits == 64 ? INT64_MIN : -(INT64_C(1) << (bits - 1));
+    else wide = (int64_t)element;
+    rt_set_i64(value, index, wide);
+  }
+}
+
+void rt_set_i64(rt_value *value, int64_t index, int64_t element) {
+  void *data = value->data;
+  switch (value->shape.dtype) {
+    case HLO_PRED: ((uint8_t *)data)[index] = element != 0; return;
+    case HLO_S8: ((int8_t *)data)[index] = (int8_t)element; return;
+    case HLO_S16: ((int16_t *)data)[index] = (int16_t)element; return;
+    case HLO_S32: ((int32_t *)data)[index] = (int32_t)element; return;
+    case HLO_S64: ((int64_t *)data)[index] = element; return;
+    case HLO_U8: ((uint8_t *)data)[index] = (uint8_t)element; return;
+    case HLO_U16: ((uint16_t *)data)[index] = (uint16_t)element; return;
+    case HLO_U32: ((uint32_t *)data)[index] = (uint32_t)element; return;
+    case HLO_U64: ((uint64_t *)data)[index] = (uint64_t)element; return;
+    default: rt_set_f64(value, index, (double)element); return;
+  }
+}
+
+void rt_set_u64(rt_value *value, int64_t index, uint64_t element) {
+  if (hlo_dtype_is_float(value->shape.dtype)) rt_set_f64(value, index, (double)element);
+  else rt_set_i64(value, index, (int64_t)element);
+}
+
+void rt_copy_element(rt_value *dst, int64_t dst_index, const rt_value *src, int64_t src_index) {
+  size_t size = hlo_dtype_size(dst->shape.dtype);
+  memcpy((char *)dst->data + (size_t)dst_index * size, (const char *)src->data + (size_t)src_index * size, size);
+}
+
+int64_t rt_flat_index(const hlo_shape *shape, const int64_t *coords) {
+  int64_t index = 0;
+  for (int i = 0; i < shape->rank; i++) index = index * shape->dims[i] + coords[i];
+  return index;
+}
+
+int rt_next_coords(const hlo_shape *shape, int64_t *coords) {
+  for (int i = shape->rank - 1; i >= 0; i--) {
+    if (++coords[i] < shape->dims[i]) return 1;
+    coords[i] = 0;
+  }
+  return 0;
+}

@@ -1,0 +1,49 @@
+/* Helpers for evaluator tests: run a module written as HLO text on values built from
+ * literals, and compare the result with expected numbers worked out independently. */
+#ifndef LATCH_EVAL_UTIL_H
+#define LATCH_EVAL_UTIL_H
+#include <stdarg.h>
+#include <stdlib.h>
+
+#include "hlo/parse.h"
+#include "runtime/eval.h"
+#include "test.h"
+
+/* A value of dtype and dims filled from doubles (converted with the element type's rules). */
+static rt_value *make_value(hlo_dtype dtype, int rank, const int64_t *dims, const double *elements) {
+  rt_value *value = rt_value_new_array(dtype, rank, dims);
+  for (int64_t i = 0; i < value->count; i++) {
+    if (hlo_dtype_is_float(dtype)) rt_set_f64(value, i, elements[i]);
+    else rt_set_i64(value, i, (int64_t)elements[i]);
+  }
+  return value;
+}
+
+/* Parses text, evaluates the entry on args; returns the result or NULL (message in diag). */
+static rt_value *run_text(const char *text, rt_value *const *args, int arg_count, bool fp64,
+                          hlo_diag *diag) {
+  hlo_diag_clear(diag);
+  hlo_module *module = hlo_parse_module(text, strlen(text), "test", diag);
+  if (!module) return NULL;
+  rt_eval_options options = {.fp64 = fp64};
+  rt_value *result = NULL;
+  rt_evaluate(module, args, arg_count, &options, &result, diag);
+  hlo_module_free(module);
+  return result;
+}
+
+/* Runs text and checks the (array) result's elements against want, within tol. */
+#define CHECK_RUN(text, args, arg_count, want, want_count, tol)                          \
+  do {                                                                                  \
+    hlo_diag diag_;                                                                     \
+    rt_value *got_ = run_text((text), (args), (arg_count), false, &diag_);              \
+    CHECK_MSG(got_ != NULL, "evaluation failed: %s", diag_.message);                    \
+    if (got_) {                                                                         \
+      CHECK_EQ_INT(got_->count, (want_count));                                          \
+      for (int64_t i_ = 0; i_ < got_->count && i_ < (want_count); i_++)                 \
+        CHECK_NEAR(rt_get_f64(got_, i_), (want)[i_], (tol));                            \
+      rt_value_release(got_);                                                           \
+    }                                                                                   \
+  } while (0)
+
+#endif

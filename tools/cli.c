@@ -1,0 +1,91 @@
+/* Flag parsing and messages for the latch command. */
+#include "cli.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static const cli_flag *find_flag(const cli_flag *flags, int flag_count, const char *name, size_t len) {
+  for (int i = 0; i < flag_count; i++)
+    if (strlen(flags[i].name) == len && memcmp(flags[i].name, name, len) == 0) return &flags[i];
+  return NULL;
+}
+
+int cli_parse_flags(const char *command, int argc, char **argv, const cli_flag *flags, int flag_count,
+                    const char **positional, int *positional_count, int max_positional) {
+  *positional_count = 0;
+  bool flags_done = false;
+  for (int i = 0; i < argc; i++) {
+    const char *arg = argv[i];
+    if (flags_done || arg[0] != '-' || strcmp(arg, "-") == 0) {
+      if (*positional_count == max_positional) {
+        cli_error("%s: unexpected argument '%s' (see 'latch %s --help')", command, arg, command);
+        return CLI_USAGE;
+      }
+      positional[(*positional_count)++] = arg;
+      continue;
+    }
+    if (strcmp(arg, "--") == 0) {
+      flags_done = true;
+      continue;
+    }
+    const char *equals = strchr(arg, '=');
+    size_t name_len = equals ? (size_t)(equals - arg) : strlen(arg);
+    const cli_flag *flag = find_flag(flags, flag_count, arg, name_len);
+    if (!flag && strcmp(arg, "-h") == 0) flag = find_flag(flags, flag_count, "--help", 6);
+    if (!flag) {
+      cli_error("%s: unknown option '%.*s' (see 'latch %s --help')", command, (int)name_len, arg, command);
+      return CLI_USAGE;
+    }
+    if (!flag->takes_value) {
+      if (equals) {
+        cli_error("%s: option %s takes no value", command, flag->name);
+        return CLI_USAGE;
+      }
+      *flag->value = "1";
+    } else if (equals) {
+      *flag->value = equals + 1;
+    } else if (i + 1 < argc) {
+      *flag->value = argv[++i];
+    } else {
+      cli_error("%s: option %s needs a value", command, flag->name);
+      return CLI_USAGE;
+    }
+  }
+  return CLI_OK;
+}
+
+void cli_error(const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  fputs("latch: error: ", stderr);
+  vfprintf(stderr, format, args);
+  fputc('\n', stderr);
+  va_end(args);
+}
+
+int cli_fail(const hlo_diag *diag) {
+  /* Parser messages already read "FILE:LINE:COL: error: ..."; do not prefix them twice. */
+  if (strstr(diag->message, "error:")) fprintf(stderr, "%s\n", diag->message);
+  else cli_error("%s", diag->message[0] ? diag->message : "unknown failure");
+  return diag->status == HLO_OK ? CLI_INTERNAL : (int)diag->status;
+}
+
+int cli_count_elided(const hlo_module *module) {
+  int count = 0;
+  for (int c = 0; c < module->comp_count; c++) {
+    const hlo_comp *comp = module->comps[c];
+    for (int i = 0; i < comp->instr_count; i++) {
+      const hlo_literal *literal = comp->instrs[i]->literal;
+      count += comp->instrs[i]->opcode == HLO_OP_CONSTANT && literal && literal->elided;
+    }
+  }
+  return count;
+}
+
+double cli_now(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+}

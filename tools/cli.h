@@ -1,0 +1,41 @@
+/* Pieces shared by the latch command's subcommands: flag parsing, messages, exit codes. */
+#ifndef LATCH_CLI_H
+#define LATCH_CLI_H
+#include <stdbool.h>
+
+#include "hlo/diag.h"
+#include "hlo/ir.h"
+
+/* Exit status: the hlo_status of the failure, so scripts (and the minifier) can tell a bad
+ * input (1) from an unsupported op or type (2) from an internal failure (3). */
+enum { CLI_OK = 0, CLI_USAGE = 1, CLI_UNSUPPORTED = 2, CLI_INTERNAL = 3 };
+
+/* One flag of a subcommand: --name VALUE (or --name=VALUE) stores VALUE in *value; a switch
+ * (takes_value false) stores "1". */
+typedef struct cli_flag {
+  const char *name;
+  bool takes_value;
+  const char **value;
+} cli_flag;
+
+/* Splits argv (after the subcommand name) into flags and positional arguments; "--" ends
+ * the flags. On a bad flag prints a message naming command and returns CLI_USAGE. */
+int cli_parse_flags(const char *command, int argc, char **argv, const cli_flag *flags, int flag_count,
+                    const char **positional, int *positional_count, int max_positional);
+
+/* "latch: error: ..." on stderr. */
+void cli_error(const char *format, ...) __attribute__((format(printf, 1, 2)));
+/* Prints diag's message (prefixed with "latch: error: " unless it already names a place
+ * with "error:") and returns its status as the exit code. */
+int cli_fail(const hlo_diag *diag);
+/* Constants written `constant({...})` in the text: their values were made up by the parser. */
+int cli_count_elided(const hlo_module *module);
+/* Seconds on a monotonic clock. */
+double cli_now(void);
+
+int cmd_parse(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+void cmd_parse_usage(void);
+void cmd_run_usage(void);
+
+#endif

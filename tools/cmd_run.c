@@ -1,0 +1,346 @@
+/* latch run: evaluates a module's entry computation on inputs read from .npy files or made
+ * from a seed, prints each output's shape, first values and checksums, and can write the
+ * outputs back as .npy files. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "hlo/parse.h"
+#include "hlo/verify.h"
+#include "runtime/eval.h"
+#include "runtime/npy.h"
+#include "runtime/random_fill.h"
+
+static const char *const backends[] = {"reference"};
+
+void cmd_run_usage(void) {
+  fputs("usage: latch run FILE [--inputs DIR] [--seed N] [--output DIR] [--backend NAME] [--fp64]\n"
+        "\n"
+        "Runs the entry computation of the HLO module in FILE and prints, for each output\n"
+        "(tuples flattened in order), its shape, up to 8 first values, the sum and the sum of\n"
+        "absolute values (as doubles) and an FNV-1a hash of its bytes, then the run time.\n"
+        "\n"
+        "  --inputs DIR    parameter i is read from DIR/i.npy; its type and dims must match the\n"
+        "                  parameter (f32 files are accepted for bf16 parameters and rounded)\n"
+        "  --seed N        without --inputs, parameters are made from seed N (default 0):\n"
+        "                  floats uniform in [-1,1), integers in [0,8), pred random\n"
+        "  --output DIR    write the outputs as DIR/0.npy, DIR/1.npy, ... (DIR is created;\n"
+        "                  bf16 outputs are written as exact f32, since .npy has no bf16)\n"
+        "  --backend NAME  where to run: reference (the only backend so far)\n"
+        "  --fp64          compute every floating-point value in f64; outputs come back as f64\n"
+        "\n"
+        "Constants elided in the text (constant({...})) are filled deterministically, and a\n"
+        "note says so. Exit status: 0 ok, 1 usage or input error (bad flags, unreadable or\n"
+        "malformed file, missing or mismatched inputs), 2 an op or type latch does not\n"
+        "support, 3 internal error (out of memory, failed write).\n"
+        "\n"
+        "examples:\n"
+        "  latch run ../shared/corpus/xla/add.hlo\n"
+        "  latch run model.hlo --inputs in/ --output out/ --fp64\n",
+        stdout);
+}
+
+typedef struct run_options {
+  const char *file, *inputs, *seed_text, *output, *backend, *fp64, *help;
+  uint64_t seed;
+} run_options;
+
+static int parse_options(int argc, char **argv, run_options *o) {
+  memset(o, 0, sizeof *o);
+  const cli_flag flags[] = {
+      {"--help", false, &o->help},    {"--inputs", true, &o->inputs},   {"--seed", true, &o->seed_text},
+      {"--output", true, &o->output}, {"--backend", true, &o->backend}, {"--fp64", false, &o->fp64},
+  };
+  const char *files[1];
+  int file_count = 0;
+  int status = cli_parse_flags("run", argc, argv, flags, (int)(sizeof flags / sizeof flags[0]), files, &file_count, 1);
+  if (status != CLI_OK || o->help) return status;
+  if (file_count == 0) {
+    cli_error("run: no input file (see 'latch run --help')");
+    return CLI_USAGE;
+  }
+  o->file = files[0];
+  if (o->seed_text) {
+    char *end;
+    errno = 0;
+    unsigned long long seed = strtoull(o->seed_text, &end, 0);
+    if (errno || end == o->seed_text || *end || o->seed_text[0] == '-') {
+      cli_error("run: --seed wants a non-negative integer, got '%s'", o->seed_text);
+      return CLI_USAGE;
+    }
+    o->seed = seed;
+  }
+  if (o->inputs && o->seed_text) {
+    cli_error("run: --seed makes random inputs; it cannot be combined with --inputs");
+    return CLI_USAGE;
+  }
+  bool known = !o->backend;
+  for (size_t i = 0; !known && i < sizeof backends / sizeof backends[0]; i++) known = strcmp(o->backend, backends[i]) == 0;
+  if (!known) {
+    cli_error("run: unknown backend '%s'; backends: reference", o->backend);
+    return CLI_USAGE;
+  }
+  return CLI_OK;
+}
+
+/* ---- inputs ---- */
+
+/* Whether a file's dims fit a parameter's: equal, or within a dynamic dim's bound. */
+static bool dims_fit(const hlo_shape *want, const hlo_shape *have) {
+  if (want->rank != have->rank) return false;
+  for (int d = 0; d < want->rank; d++) {
+    if (want->dim_kind[d] == HLO_DIM_UNBOUNDED) continue;
+    if (want->dim_kind[d] == HLO_DIM_BOUNDED ? have->dims[d] > want->dims[d] : have->dims[d] != want->dims[d])
+      return false;
+  }
+  return true;
+}
+
+/* Turns a value read from a file into the parameter's type: the same type passes, f32 is
+ * rounded to bf16 (the only way to bring bf16 through .npy), and f64 passes for any float
+ * parameter under --fp64, where the evaluator computes in f64 anyway. NULL if none fits. */
+static rt_value *fit_type(rt_value *value, hlo_dtype want, bool fp64) {
+  hlo_dtype have = value->shape.dtype;
+  if (have == want || (fp64 && have == HLO_F64 && hlo_dtype_is_float(want))) return rt_value_retain(value);
+  if (!(want == HLO_BF16 && have == HLO_F32)) return NULL;
+  rt_value *rounded = rt_value_new_array(HLO_BF16, value->shape.rank, value->shape.dims);
+  for (int64_t i = 0; rounded && i < value->count; i++) rt_set_f64(rounded, i, rt_get_f64(value, i));
+  return rounded;
+}
+
+static rt_value *read_input(const run_options *o, int index, const hlo_instr *param, hlo_diag *diag) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%d.npy", o->inputs, index);
+  if (param->shape.dtype == HLO_TOKEN) return rt_value_new_tuple(0, NULL); /* no data to read */
+  if (param->shape.dtype == HLO_TUPLE) {
+    hlo_diag_set(diag, HLO_ERR_UNSUPPORTED,
+                 "parameter %d (%s) is a tuple; .npy inputs for tuple parameters are not supported "
+                 "(run without --inputs to use seeded random ones)", index, param->name);
+    return NULL;
+  }
+  if (access(path, F_OK) != 0) {
+    hlo_diag_set(diag, HLO_ERR_INPUT, "parameter %d (%s): missing input file %s", index, param->name, path);
+    return NULL;
+  }
+  hlo_diag file_diag;
+  hlo_diag_clear(&file_diag);
+  rt_value *value = rt_npy_read(path, &file_diag);
+  if (!value) {
+    hlo_diag_set(diag, file_diag.status, "parameter %d (%s): %s", index, param->name, file_diag.message);
+    return NULL;
+  }
+  rt_value *fitted = dims_fit(&param->shape, &value->shape) ? fit_type(value, param->shape.dtype, o->fp64) : NULL;
+  if (!fitted) {
+    char want[160], have[160];
+    hlo_diag_set(diag, HLO_ERR_INPUT, "parameter %d (%s) expects %s, but %s holds %s", index, param->name,
+                 hlo_shape_str(&param->shape, want, sizeof want), path, hlo_shape_str(&value->shape, have, sizeof have));
+  }
+  rt_value_release(value);
+  return fitted;
+}
+
+/* Bytes the parameters will take, to refuse a run that cannot fit in memory up front
+ * rather than be killed halfway through filling inputs. */
+static double shape_bytes(const hlo_shape *shape) {
+  if (shape->dtype != HLO_TUPLE) return (double)hlo_shape_bytes(shape);
+  double total = 0;
+  for (int i = 0; i < shape->tuple_count; i++) total += shape_bytes(&shape->tuple[i]);
+  return total;
+}
+
+static int check_memory(const hlo_comp *entry) {
+  double need = 0;
+  for (int i = 0; i < entry->param_count; i++)
+    if (entry->params[i]) need += shape_bytes(&entry->params[i]->shape);
+  double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+  if (have > 0 && need > have / 2) {
+    cli_error("run: the parameters alone need %.1f GiB, more than half of this machine's %.1f GiB of memory",
+              need / (1 << 30), have / (1 << 30));
+    return CLI_INTERNAL;
+  }
+  return CLI_OK;
+}
+
+/* One value per entry parameter, from files or from the seed. */
+static int make_inputs(const run_options *o, const hlo_comp *entry, rt_value **args) {
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  for (int i = 0; i < entry->param_count; i++) {
+    const hlo_instr *param = entry->params[i];
+    if (!param) {
+      hlo_diag_set(&diag, HLO_ERR_INPUT, "entry computation %s has no parameter %d", entry->name, i);
+      return cli_fail(&diag);
+    }
+    args[i] = o->inputs ? read_input(o, i, param, &diag) : rt_random_value(&param->shape, o->seed, (uint64_t)i, &diag);
+    if (!args[i]) {
+      if (diag.status == HLO_OK) hlo_diag_set(&diag, HLO_ERR_INTERNAL, "out of memory for parameter %d", i);
+      if (o->inputs) return cli_fail(&diag);
+      hlo_diag named; /* random inputs' messages do not know which parameter they are for */
+      hlo_diag_clear(&named);
+      hlo_diag_set(&named, diag.status, "parameter %d (%s): %s", i, param->name, diag.message);
+      return cli_fail(&named);
+    }
+  }
+  return CLI_OK;
+}
+
+/* ---- outputs ---- */
+
+/* The array leaves of a result in order, nested tuples flattened; tokens have none. */
+static int flatten(rt_value *value, rt_value **leaves, int count, int capacity) {
+  if (value->shape.dtype != HLO_TUPLE) {
+    if (leaves && count < capacity) leaves[count] = value;
+    return count + 1;
+  }
+  for (int i = 0; i < value->tuple_count; i++) count = flatten(value->tuple[i], leaves, count, capacity);
+  return count;
+}
+
+static uint64_t fnv1a(const void *data, size_t size) {
+  const unsigned char *bytes = data;
+  uint64_t hash = UINT64_C(0xcbf29ce484222325);
+  for (size_t i = 0; i < size; i++) hash = (hash ^ bytes[i]) * UINT64_C(0x100000001b3);
+  return hash;
+}
+
+static void print_element(const rt_value *value, int64_t index) {
+  hlo_dtype dtype = value->shape.dtype;
+  if (hlo_dtype_is_float(dtype)) printf(" %.7g", rt_get_f64(value, index));
+  else if (dtype == HLO_PRED) printf(" %s", rt_get_i64(value, index) ? "true" : "false");
+  else if (hlo_dtype_is_unsigned(dtype)) printf(" %" PRIu64, rt_get_u64(value, index));
+  else printf(" %" PRId64, rt_get_i64(value, index));
+}
+
+static void print_output(int index, const rt_value *value) {
+  char shape[160];
+  double sum = 0, abs_sum = 0;
+  for (int64_t i = 0; i < value->count; i++) {
+    double element = rt_get_f64(value, i);
+    sum += element;
+    abs_sum += element < 0 ? -element : element;
+  }
+  printf("output %d: %s sum=%.10g abs_sum=%.10g fnv1a=%016" PRIx64 "\n  values:", index,
+         hlo_shape_str(&value->shape, shape, sizeof shape), sum, abs_sum,
+         fnv1a(value->data, (size_t)hlo_shape_bytes(&value->shape)));
+  for (int64_t i = 0; i < value->count && i < 8; i++) print_element(value, i);
+  printf("%s\n", value->count > 8 ? " ..." : "");
+}
+
+static int write_outputs(const char *dir, rt_value **leaves, int count) {
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    cli_error("run: cannot create output directory %s: %s", dir, strerror(errno));
+    return CLI_USAGE;
+  }
+  bool noted = false;
+  for (int i = 0; i < count; i++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%d.npy", dir, i);
+    hlo_diag diag;
+    hlo_diag_clear(&diag);
+    if (rt_npy_write(path, leaves[i], &diag) != HLO_OK) return cli_fail(&diag);
+    if (leaves[i]->shape.dtype == HLO_BF16 && !noted) {
+      fprintf(stderr, "note: bf16 outputs are written as f32 .npy files (exact; .npy has no bf16 type)\n");
+      noted = true;
+    }
+  }
+  printf("wrote %d output%s to %s\n", count, count == 1 ? "" : "s", dir);
+  return CLI_OK;
+}
+
+static int report(const run_options *o, rt_value *result) {
+  int count = flatten(result, NULL, 0, 0);
+  rt_value **leaves = calloc((size_t)count + 1, sizeof(rt_value *));
+  if (!leaves) return CLI_INTERNAL;
+  flatten(result, leaves, 0, count);
+  for (int i = 0; i < count; i++) print_output(i, leaves[i]);
+  int status = o->output ? write_outputs(o->output, leaves, count) : CLI_OK;
+  free(leaves);
+  return status;
+}
+
+/* ---- the command ---- */
+
+static int load_module(const char *path, hlo_module **module) {
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  hlo_module **modules = NULL;
+  double start = cli_now();
+  int count = hlo_parse_file(path, &modules, &diag);
+  if (count < 0) return cli_fail(&diag);
+  if (count != 1) {
+    for (int i = 0; i < count; i++) hlo_module_free(modules[i]);
+    free(modules);
+    cli_error("run: %s holds %d modules; run takes a file with one", path, count);
+    return CLI_USAGE;
+  }
+  *module = modules[0];
+  free(modules);
+  double seconds = cli_now() - start;
+  if (hlo_verify_module(*module, &diag) != HLO_OK) {
+    cli_error("%s: module %s: %s", path, (*module)->name, diag.message);
+    hlo_module_free(*module);
+    *module = NULL;
+    return diag.status == HLO_OK ? CLI_INTERNAL : (int)diag.status;
+  }
+  if (!(*module)->entry) {
+    cli_error("%s: module %s has no entry computation", path, (*module)->name);
+    hlo_module_free(*module);
+    *module = NULL;
+    return CLI_USAGE;
+  }
+  printf("%s: module %s, parsed in %.2f ms\n", path, (*module)->name, seconds * 1e3);
+  int elided = cli_count_elided(*module);
+  if (elided)
+    fprintf(stderr, "note: %d elided constant%s %s filled deterministically\n", elided, elided == 1 ? "" : "s",
+            elided == 1 ? "was" : "were");
+  return CLI_OK;
+}
+
+static int run_module(const run_options *o, const hlo_module *module) {
+  const hlo_comp *entry = module->entry;
+  int status = o->inputs ? CLI_OK : check_memory(entry);
+  if (status != CLI_OK) return status;
+  rt_value **args = calloc((size_t)entry->param_count + 1, sizeof(rt_value *));
+  if (!args) return CLI_INTERNAL;
+  status = make_inputs(o, entry, args);
+  if (status == CLI_OK) {
+    if (o->inputs) printf("inputs: %d from %s\n", entry->param_count, o->inputs);
+    else printf("inputs: %d random, seed %" PRIu64 "\n", entry->param_count, o->seed);
+    hlo_diag diag;
+    hlo_diag_clear(&diag);
+    rt_eval_options options = {.fp64 = o->fp64 != NULL};
+    rt_value *result = NULL;
+    double start = cli_now();
+    hlo_status run = rt_evaluate(module, args, entry->param_count, &options, &result, &diag);
+    double seconds = cli_now() - start;
+    if (run != HLO_OK) {
+      status = cli_fail(&diag);
+    } else {
+      status = report(o, result);
+      printf("ran in %.3f s on the reference backend%s\n", seconds, o->fp64 ? " (fp64)" : "");
+    }
+    rt_value_release(result);
+  }
+  for (int i = 0; i < entry->param_count; i++) rt_value_release(args[i]);
+  free(args);
+  return status;
+}
+
+int cmd_run(int argc, char **argv) {
+  run_options o;
+  int status = parse_options(argc, argv, &o);
+  if (status != CLI_OK || o.help) {
+    if (o.help && status == CLI_OK) cmd_run_usage();
+    return status;
+  }
+  hlo_module *module = NULL;
+  status = load_module(o.file, &module);
+  if (status == CLI_OK) status = run_module(&o, module);
+  hlo_module_free(module);
+  return status;
+}
