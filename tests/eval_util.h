@@ -10,7 +10,7 @@
 #include "test.h"
 
 /* A value of dtype and dims filled from doubles (converted with the element type's rules). */
-static rt_value *make_value(hlo_dtype dtype, int rank, const int64_t *dims, const double *elements) {
+static inline rt_value *make_value(hlo_dtype dtype, int rank, const int64_t *dims, const double *elements) {
   rt_value *value = rt_value_new_array(dtype, rank, dims);
   for (int64_t i = 0; i < value->count; i++) {
     if (hlo_dtype_is_float(dtype)) rt_set_f64(value, i, elements[i]);
@@ -20,7 +20,7 @@ static rt_value *make_value(hlo_dtype dtype, int rank, const int64_t *dims, cons
 }
 
 /* Parses text, evaluates the entry on args; returns the result or NULL (message in diag). */
-static rt_value *run_text(const char *text, rt_value *const *args, int arg_count, bool fp64,
+static inline rt_value *run_text(const char *text, rt_value *const *args, int arg_count, bool fp64,
                           hlo_diag *diag) {
   hlo_diag_clear(diag);
   hlo_module *module = hlo_parse_module(text, strlen(text), "test", diag);

@@ -1,0 +1,17 @@
+/* The table of backends. */
+#include "backend.h"
+
+#include <string.h>
+
+static const rt_backend *const backends[] = {&rt_backend_reference};
+
+const rt_backend *rt_backend_find(const char *name) {
+  if (!name) return NULL;
+  for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
+    if (strcmp(backends[i]->name, name) == 0) return backends[i];
+  return NULL;
+}
+
+const char *rt_backend_names(void) {
+  return "reference";
+}

@@ -1,0 +1,44 @@
+/* Backends: what compiles an HLO module into an executable and runs it. capture/ and the
+ * minifier see every backend through this table only, so a new backend is one more entry in
+ * rt_backends (backend.c) and nothing else changes.
+ *
+ * An executable owns everything it needs (its own copy of the module, buffers, plans): the
+ * module passed to compile may be freed right after. Executables are immutable once built
+ * and may be run by several threads at once. */
+#ifndef RT_BACKEND_H
+#define RT_BACKEND_H
+#include <stddef.h>
+
+#include "hlo/ir.h"
+#include "value.h"
+
+typedef struct rt_executable rt_executable;
+
+typedef struct rt_backend {
+  const char *name;    /* "reference", "cpu" */
+  const char *version; /* bumped when generated code or serialized form changes */
+  /* NULL with diag on failure. A module this backend cannot handle is HLO_ERR_UNSUPPORTED
+   * with a message naming the op and the instruction: a compile error the minifier can
+   * shrink. */
+  rt_executable *(*compile)(const hlo_module *module, hlo_diag *diag);
+  /* Runs the entry computation: args borrowed, in the parameters' declared types; *result
+   * is a new reference (a tuple value when the entry's root is a tuple). */
+  hlo_status (*execute)(rt_executable *exe, rt_value *const *args, int arg_count,
+                        rt_value **result, hlo_diag *diag);
+  void (*destroy)(rt_executable *exe);
+  /* Bytes that deserialize gives back as an equal executable (the on-disk cache's value):
+   * a malloc'd buffer in *bytes, its length in *len. */
+  hlo_status (*serialize)(const rt_executable *exe, void **bytes, size_t *len, hlo_diag *diag);
+  rt_executable *(*deserialize)(const void *bytes, size_t len, hlo_diag *diag);
+} rt_backend;
+
+/* The backend called name, or NULL. */
+const rt_backend *rt_backend_find(const char *name);
+/* Names of every backend, comma-separated, for messages ("reference, cpu"). */
+const char *rt_backend_names(void);
+
+/* The reference evaluator as a backend (backend_reference.c): compile keeps a copy of the
+ * module; execute runs rt_evaluate in the declared types. */
+extern const rt_backend rt_backend_reference;
+
+#endif
