@@ -12,11 +12,10 @@
 #include "cli.h"
 #include "hlo/parse.h"
 #include "hlo/verify.h"
+#include "runtime/backend.h"
 #include "runtime/eval.h"
 #include "runtime/npy.h"
 #include "runtime/random_fill.h"
-
-static const char *const backends[] = {"reference"};
 
 void cmd_run_usage(void) {
   fputs("usage: latch run FILE [--inputs DIR] [--seed N] [--output DIR] [--backend NAME] [--fp64]\n"
@@ -31,7 +30,7 @@ void cmd_run_usage(void) {
         "                  floats uniform in [-1,1), integers in [0,8), pred random\n"
         "  --output DIR    write the outputs as DIR/0.npy, DIR/1.npy, ... (DIR is created;\n"
         "                  bf16 outputs are written as exact f32, since .npy has no bf16)\n"
-        "  --backend NAME  where to run: reference (the only backend so far)\n"
+        "  --backend NAME  where to run (default reference); 'latch run --help' lists them\n"
         "  --fp64          compute every floating-point value in f64; outputs come back as f64\n"
         "\n"
         "Constants elided in the text (constant({...})) are filled deterministically, and a\n"
@@ -79,10 +78,13 @@ static int parse_options(int argc, char **argv, run_options *o) {
     cli_error("run: --seed makes random inputs; it cannot be combined with --inputs");
     return CLI_USAGE;
   }
-  bool known = !o->backend;
-  for (size_t i = 0; !known && i < sizeof backends / sizeof backends[0]; i++) known = strcmp(o->backend, backends[i]) == 0;
-  if (!known) {
-    cli_error("run: unknown backend '%s'; backends: reference", o->backend);
+  if (o->backend && !rt_backend_find(o->backend)) {
+    cli_error("run: unknown backend '%s'; backends: %s", o->backend, rt_backend_names());
+    return CLI_USAGE;
+  }
+  if (o->backend && o->fp64 && strcmp(o->backend, "reference") != 0) {
+    cli_error("run: --fp64 is a mode of the reference backend; it cannot be combined with --backend %s",
+              o->backend);
     return CLI_USAGE;
   }
   return CLI_OK;
@@ -301,6 +303,23 @@ static int load_module(const char *path, hlo_module **module) {
   return CLI_OK;
 }
 
+/* The reference evaluator runs the module directly (it has the fp64 mode); any other
+ * backend compiles it first. */
+static hlo_status execute(const run_options *o, const hlo_module *module, rt_value **args, rt_value **result,
+                          hlo_diag *diag) {
+  const hlo_comp *entry = module->entry;
+  if (!o->backend || strcmp(o->backend, "reference") == 0) {
+    rt_eval_options options = {.fp64 = o->fp64 != NULL};
+    return rt_evaluate(module, args, entry->param_count, &options, result, diag);
+  }
+  const rt_backend *backend = rt_backend_find(o->backend);
+  rt_executable *exe = backend->compile(module, diag);
+  if (!exe) return diag->status == HLO_OK ? HLO_ERR_INTERNAL : diag->status;
+  hlo_status status = backend->execute(exe, args, entry->param_count, result, diag);
+  backend->destroy(exe);
+  return status;
+}
+
 static int run_module(const run_options *o, const hlo_module *module) {
   const hlo_comp *entry = module->entry;
   int status = o->inputs ? CLI_OK : check_memory(entry);
@@ -313,16 +332,16 @@ static int run_module(const run_options *o, const hlo_module *module) {
     else printf("inputs: %d random, seed %" PRIu64 "\n", entry->param_count, o->seed);
     hlo_diag diag;
     hlo_diag_clear(&diag);
-    rt_eval_options options = {.fp64 = o->fp64 != NULL};
     rt_value *result = NULL;
     double start = cli_now();
-    hlo_status run = rt_evaluate(module, args, entry->param_count, &options, &result, &diag);
+    hlo_status run = execute(o, module, args, &result, &diag);
     double seconds = cli_now() - start;
     if (run != HLO_OK) {
       status = cli_fail(&diag);
     } else {
       status = report(o, result);
-      printf("ran in %.3f s on the reference backend%s\n", seconds, o->fp64 ? " (fp64)" : "");
+      printf("ran in %.3f s on the %s backend%s\n", seconds, o->backend ? o->backend : "reference",
+             o->fp64 ? " (fp64)" : "");
     }
     rt_value_release(result);
   }
