@@ -10,7 +10,7 @@ static void usage(FILE *out) {
         "latch captures tensor programs as XLA HLO graphs and evaluates them. Commands:\n"
         "  parse FILE... [--print]   parse and verify HLO text files, summarize each module\n"
         "  run FILE [OPTIONS]        run a module's entry computation and print its outputs\n"
-        "  cache stats|ls|verify|clear [--dir DIR]   look at or clean the on-disk compile cache\n"
+        "  cache ACTION [--dir DIR]  the on-disk compile cache: stats, ls, verify, clear\n"
         "  help [COMMAND]            this text, or a command's options\n"
         "\n"
         "Run 'latch COMMAND --help' for a command's options and examples.\n"
