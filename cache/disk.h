@@ -69,7 +69,7 @@ typedef struct cache_disk_stats {
   uint64_t hits;          /* gets that returned an entry */
   uint64_t misses;        /* gets that did not, damaged entries included */
   uint64_t writes;        /* entries published */
-  uint64_t write_errors;  /* puts skipped because the filesystem refused them */
+  uint64_t write_errors;  /* puts skipped: the filesystem refused, or the entry exceeds the limit */
   uint64_t corrupt;       /* damaged entries found (and removed) */
   uint64_t evictions;     /* entries removed to stay under the limit */
   uint64_t bytes_read;    /* payload bytes returned by hits */

@@ -119,7 +119,7 @@ static int list(const char *dir) {
     cli_error("cache ls: out of memory");
     status = CLI_INTERNAL;
   }
-  qsort(l.items, l.count, sizeof *l.items, newer_first);
+  if (l.count) qsort(l.items, l.count, sizeof *l.items, newer_first); /* items is NULL when empty */
   if (l.count) printf("%-32s  %10s  %5s  %s\n", "KEY", "SIZE", "AGE", "FINGERPRINT");
   for (size_t i = 0; i < l.count; i++) {
     char key[33], size[32], age[32];
