@@ -37,5 +37,7 @@ int cmd_parse(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 void cmd_parse_usage(void);
 void cmd_run_usage(void);
+int cmd_cache(int argc, char **argv);
+void cmd_cache_usage(void);
 
 #endif

@@ -16,9 +16,11 @@
 #include "runtime/eval.h"
 #include "runtime/npy.h"
 #include "runtime/random_fill.h"
+#include "run_cache.h"
 
 void cmd_run_usage(void) {
   fputs("usage: latch run FILE [--inputs DIR] [--seed N] [--output DIR] [--backend NAME] [--fp64]\n"
+        "                 [--compile]\n"
         "\n"
         "Runs the entry computation of the HLO module in FILE and prints, for each output\n"
         "(tuples flattened in order), its shape, up to 8 first values, the sum and the sum of\n"
@@ -32,6 +34,15 @@ void cmd_run_usage(void) {
         "                  bf16 outputs are written as exact f32, since .npy has no bf16)\n"
         "  --backend NAME  where to run (default reference); 'latch run --help' lists them\n"
         "  --fp64          compute every floating-point value in f64; outputs come back as f64\n"
+        "  --compile       compile through the backend interface even for the reference backend\n"
+        "                  (its compiled form is the module itself), so the compile cache is used\n"
+        "\n"
+        "Every backend but the reference evaluator (and the reference one with --compile) compiles\n"
+        "the module first, through the compile cache: LATCH_CACHE=disk (the default) loads the\n"
+        "compiled graph from the cache directory (LATCH_CACHE_DIR, else $XDG_CACHE_HOME/latch or\n"
+        "~/.cache/latch; at most LATCH_CACHE_MAX_BYTES, default 1G) or saves it there after\n"
+        "compiling; LATCH_CACHE=memory or off compiles without touching the disk. A line says\n"
+        "which: 'cache: 1 hit, 0 compiles (...)'. 'latch cache --help' manages the directory.\n"
         "\n"
         "Constants elided in the text (constant({...})) are filled deterministically, and a\n"
         "note says so. Exit status: 0 ok, 1 usage or input error (bad flags, unreadable or\n"
@@ -45,7 +56,7 @@ void cmd_run_usage(void) {
 }
 
 typedef struct run_options {
-  const char *file, *inputs, *seed_text, *output, *backend, *fp64, *help;
+  const char *file, *inputs, *seed_text, *output, *backend, *fp64, *compile, *help;
   uint64_t seed;
 } run_options;
 
@@ -54,6 +65,7 @@ static int parse_options(int argc, char **argv, run_options *o) {
   const cli_flag flags[] = {
       {"--help", false, &o->help},    {"--inputs", true, &o->inputs},   {"--seed", true, &o->seed_text},
       {"--output", true, &o->output}, {"--backend", true, &o->backend}, {"--fp64", false, &o->fp64},
+      {"--compile", false, &o->compile},
   };
   const char *files[1];
   int file_count = 0;
@@ -85,6 +97,15 @@ static int parse_options(int argc, char **argv, run_options *o) {
   if (o->backend && o->fp64 && strcmp(o->backend, "reference") != 0) {
     cli_error("run: --fp64 is a mode of the reference backend; it cannot be combined with --backend %s",
               o->backend);
+    return CLI_USAGE;
+  }
+  /* A bad LATCH_CACHE is reported before any work rather than after parsing a big module. */
+  cache_mode mode;
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  if (cache_mode_from_env(CACHE_MODE_DISK, &mode, &diag) != HLO_OK) return cli_fail(&diag);
+  if (o->compile && o->fp64) {
+    cli_error("run: --fp64 is a mode of the reference evaluator's direct path; it cannot be combined with --compile");
     return CLI_USAGE;
   }
   return CLI_OK;
@@ -303,18 +324,20 @@ static int load_module(const char *path, hlo_module **module) {
   return CLI_OK;
 }
 
-/* The reference evaluator runs the module directly (it has the fp64 mode); any other
- * backend compiles it first. */
+/* The reference evaluator runs the module directly (it has the fp64 mode) unless --compile
+ * says otherwise; any other backend compiles it first, through the compile cache. */
 static hlo_status execute(const run_options *o, const hlo_module *module, rt_value **args, rt_value **result,
                           hlo_diag *diag) {
   const hlo_comp *entry = module->entry;
-  if (!o->backend || strcmp(o->backend, "reference") == 0) {
+  if (!o->compile && (!o->backend || strcmp(o->backend, "reference") == 0)) {
     rt_eval_options options = {.fp64 = o->fp64 != NULL};
     return rt_evaluate(module, args, entry->param_count, &options, result, diag);
   }
-  const rt_backend *backend = rt_backend_find(o->backend);
-  rt_executable *exe = backend->compile(module, diag);
+  const rt_backend *backend = rt_backend_find(o->backend ? o->backend : "reference");
+  run_cache_report cache;
+  rt_executable *exe = run_cache_compile(backend, module, &cache, diag);
   if (!exe) return diag->status == HLO_OK ? HLO_ERR_INTERNAL : diag->status;
+  run_cache_print(&cache);
   hlo_status status = backend->execute(exe, args, entry->param_count, result, diag);
   backend->destroy(exe);
   return status;
