@@ -39,7 +39,7 @@ $(BUILD)/liblatch.so: $(LIB_OBJ)
 $(BUILD)/latch: $(TOOL_OBJ) $(BUILD)/liblatch.a
 	$(CC) $(SAN) -o $@ $(TOOL_OBJ) $(BUILD)/liblatch.a $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT) tests/test.h $(BUILD)/liblatch.a
+$(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT) $(wildcard tests/*.h) $(BUILD)/liblatch.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(TEST_SUPPORT) $(BUILD)/liblatch.a $(LDLIBS)
 
