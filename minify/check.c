@@ -249,20 +249,37 @@ static const hlo_instr *find_instr(const hlo_module *module, const char *word, s
   return NULL;
 }
 
-hlo_opcode min_opcode_in_message(const hlo_module *module, const char *message) {
-  hlo_opcode by_name = HLO_OP_COUNT;
+/* One pass over the message's words: pass 0 takes %name words naming an instruction, pass 1
+ * opcode names, pass 2 bare words naming an instruction. */
+static hlo_opcode scan_message(const hlo_module *module, const char *message, int pass) {
   for (const char *p = message; *p;) {
     if (!word_char(*p)) {
       p++;
       continue;
     }
     const char *start = p;
+    bool sigil = start > message && start[-1] == '%';
     while (word_char(*p)) p++;
     size_t len = (size_t)(p - start);
     while (len > 0 && (start[len - 1] == '.' || start[len - 1] == '-')) len--; /* sentence punctuation */
+    if (pass == 1) {
+      hlo_opcode op = hlo_opcode_from_name(start, len);
+      if (op != HLO_OP_COUNT) return op;
+      continue;
+    }
+    if (pass == 0 && !sigil) continue;
     const hlo_instr *instr = module ? find_instr(module, start, len) : NULL;
     if (instr) return instr->opcode;
-    if (by_name == HLO_OP_COUNT) by_name = hlo_opcode_from_name(start, len);
   }
-  return by_name;
+  return HLO_OP_COUNT;
+}
+
+hlo_opcode min_opcode_in_message(const hlo_module *module, const char *message) {
+  /* HLO text marks instruction names with %, which makes them the surest; bare words may be
+   * English ("x" is a word and a parameter's name), so they come last. */
+  for (int pass = 0; pass < 3; pass++) {
+    hlo_opcode op = scan_message(module, message, pass);
+    if (op != HLO_OP_COUNT) return op;
+  }
+  return HLO_OP_COUNT;
 }

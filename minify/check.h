@@ -62,8 +62,9 @@ bool min_outcome_same(const min_outcome *want, const min_outcome *got);
 /* One line: "compile error (unsupported) on cosine: ...", "crash (signal 6, SIGABRT)". */
 void min_outcome_describe(const min_outcome *outcome, char *buffer, int size);
 
-/* The op a backend message is about: the first word that names an instruction of module,
- * else the first word that is an opcode name; HLO_OP_COUNT if none. */
+/* The op a backend message is about: the first %word naming an instruction of module, else
+ * the first opcode name, else the first bare word naming an instruction; HLO_OP_COUNT if
+ * none. */
 hlo_opcode min_opcode_in_message(const hlo_module *module, const char *message);
 
 #endif
