@@ -60,10 +60,14 @@ tsan:
 test-threads: $(THREAD_TEST_BIN)
 	@BUILD=$(BUILD) sh tests/run.sh $(THREAD_TEST_BIN)
 
+# The minifier on MobileNetV2 with an injected culprit: minutes and gigabytes, so not in `make test`.
+minify-mobilenet: all
+	@BUILD=$(BUILD) sh tests/minify_mobilenet.sh
+
 clean:
 	rm -rf build build-san build-tsan build-fuzz
 
-.PHONY: all test sanitize tsan test-threads clean
+.PHONY: all test sanitize tsan test-threads clean minify-mobilenet
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 # `make fuzz`: the parser's libFuzzer target (tests/fuzz/fuzz_parse.c) built with clang under

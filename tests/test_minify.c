@@ -6,6 +6,7 @@
 
 #include "eval_util.h"
 #include "hlo/print.h"
+#include "minify/auto.h"
 #include "minify/candidate.h"
 #include "minify/minify.h"
 #include "runtime/accuracy.h"
@@ -292,8 +293,32 @@ static void test_outcomes(void) {
   hlo_module_free(m);
 }
 
+/* The capture layer's entry point leaves a repro directory with all four parts. */
+static void test_auto_repro(void) {
+  hlo_module *m = parse(small);
+  rt_value **in = small_inputs();
+  rt_fault fault = {RT_FAULT_ACCURACY, HLO_OP_COS, 0.5};
+  min_auto_request request = {.module = m, .inputs = in, .input_count = 3,
+                              .backend = rt_fault_backend(&rt_backend_reference, &fault),
+                              .kind = MIN_CHECK_ACCURACY};
+  char path[256] = "", file[512];
+  hlo_diag d = {HLO_OK, ""};
+  CHECK_EQ_INT(min_auto_repro(&request, path, sizeof path, &d), HLO_OK);
+  CHECK(strncmp(path, "/tmp/latch-repro-", 17) == 0);
+  const char *parts[] = {"repro.hlo", "repro.sh", "report.txt", "inputs/0.npy"};
+  for (int i = 0; i < 4; i++) {
+    snprintf(file, sizeof file, "%s/%s", path, parts[i]);
+    CHECK_MSG(access(file, R_OK) == 0, "no %s", file);
+  }
+  snprintf(file, sizeof file, "rm -rf '%s'", path);
+  CHECK(path[0] && system(file) == 0);
+  free_inputs(in, 3);
+  hlo_module_free(m);
+}
+
 int main(void) {
   RUN(test_candidates);
+  RUN(test_auto_repro);
   RUN(test_compile_fault);
   RUN(test_dead_culprit);
   RUN(test_accuracy_fault);
