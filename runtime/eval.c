@@ -345,6 +345,8 @@ hlo_status rt_eval_comp(rt_eval *eval, const hlo_comp *comp, rt_value *const *ar
     if (status == HLO_OK && !values[i])
       status = hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "%s %%%s produced no value",
                             hlo_opcode_name(instr->opcode), instr->name);
+    if (status == HLO_OK && eval->call_depth == 1 && eval->options->observe)
+      eval->options->observe(eval->options->observe_context, instr, values[i]);
     for (int k = 0; k < instr->operand_count; k++) {
       int id = instr->operands[k]->id;
       if (--uses[id] == 0) {

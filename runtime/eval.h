@@ -9,6 +9,10 @@
 
 typedef struct rt_eval_options {
   bool fp64; /* floats are stored and computed as f64; results come back as f64 */
+  /* When set, called with each entry-computation instruction's value (borrowed) right after
+   * it is computed; the minifier keeps the ones it promotes to parameters or constants. */
+  void (*observe)(void *context, const hlo_instr *instr, rt_value *value);
+  void *observe_context;
 } rt_eval_options;
 
 /* Runs module's entry computation. args are in the declared parameter types (in fp64 mode
