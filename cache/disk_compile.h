@@ -22,6 +22,14 @@ typedef enum cache_origin {
   CACHE_ORIGIN_COMPILED, /* compiled here (and saved, when the disk cache is on) */
 } cache_origin;
 
+/* The value deserialized from the entry for (key, fingerprint), or NULL on a miss. An entry the
+ * codec cannot deserialize is removed, counted as corrupt and warned about once: a miss. */
+void *cache_disk_load(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec);
+/* Serializes value and puts it; false (with one warning per process) when it was not saved. A
+ * caller that wants its first result soon can run the value first and save it afterwards. */
+bool cache_disk_save(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec,
+                     const void *value);
+
 /* The value for (key, fingerprint): deserialized from disk on a hit, else compiled and then
  * saved. disk NULL: just compile. Never fails for the cache's sake: an entry the codec cannot
  * deserialize is removed (counted as corrupt, warned about once) and compiled again, and a

@@ -324,23 +324,34 @@ static int load_module(const char *path, hlo_module **module) {
   return CLI_OK;
 }
 
+/* What a run compiled, kept until its outputs are out: only then is it saved to the cache. */
+typedef struct compiled {
+  const rt_backend *backend; /* NULL: the module ran directly */
+  rt_executable *exe;
+  run_cache cache;
+} compiled;
+
 /* The reference evaluator runs the module directly (it has the fp64 mode) unless --compile
  * says otherwise; any other backend compiles it first, through the compile cache. */
 static hlo_status execute(const run_options *o, const hlo_module *module, rt_value **args, rt_value **result,
-                          hlo_diag *diag) {
+                          compiled *c, hlo_diag *diag) {
   const hlo_comp *entry = module->entry;
   if (!o->compile && (!o->backend || strcmp(o->backend, "reference") == 0)) {
     rt_eval_options options = {.fp64 = o->fp64 != NULL};
     return rt_evaluate(module, args, entry->param_count, &options, result, diag);
   }
-  const rt_backend *backend = rt_backend_find(o->backend ? o->backend : "reference");
-  run_cache_report cache;
-  rt_executable *exe = run_cache_compile(backend, module, &cache, diag);
-  if (!exe) return diag->status == HLO_OK ? HLO_ERR_INTERNAL : diag->status;
-  run_cache_print(&cache);
-  hlo_status status = backend->execute(exe, args, entry->param_count, result, diag);
-  backend->destroy(exe);
-  return status;
+  c->backend = rt_backend_find(o->backend ? o->backend : "reference");
+  c->exe = run_cache_compile(&c->cache, c->backend, module, diag);
+  if (!c->exe) return diag->status == HLO_OK ? HLO_ERR_INTERNAL : diag->status;
+  return c->backend->execute(c->exe, args, entry->param_count, result, diag);
+}
+
+/* Saves what was compiled (after the outputs, so the first result does not wait for the
+ * write), prints the cache's line, frees the executable. */
+static void finish_compiled(compiled *c) {
+  if (!c->backend) return;
+  run_cache_finish(&c->cache, c->exe);
+  if (c->exe) c->backend->destroy(c->exe);
 }
 
 static int run_module(const run_options *o, const hlo_module *module) {
@@ -357,7 +368,8 @@ static int run_module(const run_options *o, const hlo_module *module) {
     hlo_diag_clear(&diag);
     rt_value *result = NULL;
     double start = cli_now();
-    hlo_status run = execute(o, module, args, &result, &diag);
+    compiled c = {0};
+    hlo_status run = execute(o, module, args, &result, &c, &diag);
     double seconds = cli_now() - start;
     if (run != HLO_OK) {
       status = cli_fail(&diag);
@@ -366,6 +378,7 @@ static int run_module(const run_options *o, const hlo_module *module) {
       printf("ran in %.3f s on the %s backend%s\n", seconds, o->backend ? o->backend : "reference",
              o->fp64 ? " (fp64)" : "");
     }
+    finish_compiled(&c);
     rt_value_release(result);
   }
   for (int i = 0; i < entry->param_count; i++) rt_value_release(args[i]);
