@@ -1,6 +1,12 @@
 /* Get or compile through the on-disk cache: what a caller with a backend does with a graph.
  * cache/ does not know backends (runtime/ is above it), so the caller hands over its compile,
- * serialize and deserialize steps as a codec. */
+ * serialize and deserialize steps as a codec.
+ *
+ * Stacked under the in-memory table (cache/table.h), the table's compile function calls
+ * cache_disk_get_or_compile: threads racing on a key then reach the disk once per process, and
+ * a warm process compiles nothing (tests/test_disk_cache_threads.c does exactly this). Two
+ * processes that miss the same key at the same moment may both compile it; both entries are
+ * whole, and the last rename wins. */
 #ifndef CACHE_DISK_COMPILE_H
 #define CACHE_DISK_COMPILE_H
 #include <stddef.h>
