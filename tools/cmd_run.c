@@ -104,6 +104,10 @@ static int parse_options(int argc, char **argv, run_options *o) {
   hlo_diag diag;
   hlo_diag_clear(&diag);
   if (cache_mode_from_env(CACHE_MODE_DISK, &mode, &diag) != HLO_OK) return cli_fail(&diag);
+  uint64_t max_bytes;
+  bool compiles = o->compile || (o->backend && strcmp(o->backend, "reference") != 0);
+  if (compiles && mode == CACHE_MODE_DISK && cache_disk_max_bytes_from_env(&max_bytes, &diag) != HLO_OK)
+    return cli_fail(&diag);
   if (o->compile && o->fp64) {
     cli_error("run: --fp64 is a mode of the reference evaluator's direct path; it cannot be combined with --compile");
     return CLI_USAGE;

@@ -32,9 +32,24 @@ rt_executable *run_cache_compile(run_cache *cache, const rt_backend *backend, co
   if (cache_mode_from_env(CACHE_MODE_DISK, &cache->mode, diag) != HLO_OK) return NULL;
   /* latch run has no options that change generated code yet; they would go here. */
   bool fits = rt_fingerprint(backend, "", cache->fingerprint, sizeof cache->fingerprint) < sizeof cache->fingerprint;
-  if (cache->mode == CACHE_MODE_DISK && fits && backend->serialize && backend->deserialize) {
-    cache->disk = cache_disk_open(NULL, 0, diag);
-    if (!cache->disk) return NULL;
+  if (cache->mode != CACHE_MODE_DISK)
+    cache->off_reason = cache->mode == CACHE_MODE_OFF ? "LATCH_CACHE=off" : "LATCH_CACHE=memory";
+  else if (!backend->serialize || !backend->deserialize)
+    cache->off_reason = "the backend cannot serialize";
+  else if (!fits)
+    cache->off_reason = "fingerprint too long";
+  if (!cache->off_reason) {
+    /* No directory to be had (HOME unset, say) only costs the cache, not the run; a bad
+     * LATCH_CACHE_MAX_BYTES is a typo worth stopping for. */
+    char dir[4096];
+    hlo_diag dir_diag;
+    hlo_diag_clear(&dir_diag);
+    if (cache_disk_default_dir(dir, sizeof dir, &dir_diag) != HLO_OK) {
+      fprintf(stderr, "latch: warning: compile cache: %s; compiling without it\n", dir_diag.message);
+      cache->off_reason = "no cache directory";
+    }
+    else if (!(cache->disk = cache_disk_open(dir, 0, diag)))
+      return NULL;
   }
   cache->key = cache_hash_module(module);
   double start = cli_now();
@@ -59,7 +74,7 @@ void run_cache_finish(run_cache *cache, const rt_executable *exe) {
   if (!hit && cache->disk) cache_disk_save(cache->disk, cache->key, cache->fingerprint, &cache->codec, exe);
   printf("cache: %d hit%s, %d compile%s", hit, hit ? "" : "s", !hit, hit ? "s" : "");
   if (!cache->disk) {
-    printf(" (disk cache off%s)\n", cache->mode == CACHE_MODE_DISK ? ": backend cannot serialize" : "");
+    printf(" (disk cache off: %s)\n", cache->off_reason ? cache->off_reason : "unknown");
     return;
   }
   cache_disk_stats s;

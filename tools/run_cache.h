@@ -10,7 +10,8 @@
 
 typedef struct run_cache {
   cache_mode mode;
-  cache_disk *disk; /* NULL: LATCH_CACHE off or memory, or a backend that cannot serialize */
+  cache_disk *disk; /* NULL: no disk cache, for off_reason */
+  const char *off_reason;
   const rt_backend *backend;
   const hlo_module *module;
   cache_codec codec;
@@ -20,7 +21,8 @@ typedef struct run_cache {
   double seconds; /* loading or compiling */
 } run_cache;
 
-/* The module compiled by backend, or loaded from the disk cache; says which on stdout. NULL
+/* The module compiled by backend, or loaded from the disk cache; says which on stdout. cache
+ * points at itself (its codec's context) and must stay where it is until run_cache_finish. NULL
  * with diag when the compile fails or LATCH_CACHE and friends hold bad values; trouble with
  * the cache itself is only warned about. Call run_cache_finish afterwards either way. */
 rt_executable *run_cache_compile(run_cache *cache, const rt_backend *backend, const hlo_module *module,
