@@ -47,9 +47,9 @@ rt_executable *run_cache_compile(run_cache *cache, const rt_backend *backend, co
     if (cache_disk_default_dir(dir, sizeof dir, &dir_diag) != HLO_OK) {
       fprintf(stderr, "latch: warning: compile cache: %s; compiling without it\n", dir_diag.message);
       cache->off_reason = "no cache directory";
-    }
-    else if (!(cache->disk = cache_disk_open(dir, 0, diag)))
+    } else if (!(cache->disk = cache_disk_open(dir, 0, diag))) {
       return NULL;
+    }
   }
   cache->key = cache_hash_module(module);
   double start = cli_now();
