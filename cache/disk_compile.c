@@ -11,7 +11,7 @@ static double now_seconds(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static void *load(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec) {
+void *cache_disk_load(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec) {
   void *bytes = NULL;
   size_t len = 0;
   if (!cache_disk_get(disk, key, fingerprint, &bytes, &len)) return NULL;
@@ -23,8 +23,8 @@ static void *load(cache_disk *disk, cache_key key, const char *fingerprint, cons
   return value;
 }
 
-static void save(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec,
-                 const void *value) {
+bool cache_disk_save(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec,
+                     const void *value) {
   void *bytes = NULL;
   size_t len = 0;
   hlo_diag diag;
@@ -32,16 +32,17 @@ static void save(cache_disk *disk, cache_key key, const char *fingerprint, const
   if (codec->serialize(codec->ctx, value, &bytes, &len, &diag) != HLO_OK) {
     cache_disk_warn(CACHE_DISK_WRITE_ERROR, "cannot serialize a compiled graph: %s; it is not saved", diag.message);
     free(bytes);
-    return;
+    return false;
   }
-  cache_disk_put(disk, key, fingerprint, bytes, len);
+  bool saved = cache_disk_put(disk, key, fingerprint, bytes, len);
   free(bytes);
+  return saved;
 }
 
 void *cache_disk_get_or_compile(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec,
                                 cache_origin *origin, double *seconds, hlo_diag *diag) {
   double start = now_seconds();
-  void *value = disk ? load(disk, key, fingerprint, codec) : NULL;
+  void *value = disk ? cache_disk_load(disk, key, fingerprint, codec) : NULL;
   if (value) {
     if (origin) *origin = CACHE_ORIGIN_DISK;
     if (seconds) *seconds = now_seconds() - start;
@@ -50,6 +51,6 @@ void *cache_disk_get_or_compile(cache_disk *disk, cache_key key, const char *fin
   value = codec->compile(codec->ctx, diag);
   if (origin) *origin = CACHE_ORIGIN_COMPILED;
   if (seconds) *seconds = now_seconds() - start;
-  if (value && disk) save(disk, key, fingerprint, codec, value);
+  if (value && disk) cache_disk_save(disk, key, fingerprint, codec, value);
   return value;
 }

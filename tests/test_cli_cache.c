@@ -209,9 +209,9 @@ static void damaged_and_unwritable(void) {
 static void off_and_memory(void) {
   CHECK_LATCH(0, "", "cache clear");
   CHECK_LATCH(0, "LATCH_CACHE=off", "run %s/add.hlo --compile", corpus);
-  CHECK_HAS(out_text, "disk cache off");
+  CHECK_HAS(out_text, "disk cache off: LATCH_CACHE=off");
   CHECK_LATCH(0, "LATCH_CACHE=memory", "run %s/add.hlo --compile", corpus);
-  CHECK_HAS(out_text, "cache: 0 hits, 1 compile (disk cache off)");
+  CHECK_HAS(out_text, "cache: 0 hits, 1 compile (disk cache off: LATCH_CACHE=memory)");
   CHECK_LATCH(0, "", "cache stats");
   CHECK_HAS(out_text, "entries: 0");
 }
@@ -231,6 +231,11 @@ static void clear_removes_leftovers(void) {
   /* a directory that does not exist is an empty cache */
   CHECK_LATCH(0, "", "cache stats --dir '%s/none'", temp_dir);
   CHECK_HAS(out_text, "entries: 0");
+  /* no directory to be had: the run goes on without the cache */
+  CHECK_LATCH(0, "env -u HOME -u XDG_CACHE_HOME -u LATCH_CACHE_DIR", "run %s/add.hlo --compile", corpus);
+  CHECK_HAS(err_text, "set LATCH_CACHE_DIR");
+  CHECK_HAS(out_text, "disk cache off: no cache directory");
+  CHECK_HAS(out_text, "output 0");
 }
 
 int main(void) {

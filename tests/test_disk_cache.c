@@ -165,6 +165,60 @@ static void damaged_entries(void) {
   remove_tree(dir);
 }
 
+/* Every byte of an entry is covered by a check: flipping any one of them is a miss, never a
+ * hit with other bytes; and so is cutting the file at any length. */
+static void every_byte_checked(void) {
+  char dir[64];
+  make_temp_dir(dir);
+  cache_disk *disk = open_dir(dir, 1 << 20);
+  if (!disk) return;
+  const size_t len = 100;
+  void *payload = test_payload(3, len);
+  CHECK(cache_disk_put(disk, test_key(3), FP, payload, len));
+  char path[512];
+  entry_file(dir, 3, FP, path);
+  long size = file_size(path);
+  unsigned char *original = malloc((size_t)size);
+  FILE *f = fopen(path, "rb");
+  CHECK(f && fread(original, 1, (size_t)size, f) == (size_t)size);
+  if (f) fclose(f);
+  cache_disk_reset_warnings();
+  capture_begin(); /* the warnings are expected; keep them out of the test's output */
+  int hits = 0, wrong = 0;
+  for (long cut = -1; cut < size; cut++) {
+    for (long at = cut < 0 ? 0 : size; at < size + (cut >= 0); at++) {
+      /* cut < 0: flip byte `at`; cut >= 0: keep the first `cut` bytes */
+      f = fopen(path, "wb");
+      if (!f) break;
+      if (cut < 0) {
+        original[at] ^= 0x04;
+        fwrite(original, 1, (size_t)size, f);
+        original[at] ^= 0x04;
+      } else {
+        fwrite(original, 1, (size_t)cut, f);
+      }
+      fclose(f);
+      void *bytes = NULL;
+      size_t got = 0;
+      if (cache_disk_get(disk, test_key(3), FP, &bytes, &got)) {
+        hits++;
+        wrong += got != len || memcmp(bytes, payload, len) != 0;
+        free(bytes);
+      }
+    }
+  }
+  capture_end();
+  CHECK_EQ_INT(hits, 0);
+  CHECK_EQ_INT(wrong, 0);
+  cache_disk_stats s;
+  cache_disk_get_stats(disk, &s);
+  CHECK_EQ_INT(s.corrupt, 2 * size); /* size flips, size cuts (0 .. size-1 bytes) */
+  free(original);
+  free(payload);
+  cache_disk_close(disk);
+  remove_tree(dir);
+}
+
 /* ---- fingerprints ---- */
 
 static void fingerprints(void) {
@@ -583,6 +637,7 @@ int main(void) {
   unsetenv("LATCH_CACHE_TEST_WRITE_DELAY_MS");
   RUN(round_trip);
   RUN(damaged_entries);
+  RUN(every_byte_checked);
   RUN(fingerprints);
   RUN(lru_eviction);
   RUN(scan_and_verify);

@@ -135,6 +135,10 @@ static int parse_options(int argc, char **argv, run_options *o) {
   hlo_diag diag;
   hlo_diag_clear(&diag);
   if (cache_mode_from_env(CACHE_MODE_DISK, &mode, &diag) != HLO_OK) return cli_fail(&diag);
+  uint64_t max_bytes;
+  bool compiles = o->compile || (o->backend && strcmp(o->backend, "reference") != 0);
+  if (compiles && mode == CACHE_MODE_DISK && cache_disk_max_bytes_from_env(&max_bytes, &diag) != HLO_OK)
+    return cli_fail(&diag);
   if (o->compile && o->fp64) {
     cli_error("run: --fp64 is a mode of the reference evaluator's direct path; it cannot be combined with --compile");
     return CLI_USAGE;
@@ -355,10 +359,18 @@ static int load_module(const char *path, hlo_module **module) {
   return CLI_OK;
 }
 
+/* What a run compiled, kept until its outputs are out: only then is it saved to the cache. */
+typedef struct compiled {
+  const rt_backend *backend; /* NULL: the module ran directly */
+  rt_executable *exe;
+  bool checking; /* compiled afresh for --check or LATCH_FAULT: no cache involved */
+  run_cache cache;
+} compiled;
+
 /* The reference evaluator runs the module directly (it has the fp64 mode) unless --compile
  * says otherwise; any other backend compiles it first, through the compile cache. */
 static hlo_status execute(const run_options *o, const hlo_module *module, rt_value **args, rt_value **result,
-                          hlo_diag *diag) {
+                          compiled *c, hlo_diag *diag) {
   const hlo_comp *entry = module->entry;
   const char *fault = getenv("LATCH_FAULT");
   bool checking = o->check || (fault && *fault && !o->fp64);
@@ -366,29 +378,33 @@ static hlo_status execute(const run_options *o, const hlo_module *module, rt_val
     rt_eval_options options = {.fp64 = o->fp64 != NULL};
     return rt_evaluate(module, args, entry->param_count, &options, result, diag);
   }
-  const rt_backend *backend = rt_backend_find(o->backend ? o->backend : "reference");
-  rt_executable *exe = NULL;
+  c->backend = rt_backend_find(o->backend ? o->backend : "reference");
   if (checking) {
     /* Checks and injected faults compile afresh: a cached executable would hide the
      * compile being checked, and a faulty one must never reach the shared cache. */
-    backend = rt_fault_from_env(backend, diag);
-    if (!backend) return diag->status;
-    exe = backend->compile(module, diag);
-    if (!exe && o->check) {
+    c->checking = true;
+    c->backend = rt_fault_from_env(c->backend, diag);
+    if (!c->backend) return diag->status;
+    c->exe = c->backend->compile(module, diag);
+    if (!c->exe && o->check) {
       hlo_diag failed = *diag; /* say which check failed, keep the backend's status */
       hlo_diag_clear(diag);
       hlo_diag_set(diag, failed.status == HLO_OK ? HLO_ERR_INTERNAL : failed.status,
                    "check failed: compile: %s", failed.message);
     }
   } else {
-    run_cache_report cache;
-    exe = run_cache_compile(backend, module, &cache, diag);
-    if (exe) run_cache_print(&cache);
+    c->exe = run_cache_compile(&c->cache, c->backend, module, diag);
   }
-  if (!exe) return diag->status == HLO_OK ? HLO_ERR_INTERNAL : diag->status;
-  hlo_status status = backend->execute(exe, args, entry->param_count, result, diag);
-  backend->destroy(exe);
-  return status;
+  if (!c->exe) return diag->status == HLO_OK ? HLO_ERR_INTERNAL : diag->status;
+  return c->backend->execute(c->exe, args, entry->param_count, result, diag);
+}
+
+/* Saves what was compiled (after the outputs, so the first result does not wait for the
+ * write), prints the cache's line, frees the executable. */
+static void finish_compiled(compiled *c) {
+  if (!c->backend) return;
+  if (!c->checking) run_cache_finish(&c->cache, c->exe);
+  if (c->exe) c->backend->destroy(c->exe);
 }
 
 /* --check: compile already passed; for accuracy, compare with the fp64 reference. */
@@ -424,7 +440,8 @@ static int run_module(const run_options *o, const hlo_module *module) {
     hlo_diag_clear(&diag);
     rt_value *result = NULL;
     double start = cli_now();
-    hlo_status run = execute(o, module, args, &result, &diag);
+    compiled c = {0};
+    hlo_status run = execute(o, module, args, &result, &c, &diag);
     double seconds = cli_now() - start;
     if (run != HLO_OK) {
       status = cli_fail(&diag);
@@ -434,6 +451,7 @@ static int run_module(const run_options *o, const hlo_module *module) {
              o->fp64 ? " (fp64)" : "");
       if (status == CLI_OK && o->check) status = check_result(o, module, args, result);
     }
+    finish_compiled(&c);
     rt_value_release(result);
   }
   for (int i = 0; i < entry->param_count; i++) rt_value_release(args[i]);

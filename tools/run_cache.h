@@ -1,25 +1,34 @@
-/* latch run's compile step through the compile cache (LATCH_CACHE, default disk). */
+/* latch run's compile step through the compile cache (LATCH_CACHE, default disk): load the
+ * executable or compile it, run it, and only then save it, so a cold run's first result does
+ * not wait for the write and fsync. */
 #ifndef LATCH_RUN_CACHE_H
 #define LATCH_RUN_CACHE_H
 #include "cache/disk.h"
 #include "cache/disk_compile.h"
 #include "runtime/backend.h"
+#include "runtime/fingerprint.h"
 
-typedef struct run_cache_report {
+typedef struct run_cache {
   cache_mode mode;
+  cache_disk *disk; /* NULL: no disk cache, for off_reason */
+  const char *off_reason;
+  const rt_backend *backend;
+  const hlo_module *module;
+  cache_codec codec;
+  cache_key key;
+  char fingerprint[RT_FINGERPRINT_MAX];
   cache_origin origin;
-  double seconds;    /* loading or compiling */
-  bool disk_used;    /* false: LATCH_CACHE off or memory, or a backend that cannot serialize */
-  char dir[4096];
-  cache_disk_stats stats;
-} run_cache_report;
+  double seconds; /* loading or compiling */
+} run_cache;
 
-/* The module compiled by backend, or loaded from the disk cache. NULL with diag when the
- * compile fails or LATCH_CACHE and friends hold bad values; cache trouble is only warned about. */
-rt_executable *run_cache_compile(const rt_backend *backend, const hlo_module *module, run_cache_report *report,
+/* The module compiled by backend, or loaded from the disk cache; says which on stdout. cache
+ * points at itself (its codec's context) and must stay where it is until run_cache_finish. NULL
+ * with diag when the compile fails or LATCH_CACHE and friends hold bad values; trouble with
+ * the cache itself is only warned about. Call run_cache_finish afterwards either way. */
+rt_executable *run_cache_compile(run_cache *cache, const rt_backend *backend, const hlo_module *module,
                                  hlo_diag *diag);
 
-/* "cache: 1 hit, 0 compiles (...)" on stdout. */
-void run_cache_print(const run_cache_report *report);
+/* Saves a freshly compiled exe (may be NULL) and prints "cache: 0 hits, 1 compile (...)". */
+void run_cache_finish(run_cache *cache, const rt_executable *exe);
 
 #endif
