@@ -69,6 +69,7 @@ static cache_key digest(const unsigned char *buf, size_t len) {
 
 cache_key cap_data_hash(hlo_dtype dtype, int rank, const int64_t *dims) {
   unsigned char buf[8 + 8 * HLO_MAX_RANK], *p = buf;
+  memset(buf, 0, 8);
   p[0] = 'D';
   p[1] = (unsigned char)dtype;
   p[2] = (unsigned char)rank;

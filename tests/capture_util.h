@@ -13,17 +13,17 @@ static latch_runtime *util_rt;
 static latch_tensor *util_pool[4096];
 static int util_pool_count;
 
-static latch_tensor *keep(latch_tensor *t) {
+static inline latch_tensor *keep(latch_tensor *t) {
   if (util_pool_count < 4096) util_pool[util_pool_count++] = t;
   return t;
 }
 
-static void util_release_all(void) {
+static inline void util_release_all(void) {
   while (util_pool_count) latch_release(util_pool[--util_pool_count]);
 }
 
 /* An f32 tensor of the given dims from doubles. */
-static latch_tensor *tf(int rank, const int64_t *dims, const double *values) {
+static inline latch_tensor *tf(int rank, const int64_t *dims, const double *values) {
   int64_t n = 1;
   for (int i = 0; i < rank; i++) n *= dims[i];
   float *data = malloc(sizeof(float) * (size_t)(n ? n : 1));
@@ -38,7 +38,7 @@ static latch_tensor *tf(int rank, const int64_t *dims, const double *values) {
 #define F32(rank, dims, ...) tf(rank, DIMS dims, VALS(__VA_ARGS__))
 
 /* Reads t (syncing it) and compares with want[n] within tol; checks the dims when given. */
-static void expect_values(latch_tensor *t, int64_t n, const double *want, double tol, int line) {
+static inline void expect_values(latch_tensor *t, int64_t n, const double *want, double tol, int line) {
   if (!t) {
     CHECK_MSG(0, "line %d: NULL tensor", line);
     return;
@@ -66,7 +66,7 @@ static void expect_values(latch_tensor *t, int64_t n, const double *want, double
   } while (0)
 
 /* The dims of t equal dims[rank]. */
-static int has_dims(const latch_tensor *t, int rank, const int64_t *dims) {
+static inline int has_dims(const latch_tensor *t, int rank, const int64_t *dims) {
   if (latch_rank(t) != rank) return 0;
   for (int i = 0; i < rank; i++)
     if (latch_dim(t, i) != dims[i]) return 0;
