@@ -134,6 +134,18 @@ void cap_node_set_value(cap_node *node, rt_value *value);
 hlo_shape cap_node_shape(const cap_node *node);
 const char *cap_node_shape_str(const cap_node *node, char *buffer, int size);
 
+/* ---- allocation (pool.c): per-thread caches of nodes and handles ---- */
+#define CAP_POOL_ATTRS 8
+cap_node *cap_pool_node(int attr_count);
+void cap_pool_free_node(cap_node *node);
+latch_tensor *cap_pool_handle(void);
+void cap_pool_free_handle(latch_tensor *t);
+/* Frees this thread's caches (latch_close does, so leak checkers see nothing held). */
+void cap_pool_drain(void);
+/* After a sync: an assigned handle's new value goes into its old buffer when no one else
+ * can see that buffer (sync.c). */
+void cap_write_back(latch_tensor *handle);
+
 /* ---- tensors (tensor.c) ---- */
 /* Wraps node (reference taken over) in a handle of rt; pending and error handles go on
  * this thread's list; in eager mode a pending node is run at once. NULL node -> NULL. */

@@ -103,6 +103,7 @@ void latch_close(latch_runtime *rt) {
   if (!rt) return;
   cache_table_free(rt->cache);
   free(rt);
+  cap_pool_drain();
 }
 
 void latch_get_stats(latch_runtime *rt, latch_stats *stats) {

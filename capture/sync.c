@@ -49,7 +49,7 @@ static rt_value *take_output(rt_value *out, rt_value *const *views, int view_cou
 
 /* The new value goes into the old buffer when no one else can see that buffer, so a
  * pointer from latch_data stays valid across the update. */
-static void write_back(latch_tensor *handle) {
+void cap_write_back(latch_tensor *handle) {
   cap_node *target = handle->alias_of, *node = handle->node;
   handle->alias_of = NULL;
   if (node->state == CAP_READY && atomic_load(&target->refs) == 1 && target->value->refcount == 1 &&
@@ -106,9 +106,8 @@ static latch_status run_graph(latch_runtime *rt, cap_graph *g) {
   return status;
 }
 
-/* Roots that were not outputs of this graph but are intermediate nodes of it stay
- * PENDING; they are computed again by the next sync that needs them (rare: a handle
- * dropped while a pending user still holds the node). */
+/* Intermediate nodes of the graph that no root names stay PENDING; their users are
+ * computed now, so they are freed with them unless something else still holds them. */
 latch_status cap_sync_nodes(latch_runtime *rt, int count, cap_node *const *roots, latch_tensor *const *handles) {
   cap_ctx *ctx = cap_ctx_current();
   atomic_fetch_add(&rt->ops_traced, ctx->ops_traced);
@@ -137,7 +136,7 @@ latch_status cap_sync_nodes(latch_runtime *rt, int count, cap_node *const *roots
   cap_graph_free(&g);
   if (status == LATCH_OK && handles)
     for (int i = 0; i < count; i++)
-      if (handles[i] && handles[i]->alias_of) write_back(handles[i]);
+      if (handles[i] && handles[i]->alias_of) cap_write_back(handles[i]);
   return status;
 }
 

@@ -39,7 +39,7 @@ latch_tensor *cap_wrap(latch_runtime *rt, cap_node *node) {
     cap_set_error("out of memory");
     return NULL;
   }
-  latch_tensor *t = malloc(sizeof *t);
+  latch_tensor *t = cap_pool_handle();
   if (!t) {
     cap_node_release(node);
     cap_set_error("out of memory");
@@ -95,7 +95,7 @@ void latch_release(latch_tensor *t) {
   cap_list_remove(t);
   cap_node_release(t->node);
   cap_node_release(t->alias_of);
-  free(t);
+  cap_pool_free_handle(t);
 }
 
 /* ---- creation ---- */
@@ -269,6 +269,7 @@ static latch_status ensure_ready(latch_tensor *t) {
     latch_status status = cap_sync_nodes(t->rt, 1, &node, &t);
     if (status != LATCH_OK) return status;
   }
+  if (t->alias_of && t->node->state == CAP_READY) cap_write_back(t);
   if (t->node->state == CAP_ERROR) {
     t->node->reported = 1;
     cap_set_error("%s", t->node->error);

@@ -19,8 +19,8 @@
  *
  * Threads: one runtime may be used by many threads at once; the compile cache is shared.
  * Each thread traces into its own pending graph: a tensor whose value is still pending
- * belongs to the thread that made it until it is synced. Synced tensors may be read by
- * any thread; releasing is thread-safe.
+ * belongs to the thread that made it until it is synced: only that thread may use or
+ * release it. Synced tensors may be read, used as operands and released by any thread.
  */
 #ifndef LATCH_H
 #define LATCH_H
