@@ -209,6 +209,14 @@ hlo_instr *cap_lower_full(hlo_comp *comp, hlo_dtype dtype, int rank, const int64
 hlo_instr *cap_lower_reduce(hlo_comp *comp, hlo_instr *x, hlo_opcode op, double init, int count,
                             const int64_t *dims, hlo_diag *diag);
 
+/* ---- executables (sync.c): what a trace-once hit (issue 4) runs without tracing ---- */
+/* The compiled graph for g's key, compiling g on a miss (once however many threads miss);
+ * release it with cache_table_release(rt->cache, entry). NULL with *status on failure. */
+cache_entry *cap_exe_lookup(latch_runtime *rt, const cap_graph *g, latch_status *status);
+/* Runs exe on args[exe->param_count] (borrowed, possibly shared with other threads) and
+ * fills outputs[exe->output_count] with new references. */
+latch_status cap_exe_run(latch_runtime *rt, const cap_exe *exe, rt_value *const *args, rt_value **outputs);
+
 /* ---- sync (sync.c) ---- */
 /* Runs the graph of these roots on rt and attaches the values. */
 latch_status cap_sync_nodes(latch_runtime *rt, int count, cap_node *const *roots, latch_tensor *const *handles);
