@@ -87,6 +87,10 @@ typedef struct cap_node {
 typedef struct cap_ctx {
   latch_tensor *head, *tail;
   uint64_t ops_traced; /* since the last sync flushed it into a runtime's stats */
+  /* The first op error since this thread's last sync of error_rt, kept even if its tensor
+   * is released at once, so the sync still reports it. */
+  latch_runtime *error_rt;
+  char error[1024];
 } cap_ctx;
 
 struct latch_tensor {
@@ -183,6 +187,7 @@ typedef struct cap_graph {
   cap_alias *aliases;
   uint32_t *events;  /* the walk's record of cut and sharing, hashed into the key */
   int event_count;
+  struct cap_leaf_map *leaves; /* READY leaf -> parameter number */
   cache_key key;
   const rt_backend *backend;
 } cap_graph;

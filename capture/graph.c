@@ -29,7 +29,7 @@ static atomic_uint_fast64_t walk_counter = 1;
 
 /* READY leaves may be shared with other threads, so their walk state lives in this
  * open-addressed table rather than in the node. */
-typedef struct leaf_map {
+typedef struct cap_leaf_map {
   size_t mask;
   cap_node **keys;
   int *values;
@@ -169,8 +169,13 @@ latch_status cap_graph_collect(cap_graph *g, const rt_backend *backend, int coun
     g->root_count++;
   }
   free(w.stack);
-  free(w.leaves.keys);
-  free(w.leaves.values);
+  g->leaves = malloc(sizeof *g->leaves);
+  if (g->leaves) *g->leaves = w.leaves;
+  else {
+    free(w.leaves.keys);
+    free(w.leaves.values);
+    ok = false;
+  }
   if (!ok) {
     cap_graph_free(g);
     cap_set_error("sync: out of memory walking the graph");
@@ -210,6 +215,11 @@ void cap_graph_free(cap_graph *g) {
   free(g->nodes);
   free(g->aliases);
   free(g->events);
+  if (g->leaves) {
+    free(g->leaves->keys);
+    free(g->leaves->values);
+    free(g->leaves);
+  }
   memset(g, 0, sizeof *g);
 }
 
@@ -242,9 +252,8 @@ hlo_module *cap_graph_lower(const cap_graph *g, hlo_diag *diag) {
       if (operand->state == CAP_PENDING) {
         operands[k] = lowered[operand->walk_index];
       } else {
-        operands[k] = NULL;
-        for (int p = 0; p < g->param_count && !operands[k]; p++)
-          if (g->params[p] == operand) operands[k] = params[p];
+        size_t slot = g->leaves->keys ? leaf_map_slot(g->leaves, operand) : 0;
+        operands[k] = g->leaves->keys && g->leaves->keys[slot] ? params[g->leaves->values[slot]] : NULL;
       }
       ok = operands[k] != NULL;
     }

@@ -168,6 +168,7 @@ static int gather(latch_runtime *rt, latch_tensor ***out, const char **error) {
   int count = 0, capacity = 0;
   latch_tensor **handles = NULL;
   *error = NULL;
+  if (ctx->error[0] && ctx->error_rt == rt) *error = ctx->error; /* copied by the caller */
   for (latch_tensor *t = ctx->head, *next; t; t = next) {
     next = t->next;
     if (t->rt != rt) continue;
@@ -209,6 +210,8 @@ latch_status latch_sync(latch_runtime *rt) {
     return LATCH_ERR_INTERNAL;
   }
   char *message = error ? strdup(error) : NULL; /* the node may die during the run */
+  cap_ctx *ctx = cap_ctx_current();
+  if (ctx->error_rt == rt) ctx->error[0] = 0;
   cap_node **roots = malloc(sizeof(cap_node *) * (size_t)(count ? count : 1));
   latch_status status = roots ? LATCH_OK : LATCH_ERR_INTERNAL;
   for (int i = 0; roots && i < count; i++) roots[i] = handles[i]->node;

@@ -66,6 +66,11 @@ latch_tensor *cap_error(latch_runtime *rt, const char *format, ...) {
   vsnprintf(message, sizeof message, format, ap);
   va_end(ap);
   cap_set_error("%s", message);
+  cap_ctx *ctx = cap_ctx_current();
+  if (rt && !ctx->error[0]) {
+    snprintf(ctx->error, sizeof ctx->error, "%s", message);
+    ctx->error_rt = rt;
+  }
   return cap_wrap(rt, cap_node_error("%s", message));
 }
 

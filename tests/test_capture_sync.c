@@ -136,6 +136,10 @@ static void test_errors(void) {
   CHECK(strstr(latch_last_error(), "add") && strstr(latch_last_error(), "f32[4]"));
   EXPECT(fine, 0, 2, 4, 6, 8, 10, 12); /* the rest still ran */
   CHECK_EQ_INT(latch_sync(util_rt), LATCH_OK); /* once */
+  latch_release(latch_reshape(a, 1, DIMS(5))); /* an error dropped at once is still reported */
+  CHECK_EQ_INT(latch_sync(util_rt), LATCH_ERR_INPUT);
+  CHECK(strstr(latch_last_error(), "reshape") != NULL);
+  CHECK_EQ_INT(latch_sync(util_rt), LATCH_OK);
   double out[6];
   CHECK_EQ_INT(latch_read_f64(user2, out, 6), LATCH_ERR_INPUT);
   latch_release(bad), latch_release(user), latch_release(user2);
