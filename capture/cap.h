@@ -10,7 +10,17 @@
  * its operands' hashes, where a READY operand counts as device data: its dtype and dims
  * only (data_hash). So a training step that reads last step's weights hashes the same as
  * the step before, and a sync never rehashes node contents: it hashes its roots' hashes
- * and a small record of the graph's cut and sharing (see sync.c). */
+ * and a small record of the graph's cut and sharing (see graph.c).
+ *
+ * Trace-once functions (issue 4) are meant to build on these pieces: trace the function
+ * with its inputs as READY nodes on this thread's context (cap_ctx), cut the graph of its
+ * outputs with cap_graph_collect (inputs become parameters in first-visit order, found
+ * with cap_graph_param_of; in-place updates of inputs become aliased outputs), keep the
+ * key and cap_exe_lookup's entry in the function's cache entry next to its guards, and on
+ * a hit skip tracing altogether: cap_exe_run on the new inputs' values, then wrap the
+ * outputs with cap_node_data and cap_wrap and write aliased outputs back. Not here yet:
+ * random numbers as a graph op fed by a seed input (latch_rand_* fill on the host), and
+ * symbolic dims (node dims are static; reads of them would need a hook in cap_ctx). */
 #ifndef CAP_H
 #define CAP_H
 #include <stdatomic.h>
@@ -198,6 +208,8 @@ typedef struct cap_graph {
 latch_status cap_graph_collect(cap_graph *graph, const rt_backend *backend, int count, cap_node *const *roots,
                                cap_node *const *alias_of);
 void cap_graph_free(cap_graph *graph);
+/* The parameter number of a READY node in the graph, or -1 when the graph does not read it. */
+int cap_graph_param_of(const cap_graph *graph, const cap_node *node);
 /* The HLO module computing the graph: parameter i is params[i], the root a tuple of the
  * roots' values. NULL with diag on failure (a lowering bug: ops are checked when traced). */
 hlo_module *cap_graph_lower(const cap_graph *graph, hlo_diag *diag);

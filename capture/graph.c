@@ -209,6 +209,12 @@ latch_status cap_graph_collect(cap_graph *g, const rt_backend *backend, int coun
   return LATCH_OK;
 }
 
+int cap_graph_param_of(const cap_graph *g, const cap_node *node) {
+  if (!g->leaves || !g->leaves->keys) return -1;
+  size_t slot = leaf_map_slot(g->leaves, node);
+  return g->leaves->keys[slot] ? g->leaves->values[slot] : -1;
+}
+
 void cap_graph_free(cap_graph *g) {
   free(g->roots);
   free(g->params);

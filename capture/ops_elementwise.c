@@ -156,7 +156,7 @@ latch_tensor *latch_cast(latch_tensor *x, latch_dtype dtype) {
   if (bad) return bad;
   hlo_dtype to = cap_hlo_dtype(dtype);
   if (to == HLO_INVALID) return cap_error(x->rt, "cast: invalid dtype %d", (int)dtype);
-  if (to == x->node->dtype) return latch_retain(x);
+  if (to == x->node->dtype) return cap_wrap(x->rt, cap_node_retain(x->node)); /* a new handle: assigning to it must not change x */
   return cap_traced(x->rt, cap_node_like(CAP_CAST, 0, 1, &x, 0, to, x->node->rank, x->node->dims));
 }
 

@@ -201,6 +201,19 @@ static void test_in_place(void) {
   for (int i = 0; i < 3; i++) CHECK_NEAR(v[i], 1, 1e-6);
   latch_get_stats(util_rt, &s1);
   CHECK_EQ_INT(s1.compiles - s0.compiles, 1); /* steps 2 and 3 hit the cache */
+  latch_tensor *alias = latch_cast(w, LATCH_F32); /* same type: a new handle on w's value */
+  CHECK_EQ_INT(latch_assign(alias, F32(1, (3), 7, 7, 7)), LATCH_OK);
+  EXPECT(alias, 0, 7, 7, 7);
+  latch_read_f64(w, v, 3);
+  CHECK_NEAR(v[0], 1, 0); /* w keeps its value */
+  cap_graph g;
+  latch_tensor *sum = latch_binary(LATCH_ADD, w, F32(1, (3), 1, 1, 1));
+  CHECK_EQ_INT(cap_graph_collect(&g, util_rt->backend, 1, &sum->node, NULL), LATCH_OK);
+  CHECK_EQ_INT(g.param_count, 2);
+  CHECK_EQ_INT(cap_graph_param_of(&g, w->node), 0);
+  CHECK_EQ_INT(cap_graph_param_of(&g, sum->node), -1);
+  cap_graph_free(&g);
+  latch_release(sum);
   CHECK_EQ_INT(latch_assign(w, F32(1, (2), 1, 2)), LATCH_ERR_INPUT); /* shapes differ */
   CHECK(strstr(latch_last_error(), "f32[3]") != NULL);
   latch_release(w);
