@@ -36,23 +36,23 @@
 
 /* Node ops. The numbers are part of every graph key: never renumber, only append. */
 typedef enum cap_op {
-  CAP_DATA = 1,   /* device data: a READY leaf */
-  CAP_CONST = 2,  /* scalar[0] broadcast to the shape */
-  CAP_IOTA = 3,   /* attrs: dim */
-  CAP_UNARY = 4,  /* sub: latch_unop */
-  CAP_BINARY = 5, /* sub: latch_binop */
+  CAP_DATA = 1,    /* device data: a READY leaf */
+  CAP_CONST = 2,   /* scalar[0] broadcast to the shape */
+  CAP_IOTA = 3,    /* attrs: dim */
+  CAP_UNARY = 4,   /* sub: latch_unop */
+  CAP_BINARY = 5,  /* sub: latch_binop */
   CAP_COMPARE = 6, /* sub: latch_cmp */
   CAP_WHERE = 7,
-  CAP_CLAMP = 8,  /* scalar: low, high */
+  CAP_CLAMP = 8, /* scalar: low, high */
   CAP_CAST = 9,
   CAP_RELU = 10,
-  CAP_GELU = 11,  /* sub: 1 for the tanh form */
+  CAP_GELU = 11, /* sub: 1 for the tanh form */
   CAP_MATMUL = 12,
-  CAP_CONV2D = 13, /* attrs: stride h w, pad h w, dilation h w, groups */
-  CAP_POOL = 14,   /* sub: 0 max, 1 avg; attrs: kernel h w, stride h w, pad h w */
-  CAP_REDUCE = 15, /* sub: latch_reduce_op; attrs: dim mask, keepdim */
-  CAP_ARGMAX = 16, /* attrs: dim, keepdim */
-  CAP_SOFTMAX = 17, /* sub: 1 for log_softmax; attrs: dim */
+  CAP_CONV2D = 13,     /* attrs: stride h w, pad h w, dilation h w, groups */
+  CAP_POOL = 14,       /* sub: 0 max, 1 avg; attrs: kernel h w, stride h w, pad h w */
+  CAP_REDUCE = 15,     /* sub: latch_reduce_op; attrs: dim mask, keepdim */
+  CAP_ARGMAX = 16,     /* attrs: dim, keepdim */
+  CAP_SOFTMAX = 17,    /* sub: 1 for log_softmax; attrs: dim */
   CAP_LAYER_NORM = 18, /* attrs: normalized rank, has weight, has bias; scalar: eps */
   CAP_BATCH_NORM = 19, /* attrs: has weight, has bias; scalar: eps */
   CAP_EMBEDDING = 20,
@@ -67,7 +67,7 @@ typedef enum cap_op {
 typedef enum cap_state { CAP_PENDING = 0, CAP_READY, CAP_ERROR } cap_state;
 
 /* Bump when a lowering changes what a node computes: it seeds every node hash. */
-#define CAP_HASH_FORMAT 1
+#define CAP_HASH_FORMAT     1
 #define CAP_INLINE_OPERANDS 3
 
 typedef struct cap_node {
@@ -75,17 +75,17 @@ typedef struct cap_node {
   uint16_t op, sub;
   uint8_t dtype; /* hlo_dtype */
   uint8_t rank;
-  uint8_t state; /* cap_state; written only by the owning thread while PENDING */
+  uint8_t state;    /* cap_state; written only by the owning thread while PENDING */
   uint8_t reported; /* ERROR: a sync has reported it */
   int operand_count, attr_count;
   int64_t dims[HLO_MAX_RANK];
   double scalar[2];
-  cache_key hash;      /* as computed at creation */
-  cache_key data_hash; /* READY: dtype and dims only */
+  cache_key hash;             /* as computed at creation */
+  cache_key data_hash;        /* READY: dtype and dims only */
   struct cap_node **operands; /* inline_operands or malloc'd */
   struct cap_node *inline_operands[CAP_INLINE_OPERANDS];
-  rt_value *value;     /* READY */
-  char *error;         /* ERROR: the message, malloc'd */
+  rt_value *value; /* READY */
+  char *error;     /* ERROR: the message, malloc'd */
   /* Scratch for the owning thread's sync while PENDING: which walk saw it last, and its
    * index in that walk's post-order. */
   uint64_t walk;
@@ -177,8 +177,7 @@ latch_dtype cap_latch_dtype(hlo_dtype dtype);
 /* The promotion table of latch.h; HLO_INVALID when no type holds both. */
 hlo_dtype cap_promote(hlo_dtype a, hlo_dtype b);
 /* NumPy broadcasting of two shapes into out; false when they do not broadcast. */
-bool cap_broadcast_dims(int rank_a, const int64_t *a, int rank_b, const int64_t *b, int *rank_out,
-                        int64_t *out);
+bool cap_broadcast_dims(int rank_a, const int64_t *a, int rank_b, const int64_t *b, int *rank_out, int64_t *out);
 /* A dim index with negatives from the end; -1 when out of range. */
 int cap_norm_dim(int dim, int rank);
 
@@ -195,7 +194,7 @@ typedef struct cap_graph {
   cap_node **params; /* READY leaves in first-visit order */
   cap_node **nodes;  /* pending nodes, operands before users */
   cap_alias *aliases;
-  uint32_t *events;  /* the walk's record of cut and sharing, hashed into the key */
+  uint32_t *events; /* the walk's record of cut and sharing, hashed into the key */
   int event_count;
   struct cap_leaf_map *leaves; /* READY leaf -> parameter number */
   cache_key key;
@@ -223,8 +222,8 @@ hlo_instr *cap_lower_broadcast(hlo_comp *comp, hlo_instr *x, int rank, const int
 hlo_instr *cap_lower_scalar(hlo_comp *comp, hlo_dtype dtype, double value, hlo_diag *diag);
 hlo_instr *cap_lower_full(hlo_comp *comp, hlo_dtype dtype, int rank, const int64_t *dims, double value,
                           hlo_diag *diag);
-hlo_instr *cap_lower_reduce(hlo_comp *comp, hlo_instr *x, hlo_opcode op, double init, int count,
-                            const int64_t *dims, hlo_diag *diag);
+hlo_instr *cap_lower_reduce(hlo_comp *comp, hlo_instr *x, hlo_opcode op, double init, int count, const int64_t *dims,
+                            hlo_diag *diag);
 
 /* ---- executables (sync.c): what a trace-once hit (issue 4) runs without tracing ---- */
 /* The compiled graph for g's key, compiling g on a miss (once however many threads miss);

@@ -89,7 +89,10 @@ typedef struct walker {
   uint64_t walk;
   leaf_map leaves;
   int node_cap, param_cap, event_cap, root_cap;
-  struct frame { cap_node *node; int next; } *stack;
+  struct frame {
+    cap_node *node;
+    int next;
+  } * stack;
   int stack_count, stack_cap;
 } walker;
 
@@ -170,7 +173,8 @@ latch_status cap_graph_collect(cap_graph *g, const rt_backend *backend, int coun
   }
   free(w.stack);
   g->leaves = malloc(sizeof *g->leaves);
-  if (g->leaves) *g->leaves = w.leaves;
+  if (g->leaves)
+    *g->leaves = w.leaves;
   else {
     free(w.leaves.keys);
     free(w.leaves.values);
@@ -263,8 +267,10 @@ hlo_module *cap_graph_lower(const cap_graph *g, hlo_diag *diag) {
       }
       ok = operands[k] != NULL;
     }
-    if (ok) ok = (lowered[i] = cap_lower_node(entry, node, operands, diag)) != NULL;
-    else hlo_diag_set(diag, HLO_ERR_INTERNAL, "lowering: an operand was not lowered");
+    if (ok)
+      ok = (lowered[i] = cap_lower_node(entry, node, operands, diag)) != NULL;
+    else
+      hlo_diag_set(diag, HLO_ERR_INTERNAL, "lowering: an operand was not lowered");
     if (operands != operand_buffer) free(operands);
   }
   for (int i = 0; ok && i < g->root_count; i++) outputs[i] = lowered[g->roots[i]->walk_index];

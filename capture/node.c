@@ -78,9 +78,7 @@ cache_key cap_data_hash(hlo_dtype dtype, int rank, const int64_t *dims) {
   return digest(buf, (size_t)(p - buf));
 }
 
-cache_key cap_operand_hash(const cap_node *node) {
-  return node->state == CAP_READY ? node->data_hash : node->hash;
-}
+cache_key cap_operand_hash(const cap_node *node) { return node->state == CAP_READY ? node->data_hash : node->hash; }
 
 /* Little-endian words on every host (a no-op on the usual ones). */
 static inline uint64_t le64(uint64_t v) {

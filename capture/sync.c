@@ -89,7 +89,8 @@ latch_status cap_exe_run(latch_runtime *rt, const cap_exe *exe, rt_value *const 
   } else {
     cap_set_error("sync: out of memory");
   }
-  if (status == LATCH_OK && (!result || result->shape.dtype != HLO_TUPLE || result->tuple_count != exe->output_count)) {
+  if (status == LATCH_OK &&
+      (!result || result->shape.dtype != HLO_TUPLE || result->tuple_count != exe->output_count)) {
     cap_set_error("sync: the backend returned %d outputs for %d roots", result ? result->tuple_count : -1,
                   exe->output_count);
     status = LATCH_ERR_INTERNAL;

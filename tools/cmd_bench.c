@@ -11,17 +11,18 @@
 #include "cli.h"
 
 void cmd_bench_usage(void) {
-  fputs("usage: latch bench --micro [--reps N]\n"
-        "\n"
-        "Micro-benchmarks of lazy capture on chains of 10, 100 and 1,000 elementwise ops\n"
-        "(f32[4,4] with a broadcast f32[4] operand), printing per chain length:\n"
-        "  trace    ns per op for the public call (latch_binary), node hash included\n"
-        "  hash     ns per node for the node hash alone\n"
-        "  key      ns per sync to cut the graph and hash its key (and per node)\n"
-        "  lookup   ns per compile-cache lookup of that key (a hit)\n"
-        "Nothing is executed. --reps N repeats each measurement about N times 1,000 ops\n"
-        "(default 200). Times are the thread's CPU time, best of three for tracing.\n",
-        stdout);
+  fputs(
+      "usage: latch bench --micro [--reps N]\n"
+      "\n"
+      "Micro-benchmarks of lazy capture on chains of 10, 100 and 1,000 elementwise ops\n"
+      "(f32[4,4] with a broadcast f32[4] operand), printing per chain length:\n"
+      "  trace    ns per op for the public call (latch_binary), node hash included\n"
+      "  hash     ns per node for the node hash alone\n"
+      "  key      ns per sync to cut the graph and hash its key (and per node)\n"
+      "  lookup   ns per compile-cache lookup of that key (a hit)\n"
+      "Nothing is executed. --reps N repeats each measurement about N times 1,000 ops\n"
+      "(default 200). Times are the thread's CPU time, best of three for tracing.\n",
+      stdout);
 }
 
 /* Thread CPU time, not wall time: the machines this runs on are often shared, and time
