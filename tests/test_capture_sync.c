@@ -286,6 +286,29 @@ static void test_composite_text(void) {
   util_release_all();
 }
 
+/* latch bench --micro runs and prints a row per chain length. */
+static void test_bench_command(void) {
+  const char *bin = getenv("LATCH_BIN"), *build = getenv("BUILD");
+  char command[512], line[256];
+  if (bin) snprintf(command, sizeof command, "%s bench --micro --reps 1 2>&1", bin);
+  else snprintf(command, sizeof command, "%s/latch bench --micro --reps 1 2>&1", build ? build : "build");
+  FILE *out = popen(command, "r");
+  CHECK(out != NULL);
+  if (!out) return;
+  int rows = 0, cache_line = 0;
+  while (fgets(line, sizeof line, out)) {
+    int ops;
+    double trace, hash;
+    if (sscanf(line, "%d %lf %lf", &ops, &trace, &hash) == 3 && (ops == 10 || ops == 100 || ops == 1000) && trace > 0 &&
+        hash > 0)
+      rows++;
+    if (strncmp(line, "cache:", 6) == 0) cache_line = 1;
+  }
+  CHECK_EQ_INT(pclose(out), 0);
+  CHECK_EQ_INT(rows, 3);
+  CHECK(cache_line);
+}
+
 int main(int argc, char **argv) {
   util_rt = open_rt(false);
   if (!util_rt) {
@@ -302,6 +325,7 @@ int main(int argc, char **argv) {
   RUN(test_in_place);
   RUN(test_eager_matches_lazy);
   RUN(test_composite_text);
+  RUN(test_bench_command);
   test_current = "test_keys";
   test_keys(argv[0]);
   util_release_all();
