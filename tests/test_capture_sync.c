@@ -286,6 +286,30 @@ static void test_composite_text(void) {
   util_release_all();
 }
 
+/* A cache of one graph: alternating programs evict each other and still compute right. */
+static void test_eviction(void) {
+  latch_options options;
+  latch_options_init(&options);
+  options.backend = "reference";
+  options.cache_capacity = 1;
+  latch_runtime *rt = latch_open(&options);
+  latch_runtime *saved = util_rt;
+  util_rt = rt;
+  latch_tensor *x = F32(1, (2), 1, 2);
+  for (int i = 0; i < 3; i++) {
+    EXPECT(latch_binary(LATCH_ADD, x, x), 0, 2, 4);
+    EXPECT(latch_binary(LATCH_MUL, x, x), 0, 1, 4);
+  }
+  latch_stats stats;
+  latch_get_stats(rt, &stats);
+  CHECK_EQ_INT(stats.compiles, 6);
+  CHECK(stats.evictions >= 5);
+  CHECK_EQ_INT(stats.cache_entries, 1);
+  util_release_all();
+  latch_close(rt);
+  util_rt = saved;
+}
+
 /* latch bench --micro runs and prints a row per chain length. */
 static void test_bench_command(void) {
   const char *bin = getenv("LATCH_BIN"), *build = getenv("BUILD");
@@ -326,6 +350,8 @@ int main(int argc, char **argv) {
   RUN(test_eager_matches_lazy);
   RUN(test_composite_text);
   RUN(test_bench_command);
+  util_release_all();
+  RUN(test_eviction);
   test_current = "test_keys";
   test_keys(argv[0]);
   util_release_all();
