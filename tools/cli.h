@@ -47,5 +47,9 @@ void cmd_minify_usage(void);
  * run prints), and make one input per parameter from DIR/I.npy or, with DIR NULL, from seed. */
 int cmd_run_load_module(const char *path, hlo_module **module);
 int cmd_run_make_inputs(const char *inputs_dir, uint64_t seed, const hlo_comp *entry, rt_value **args);
+int cmd_bench(int argc, char **argv);
+void cmd_parse_usage(void);
+void cmd_run_usage(void);
+void cmd_bench_usage(void);
 
 #endif

@@ -12,6 +12,7 @@ static void usage(FILE *out) {
         "  run FILE [OPTIONS]        run a module's entry computation and print its outputs\n"
         "  cache ACTION [--dir DIR]  the on-disk compile cache: stats, ls, verify, clear\n"
         "  minify FILE [OPTIONS]     shrink a module that fails a check to a small repro\n"
+        "  bench --micro             time lazy capture: trace, hash, key and lookup per op\n"
         "  help [COMMAND]            this text, or a command's options\n"
         "\n"
         "Run 'latch COMMAND --help' for a command's options and examples.\n"
@@ -31,6 +32,7 @@ static const command commands[] = {
     {"run", cmd_run, cmd_run_usage},
     {"cache", cmd_cache, cmd_cache_usage},
     {"minify", cmd_minify, cmd_minify_usage},
+    {"bench", cmd_bench, cmd_bench_usage},
 };
 
 static const command *find_command(const char *name) {
@@ -60,7 +62,7 @@ int main(int argc, char **argv) {
   }
   const command *cmd = find_command(name);
   if (!cmd) {
-    cli_error("unknown command '%s' (commands: parse, run, cache, minify; see 'latch --help')", name);
+    cli_error("unknown command '%s' (commands: parse, run, cache, minify, bench; see 'latch --help')", name);
     return CLI_USAGE;
   }
   return cmd->run(argc - 2, argv + 2);

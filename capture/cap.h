@@ -1,0 +1,245 @@
+/* capture/: lazy tensors. Internal structures shared by the files that implement latch.h.
+ *
+ * A latch_tensor is a handle; what it holds is a cap_node. A node is immutable once made
+ * (op, attributes, operands, shape, hash) except for its state: PENDING until a sync
+ * computes it, then READY with a value (and its operands dropped), or ERROR from the
+ * start. Handles and nodes are separate so that an in-place update (latch_assign) can
+ * point a handle at a new node while pending users of the old value keep the old node.
+ *
+ * Hashes: a node's hash is computed when it is made, from its op, attributes, shape and
+ * its operands' hashes, where a READY operand counts as device data: its dtype and dims
+ * only (data_hash). So a training step that reads last step's weights hashes the same as
+ * the step before, and a sync never rehashes node contents: it hashes its roots' hashes
+ * and a small record of the graph's cut and sharing (see graph.c).
+ *
+ * Trace-once functions (issue 4) are meant to build on these pieces: trace the function
+ * with its inputs as READY nodes on this thread's context (cap_ctx), cut the graph of its
+ * outputs with cap_graph_collect (inputs become parameters in first-visit order, found
+ * with cap_graph_param_of; in-place updates of inputs become aliased outputs), keep the
+ * key and cap_exe_lookup's entry in the function's cache entry next to its guards, and on
+ * a hit skip tracing altogether: cap_exe_run on the new inputs' values, then wrap the
+ * outputs with cap_node_data and cap_wrap and write aliased outputs back. Not here yet:
+ * random numbers as a graph op fed by a seed input (latch_rand_* fill on the host), and
+ * symbolic dims (node dims are static; reads of them would need a hook in cap_ctx). */
+#ifndef CAP_H
+#define CAP_H
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cache/hash.h"
+#include "cache/table.h"
+#include "hlo/ir.h"
+#include "include/latch.h"
+#include "runtime/backend.h"
+#include "runtime/value.h"
+
+/* Node ops. The numbers are part of every graph key: never renumber, only append. */
+typedef enum cap_op {
+  CAP_DATA = 1,    /* device data: a READY leaf */
+  CAP_CONST = 2,   /* scalar[0] broadcast to the shape */
+  CAP_IOTA = 3,    /* attrs: dim */
+  CAP_UNARY = 4,   /* sub: latch_unop */
+  CAP_BINARY = 5,  /* sub: latch_binop */
+  CAP_COMPARE = 6, /* sub: latch_cmp */
+  CAP_WHERE = 7,
+  CAP_CLAMP = 8, /* scalar: low, high */
+  CAP_CAST = 9,
+  CAP_RELU = 10,
+  CAP_GELU = 11, /* sub: 1 for the tanh form */
+  CAP_MATMUL = 12,
+  CAP_CONV2D = 13,     /* attrs: stride h w, pad h w, dilation h w, groups */
+  CAP_POOL = 14,       /* sub: 0 max, 1 avg; attrs: kernel h w, stride h w, pad h w */
+  CAP_REDUCE = 15,     /* sub: latch_reduce_op; attrs: dim mask, keepdim */
+  CAP_ARGMAX = 16,     /* attrs: dim, keepdim */
+  CAP_SOFTMAX = 17,    /* sub: 1 for log_softmax; attrs: dim */
+  CAP_LAYER_NORM = 18, /* attrs: normalized rank, has weight, has bias; scalar: eps */
+  CAP_BATCH_NORM = 19, /* attrs: has weight, has bias; scalar: eps */
+  CAP_EMBEDDING = 20,
+  CAP_RESHAPE = 21,
+  CAP_PERMUTE = 22, /* attrs: perm */
+  CAP_SLICE = 23,   /* attrs: dim, start, stop, step */
+  CAP_CONCAT = 24,  /* attrs: dim */
+  CAP_PAD = 25,     /* attrs: low[rank], high[rank]; scalar: value */
+  CAP_BROADCAST = 26,
+} cap_op;
+
+typedef enum cap_state { CAP_PENDING = 0, CAP_READY, CAP_ERROR } cap_state;
+
+/* Bump when a lowering changes what a node computes: it seeds every node hash. */
+#define CAP_HASH_FORMAT     1
+#define CAP_INLINE_OPERANDS 3
+
+typedef struct cap_node {
+  atomic_int refs; /* handles, users (operand edges), alias records */
+  uint16_t op, sub;
+  uint8_t dtype; /* hlo_dtype */
+  uint8_t rank;
+  uint8_t state;    /* cap_state; written only by the owning thread while PENDING */
+  uint8_t reported; /* ERROR: a sync has reported it */
+  int operand_count, attr_count;
+  int64_t dims[HLO_MAX_RANK];
+  double scalar[2];
+  cache_key hash;             /* as computed at creation */
+  cache_key data_hash;        /* READY: dtype and dims only */
+  struct cap_node **operands; /* inline_operands or malloc'd */
+  struct cap_node *inline_operands[CAP_INLINE_OPERANDS];
+  rt_value *value; /* READY */
+  char *error;     /* ERROR: the message, malloc'd */
+  /* Scratch for the owning thread's sync while PENDING: which walk saw it last, and its
+   * index in that walk's post-order. */
+  uint64_t walk;
+  int32_t walk_index;
+  int64_t attrs[]; /* attr_count */
+} cap_node;
+
+/* Per-thread tracing state: the handles whose nodes may still be pending or in error. */
+typedef struct cap_ctx {
+  latch_tensor *head, *tail;
+  uint64_t ops_traced; /* since the last sync flushed it into a runtime's stats */
+  /* The first op error since this thread's last sync of error_rt, kept even if its tensor
+   * is released at once, so the sync still reports it. */
+  latch_runtime *error_rt;
+  char error[1024];
+} cap_ctx;
+
+struct latch_tensor {
+  atomic_int refs;
+  latch_runtime *rt;
+  cap_node *node;
+  cap_node *alias_of; /* the READY node whose buffer an in-place update writes back to */
+  cap_ctx *owner;     /* the list it is in, or NULL */
+  latch_tensor *prev, *next;
+};
+
+typedef struct cap_exe {
+  const rt_backend *backend;
+  rt_executable *exe;
+  int param_count, output_count;
+} cap_exe;
+
+struct latch_runtime {
+  latch_options options;
+  char backend_name[64];
+  const rt_backend *backend;
+  cache_table *cache;
+  atomic_uint_fast64_t syncs, ops_traced, nodes_synced, key_ns, execute_ns;
+};
+
+/* ---- nodes (node.c) ---- */
+cap_ctx *cap_ctx_current(void);
+/* A PENDING node with room for attr_count attrs and its operands (retained); the caller
+ * fills shape and attrs, then calls cap_node_finish. NULL when memory runs out. */
+cap_node *cap_node_new(cap_op op, int sub, int operand_count, cap_node *const *operands, int attr_count);
+/* Computes the hash; a node is immutable after this. */
+void cap_node_finish(cap_node *node);
+cache_key cap_node_hash(const cap_node *node);
+cache_key cap_data_hash(hlo_dtype dtype, int rank, const int64_t *dims);
+/* The hash a new user sees: data_hash when READY, else hash. */
+cache_key cap_operand_hash(const cap_node *node);
+cap_node *cap_node_retain(cap_node *node);
+void cap_node_release(cap_node *node);
+/* A READY leaf holding value (the reference is taken over). */
+cap_node *cap_node_data(rt_value *value);
+/* An ERROR node with a formatted message. */
+cap_node *cap_node_error(const char *format, ...) __attribute__((format(printf, 1, 2)));
+/* Marks node READY with value (reference taken over), dropping its operands. */
+void cap_node_set_value(cap_node *node, rt_value *value);
+hlo_shape cap_node_shape(const cap_node *node);
+const char *cap_node_shape_str(const cap_node *node, char *buffer, int size);
+
+/* ---- allocation (pool.c): per-thread caches of nodes and handles ---- */
+#define CAP_POOL_ATTRS 8
+cap_node *cap_pool_node(int attr_count);
+void cap_pool_free_node(cap_node *node);
+latch_tensor *cap_pool_handle(void);
+void cap_pool_free_handle(latch_tensor *t);
+/* Frees this thread's caches (latch_close does, so leak checkers see nothing held). */
+void cap_pool_drain(void);
+/* After a sync: an assigned handle's new value goes into its old buffer when no one else
+ * can see that buffer (sync.c). */
+void cap_write_back(latch_tensor *handle);
+
+/* ---- tensors (tensor.c) ---- */
+/* Wraps node (reference taken over) in a handle of rt; pending and error handles go on
+ * this thread's list; in eager mode a pending node is run at once. NULL node -> NULL. */
+latch_tensor *cap_wrap(latch_runtime *rt, cap_node *node);
+/* The error tensor for an op, message formatted; also sets latch_last_error. */
+latch_tensor *cap_error(latch_runtime *rt, const char *format, ...) __attribute__((format(printf, 2, 3)));
+/* A poisoned result when any operand is an error tensor, else NULL. */
+latch_tensor *cap_poisoned(const char *op, int count, latch_tensor *const *operands);
+void cap_set_error(const char *format, ...) __attribute__((format(printf, 1, 2)));
+void cap_list_remove(latch_tensor *t);
+
+/* ---- dtypes (dtype.c) ---- */
+hlo_dtype cap_hlo_dtype(latch_dtype dtype);
+latch_dtype cap_latch_dtype(hlo_dtype dtype);
+/* The promotion table of latch.h; HLO_INVALID when no type holds both. */
+hlo_dtype cap_promote(hlo_dtype a, hlo_dtype b);
+/* NumPy broadcasting of two shapes into out; false when they do not broadcast. */
+bool cap_broadcast_dims(int rank_a, const int64_t *a, int rank_b, const int64_t *b, int *rank_out, int64_t *out);
+/* A dim index with negatives from the end; -1 when out of range. */
+int cap_norm_dim(int dim, int rank);
+
+/* ---- graphs (graph.c): what a sync runs, and what a traced function (issue 4) will be
+ * built from: roots in order, the READY leaves they read as parameters in canonical order,
+ * the pending nodes between them in post-order, and the key. ---- */
+typedef struct cap_alias {
+  int output, param;
+} cap_alias;
+
+typedef struct cap_graph {
+  int root_count, param_count, node_count, alias_count;
+  cap_node **roots;  /* distinct pending nodes, outputs in this order */
+  cap_node **params; /* READY leaves in first-visit order */
+  cap_node **nodes;  /* pending nodes, operands before users */
+  cap_alias *aliases;
+  uint32_t *events; /* the walk's record of cut and sharing, hashed into the key */
+  int event_count;
+  struct cap_leaf_map *leaves; /* READY leaf -> parameter number */
+  cache_key key;
+  const rt_backend *backend;
+} cap_graph;
+
+/* Walks from roots (pending nodes of this thread; READY and ERROR roots are skipped) and
+ * hashes the key. alias_of[i] (may be NULL, or entries NULL): the READY node root i writes
+ * back to. LATCH_ERR_INTERNAL when memory runs out. */
+latch_status cap_graph_collect(cap_graph *graph, const rt_backend *backend, int count, cap_node *const *roots,
+                               cap_node *const *alias_of);
+void cap_graph_free(cap_graph *graph);
+/* The parameter number of a READY node in the graph, or -1 when the graph does not read it. */
+int cap_graph_param_of(const cap_graph *graph, const cap_node *node);
+/* The HLO module computing the graph: parameter i is params[i], the root a tuple of the
+ * roots' values. NULL with diag on failure (a lowering bug: ops are checked when traced). */
+hlo_module *cap_graph_lower(const cap_graph *graph, hlo_diag *diag);
+
+/* ---- lowering (lower*.c): one node to HLO, operands already lowered ---- */
+hlo_instr *cap_lower_node(hlo_comp *comp, const cap_node *node, hlo_instr *const *operands, hlo_diag *diag);
+hlo_instr *cap_lower_nn(hlo_comp *comp, const cap_node *node, hlo_instr *const *operands, hlo_diag *diag);
+/* Helpers for the lowerings. */
+hlo_instr *cap_lower_convert(hlo_comp *comp, hlo_instr *x, hlo_dtype dtype, hlo_diag *diag);
+hlo_instr *cap_lower_broadcast(hlo_comp *comp, hlo_instr *x, int rank, const int64_t *dims, hlo_diag *diag);
+hlo_instr *cap_lower_scalar(hlo_comp *comp, hlo_dtype dtype, double value, hlo_diag *diag);
+hlo_instr *cap_lower_full(hlo_comp *comp, hlo_dtype dtype, int rank, const int64_t *dims, double value,
+                          hlo_diag *diag);
+hlo_instr *cap_lower_reduce(hlo_comp *comp, hlo_instr *x, hlo_opcode op, double init, int count, const int64_t *dims,
+                            hlo_diag *diag);
+
+/* ---- executables (sync.c): what a trace-once hit (issue 4) runs without tracing ---- */
+/* The compiled graph for g's key, compiling g on a miss (once however many threads miss);
+ * release it with cache_table_release(rt->cache, entry). NULL with *status on failure. */
+cache_entry *cap_exe_lookup(latch_runtime *rt, const cap_graph *g, latch_status *status);
+/* Runs exe on args[exe->param_count] (borrowed, possibly shared with other threads) and
+ * fills outputs[exe->output_count] with new references. */
+latch_status cap_exe_run(latch_runtime *rt, const cap_exe *exe, rt_value *const *args, rt_value **outputs);
+
+/* ---- sync (sync.c) ---- */
+/* Runs the graph of these roots on rt and attaches the values. */
+latch_status cap_sync_nodes(latch_runtime *rt, int count, cap_node *const *roots, latch_tensor *const *handles);
+/* The key and HLO text a sync of these tensors would use (tests, tools, debugging). */
+latch_status cap_graph_key(latch_runtime *rt, int count, latch_tensor *const *tensors, cache_key *key);
+char *cap_graph_text(latch_runtime *rt, int count, latch_tensor *const *tensors);
+
+uint64_t cap_now_ns(void);
+
+#endif

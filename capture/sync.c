@@ -1,0 +1,269 @@
+/* Sync: cut the graph, find or compile its executable by key, run it, attach the values,
+ * write in-place updates back. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cap.h"
+#include "hlo/print.h"
+
+typedef struct compile_job {
+  const cap_graph *graph;
+} compile_job;
+
+/* Called by the cache table on a miss, with no lock held. */
+static void *compile_graph(void *ctx, hlo_diag *diag) {
+  const cap_graph *g = ((compile_job *)ctx)->graph;
+  hlo_module *module = cap_graph_lower(g, diag);
+  if (!module) return NULL;
+  rt_executable *exe = g->backend->compile(module, diag);
+  hlo_module_free(module);
+  if (!exe) return NULL;
+  cap_exe *value = malloc(sizeof *value);
+  if (!value) {
+    g->backend->destroy(exe);
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
+    return NULL;
+  }
+  *value = (cap_exe){g->backend, exe, g->param_count, g->root_count};
+  return value;
+}
+
+/* A READY value may be read by several threads' graphs at once, and rt_value's count is
+ * not atomic: each run gets its own shell around the same data, so the backend's retains
+ * and releases touch only this thread's memory. */
+static rt_value *view_of(const rt_value *value) {
+  rt_value *view = malloc(sizeof *view);
+  if (!view) return NULL;
+  *view = *value;
+  view->refcount = 1;
+  return view;
+}
+
+/* An output the backend returned as one of our views (a parameter passed through) gets
+ * its own copy, since the view does not own its data. */
+static rt_value *take_output(rt_value *out, rt_value *const *views, int view_count) {
+  for (int i = 0; i < view_count; i++)
+    if (views[i] == out) return rt_value_copy(out);
+  return rt_value_retain(out);
+}
+
+/* The new value goes into the old buffer when no one else can see that buffer, so a
+ * pointer from latch_data stays valid across the update. */
+void cap_write_back(latch_tensor *handle) {
+  cap_node *target = handle->alias_of, *node = handle->node;
+  handle->alias_of = NULL;
+  if (node->state == CAP_READY && atomic_load(&target->refs) == 1 && target->value->refcount == 1 &&
+      target->value != node->value && node->value->refcount == 1) {
+    memcpy(target->value->data, node->value->data, (size_t)hlo_shape_bytes(&target->value->shape));
+    cap_node_release(node);
+    handle->node = target;
+    return;
+  }
+  cap_node_release(target);
+}
+
+cache_entry *cap_exe_lookup(latch_runtime *rt, const cap_graph *g, latch_status *status) {
+  hlo_diag diag = {0};
+  compile_job job = {g};
+  cache_entry *entry = cache_table_get_or_compile(rt->cache, g->key, compile_graph, &job, &diag, NULL);
+  *status = LATCH_OK;
+  if (!entry) {
+    cap_set_error("sync: %s", diag.message[0] ? diag.message : "compile failed");
+    *status = diag.status ? (latch_status)diag.status : LATCH_ERR_INTERNAL;
+  }
+  return entry;
+}
+
+latch_status cap_exe_run(latch_runtime *rt, const cap_exe *exe, rt_value *const *args, rt_value **outputs) {
+  hlo_diag diag = {0};
+  rt_value **views = calloc((size_t)exe->param_count + 1, sizeof *views);
+  latch_status status = views ? LATCH_OK : LATCH_ERR_INTERNAL;
+  for (int i = 0; status == LATCH_OK && i < exe->param_count; i++)
+    if (!(views[i] = view_of(args[i]))) status = LATCH_ERR_INTERNAL;
+  rt_value *result = NULL;
+  if (status == LATCH_OK) {
+    uint64_t start = cap_now_ns();
+    status = (latch_status)exe->backend->execute(exe->exe, views, exe->param_count, &result, &diag);
+    atomic_fetch_add(&rt->execute_ns, cap_now_ns() - start);
+    if (status != LATCH_OK) cap_set_error("sync: %s", diag.message);
+  } else {
+    cap_set_error("sync: out of memory");
+  }
+  if (status == LATCH_OK &&
+      (!result || result->shape.dtype != HLO_TUPLE || result->tuple_count != exe->output_count)) {
+    cap_set_error("sync: the backend returned %d outputs for %d roots", result ? result->tuple_count : -1,
+                  exe->output_count);
+    status = LATCH_ERR_INTERNAL;
+  }
+  int taken = 0;
+  for (; status == LATCH_OK && taken < exe->output_count; taken++) {
+    if (!(outputs[taken] = take_output(result->tuple[taken], views, exe->param_count))) {
+      cap_set_error("sync: out of memory");
+      status = LATCH_ERR_INTERNAL;
+    }
+  }
+  if (status != LATCH_OK)
+    while (taken > 0) rt_value_release(outputs[--taken]);
+  rt_value_release(result);
+  for (int i = 0; views && i < exe->param_count; i++) free(views[i]); /* shells only */
+  free(views);
+  return status;
+}
+
+static latch_status run_graph(latch_runtime *rt, cap_graph *g) {
+  latch_status status;
+  cache_entry *entry = cap_exe_lookup(rt, g, &status);
+  if (!entry) return status;
+  const cap_exe *exe = cache_entry_value(entry);
+  enum { FEW = 16 };
+  rt_value *arg_buffer[FEW], *out_buffer[FEW];
+  rt_value **args = g->param_count > FEW ? malloc(sizeof(rt_value *) * (size_t)g->param_count) : arg_buffer;
+  rt_value **outs = g->root_count > FEW ? malloc(sizeof(rt_value *) * (size_t)g->root_count) : out_buffer;
+  if (!args || !outs) status = LATCH_ERR_INTERNAL;
+  for (int i = 0; status == LATCH_OK && i < g->param_count; i++) args[i] = g->params[i]->value;
+  if (status == LATCH_OK) status = cap_exe_run(rt, exe, args, outs);
+  for (int i = 0; status == LATCH_OK && i < g->root_count; i++) cap_node_set_value(g->roots[i], outs[i]);
+  if (args != arg_buffer) free(args);
+  if (outs != out_buffer) free(outs);
+  cache_table_release(rt->cache, entry);
+  return status;
+}
+
+/* Intermediate nodes of the graph that no root names stay PENDING; their users are
+ * computed now, so they are freed with them unless something else still holds them. */
+latch_status cap_sync_nodes(latch_runtime *rt, int count, cap_node *const *roots, latch_tensor *const *handles) {
+  cap_ctx *ctx = cap_ctx_current();
+  atomic_fetch_add(&rt->ops_traced, ctx->ops_traced);
+  ctx->ops_traced = 0;
+  enum { FEW = 16 };
+  cap_node *alias_buffer[FEW], **alias_of = alias_buffer;
+  if (count > FEW) alias_of = malloc(sizeof(cap_node *) * (size_t)count);
+  if (!alias_of) {
+    cap_set_error("sync: out of memory");
+    return LATCH_ERR_INTERNAL;
+  }
+  for (int i = 0; i < count; i++) alias_of[i] = handles && handles[i] ? handles[i]->alias_of : NULL;
+  uint64_t start = cap_now_ns();
+  cap_graph g;
+  latch_status status = cap_graph_collect(&g, rt->backend, count, roots, alias_of);
+  atomic_fetch_add(&rt->key_ns, cap_now_ns() - start);
+  if (alias_of != alias_buffer) free(alias_of);
+  if (status != LATCH_OK) return status;
+  if (g.root_count) {
+    status = run_graph(rt, &g);
+    if (status == LATCH_OK) {
+      atomic_fetch_add(&rt->syncs, 1);
+      atomic_fetch_add(&rt->nodes_synced, (uint64_t)g.node_count);
+    }
+  }
+  cap_graph_free(&g);
+  if (status == LATCH_OK && handles)
+    for (int i = 0; i < count; i++)
+      if (handles[i] && handles[i]->alias_of) cap_write_back(handles[i]);
+  return status;
+}
+
+/* The handles of this thread's list for rt, as roots; error handles are reported. */
+static int gather(latch_runtime *rt, latch_tensor ***out, const char **error) {
+  cap_ctx *ctx = cap_ctx_current();
+  int count = 0, capacity = 0;
+  latch_tensor **handles = NULL;
+  *error = NULL;
+  if (ctx->error[0] && ctx->error_rt == rt) *error = ctx->error; /* copied by the caller */
+  for (latch_tensor *t = ctx->head, *next; t; t = next) {
+    next = t->next;
+    if (t->rt != rt) continue;
+    cap_node *node = t->node;
+    if (node->state == CAP_READY && !t->alias_of) {
+      cap_list_remove(t);
+      continue;
+    }
+    if (node->state == CAP_ERROR) {
+      if (!node->reported && !*error) *error = node->error;
+      node->reported = 1;
+      continue;
+    }
+    if (count == capacity) {
+      capacity = capacity ? capacity * 2 : 64;
+      latch_tensor **grown = realloc(handles, sizeof *handles * (size_t)capacity);
+      if (!grown) {
+        free(handles);
+        return -1;
+      }
+      handles = grown;
+    }
+    handles[count++] = t;
+  }
+  *out = handles;
+  return count;
+}
+
+latch_status latch_sync(latch_runtime *rt) {
+  if (!rt) {
+    cap_set_error("sync: NULL runtime");
+    return LATCH_ERR_INPUT;
+  }
+  latch_tensor **handles = NULL;
+  const char *error = NULL;
+  int count = gather(rt, &handles, &error);
+  if (count < 0) {
+    cap_set_error("sync: out of memory");
+    return LATCH_ERR_INTERNAL;
+  }
+  char *message = error ? strdup(error) : NULL; /* the node may die during the run */
+  cap_ctx *ctx = cap_ctx_current();
+  if (ctx->error_rt == rt) ctx->error[0] = 0;
+  cap_node **roots = malloc(sizeof(cap_node *) * (size_t)(count ? count : 1));
+  latch_status status = roots ? LATCH_OK : LATCH_ERR_INTERNAL;
+  for (int i = 0; roots && i < count; i++) roots[i] = handles[i]->node;
+  if (status == LATCH_OK && count) status = cap_sync_nodes(rt, count, roots, handles);
+  if (status == LATCH_OK)
+    for (int i = 0; i < count; i++)
+      if (handles[i]->node->state == CAP_READY && !handles[i]->alias_of) cap_list_remove(handles[i]);
+  free(roots);
+  free(handles);
+  if (status == LATCH_OK && message) {
+    cap_set_error("%s", message);
+    status = LATCH_ERR_INPUT;
+  }
+  free(message);
+  return status;
+}
+
+static latch_status collect_for(latch_runtime *rt, int count, latch_tensor *const *tensors, cap_graph *g) {
+  cap_node **roots = malloc(sizeof(cap_node *) * (size_t)(count ? count : 1));
+  cap_node **alias_of = malloc(sizeof(cap_node *) * (size_t)(count ? count : 1));
+  latch_status status = roots && alias_of ? LATCH_OK : LATCH_ERR_INTERNAL;
+  for (int i = 0; status == LATCH_OK && i < count; i++) {
+    roots[i] = tensors[i]->node;
+    alias_of[i] = tensors[i]->alias_of;
+  }
+  if (status == LATCH_OK) status = cap_graph_collect(g, rt->backend, count, roots, alias_of);
+  free(roots);
+  free(alias_of);
+  return status;
+}
+
+latch_status cap_graph_key(latch_runtime *rt, int count, latch_tensor *const *tensors, cache_key *key) {
+  cap_graph g;
+  latch_status status = collect_for(rt, count, tensors, &g);
+  if (status != LATCH_OK) return status;
+  *key = g.key;
+  cap_graph_free(&g);
+  return LATCH_OK;
+}
+
+char *cap_graph_text(latch_runtime *rt, int count, latch_tensor *const *tensors) {
+  cap_graph g;
+  if (collect_for(rt, count, tensors, &g) != LATCH_OK) return NULL;
+  hlo_diag diag = {0};
+  hlo_module *module = cap_graph_lower(&g, &diag);
+  cap_graph_free(&g);
+  if (!module) {
+    cap_set_error("graph_text: %s", diag.message);
+    return NULL;
+  }
+  char *text = hlo_module_to_text(module);
+  hlo_module_free(module);
+  return text;
+}

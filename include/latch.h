@@ -1,0 +1,220 @@
+/* latch: lazy tensors for an eager frontend. The one public header.
+ *
+ * The frontend calls ops one by one; latch records them as a graph instead of running them.
+ * latch_sync (or reading a tensor) turns what is pending into one XLA HLO module, looks it
+ * up in the compile cache by a 128-bit hash, compiles it on a miss, runs it and attaches the
+ * results to the tensors.
+ *
+ * Ownership, as in Lua's C API, is the same for every function:
+ *   - a function that returns a latch_tensor* gives the caller one reference; drop it with
+ *     latch_release. It never returns NULL except when memory runs out.
+ *   - tensor arguments are borrowed: an op never takes over a reference.
+ *   - strings returned by latch are owned by latch and valid until the next latch call on
+ *     the same thread (latch_last_error) or while the tensor lives (latch_tensor_error).
+ *
+ * Errors are values. A bad op (shapes that do not fit, a wrong type) returns an error
+ * tensor whose message names the op and the shapes; ops on it return error tensors too
+ * (the error "poisons" its users) and the next latch_sync reports it. No function aborts
+ * on bad input.
+ *
+ * Threads: one runtime may be used by many threads at once; the compile cache is shared.
+ * Each thread traces into its own pending graph: a tensor whose value is still pending
+ * belongs to the thread that made it until it is synced: only that thread may use or
+ * release it. Synced tensors may be read, used as operands and released by any thread.
+ */
+#ifndef LATCH_H
+#define LATCH_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LATCH_MAX_RANK 12
+
+typedef struct latch_runtime latch_runtime;
+typedef struct latch_tensor latch_tensor;
+
+/* The same codes as every latch command's exit status. */
+typedef enum latch_status {
+  LATCH_OK = 0,
+  LATCH_ERR_INPUT = 1,       /* the caller's mistake: bad shapes, types, arguments, files */
+  LATCH_ERR_UNSUPPORTED = 2, /* valid, but the backend cannot do it */
+  LATCH_ERR_INTERNAL = 3,    /* out of memory, I/O failure, a latch bug */
+} latch_status;
+
+typedef enum latch_dtype {
+  LATCH_INVALID = 0,
+  LATCH_BOOL, LATCH_I8, LATCH_I16, LATCH_I32, LATCH_I64,
+  LATCH_U8, LATCH_U16, LATCH_U32, LATCH_U64,
+  LATCH_F16, LATCH_BF16, LATCH_F32, LATCH_F64,
+} latch_dtype;
+
+/* ---- the runtime ---- */
+
+typedef struct latch_options {
+  const char *backend; /* LATCH_BACKEND: "cpu" when that backend exists, else "reference" */
+  int threads;         /* LATCH_THREADS: threads a backend may use; 0 = one per core */
+  int cache_capacity;  /* LATCH_CACHE_CAPACITY: compiled graphs kept (LRU), default 2048 */
+  bool eager;          /* LATCH_EAGER=1: run each op at once (the op-by-op baseline) */
+} latch_options;
+
+/* Fills the defaults, then applies the environment variables named above. An unreadable
+ * variable (LATCH_THREADS=many) is LATCH_ERR_INPUT with a message naming it; the other
+ * fields are still filled. Set fields after this call to override both. */
+latch_status latch_options_init(latch_options *options);
+/* NULL options means latch_options_init's. NULL on failure (latch_last_error says why). */
+latch_runtime *latch_open(const latch_options *options);
+/* Release every tensor first. */
+void latch_close(latch_runtime *rt);
+
+/* The last error message on this thread ("" when none). */
+const char *latch_last_error(void);
+
+typedef struct latch_stats {
+  uint64_t syncs;          /* graphs run (each latch_sync, read or eager op that ran one) */
+  uint64_t ops_traced;     /* ops recorded, counted at each sync of the thread that traced them */
+  uint64_t nodes_synced;   /* pending nodes computed by syncs */
+  uint64_t cache_hits, cache_misses, compiles, compile_failures, evictions, cache_entries;
+  uint64_t compile_ns;     /* time inside the backend's compile */
+  uint64_t key_ns;         /* time walking graphs and hashing their keys */
+  uint64_t execute_ns;     /* time inside the backend's execute */
+} latch_stats;
+void latch_get_stats(latch_runtime *rt, latch_stats *stats);
+
+/* ---- tensors ---- */
+
+/* Copies rank dims and the row-major data (sizeof element * count bytes). */
+latch_tensor *latch_from_host(latch_runtime *rt, latch_dtype dtype, int rank, const int64_t *dims,
+                              const void *data);
+/* A .npy file (see README for the element types read). */
+latch_tensor *latch_from_npy(latch_runtime *rt, const char *path);
+/* value converted to dtype (a constant of the graph: its value is part of the graph's key). */
+latch_tensor *latch_full(latch_runtime *rt, latch_dtype dtype, int rank, const int64_t *dims, double value);
+latch_tensor *latch_zeros(latch_runtime *rt, latch_dtype dtype, int rank, const int64_t *dims);
+latch_tensor *latch_ones(latch_runtime *rt, latch_dtype dtype, int rank, const int64_t *dims);
+latch_tensor *latch_scalar(latch_runtime *rt, latch_dtype dtype, double value); /* rank 0 */
+/* Element i along dim holds i. */
+latch_tensor *latch_iota(latch_runtime *rt, latch_dtype dtype, int rank, const int64_t *dims, int dim);
+/* Uniform in [low, high) (integers: the floor), or normal(mean=low, std=high); the same seed
+ * gives the same values on every machine. Made at once, on the host. */
+latch_tensor *latch_rand_uniform(latch_runtime *rt, latch_dtype dtype, int rank, const int64_t *dims,
+                                 double low, double high, uint64_t seed);
+latch_tensor *latch_rand_normal(latch_runtime *rt, latch_dtype dtype, int rank, const int64_t *dims,
+                                double mean, double std, uint64_t seed);
+
+latch_tensor *latch_retain(latch_tensor *t);
+void latch_release(latch_tensor *t); /* NULL is ignored */
+
+/* Shape queries never sync. An error tensor has dtype LATCH_INVALID and rank 0. */
+latch_dtype latch_tensor_dtype(const latch_tensor *t);
+int latch_rank(const latch_tensor *t);
+int64_t latch_dim(const latch_tensor *t, int dim); /* negative dims count from the end; -1 if out of range */
+int64_t latch_numel(const latch_tensor *t);
+size_t latch_dtype_size(latch_dtype dtype);
+const char *latch_dtype_name(latch_dtype dtype); /* "f32", "s64", ... as HLO writes them */
+/* NULL, or the message of an error tensor. */
+const char *latch_tensor_error(const latch_tensor *t);
+
+/* Reading syncs what the tensor needs. bytes must be numel * dtype size. */
+latch_status latch_read(latch_tensor *t, void *dst, size_t bytes);
+/* The values converted to double; count must be numel. */
+latch_status latch_read_f64(latch_tensor *t, double *dst, int64_t count);
+latch_status latch_save_npy(latch_tensor *t, const char *path);
+/* The tensor's row-major data, synced; valid until the tensor is assigned or released. An
+ * in-place update (latch_assign) of a tensor nothing else shares keeps this pointer. */
+const void *latch_data(latch_tensor *t);
+
+/* Runs everything pending on this thread for rt as one graph. Returns LATCH_ERR_INPUT
+ * (after running the rest) when an op on this thread failed since its last sync, with the
+ * first such message in latch_last_error, even if that error tensor was released. */
+latch_status latch_sync(latch_runtime *rt);
+
+/* In-place update: dst takes src's value (same dtype and dims). When dst held a synced
+ * value, the graph that computes src returns it as an output aliased to dst's buffer
+ * (HLO input_output_alias) and latch writes it back into that buffer. */
+latch_status latch_assign(latch_tensor *dst, latch_tensor *src);
+
+/* ---- ops ----
+ * Binary ops broadcast as NumPy does and promote types as follows (the same table for
+ * every op that combines tensors): equal types stay; bool yields to anything; an integer
+ * yields to any float type; two floats give the wider (f16 with bf16 gives f32); two
+ * signed or two unsigned integers give the wider; signed with unsigned gives the signed
+ * type when it is wider, else the signed type of twice the unsigned width (u64 with a
+ * signed type is an error). Integer division truncates toward zero. */
+
+typedef enum latch_unop {
+  LATCH_NEG, LATCH_ABS, LATCH_SIGN, LATCH_FLOOR, LATCH_CEIL, LATCH_ROUND, LATCH_NOT,
+  /* these compute in floats: integer and bool inputs become f32 */
+  LATCH_EXP, LATCH_LOG, LATCH_SQRT, LATCH_RSQRT, LATCH_TANH, LATCH_SIGMOID, LATCH_SIN,
+  LATCH_COS, LATCH_ERF, LATCH_LOG1P, LATCH_EXPM1,
+} latch_unop;
+
+typedef enum latch_binop {
+  LATCH_ADD, LATCH_SUB, LATCH_MUL, LATCH_DIV, LATCH_REM, LATCH_POW, LATCH_MAX, LATCH_MIN,
+  LATCH_AND, LATCH_OR, LATCH_XOR, /* bool and integer only */
+} latch_binop;
+
+typedef enum latch_cmp { LATCH_EQ, LATCH_NE, LATCH_LT, LATCH_LE, LATCH_GT, LATCH_GE } latch_cmp;
+
+typedef enum latch_reduce_op { LATCH_SUM, LATCH_MEAN, LATCH_RMAX, LATCH_RMIN } latch_reduce_op;
+
+latch_tensor *latch_unary(latch_unop op, latch_tensor *x);
+latch_tensor *latch_binary(latch_binop op, latch_tensor *a, latch_tensor *b);
+latch_tensor *latch_compare(latch_cmp op, latch_tensor *a, latch_tensor *b); /* bool result */
+latch_tensor *latch_where(latch_tensor *cond, latch_tensor *a, latch_tensor *b); /* cond bool */
+latch_tensor *latch_clamp(latch_tensor *x, double low, double high);
+latch_tensor *latch_cast(latch_tensor *x, latch_dtype dtype);
+latch_tensor *latch_relu(latch_tensor *x);
+latch_tensor *latch_gelu(latch_tensor *x, bool tanh_approximation);
+
+/* NumPy matmul: 1-D operands are vectors, batch dims broadcast. */
+latch_tensor *latch_matmul(latch_tensor *a, latch_tensor *b);
+
+typedef struct latch_conv2d_params {
+  int64_t stride[2], padding[2], dilation[2]; /* (h, w); zero means stride 1, pad 0, dilation 1 */
+  int64_t groups;                             /* zero means 1 */
+} latch_conv2d_params;
+/* x [N, C, H, W], w [O, C/groups, KH, KW] -> [N, O, H', W']. params may be NULL. */
+latch_tensor *latch_conv2d(latch_tensor *x, latch_tensor *w, const latch_conv2d_params *params);
+/* NCHW pooling; stride NULL means the kernel size, padding NULL means 0. Max pooling pads
+ * with -inf; average pooling counts padding as zeros (divides by kh * kw). */
+latch_tensor *latch_max_pool2d(latch_tensor *x, const int64_t kernel[2], const int64_t stride[2],
+                               const int64_t padding[2]);
+latch_tensor *latch_avg_pool2d(latch_tensor *x, const int64_t kernel[2], const int64_t stride[2],
+                               const int64_t padding[2]);
+
+/* Over dims[0..count) (negative from the end); count 0 reduces every dim. Mean needs floats. */
+latch_tensor *latch_reduce(latch_reduce_op op, latch_tensor *x, int count, const int *dims, bool keepdim);
+/* Index (s64) of the first largest element along dim (NaN is not treated specially). */
+latch_tensor *latch_argmax(latch_tensor *x, int dim, bool keepdim);
+latch_tensor *latch_softmax(latch_tensor *x, int dim);
+latch_tensor *latch_log_softmax(latch_tensor *x, int dim);
+/* Normalizes the last normalized_rank dims; weight and bias (of those dims) may be NULL. */
+latch_tensor *latch_layer_norm(latch_tensor *x, int normalized_rank, latch_tensor *weight,
+                               latch_tensor *bias, double eps);
+/* Inference: x [N, C, ...], the others [C]; weight and bias may be NULL. */
+latch_tensor *latch_batch_norm(latch_tensor *x, latch_tensor *mean, latch_tensor *var,
+                               latch_tensor *weight, latch_tensor *bias, double eps);
+/* table [V, D], integer indices of any shape -> indices' shape + [D]. An index out of
+ * range is clamped into it (HLO gather semantics), not an error. */
+latch_tensor *latch_embedding(latch_tensor *table, latch_tensor *indices);
+
+/* One dim may be -1: it takes what is left. */
+latch_tensor *latch_reshape(latch_tensor *x, int rank, const int64_t *dims);
+/* Result dim i is x's dim perm[i]. */
+latch_tensor *latch_permute(latch_tensor *x, const int *perm);
+/* Elements start, start+step, ... below stop along dim; negative start/stop count from the
+ * end and both are clamped to the dim, as Python slices are; step >= 1. */
+latch_tensor *latch_slice(latch_tensor *x, int dim, int64_t start, int64_t stop, int64_t step);
+latch_tensor *latch_concat(int count, latch_tensor *const *xs, int dim);
+/* low[i] and high[i] elements of value added before and after dim i (negative crops). */
+latch_tensor *latch_pad(latch_tensor *x, const int64_t *low, const int64_t *high, double value);
+latch_tensor *latch_broadcast_to(latch_tensor *x, int rank, const int64_t *dims);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
