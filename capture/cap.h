@@ -27,11 +27,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cache/disk.h"
+#include "cache/disk_compile.h"
 #include "cache/hash.h"
 #include "cache/table.h"
 #include "hlo/ir.h"
 #include "include/latch.h"
 #include "runtime/backend.h"
+#include "runtime/fingerprint.h"
 #include "runtime/value.h"
 
 /* Node ops. The numbers are part of every graph key: never renumber, only append. */
@@ -123,7 +126,10 @@ struct latch_runtime {
   char backend_name[64];
   const rt_backend *backend;
   cache_table *cache;
-  atomic_uint_fast64_t syncs, ops_traced, nodes_synced, key_ns, execute_ns;
+  cache_disk *disk; /* NULL unless options.cache is "disk" */
+  char cache_mode[8], cache_dir[4096];
+  char fingerprint[RT_FINGERPRINT_MAX]; /* the disk cache's other key half */
+  atomic_uint_fast64_t syncs, ops_traced, nodes_synced, key_ns, execute_ns, compiles, disk_loads;
 };
 
 /* ---- nodes (node.c) ---- */

@@ -57,6 +57,11 @@ latch_status latch_options_init(latch_options *options) {
   bool ok = env_int("LATCH_THREADS", &options->threads);
   ok = env_int("LATCH_CACHE_CAPACITY", &options->cache_capacity) && ok;
   ok = env_bool("LATCH_EAGER", &options->eager) && ok;
+  options->cache = "memory";
+  const char *cache = getenv("LATCH_CACHE");
+  if (cache && *cache) options->cache = cache;
+  const char *dir = getenv("LATCH_CACHE_DIR");
+  options->cache_dir = dir && *dir ? dir : NULL;
   return ok ? LATCH_OK : LATCH_ERR_INPUT;
 }
 
@@ -64,6 +69,23 @@ static void destroy_exe(void *value) {
   cap_exe *exe = value;
   exe->backend->destroy(exe->exe);
   free(exe);
+}
+
+/* The disk cache under the memory table. Trouble with the directory itself only costs the
+ * cache (cache_disk_open warns and misses); a bad LATCH_CACHE_MAX_BYTES is an error. */
+static latch_status open_disk(latch_runtime *rt, const char *dir, hlo_diag *diag) {
+  if (!dir) {
+    if (cache_disk_default_dir(rt->cache_dir, sizeof rt->cache_dir, diag) != HLO_OK) return LATCH_ERR_INPUT;
+  } else {
+    snprintf(rt->cache_dir, sizeof rt->cache_dir, "%s", dir);
+  }
+  rt->options.cache_dir = rt->cache_dir;
+  if (rt_fingerprint(rt->backend, "", rt->fingerprint, sizeof rt->fingerprint) >= sizeof rt->fingerprint) {
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "backend fingerprint too long");
+    return LATCH_ERR_INTERNAL;
+  }
+  rt->disk = cache_disk_open(rt->cache_dir, 0, diag);
+  return rt->disk ? LATCH_OK : LATCH_ERR_INPUT;
 }
 
 latch_runtime *latch_open(const latch_options *options) {
@@ -76,6 +98,11 @@ latch_runtime *latch_open(const latch_options *options) {
   const rt_backend *backend = rt_backend_find(name);
   if (!backend) {
     cap_set_error("unknown backend '%s' (backends: %s)", name, rt_backend_names());
+    return NULL;
+  }
+  const char *cache = options->cache && *options->cache ? options->cache : "memory";
+  if (strcmp(cache, "off") && strcmp(cache, "memory") && strcmp(cache, "disk")) {
+    cap_set_error("latch_open: unknown cache mode '%s' (off, memory or disk)", cache);
     return NULL;
   }
   if (options->cache_capacity < 1 || options->threads < 0) {
@@ -91,8 +118,16 @@ latch_runtime *latch_open(const latch_options *options) {
   snprintf(rt->backend_name, sizeof rt->backend_name, "%s", backend->name);
   rt->options.backend = rt->backend_name; /* the caller's string need not outlive the call */
   rt->backend = backend;
+  snprintf(rt->cache_mode, sizeof rt->cache_mode, "%s", cache);
+  rt->options.cache = rt->cache_mode;
+  rt->options.cache_dir = NULL;
   hlo_diag diag = {0};
-  rt->cache = cache_table_new((size_t)options->cache_capacity, destroy_exe, &diag);
+  bool off = strcmp(cache, "off") == 0;
+  rt->cache = cache_table_new(off ? 1 : (size_t)options->cache_capacity, destroy_exe, &diag);
+  if (rt->cache && strcmp(cache, "disk") == 0 && open_disk(rt, options->cache_dir, &diag) != LATCH_OK) {
+    cache_table_free(rt->cache);
+    rt->cache = NULL;
+  }
   if (!rt->cache) {
     cap_set_error("latch_open: %s", diag.message);
     free(rt);
@@ -104,6 +139,7 @@ latch_runtime *latch_open(const latch_options *options) {
 void latch_close(latch_runtime *rt) {
   if (!rt) return;
   cache_table_free(rt->cache);
+  cache_disk_close(rt->disk);
   free(rt);
   cap_pool_drain();
 }
@@ -117,7 +153,13 @@ void latch_get_stats(latch_runtime *rt, latch_stats *stats) {
   stats->nodes_synced = atomic_load(&rt->nodes_synced);
   stats->cache_hits = cs.hits;
   stats->cache_misses = cs.misses;
-  stats->compiles = cs.compiles;
+  stats->compiles = atomic_load(&rt->compiles);
+  stats->disk_loads = atomic_load(&rt->disk_loads);
+  if (rt->disk) {
+    cache_disk_stats ds;
+    cache_disk_get_stats(rt->disk, &ds);
+    stats->disk_writes = ds.writes;
+  }
   stats->compile_failures = cs.compile_failures;
   stats->evictions = cs.evictions;
   stats->cache_entries = cs.entries;

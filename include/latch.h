@@ -59,6 +59,11 @@ typedef struct latch_options {
   int threads;         /* LATCH_THREADS: threads a backend may use; 0 = one per core */
   int cache_capacity;  /* LATCH_CACHE_CAPACITY: compiled graphs kept (LRU), default 2048 */
   bool eager;          /* LATCH_EAGER=1: run each op at once (the op-by-op baseline) */
+  /* LATCH_CACHE: "memory" (the default) keeps compiled graphs in this process; "disk" also
+   * stores them in cache_dir, so a later process running the same program compiles nothing;
+   * "off" stores nothing on disk and keeps only the last graph in memory. */
+  const char *cache;
+  const char *cache_dir; /* LATCH_CACHE_DIR, else $XDG_CACHE_HOME/latch, else ~/.cache/latch */
 } latch_options;
 
 /* Fills the defaults, then applies the environment variables named above. An unreadable
@@ -77,8 +82,11 @@ typedef struct latch_stats {
   uint64_t syncs;          /* graphs run (each latch_sync, read or eager op that ran one) */
   uint64_t ops_traced;     /* ops recorded, counted at each sync of the thread that traced them */
   uint64_t nodes_synced;   /* pending nodes computed by syncs */
-  uint64_t cache_hits, cache_misses, compiles, compile_failures, evictions, cache_entries;
-  uint64_t compile_ns;     /* time inside the backend's compile */
+  uint64_t cache_hits, cache_misses, compile_failures, evictions, cache_entries;
+  uint64_t compiles;       /* graphs the backend compiled (misses not answered by the disk) */
+  uint64_t disk_loads;     /* misses answered by the disk cache: compiled by an earlier process */
+  uint64_t disk_writes;    /* compiled graphs stored in the disk cache */
+  uint64_t compile_ns;     /* time answering misses: compiling, or loading from disk */
   uint64_t key_ns;         /* time walking graphs and hashing their keys */
   uint64_t execute_ns;     /* time inside the backend's execute */
 } latch_stats;
