@@ -369,6 +369,14 @@ static void test_auto_repro(void) {
   }
   snprintf(file, sizeof file, "rm -rf '%s'", path);
   CHECK(path[0] && system(file) == 0);
+  min_check_mode mode;
+  CHECK_EQ_INT(min_check_mode_parse(NULL, &mode, &d), HLO_OK);
+  CHECK_EQ_INT(mode, MIN_MODE_OFF);
+  CHECK_EQ_INT(min_check_mode_parse("accuracy", &mode, &d), HLO_OK);
+  CHECK_EQ_INT(mode, MIN_MODE_ACCURACY);
+  CHECK_EQ_INT(min_check_mode_parse("compile", &mode, &d), HLO_OK);
+  CHECK_EQ_INT(mode, MIN_MODE_COMPILE);
+  CHECK_EQ_INT(min_check_mode_parse("always", &mode, &d), HLO_ERR_INPUT);
   free_inputs(in, 3);
   hlo_module_free(m);
 }
