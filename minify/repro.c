@@ -84,6 +84,7 @@ static char *repro_script(const min_report *report, const min_predicate *predica
     hlo_sb_puts(&sb, "; fi\n");
   }
   hlo_sb_puts(&sb, "[ -n \"$LATCH\" ] || LATCH=$(command -v latch) || { echo 'repro.sh: no latch binary: set LATCH_BIN' >&2; exit 2; }\n");
+  hlo_sb_puts(&sb, "echo \"repro.sh: running $LATCH\" >&2\n");
   /* A hang reproduces as timeout's exit status 124. */
   if (report->failure.kind == MIN_HANG) {
     int seconds = (int)(predicate->timeout_s + 0.999);
@@ -112,6 +113,7 @@ static char *report_text(const min_report *report, const min_predicate *predicat
     hlo_sb_printf(&sb, "check:      %s on backend %s\n", predicate->kind == MIN_CHECK_ACCURACY ? "accuracy" : "compile",
                   info->backend);
   hlo_sb_printf(&sb, "timeout:    %g s per check\n", predicate->timeout_s);
+  if (info->latch_bin) hlo_sb_printf(&sb, "latch:      %s\n", info->latch_bin);
   hlo_sb_printf(&sb, "failure:    %s\n", failure);
   hlo_sb_printf(&sb, "before:     %d instructions (%d ops)\n", report->instrs_before, report->ops_before);
   hlo_sb_printf(&sb, "after:      %d instructions (%d ops), %d parameters\n", report->instrs_after, report->ops_after,

@@ -45,7 +45,7 @@ static int prefix_outputs(const hlo_comp *entry, const int *first_user, int k, i
   return count;
 }
 
-/* Where the instruction named as old's index was, or the nearest earlier one, in entry. */
+/* The index of the instruction called name in entry, or -1 (then the search starts over). */
 static int find_by_name(const hlo_comp *entry, const char *name) {
   for (int i = 0; i < entry->instr_count; i++)
     if (strcmp(entry->instrs[i]->name, name) == 0) return i;

@@ -217,6 +217,63 @@ static void test_command(void) {
   CHECK(system(command) == 0);
 }
 
+/* A backend that refuses cosine and tanh, naming the last of them in the module. */
+static rt_executable *picky_compile(const hlo_module *m, hlo_diag *d) {
+  const hlo_instr *last = NULL;
+  for (int i = 0; i < m->entry->instr_count; i++) {
+    hlo_opcode op = m->entry->instrs[i]->opcode;
+    if (op == HLO_OP_COS || op == HLO_OP_TANH) last = m->entry->instrs[i];
+  }
+  if (!last) return rt_backend_reference.compile(m, d);
+  hlo_diag_set(d, HLO_ERR_UNSUPPORTED, "no kernel for %s %%%s", hlo_opcode_name(last->opcode), last->name);
+  return NULL;
+}
+
+/* The original fails on tanh; prefixes that stop at cosine fail too, but on another op: they
+ * are another bug, and the repro must be tanh alone. */
+static void test_same_op_only(void) {
+  rt_backend picky = rt_backend_reference;
+  picky.compile = picky_compile;
+  min_options o = {0};
+  o.predicate.kind = MIN_CHECK_COMPILE;
+  o.predicate.backend = &picky;
+  o.predicate.timeout_s = 30;
+  min_report r;
+  minify_small(&o, HLO_OP_TANH, MIN_COMPILE_ERROR, &r);
+  CHECK_EQ_INT(r.failure.opcode, HLO_OP_TANH);
+  min_report_free(&r);
+}
+
+/* A test that wants cosine with its operand b computed in the module, not passed in: making
+ * b a parameter loses the failure, making it a constant keeps it. */
+static void test_constant_strategy(void) {
+  char dir[] = "/tmp/latch-test-constant-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  min_options o = {0};
+  o.predicate.kind = MIN_CHECK_COMMAND;
+  o.predicate.command = "grep -q 'cosine(%b)' \"$1\" && ! grep -q '%b = f32\\[3\\] parameter'";
+  o.predicate.work_dir = dir;
+  o.predicate.timeout_s = 30;
+  hlo_module *m = parse(small);
+  rt_value **in = small_inputs();
+  min_report r;
+  hlo_diag d = {HLO_OK, ""};
+  CHECK_EQ_INT(min_minify(m, in, 3, &o, &r, &d), HLO_OK);
+  if (r.module) {
+    char *text = hlo_module_to_text(r.module);
+    CHECK_MSG(strstr(text, "%b = f32[3] constant({4, 9, 16})") != NULL, "%s", text);
+    CHECK_EQ_INT(r.ops_after, 1);
+    CHECK(r.wins[MIN_CONSTANT] > 0);
+    free(text);
+  }
+  min_report_free(&r);
+  free_inputs(in, 3);
+  hlo_module_free(m);
+  char command[256];
+  snprintf(command, sizeof command, "rm -rf '%s'", dir);
+  CHECK(system(command) == 0);
+}
+
 static void test_not_failing(void) {
   hlo_module *m = parse(small);
   rt_value **in = small_inputs();
@@ -312,6 +369,14 @@ static void test_auto_repro(void) {
   }
   snprintf(file, sizeof file, "rm -rf '%s'", path);
   CHECK(path[0] && system(file) == 0);
+  min_check_mode mode;
+  CHECK_EQ_INT(min_check_mode_parse(NULL, &mode, &d), HLO_OK);
+  CHECK_EQ_INT(mode, MIN_MODE_OFF);
+  CHECK_EQ_INT(min_check_mode_parse("accuracy", &mode, &d), HLO_OK);
+  CHECK_EQ_INT(mode, MIN_MODE_ACCURACY);
+  CHECK_EQ_INT(min_check_mode_parse("compile", &mode, &d), HLO_OK);
+  CHECK_EQ_INT(mode, MIN_MODE_COMPILE);
+  CHECK_EQ_INT(min_check_mode_parse("always", &mode, &d), HLO_ERR_INPUT);
   free_inputs(in, 3);
   hlo_module_free(m);
 }
@@ -325,6 +390,8 @@ int main(void) {
   RUN(test_crash_is_a_failure);
   RUN(test_hang_is_a_failure);
   RUN(test_command);
+  RUN(test_same_op_only);
+  RUN(test_constant_strategy);
   RUN(test_not_failing);
   RUN(test_flaky);
   RUN(test_outcomes);
