@@ -7,6 +7,9 @@
 #include <string.h>
 
 #include "cap.h"
+#include "minify/auto.h"
+#include "runtime/accuracy.h"
+#include "runtime/fault.h"
 
 static _Thread_local char last_error[1024];
 
@@ -62,6 +65,20 @@ latch_status latch_options_init(latch_options *options) {
   if (cache && *cache) options->cache = cache;
   const char *dir = getenv("LATCH_CACHE_DIR");
   options->cache_dir = dir && *dir ? dir : NULL;
+  const char *check = getenv("LATCH_CHECK");
+  options->check = check && *check ? check : "off";
+  options->check_tol = RT_ACCURACY_DEFAULT_TOL;
+  const char *tol = getenv("LATCH_CHECK_TOL");
+  if (tol && *tol) {
+    char *end;
+    double value = strtod(tol, &end);
+    if (*end || !(value >= 0)) {
+      cap_set_error("LATCH_CHECK_TOL=%s: expected a non-negative number", tol);
+      ok = false;
+    } else {
+      options->check_tol = value;
+    }
+  }
   return ok ? LATCH_OK : LATCH_ERR_INPUT;
 }
 
@@ -105,6 +122,18 @@ latch_runtime *latch_open(const latch_options *options) {
     cap_set_error("latch_open: unknown cache mode '%s' (off, memory or disk)", cache);
     return NULL;
   }
+  min_check_mode check_mode = MIN_MODE_OFF;
+  hlo_diag check_diag = {0};
+  if (min_check_mode_parse(options->check, &check_mode, &check_diag) != HLO_OK) {
+    cap_set_error("latch_open: %s", check_diag.message);
+    return NULL;
+  }
+  /* LATCH_FAULT (tests only) makes the backend misbehave on demand. */
+  backend = rt_fault_from_env(backend, &check_diag);
+  if (!backend) {
+    cap_set_error("latch_open: %s", check_diag.message);
+    return NULL;
+  }
   if (options->cache_capacity < 1 || options->threads < 0) {
     cap_set_error("latch_open: cache_capacity must be at least 1 and threads non-negative");
     return NULL;
@@ -121,6 +150,10 @@ latch_runtime *latch_open(const latch_options *options) {
   snprintf(rt->cache_mode, sizeof rt->cache_mode, "%s", cache);
   rt->options.cache = rt->cache_mode;
   rt->options.cache_dir = NULL;
+  rt->options.check = NULL; /* the caller's string need not outlive the call */
+  rt->check_mode = check_mode;
+  rt->check_tol = options->check_tol > 0 ? options->check_tol : RT_ACCURACY_DEFAULT_TOL;
+  pthread_mutex_init(&rt->repro_lock, NULL);
   hlo_diag diag = {0};
   bool off = strcmp(cache, "off") == 0;
   rt->cache = cache_table_new(off ? 1 : (size_t)options->cache_capacity, destroy_exe, &diag);
@@ -140,6 +173,7 @@ void latch_close(latch_runtime *rt) {
   if (!rt) return;
   cache_table_free(rt->cache);
   cache_disk_close(rt->disk);
+  pthread_mutex_destroy(&rt->repro_lock);
   free(rt);
   cap_pool_drain();
 }
@@ -155,6 +189,7 @@ void latch_get_stats(latch_runtime *rt, latch_stats *stats) {
   stats->cache_misses = cs.misses;
   stats->compiles = atomic_load(&rt->compiles);
   stats->disk_loads = atomic_load(&rt->disk_loads);
+  stats->check_failures = atomic_load(&rt->check_failures);
   if (rt->disk) {
     cache_disk_stats ds;
     cache_disk_get_stats(rt->disk, &ds);
@@ -166,4 +201,12 @@ void latch_get_stats(latch_runtime *rt, latch_stats *stats) {
   stats->compile_ns = cs.compile_ns;
   stats->key_ns = atomic_load(&rt->key_ns);
   stats->execute_ns = atomic_load(&rt->execute_ns);
+}
+
+const char *latch_last_repro(latch_runtime *rt) {
+  static _Thread_local char copy[4096];
+  pthread_mutex_lock(&rt->repro_lock);
+  snprintf(copy, sizeof copy, "%s", rt->last_repro);
+  pthread_mutex_unlock(&rt->repro_lock);
+  return copy;
 }

@@ -39,6 +39,7 @@ static void *codec_deserialize(void *ctx, const void *bytes, size_t len, hlo_dia
 static void *compile_graph(void *ctx, hlo_diag *diag) {
   compile_job *job = ctx;
   const cap_graph *g = job->graph;
+  if (job->rt->check_mode != 0) return cap_compile_checked(job->rt, g, diag);
   rt_executable *exe;
   if (job->rt->disk && g->backend->serialize && g->backend->deserialize) {
     cache_codec codec = {job, codec_compile, codec_serialize, codec_deserialize};
