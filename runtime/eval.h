@@ -39,6 +39,10 @@ rt_value *rt_new_output(rt_eval *eval, const hlo_instr *instr, const hlo_shape *
 /* Converts a value to the storage type for declared (a no-op reference when equal). */
 rt_value *rt_to_storage(rt_eval *eval, rt_value *value, hlo_dtype declared);
 
+/* Sets eval->diag to "OPCODE %NAME: message" and returns code: how kernels report errors. */
+hlo_status rt_kernel_fail(rt_eval *eval, const hlo_instr *instr, hlo_status code, const char *format, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* A kernel computes one instruction from its operands' values (borrowed) into a new value. */
 typedef hlo_status (*rt_kernel)(rt_eval *eval, const hlo_instr *instr, rt_value *const *args,
                                 rt_value **out);
