@@ -10,7 +10,7 @@ static void usage(FILE *out) {
         "latch captures tensor programs as XLA HLO graphs and evaluates them. Commands:\n"
         "  parse FILE... [--print]   parse and verify HLO text files, summarize each module\n"
         "  run FILE [OPTIONS]        run a module's entry computation and print its outputs\n"
-        "  bench --micro             time lazy capture: trace, hash, key and lookup per op\n"
+        "  bench [OPTIONS]           time the model zoo eager vs traced (--micro: capture's costs per op)\n"
         "  help [COMMAND]            this text, or a command's options\n"
         "\n"
         "Run 'latch COMMAND --help' for a command's options and examples.\n"
