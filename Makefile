@@ -81,7 +81,12 @@ install: all
 	cp $(BUILD)/latch $(DESTDIR)$(PREFIX)/bin/
 	printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=$${prefix}/lib\n\nName: latch\nDescription: lazy tensors recorded as XLA HLO graphs\nVersion: 0.1\nCflags: -I$${includedir}\nLibs: -L$${libdir} -llatch\nLibs.private: $(LDLIBS)\n' '$(PREFIX)' > $(DESTDIR)$(PREFIX)/lib/pkgconfig/latch.pc
 
-.PHONY: all test sanitize tsan test-threads clean install
+# `make check-torch`: the zoo's logits against PyTorch's on the same exported weights (needs
+# python3-torch and python3-torchvision; opt-in, not part of `make test`).
+check-torch: all
+	sh bench/check_torch.sh
+
+.PHONY: all test sanitize tsan test-threads clean install check-torch
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 # `make fuzz`: the parser's libFuzzer target (tests/fuzz/fuzz_parse.c) built with clang under

@@ -27,6 +27,9 @@ typedef struct bench_config {
   const char *weights;    /* directory of <state_dict key>.npy, or NULL for seeded weights */
   const char *input;      /* .npy file for input 0, or NULL for a seeded input */
   uint64_t seed;
+  /* The tests' configuration: the 4096-wide classifiers of alexnet and vgg16 narrowed to
+   * 256, the base transformers cut to 2 layers, so that every model builds in a second. */
+  bool tiny;
 } bench_config;
 
 /* ---- errors: bench keeps its own message, as latch_last_error is latch's ---- */
@@ -38,7 +41,9 @@ latch_status bench_fail_tensor(const char *what, const latch_tensor *t);
 /* ---- weights: every tensor a model owns, by state_dict key ---- */
 typedef enum bench_init {
   BENCH_INIT_UNIFORM, /* uniform in [-scale, scale) */
-  BENCH_INIT_NORMAL,  /* normal(0, scale) */
+  BENCH_INIT_NORMAL,  /* standard deviation scale: made uniform in [-scale*sqrt(3), scale*sqrt(3)),
+                       * as the normal generator's log and cosine per element made the
+                       * large embedding tables take seconds */
   BENCH_INIT_CONST,   /* every element = scale (batch norm weight 1, var 1, biases 0) */
 } bench_init;
 

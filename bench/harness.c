@@ -22,7 +22,7 @@ void bench_zoo_usage(void) {
   int count;
   const bench_model *models = bench_models(&count);
   printf("usage: latch bench [--model M...] [--mode eager,every,once] [--batch N] [--size N]\n"
-         "                   [--repeat N] [--warmup N] [--seed N] [--json FILE]\n"
+         "                   [--repeat N] [--warmup N] [--seed N] [--tiny] [--json FILE]\n"
          "       latch bench --model M --weights DIR [--input FILE.npy] [--output FILE.npy]\n"
          "       latch bench --micro [--reps N]\n"
          "\n"
@@ -37,6 +37,8 @@ void bench_zoo_usage(void) {
          "  --batch N        batch size (default per model), --size N: image side or sequence length\n"
          "  --weights DIR    load DIR/<state_dict key>.npy (PyTorch names) instead of seeded weights\n"
          "  --input FILE     input 0 from a .npy file; --output FILE: output 0 of the last mode run\n"
+         "  --tiny           the tests' configuration: 256-wide alexnet/vgg16 classifiers, 2-layer\n"
+         "                   bert_base and vit_b_16 (quick smoke runs)\n"
          "The backend is LATCH_BACKEND's (default cpu when it exists, else reference).\n"
          "\nmodels (default batch, size):\n");
   for (int i = 0; i < count; i++)
@@ -118,6 +120,10 @@ static int parse(int argc, char **argv, options *o) {
       flag = name;
       value = eq + 1;
     }
+    if (strcmp(flag, "--tiny") == 0) {
+      o->config.tiny = true;
+      continue;
+    }
     if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) {
       bench_zoo_usage();
       return -1;
@@ -146,7 +152,7 @@ static int parse(int argc, char **argv, options *o) {
     else if (!strcmp(flag, "--batch")) ok = parse_int(flag, value, 1, &o->config.batch);
     else if (!strcmp(flag, "--size")) ok = parse_int(flag, value, 1, &o->config.size);
     else if (!strcmp(flag, "--repeat")) ok = parse_int(flag, value, 1, &o->repeat);
-    else if (!strcmp(flag, "--warmup")) ok = parse_int(flag, value, 1, &o->warmup);
+    else if (!strcmp(flag, "--warmup")) ok = parse_int(flag, value, 0, &o->warmup);
     else if (!strcmp(flag, "--seed")) ok = parse_int(flag, value, 0, &seed);
     else if (!strcmp(flag, "--json")) o->json = value;
     else if (!strcmp(flag, "--weights")) o->config.weights = value;

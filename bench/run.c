@@ -74,7 +74,7 @@ latch_status bench_run(const bench_model *model, const bench_config *config, ben
     bench_set_error("--mode once: trace-once functions (issue 4) are not available yet; use eager,every");
     return LATCH_ERR_UNSUPPORTED;
   }
-  if (warmup < 1 || repeat < 1) return bench_set_error("warm-up and repeat must be at least 1"), LATCH_ERR_INPUT;
+  if (warmup < 0 || repeat < 1) return bench_set_error("repeat must be at least 1, warm-up at least 0"), LATCH_ERR_INPUT;
   latch_options options;
   if (latch_options_init(&options) != LATCH_OK) return bench_set_error("%s", latch_last_error()), LATCH_ERR_INPUT;
   options.eager = mode == BENCH_EAGER;
@@ -113,6 +113,7 @@ latch_status bench_run(const bench_model *model, const bench_config *config, ben
     release_outputs(outputs, in.output_count);
     status = one_step(rt, &in, outputs, &result->trace_ms[i], &result->step_ms[i]);
     if (status == LATCH_OK) result->steps = i + 1;
+    if (warmup == 0 && i == 0) result->first_ms = result->step_ms[0];
   }
   result->timed = counters_since(rt, &before);
   if (status == LATCH_OK) status = keep_output(outputs[0], result, output_npy);

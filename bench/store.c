@@ -1,5 +1,6 @@
 /* The weight store: a model's tensors by state_dict key, seeded or loaded from .npy files,
  * and bench's error message. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,8 +102,10 @@ latch_tensor *bench_param(bench_store *store, const char *key, int rank, const i
   latch_tensor *t;
   if (store->dir) t = load(store, key, rank, dims);
   else if (init == BENCH_INIT_CONST) t = latch_full(store->rt, LATCH_F32, rank, dims, scale);
-  else if (init == BENCH_INIT_NORMAL) t = latch_rand_normal(store->rt, LATCH_F32, rank, dims, 0, scale, key_seed(key, store->seed));
-  else t = latch_rand_uniform(store->rt, LATCH_F32, rank, dims, -scale, scale, key_seed(key, store->seed));
+  else {
+    double bound = init == BENCH_INIT_NORMAL ? scale * sqrt(3.0) : scale;
+    t = latch_rand_uniform(store->rt, LATCH_F32, rank, dims, -bound, bound, key_seed(key, store->seed));
+  }
   if (!t) return store->status == LATCH_OK ? bench_keep(store, NULL) : NULL;
   if (latch_tensor_error(t)) {
     bench_set_error("weight %s: %s", key, latch_tensor_error(t));

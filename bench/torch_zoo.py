@@ -3,7 +3,7 @@
 kernels, and exported as .npy weights so latch can be checked against PyTorch's logits.
 
   bench/torch_zoo.py time   [--model M ...] [--batch N] [--size N] [--repeat N] [--threads N] [--json FILE]
-  bench/torch_zoo.py export --model M --out DIR [--batch N] [--size N] [--seed N]
+  bench/torch_zoo.py export --model M --out DIR [--batch N] [--size N] [--seed N] [--perturb]
 
 `time` prints the median milliseconds per inference step (eval mode, no autograd) per model.
 `export` writes DIR/weights/<state_dict key>.npy for every parameter and buffer, DIR/input.npy
@@ -96,8 +96,27 @@ def cmd_time(args):
             json.dump({"threads": args.threads, "torch": torch.__version__, "models": results}, f, indent=1)
 
 
+def perturb(model, seed):
+    """Moves every parameter and buffer off its initial value (zero heads, unit batch-norm
+    statistics), so that a check against these weights exercises every term."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for key, value in model.state_dict().items():
+            if not value.is_floating_point():
+                continue
+            noise = torch.randn(value.shape, generator=generator)
+            if key.endswith("running_var"):
+                value.copy_(0.5 + torch.rand(value.shape, generator=generator))
+            elif key.endswith("running_mean"):
+                value.copy_(0.1 * noise)
+            else:
+                value.add_(0.05 * noise)
+
+
 def cmd_export(args):
     model = build(args.model, args.size).eval()
+    if args.perturb:
+        perturb(model, args.seed + 1)
     weights = os.path.join(args.out, "weights")
     os.makedirs(weights, exist_ok=True)
     for key, value in model.state_dict().items():
@@ -128,6 +147,7 @@ def main():
     e.add_argument("--batch", type=int, default=1)
     e.add_argument("--size", type=int, default=224)
     e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--perturb", action="store_true", help="move every weight and statistic off its initial value")
     args = parser.parse_args()
     {"time": cmd_time, "export": cmd_export}[args.command](args)
 

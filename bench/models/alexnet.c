@@ -48,8 +48,9 @@ latch_status bench_alexnet_create(latch_runtime *rt, const bench_config *config,
   m->conv[2] = bench_conv_make(s, "features.6", 192, 384, 3, 1, 1, 1, true);
   m->conv[3] = bench_conv_make(s, "features.8", 384, 256, 3, 1, 1, 1, true);
   m->conv[4] = bench_conv_make(s, "features.10", 256, 256, 3, 1, 1, 1, true);
-  m->fc[0] = bench_linear_make(s, "classifier.1", 256 * 6 * 6, 4096, true);
-  m->fc[1] = bench_linear_make(s, "classifier.4", 4096, 4096, true);
-  m->fc[2] = bench_linear_make(s, "classifier.6", 4096, 1000, true);
+  int64_t wide = config->tiny ? 256 : 4096;
+  m->fc[0] = bench_linear_make(s, "classifier.1", 256 * 6 * 6, wide, true);
+  m->fc[1] = bench_linear_make(s, "classifier.4", wide, wide, true);
+  m->fc[2] = bench_linear_make(s, "classifier.6", wide, 1000, true);
   return bench_image_input(rt, config, out, 3);
 }

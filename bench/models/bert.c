@@ -116,5 +116,5 @@ latch_status bench_bert_small_create(latch_runtime *rt, const bench_config *conf
 }
 
 latch_status bench_bert_base_create(latch_runtime *rt, const bench_config *config, bench_instance *out) {
-  return create(rt, config, out, 12, 768, 12, 30522);
+  return create(rt, config, out, config->tiny ? 2 : 12, 768, 12, 30522);
 }

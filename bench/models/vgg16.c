@@ -64,8 +64,9 @@ latch_status bench_vgg16_create(latch_runtime *rt, const bench_config *config, b
     in = plan[i];
     index += 2;
   }
-  m->fc[0] = bench_linear_make(s, "classifier.0", 512 * 7 * 7, 4096, true);
-  m->fc[1] = bench_linear_make(s, "classifier.3", 4096, 4096, true);
-  m->fc[2] = bench_linear_make(s, "classifier.6", 4096, 1000, true);
+  int64_t wide = config->tiny ? 256 : 4096;
+  m->fc[0] = bench_linear_make(s, "classifier.0", 512 * 7 * 7, wide, true);
+  m->fc[1] = bench_linear_make(s, "classifier.3", wide, wide, true);
+  m->fc[2] = bench_linear_make(s, "classifier.6", wide, 1000, true);
   return bench_image_input(rt, config, out, 3);
 }

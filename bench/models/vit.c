@@ -120,5 +120,5 @@ latch_status bench_vit_tiny_create(latch_runtime *rt, const bench_config *config
 }
 
 latch_status bench_vit_b_16_create(latch_runtime *rt, const bench_config *config, bench_instance *out) {
-  return create(rt, config, out, 12, 768, 12, 3072);
+  return create(rt, config, out, config->tiny ? 2 : 12, 768, 12, 3072);
 }
