@@ -49,12 +49,66 @@ class MLP(torch.nn.Module):
         return self.fc3(x)
 
 
+def _modules(**children):
+    """A bare module holding children under the given names (state_dict key prefixes)."""
+    module = torch.nn.Module()
+    for key, child in children.items():
+        module.add_module(key, child)
+    return module
+
+
+class BertEncoder(torch.nn.Module):
+    """latch's zoo bert_small / bert_base (bench/models/bert.c): Hugging Face BertModel's
+    encoder and its state_dict keys, without the pooler; the output is the last hidden state."""
+
+    def __init__(self, layers, hidden, heads, vocab):
+        super().__init__()
+        nn = torch.nn
+        self.heads = heads
+        self.embeddings = _modules(word_embeddings=nn.Embedding(vocab, hidden),
+                                   position_embeddings=nn.Embedding(512, hidden),
+                                   token_type_embeddings=nn.Embedding(2, hidden),
+                                   LayerNorm=nn.LayerNorm(hidden, eps=1e-12))
+        self.encoder = _modules(layer=nn.ModuleList(
+            _modules(attention=_modules(self=_modules(query=nn.Linear(hidden, hidden), key=nn.Linear(hidden, hidden),
+                                                      value=nn.Linear(hidden, hidden)),
+                                        output=_modules(dense=nn.Linear(hidden, hidden),
+                                                        LayerNorm=nn.LayerNorm(hidden, eps=1e-12))),
+                     intermediate=_modules(dense=nn.Linear(hidden, 4 * hidden)),
+                     output=_modules(dense=nn.Linear(4 * hidden, hidden), LayerNorm=nn.LayerNorm(hidden, eps=1e-12)))
+            for _ in range(layers)))
+
+    def split(self, x):
+        b, t, d = x.shape
+        return x.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+
+    def forward(self, ids):
+        e = self.embeddings
+        positions = torch.arange(ids.shape[1])
+        x = e.word_embeddings(ids) + e.position_embeddings(positions) + e.token_type_embeddings(torch.zeros_like(positions))
+        x = e.LayerNorm(x)
+        for layer in self.encoder.layer:
+            s = layer.attention.self
+            q, k, v = self.split(s.query(x)), self.split(s.key(x)), self.split(s.value(x))
+            p = torch.softmax(q @ k.transpose(-1, -2) / (q.shape[-1] ** 0.5), dim=-1)
+            a = (p @ v).transpose(1, 2).reshape(x.shape)
+            a = layer.attention.output.LayerNorm(layer.attention.output.dense(a) + x)
+            f = layer.output.dense(torch.nn.functional.gelu(layer.intermediate.dense(a)))
+            x = layer.output.LayerNorm(f + a)
+        return x
+
+
+BERT = {"bert_small": (4, 256, 4, 8192), "bert_base": (12, 768, 12, 30522)}
+
+
 def build(name, size):
     torch.manual_seed(0)
     if name == "mlp":
         return MLP()
+    if name in BERT:
+        return BertEncoder(*BERT[name])
     if name not in TORCHVISION:
-        raise SystemExit(f"torch_zoo.py: unknown model '{name}'; models: mlp, {', '.join(TORCHVISION)}")
+        raise SystemExit(f"torch_zoo.py: unknown model '{name}'; models: mlp, {', '.join(BERT)}, {', '.join(TORCHVISION)}")
     if name == "vit_b_16":
         return TORCHVISION[name](weights=None, image_size=size)
     return TORCHVISION[name](weights=None)
@@ -64,6 +118,8 @@ def make_input(name, batch, size, seed):
     generator = torch.Generator().manual_seed(seed)
     if name == "mlp":
         return torch.rand(batch, 784, generator=generator) * 2 - 1
+    if name in BERT:
+        return torch.randint(0, BERT[name][3], (batch, size), generator=generator)
     return torch.rand(batch, 3, size, size, generator=generator) * 2 - 1
 
 
