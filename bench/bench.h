@@ -142,6 +142,13 @@ typedef struct bench_result {
  * is then empty but still freed by bench_result_free. */
 latch_status bench_run(const bench_model *model, const bench_config *config, bench_mode mode, const char *backend,
                        int warmup, int repeat, const char *output_npy, bench_result *result);
+/* The runtime bench_run opens for mode: eager on for BENCH_EAGER, the reference backend
+ * for BENCH_REFERENCE, else backend (NULL: LATCH_BACKEND's). NULL with bench_error set. */
+latch_runtime *bench_open(bench_mode mode, const char *backend);
+/* bench_run in a runtime the caller keeps (a sweep runs every batch size in one runtime,
+ * so its compile cache sees them all). */
+latch_status bench_run_in(latch_runtime *rt, const bench_model *model, const bench_config *config, bench_mode mode,
+                          int warmup, int repeat, const char *output_npy, bench_result *result);
 void bench_result_free(bench_result *result);
 double bench_median(const double *values, int count);
 /* Largest |a - b| and that over the largest |b|; false when the shapes differ. */

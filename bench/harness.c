@@ -22,7 +22,7 @@ void bench_zoo_usage(void) {
   int count;
   const bench_model *models = bench_models(&count);
   printf("usage: latch bench [--model M...] [--mode eager,every,once] [--batch N] [--size N]\n"
-         "                   [--repeat N] [--warmup N] [--seed N] [--tiny] [--json FILE]\n"
+         "                   [--repeat N] [--warmup N] [--seed N] [--tiny] [--json FILE] [--sweep LO..HI]\n"
          "       latch bench --model M --weights DIR [--input FILE.npy] [--output FILE.npy]\n"
          "       latch bench --micro [--reps N]\n"
          "\n"
@@ -37,6 +37,8 @@ void bench_zoo_usage(void) {
          "  --batch N        batch size (default per model), --size N: image side or sequence length\n"
          "  --weights DIR    load DIR/<state_dict key>.npy (PyTorch names) instead of seeded weights\n"
          "  --input FILE     input 0 from a .npy file; --output FILE: output 0 of the last mode run\n"
+         "  --sweep LO..HI   batch sweep (powers of two from LO to HI, or a list 1,3,8): per batch\n"
+         "                   size ms per step and compiles, all sizes in one runtime per mode\n"
          "  --tiny           the tests' configuration: 256-wide alexnet/vgg16 classifiers, 2-layer\n"
          "                   bert_base and vit_b_16 (quick smoke runs)\n"
          "The backend is LATCH_BACKEND's (default cpu when it exists, else reference).\n"
@@ -52,6 +54,7 @@ typedef struct options {
   bench_config config;
   int repeat, warmup;
   const char *json, *output;
+  int sweep[32], sweep_count; /* batch sizes of --sweep */
 } options;
 
 static bool parse_int(const char *flag, const char *text, int low, int *out) {
@@ -84,6 +87,26 @@ static bool add_models(options *o, const char *list) {
     if (o->model_count < MAX_MODELS) o->models[o->model_count++] = m;
   }
   return true;
+}
+
+/* "1..64": the powers of two from 1 to 64 (and the ends); "1,3,8": those. */
+static bool parse_sweep(options *o, const char *text) {
+  int lo, hi;
+  char tail;
+  if (sscanf(text, "%d..%d%c", &lo, &hi, &tail) == 2 && lo >= 1 && hi >= lo && hi <= 4096) {
+    o->sweep[o->sweep_count++] = lo;
+    for (int b = 1; b <= hi && o->sweep_count < 31; b *= 2)
+      if (b > lo && b < hi) o->sweep[o->sweep_count++] = b;
+    if (hi > lo) o->sweep[o->sweep_count++] = hi;
+    return true;
+  }
+  char buffer[256];
+  snprintf(buffer, sizeof buffer, "%s", text);
+  for (char *save = NULL, *item = strtok_r(buffer, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+    if (o->sweep_count == 32 || !parse_int("--sweep", item, 1, &o->sweep[o->sweep_count])) return false;
+    o->sweep_count++;
+  }
+  return o->sweep_count > 0;
 }
 
 static bool set_modes(options *o, const char *list) {
@@ -129,7 +152,7 @@ static int parse(int argc, char **argv, options *o) {
       return -1;
     }
     static const char *const valued[] = {"--model", "--mode", "--batch", "--size", "--repeat", "--warmup",
-                                         "--seed", "--json", "--weights", "--input", "--output"};
+                                         "--seed", "--json", "--weights", "--input", "--output", "--sweep"};
     bool known = false;
     for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known = known || strcmp(flag, valued[k]) == 0;
     if (!known) {
@@ -158,6 +181,10 @@ static int parse(int argc, char **argv, options *o) {
     else if (!strcmp(flag, "--weights")) o->config.weights = value;
     else if (!strcmp(flag, "--input")) o->config.input = value;
     else if (!strcmp(flag, "--output")) o->output = value;
+    else if (!strcmp(flag, "--sweep")) {
+      ok = parse_sweep(o, value);
+      if (!ok) fprintf(stderr, "latch: error: bench: --sweep %s: expected LO..HI or a list of batch sizes\n", value);
+    }
     if (!ok) return 1;
   }
   o->config.seed = (uint64_t)seed;
@@ -175,6 +202,10 @@ static int parse(int argc, char **argv, options *o) {
   if (o->model_count == 0)
     for (size_t i = 0; i < sizeof default_models / sizeof default_models[0]; i++)
       o->models[o->model_count++] = bench_find_model(default_models[i]);
+  if (o->sweep_count && (o->config.input || o->output)) {
+    fprintf(stderr, "latch: error: bench: --sweep changes the batch: it takes no --input or --output\n");
+    return 1;
+  }
   if ((o->config.weights || o->config.input || o->output) && o->model_count != 1) {
     fprintf(stderr, "latch: error: bench: --weights, --input and --output need exactly one --model\n");
     return 1;
@@ -319,10 +350,75 @@ static void print_table(const options *o, const model_run *runs, int count, cons
   if (speedup_count) printf("%-14s %5s %5s %11s %11s %11s %8.2fx\n", "geomean", "", "", "", "", "", geomean(speedups, speedup_count));
 }
 
+/* --sweep: each batch size in turn in one runtime per mode, so the compile counts show
+ * what a change of batch costs (trace-every: one compile per new size; trace-once under
+ * the automatic shape policy will show at most two). */
+static int run_sweep(const options *o, const char *backend) {
+  FILE *json = o->json ? fopen(o->json, "w") : NULL;
+  if (o->json && !json) {
+    fprintf(stderr, "latch: error: bench: cannot write %s\n", o->json);
+    return 3;
+  }
+  if (json) fprintf(json, "{\n  \"latch_bench\": 1,\n  \"backend\": \"%s\",\n  \"repeat\": %d,\n  \"sweep\": [", backend, o->repeat);
+  printf("latch bench --sweep: backend %s, median ms per step over %d steps\n", backend, o->repeat);
+  printf("%-14s %-6s %6s %11s %13s %9s %12s\n", "model", "mode", "batch", "ms/step", "ms/sample", "compiles", "total compiles");
+  int exit_code = 0, rows = 0;
+  for (int i = 0; i < o->model_count; i++) {
+    for (int m = 0; m < BENCH_MODE_COUNT; m++) {
+      if (!o->modes[m]) continue;
+      latch_runtime *rt = bench_open((bench_mode)m, NULL);
+      if (!rt) {
+        fprintf(stderr, "latch: error: bench: %s\n", bench_error());
+        return 3;
+      }
+      uint64_t total = 0;
+      for (int b = 0; b < o->sweep_count; b++) {
+        bench_config cfg = o->config;
+        cfg.batch = o->sweep[b];
+        bench_result r;
+        fprintf(stderr, "bench: sweep %s %s batch %d ...\n", o->models[i]->name, bench_mode_name((bench_mode)m), cfg.batch);
+        latch_status s = bench_run_in(rt, o->models[i], &cfg, (bench_mode)m, o->warmup, o->repeat, NULL, &r);
+        if (s != LATCH_OK) {
+          fprintf(stderr, "latch: error: bench: %s batch %d: %s\n", o->models[i]->name, cfg.batch, bench_error());
+          if ((int)s > exit_code) exit_code = (int)s;
+          bench_result_free(&r);
+          break;
+        }
+        uint64_t compiles = r.warmup.compiles + r.timed.compiles;
+        total += compiles;
+        double ms = bench_median(r.step_ms, r.steps);
+        printf("%-14s %-6s %6d %11.3f %13.4f %9llu %12llu\n", o->models[i]->name, bench_mode_name((bench_mode)m), cfg.batch,
+               ms, ms / cfg.batch, (unsigned long long)compiles, (unsigned long long)total);
+        if (json)
+          fprintf(json,
+                  "%s\n    {\"name\": \"%s\", \"mode\": \"%s\", \"batch\": %d, \"size\": %d, \"median_ms\": %.6f, "
+                  "\"per_sample_ms\": %.6f, \"compiles\": %llu, \"total_compiles\": %llu, \"cache_hits\": %llu, "
+                  "\"cache_misses\": %llu}",
+                  rows++ ? "," : "", o->models[i]->name, bench_mode_name((bench_mode)m), cfg.batch, r.size, ms,
+                  ms / cfg.batch, (unsigned long long)compiles, (unsigned long long)total,
+                  (unsigned long long)(r.warmup.cache_hits + r.timed.cache_hits),
+                  (unsigned long long)(r.warmup.cache_misses + r.timed.cache_misses));
+        bench_result_free(&r);
+      }
+      latch_close(rt);
+    }
+  }
+  if (json) {
+    fputs("\n  ]\n}\n", json);
+    if (fclose(json) != 0) exit_code = 3;
+  }
+  return exit_code;
+}
+
 int bench_zoo_main(int argc, char **argv) {
   options o;
   int status = parse(argc, argv, &o);
   if (status) return status < 0 ? 0 : status;
+  if (o.sweep_count) {
+    latch_options lo;
+    latch_options_init(&lo);
+    return run_sweep(&o, lo.backend ? lo.backend : "reference");
+  }
   model_run *runs = calloc((size_t)o.model_count, sizeof *runs);
   if (!runs) return 3;
   latch_options lo;

@@ -66,23 +66,41 @@ static latch_status keep_output(latch_tensor *t, bench_result *result, const cha
   return LATCH_OK;
 }
 
-latch_status bench_run(const bench_model *model, const bench_config *config, bench_mode mode, const char *backend,
-                       int warmup, int repeat, const char *output_npy, bench_result *result) {
-  memset(result, 0, sizeof *result);
-  result->mode = mode;
+latch_runtime *bench_open(bench_mode mode, const char *backend) {
   if (mode == BENCH_ONCE) {
     bench_set_error("--mode once: trace-once functions (issue 4) are not available yet; use eager,every");
-    return LATCH_ERR_UNSUPPORTED;
+    return NULL;
   }
-  if (warmup < 0 || repeat < 1) return bench_set_error("repeat must be at least 1, warm-up at least 0"), LATCH_ERR_INPUT;
   latch_options options;
-  if (latch_options_init(&options) != LATCH_OK) return bench_set_error("%s", latch_last_error()), LATCH_ERR_INPUT;
+  if (latch_options_init(&options) != LATCH_OK) return bench_set_error("%s", latch_last_error()), NULL;
   options.eager = mode == BENCH_EAGER;
   if (mode == BENCH_REFERENCE) options.backend = "reference";
   else if (backend) options.backend = backend;
   latch_runtime *rt = latch_open(&options);
-  if (!rt) return bench_set_error("%s", latch_last_error()), LATCH_ERR_INPUT;
-  snprintf(result->backend, sizeof result->backend, "%s", options.backend);
+  if (!rt) bench_set_error("%s", latch_last_error());
+  return rt;
+}
+
+latch_status bench_run(const bench_model *model, const bench_config *config, bench_mode mode, const char *backend,
+                       int warmup, int repeat, const char *output_npy, bench_result *result) {
+  memset(result, 0, sizeof *result);
+  result->mode = mode;
+  latch_runtime *rt = bench_open(mode, backend);
+  if (!rt) return mode == BENCH_ONCE ? LATCH_ERR_UNSUPPORTED : LATCH_ERR_INPUT;
+  latch_status status = bench_run_in(rt, model, config, mode, warmup, repeat, output_npy, result);
+  if (backend && mode != BENCH_REFERENCE) snprintf(result->backend, sizeof result->backend, "%s", backend);
+  latch_close(rt);
+  return status;
+}
+
+latch_status bench_run_in(latch_runtime *rt, const bench_model *model, const bench_config *config, bench_mode mode,
+                          int warmup, int repeat, const char *output_npy, bench_result *result) {
+  memset(result, 0, sizeof *result);
+  result->mode = mode;
+  if (warmup < 0 || repeat < 1) return bench_set_error("repeat must be at least 1, warm-up at least 0"), LATCH_ERR_INPUT;
+  latch_options options;
+  latch_options_init(&options);
+  snprintf(result->backend, sizeof result->backend, "%s", mode == BENCH_REFERENCE ? "reference" : options.backend);
   bench_config cfg = *config;
   if (!cfg.batch) cfg.batch = model->default_batch;
   if (!cfg.size) cfg.size = model->default_size;
@@ -119,7 +137,6 @@ latch_status bench_run(const bench_model *model, const bench_config *config, ben
   if (status == LATCH_OK) status = keep_output(outputs[0], result, output_npy);
   release_outputs(outputs, BENCH_MAX_OUTPUTS);
   bench_instance_free(&in);
-  latch_close(rt);
   return status;
 }
 

@@ -9,8 +9,9 @@ kernels, and exported as .npy weights so latch can be checked against PyTorch's 
 `export` writes DIR/weights/<state_dict key>.npy for every parameter and buffer, DIR/input.npy
 (seeded) and DIR/output.npy (PyTorch's output on it), which `latch bench --weights` reads.
 
-Needs Debian's python3-torch and python3-torchvision (an opt-in dependency: `make
-bench-torch` installs them); run with /usr/bin/python3, where Debian puts them.
+Needs Debian's python3-torch and python3-torchvision (an opt-in dependency, not in CI; `make
+check-torch` runs the export and compares); run with /usr/bin/python3, where Debian puts them.
+Models: mlp, bert_small, bert_base (Hugging Face BertModel naming) and torchvision's.
 """
 import argparse
 import json
