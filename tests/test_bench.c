@@ -191,6 +191,18 @@ static void test_command_json(void) {
   CHECK(compiles && *compiles == 1);
   json_free(&doc);
   unlink(path);
+  /* The sweep runs both batch sizes in one runtime: trace-every compiles once per size. */
+  snprintf(command, sizeof command,
+           "LATCH_BACKEND=reference %s bench --model mlp --mode every --sweep 1,2 --repeat 1 --json %s >/dev/null 2>&1", latch,
+           path);
+  CHECK_EQ_INT(system(command), 0);
+  CHECK_MSG(json_load(&doc, path), "%s: %s", path, doc.error);
+  const double *b = json_number(&doc, "sweep.1.batch"), *c = json_number(&doc, "sweep.1.compiles"),
+               *t = json_number(&doc, "sweep.1.total_compiles");
+  CHECK(b && *b == 2 && c && *c == 1 && t && *t == 2);
+  CHECK(json_number(&doc, "sweep.0.median_ms") && json_number(&doc, "sweep.0.per_sample_ms"));
+  json_free(&doc);
+  unlink(path);
   snprintf(command, sizeof command, "%s bench --model mlp --mode once >/dev/null 2>&1", latch);
   int rc = system(command);
   CHECK_EQ_INT(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, 2);
