@@ -11,12 +11,15 @@
 
 #include "include/latch.h"
 
-#define BENCH_MAX_INPUTS 4
-#define BENCH_MAX_OUTPUTS 4
+#define BENCH_MAX_INPUTS 16
+#define BENCH_MAX_OUTPUTS 16
 #define BENCH_MAX_WEIGHTS 1024
 
-/* One step of a model: reads inputs (borrowed), returns new references in outputs. Model
- * state that changes across steps (a KV cache, trained weights) lives in the model. */
+/* One step of a model: reads inputs (borrowed), returns new references in outputs. State
+ * that changes shape across steps (a KV cache) is carried: its last inputs come back as
+ * its last outputs, and the caller passes those to the next step (see bench_instance),
+ * so the step stays a function of its inputs, as a trace-once function must be. Weights
+ * are read from the model; trained weights are updated in place (latch_assign). */
 typedef latch_status (*bench_step_fn)(void *model, latch_tensor *const *inputs, int input_count,
                                       latch_tensor **outputs, int output_count);
 
@@ -79,6 +82,7 @@ typedef struct bench_instance {
   bench_step_fn step;
   void (*destroy)(void *model);
   int input_count, output_count;
+  int carry; /* the last carry outputs become the last carry inputs of the next step */
   latch_tensor *inputs[BENCH_MAX_INPUTS];
   int batch, size;       /* as resolved */
   const char *output_name; /* "logits", "loss", "hidden" */

@@ -46,6 +46,15 @@ static latch_status one_step(latch_runtime *rt, bench_instance *in, latch_tensor
   return status;
 }
 
+/* The carried state: the step's last outputs replace its last inputs. */
+static void carry_state(bench_instance *in, latch_tensor **outputs) {
+  for (int i = 0; i < in->carry; i++) {
+    latch_tensor **slot = &in->inputs[in->input_count - in->carry + i];
+    latch_release(*slot);
+    *slot = latch_retain(outputs[in->output_count - in->carry + i]);
+  }
+}
+
 static void release_outputs(latch_tensor **outputs, int count) {
   for (int i = 0; i < count; i++) {
     latch_release(outputs[i]);
@@ -123,6 +132,7 @@ latch_status bench_run_in(latch_runtime *rt, const bench_model *model, const ben
     double ms;
     status = one_step(rt, &in, outputs, NULL, &ms);
     if (i == 0) result->first_ms = ms;
+    if (status == LATCH_OK) carry_state(&in, outputs);
     if (status == LATCH_OK && i + 1 < warmup) release_outputs(outputs, in.output_count);
   }
   result->warmup = counters_since(rt, &before);
@@ -130,6 +140,7 @@ latch_status bench_run_in(latch_runtime *rt, const bench_model *model, const ben
   for (int i = 0; status == LATCH_OK && i < repeat; i++) {
     release_outputs(outputs, in.output_count);
     status = one_step(rt, &in, outputs, &result->trace_ms[i], &result->step_ms[i]);
+    if (status == LATCH_OK) carry_state(&in, outputs);
     if (status == LATCH_OK) result->steps = i + 1;
     if (warmup == 0 && i == 0) result->first_ms = result->step_ms[0];
   }

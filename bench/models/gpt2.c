@@ -1,7 +1,8 @@
 /* One decoder step of a GPT-2-like model (Hugging Face GPT2Model naming, Conv1D weights
  * stored [in, out], LM head tied to the token embedding): the new token attends to a KV
  * cache that grows by one position per step (concat of the new key and value), so every
- * step has new shapes. The cache starts with S seeded positions; it is model state. */
+ * step has new shapes. The cache starts with S seeded positions. It is carried state:
+ * inputs 1..8 are each layer's keys then values, outputs 1..8 the grown ones. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +15,6 @@
 typedef struct gpt2_layer {
   bench_ln_w ln1, ln2;
   latch_tensor *attn_w, *attn_b, *proj_w, *proj_b, *fc_w, *fc_b, *out_w, *out_b;
-  latch_tensor *past_k, *past_v; /* [B, heads, T, d]; owned here, not by the store */
 } gpt2_layer;
 
 typedef struct gpt2 {
@@ -32,7 +32,9 @@ static latch_tensor *conv1d(latch_tensor *x, latch_tensor *w, latch_tensor *b) {
   return y;
 }
 
-static latch_tensor *layer_apply(latch_runtime *rt, latch_tensor *x, gpt2_layer *l, int64_t hidden, int64_t heads) {
+/* past: [B, heads, T, d] keys and values; *keys and *values get them grown by this token. */
+static latch_tensor *layer_apply(latch_runtime *rt, latch_tensor *x, const gpt2_layer *l, int64_t hidden, int64_t heads,
+                                 latch_tensor *past_k, latch_tensor *past_v, latch_tensor **keys, latch_tensor **values) {
   latch_tensor *a = bench_ln(x, &l->ln1);
   BENCH_THEN(a, conv1d(a, l->attn_w, l->attn_b));
   latch_tensor *qkv[3];
@@ -41,11 +43,10 @@ static latch_tensor *layer_apply(latch_runtime *rt, latch_tensor *x, gpt2_layer 
     BENCH_THEN(qkv[i], bench_split_heads(qkv[i], heads));
   }
   latch_release(a);
-  latch_tensor *k[2] = {l->past_k, qkv[1]}, *v[2] = {l->past_v, qkv[2]};
-  latch_tensor *keys = latch_concat(2, k, 2), *values = latch_concat(2, v, 2);
-  latch_release(l->past_k), latch_release(l->past_v);
-  l->past_k = keys, l->past_v = values;
-  a = bench_attention(rt, qkv[0], keys, values);
+  latch_tensor *k[2] = {past_k, qkv[1]}, *v[2] = {past_v, qkv[2]};
+  *keys = latch_concat(2, k, 2);
+  *values = latch_concat(2, v, 2);
+  a = bench_attention(rt, qkv[0], *keys, *values);
   for (int i = 0; i < 3; i++) latch_release(qkv[i]);
   BENCH_THEN(a, bench_merge_heads(a));
   BENCH_THEN(a, conv1d(a, l->proj_w, l->proj_b));
@@ -61,26 +62,29 @@ static latch_tensor *layer_apply(latch_runtime *rt, latch_tensor *x, gpt2_layer 
 
 static latch_status gpt2_step(void *model, latch_tensor *const *inputs, int input_count, latch_tensor **outputs,
                               int output_count) {
-  latch_status status = bench_check_io("gpt2", input_count, 1, outputs, output_count, 1);
+  latch_status status = bench_check_io("gpt2", input_count, 1 + 2 * GPT2_LAYERS, outputs, output_count, 1 + 2 * GPT2_LAYERS);
   if (status != LATCH_OK) return status;
   gpt2 *m = model;
-  int64_t batch = latch_dim(inputs[0], 0), at = latch_dim(m->layers[0].past_k, 2);
+  /* The position is the cache's length: read as a concrete dim, so a trace-once version
+   * specializes on it (or needs the symbolic-dim API to slice wpe). */
+  int64_t batch = latch_dim(inputs[0], 0), at = latch_dim(inputs[1], 2);
   if (at >= GPT2_POSITIONS) return bench_set_error("gpt2: the cache is full (%d positions)", GPT2_POSITIONS), LATCH_ERR_INPUT;
   latch_tensor *x = latch_embedding(m->wte, inputs[0]); /* [B, 1, D] */
   latch_tensor *p = latch_slice(m->wpe, 0, at, at + 1, 1);
   BENCH_THEN(x, latch_binary(LATCH_ADD, x, p));
   latch_release(p);
-  for (int i = 0; i < GPT2_LAYERS; i++) BENCH_THEN(x, layer_apply(m->store.rt, x, &m->layers[i], m->hidden, m->heads));
+  for (int i = 0; i < GPT2_LAYERS; i++)
+    BENCH_THEN(x, layer_apply(m->store.rt, x, &m->layers[i], m->hidden, m->heads, inputs[1 + i],
+                              inputs[1 + GPT2_LAYERS + i], &outputs[1 + i], &outputs[1 + GPT2_LAYERS + i]));
   BENCH_THEN(x, bench_ln(x, &m->ln_f));
   BENCH_THEN(x, latch_matmul(x, m->wte_t));
   BENCH_THEN(x, latch_reshape(x, 2, BENCH_DIMS(batch, m->vocab)));
   outputs[0] = x;
-  return bench_step_result("gpt2", outputs, 1);
+  return bench_step_result("gpt2", outputs, 1 + 2 * GPT2_LAYERS);
 }
 
 static void gpt2_free(void *model) {
   gpt2 *m = model;
-  for (int i = 0; i < GPT2_LAYERS; i++) latch_release(m->layers[i].past_k), latch_release(m->layers[i].past_v);
   bench_store_free(&m->store);
   free(m);
 }
@@ -89,7 +93,8 @@ latch_status bench_gpt2_create(latch_runtime *rt, const bench_config *config, be
   gpt2 *m = calloc(1, sizeof *m);
   if (!m) return bench_set_error("out of memory"), LATCH_ERR_INTERNAL;
   *out = (bench_instance){.model = m, .step = gpt2_step, .destroy = gpt2_free};
-  out->batch = config->batch, out->size = config->size, out->output_count = 1, out->output_name = "logits";
+  out->batch = config->batch, out->size = config->size, out->output_name = "logits";
+  out->output_count = 1 + 2 * GPT2_LAYERS, out->carry = 2 * GPT2_LAYERS;
   bench_store *s = &m->store;
   bench_store_init(s, rt, config);
   int64_t d = 256, heads = 4, vocab = 2048, batch = config->batch;
@@ -119,14 +124,14 @@ latch_status bench_gpt2_create(latch_runtime *rt, const bench_config *config, be
   if (config->size < 1 || config->size >= GPT2_POSITIONS)
     return bench_set_error("gpt2: context length %d must be in [1, %d)", config->size, GPT2_POSITIONS), LATCH_ERR_INPUT;
   /* The prompt's keys and values, as a prefill would have left them. */
-  const int64_t cache[4] = {batch, heads, config->size, d / heads};
-  for (int i = 0; i < GPT2_LAYERS; i++) {
-    gpt2_layer *l = &m->layers[i];
-    l->past_k = latch_rand_normal(rt, LATCH_F32, 4, cache, 0, 1, config->seed + 100 + 2 * (uint64_t)i);
-    l->past_v = latch_rand_normal(rt, LATCH_F32, 4, cache, 0, 1, config->seed + 101 + 2 * (uint64_t)i);
-    if (!l->past_k || !l->past_v) return bench_set_error("out of memory"), LATCH_ERR_INTERNAL;
-  }
   out->inputs[0] = bench_input(rt, config, LATCH_I64, 2, BENCH_DIMS(batch, 1), 0, (double)vocab, config->seed + 1);
-  out->input_count = out->inputs[0] ? 1 : 0;
-  return out->inputs[0] ? LATCH_OK : LATCH_ERR_INPUT;
+  if (!out->inputs[0]) return LATCH_ERR_INPUT;
+  out->input_count = 1;
+  const int64_t cache[4] = {batch, heads, config->size, d / heads};
+  for (int i = 0; i < 2 * GPT2_LAYERS; i++) {
+    out->inputs[out->input_count] = latch_rand_normal(rt, LATCH_F32, 4, cache, 0, 1, config->seed + 100 + (uint64_t)i);
+    if (!out->inputs[out->input_count]) return bench_set_error("out of memory"), LATCH_ERR_INTERNAL;
+    out->input_count++;
+  }
+  return LATCH_OK;
 }
