@@ -131,6 +131,8 @@ typedef struct bench_result {
   int steps;             /* timed steps */
   double *step_ms;       /* [steps]: step function plus latch_sync, wall clock */
   double *trace_ms;      /* [steps]: inside the step function alone */
+  double *cpu_ms;        /* [steps]: the process's CPU time over the step (every thread's:
+                          * on a shared machine, what the step cost apart from waiting) */
   double first_ms;       /* the first (warm-up) step: compiles happen here */
   bench_counters warmup, timed;
   int output_rank;

@@ -13,6 +13,10 @@
  * largest magnitude: the modes run the same kernels, so only op order and fusion differ. */
 #define AGREE_REL 1e-4
 
+/* --clock cpu: the table shows process CPU time per step instead of wall time, for
+ * machines shared with other work (the JSON always holds both). */
+static bool table_uses_cpu;
+
 /* The short default: every architecture at small sizes, under 2 minutes on a 2-core
  * machine with the reference backend. */
 static const char *const default_models[] = {"mlp", "resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1", "alexnet",
@@ -39,6 +43,8 @@ void bench_zoo_usage(void) {
          "  --input FILE     input 0 from a .npy file; --output FILE: output 0 of the last mode run\n"
          "  --sweep LO..HI   batch sweep (powers of two from LO to HI, or a list 1,3,8): per batch\n"
          "                   size ms per step and compiles, all sizes in one runtime per mode\n"
+         "  --clock cpu      the table shows process CPU ms per step instead of wall ms (shared\n"
+         "                   machines; the JSON holds both)\n"
          "  --tiny           the tests' configuration: 256-wide alexnet/vgg16 classifiers, 2-layer\n"
          "                   bert_base and vit_b_16 (quick smoke runs)\n"
          "The backend is LATCH_BACKEND's (default cpu when it exists, else reference).\n"
@@ -129,6 +135,7 @@ static bool set_modes(options *o, const char *list) {
 /* 0 when parsed, else the exit status. */
 static int parse(int argc, char **argv, options *o) {
   memset(o, 0, sizeof *o);
+  table_uses_cpu = false;
   o->repeat = 3;
   o->warmup = 1;
   o->modes[BENCH_EAGER] = o->modes[BENCH_EVERY] = true;
@@ -151,7 +158,7 @@ static int parse(int argc, char **argv, options *o) {
       bench_zoo_usage();
       return -1;
     }
-    static const char *const valued[] = {"--model", "--mode", "--batch", "--size", "--repeat", "--warmup",
+    static const char *const valued[] = {"--clock", "--model", "--mode", "--batch", "--size", "--repeat", "--warmup",
                                          "--seed", "--json", "--weights", "--input", "--output", "--sweep"};
     bool known = false;
     for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known = known || strcmp(flag, valued[k]) == 0;
@@ -178,6 +185,11 @@ static int parse(int argc, char **argv, options *o) {
     else if (!strcmp(flag, "--warmup")) ok = parse_int(flag, value, 0, &o->warmup);
     else if (!strcmp(flag, "--seed")) ok = parse_int(flag, value, 0, &seed);
     else if (!strcmp(flag, "--json")) o->json = value;
+    else if (!strcmp(flag, "--clock")) {
+      ok = !strcmp(value, "cpu") || !strcmp(value, "wall");
+      table_uses_cpu = !strcmp(value, "cpu");
+      if (!ok) fprintf(stderr, "latch: error: bench: --clock %s: expected wall or cpu\n", value);
+    }
     else if (!strcmp(flag, "--weights")) o->config.weights = value;
     else if (!strcmp(flag, "--input")) o->config.input = value;
     else if (!strcmp(flag, "--output")) o->output = value;
@@ -225,6 +237,9 @@ typedef struct model_run {
 } model_run;
 
 static double median_of(const bench_result *r) { return bench_median(r->step_ms, r->steps); }
+static double cpu_median_of(const bench_result *r) { return bench_median(r->cpu_ms, r->steps); }
+
+static double table_median(const bench_result *r) { return table_uses_cpu ? cpu_median_of(r) : median_of(r); }
 
 static void json_counters(FILE *f, const char *name, const bench_counters *c) {
   fprintf(f,
@@ -254,7 +269,7 @@ static bool write_json(const char *path, const options *o, const model_run *runs
   if (!f) return false;
   fprintf(f, "{\n  \"latch_bench\": 1,\n  \"backend\": \"%s\",\n  \"repeat\": %d,\n  \"warmup\": %d,\n  \"models\": [",
           backend, o->repeat, o->warmup);
-  double speedups[MAX_MODELS];
+  double speedups[MAX_MODELS], cpu_speedups[MAX_MODELS];
   int speedup_count = 0;
   for (int i = 0; i < count; i++) {
     const model_run *r = &runs[i];
@@ -288,6 +303,8 @@ static bool write_json(const char *path, const options *o, const model_run *runs
               first ? "" : ",", bench_mode_name((bench_mode)m), x->backend, median_of(x), lo, hi, hi - lo, x->first_ms,
               bench_median(x->trace_ms, x->steps), x->steps);
       json_number_list(f, x->step_ms, x->steps);
+      fprintf(f, ",\n        \"cpu_median_ms\": %.6f, \"cpu_samples_ms\": ", cpu_median_of(x));
+      json_number_list(f, x->cpu_ms, x->steps);
       fputs(",\n        ", f);
       json_counters(f, "timed", &x->timed);
       fputs(",\n        ", f);
@@ -299,20 +316,24 @@ static bool write_json(const char *path, const options *o, const model_run *runs
     fputs("},\n     \"speedup\": {", f);
     if (r->ran[BENCH_EAGER] && r->ran[BENCH_EVERY]) {
       double s = median_of(&r->results[BENCH_EAGER]) / median_of(&r->results[BENCH_EVERY]);
-      fprintf(f, "\"every\": %.6f", s);
+      double c = cpu_median_of(&r->results[BENCH_EAGER]) / cpu_median_of(&r->results[BENCH_EVERY]);
+      fprintf(f, "\"every\": %.6f, \"every_cpu\": %.6f", s, c);
+      cpu_speedups[speedup_count] = c;
       speedups[speedup_count++] = s;
     }
     fputs("}}", f);
   }
   fputs("\n  ],\n  \"geomean_speedup\": {", f);
-  if (speedup_count) fprintf(f, "\"every\": %.6f", geomean(speedups, speedup_count));
+  if (speedup_count)
+    fprintf(f, "\"every\": %.6f, \"every_cpu\": %.6f", geomean(speedups, speedup_count),
+            geomean(cpu_speedups, speedup_count));
   fputs("}\n}\n", f);
   return fclose(f) == 0;
 }
 
 static void print_table(const options *o, const model_run *runs, int count, const char *backend) {
-  printf("latch bench: backend %s, median ms per step over %d steps (after %d warm-up)\n", backend, o->repeat,
-         o->warmup);
+  printf("latch bench: backend %s, median %s ms per step over %d steps (after %d warm-up)\n", backend,
+         table_uses_cpu ? "CPU" : "wall", o->repeat, o->warmup);
   printf("%-14s %5s %5s %11s %11s %11s %9s %9s  %s\n", "model", "batch", "size", "eager ms", "every ms", "once ms",
          "every/eag", "compiles", "agree (max rel diff)");
   double speedups[MAX_MODELS];
@@ -327,10 +348,10 @@ static void print_table(const options *o, const model_run *runs, int count, cons
     for (int m = 0; m < BENCH_MODE_COUNT && !any; m++)
       if (r->ran[m]) any = &r->results[m];
     char eager[32] = "-", every[32] = "-", speed[32] = "-", agree[64] = "-";
-    if (r->ran[BENCH_EAGER]) snprintf(eager, sizeof eager, "%.2f", median_of(&r->results[BENCH_EAGER]));
-    if (r->ran[BENCH_EVERY]) snprintf(every, sizeof every, "%.2f", median_of(&r->results[BENCH_EVERY]));
+    if (r->ran[BENCH_EAGER]) snprintf(eager, sizeof eager, "%.2f", table_median(&r->results[BENCH_EAGER]));
+    if (r->ran[BENCH_EVERY]) snprintf(every, sizeof every, "%.2f", table_median(&r->results[BENCH_EVERY]));
     if (r->ran[BENCH_EAGER] && r->ran[BENCH_EVERY]) {
-      double s = median_of(&r->results[BENCH_EAGER]) / median_of(&r->results[BENCH_EVERY]);
+      double s = table_median(&r->results[BENCH_EAGER]) / table_median(&r->results[BENCH_EVERY]);
       speedups[speedup_count++] = s;
       snprintf(speed, sizeof speed, "%.2fx", s);
     }
@@ -360,7 +381,8 @@ static int run_sweep(const options *o, const char *backend) {
     return 3;
   }
   if (json) fprintf(json, "{\n  \"latch_bench\": 1,\n  \"backend\": \"%s\",\n  \"repeat\": %d,\n  \"sweep\": [", backend, o->repeat);
-  printf("latch bench --sweep: backend %s, median ms per step over %d steps\n", backend, o->repeat);
+  printf("latch bench --sweep: backend %s, median %s ms per step over %d steps\n", backend,
+         table_uses_cpu ? "CPU" : "wall", o->repeat);
   printf("%-14s %-6s %6s %11s %13s %9s %12s\n", "model", "mode", "batch", "ms/step", "ms/sample", "compiles", "total compiles");
   int exit_code = 0, rows = 0;
   for (int i = 0; i < o->model_count; i++) {
@@ -386,7 +408,7 @@ static int run_sweep(const options *o, const char *backend) {
         }
         uint64_t compiles = r.warmup.compiles + r.timed.compiles;
         total += compiles;
-        double ms = bench_median(r.step_ms, r.steps);
+        double ms = table_median(&r);
         printf("%-14s %-6s %6d %11.3f %13.4f %9llu %12llu\n", o->models[i]->name, bench_mode_name((bench_mode)m), cfg.batch,
                ms, ms / cfg.batch, (unsigned long long)compiles, (unsigned long long)total);
         if (json)

@@ -19,6 +19,12 @@ static double now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+static double cpu_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 static bench_counters counters_since(latch_runtime *rt, const latch_stats *before) {
   latch_stats s;
   latch_get_stats(rt, &s);
@@ -32,8 +38,8 @@ static bench_counters counters_since(latch_runtime *rt, const latch_stats *befor
 /* One step: the model's step function, then a sync of everything it left pending (the
  * outputs and any state it updated), as a frontend's mark_step. */
 static latch_status one_step(latch_runtime *rt, bench_instance *in, latch_tensor **outputs, double *trace_ms,
-                             double *total_ms) {
-  double start = now_ms();
+                             double *total_ms, double *cpu_ms) {
+  double cpu_start = cpu_now_ms(), start = now_ms();
   latch_status status = in->step(in->model, in->inputs, in->input_count, outputs, in->output_count);
   double traced = now_ms();
   if (status == LATCH_OK && latch_sync(rt) != LATCH_OK) {
@@ -41,6 +47,7 @@ static latch_status one_step(latch_runtime *rt, bench_instance *in, latch_tensor
     status = LATCH_ERR_INTERNAL;
   }
   double end = now_ms();
+  if (cpu_ms) *cpu_ms = cpu_now_ms() - cpu_start;
   if (trace_ms) *trace_ms = traced - start;
   if (total_ms) *total_ms = end - start;
   return status;
@@ -120,7 +127,8 @@ latch_status bench_run_in(latch_runtime *rt, const bench_model *model, const ben
   result->output_name = in.output_name;
   result->step_ms = calloc((size_t)repeat, sizeof(double));
   result->trace_ms = calloc((size_t)repeat, sizeof(double));
-  if (status == LATCH_OK && (!result->step_ms || !result->trace_ms))
+  result->cpu_ms = calloc((size_t)repeat, sizeof(double));
+  if (status == LATCH_OK && (!result->step_ms || !result->trace_ms || !result->cpu_ms))
     status = (bench_set_error("out of memory"), LATCH_ERR_INTERNAL);
   /* Whatever creating the model left pending (constants) runs now, outside every span. */
   if (status == LATCH_OK && latch_sync(rt) != LATCH_OK)
@@ -130,7 +138,7 @@ latch_status bench_run_in(latch_runtime *rt, const bench_model *model, const ben
   latch_get_stats(rt, &before);
   for (int i = 0; status == LATCH_OK && i < warmup; i++) {
     double ms;
-    status = one_step(rt, &in, outputs, NULL, &ms);
+    status = one_step(rt, &in, outputs, NULL, &ms, NULL);
     if (i == 0) result->first_ms = ms;
     if (status == LATCH_OK) carry_state(&in, outputs);
     if (status == LATCH_OK && i + 1 < warmup) release_outputs(outputs, in.output_count);
@@ -139,7 +147,7 @@ latch_status bench_run_in(latch_runtime *rt, const bench_model *model, const ben
   latch_get_stats(rt, &before);
   for (int i = 0; status == LATCH_OK && i < repeat; i++) {
     release_outputs(outputs, in.output_count);
-    status = one_step(rt, &in, outputs, &result->trace_ms[i], &result->step_ms[i]);
+    status = one_step(rt, &in, outputs, &result->trace_ms[i], &result->step_ms[i], &result->cpu_ms[i]);
     if (status == LATCH_OK) carry_state(&in, outputs);
     if (status == LATCH_OK) result->steps = i + 1;
     if (warmup == 0 && i == 0) result->first_ms = result->step_ms[0];
@@ -154,6 +162,7 @@ latch_status bench_run_in(latch_runtime *rt, const bench_model *model, const ben
 void bench_result_free(bench_result *result) {
   free(result->step_ms);
   free(result->trace_ms);
+  free(result->cpu_ms);
   free(result->output);
   memset(result, 0, sizeof *result);
 }

@@ -180,6 +180,8 @@ static void test_command_json(void) {
       "models.0.modes.every.timed.compiles", "models.0.modes.every.timed.key_ms",
       "models.0.modes.every.timed.compile_ms", "models.0.modes.every.timed.execute_ms",
       "models.0.modes.every.warmup.compiles", "models.0.modes.every.max_rel_diff", "models.0.speedup.every",
+      "models.0.modes.every.cpu_median_ms", "models.0.modes.every.cpu_samples_ms.0", "models.0.speedup.every_cpu",
+      "geomean_speedup.every_cpu",
       "models.1.modes.every.median_ms", "geomean_speedup.every"};
   for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++)
     CHECK_MSG(json_number(&doc, numbers[i]) != NULL, "no number at %s", numbers[i]);
