@@ -1,5 +1,5 @@
 /* Nodes: allocation, reference counting and the incremental hash. This is the per-op hot
- * path of tracing, so a node is one malloc and its hash one XXH3 call over a small buffer
+ * path of tracing, so a node is one allocation (pool.c) and its hash one XXH3 call over a buffer
  * built in place. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,7 +22,7 @@ uint64_t cap_now_ns(void) {
 }
 
 cap_node *cap_node_new(cap_op op, int sub, int operand_count, cap_node *const *operands, int attr_count) {
-  cap_node *node = malloc(sizeof *node + sizeof(int64_t) * (size_t)attr_count);
+  cap_node *node = cap_pool_node(attr_count);
   if (!node) return NULL;
   /* Not memset whole: dims and attrs are filled by the caller, and zeroing ~200 bytes per
    * op shows up in the trace cost. The fields read before that are set here. */
@@ -44,7 +44,7 @@ cap_node *cap_node_new(cap_op op, int sub, int operand_count, cap_node *const *o
   if (operand_count > CAP_INLINE_OPERANDS) {
     node->operands = malloc(sizeof(cap_node *) * (size_t)operand_count);
     if (!node->operands) {
-      free(node);
+      cap_pool_free_node(node);
       return NULL;
     }
   }
@@ -78,9 +78,7 @@ cache_key cap_data_hash(hlo_dtype dtype, int rank, const int64_t *dims) {
   return digest(buf, (size_t)(p - buf));
 }
 
-cache_key cap_operand_hash(const cap_node *node) {
-  return node->state == CAP_READY ? node->data_hash : node->hash;
-}
+cache_key cap_operand_hash(const cap_node *node) { return node->state == CAP_READY ? node->data_hash : node->hash; }
 
 /* Little-endian words on every host (a no-op on the usual ones). */
 static inline uint64_t le64(uint64_t v) {
@@ -149,7 +147,7 @@ void cap_node_release(cap_node *node) {
     }
     if (dead->operands != dead->inline_operands) free(dead->operands);
     free(dead->error);
-    free(dead);
+    cap_pool_free_node(dead);
   }
 }
 
