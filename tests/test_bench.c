@@ -183,9 +183,11 @@ static void test_training_lowers_loss(void) {
 
 /* The command: --json writes what README documents; --mode once is refused with status 2. */
 static void test_command_json(void) {
-  const char *bin = getenv("LATCH_BIN");
+  /* $LATCH_BIN, else the command of this build ($BUILD: build-san under make sanitize). */
+  const char *bin = getenv("LATCH_BIN"), *build = getenv("BUILD");
   char latch[512], path[256], command[1200];
-  snprintf(latch, sizeof latch, "%s", bin ? bin : "build/latch");
+  if (bin) snprintf(latch, sizeof latch, "%s", bin);
+  else snprintf(latch, sizeof latch, "%s/latch", build ? build : "build");
   snprintf(path, sizeof path, "/tmp/latch_test_bench_%d.json", (int)getpid());
   snprintf(command, sizeof command, "LATCH_BACKEND=reference %s bench --model mlp,train_cnn --batch 2 --repeat 2 --json %s >/dev/null 2>&1",
            latch, path);
