@@ -10,7 +10,7 @@ LATCH_BIN=${LATCH_BIN:-build/latch}
 OUT=${OUT:-build/check-torch}
 SIZE=${SIZE:-64}
 BATCH=${BATCH:-2}
-MODELS=${MODELS:-"mlp resnet18 mobilenet_v2 squeezenet1_1 alexnet resnet50 vgg16 vit_b_16 bert_small bert_base"}
+MODELS=${MODELS:-"mlp resnet18 mobilenet_v2 squeezenet1_1 alexnet resnet50 vgg16 vit_b_16 bert_small bert_base gpt2"}
 PYTHON=${PYTHON:-/usr/bin/python3}
 worst=0
 for m in $MODELS; do
@@ -20,7 +20,7 @@ for m in $MODELS; do
     echo "$m: export failed:"; tail -n 3 "$dir/export.log"; worst=1; continue
   fi
   if ! "$LATCH_BIN" bench --model "$m" --weights "$dir/weights" --input "$dir/input.npy" --output "$dir/latch.npy" \
-      --batch "$BATCH" --size "$SIZE" --mode every --repeat 1 >"$dir/latch.log" 2>&1; then
+      --batch "$BATCH" --size "$SIZE" --mode every --warmup 0 --repeat 1 >"$dir/latch.log" 2>&1; then
     echo "$m: latch bench failed:"; tail -n 3 "$dir/latch.log"; worst=1; continue
   fi
   "$PYTHON" - "$dir" "$m" <<'PY' || worst=1

@@ -11,7 +11,8 @@ kernels, and exported as .npy weights so latch can be checked against PyTorch's 
 
 Needs Debian's python3-torch and python3-torchvision (an opt-in dependency, not in CI; `make
 check-torch` runs the export and compares); run with /usr/bin/python3, where Debian puts them.
-Models: mlp, bert_small, bert_base (Hugging Face BertModel naming) and torchvision's.
+Models: mlp, bert_small, bert_base (Hugging Face BertModel naming), gpt2 (one decoder step on
+a seeded KV cache of --size positions, GPT2Model naming) and torchvision's.
 """
 import argparse
 import json
@@ -102,12 +103,66 @@ class BertEncoder(torch.nn.Module):
 BERT = {"bert_small": (4, 256, 4, 8192), "bert_base": (12, 768, 12, 30522)}
 
 
+class Conv1D(torch.nn.Module):
+    """GPT-2's linear layer: weight stored [in, out], y = x @ weight + bias."""
+
+    def __init__(self, n_in, n_out):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(n_in, n_out) * 0.02)
+        self.bias = torch.nn.Parameter(torch.zeros(n_out))
+
+    def forward(self, x):
+        return x @ self.weight + self.bias
+
+
+class GPT2Step(torch.nn.Module):
+    """latch's zoo gpt2 (bench/models/gpt2.c): one decoder step of a GPT-2-like model with
+    Hugging Face GPT2Model's keys and a tied LM head. The KV cache (self.past, [B, heads, S,
+    d] per layer) is exported as weights/past.<layer>.key/value.npy; forward(token [B, 1])
+    returns the next logits [B, vocab]."""
+
+    LAYERS, HIDDEN, HEADS, VOCAB, POSITIONS = 4, 256, 4, 2048, 1024
+
+    def __init__(self):
+        super().__init__()
+        nn, d = torch.nn, self.HIDDEN
+        self.wte = nn.Embedding(self.VOCAB, d)
+        self.wpe = nn.Embedding(self.POSITIONS, d)
+        self.h = nn.ModuleList(
+            _modules(ln_1=nn.LayerNorm(d), attn=_modules(c_attn=Conv1D(d, 3 * d), c_proj=Conv1D(d, d)),
+                     ln_2=nn.LayerNorm(d), mlp=_modules(c_fc=Conv1D(d, 4 * d), c_proj=Conv1D(4 * d, d)))
+            for _ in range(self.LAYERS))
+        self.ln_f = nn.LayerNorm(d)
+        self.past = None
+
+    def make_past(self, batch, size, generator):
+        shape = (batch, self.HEADS, size, self.HIDDEN // self.HEADS)
+        self.past = [(torch.randn(shape, generator=generator), torch.randn(shape, generator=generator))
+                     for _ in range(self.LAYERS)]
+
+    def forward(self, token):
+        b, d, heads = token.shape[0], self.HIDDEN, self.HEADS
+        at = self.past[0][0].shape[2]
+        x = self.wte(token) + self.wpe.weight[at:at + 1]
+        split = lambda t: t.view(b, 1, heads, d // heads).transpose(1, 2)
+        for layer, (past_k, past_v) in zip(self.h, self.past):
+            q, k, v = layer.attn.c_attn(layer.ln_1(x)).split(d, dim=2)
+            keys, values = torch.cat([past_k, split(k)], 2), torch.cat([past_v, split(v)], 2)
+            p = torch.softmax(split(q) @ keys.transpose(-1, -2) / ((d // heads) ** 0.5), dim=-1)
+            x = x + layer.attn.c_proj((p @ values).transpose(1, 2).reshape(b, 1, d))
+            f = layer.mlp.c_proj(torch.nn.functional.gelu(layer.mlp.c_fc(layer.ln_2(x)), approximate="tanh"))
+            x = x + f
+        return (self.ln_f(x) @ self.wte.weight.t()).reshape(b, self.VOCAB)
+
+
 def build(name, size):
     torch.manual_seed(0)
     if name == "mlp":
         return MLP()
     if name in BERT:
         return BertEncoder(*BERT[name])
+    if name == "gpt2":
+        return GPT2Step()
     if name not in TORCHVISION:
         raise SystemExit(f"torch_zoo.py: unknown model '{name}'; models: mlp, {', '.join(BERT)}, {', '.join(TORCHVISION)}")
     if name == "vit_b_16":
@@ -121,11 +176,15 @@ def make_input(name, batch, size, seed):
         return torch.rand(batch, 784, generator=generator) * 2 - 1
     if name in BERT:
         return torch.randint(0, BERT[name][3], (batch, size), generator=generator)
+    if name == "gpt2":
+        return torch.randint(0, GPT2Step.VOCAB, (batch, 1), generator=generator)
     return torch.rand(batch, 3, size, size, generator=generator) * 2 - 1
 
 
 def time_model(name, batch, size, repeat):
     model = build(name, size).eval()
+    if name == "gpt2":
+        model.make_past(batch, size, torch.Generator().manual_seed(2))
     x = make_input(name, batch, size, 0)
     with torch.no_grad():
         model(x)  # warm-up: first-call allocations and kernel selection
@@ -180,6 +239,11 @@ def cmd_export(args):
         if value.dtype == torch.int64:  # num_batches_tracked: not a weight
             continue
         np.save(os.path.join(weights, key + ".npy"), value.detach().numpy().astype(np.float32))
+    if args.model == "gpt2":
+        model.make_past(args.batch, args.size, torch.Generator().manual_seed(args.seed + 2))
+        for i, (k, v) in enumerate(model.past):
+            np.save(os.path.join(weights, f"past.{i}.key.npy"), k.numpy())
+            np.save(os.path.join(weights, f"past.{i}.value.npy"), v.numpy())
     x = make_input(args.model, args.batch, args.size, args.seed)
     with torch.no_grad():
         y = model(x)

@@ -1,8 +1,10 @@
 /* One decoder step of a GPT-2-like model (Hugging Face GPT2Model naming, Conv1D weights
  * stored [in, out], LM head tied to the token embedding): the new token attends to a KV
  * cache that grows by one position per step (concat of the new key and value), so every
- * step has new shapes. The cache starts with S seeded positions. It is carried state:
- * inputs 1..8 are each layer's keys then values, outputs 1..8 the grown ones. */
+ * step has new shapes. The cache starts with S seeded positions (with --weights, from
+ * past.<layer>.key.npy and past.<layer>.value.npy, [B, heads, S, d], as bench/torch_zoo.py
+ * exports them). It is carried state: inputs 1..8 are each layer's keys then values,
+ * outputs 1..8 the grown ones. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,9 +131,11 @@ latch_status bench_gpt2_create(latch_runtime *rt, const bench_config *config, be
   out->input_count = 1;
   const int64_t cache[4] = {batch, heads, config->size, d / heads};
   for (int i = 0; i < 2 * GPT2_LAYERS; i++) {
-    out->inputs[out->input_count] = latch_rand_normal(rt, LATCH_F32, 4, cache, 0, 1, config->seed + 100 + (uint64_t)i);
-    if (!out->inputs[out->input_count]) return bench_set_error("out of memory"), LATCH_ERR_INTERNAL;
-    out->input_count++;
+    /* The store owns what it loads; the step's inputs take their own reference. */
+    latch_tensor *past = bench_paramf(s, 4, cache, BENCH_INIT_NORMAL, 1, "past.%d.%s", i % GPT2_LAYERS,
+                                      i < GPT2_LAYERS ? "key" : "value");
+    if (!past) return s->status;
+    out->inputs[out->input_count++] = latch_retain(past);
   }
   return LATCH_OK;
 }
