@@ -107,6 +107,7 @@ static bool parse_sweep(options *o, const char *text) {
     if (hi > lo) o->sweep[o->sweep_count++] = hi;
     return true;
   }
+  if (strstr(text, "..")) return false;
   char buffer[256];
   snprintf(buffer, sizeof buffer, "%s", text);
   for (char *save = NULL, *item = strtok_r(buffer, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
@@ -196,7 +197,7 @@ static int parse(int argc, char **argv, options *o) {
     else if (!strcmp(flag, "--output")) o->output = value;
     else if (!strcmp(flag, "--sweep")) {
       ok = parse_sweep(o, value);
-      if (!ok) fprintf(stderr, "latch: error: bench: --sweep %s: expected LO..HI or a list of batch sizes\n", value);
+      if (!ok) fprintf(stderr, "latch: error: bench: --sweep %s: expected LO..HI (1 <= LO <= HI <= 4096) or a list of batch sizes\n", value);
     }
     if (!ok) return 1;
   }
