@@ -13,13 +13,17 @@ LDLIBS = -lxxhash -lck -lm -lpthread
 LIB_C = $(sort $(wildcard hlo/*.c guards/*.c cache/*.c runtime/*.c minify/*.c capture/*.c))
 LIB_CXX = $(sort $(wildcard runtime/*.cc))
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/obj/%.o) $(LIB_CXX:%.cc=$(BUILD)/obj/%.o)
+# bench/: the model zoo and harness, written against include/latch.h alone; linked into the
+# command and into the tests (as build/libbench.a), not into the library.
+BENCH_C = $(sort $(wildcard bench/*.c bench/models/*.c))
+BENCH_OBJ = $(BENCH_C:%.c=$(BUILD)/obj/%.o)
 TOOL_C = $(sort $(wildcard tools/*.c))
 TOOL_OBJ = $(TOOL_C:%.c=$(BUILD)/obj/%.o)
 TEST_C = $(sort $(wildcard tests/test_*.c))
 TEST_BIN = $(TEST_C:tests/%.c=$(BUILD)/tests/%)
 TEST_SUPPORT = $(filter-out $(TEST_C),$(sort $(wildcard tests/*.c)))
 
-all: $(BUILD)/liblatch.a $(BUILD)/liblatch.so $(BUILD)/latch
+all: $(BUILD)/liblatch.a $(BUILD)/liblatch.so $(BUILD)/latch $(BUILD)/libbench.a
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -36,12 +40,16 @@ $(BUILD)/liblatch.a: $(LIB_OBJ)
 $(BUILD)/liblatch.so: $(LIB_OBJ)
 	$(CC) -shared $(SAN) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/latch: $(TOOL_OBJ) $(BUILD)/liblatch.a
-	$(CC) $(SAN) -o $@ $(TOOL_OBJ) $(BUILD)/liblatch.a $(LDLIBS)
-
-$(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT) $(wildcard tests/*.h) $(BUILD)/liblatch.a
+$(BUILD)/libbench.a: $(BENCH_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(TEST_SUPPORT) $(BUILD)/liblatch.a $(LDLIBS)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/latch: $(TOOL_OBJ) $(BUILD)/libbench.a $(BUILD)/liblatch.a
+	$(CC) $(SAN) -o $@ $(TOOL_OBJ) $(BUILD)/libbench.a $(BUILD)/liblatch.a $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT) $(wildcard tests/*.h) $(BUILD)/libbench.a $(BUILD)/liblatch.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(TEST_SUPPORT) $(BUILD)/libbench.a $(BUILD)/liblatch.a $(LDLIBS)
 
 test: all $(TEST_BIN)
 	@BUILD=$(BUILD) SAN="$(SAN)" sh tests/run.sh $(TEST_BIN) tests/test_embed.sh
@@ -77,7 +85,12 @@ install: all
 	cp $(BUILD)/latch $(DESTDIR)$(PREFIX)/bin/
 	printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=$${prefix}/lib\n\nName: latch\nDescription: lazy tensors recorded as XLA HLO graphs\nVersion: 0.1\nCflags: -I$${includedir}\nLibs: -L$${libdir} -llatch\nLibs.private: $(LDLIBS)\n' '$(PREFIX)' > $(DESTDIR)$(PREFIX)/lib/pkgconfig/latch.pc
 
-.PHONY: all test sanitize tsan test-threads clean install minify-mobilenet
+# `make check-torch`: the zoo's logits against PyTorch's on the same exported weights (needs
+# python3-torch and python3-torchvision; opt-in, not part of `make test`).
+check-torch: all
+	sh bench/check_torch.sh
+
+.PHONY: all test sanitize tsan test-threads clean install check-torch minify-mobilenet
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 # `make fuzz`: the parser's libFuzzer target (tests/fuzz/fuzz_parse.c) built with clang under

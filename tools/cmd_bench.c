@@ -1,4 +1,6 @@
-/* latch bench --micro: what capture costs per op, apart from running anything. For chains
+/* latch bench: the model zoo (bench/harness.c) unless --micro is given.
+ *
+ * latch bench --micro: what capture costs per op, apart from running anything. For chains
  * of 10, 100 and 1,000 traced ops it times tracing (the public op call: checks, shape and
  * type inference, the node, its hash, the handle), hashing alone, cutting the graph and
  * hashing its key at sync, and the compile-cache lookup of that key. */
@@ -7,13 +9,15 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench.h"
 #include "capture/cap.h"
 #include "cli.h"
 
 void cmd_bench_usage(void) {
+  bench_zoo_usage();
   fputs(
-      "usage: latch bench --micro [--reps N]\n"
       "\n"
+      "latch bench --micro [--reps N]:\n"
       "Micro-benchmarks of lazy capture on chains of 10, 100 and 1,000 elementwise ops\n"
       "(f32[4,4] with a broadcast f32[4] operand), printing per chain length:\n"
       "  trace    ns per op for the public call (latch_binary), node hash included\n"
@@ -129,6 +133,9 @@ static int bench_micro(int reps) {
 }
 
 int cmd_bench(int argc, char **argv) {
+  bool is_micro = false;
+  for (int i = 0; i < argc; i++) is_micro = is_micro || strcmp(argv[i], "--micro") == 0;
+  if (!is_micro) return bench_zoo_main(argc, argv);
   const char *micro = NULL, *reps_text = NULL, *help = NULL;
   cli_flag flags[] = {{"--micro", false, &micro}, {"--reps", true, &reps_text}, {"--help", false, &help}};
   const char *positional[1];
@@ -141,7 +148,7 @@ int cmd_bench(int argc, char **argv) {
   }
   int reps = reps_text ? atoi(reps_text) : 200;
   if (!micro || reps < 1) {
-    cli_error("bench: only --micro exists so far (and --reps must be at least 1); see 'latch bench --help'");
+    cli_error("bench: --reps must be at least 1; see 'latch bench --help'");
     return CLI_USAGE;
   }
   return bench_micro(reps);

@@ -12,7 +12,7 @@ static void usage(FILE *out) {
         "  run FILE [OPTIONS]        run a module's entry computation and print its outputs\n"
         "  cache ACTION [--dir DIR]  the on-disk compile cache: stats, ls, verify, clear\n"
         "  minify FILE [OPTIONS]     shrink a module that fails a check to a small repro\n"
-        "  bench --micro             time lazy capture: trace, hash, key and lookup per op\n"
+        "  bench [OPTIONS]           time the model zoo eager vs traced (--micro: capture's costs per op)\n"
         "  help [COMMAND]            this text, or a command's options\n"
         "\n"
         "Run 'latch COMMAND --help' for a command's options and examples.\n"

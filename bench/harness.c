@@ -1,0 +1,506 @@
+/* `latch bench` over the zoo: parses the options, runs each model in each mode, checks
+ * that the modes agree, prints the table (stdout), progress (stderr) and the JSON. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+
+#define MAX_MODELS 32
+/* Outputs of two modes agree when the largest difference is within this fraction of the
+ * largest magnitude: the modes run the same kernels, so only op order and fusion differ. */
+#define AGREE_REL 1e-4
+
+/* --clock cpu: the table shows process CPU time per step instead of wall time, for
+ * machines shared with other work (the JSON always holds both). */
+static bool table_uses_cpu;
+
+/* The short default: every architecture at small sizes, under 2 minutes on a 2-core
+ * machine with the reference backend. */
+static const char *const default_models[] = {"mlp", "resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1", "alexnet",
+                                              "vgg16", "bert_small", "vit_tiny", "gpt2", "train_mlp", "train_cnn"};
+
+void bench_zoo_usage(void) {
+  int count;
+  const bench_model *models = bench_models(&count);
+  printf("usage: latch bench [--model M...] [--mode eager,every,once] [--batch N] [--size N]\n"
+         "                   [--repeat N] [--warmup N] [--seed N] [--tiny] [--json FILE] [--sweep LO..HI]\n"
+         "       latch bench --model M --weights DIR [--input FILE.npy] [--output FILE.npy]\n"
+         "       latch bench --micro [--reps N]\n"
+         "\n"
+         "Times each model's step (median ms over --repeat steps after --warmup, default 3 and 1)\n"
+         "op by op (eager) and traced whole with the compile cached by hash (every), checks that\n"
+         "both give the same output, and prints a table with the speedup of every over eager and\n"
+         "their geometric mean. Progress goes to stderr; --json FILE writes every raw figure.\n"
+         "With no options: the short default run, every model below but bert_base and vit_b_16, at\n"
+         "its default batch and size.\n"
+         "  --model M        one or more (repeat the flag or separate with commas); 'all' = every model\n"
+         "  --mode LIST      eager, every, once (trace-once: not available until issue 4), reference\n"
+         "                   (every on the reference backend); default eager,every\n"
+         "  --batch N        batch size (default per model), --size N: image side or sequence length\n"
+         "  --weights DIR    load DIR/<state_dict key>.npy (PyTorch names) instead of seeded weights\n"
+         "  --input FILE     input 0 from a .npy file; --output FILE: output 0 of the last mode run\n"
+         "  --sweep LO..HI   batch sweep (powers of two from LO to HI, or a list 1,3,8): per batch\n"
+         "                   size ms per step and compiles, all sizes in one runtime per mode\n"
+         "  --clock cpu      the table shows process CPU ms per step instead of wall ms (shared\n"
+         "                   machines; the JSON holds both)\n"
+         "  --tiny           the tests' configuration: 256-wide alexnet/vgg16 classifiers, 2-layer\n"
+         "                   bert_base and vit_b_16 (quick smoke runs)\n"
+         "The backend is LATCH_BACKEND's (default cpu when it exists, else reference).\n"
+         "\nmodels (default batch, size):\n");
+  for (int i = 0; i < count; i++)
+    printf("  %-14s %3d %4d  %s\n", models[i].name, models[i].default_batch, models[i].default_size, models[i].about);
+}
+
+typedef struct options {
+  const bench_model *models[MAX_MODELS];
+  int model_count;
+  bool modes[BENCH_MODE_COUNT];
+  bench_config config;
+  int repeat, warmup;
+  const char *json, *output;
+  int sweep[32], sweep_count; /* batch sizes of --sweep */
+} options;
+
+static bool parse_int(const char *flag, const char *text, int low, int *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (errno || *end || !*text || v < low || v > 1 << 20) {
+    fprintf(stderr, "latch: error: bench: %s %s: expected an integer of at least %d\n", flag, text, low);
+    return false;
+  }
+  *out = (int)v;
+  return true;
+}
+
+static bool add_models(options *o, const char *list) {
+  char buffer[1024];
+  snprintf(buffer, sizeof buffer, "%s", list);
+  for (char *save = NULL, *name = strtok_r(buffer, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+    if (strcmp(name, "all") == 0) {
+      int count;
+      const bench_model *all = bench_models(&count);
+      for (int i = 0; i < count && o->model_count < MAX_MODELS; i++) o->models[o->model_count++] = &all[i];
+      continue;
+    }
+    const bench_model *m = bench_find_model(name);
+    if (!m) {
+      fprintf(stderr, "latch: error: bench: unknown model '%s' (see 'latch bench --help')\n", name);
+      return false;
+    }
+    if (o->model_count < MAX_MODELS) o->models[o->model_count++] = m;
+  }
+  return true;
+}
+
+/* "1..64": the powers of two from 1 to 64 (and the ends); "1,3,8": those. */
+static bool parse_sweep(options *o, const char *text) {
+  int lo, hi;
+  char tail;
+  if (sscanf(text, "%d..%d%c", &lo, &hi, &tail) == 2 && lo >= 1 && hi >= lo && hi <= 4096) {
+    o->sweep[o->sweep_count++] = lo;
+    for (int b = 1; b <= hi && o->sweep_count < 31; b *= 2)
+      if (b > lo && b < hi) o->sweep[o->sweep_count++] = b;
+    if (hi > lo) o->sweep[o->sweep_count++] = hi;
+    return true;
+  }
+  if (strstr(text, "..")) return false;
+  char buffer[256];
+  snprintf(buffer, sizeof buffer, "%s", text);
+  for (char *save = NULL, *item = strtok_r(buffer, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+    if (o->sweep_count == 32 || !parse_int("--sweep", item, 1, &o->sweep[o->sweep_count])) return false;
+    o->sweep_count++;
+  }
+  return o->sweep_count > 0;
+}
+
+static bool set_modes(options *o, const char *list) {
+  char buffer[256];
+  snprintf(buffer, sizeof buffer, "%s", list);
+  memset(o->modes, 0, sizeof o->modes);
+  for (char *save = NULL, *name = strtok_r(buffer, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+    int found = -1;
+    for (int m = 0; m < BENCH_MODE_COUNT; m++)
+      if (strcmp(name, bench_mode_name((bench_mode)m)) == 0) found = m;
+    if (found < 0) {
+      fprintf(stderr, "latch: error: bench: unknown mode '%s' (modes: eager, every, once, reference)\n", name);
+      return false;
+    }
+    o->modes[found] = true;
+  }
+  return true;
+}
+
+/* 0 when parsed, else the exit status. */
+static int parse(int argc, char **argv, options *o) {
+  memset(o, 0, sizeof *o);
+  table_uses_cpu = false;
+  o->repeat = 3;
+  o->warmup = 1;
+  o->modes[BENCH_EAGER] = o->modes[BENCH_EVERY] = true;
+  int seed = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *flag = argv[i], *value = NULL;
+    char name[64];
+    const char *eq = strchr(flag, '=');
+    if (eq && (size_t)(eq - flag) < sizeof name) {
+      memcpy(name, flag, (size_t)(eq - flag));
+      name[eq - flag] = 0;
+      flag = name;
+      value = eq + 1;
+    }
+    if (strcmp(flag, "--tiny") == 0) {
+      o->config.tiny = true;
+      continue;
+    }
+    if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) {
+      bench_zoo_usage();
+      return -1;
+    }
+    static const char *const valued[] = {"--clock", "--model", "--mode", "--batch", "--size", "--repeat", "--warmup",
+                                         "--seed", "--json", "--weights", "--input", "--output", "--sweep"};
+    bool known = false;
+    for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known = known || strcmp(flag, valued[k]) == 0;
+    if (!known) {
+      fprintf(stderr, "latch: error: bench: unknown option '%s' (see 'latch bench --help')\n", argv[i]);
+      return 1;
+    }
+    if (!value) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "latch: error: bench: %s needs a value\n", flag);
+        return 1;
+      }
+      value = argv[++i];
+    }
+    bool ok = true;
+    if (!strcmp(flag, "--model")) {
+      ok = add_models(o, value);
+      /* --model a b c: the names that follow, up to the next flag */
+      while (ok && i + 1 < argc && argv[i + 1][0] != '-') ok = add_models(o, argv[++i]);
+    } else if (!strcmp(flag, "--mode")) ok = set_modes(o, value);
+    else if (!strcmp(flag, "--batch")) ok = parse_int(flag, value, 1, &o->config.batch);
+    else if (!strcmp(flag, "--size")) ok = parse_int(flag, value, 1, &o->config.size);
+    else if (!strcmp(flag, "--repeat")) ok = parse_int(flag, value, 1, &o->repeat);
+    else if (!strcmp(flag, "--warmup")) ok = parse_int(flag, value, 0, &o->warmup);
+    else if (!strcmp(flag, "--seed")) ok = parse_int(flag, value, 0, &seed);
+    else if (!strcmp(flag, "--json")) o->json = value;
+    else if (!strcmp(flag, "--clock")) {
+      ok = !strcmp(value, "cpu") || !strcmp(value, "wall");
+      table_uses_cpu = !strcmp(value, "cpu");
+      if (!ok) fprintf(stderr, "latch: error: bench: --clock %s: expected wall or cpu\n", value);
+    }
+    else if (!strcmp(flag, "--weights")) o->config.weights = value;
+    else if (!strcmp(flag, "--input")) o->config.input = value;
+    else if (!strcmp(flag, "--output")) o->output = value;
+    else if (!strcmp(flag, "--sweep")) {
+      ok = parse_sweep(o, value);
+      if (!ok) fprintf(stderr, "latch: error: bench: --sweep %s: expected LO..HI (1 <= LO <= HI <= 4096) or a list of batch sizes\n", value);
+    }
+    if (!ok) return 1;
+  }
+  o->config.seed = (uint64_t)seed;
+  if (o->modes[BENCH_ONCE]) {
+    fprintf(stderr, "latch: error: bench: --mode once: trace-once functions (issue 4) are not available yet; "
+                    "use --mode eager,every\n");
+    return 2;
+  }
+  bool any = false;
+  for (int m = 0; m < BENCH_MODE_COUNT; m++) any = any || o->modes[m];
+  if (!any) {
+    fprintf(stderr, "latch: error: bench: --mode names no mode\n");
+    return 1;
+  }
+  if (o->model_count == 0)
+    for (size_t i = 0; i < sizeof default_models / sizeof default_models[0]; i++)
+      o->models[o->model_count++] = bench_find_model(default_models[i]);
+  if (o->sweep_count && (o->config.input || o->output)) {
+    fprintf(stderr, "latch: error: bench: --sweep changes the batch: it takes no --input or --output\n");
+    return 1;
+  }
+  if ((o->config.weights || o->config.input || o->output) && o->model_count != 1) {
+    fprintf(stderr, "latch: error: bench: --weights, --input and --output need exactly one --model\n");
+    return 1;
+  }
+  return 0;
+}
+
+/* ---- output ---- */
+
+typedef struct model_run {
+  const bench_model *model;
+  bench_result results[BENCH_MODE_COUNT];
+  bool ran[BENCH_MODE_COUNT];
+  double max_abs[BENCH_MODE_COUNT], max_rel[BENCH_MODE_COUNT];
+  bool agree[BENCH_MODE_COUNT], finite;
+  char error[512];
+} model_run;
+
+static double median_of(const bench_result *r) { return bench_median(r->step_ms, r->steps); }
+static double cpu_median_of(const bench_result *r) { return bench_median(r->cpu_ms, r->steps); }
+
+static double table_median(const bench_result *r) { return table_uses_cpu ? cpu_median_of(r) : median_of(r); }
+
+static void json_counters(FILE *f, const char *name, const bench_counters *c) {
+  fprintf(f,
+          "\"%s\": {\"syncs\": %llu, \"ops_traced\": %llu, \"nodes_synced\": %llu, \"cache_hits\": %llu, "
+          "\"cache_misses\": %llu, \"compiles\": %llu, \"compile_failures\": %llu, \"key_ms\": %.6f, "
+          "\"compile_ms\": %.6f, \"execute_ms\": %.6f}",
+          name, (unsigned long long)c->syncs, (unsigned long long)c->ops_traced, (unsigned long long)c->nodes_synced,
+          (unsigned long long)c->cache_hits, (unsigned long long)c->cache_misses, (unsigned long long)c->compiles,
+          (unsigned long long)c->compile_failures, (double)c->key_ns / 1e6, (double)c->compile_ns / 1e6,
+          (double)c->execute_ns / 1e6);
+}
+
+static double geomean(const double *values, int count) {
+  double log_sum = 0;
+  for (int i = 0; i < count; i++) log_sum += log(values[i]);
+  return count ? exp(log_sum / count) : 0;
+}
+
+static void json_number_list(FILE *f, const double *values, int count) {
+  fputc('[', f);
+  for (int i = 0; i < count; i++) fprintf(f, "%s%.6f", i ? ", " : "", values[i]);
+  fputc(']', f);
+}
+
+static bool write_json(const char *path, const options *o, const model_run *runs, int count, const char *backend) {
+  FILE *f = fopen(path, "w");
+  if (!f) return false;
+  fprintf(f, "{\n  \"latch_bench\": 1,\n  \"backend\": \"%s\",\n  \"repeat\": %d,\n  \"warmup\": %d,\n  \"models\": [",
+          backend, o->repeat, o->warmup);
+  double speedups[MAX_MODELS], cpu_speedups[MAX_MODELS];
+  int speedup_count = 0;
+  for (int i = 0; i < count; i++) {
+    const model_run *r = &runs[i];
+    const bench_result *any = NULL;
+    for (int m = 0; m < BENCH_MODE_COUNT && !any; m++)
+      if (r->ran[m]) any = &r->results[m];
+    fprintf(f, "%s\n    {\"name\": \"%s\", \"batch\": %d, \"size\": %d, \"output\": \"%s\", \"output_shape\": [",
+            i ? "," : "", r->model->name, any ? any->batch : 0, any ? any->size : 0,
+            any && any->output_name ? any->output_name : "");
+    for (int d = 0; any && d < any->output_rank; d++) fprintf(f, "%s%lld", d ? ", " : "", (long long)any->output_dims[d]);
+    fprintf(f, "], \"finite\": %s, \"error\": ", r->finite ? "true" : "false");
+    if (r->error[0]) {
+      fputc('"', f);
+      for (const char *c = r->error; *c; c++) {
+        if (*c == '"' || *c == '\\') fputc('\\', f);
+        if ((unsigned char)*c >= 0x20) fputc(*c, f);
+      }
+      fputc('"', f);
+    } else {
+      fputs("null", f);
+    }
+    fputs(",\n     \"modes\": {", f);
+    bool first = true;
+    for (int m = 0; m < BENCH_MODE_COUNT; m++) {
+      if (!r->ran[m]) continue;
+      const bench_result *x = &r->results[m];
+      double lo = x->step_ms[0], hi = x->step_ms[0];
+      for (int s = 1; s < x->steps; s++) lo = fmin(lo, x->step_ms[s]), hi = fmax(hi, x->step_ms[s]);
+      fprintf(f, "%s\n      \"%s\": {\"backend\": \"%s\", \"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, "
+                 "\"spread_ms\": %.6f, \"first_step_ms\": %.6f, \"trace_ms\": %.6f, \"steps\": %d, \"samples_ms\": ",
+              first ? "" : ",", bench_mode_name((bench_mode)m), x->backend, median_of(x), lo, hi, hi - lo, x->first_ms,
+              bench_median(x->trace_ms, x->steps), x->steps);
+      json_number_list(f, x->step_ms, x->steps);
+      fprintf(f, ",\n        \"cpu_median_ms\": %.6f, \"cpu_samples_ms\": ", cpu_median_of(x));
+      json_number_list(f, x->cpu_ms, x->steps);
+      fputs(",\n        ", f);
+      json_counters(f, "timed", &x->timed);
+      fputs(",\n        ", f);
+      json_counters(f, "warmup", &x->warmup);
+      fprintf(f, ",\n        \"max_abs_diff\": %.9g, \"max_rel_diff\": %.9g, \"agrees\": %s}", r->max_abs[m], r->max_rel[m],
+              r->agree[m] ? "true" : "false");
+      first = false;
+    }
+    fputs("},\n     \"speedup\": {", f);
+    if (r->ran[BENCH_EAGER] && r->ran[BENCH_EVERY]) {
+      double s = median_of(&r->results[BENCH_EAGER]) / median_of(&r->results[BENCH_EVERY]);
+      double c = cpu_median_of(&r->results[BENCH_EAGER]) / cpu_median_of(&r->results[BENCH_EVERY]);
+      fprintf(f, "\"every\": %.6f, \"every_cpu\": %.6f", s, c);
+      cpu_speedups[speedup_count] = c;
+      speedups[speedup_count++] = s;
+    }
+    fputs("}}", f);
+  }
+  fputs("\n  ],\n  \"geomean_speedup\": {", f);
+  if (speedup_count)
+    fprintf(f, "\"every\": %.6f, \"every_cpu\": %.6f", geomean(speedups, speedup_count),
+            geomean(cpu_speedups, speedup_count));
+  fputs("}\n}\n", f);
+  return fclose(f) == 0;
+}
+
+static void print_table(const options *o, const model_run *runs, int count, const char *backend) {
+  printf("latch bench: backend %s, median %s ms per step over %d steps (after %d warm-up)\n", backend,
+         table_uses_cpu ? "CPU" : "wall", o->repeat, o->warmup);
+  printf("%-14s %5s %5s %11s %11s %11s %9s %9s  %s\n", "model", "batch", "size", "eager ms", "every ms", "once ms",
+         "every/eag", "compiles", "agree (max rel diff)");
+  double speedups[MAX_MODELS];
+  int speedup_count = 0;
+  for (int i = 0; i < count; i++) {
+    const model_run *r = &runs[i];
+    if (r->error[0]) {
+      printf("%-14s  failed: %s\n", r->model->name, r->error);
+      continue;
+    }
+    const bench_result *any = NULL;
+    for (int m = 0; m < BENCH_MODE_COUNT && !any; m++)
+      if (r->ran[m]) any = &r->results[m];
+    char eager[32] = "-", every[32] = "-", speed[32] = "-", agree[64] = "-";
+    if (r->ran[BENCH_EAGER]) snprintf(eager, sizeof eager, "%.2f", table_median(&r->results[BENCH_EAGER]));
+    if (r->ran[BENCH_EVERY]) snprintf(every, sizeof every, "%.2f", table_median(&r->results[BENCH_EVERY]));
+    if (r->ran[BENCH_EAGER] && r->ran[BENCH_EVERY]) {
+      double s = table_median(&r->results[BENCH_EAGER]) / table_median(&r->results[BENCH_EVERY]);
+      speedups[speedup_count++] = s;
+      snprintf(speed, sizeof speed, "%.2fx", s);
+    }
+    double worst = 0;
+    bool all = true;
+    int compared = 0;
+    for (int m = 0; m < BENCH_MODE_COUNT; m++)
+      if (r->ran[m] && &r->results[m] != any) compared++, worst = fmax(worst, r->max_rel[m]), all = all && r->agree[m];
+    if (compared) snprintf(agree, sizeof agree, "%s (%.1e)%s", all ? "yes" : "NO", worst, r->finite ? "" : " non-finite");
+    else if (!r->finite) snprintf(agree, sizeof agree, "non-finite");
+    unsigned long long compiles = 0;
+    for (int m = 0; m < BENCH_MODE_COUNT; m++)
+      if (r->ran[m] && m == BENCH_EVERY) compiles = r->results[m].warmup.compiles + r->results[m].timed.compiles;
+    printf("%-14s %5d %5d %11s %11s %11s %9s %9llu  %s\n", r->model->name, any->batch, any->size, eager, every, "n/a",
+           speed, compiles, agree);
+  }
+  if (speedup_count) printf("%-14s %5s %5s %11s %11s %11s %8.2fx\n", "geomean", "", "", "", "", "", geomean(speedups, speedup_count));
+}
+
+/* --sweep: each batch size in turn in one runtime per mode, so the compile counts show
+ * what a change of batch costs (trace-every: one compile per new size; trace-once under
+ * the automatic shape policy will show at most two). */
+static int run_sweep(const options *o, const char *backend) {
+  FILE *json = o->json ? fopen(o->json, "w") : NULL;
+  if (o->json && !json) {
+    fprintf(stderr, "latch: error: bench: cannot write %s\n", o->json);
+    return 3;
+  }
+  if (json) fprintf(json, "{\n  \"latch_bench\": 1,\n  \"backend\": \"%s\",\n  \"repeat\": %d,\n  \"sweep\": [", backend, o->repeat);
+  printf("latch bench --sweep: backend %s, median %s ms per step over %d steps\n", backend,
+         table_uses_cpu ? "CPU" : "wall", o->repeat);
+  printf("%-14s %-6s %6s %11s %13s %9s %12s\n", "model", "mode", "batch", "ms/step", "ms/sample", "compiles", "total compiles");
+  int exit_code = 0, rows = 0;
+  for (int i = 0; i < o->model_count; i++) {
+    for (int m = 0; m < BENCH_MODE_COUNT; m++) {
+      if (!o->modes[m]) continue;
+      latch_runtime *rt = bench_open((bench_mode)m, NULL);
+      if (!rt) {
+        fprintf(stderr, "latch: error: bench: %s\n", bench_error());
+        return 3;
+      }
+      uint64_t total = 0;
+      for (int b = 0; b < o->sweep_count; b++) {
+        bench_config cfg = o->config;
+        cfg.batch = o->sweep[b];
+        bench_result r;
+        fprintf(stderr, "bench: sweep %s %s batch %d ...\n", o->models[i]->name, bench_mode_name((bench_mode)m), cfg.batch);
+        latch_status s = bench_run_in(rt, o->models[i], &cfg, (bench_mode)m, o->warmup, o->repeat, NULL, &r);
+        if (s != LATCH_OK) {
+          fprintf(stderr, "latch: error: bench: %s batch %d: %s\n", o->models[i]->name, cfg.batch, bench_error());
+          if ((int)s > exit_code) exit_code = (int)s;
+          bench_result_free(&r);
+          break;
+        }
+        uint64_t compiles = r.warmup.compiles + r.timed.compiles;
+        total += compiles;
+        double ms = table_median(&r);
+        printf("%-14s %-6s %6d %11.3f %13.4f %9llu %12llu\n", o->models[i]->name, bench_mode_name((bench_mode)m), cfg.batch,
+               ms, ms / cfg.batch, (unsigned long long)compiles, (unsigned long long)total);
+        if (json)
+          fprintf(json,
+                  "%s\n    {\"name\": \"%s\", \"mode\": \"%s\", \"batch\": %d, \"size\": %d, \"median_ms\": %.6f, "
+                  "\"per_sample_ms\": %.6f, \"compiles\": %llu, \"total_compiles\": %llu, \"cache_hits\": %llu, "
+                  "\"cache_misses\": %llu}",
+                  rows++ ? "," : "", o->models[i]->name, bench_mode_name((bench_mode)m), cfg.batch, r.size, ms,
+                  ms / cfg.batch, (unsigned long long)compiles, (unsigned long long)total,
+                  (unsigned long long)(r.warmup.cache_hits + r.timed.cache_hits),
+                  (unsigned long long)(r.warmup.cache_misses + r.timed.cache_misses));
+        bench_result_free(&r);
+      }
+      latch_close(rt);
+    }
+  }
+  if (json) {
+    fputs("\n  ]\n}\n", json);
+    if (fclose(json) != 0) exit_code = 3;
+  }
+  return exit_code;
+}
+
+int bench_zoo_main(int argc, char **argv) {
+  options o;
+  int status = parse(argc, argv, &o);
+  if (status) return status < 0 ? 0 : status;
+  if (o.sweep_count) {
+    latch_options lo;
+    latch_options_init(&lo);
+    return run_sweep(&o, lo.backend ? lo.backend : "reference");
+  }
+  model_run *runs = calloc((size_t)o.model_count, sizeof *runs);
+  if (!runs) return 3;
+  latch_options lo;
+  latch_options_init(&lo);
+  char backend[64];
+  snprintf(backend, sizeof backend, "%s", lo.backend ? lo.backend : "reference");
+  int exit_code = 0;
+  for (int i = 0; i < o.model_count; i++) {
+    model_run *r = &runs[i];
+    r->model = o.models[i];
+    r->finite = true;
+    int base = -1;
+    for (int m = 0; m < BENCH_MODE_COUNT; m++) {
+      if (!o.modes[m]) continue;
+      fprintf(stderr, "bench: %s %s ...\n", r->model->name, bench_mode_name((bench_mode)m));
+      /* --output takes the last mode's output; every mode's agree, so any would do. */
+      int last = m;
+      for (int k = m + 1; k < BENCH_MODE_COUNT; k++)
+        if (o.modes[k]) last = k;
+      latch_status s = bench_run(r->model, &o.config, (bench_mode)m, NULL, o.warmup, o.repeat,
+                                 last == m ? o.output : NULL, &r->results[m]);
+      if (s != LATCH_OK) {
+        snprintf(r->error, sizeof r->error, "%s mode: %s", bench_mode_name((bench_mode)m), bench_error());
+        fprintf(stderr, "latch: error: bench: %s: %s\n", r->model->name, r->error);
+        if ((int)s > exit_code) exit_code = (int)s;
+        break;
+      }
+      r->ran[m] = true;
+      r->finite = r->finite && bench_finite(&r->results[m]);
+      if (base < 0) {
+        base = m;
+        r->agree[m] = true;
+      } else {
+        bench_compare(&r->results[m], &r->results[base], &r->max_abs[m], &r->max_rel[m]);
+        r->agree[m] = r->max_rel[m] <= AGREE_REL;
+      }
+      fprintf(stderr, "bench: %s %s: median %.3f ms, first step %.3f ms\n", r->model->name,
+              bench_mode_name((bench_mode)m), median_of(&r->results[m]), r->results[m].first_ms);
+      if (!r->agree[m]) {
+        fprintf(stderr, "latch: error: bench: %s: %s and %s disagree: max abs diff %g, max rel diff %g\n",
+                r->model->name, bench_mode_name((bench_mode)m), bench_mode_name((bench_mode)base), r->max_abs[m],
+                r->max_rel[m]);
+        exit_code = 3;
+      }
+    }
+    /* A model whose outputs are not finite makes its timings meaningless: report it. */
+    if (!r->error[0] && !r->finite) {
+      fprintf(stderr, "latch: error: bench: %s: non-finite outputs\n", r->model->name);
+      exit_code = 3;
+    }
+  }
+  print_table(&o, runs, o.model_count, backend);
+  if (o.json && !write_json(o.json, &o, runs, o.model_count, backend)) {
+    fprintf(stderr, "latch: error: bench: cannot write %s\n", o.json);
+    exit_code = 3;
+  }
+  for (int i = 0; i < o.model_count; i++)
+    for (int m = 0; m < BENCH_MODE_COUNT; m++) bench_result_free(&runs[i].results[m]);
+  free(runs);
+  return exit_code;
+}

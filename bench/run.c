@@ -1,0 +1,207 @@
+/* Running one model in one mode: its own runtime (eager is a runtime option), a fresh
+ * model, warm-up and timed steps, the statistics of each span, output 0 of the last step. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench/bench.h"
+
+const char *bench_mode_name(bench_mode mode) {
+  static const char *const names[] = {"eager", "every", "once", "reference"};
+  return (unsigned)mode < BENCH_MODE_COUNT ? names[mode] : "?";
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static double cpu_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static bench_counters counters_since(latch_runtime *rt, const latch_stats *before) {
+  latch_stats s;
+  latch_get_stats(rt, &s);
+  return (bench_counters){s.syncs - before->syncs, s.ops_traced - before->ops_traced,
+                          s.nodes_synced - before->nodes_synced, s.cache_hits - before->cache_hits,
+                          s.cache_misses - before->cache_misses, s.compiles - before->compiles,
+                          s.compile_failures - before->compile_failures, s.key_ns - before->key_ns,
+                          s.compile_ns - before->compile_ns, s.execute_ns - before->execute_ns};
+}
+
+/* One step: the model's step function, then a sync of everything it left pending (the
+ * outputs and any state it updated), as a frontend's mark_step. */
+static latch_status one_step(latch_runtime *rt, bench_instance *in, latch_tensor **outputs, double *trace_ms,
+                             double *total_ms, double *cpu_ms) {
+  double cpu_start = cpu_now_ms(), start = now_ms();
+  latch_status status = in->step(in->model, in->inputs, in->input_count, outputs, in->output_count);
+  double traced = now_ms();
+  if (status == LATCH_OK && latch_sync(rt) != LATCH_OK) {
+    bench_set_error("sync: %s", latch_last_error());
+    status = LATCH_ERR_INTERNAL;
+  }
+  double end = now_ms();
+  if (cpu_ms) *cpu_ms = cpu_now_ms() - cpu_start;
+  if (trace_ms) *trace_ms = traced - start;
+  if (total_ms) *total_ms = end - start;
+  return status;
+}
+
+/* The carried state: the step's last outputs replace its last inputs. */
+static void carry_state(bench_instance *in, latch_tensor **outputs) {
+  for (int i = 0; i < in->carry; i++) {
+    latch_tensor **slot = &in->inputs[in->input_count - in->carry + i];
+    latch_release(*slot);
+    *slot = latch_retain(outputs[in->output_count - in->carry + i]);
+  }
+}
+
+static void release_outputs(latch_tensor **outputs, int count) {
+  for (int i = 0; i < count; i++) {
+    latch_release(outputs[i]);
+    outputs[i] = NULL;
+  }
+}
+
+static latch_status keep_output(latch_tensor *t, bench_result *result, const char *output_npy) {
+  result->output_rank = latch_rank(t);
+  for (int i = 0; i < result->output_rank; i++) result->output_dims[i] = latch_dim(t, i);
+  result->output_count = latch_numel(t);
+  result->output = malloc(sizeof(double) * (size_t)(result->output_count ? result->output_count : 1));
+  if (!result->output) return bench_set_error("out of memory"), LATCH_ERR_INTERNAL;
+  if (latch_read_f64(t, result->output, result->output_count) != LATCH_OK)
+    return bench_set_error("reading the output: %s", latch_last_error()), LATCH_ERR_INTERNAL;
+  if (output_npy && latch_save_npy(t, output_npy) != LATCH_OK)
+    return bench_set_error("%s: %s", output_npy, latch_last_error()), LATCH_ERR_INPUT;
+  return LATCH_OK;
+}
+
+latch_runtime *bench_open(bench_mode mode, const char *backend) {
+  if (mode == BENCH_ONCE) {
+    bench_set_error("--mode once: trace-once functions (issue 4) are not available yet; use eager,every");
+    return NULL;
+  }
+  latch_options options;
+  if (latch_options_init(&options) != LATCH_OK) return bench_set_error("%s", latch_last_error()), NULL;
+  options.eager = mode == BENCH_EAGER;
+  if (mode == BENCH_REFERENCE) options.backend = "reference";
+  else if (backend) options.backend = backend;
+  latch_runtime *rt = latch_open(&options);
+  if (!rt) bench_set_error("%s", latch_last_error());
+  return rt;
+}
+
+latch_status bench_run(const bench_model *model, const bench_config *config, bench_mode mode, const char *backend,
+                       int warmup, int repeat, const char *output_npy, bench_result *result) {
+  memset(result, 0, sizeof *result);
+  result->mode = mode;
+  latch_runtime *rt = bench_open(mode, backend);
+  if (!rt) return mode == BENCH_ONCE ? LATCH_ERR_UNSUPPORTED : LATCH_ERR_INPUT;
+  latch_status status = bench_run_in(rt, model, config, mode, warmup, repeat, output_npy, result);
+  if (backend && mode != BENCH_REFERENCE) snprintf(result->backend, sizeof result->backend, "%s", backend);
+  latch_close(rt);
+  return status;
+}
+
+latch_status bench_run_in(latch_runtime *rt, const bench_model *model, const bench_config *config, bench_mode mode,
+                          int warmup, int repeat, const char *output_npy, bench_result *result) {
+  memset(result, 0, sizeof *result);
+  result->mode = mode;
+  if (warmup < 0 || repeat < 1) return bench_set_error("repeat must be at least 1, warm-up at least 0"), LATCH_ERR_INPUT;
+  latch_options options;
+  latch_options_init(&options);
+  snprintf(result->backend, sizeof result->backend, "%s", mode == BENCH_REFERENCE ? "reference" : options.backend);
+  bench_config cfg = *config;
+  if (!cfg.batch) cfg.batch = model->default_batch;
+  if (!cfg.size) cfg.size = model->default_size;
+  bench_instance in;
+  latch_status status = model->create(rt, &cfg, &in);
+  result->batch = in.batch;
+  result->size = in.size;
+  result->output_name = in.output_name;
+  result->step_ms = calloc((size_t)repeat, sizeof(double));
+  result->trace_ms = calloc((size_t)repeat, sizeof(double));
+  result->cpu_ms = calloc((size_t)repeat, sizeof(double));
+  if (status == LATCH_OK && (!result->step_ms || !result->trace_ms || !result->cpu_ms))
+    status = (bench_set_error("out of memory"), LATCH_ERR_INTERNAL);
+  /* Whatever creating the model left pending (constants) runs now, outside every span. */
+  if (status == LATCH_OK && latch_sync(rt) != LATCH_OK)
+    status = (bench_set_error("sync: %s", latch_last_error()), LATCH_ERR_INTERNAL);
+  latch_tensor *outputs[BENCH_MAX_OUTPUTS] = {0};
+  latch_stats before;
+  latch_get_stats(rt, &before);
+  for (int i = 0; status == LATCH_OK && i < warmup; i++) {
+    double ms;
+    status = one_step(rt, &in, outputs, NULL, &ms, NULL);
+    if (i == 0) result->first_ms = ms;
+    if (status == LATCH_OK) carry_state(&in, outputs);
+    if (status == LATCH_OK && i + 1 < warmup) release_outputs(outputs, in.output_count);
+  }
+  result->warmup = counters_since(rt, &before);
+  latch_get_stats(rt, &before);
+  for (int i = 0; status == LATCH_OK && i < repeat; i++) {
+    release_outputs(outputs, in.output_count);
+    status = one_step(rt, &in, outputs, &result->trace_ms[i], &result->step_ms[i], &result->cpu_ms[i]);
+    if (status == LATCH_OK) carry_state(&in, outputs);
+    if (status == LATCH_OK) result->steps = i + 1;
+    if (warmup == 0 && i == 0) result->first_ms = result->step_ms[0];
+  }
+  result->timed = counters_since(rt, &before);
+  if (status == LATCH_OK) status = keep_output(outputs[0], result, output_npy);
+  release_outputs(outputs, BENCH_MAX_OUTPUTS);
+  bench_instance_free(&in);
+  return status;
+}
+
+void bench_result_free(bench_result *result) {
+  free(result->step_ms);
+  free(result->trace_ms);
+  free(result->cpu_ms);
+  free(result->output);
+  memset(result, 0, sizeof *result);
+}
+
+static int compare_doubles(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+double bench_median(const double *values, int count) {
+  if (count < 1) return 0;
+  double *sorted = malloc(sizeof(double) * (size_t)count);
+  if (!sorted) return values[0];
+  memcpy(sorted, values, sizeof(double) * (size_t)count);
+  qsort(sorted, (size_t)count, sizeof(double), compare_doubles);
+  double m = count % 2 ? sorted[count / 2] : (sorted[count / 2 - 1] + sorted[count / 2]) / 2;
+  free(sorted);
+  return m;
+}
+
+bool bench_compare(const bench_result *a, const bench_result *b, double *max_abs, double *max_rel) {
+  *max_abs = 0;
+  *max_rel = 0;
+  if (!a->output || !b->output || a->output_rank != b->output_rank || a->output_count != b->output_count) return false;
+  for (int i = 0; i < a->output_rank; i++)
+    if (a->output_dims[i] != b->output_dims[i]) return false;
+  double scale = 0;
+  for (int64_t i = 0; i < a->output_count; i++) {
+    double d = fabs(a->output[i] - b->output[i]);
+    if (!(d <= *max_abs)) *max_abs = d; /* NaN wins */
+    if (fabs(b->output[i]) > scale) scale = fabs(b->output[i]);
+  }
+  *max_rel = scale > 0 ? *max_abs / scale : *max_abs;
+  return true;
+}
+
+bool bench_finite(const bench_result *result) {
+  if (!result->output) return false;
+  for (int64_t i = 0; i < result->output_count; i++)
+    if (!isfinite(result->output[i])) return false;
+  return true;
+}
