@@ -52,6 +52,7 @@ typedef enum cap_op {
   CAP_CONCAT = 24,  /* attrs: dim */
   CAP_PAD = 25,     /* attrs: low[rank], high[rank]; scalar: value */
   CAP_BROADCAST = 26,
+  CAP_RNG_UNIFORM = 27, /* operand: the seed (u32[2]); attrs: stream; scalar: low, high */
 } cap_op;
 
 typedef enum cap_state { CAP_PENDING = 0, CAP_READY, CAP_ERROR } cap_state;
@@ -80,13 +81,25 @@ typedef struct cap_node {
    * index in that walk's post-order. */
   uint64_t walk;
   int32_t walk_index;
+  /* Set while PENDING by the trace that made it (trace.c): which trace, and where its
+   * symbolic dims are kept (-1: all static). */
+  uint32_t trace_id;
+  int32_t trace_sym;
   int64_t attrs[]; /* attr_count */
 } cap_node;
 
 /* Per-thread tracing state: the handles whose nodes may still be pending or in error. */
+struct cap_trace;
 typedef struct cap_ctx {
   latch_tensor *head, *tail;
   uint64_t ops_traced; /* since the last sync flushed it into a runtime's stats */
+  struct cap_trace *trace; /* the traced function call running on this thread, or NULL */
+  bool eager;              /* a latch_call in eager mode: run every op at once */
+  bool call_seeded;        /* inside latch_call: random ops draw from call_seed */
+  uint64_t call_seed;
+  int rng_stream;          /* random ops so far in this call */
+  int reshape_infer;       /* latch_reshape tells the trace which dim was -1 (+1; 0: none) */
+  const struct cap_node *trace_like; /* latch_rand_uniform_like tells the trace its shape source */
 } cap_ctx;
 
 struct latch_tensor {
@@ -110,6 +123,7 @@ struct latch_runtime {
   const rt_backend *backend;
   cache_table *cache;
   atomic_uint_fast64_t syncs, ops_traced, nodes_synced, key_ns, execute_ns;
+  atomic_uint_fast64_t rng_counter; /* seeds of random ops made outside latch_call */
 };
 
 /* ---- nodes (node.c) ---- */
@@ -188,6 +202,7 @@ hlo_module *cap_graph_lower(const cap_graph *graph, hlo_diag *diag);
 /* ---- lowering (lower*.c): one node to HLO, operands already lowered ---- */
 hlo_instr *cap_lower_node(hlo_comp *comp, const cap_node *node, hlo_instr *const *operands, hlo_diag *diag);
 hlo_instr *cap_lower_nn(hlo_comp *comp, const cap_node *node, hlo_instr *const *operands, hlo_diag *diag);
+hlo_instr *cap_lower_rng(hlo_comp *comp, const cap_node *node, hlo_instr *seed, hlo_diag *diag); /* random.c */
 /* Helpers for the lowerings. */
 hlo_instr *cap_lower_convert(hlo_comp *comp, hlo_instr *x, hlo_dtype dtype, hlo_diag *diag);
 hlo_instr *cap_lower_broadcast(hlo_comp *comp, hlo_instr *x, int rank, const int64_t *dims, hlo_diag *diag);
@@ -198,6 +213,14 @@ hlo_instr *cap_lower_reduce(hlo_comp *comp, hlo_instr *x, hlo_opcode op, double 
                             const int64_t *dims, hlo_diag *diag);
 
 /* ---- sync (sync.c) ---- */
+/* The executable for a collected graph, from the cache or compiled now: a reference the
+ * caller drops with cache_table_release. NULL with the error set. *compiled tells whether
+ * this call compiled it; *status the failure's code. */
+cache_entry *cap_graph_executable(latch_runtime *rt, const cap_graph *g, bool *compiled, latch_status *status);
+/* A private shell around a shared value for one run (see sync.c), and an output taken from
+ * a run: copied when it is one of the run's shells. */
+rt_value *cap_value_view(const rt_value *value);
+rt_value *cap_take_output(rt_value *out, rt_value *const *views, int view_count);
 /* Runs the graph of these roots on rt and attaches the values. */
 latch_status cap_sync_nodes(latch_runtime *rt, int count, cap_node *const *roots, latch_tensor *const *handles);
 /* The key and HLO text a sync of these tensors would use (tests, tools, debugging). */

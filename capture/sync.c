@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cap.h"
+#include "trace.h"
 #include "hlo/print.h"
 
 typedef struct compile_job {
@@ -31,7 +32,7 @@ static void *compile_graph(void *ctx, hlo_diag *diag) {
 /* A READY value may be read by several threads' graphs at once, and rt_value's count is
  * not atomic: each run gets its own shell around the same data, so the backend's retains
  * and releases touch only this thread's memory. */
-static rt_value *view_of(const rt_value *value) {
+rt_value *cap_value_view(const rt_value *value) {
   rt_value *view = malloc(sizeof *view);
   if (!view) return NULL;
   *view = *value;
@@ -41,7 +42,7 @@ static rt_value *view_of(const rt_value *value) {
 
 /* An output the backend returned as one of our views (a parameter passed through) gets
  * its own copy, since the view does not own its data. */
-static rt_value *take_output(rt_value *out, rt_value *const *views, int view_count) {
+rt_value *cap_take_output(rt_value *out, rt_value *const *views, int view_count) {
   for (int i = 0; i < view_count; i++)
     if (views[i] == out) return rt_value_copy(out);
   return rt_value_retain(out);
@@ -62,20 +63,29 @@ static void write_back(latch_tensor *handle) {
   cap_node_release(target);
 }
 
-static latch_status run_graph(latch_runtime *rt, cap_graph *g) {
+cache_entry *cap_graph_executable(latch_runtime *rt, const cap_graph *g, bool *compiled, latch_status *status) {
   hlo_diag diag = {0};
   bool hit = false;
   compile_job job = {g};
   cache_entry *entry = cache_table_get_or_compile(rt->cache, g->key, compile_graph, &job, &diag, &hit);
   if (!entry) {
     cap_set_error("sync: %s", diag.message);
-    return diag.status ? (latch_status)diag.status : LATCH_ERR_INTERNAL;
+    *status = diag.status ? (latch_status)diag.status : LATCH_ERR_INTERNAL;
   }
+  if (compiled) *compiled = entry && !hit;
+  return entry;
+}
+
+static latch_status run_graph(latch_runtime *rt, cap_graph *g) {
+  latch_status failure = LATCH_OK;
+  cache_entry *entry = cap_graph_executable(rt, g, NULL, &failure);
+  if (!entry) return failure;
+  hlo_diag diag = {0};
   cap_exe *exe = cache_entry_value(entry);
   rt_value **views = calloc((size_t)g->param_count + 1, sizeof *views);
   latch_status status = views ? LATCH_OK : LATCH_ERR_INTERNAL;
   for (int i = 0; status == LATCH_OK && i < g->param_count; i++)
-    if (!(views[i] = view_of(g->params[i]->value))) status = LATCH_ERR_INTERNAL;
+    if (!(views[i] = cap_value_view(g->params[i]->value))) status = LATCH_ERR_INTERNAL;
   rt_value *result = NULL;
   if (status == LATCH_OK) {
     uint64_t start = cap_now_ns();
@@ -91,7 +101,7 @@ static latch_status run_graph(latch_runtime *rt, cap_graph *g) {
     status = LATCH_ERR_INTERNAL;
   }
   for (int i = 0; status == LATCH_OK && i < g->root_count; i++) {
-    rt_value *out = take_output(result->tuple[i], views, g->param_count);
+    rt_value *out = cap_take_output(result->tuple[i], views, g->param_count);
     if (!out) {
       cap_set_error("sync: out of memory");
       status = LATCH_ERR_INTERNAL;
@@ -180,6 +190,8 @@ latch_status latch_sync(latch_runtime *rt) {
     cap_set_error("sync: NULL runtime");
     return LATCH_ERR_INPUT;
   }
+  cap_trace *trace = cap_ctx_current()->trace;
+  if (trace) cap_trace_value_read(trace, "latch_sync was called");
   latch_tensor **handles = NULL;
   const char *error = NULL;
   int count = gather(rt, &handles, &error);

@@ -45,9 +45,10 @@ static bool validate(const guard_set *set, hlo_diag *diag) {
     bool about_dim = f->kind == GUARD_FACT_DIM || f->kind == GUARD_FACT_BIND || f->kind == GUARD_FACT_DIM_SYM;
     if (f->kind == GUARD_FACT_RANK) ranks[f->input] = f->value;
     if (about_dim) ok = f->input >= 0 && f->input < inputs && f->dim >= 0 && f->dim < ranks[f->input];
-    if (f->kind == GUARD_FACT_BIND || f->kind == GUARD_FACT_DIM_SYM || f->kind == GUARD_FACT_DEFINE)
+    bool defines = f->kind == GUARD_FACT_DEFINE || f->kind == GUARD_FACT_DEFINE_FLOOR;
+    if (f->kind == GUARD_FACT_BIND || f->kind == GUARD_FACT_DIM_SYM || defines)
       ok = ok && f->sym >= 0 && f->sym < symbols;
-    if (f->kind == GUARD_FACT_DEFINE || f->kind == GUARD_FACT_DIVISIBLE || f->kind == GUARD_FACT_NOT_DIVISIBLE)
+    if (defines || f->kind == GUARD_FACT_DIVISIBLE || f->kind == GUARD_FACT_NOT_DIVISIBLE)
       ok = ok && f->value > 0;
     ok = ok && expr_symbols_below(&f->a, symbols) && expr_symbols_below(&f->b, symbols);
     if (!ok) {
@@ -209,6 +210,10 @@ bool guard_program_check(const guard_program *program, const guard_tensor *input
     case GUARD_FACT_DEFINE:
       if (!guard_expr_eval(&k->a, bindings, &a)) return failed(k, c, "overflow", 0, 0, why);
       bindings[k->sym] = a / k->value;
+      break;
+    case GUARD_FACT_DEFINE_FLOOR:
+      if (!guard_expr_eval(&k->a, bindings, &a)) return failed(k, c, "overflow", 0, 0, why);
+      bindings[k->sym] = a >= 0 ? a / k->value : -((-a + k->value - 1) / k->value);
       break;
     case GUARD_FACT_REL:
       if (!guard_expr_eval(&k->a, bindings, &a) || !guard_expr_eval(&k->b, bindings, &b))
