@@ -63,7 +63,15 @@ test-threads: $(THREAD_TEST_BIN)
 clean:
 	rm -rf build build-san build-tsan build-fuzz
 
-.PHONY: all test sanitize tsan test-threads clean
+# `make bench-function`: the traced-function micro-benchmark (bench/function_micro.c).
+$(BUILD)/bench/function_micro: bench/function_micro.c $(BUILD)/liblatch.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)
+
+bench-function: $(BUILD)/bench/function_micro
+	$(BUILD)/bench/function_micro
+
+.PHONY: all test sanitize tsan test-threads clean bench-function
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 # `make fuzz`: the parser's libFuzzer target (tests/fuzz/fuzz_parse.c) built with clang under

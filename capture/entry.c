@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "function.h"
+#include "hlo/verify.h"
 
 /* ---- building ---- */
 
@@ -234,7 +235,8 @@ void cap_entry_free(latch_runtime *rt, cap_entry *e) {
   }
   for (int s = 0; s < e->spec_count; s++) {
     free(e->specs[s].bindings);
-    cache_table_release(rt->cache, e->specs[s].cached);
+    if (e->specs[s].cached) cache_table_release(rt->cache, e->specs[s].cached);
+    hlo_module_free(e->specs[s].module);
   }
   pthread_mutex_destroy(&e->spec_lock);
   free(e->specs);
@@ -325,14 +327,17 @@ static bool same_bindings(const int64_t *a, const int64_t *b, int n) {
   return n == 0 || memcmp(a, b, sizeof(int64_t) * (size_t)n) == 0;
 }
 
-/* The executable for a binding the trace did not see: the template instantiated with this
- * call's sizes, keyed and compiled like any graph (backends compile static shapes). */
-static cache_entry *specialize(latch_runtime *rt, cap_entry *e, const int64_t *bindings, cap_node *const *params,
-                               bool *compiled, latch_status *status) {
+/* What runs a binding the trace did not see. The template is instantiated with this call's
+ * sizes (nodes, then HLO through the usual lowering); a backend that can run a module
+ * without compiling it (execute_module) runs that module, and the rest compile it like any
+ * graph, keyed in the shared cache. Either way the result is kept per binding. */
+static cap_spec specialize(latch_runtime *rt, cap_entry *e, const int64_t *bindings, cap_node *const *params,
+                           cap_run_kind *kind, latch_status *status) {
+  cap_spec none = {NULL, NULL, NULL};
   pthread_mutex_lock(&e->spec_lock);
   for (int s = 0; s < e->spec_count; s++)
     if (same_bindings(e->specs[s].bindings, bindings, e->symbol_count)) {
-      cache_entry *found = e->specs[s].cached;
+      cap_spec found = e->specs[s];
       pthread_mutex_unlock(&e->spec_lock);
       return found;
     }
@@ -367,15 +372,29 @@ static cache_entry *specialize(latch_runtime *rt, cap_entry *e, const int64_t *b
     memcpy(n->scalar, t->scalar, sizeof n->scalar);
     cap_node_finish(n);
   }
-  cache_entry *cached = NULL;
+  cap_spec spec = none;
   if (ok) {
     for (int r = 0; r < e->root_count; r++) roots[r] = made[e->roots[r]];
     cap_graph g;
     if (cap_graph_collect(&g, rt->backend, e->root_count, roots, NULL) == LATCH_OK) {
       bool same = g.param_count == e->param_count && g.root_count == e->root_count;
       for (int p = 0; same && p < g.param_count; p++) same = g.params[p] == proxies[p];
-      if (same) cached = cap_graph_executable(rt, &g, compiled, status);
-      else cap_set_error("call: a symbolic trace did not instantiate to the same graph (a latch bug)");
+      if (!same) {
+        cap_set_error("call: a symbolic trace did not instantiate to the same graph (a latch bug)");
+      } else if (rt->backend->execute_module) {
+        hlo_diag diag = {0};
+        spec.module = cap_graph_lower(&g, &diag);
+        if (spec.module && hlo_verify_module(spec.module, &diag) != HLO_OK) {
+          hlo_module_free(spec.module);
+          spec.module = NULL;
+        }
+        if (!spec.module) cap_set_error("call: instantiating a symbolic trace: %s", diag.message);
+        *kind = CAP_RUN_INSTANTIATED;
+      } else {
+        bool compiled = false;
+        spec.cached = cap_graph_executable(rt, &g, &compiled, status);
+        *kind = CAP_RUN_SPECIALIZED;
+      }
       cap_graph_free(&g);
     }
   } else {
@@ -386,9 +405,9 @@ static cache_entry *specialize(latch_runtime *rt, cap_entry *e, const int64_t *b
   free(proxies);
   free(made);
   free(roots);
-  if (!cached) {
+  if (!spec.cached && !spec.module) {
     if (*status == LATCH_OK) *status = LATCH_ERR_INTERNAL;
-    return NULL;
+    return none;
   }
   pthread_mutex_lock(&e->spec_lock);
   if (e->spec_count == e->spec_capacity) {
@@ -399,23 +418,25 @@ static cache_entry *specialize(latch_runtime *rt, cap_entry *e, const int64_t *b
   int64_t *copy = malloc(sizeof(int64_t) * ((size_t)e->symbol_count + 1));
   if (copy && e->spec_count < e->spec_capacity) {
     memcpy(copy, bindings, sizeof(int64_t) * (size_t)e->symbol_count);
-    e->specs[e->spec_count++] = (cap_spec){copy, cached};
+    spec.bindings = copy;
+    e->specs[e->spec_count++] = spec;
     pthread_mutex_unlock(&e->spec_lock);
-    return cached;
+    return spec;
   }
   pthread_mutex_unlock(&e->spec_lock);
   free(copy);
-  cache_table_release(rt->cache, cached);
+  if (spec.cached) cache_table_release(rt->cache, spec.cached);
+  hlo_module_free(spec.module);
   cap_set_error("call: out of memory");
   *status = LATCH_ERR_INTERNAL;
-  return NULL;
+  return none;
 }
 
 latch_status cap_entry_run(latch_runtime *rt, cap_entry *e, latch_tensor *const *inputs, uint64_t seed,
                            const int64_t *bindings, cap_node *const *first_params, latch_tensor **outputs,
-                           bool *specialized) {
+                           cap_run_kind *kind) {
   enum { FEW = 16 };
-  *specialized = false;
+  *kind = CAP_RUN_PLAIN;
   cap_node *seed_node = NULL, *node_buffer[FEW], **params = node_buffer;
   rt_value shell_buffer[FEW], *shells = shell_buffer, *view_buffer[FEW], **views = view_buffer;
   cap_node *root_buffer[FEW], **root_nodes = root_buffer;
@@ -453,16 +474,19 @@ latch_status cap_entry_run(latch_runtime *rt, cap_entry *e, latch_tensor *const 
     views[p] = &shells[p];
   }
   if (status == LATCH_OK && e->root_count) {
-    cache_entry *cached = e->cached;
-    if (e->nodes && !same_bindings(bindings, e->hint_bindings, e->symbol_count)) {
-      cached = specialize(rt, e, bindings, params, specialized, &status);
-    }
-    if (cached) {
-      cap_exe *exe = cache_entry_value(cached);
+    cap_spec run = {NULL, e->cached, NULL};
+    if (e->nodes && !same_bindings(bindings, e->hint_bindings, e->symbol_count))
+      run = specialize(rt, e, bindings, params, kind, &status);
+    if (run.cached || run.module) {
       rt_value *result = NULL;
       hlo_diag diag = {0};
       uint64_t start = cap_now_ns();
-      status = (latch_status)exe->backend->execute(exe->exe, views, n, &result, &diag);
+      if (run.module) {
+        status = (latch_status)rt->backend->execute_module(run.module, views, n, &result, &diag);
+      } else {
+        cap_exe *exe = cache_entry_value(run.cached);
+        status = (latch_status)exe->backend->execute(exe->exe, views, n, &result, &diag);
+      }
       atomic_fetch_add(&rt->execute_ns, cap_now_ns() - start);
       atomic_fetch_add(&rt->syncs, 1);
       if (status != LATCH_OK) cap_set_error("call: %s", diag.message);

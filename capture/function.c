@@ -29,7 +29,7 @@ struct latch_function {
   int auto_inputs;
   atomic_bool trace_every, warned;
   atomic_uint_fast64_t call_counter;
-  atomic_uint_fast64_t calls, hits, traces, recompiles, fallback_calls, specializations, guard_checks, guard_ns,
+  atomic_uint_fast64_t calls, hits, traces, recompiles, fallback_calls, specializations, instantiations, guard_checks, guard_ns,
       trace_ns;
 };
 
@@ -136,6 +136,7 @@ void latch_function_get_stats(latch_function *f, latch_function_stats *s) {
   s->recompiles = atomic_load(&f->recompiles);
   s->fallback_calls = atomic_load(&f->fallback_calls);
   s->specializations = atomic_load(&f->specializations);
+  s->instantiations = atomic_load(&f->instantiations);
   s->guard_checks = atomic_load(&f->guard_checks);
   s->guard_ns = atomic_load(&f->guard_ns);
   s->trace_ns = atomic_load(&f->trace_ns);
@@ -350,8 +351,8 @@ static latch_status trace_call(latch_function *f, latch_tensor *const *inputs, i
        * its new value can be written into that buffer. The parameters stay alive through
        * their handles and the entry. */
       release_outputs(traced, output_count);
-      bool specialized;
-      status = cap_entry_run(rt, e, inputs, seed, e->hint_bindings, first_params, outputs, &specialized);
+      cap_run_kind kind;
+      status = cap_entry_run(rt, e, inputs, seed, e->hint_bindings, first_params, outputs, &kind);
     }
     if (traced != traced_outputs_buffer) free(traced);
     if (status == LATCH_OK) {
@@ -454,9 +455,10 @@ latch_status latch_call(latch_function *f, latch_tensor *const *inputs, int inpu
     if (hit) {
       if (hit_index != first) atomic_store_explicit(&f->mru, hit_index, memory_order_relaxed);
       atomic_fetch_add(&f->hits, 1);
-      bool specialized = false;
-      latch_status status = cap_entry_run(rt, hit, inputs, seed, bindings_buffer, NULL, outputs, &specialized);
-      if (specialized) atomic_fetch_add(&f->specializations, 1);
+      cap_run_kind kind = CAP_RUN_PLAIN;
+      latch_status status = cap_entry_run(rt, hit, inputs, seed, bindings_buffer, NULL, outputs, &kind);
+      if (kind == CAP_RUN_SPECIALIZED) atomic_fetch_add(&f->specializations, 1);
+      if (kind == CAP_RUN_INSTANTIATED) atomic_fetch_add(&f->instantiations, 1);
       if (status != LATCH_OK) release_outputs(outputs, output_count);
       return status;
     }

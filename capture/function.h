@@ -41,9 +41,12 @@ typedef struct cap_tmpl_node {
   guard_expr *dims; /* rank expressions over the entry's symbols */
 } cap_tmpl_node;
 
+/* What runs one binding of a symbolic entry other than the trace's own: a compiled
+ * specialization, or (backends with execute_module) the binding's module itself. */
 typedef struct cap_spec {
   int64_t *bindings;
   cache_entry *cached;
+  hlo_module *module;
 } cap_spec;
 
 typedef struct cap_entry {
@@ -78,11 +81,18 @@ void cap_entry_free(latch_runtime *rt, cap_entry *entry);
 /* Whether the call's inputs pass the entry (guards, captured shapes, input sharing). */
 bool cap_entry_check(const cap_entry *entry, const guard_tensor *inputs, latch_tensor *const *handles, int input_count,
                      const guard_static *statics, int static_count, int64_t *bindings, guard_failure *why);
+/* What a call of an entry did beyond running it. */
+typedef enum cap_run_kind {
+  CAP_RUN_PLAIN,        /* the trace's executable, or one made for this binding before */
+  CAP_RUN_SPECIALIZED,  /* a new binding: a backend compile of the instantiated template */
+  CAP_RUN_INSTANTIATED, /* a new binding: the template's module built, run without compiling */
+} cap_run_kind;
+
 /* Runs the entry on a call. params: the parameter nodes to use (the trace's first run), or
- * NULL to take them from the sources. *specialized: a new binding needed a new executable. */
+ * NULL to take them from the sources. */
 latch_status cap_entry_run(latch_runtime *rt, cap_entry *entry, latch_tensor *const *inputs, uint64_t seed,
                            const int64_t *bindings, cap_node *const *params, latch_tensor **outputs,
-                           bool *specialized);
+                           cap_run_kind *kind);
 cap_node *cap_seed_node(uint64_t seed); /* random.c */
 
 #endif

@@ -312,7 +312,13 @@ typedef struct latch_function_stats {
   uint64_t traces;          /* calls that ran the function under tracing */
   uint64_t recompiles;      /* traces that added an entry after the first */
   uint64_t fallback_calls;  /* traces past the recompile limit or forced by a value read */
-  uint64_t specializations; /* executables built for a new binding of a symbolic entry */
+  /* A symbolic entry (one traced with symbolic dims) runs every binding its guards accept.
+   * On a backend that can run a module without compiling it (the reference evaluator), a
+   * new binding's module is built from the kept template: an instantiation, no compile. A
+   * backend that compiles static shapes compiles one executable per new binding: a
+   * specialization, counted in latch_stats.compiles too. */
+  uint64_t specializations;
+  uint64_t instantiations;
   uint64_t entries;
   uint64_t guard_checks;    /* guard programs evaluated */
   uint64_t guard_ns;        /* time in guard evaluation */
