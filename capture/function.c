@@ -1,8 +1,9 @@
 /* Traced functions: registration, the call path (guards, then a cached entry or a trace),
  * the shape policy, the recompile limit, logs and statistics.
  *
- * Entries are only ever added while the function lives, so a reader holding the read lock
- * may keep an entry pointer after unlocking; the lock guards the array, not the entries. */
+ * Entries are only ever added while the function lives. Readers (every call) take no lock:
+ * they load the current list, an immutable snapshot; a writer publishes a longer copy and
+ * keeps the older lists until the function is freed, so a reader's snapshot stays valid. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,12 @@
 
 #include "function.h"
 #include "runtime/random_fill.h"
+
+typedef struct entry_list {
+  int count;
+  struct entry_list *older;
+  cap_entry *items[]; /* oldest first */
+} entry_list;
 
 struct latch_function {
   latch_runtime *rt;
@@ -20,9 +27,8 @@ struct latch_function {
   char name[64];
   latch_dim_mark *marks;
   bool log_recompiles, log_guards;
-  pthread_rwlock_t lock;
-  cap_entry **entries; /* oldest first */
-  int entry_count, entry_capacity;
+  pthread_mutex_t lock;           /* writers: adding entries, the automatic policy's dims */
+  _Atomic(struct entry_list *) list;
   atomic_int mru;      /* the entry that passed last: tried first */
   /* Automatic policy: input dims seen to change (input * HLO_MAX_RANK + dim), under lock. */
   bool *auto_dynamic;
@@ -104,7 +110,7 @@ static latch_function *make(latch_runtime *rt, latch_fn fn, latch_step_fn step, 
   f->options.marks = f->marks;
   f->log_recompiles = log_has("recompiles");
   f->log_guards = log_has("guards");
-  pthread_rwlock_init(&f->lock, NULL);
+  pthread_mutex_init(&f->lock, NULL);
   return f;
 }
 
@@ -119,11 +125,16 @@ latch_function *latch_function_new_step(latch_runtime *rt, latch_step_fn step, v
 
 void latch_function_free(latch_function *f) {
   if (!f) return;
-  for (int i = 0; i < f->entry_count; i++) cap_entry_free(f->rt, f->entries[i]);
-  free(f->entries);
+  entry_list *list = atomic_load(&f->list);
+  for (int i = 0; list && i < list->count; i++) cap_entry_free(f->rt, list->items[i]);
+  while (list) {
+    entry_list *older = list->older;
+    free(list);
+    list = older;
+  }
   free(f->auto_dynamic);
   free(f->marks);
-  pthread_rwlock_destroy(&f->lock);
+  pthread_mutex_destroy(&f->lock);
   free(f);
 }
 
@@ -141,9 +152,8 @@ void latch_function_get_stats(latch_function *f, latch_function_stats *s) {
   s->guard_ns = atomic_load(&f->guard_ns);
   s->trace_ns = atomic_load(&f->trace_ns);
   s->trace_every = atomic_load(&f->trace_every);
-  pthread_rwlock_rdlock(&f->lock);
-  s->entries = (uint64_t)f->entry_count;
-  pthread_rwlock_unlock(&f->lock);
+  entry_list *list = atomic_load_explicit(&f->list, memory_order_acquire);
+  s->entries = list ? (uint64_t)list->count : 0;
 }
 
 static latch_status invoke(latch_function *f, latch_tensor *const *inputs, int input_count, const latch_static *statics,
@@ -177,19 +187,20 @@ static bool plan_dims(latch_function *f, latch_tensor *const *inputs, int input_
   if (f->options.shapes != LATCH_SHAPES_AUTOMATIC) return true;
   /* A dim that differs from what an earlier trace with the same dtypes and ranks saw has
    * changed once: it becomes symbolic, now and in every later trace. */
-  pthread_rwlock_wrlock(&f->lock);
+  pthread_mutex_lock(&f->lock);
   if (f->auto_inputs < input_count) {
     bool *grown = realloc(f->auto_dynamic, sizeof(bool) * (size_t)input_count * HLO_MAX_RANK);
     if (!grown) {
-      pthread_rwlock_unlock(&f->lock);
+      pthread_mutex_unlock(&f->lock);
       return false;
     }
     memset(grown + f->auto_inputs * HLO_MAX_RANK, 0, sizeof(bool) * (size_t)(input_count - f->auto_inputs) * HLO_MAX_RANK);
     f->auto_dynamic = grown;
     f->auto_inputs = input_count;
   }
-  for (int k = 0; k < f->entry_count; k++) {
-    const cap_entry *e = f->entries[k];
+  entry_list *list = atomic_load_explicit(&f->list, memory_order_acquire);
+  for (int k = 0; list && k < list->count; k++) {
+    const cap_entry *e = list->items[k];
     if (e->input_count != input_count) continue;
     bool alike = true;
     for (int i = 0; i < input_count && alike; i++)
@@ -199,7 +210,7 @@ static bool plan_dims(latch_function *f, latch_tensor *const *inputs, int input_
         if (e->dims[i][d] != inputs[i]->node->dims[d]) f->auto_dynamic[i * HLO_MAX_RANK + d] = true;
   }
   for (int i = 0; i < input_count * HLO_MAX_RANK; i++) symbolic[i] = symbolic[i] || f->auto_dynamic[i];
-  pthread_rwlock_unlock(&f->lock);
+  pthread_mutex_unlock(&f->lock);
   return true;
 }
 
@@ -357,7 +368,10 @@ static latch_status trace_call(latch_function *f, latch_tensor *const *inputs, i
     if (traced != traced_outputs_buffer) free(traced);
     if (status == LATCH_OK) {
       *made = e;
-      if (print_guards) log_guards(f, &trace, f->entry_count + 1);
+      if (print_guards) {
+        entry_list *list = atomic_load_explicit(&f->list, memory_order_acquire);
+        log_guards(f, &trace, list ? list->count + 1 : 1);
+      }
     } else {
       cap_entry_free(rt, e);
     }
@@ -432,12 +446,12 @@ latch_status latch_call(latch_function *f, latch_tensor *const *inputs, int inpu
       gs[s] = (guard_static){(guard_static_kind)statics[s].kind, statics[s].i, statics[s].f, statics[s].bytes, statics[s].len};
     cap_entry *hit = NULL;
     int hit_index = -1, checks = 0;
-    pthread_rwlock_rdlock(&f->lock);
-    int count = f->entry_count, first = atomic_load_explicit(&f->mru, memory_order_relaxed);
+    entry_list *list = atomic_load_explicit(&f->list, memory_order_acquire);
+    int count = list ? list->count : 0, first = atomic_load_explicit(&f->mru, memory_order_relaxed);
     for (int k = -1; k < count && !hit; k++) {
       int index = k < 0 ? first : count - 1 - k; /* the last hit, then newest first */
       if (index < 0 || index >= count || (k >= 0 && index == first)) continue;
-      cap_entry *e = f->entries[index];
+      cap_entry *e = list->items[index];
       checks++;
       guard_failure failure;
       if (cap_entry_check(e, gin, inputs, input_count, gs, static_count, bindings_buffer, have_why ? &failure : &why)) {
@@ -447,7 +461,6 @@ latch_status latch_call(latch_function *f, latch_tensor *const *inputs, int inpu
         have_why = true;
       }
     }
-    pthread_rwlock_unlock(&f->lock);
     atomic_fetch_add(&f->guard_ns, cap_now_ns() - start);
     atomic_fetch_add(&f->guard_checks, (uint64_t)checks);
     if (gin != gin_buffer) free(gin);
@@ -465,9 +478,8 @@ latch_status latch_call(latch_function *f, latch_tensor *const *inputs, int inpu
   }
   /* A trace. Past the recompile limit it is not kept (the function runs trace-every). */
   bool keep = f->options.mode == LATCH_TRACE_ONCE && !atomic_load(&f->trace_every);
-  pthread_rwlock_rdlock(&f->lock);
-  int entries = f->entry_count;
-  pthread_rwlock_unlock(&f->lock);
+  entry_list *current = atomic_load_explicit(&f->list, memory_order_acquire);
+  int entries = current ? current->count : 0;
   if (keep && entries > 0 && atomic_load(&f->recompiles) >= (uint64_t)f->options.recompile_limit) {
     keep = false;
     atomic_store(&f->trace_every, true);
@@ -489,20 +501,20 @@ latch_status latch_call(latch_function *f, latch_tensor *const *inputs, int inpu
     cap_entry_free(rt, made);
     return status;
   }
-  pthread_rwlock_wrlock(&f->lock);
-  bool added = true;
-  if (f->entry_count == f->entry_capacity) {
-    int capacity = f->entry_capacity ? f->entry_capacity * 2 : 4;
-    cap_entry **grown = realloc(f->entries, sizeof *grown * (size_t)capacity);
-    if (grown) f->entries = grown, f->entry_capacity = capacity;
-    else added = false;
-  }
-  int number = f->entry_count;
+  pthread_mutex_lock(&f->lock);
+  entry_list *old = atomic_load_explicit(&f->list, memory_order_relaxed);
+  int number = old ? old->count : 0;
+  entry_list *grown = malloc(sizeof *grown + sizeof(cap_entry *) * (size_t)(number + 1));
+  bool added = grown != NULL;
   if (added) {
-    f->entries[f->entry_count++] = made;
+    grown->count = number + 1;
+    grown->older = old;
+    if (number) memcpy(grown->items, old->items, sizeof(cap_entry *) * (size_t)number);
+    grown->items[number] = made;
+    atomic_store_explicit(&f->list, grown, memory_order_release);
     atomic_store(&f->mru, number);
   }
-  pthread_rwlock_unlock(&f->lock);
+  pthread_mutex_unlock(&f->lock);
   if (!added) {
     cap_entry_free(rt, made);
     return status;
