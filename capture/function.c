@@ -490,6 +490,8 @@ latch_status latch_call(latch_function *f, latch_tensor *const *inputs, int inpu
               f->name, f->options.recompile_limit, have_why ? why.message : "(none recorded)");
   }
   if (!keep) atomic_fetch_add(&f->fallback_calls, f->options.mode == LATCH_TRACE_ONCE);
+  if (keep && entries > 0 && f->log_recompiles)
+    log_recompile(f, atomic_load(&f->recompiles) + 1, &why, have_why, inputs, input_count);
   atomic_fetch_add(&f->traces, 1);
   uint64_t start = cap_now_ns();
   cap_entry *made = NULL;
@@ -519,9 +521,6 @@ latch_status latch_call(latch_function *f, latch_tensor *const *inputs, int inpu
     cap_entry_free(rt, made);
     return status;
   }
-  if (number > 0) {
-    uint64_t recompile = atomic_fetch_add(&f->recompiles, 1) + 1;
-    if (f->log_recompiles) log_recompile(f, recompile, &why, have_why, inputs, input_count);
-  }
+  if (number > 0) atomic_fetch_add(&f->recompiles, 1);
   return status;
 }

@@ -440,6 +440,58 @@ static void test_random(void) {
     for (int c = 0; c < CALLS; c++) free(seen[m][c][0]), free(seen[m][c][1]);
 }
 
+/* stderr into a file while body runs; returns what was written (static buffer). */
+static const char *capture_stderr(void (*body)(void *), void *arg) {
+  static char text[8192];
+  fflush(stderr);
+  char path[] = "/tmp/latch_test_function_XXXXXX";
+  int fd = mkstemp(path), saved = dup(2);
+  dup2(fd, 2);
+  body(arg);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  FILE *log = fopen(path, "r");
+  size_t len = log ? fread(text, 1, sizeof text - 1, log) : 0;
+  if (log) fclose(log);
+  unlink(path);
+  close(fd);
+  text[len] = 0;
+  return text;
+}
+
+static void two_sizes(void *arg) {
+  latch_function *f = arg;
+  for (int64_t size = 3; size <= 5; size += 2) {
+    latch_tensor *x = fu_ramp(rt, 1, &size, 1, 0), *y = fu_ramp(rt, 1, &size, 2, 1);
+    call_affine(f, x, y, __LINE__);
+    latch_release(x);
+    latch_release(y);
+  }
+}
+
+/* LATCH_LOG=recompiles,guards: each new entry's guards, each recompile with its guard and
+ * the input dim's old and new value. */
+static void test_logs(void) {
+  const char *before = getenv("LATCH_LOG");
+  char *saved = before ? strdup(before) : NULL;
+  setenv("LATCH_LOG", "recompiles,guards", 1);
+  latch_function_options o = fu_options(LATCH_TRACE_ONCE, LATCH_SHAPES_STATIC);
+  o.name = "logged";
+  latch_function *f = latch_function_new(rt, affine, NULL, &o);
+  if (saved) setenv("LATCH_LOG", saved, 1);
+  else unsetenv("LATCH_LOG");
+  free(saved);
+  const char *text = capture_stderr(two_sizes, f);
+  CHECK(strstr(text, "'logged' entry 1 guards:") != NULL);
+  CHECK(strstr(text, "input 1 dim 0 == 3") != NULL);
+  CHECK(strstr(text, "'logged' entry 2 guards:") != NULL);
+  CHECK(strstr(text, "'logged' recompile 1") != NULL);
+  CHECK(strstr(text, "guard 'input 0 dim 0 == 3' failed: got 5") != NULL);
+  CHECK(strstr(text, "(input 0 dim 0: 3 -> 5)") != NULL);
+  latch_function_free(f);
+}
+
 /* The recompile limit: static shapes, limit 3, eight sizes. */
 static void test_limit(void) {
   latch_function_options o = fu_options(LATCH_TRACE_ONCE, LATCH_SHAPES_STATIC);
@@ -481,6 +533,55 @@ static void test_limit(void) {
   CHECK_EQ_INT(s.traces, 4 + 8);
   CHECK_EQ_INT(s.fallback_calls, 8);
   latch_function_free(f);
+}
+
+/* Symbolic spatial dims through strided windows: conv2d stride 2 pad 1, then max_pool 3
+ * stride 2 (floor divisions, kept as symbols defined by them). */
+static latch_status strided(void *user, latch_tensor *const *in, int n, latch_tensor **out, int on) {
+  (void)n, (void)on;
+  latch_tensor *w = user;
+  latch_conv2d_params p = {{2, 2}, {1, 1}, {1, 1}, 1};
+  int64_t k[2] = {3, 3}, st[2] = {2, 2};
+  latch_tensor *c = latch_conv2d(in[0], w, &p), *pool = latch_max_pool2d(c, k, st, NULL);
+  out[0] = latch_reduce(LATCH_SUM, pool, 1, (const int[]){1}, false);
+  latch_release(c);
+  latch_release(pool);
+  return LATCH_OK;
+}
+
+static void test_symbolic_windows(void) {
+  latch_tensor *w = fu_ramp(rt, 4, FDIMS(2, 1, 3, 3), 0.1, -0.8);
+  latch_dim_mark marks[2] = {{0, 2, true, true}, {0, 3, true, true}};
+  latch_function_options o = fu_options(LATCH_TRACE_ONCE, LATCH_SHAPES_MARKED), e = fu_options(LATCH_TRACE_EVERY, LATCH_SHAPES_MARKED);
+  o.mark_count = 2;
+  o.marks = marks;
+  latch_function *once = latch_function_new_step(rt, strided, w, &o), *every = latch_function_new_step(rt, strided, w, &e);
+  int checked = 0;
+  /* Sizes whose derived window counts stay >= 2: a derived size of 0 or 1 is specialized
+   * (guarded to its range), as an input size would be. */
+  for (int64_t h = 13; h <= 20; h++) {
+    int64_t wd = 33 - h;
+    latch_tensor *x = fu_ramp(rt, 4, FDIMS(2, 1, h, wd), 0.01, -1), *a = NULL, *b = NULL;
+    CHECK_EQ_INT(latch_call(once, &x, 1, NULL, 0, &a, 1), LATCH_OK);
+    CHECK_EQ_INT(latch_call(every, &x, 1, NULL, 0, &b, 1), LATCH_OK);
+    int64_t oh = (h + 2 - 3) / 2 + 1, ow = (wd + 2 - 3) / 2 + 1; /* conv */
+    oh = (oh - 3) / 2 + 1, ow = (ow - 3) / 2 + 1;                 /* pool */
+    CHECK_EQ_INT(latch_dim(a, 1), oh);
+    CHECK_EQ_INT(latch_dim(a, 2), ow);
+    CHECK(fu_max_diff(a, b) == 0);
+    checked += latch_dim(a, 1) == oh;
+    latch_release(a);
+    latch_release(b);
+    latch_release(x);
+  }
+  CHECK_EQ_INT(checked, 8);
+  latch_function_stats s;
+  latch_function_get_stats(once, &s);
+  CHECK_EQ_INT(s.traces, 1);
+  CHECK_EQ_INT(s.hits, 7);
+  latch_function_free(once);
+  latch_function_free(every);
+  latch_release(w);
 }
 
 /* One function, three modes, the same results. */
@@ -557,7 +658,9 @@ int main(void) {
   RUN(test_in_place);
   RUN(test_random);
   RUN(test_limit);
+  RUN(test_logs);
   RUN(test_modes_agree);
+  RUN(test_symbolic_windows);
   RUN(test_errors);
   latch_close(rt);
   return TEST_REPORT();
