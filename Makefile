@@ -44,7 +44,7 @@ $(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT) tests/test.h $(BUILD)/liblatch.a
 	$(CC) $(CFLAGS) -o $@ $< $(TEST_SUPPORT) $(BUILD)/liblatch.a $(LDLIBS)
 
 test: all $(TEST_BIN)
-	@BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN)
+	@BUILD=$(BUILD) SAN="$(SAN)" sh tests/run.sh $(TEST_BIN) tests/test_embed.sh
 
 sanitize:
 	$(MAKE) BUILD=build-san OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
@@ -71,7 +71,18 @@ $(BUILD)/bench/function_micro: bench/function_micro.c $(BUILD)/liblatch.a
 bench-function: $(BUILD)/bench/function_micro
 	$(BUILD)/bench/function_micro
 
-.PHONY: all test sanitize tsan test-threads clean bench-function
+
+# `make install PREFIX=/opt/latch`: the one public header, both libraries, the command and a
+# pkg-config file (embedders: cc app.c $$(pkg-config --cflags --libs latch)).
+PREFIX ?= /usr/local
+install: all
+	mkdir -p $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	cp include/latch.h $(DESTDIR)$(PREFIX)/include/
+	cp $(BUILD)/liblatch.a $(BUILD)/liblatch.so $(DESTDIR)$(PREFIX)/lib/
+	cp $(BUILD)/latch $(DESTDIR)$(PREFIX)/bin/
+	printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=$${prefix}/lib\n\nName: latch\nDescription: lazy tensors recorded as XLA HLO graphs\nVersion: 0.1\nCflags: -I$${includedir}\nLibs: -L$${libdir} -llatch\nLibs.private: $(LDLIBS)\n' '$(PREFIX)' > $(DESTDIR)$(PREFIX)/lib/pkgconfig/latch.pc
+
+.PHONY: all test sanitize tsan test-threads clean install bench-function
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 # `make fuzz`: the parser's libFuzzer target (tests/fuzz/fuzz_parse.c) built with clang under

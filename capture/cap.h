@@ -10,7 +10,17 @@
  * its operands' hashes, where a READY operand counts as device data: its dtype and dims
  * only (data_hash). So a training step that reads last step's weights hashes the same as
  * the step before, and a sync never rehashes node contents: it hashes its roots' hashes
- * and a small record of the graph's cut and sharing (see sync.c). */
+ * and a small record of the graph's cut and sharing (see graph.c).
+ *
+ * Trace-once functions (issue 4) are meant to build on these pieces: trace the function
+ * with its inputs as READY nodes on this thread's context (cap_ctx), cut the graph of its
+ * outputs with cap_graph_collect (inputs become parameters in first-visit order, found
+ * with cap_graph_param_of; in-place updates of inputs become aliased outputs), keep the
+ * key and cap_exe_lookup's entry in the function's cache entry next to its guards, and on
+ * a hit skip tracing altogether: cap_exe_run on the new inputs' values, then wrap the
+ * outputs with cap_node_data and cap_wrap and write aliased outputs back. Not here yet:
+ * random numbers as a graph op fed by a seed input (latch_rand_* fill on the host), and
+ * symbolic dims (node dims are static; reads of them would need a hook in cap_ctx). */
 #ifndef CAP_H
 #define CAP_H
 #include <stdatomic.h>
@@ -26,23 +36,23 @@
 
 /* Node ops. The numbers are part of every graph key: never renumber, only append. */
 typedef enum cap_op {
-  CAP_DATA = 1,   /* device data: a READY leaf */
-  CAP_CONST = 2,  /* scalar[0] broadcast to the shape */
-  CAP_IOTA = 3,   /* attrs: dim */
-  CAP_UNARY = 4,  /* sub: latch_unop */
-  CAP_BINARY = 5, /* sub: latch_binop */
+  CAP_DATA = 1,    /* device data: a READY leaf */
+  CAP_CONST = 2,   /* scalar[0] broadcast to the shape */
+  CAP_IOTA = 3,    /* attrs: dim */
+  CAP_UNARY = 4,   /* sub: latch_unop */
+  CAP_BINARY = 5,  /* sub: latch_binop */
   CAP_COMPARE = 6, /* sub: latch_cmp */
   CAP_WHERE = 7,
-  CAP_CLAMP = 8,  /* scalar: low, high */
+  CAP_CLAMP = 8, /* scalar: low, high */
   CAP_CAST = 9,
   CAP_RELU = 10,
-  CAP_GELU = 11,  /* sub: 1 for the tanh form */
+  CAP_GELU = 11, /* sub: 1 for the tanh form */
   CAP_MATMUL = 12,
-  CAP_CONV2D = 13, /* attrs: stride h w, pad h w, dilation h w, groups */
-  CAP_POOL = 14,   /* sub: 0 max, 1 avg; attrs: kernel h w, stride h w, pad h w */
-  CAP_REDUCE = 15, /* sub: latch_reduce_op; attrs: dim mask, keepdim */
-  CAP_ARGMAX = 16, /* attrs: dim, keepdim */
-  CAP_SOFTMAX = 17, /* sub: 1 for log_softmax; attrs: dim */
+  CAP_CONV2D = 13,     /* attrs: stride h w, pad h w, dilation h w, groups */
+  CAP_POOL = 14,       /* sub: 0 max, 1 avg; attrs: kernel h w, stride h w, pad h w */
+  CAP_REDUCE = 15,     /* sub: latch_reduce_op; attrs: dim mask, keepdim */
+  CAP_ARGMAX = 16,     /* attrs: dim, keepdim */
+  CAP_SOFTMAX = 17,    /* sub: 1 for log_softmax; attrs: dim */
   CAP_LAYER_NORM = 18, /* attrs: normalized rank, has weight, has bias; scalar: eps */
   CAP_BATCH_NORM = 19, /* attrs: has weight, has bias; scalar: eps */
   CAP_EMBEDDING = 20,
@@ -58,7 +68,7 @@ typedef enum cap_op {
 typedef enum cap_state { CAP_PENDING = 0, CAP_READY, CAP_ERROR } cap_state;
 
 /* Bump when a lowering changes what a node computes: it seeds every node hash. */
-#define CAP_HASH_FORMAT 1
+#define CAP_HASH_FORMAT     1
 #define CAP_INLINE_OPERANDS 3
 
 typedef struct cap_node {
@@ -66,17 +76,17 @@ typedef struct cap_node {
   uint16_t op, sub;
   uint8_t dtype; /* hlo_dtype */
   uint8_t rank;
-  uint8_t state; /* cap_state; written only by the owning thread while PENDING */
+  uint8_t state;    /* cap_state; written only by the owning thread while PENDING */
   uint8_t reported; /* ERROR: a sync has reported it */
   int operand_count, attr_count;
   int64_t dims[HLO_MAX_RANK];
   double scalar[2];
-  cache_key hash;      /* as computed at creation */
-  cache_key data_hash; /* READY: dtype and dims only */
+  cache_key hash;             /* as computed at creation */
+  cache_key data_hash;        /* READY: dtype and dims only */
   struct cap_node **operands; /* inline_operands or malloc'd */
   struct cap_node *inline_operands[CAP_INLINE_OPERANDS];
-  rt_value *value;     /* READY */
-  char *error;         /* ERROR: the message, malloc'd */
+  rt_value *value; /* READY */
+  char *error;     /* ERROR: the message, malloc'd */
   /* Scratch for the owning thread's sync while PENDING: which walk saw it last, and its
    * index in that walk's post-order. */
   uint64_t walk;
@@ -100,6 +110,10 @@ typedef struct cap_ctx {
   int rng_stream;          /* random ops so far in this call */
   int reshape_infer;       /* latch_reshape tells the trace which dim was -1 (+1; 0: none) */
   const struct cap_node *trace_like; /* latch_rand_uniform_like tells the trace its shape source */
+  /* The first op error since this thread's last sync of error_rt, kept even if its tensor
+   * is released at once, so the sync still reports it. */
+  latch_runtime *error_rt;
+  char error[1024];
 } cap_ctx;
 
 struct latch_tensor {
@@ -148,6 +162,18 @@ void cap_node_set_value(cap_node *node, rt_value *value);
 hlo_shape cap_node_shape(const cap_node *node);
 const char *cap_node_shape_str(const cap_node *node, char *buffer, int size);
 
+/* ---- allocation (pool.c): per-thread caches of nodes and handles ---- */
+#define CAP_POOL_ATTRS 8
+cap_node *cap_pool_node(int attr_count);
+void cap_pool_free_node(cap_node *node);
+latch_tensor *cap_pool_handle(void);
+void cap_pool_free_handle(latch_tensor *t);
+/* Frees this thread's caches (latch_close does, so leak checkers see nothing held). */
+void cap_pool_drain(void);
+/* After a sync: an assigned handle's new value goes into its old buffer when no one else
+ * can see that buffer (sync.c). */
+void cap_write_back(latch_tensor *handle);
+
 /* ---- tensors (tensor.c) ---- */
 /* Wraps node (reference taken over) in a handle of rt; pending and error handles go on
  * this thread's list; in eager mode a pending node is run at once. NULL node -> NULL. */
@@ -165,8 +191,7 @@ latch_dtype cap_latch_dtype(hlo_dtype dtype);
 /* The promotion table of latch.h; HLO_INVALID when no type holds both. */
 hlo_dtype cap_promote(hlo_dtype a, hlo_dtype b);
 /* NumPy broadcasting of two shapes into out; false when they do not broadcast. */
-bool cap_broadcast_dims(int rank_a, const int64_t *a, int rank_b, const int64_t *b, int *rank_out,
-                        int64_t *out);
+bool cap_broadcast_dims(int rank_a, const int64_t *a, int rank_b, const int64_t *b, int *rank_out, int64_t *out);
 /* A dim index with negatives from the end; -1 when out of range. */
 int cap_norm_dim(int dim, int rank);
 
@@ -183,8 +208,9 @@ typedef struct cap_graph {
   cap_node **params; /* READY leaves in first-visit order */
   cap_node **nodes;  /* pending nodes, operands before users */
   cap_alias *aliases;
-  uint32_t *events;  /* the walk's record of cut and sharing, hashed into the key */
+  uint32_t *events; /* the walk's record of cut and sharing, hashed into the key */
   int event_count;
+  struct cap_leaf_map *leaves; /* READY leaf -> parameter number */
   cache_key key;
   const rt_backend *backend;
 } cap_graph;
@@ -195,6 +221,8 @@ typedef struct cap_graph {
 latch_status cap_graph_collect(cap_graph *graph, const rt_backend *backend, int count, cap_node *const *roots,
                                cap_node *const *alias_of);
 void cap_graph_free(cap_graph *graph);
+/* The parameter number of a READY node in the graph, or -1 when the graph does not read it. */
+int cap_graph_param_of(const cap_graph *graph, const cap_node *node);
 /* The HLO module computing the graph: parameter i is params[i], the root a tuple of the
  * roots' values. NULL with diag on failure (a lowering bug: ops are checked when traced). */
 hlo_module *cap_graph_lower(const cap_graph *graph, hlo_diag *diag);
@@ -209,8 +237,16 @@ hlo_instr *cap_lower_broadcast(hlo_comp *comp, hlo_instr *x, int rank, const int
 hlo_instr *cap_lower_scalar(hlo_comp *comp, hlo_dtype dtype, double value, hlo_diag *diag);
 hlo_instr *cap_lower_full(hlo_comp *comp, hlo_dtype dtype, int rank, const int64_t *dims, double value,
                           hlo_diag *diag);
-hlo_instr *cap_lower_reduce(hlo_comp *comp, hlo_instr *x, hlo_opcode op, double init, int count,
-                            const int64_t *dims, hlo_diag *diag);
+hlo_instr *cap_lower_reduce(hlo_comp *comp, hlo_instr *x, hlo_opcode op, double init, int count, const int64_t *dims,
+                            hlo_diag *diag);
+
+/* ---- executables (sync.c): what a trace-once hit (issue 4) runs without tracing ---- */
+/* The compiled graph for g's key, compiling g on a miss (once however many threads miss);
+ * release it with cache_table_release(rt->cache, entry). NULL with *status on failure. */
+cache_entry *cap_exe_lookup(latch_runtime *rt, const cap_graph *g, latch_status *status);
+/* Runs exe on args[exe->param_count] (borrowed, possibly shared with other threads) and
+ * fills outputs[exe->output_count] with new references. */
+latch_status cap_exe_run(latch_runtime *rt, const cap_exe *exe, rt_value *const *args, rt_value **outputs);
 
 /* ---- sync (sync.c) ---- */
 /* The executable for a collected graph, from the cache or compiled now: a reference the

@@ -2,10 +2,9 @@
 #include "cap.h"
 
 static const hlo_dtype to_hlo[] = {
-    [LATCH_INVALID] = HLO_INVALID, [LATCH_BOOL] = HLO_PRED, [LATCH_I8] = HLO_S8,
-    [LATCH_I16] = HLO_S16,         [LATCH_I32] = HLO_S32,   [LATCH_I64] = HLO_S64,
-    [LATCH_U8] = HLO_U8,           [LATCH_U16] = HLO_U16,   [LATCH_U32] = HLO_U32,
-    [LATCH_U64] = HLO_U64,         [LATCH_F16] = HLO_F16,   [LATCH_BF16] = HLO_BF16,
+    [LATCH_INVALID] = HLO_INVALID, [LATCH_BOOL] = HLO_PRED, [LATCH_I8] = HLO_S8,   [LATCH_I16] = HLO_S16,
+    [LATCH_I32] = HLO_S32,         [LATCH_I64] = HLO_S64,   [LATCH_U8] = HLO_U8,   [LATCH_U16] = HLO_U16,
+    [LATCH_U32] = HLO_U32,         [LATCH_U64] = HLO_U64,   [LATCH_F16] = HLO_F16, [LATCH_BF16] = HLO_BF16,
     [LATCH_F32] = HLO_F32,         [LATCH_F64] = HLO_F64,
 };
 
@@ -53,8 +52,7 @@ hlo_dtype cap_promote(hlo_dtype a, hlo_dtype b) {
   return signed_of_bits(2 * bu); /* u64 with any signed type: none */
 }
 
-bool cap_broadcast_dims(int rank_a, const int64_t *a, int rank_b, const int64_t *b, int *rank_out,
-                        int64_t *out) {
+bool cap_broadcast_dims(int rank_a, const int64_t *a, int rank_b, const int64_t *b, int *rank_out, int64_t *out) {
   int rank = rank_a > rank_b ? rank_a : rank_b;
   for (int i = 0; i < rank; i++) {
     int ia = i - (rank - rank_a), ib = i - (rank - rank_b);

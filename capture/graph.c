@@ -29,7 +29,7 @@ static atomic_uint_fast64_t walk_counter = 1;
 
 /* READY leaves may be shared with other threads, so their walk state lives in this
  * open-addressed table rather than in the node. */
-typedef struct leaf_map {
+typedef struct cap_leaf_map {
   size_t mask;
   cap_node **keys;
   int *values;
@@ -89,7 +89,10 @@ typedef struct walker {
   uint64_t walk;
   leaf_map leaves;
   int node_cap, param_cap, event_cap, root_cap;
-  struct frame { cap_node *node; int next; } *stack;
+  struct frame {
+    cap_node *node;
+    int next;
+  } * stack;
   int stack_count, stack_cap;
 } walker;
 
@@ -169,8 +172,14 @@ latch_status cap_graph_collect(cap_graph *g, const rt_backend *backend, int coun
     g->root_count++;
   }
   free(w.stack);
-  free(w.leaves.keys);
-  free(w.leaves.values);
+  g->leaves = malloc(sizeof *g->leaves);
+  if (g->leaves)
+    *g->leaves = w.leaves;
+  else {
+    free(w.leaves.keys);
+    free(w.leaves.values);
+    ok = false;
+  }
   if (!ok) {
     cap_graph_free(g);
     cap_set_error("sync: out of memory walking the graph");
@@ -204,12 +213,23 @@ latch_status cap_graph_collect(cap_graph *g, const rt_backend *backend, int coun
   return LATCH_OK;
 }
 
+int cap_graph_param_of(const cap_graph *g, const cap_node *node) {
+  if (!g->leaves || !g->leaves->keys) return -1;
+  size_t slot = leaf_map_slot(g->leaves, node);
+  return g->leaves->keys[slot] ? g->leaves->values[slot] : -1;
+}
+
 void cap_graph_free(cap_graph *g) {
   free(g->roots);
   free(g->params);
   free(g->nodes);
   free(g->aliases);
   free(g->events);
+  if (g->leaves) {
+    free(g->leaves->keys);
+    free(g->leaves->values);
+    free(g->leaves);
+  }
   memset(g, 0, sizeof *g);
 }
 
@@ -242,14 +262,15 @@ hlo_module *cap_graph_lower(const cap_graph *g, hlo_diag *diag) {
       if (operand->state == CAP_PENDING) {
         operands[k] = lowered[operand->walk_index];
       } else {
-        operands[k] = NULL;
-        for (int p = 0; p < g->param_count && !operands[k]; p++)
-          if (g->params[p] == operand) operands[k] = params[p];
+        size_t slot = g->leaves->keys ? leaf_map_slot(g->leaves, operand) : 0;
+        operands[k] = g->leaves->keys && g->leaves->keys[slot] ? params[g->leaves->values[slot]] : NULL;
       }
       ok = operands[k] != NULL;
     }
-    if (ok) ok = (lowered[i] = cap_lower_node(entry, node, operands, diag)) != NULL;
-    else hlo_diag_set(diag, HLO_ERR_INTERNAL, "lowering: an operand was not lowered");
+    if (ok)
+      ok = (lowered[i] = cap_lower_node(entry, node, operands, diag)) != NULL;
+    else
+      hlo_diag_set(diag, HLO_ERR_INTERNAL, "lowering: an operand was not lowered");
     if (operands != operand_buffer) free(operands);
   }
   for (int i = 0; ok && i < g->root_count; i++) outputs[i] = lowered[g->roots[i]->walk_index];

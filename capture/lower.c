@@ -44,13 +44,14 @@ hlo_instr *cap_lower_full(hlo_comp *comp, hlo_dtype dtype, int rank, const int64
   return hlo_build_broadcast(comp, scalar, rank, dims, NULL, diag);
 }
 
-hlo_instr *cap_lower_reduce(hlo_comp *comp, hlo_instr *x, hlo_opcode op, double init, int count,
-                            const int64_t *dims, hlo_diag *diag) {
+hlo_instr *cap_lower_reduce(hlo_comp *comp, hlo_instr *x, hlo_opcode op, double init, int count, const int64_t *dims,
+                            hlo_diag *diag) {
   hlo_dtype dtype = x->shape.dtype;
   hlo_comp *reducer = hlo_build_scalar_reducer(comp->module, op, dtype);
   hlo_instr *start = cap_lower_scalar(comp, dtype, init, diag);
   if (!reducer || !start) {
-    if (!reducer) hlo_diag_set(diag, HLO_ERR_INTERNAL, "no %s reducer for %s", hlo_opcode_name(op), hlo_dtype_name(dtype));
+    if (!reducer)
+      hlo_diag_set(diag, HLO_ERR_INTERNAL, "no %s reducer for %s", hlo_opcode_name(op), hlo_dtype_name(dtype));
     return NULL;
   }
   return hlo_build_reduce(comp, x, start, count, dims, reducer, diag);
@@ -168,7 +169,8 @@ static hlo_instr *lower_concat(hlo_comp *comp, const cap_node *node, hlo_instr *
     return NULL;
   }
   bool ok = true;
-  for (int i = 0; ok && i < count; i++) ok = (same[i] = cap_lower_convert(comp, in[i], (hlo_dtype)node->dtype, diag)) != NULL;
+  for (int i = 0; ok && i < count; i++)
+    ok = (same[i] = cap_lower_convert(comp, in[i], (hlo_dtype)node->dtype, diag)) != NULL;
   hlo_instr *out = ok ? hlo_build_concatenate(comp, count, same, node->attrs[0], diag) : NULL;
   free(same);
   return out;
@@ -196,9 +198,7 @@ hlo_instr *cap_lower_node(hlo_comp *comp, const cap_node *node, hlo_instr *const
     case CAP_PAD: return lower_pad(comp, node, in[0], diag);
     case CAP_BROADCAST: return cap_lower_broadcast(comp, in[0], node->rank, node->dims, diag);
     case CAP_RNG_UNIFORM: return cap_lower_rng(comp, node, in[0], diag);
-    case CAP_DATA:
-      hlo_diag_set(diag, HLO_ERR_INTERNAL, "lowering: a data node is not pending");
-      return NULL;
+    case CAP_DATA: hlo_diag_set(diag, HLO_ERR_INTERNAL, "lowering: a data node is not pending"); return NULL;
     default: return cap_lower_nn(comp, node, in, diag);
   }
 }

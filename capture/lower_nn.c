@@ -15,8 +15,10 @@ static hlo_instr *limit(hlo_comp *comp, hlo_dtype dtype, bool lowest, hlo_diag *
   unsigned char bytes[8] = {0};
   int bits = hlo_dtype_bits(dtype);
   uint64_t v;
-  if (hlo_dtype_is_signed(dtype)) v = lowest ? (uint64_t)1 << (bits - 1) : ((uint64_t)1 << (bits - 1)) - 1;
-  else v = lowest ? 0 : bits == 64 ? UINT64_MAX : ((uint64_t)1 << bits) - 1;
+  if (hlo_dtype_is_signed(dtype))
+    v = lowest ? (uint64_t)1 << (bits - 1) : ((uint64_t)1 << (bits - 1)) - 1;
+  else
+    v = lowest ? 0 : bits == 64 ? UINT64_MAX : ((uint64_t)1 << bits) - 1;
   memcpy(bytes, &v, 8); /* little-endian: the low bytes come first */
   hlo_literal literal;
   memset(&literal, 0, sizeof literal);
@@ -100,7 +102,8 @@ static hlo_instr *lower_softmax(hlo_comp *comp, const cap_node *node, hlo_instr 
   int rank = p->shape.rank;
   const int64_t *dims = p->shape.dims;
   /* Subtracting the max keeps exp from overflowing; the result is the same. */
-  hlo_instr *max = reduce_with(f, p, HLO_OP_MAXIMUM, cap_lower_scalar(f, p->shape.dtype, -INFINITY, diag), 1, &dim, diag);
+  hlo_instr *max =
+      reduce_with(f, p, HLO_OP_MAXIMUM, cap_lower_scalar(f, p->shape.dtype, -INFINITY, diag), 1, &dim, diag);
   hlo_instr *shifted = binary(f, HLO_OP_SUBTRACT, p, max ? expand(f, max, rank, dims, mask, diag) : NULL, diag);
   hlo_instr *e = unary(f, HLO_OP_EXP, shifted, diag);
   hlo_instr *sum = e ? cap_lower_reduce(f, e, HLO_OP_ADD, 0, 1, &dim, diag) : NULL;
@@ -120,16 +123,18 @@ static hlo_instr *lower_gelu(hlo_comp *comp, const cap_node *node, hlo_instr *x,
   hlo_instr *p = c.params[0], *inner;
   if (approx) { /* tanh(sqrt(2/pi) * (x + 0.044715 x^3)) */
     hlo_instr *cube = binary(f, HLO_OP_MULTIPLY, binary(f, HLO_OP_MULTIPLY, p, p, diag), p, diag);
-    hlo_instr *sum = binary(f, HLO_OP_ADD, p, binary(f, HLO_OP_MULTIPLY, cube, full_like(f, p, 0.044715, diag), diag), diag);
-    inner = unary(f, HLO_OP_TANH, binary(f, HLO_OP_MULTIPLY, sum, full_like(f, p, sqrt(2.0 / M_PI), diag), diag), diag);
+    hlo_instr *sum =
+        binary(f, HLO_OP_ADD, p, binary(f, HLO_OP_MULTIPLY, cube, full_like(f, p, 0.044715, diag), diag), diag);
+    inner =
+        unary(f, HLO_OP_TANH, binary(f, HLO_OP_MULTIPLY, sum, full_like(f, p, sqrt(2.0 / M_PI), diag), diag), diag);
   } else { /* erf(x / sqrt(2)) */
     inner = unary(f, HLO_OP_ERF, binary(f, HLO_OP_MULTIPLY, p, full_like(f, p, M_SQRT1_2, diag), diag), diag);
   }
   hlo_instr *one_plus = binary(f, HLO_OP_ADD, inner, full_like(f, p, 1.0, diag), diag);
   hlo_instr *half_x = binary(f, HLO_OP_MULTIPLY, p, full_like(f, p, 0.5, diag), diag);
   hlo_instr *result = binary(f, HLO_OP_MULTIPLY, half_x, one_plus, diag);
-  return composite_end(comp, &c, result, "latch.gelu", approx ? "{approximate = \"tanh\"}" : "{approximate = \"none\"}",
-                       1, &x, diag);
+  return composite_end(comp, &c, result, "latch.gelu",
+                       approx ? "{approximate = \"tanh\"}" : "{approximate = \"none\"}", 1, &x, diag);
 }
 
 /* w (the trailing dims of x, or x's channel dim when channel >= 0) converted and broadcast. */
@@ -156,13 +161,21 @@ static hlo_instr *lower_layer_norm(hlo_comp *comp, const cap_node *node, hlo_ins
   }
   hlo_instr *inv_n = cap_lower_scalar(f, p->shape.dtype, 1.0 / (double)(n ? n : 1), diag);
   hlo_instr *sum = cap_lower_reduce(f, p, HLO_OP_ADD, 0, k, dims, diag);
-  hlo_instr *mean = sum && inv_n ? binary(f, HLO_OP_MULTIPLY, sum, cap_lower_broadcast(f, inv_n, sum->shape.rank, sum->shape.dims, diag), diag) : NULL;
-  hlo_instr *centered = binary(f, HLO_OP_SUBTRACT, p, mean ? expand(f, mean, rank, p->shape.dims, mask, diag) : NULL, diag);
+  hlo_instr *mean = sum && inv_n ? binary(f, HLO_OP_MULTIPLY, sum,
+                                          cap_lower_broadcast(f, inv_n, sum->shape.rank, sum->shape.dims, diag), diag)
+                                 : NULL;
+  hlo_instr *centered =
+      binary(f, HLO_OP_SUBTRACT, p, mean ? expand(f, mean, rank, p->shape.dims, mask, diag) : NULL, diag);
   hlo_instr *sq = binary(f, HLO_OP_MULTIPLY, centered, centered, diag);
   hlo_instr *sq_sum = sq ? cap_lower_reduce(f, sq, HLO_OP_ADD, 0, k, dims, diag) : NULL;
-  hlo_instr *var = sq_sum ? binary(f, HLO_OP_MULTIPLY, sq_sum, cap_lower_broadcast(f, inv_n, sq_sum->shape.rank, sq_sum->shape.dims, diag), diag) : NULL;
-  hlo_instr *inv = var ? unary(f, HLO_OP_RSQRT, binary(f, HLO_OP_ADD, var, full_like(f, var, node->scalar[0], diag), diag), diag) : NULL;
-  hlo_instr *y = binary(f, HLO_OP_MULTIPLY, centered, inv ? expand(f, inv, rank, p->shape.dims, mask, diag) : NULL, diag);
+  hlo_instr *var = sq_sum ? binary(f, HLO_OP_MULTIPLY, sq_sum,
+                                   cap_lower_broadcast(f, inv_n, sq_sum->shape.rank, sq_sum->shape.dims, diag), diag)
+                          : NULL;
+  hlo_instr *inv =
+      var ? unary(f, HLO_OP_RSQRT, binary(f, HLO_OP_ADD, var, full_like(f, var, node->scalar[0], diag), diag), diag)
+          : NULL;
+  hlo_instr *y =
+      binary(f, HLO_OP_MULTIPLY, centered, inv ? expand(f, inv, rank, p->shape.dims, mask, diag) : NULL, diag);
   int next = 1;
   if (y && node->attrs[1]) y = binary(f, HLO_OP_MULTIPLY, y, spread(f, c.params[next++], y, -1, diag), diag);
   if (y && node->attrs[2]) y = binary(f, HLO_OP_ADD, y, spread(f, c.params[next++], y, -1, diag), diag);
@@ -174,7 +187,9 @@ static hlo_instr *lower_layer_norm(hlo_comp *comp, const cap_node *node, hlo_ins
 static hlo_instr *lower_batch_norm(hlo_comp *comp, const cap_node *node, hlo_instr *const *in, hlo_diag *diag) {
   hlo_instr *x = in[0];
   hlo_instr *mean = spread(comp, in[1], x, 1, diag), *var = spread(comp, in[2], x, 1, diag);
-  hlo_instr *inv = var ? unary(comp, HLO_OP_RSQRT, binary(comp, HLO_OP_ADD, var, full_like(comp, var, node->scalar[0], diag), diag), diag) : NULL;
+  hlo_instr *inv = var ? unary(comp, HLO_OP_RSQRT,
+                               binary(comp, HLO_OP_ADD, var, full_like(comp, var, node->scalar[0], diag), diag), diag)
+                       : NULL;
   hlo_instr *y = binary(comp, HLO_OP_MULTIPLY, binary(comp, HLO_OP_SUBTRACT, x, mean, diag), inv, diag);
   int next = 3;
   if (y && node->attrs[0]) y = binary(comp, HLO_OP_MULTIPLY, y, spread(comp, in[next++], x, 1, diag), diag);
@@ -186,7 +201,8 @@ static hlo_instr *lower_batch_norm(hlo_comp *comp, const cap_node *node, hlo_ins
  * batch dims, reshaped back when a vector's dim disappears. */
 static hlo_instr *lower_matmul(hlo_comp *comp, const cap_node *node, hlo_instr *const *in, hlo_diag *diag) {
   hlo_dtype dtype = (hlo_dtype)node->dtype;
-  hlo_instr *a = cap_lower_convert(comp, in[0], dtype, diag), *b = a ? cap_lower_convert(comp, in[1], dtype, diag) : NULL;
+  hlo_instr *a = cap_lower_convert(comp, in[0], dtype, diag),
+            *b = a ? cap_lower_convert(comp, in[1], dtype, diag) : NULL;
   if (!b) return NULL;
   if (a->shape.rank == 1) {
     int64_t d[2] = {1, a->shape.dims[0]};
@@ -222,7 +238,8 @@ static hlo_instr *lower_matmul(hlo_comp *comp, const cap_node *node, hlo_instr *
 
 static hlo_instr *lower_conv2d(hlo_comp *comp, const cap_node *node, hlo_instr *const *in, hlo_diag *diag) {
   hlo_dtype dtype = (hlo_dtype)node->dtype;
-  hlo_instr *x = cap_lower_convert(comp, in[0], dtype, diag), *w = x ? cap_lower_convert(comp, in[1], dtype, diag) : NULL;
+  hlo_instr *x = cap_lower_convert(comp, in[0], dtype, diag),
+            *w = x ? cap_lower_convert(comp, in[1], dtype, diag) : NULL;
   if (!w) return NULL;
   hlo_window window;
   memset(&window, 0, sizeof window);
@@ -266,7 +283,8 @@ static hlo_instr *lower_pool(hlo_comp *comp, const cap_node *node, hlo_instr *x,
   if (!reducer || !init) return NULL;
   hlo_instr *out = hlo_build_reduce_window(comp, x, init, &window, reducer, diag);
   if (!out || !avg) return out;
-  return binary(comp, HLO_OP_DIVIDE, out, full_like(comp, out, (double)(node->attrs[0] * node->attrs[1]), diag), diag);
+  return binary(comp, HLO_OP_DIVIDE, out, full_like(comp, out, (double)(node->attrs[0] * node->attrs[1]), diag),
+                diag);
 }
 
 static hlo_instr *lower_reduce(hlo_comp *comp, const cap_node *node, hlo_instr *x, hlo_diag *diag) {
@@ -282,11 +300,16 @@ static hlo_instr *lower_reduce(hlo_comp *comp, const cap_node *node, hlo_instr *
     }
   hlo_instr *out;
   switch ((latch_reduce_op)node->sub) {
-    case LATCH_RMAX: out = reduce_with(comp, x, HLO_OP_MAXIMUM, limit(comp, dtype, true, diag), count, dims, diag); break;
-    case LATCH_RMIN: out = reduce_with(comp, x, HLO_OP_MINIMUM, limit(comp, dtype, false, diag), count, dims, diag); break;
+    case LATCH_RMAX:
+      out = reduce_with(comp, x, HLO_OP_MAXIMUM, limit(comp, dtype, true, diag), count, dims, diag);
+      break;
+    case LATCH_RMIN:
+      out = reduce_with(comp, x, HLO_OP_MINIMUM, limit(comp, dtype, false, diag), count, dims, diag);
+      break;
     default: out = cap_lower_reduce(comp, x, HLO_OP_ADD, 0, count, dims, diag); break;
   }
-  if (out && node->sub == LATCH_MEAN) out = binary(comp, HLO_OP_DIVIDE, out, full_like(comp, out, (double)n, diag), diag);
+  if (out && node->sub == LATCH_MEAN)
+    out = binary(comp, HLO_OP_DIVIDE, out, full_like(comp, out, (double)n, diag), diag);
   if (out && node->attrs[1]) out = hlo_build_reshape(comp, out, node->rank, node->dims, diag);
   return out;
 }
@@ -299,11 +322,13 @@ static hlo_instr *lower_argmax(hlo_comp *comp, const cap_node *node, hlo_instr *
   int rank = x->shape.rank;
   const int64_t *dims = x->shape.dims;
   hlo_instr *max = reduce_with(comp, x, HLO_OP_MAXIMUM, limit(comp, dtype, true, diag), 1, &dim, diag);
-  hlo_instr *at_max = max ? hlo_build_compare(comp, HLO_DIR_EQ, x, expand(comp, max, rank, dims, mask, diag), diag) : NULL;
+  hlo_instr *at_max =
+      max ? hlo_build_compare(comp, HLO_DIR_EQ, x, expand(comp, max, rank, dims, mask, diag), diag) : NULL;
   hlo_instr *index = hlo_build_iota(comp, HLO_S64, rank, dims, dim, diag);
   hlo_instr *none = cap_lower_full(comp, HLO_S64, rank, dims, (double)dims[dim], diag);
   hlo_instr *picked = at_max && index && none ? hlo_build_select(comp, at_max, index, none, diag) : NULL;
-  hlo_instr *out = picked ? reduce_with(comp, picked, HLO_OP_MINIMUM, limit(comp, HLO_S64, false, diag), 1, &dim, diag) : NULL;
+  hlo_instr *out =
+      picked ? reduce_with(comp, picked, HLO_OP_MINIMUM, limit(comp, HLO_S64, false, diag), 1, &dim, diag) : NULL;
   if (out && node->attrs[1]) out = hlo_build_reshape(comp, out, node->rank, node->dims, diag);
   return out;
 }
@@ -339,8 +364,6 @@ hlo_instr *cap_lower_nn(hlo_comp *comp, const cap_node *node, hlo_instr *const *
     case CAP_LAYER_NORM: return lower_layer_norm(comp, node, in, diag);
     case CAP_BATCH_NORM: return lower_batch_norm(comp, node, in, diag);
     case CAP_EMBEDDING: return lower_embedding(comp, node, in, diag);
-    default:
-      hlo_diag_set(diag, HLO_ERR_INTERNAL, "lowering: unknown node op %d", node->op);
-      return NULL;
+    default: hlo_diag_set(diag, HLO_ERR_INTERNAL, "lowering: unknown node op %d", node->op); return NULL;
   }
 }

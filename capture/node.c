@@ -1,5 +1,5 @@
 /* Nodes: allocation, reference counting and the incremental hash. This is the per-op hot
- * path of tracing, so a node is one malloc and its hash one XXH3 call over a small buffer
+ * path of tracing, so a node is one allocation (pool.c) and its hash one XXH3 call over a buffer
  * built in place. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,7 +22,7 @@ uint64_t cap_now_ns(void) {
 }
 
 cap_node *cap_node_new(cap_op op, int sub, int operand_count, cap_node *const *operands, int attr_count) {
-  cap_node *node = malloc(sizeof *node + sizeof(int64_t) * (size_t)attr_count);
+  cap_node *node = cap_pool_node(attr_count);
   if (!node) return NULL;
   /* Not memset whole: dims and attrs are filled by the caller, and zeroing ~200 bytes per
    * op shows up in the trace cost. The fields read before that are set here. */
@@ -46,7 +46,7 @@ cap_node *cap_node_new(cap_op op, int sub, int operand_count, cap_node *const *o
   if (operand_count > CAP_INLINE_OPERANDS) {
     node->operands = malloc(sizeof(cap_node *) * (size_t)operand_count);
     if (!node->operands) {
-      free(node);
+      cap_pool_free_node(node);
       return NULL;
     }
   }
@@ -80,41 +80,43 @@ cache_key cap_data_hash(hlo_dtype dtype, int rank, const int64_t *dims) {
   return digest(buf, (size_t)(p - buf));
 }
 
-cache_key cap_operand_hash(const cap_node *node) {
-  return node->state == CAP_READY ? node->data_hash : node->hash;
+cache_key cap_operand_hash(const cap_node *node) { return node->state == CAP_READY ? node->data_hash : node->hash; }
+
+/* Little-endian words on every host (a no-op on the usual ones). */
+static inline uint64_t le64(uint64_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  v = __builtin_bswap64(v);
+#endif
+  return v;
 }
 
-/* The canonical form: a header (op, sub, dtype, rank, counts), dims, attrs, the scalars'
- * bits and the operands' hashes. hlo_dtype numbers are stable within a CAP_HASH_FORMAT. */
+/* The canonical form, as 64-bit words: a header (op, sub, dtype, rank, counts), dims,
+ * attrs, the scalars' bits and the operands' hashes. hlo_dtype numbers are stable within
+ * a CAP_HASH_FORMAT. Built in place as words because this runs once per traced op. */
 cache_key cap_node_hash(const cap_node *node) {
-  enum { SMALL = 1024 };
-  size_t size = 16 + 8 * (size_t)(node->rank + node->attr_count + 2) + 16 * (size_t)node->operand_count;
-  unsigned char small[SMALL];
-  unsigned char *buf = size <= SMALL ? small : malloc(size);
-  if (!buf) abort(); /* as the arena does: a hash has no status to return */
-  unsigned char *p = buf;
-  p[0] = 'N';
-  p[1] = (unsigned char)(node->op & 0xff);
-  p[2] = (unsigned char)(node->op >> 8);
-  p[3] = (unsigned char)(node->sub & 0xff);
-  p[4] = (unsigned char)(node->sub >> 8);
-  p[5] = node->dtype;
-  p[6] = node->rank;
-  p[7] = 0;
-  p = put64(p + 8, (uint64_t)node->operand_count << 32 | (uint32_t)node->attr_count);
-  for (int i = 0; i < node->rank; i++) p = put64(p, (uint64_t)node->dims[i]);
-  for (int i = 0; i < node->attr_count; i++) p = put64(p, (uint64_t)node->attrs[i]);
+  enum { SMALL = 128 };
+  size_t words = 2 + (size_t)node->rank + (size_t)node->attr_count + 2 + 2 * (size_t)node->operand_count;
+  uint64_t small[SMALL];
+  uint64_t *w = words <= SMALL ? small : malloc(sizeof(uint64_t) * words);
+  if (!w) abort(); /* as the arena does: a hash has no status to return */
+  size_t k = 0;
+  w[k++] = le64((uint64_t)'N' | (uint64_t)node->op << 8 | (uint64_t)node->sub << 24 | (uint64_t)node->dtype << 40 |
+                (uint64_t)node->rank << 48);
+  w[k++] = le64((uint64_t)node->operand_count << 32 | (uint32_t)node->attr_count);
+  for (int i = 0; i < node->rank; i++) w[k++] = le64((uint64_t)node->dims[i]);
+  for (int i = 0; i < node->attr_count; i++) w[k++] = le64((uint64_t)node->attrs[i]);
   uint64_t bits[2];
   memcpy(bits, node->scalar, sizeof bits);
-  p = put64(p, bits[0]);
-  p = put64(p, bits[1]);
+  w[k++] = le64(bits[0]);
+  w[k++] = le64(bits[1]);
   for (int i = 0; i < node->operand_count; i++) {
-    cache_key k = cap_operand_hash(node->operands[i]);
-    p = put64(p, k.lo);
-    p = put64(p, k.hi);
+    const cap_node *operand = node->operands[i];
+    const cache_key *h = operand->state == CAP_READY ? &operand->data_hash : &operand->hash;
+    w[k++] = le64(h->lo);
+    w[k++] = le64(h->hi);
   }
-  cache_key key = digest(buf, (size_t)(p - buf));
-  if (buf != small) free(buf);
+  cache_key key = digest((const unsigned char *)w, k * sizeof(uint64_t));
+  if (w != small) free(w);
   return key;
 }
 
@@ -147,7 +149,7 @@ void cap_node_release(cap_node *node) {
     }
     if (dead->operands != dead->inline_operands) free(dead->operands);
     free(dead->error);
-    free(dead);
+    cap_pool_free_node(dead);
   }
 }
 

@@ -7,11 +7,11 @@
 #include "trace.h"
 
 static const char *const unary_names[] = {
-    [LATCH_NEG] = "neg",     [LATCH_ABS] = "abs",   [LATCH_SIGN] = "sign",   [LATCH_FLOOR] = "floor",
-    [LATCH_CEIL] = "ceil",   [LATCH_ROUND] = "round", [LATCH_NOT] = "not",    [LATCH_EXP] = "exp",
-    [LATCH_LOG] = "log",     [LATCH_SQRT] = "sqrt", [LATCH_RSQRT] = "rsqrt", [LATCH_TANH] = "tanh",
-    [LATCH_SIGMOID] = "sigmoid", [LATCH_SIN] = "sin", [LATCH_COS] = "cos",   [LATCH_ERF] = "erf",
-    [LATCH_LOG1P] = "log1p", [LATCH_EXPM1] = "expm1",
+    [LATCH_NEG] = "neg",         [LATCH_ABS] = "abs",     [LATCH_SIGN] = "sign",   [LATCH_FLOOR] = "floor",
+    [LATCH_CEIL] = "ceil",       [LATCH_ROUND] = "round", [LATCH_NOT] = "not",     [LATCH_EXP] = "exp",
+    [LATCH_LOG] = "log",         [LATCH_SQRT] = "sqrt",   [LATCH_RSQRT] = "rsqrt", [LATCH_TANH] = "tanh",
+    [LATCH_SIGMOID] = "sigmoid", [LATCH_SIN] = "sin",     [LATCH_COS] = "cos",     [LATCH_ERF] = "erf",
+    [LATCH_LOG1P] = "log1p",     [LATCH_EXPM1] = "expm1",
 };
 
 static const char *const binary_names[] = {
@@ -133,8 +133,9 @@ latch_tensor *latch_where(latch_tensor *cond, latch_tensor *a, latch_tensor *b) 
   if (!promote("where", a, b, &dtype, &bad) || !broadcast("where", a, b, &rank, dims, &bad)) return bad;
   if (!cap_broadcast_dims(cond->node->rank, cond->node->dims, rank, dims, &rank2, dims2)) {
     char sa[128], sb[128];
-    return cap_error(cond->rt, "where: condition %s does not broadcast with %s and %s", cap_shape_text(cond, s, sizeof s),
-                     cap_shape_text(a, sa, sizeof sa), cap_shape_text(b, sb, sizeof sb));
+    return cap_error(cond->rt, "where: condition %s does not broadcast with %s and %s",
+                     cap_shape_text(cond, s, sizeof s), cap_shape_text(a, sa, sizeof sa),
+                     cap_shape_text(b, sb, sizeof sb));
   }
   return cap_traced(cond->rt, cap_node_like(CAP_WHERE, 0, 3, in, 0, dtype, rank2, dims2));
 }
@@ -143,7 +144,8 @@ latch_tensor *latch_clamp(latch_tensor *x, double low, double high) {
   latch_tensor *bad = cap_poisoned("clamp", 1, &x);
   if (bad) return bad;
   char s[128];
-  if (x->node->dtype == HLO_PRED) return cap_error(x->rt, "clamp: needs a number tensor, got %s", cap_shape_text(x, s, sizeof s));
+  if (x->node->dtype == HLO_PRED)
+    return cap_error(x->rt, "clamp: needs a number tensor, got %s", cap_shape_text(x, s, sizeof s));
   if (!(low <= high)) return cap_error(x->rt, "clamp: low %g is above high %g", low, high);
   cap_node *node = cap_node_like(CAP_CLAMP, 0, 1, &x, 0, (hlo_dtype)x->node->dtype, x->node->rank, x->node->dims);
   if (node) {
@@ -158,7 +160,8 @@ latch_tensor *latch_cast(latch_tensor *x, latch_dtype dtype) {
   if (bad) return bad;
   hlo_dtype to = cap_hlo_dtype(dtype);
   if (to == HLO_INVALID) return cap_error(x->rt, "cast: invalid dtype %d", (int)dtype);
-  if (to == x->node->dtype) return latch_retain(x);
+  if (to == x->node->dtype)
+    return cap_wrap(x->rt, cap_node_retain(x->node)); /* a new handle: assigning to it must not change x */
   return cap_traced(x->rt, cap_node_like(CAP_CAST, 0, 1, &x, 0, to, x->node->rank, x->node->dims));
 }
 
@@ -166,8 +169,10 @@ latch_tensor *latch_relu(latch_tensor *x) {
   latch_tensor *bad = cap_poisoned("relu", 1, &x);
   if (bad) return bad;
   char s[128];
-  if (x->node->dtype == HLO_PRED) return cap_error(x->rt, "relu: needs a number tensor, got %s", cap_shape_text(x, s, sizeof s));
-  return cap_traced(x->rt, cap_node_like(CAP_RELU, 0, 1, &x, 0, (hlo_dtype)x->node->dtype, x->node->rank, x->node->dims));
+  if (x->node->dtype == HLO_PRED)
+    return cap_error(x->rt, "relu: needs a number tensor, got %s", cap_shape_text(x, s, sizeof s));
+  return cap_traced(x->rt,
+                    cap_node_like(CAP_RELU, 0, 1, &x, 0, (hlo_dtype)x->node->dtype, x->node->rank, x->node->dims));
 }
 
 latch_tensor *latch_gelu(latch_tensor *x, bool tanh_approximation) {

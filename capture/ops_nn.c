@@ -26,7 +26,8 @@ latch_tensor *latch_matmul(latch_tensor *a, latch_tensor *b) {
   int batch_rank = 0;
   int64_t batch[HLO_MAX_RANK], dims[HLO_MAX_RANK];
   int ba = x->rank > 2 ? x->rank - 2 : 0, bb = y->rank > 2 ? y->rank - 2 : 0;
-  if (k_a != k_b || !cap_broadcast_dims(ba, x->dims, bb, y->dims, &batch_rank, batch) || batch_rank + 2 > HLO_MAX_RANK)
+  if (k_a != k_b || !cap_broadcast_dims(ba, x->dims, bb, y->dims, &batch_rank, batch) ||
+      batch_rank + 2 > HLO_MAX_RANK)
     return cap_error(a->rt, "matmul: shapes %s and %s do not fit (contracting %lld with %lld, or batch dims)",
                      cap_shape_text(a, sa, sizeof sa), cap_shape_text(b, sb, sizeof sb), (long long)k_a,
                      (long long)k_b);
@@ -63,12 +64,12 @@ latch_tensor *latch_conv2d(latch_tensor *x, latch_tensor *w, const latch_conv2d_
     dims[2 + i] = ok ? (room - span) / stride[i] + 1 : 0;
   }
   if (!ok)
-    return cap_error(x->rt,
-                     "conv2d: input %s and weight %s do not fit (NCHW input, OIHW weight, groups %lld, stride %lldx%lld, "
-                     "padding %lldx%lld, dilation %lldx%lld)",
-                     cap_shape_text(x, sa, sizeof sa), cap_shape_text(w, sb, sizeof sb), (long long)groups,
-                     (long long)stride[0], (long long)stride[1], (long long)pad[0], (long long)pad[1],
-                     (long long)dil[0], (long long)dil[1]);
+    return cap_error(
+        x->rt,
+        "conv2d: input %s and weight %s do not fit (NCHW input, OIHW weight, groups %lld, stride %lldx%lld, "
+        "padding %lldx%lld, dilation %lldx%lld)",
+        cap_shape_text(x, sa, sizeof sa), cap_shape_text(w, sb, sizeof sb), (long long)groups, (long long)stride[0],
+        (long long)stride[1], (long long)pad[0], (long long)pad[1], (long long)dil[0], (long long)dil[1]);
   cap_node *node = cap_node_like(CAP_CONV2D, 0, 2, in, 7, dtype, 4, dims);
   if (node) {
     int64_t attrs[7] = {stride[0], stride[1], pad[0], pad[1], dil[0], dil[1], groups};
@@ -94,18 +95,21 @@ static latch_tensor *pool(const char *op, int kind, latch_tensor *x, const int64
     attrs[4 + i] = p;
   }
   if (!ok)
-    return cap_error(x->rt, "%s: input %s does not fit (NCHW %s input, kernel >= 1, stride >= 1, padding <= kernel/2)",
-                     op, cap_shape_text(x, s, sizeof s), kind ? "floating-point" : "number");
+    return cap_error(x->rt,
+                     "%s: input %s does not fit (NCHW %s input, kernel >= 1, stride >= 1, padding <= kernel/2)", op,
+                     cap_shape_text(x, s, sizeof s), kind ? "floating-point" : "number");
   cap_node *node = cap_node_like(CAP_POOL, kind, 1, &x, 6, (hlo_dtype)a->dtype, 4, dims);
   if (node) memcpy(node->attrs, attrs, sizeof attrs);
   return cap_traced(x->rt, node);
 }
 
-latch_tensor *latch_max_pool2d(latch_tensor *x, const int64_t kernel[2], const int64_t stride[2], const int64_t padding[2]) {
+latch_tensor *latch_max_pool2d(latch_tensor *x, const int64_t kernel[2], const int64_t stride[2],
+                               const int64_t padding[2]) {
   return pool("max_pool2d", 0, x, kernel, stride, padding);
 }
 
-latch_tensor *latch_avg_pool2d(latch_tensor *x, const int64_t kernel[2], const int64_t stride[2], const int64_t padding[2]) {
+latch_tensor *latch_avg_pool2d(latch_tensor *x, const int64_t kernel[2], const int64_t stride[2],
+                               const int64_t padding[2]) {
   return pool("avg_pool2d", 1, x, kernel, stride, padding);
 }
 
@@ -128,8 +132,10 @@ static bool dim_mask(int count, const int *dims, int rank, int64_t *mask) {
 static int reduced_dims(const cap_node *x, int64_t mask, bool keepdim, int64_t *dims) {
   int rank = 0;
   for (int i = 0; i < x->rank; i++) {
-    if (!(mask >> i & 1)) dims[rank++] = x->dims[i];
-    else if (keepdim) dims[rank++] = 1;
+    if (!(mask >> i & 1))
+      dims[rank++] = x->dims[i];
+    else if (keepdim)
+      dims[rank++] = 1;
   }
   return rank;
 }
@@ -147,7 +153,8 @@ latch_tensor *latch_reduce(latch_reduce_op op, latch_tensor *x, int count, const
   hlo_dtype dtype = (hlo_dtype)x->node->dtype;
   if (op == LATCH_MEAN && !is_float(x)) return need_float(name, x);
   if (dtype == HLO_PRED) {
-    if (op != LATCH_SUM) return cap_error(x->rt, "%s: needs a number tensor, got %s", name, cap_shape_text(x, s, sizeof s));
+    if (op != LATCH_SUM)
+      return cap_error(x->rt, "%s: needs a number tensor, got %s", name, cap_shape_text(x, s, sizeof s));
     dtype = HLO_S64; /* counting trues */
   }
   int64_t out[HLO_MAX_RANK];
@@ -201,7 +208,8 @@ static bool trailing_fit(const cap_node *x, const cap_node *p, int rank) {
   return true;
 }
 
-latch_tensor *latch_layer_norm(latch_tensor *x, int normalized_rank, latch_tensor *weight, latch_tensor *bias, double eps) {
+latch_tensor *latch_layer_norm(latch_tensor *x, int normalized_rank, latch_tensor *weight, latch_tensor *bias,
+                               double eps) {
   latch_tensor *in[3] = {x, NULL, NULL}, *bad;
   int count = 1;
   if (weight) in[count++] = weight;
@@ -210,13 +218,16 @@ latch_tensor *latch_layer_norm(latch_tensor *x, int normalized_rank, latch_tenso
   if (!is_float(x)) return need_float("layer_norm", x);
   char s[128], sw[128];
   if (normalized_rank < 1 || normalized_rank > x->node->rank)
-    return cap_error(x->rt, "layer_norm: normalized_rank %d is out of range for %s", normalized_rank, cap_shape_text(x, s, sizeof s));
+    return cap_error(x->rt, "layer_norm: normalized_rank %d is out of range for %s", normalized_rank,
+                     cap_shape_text(x, s, sizeof s));
   for (int i = 1; i < count; i++)
     if (!trailing_fit(x->node, in[i]->node, normalized_rank) || in[i]->node->dtype == HLO_PRED)
-      return cap_error(x->rt, "layer_norm: %s %s does not match the last %d dims of %s", in[i] == weight ? "weight" : "bias",
-                       cap_shape_text(in[i], sw, sizeof sw), normalized_rank, cap_shape_text(x, s, sizeof s));
+      return cap_error(x->rt, "layer_norm: %s %s does not match the last %d dims of %s",
+                       in[i] == weight ? "weight" : "bias", cap_shape_text(in[i], sw, sizeof sw), normalized_rank,
+                       cap_shape_text(x, s, sizeof s));
   if (!(eps >= 0)) return cap_error(x->rt, "layer_norm: eps %g must be non-negative", eps);
-  cap_node *node = cap_node_like(CAP_LAYER_NORM, 0, count, in, 3, (hlo_dtype)x->node->dtype, x->node->rank, x->node->dims);
+  cap_node *node =
+      cap_node_like(CAP_LAYER_NORM, 0, count, in, 3, (hlo_dtype)x->node->dtype, x->node->rank, x->node->dims);
   if (node) {
     node->attrs[0] = normalized_rank;
     node->attrs[1] = weight != NULL;
@@ -235,15 +246,18 @@ latch_tensor *latch_batch_norm(latch_tensor *x, latch_tensor *mean, latch_tensor
   if ((bad = cap_poisoned("batch_norm", count, in))) return bad;
   if (!is_float(x)) return need_float("batch_norm", x);
   char s[128], sp[128];
-  if (x->node->rank < 2) return cap_error(x->rt, "batch_norm: needs [N, C, ...], got %s", cap_shape_text(x, s, sizeof s));
+  if (x->node->rank < 2)
+    return cap_error(x->rt, "batch_norm: needs [N, C, ...], got %s", cap_shape_text(x, s, sizeof s));
   for (int i = 1; i < count; i++) {
     const cap_node *p = in[i]->node;
     if (p->rank != 1 || p->dims[0] != x->node->dims[1] || p->dtype == HLO_PRED)
-      return cap_error(x->rt, "batch_norm: parameter %s does not match the %lld channels of %s", cap_shape_text(in[i], sp, sizeof sp),
-                       (long long)x->node->dims[1], cap_shape_text(x, s, sizeof s));
+      return cap_error(x->rt, "batch_norm: parameter %s does not match the %lld channels of %s",
+                       cap_shape_text(in[i], sp, sizeof sp), (long long)x->node->dims[1],
+                       cap_shape_text(x, s, sizeof s));
   }
   if (!(eps >= 0)) return cap_error(x->rt, "batch_norm: eps %g must be non-negative", eps);
-  cap_node *node = cap_node_like(CAP_BATCH_NORM, 0, count, in, 2, (hlo_dtype)x->node->dtype, x->node->rank, x->node->dims);
+  cap_node *node =
+      cap_node_like(CAP_BATCH_NORM, 0, count, in, 2, (hlo_dtype)x->node->dtype, x->node->rank, x->node->dims);
   if (node) {
     node->attrs[0] = weight != NULL;
     node->attrs[1] = bias != NULL;

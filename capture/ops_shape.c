@@ -16,19 +16,25 @@ latch_tensor *latch_reshape(latch_tensor *x, int rank, const int64_t *dims) {
   latch_tensor *bad = cap_poisoned("reshape", 1, &x);
   if (bad) return bad;
   char s[128], d[256];
-  if (rank < 0 || rank > HLO_MAX_RANK || (rank && !dims)) return cap_error(x->rt, "reshape: rank %d is out of range", rank);
+  if (rank < 0 || rank > HLO_MAX_RANK || (rank && !dims))
+    return cap_error(x->rt, "reshape: rank %d is out of range", rank);
   int64_t out[HLO_MAX_RANK], known = 1, total = 1;
   for (int i = 0; i < x->node->rank; i++) total *= x->node->dims[i]; /* not latch_numel: no guard */
   int infer = -1;
   for (int i = 0; i < rank; i++) {
     out[i] = dims[i];
-    if (dims[i] == -1 && infer < 0) infer = i;
-    else if (dims[i] < 0) return cap_error(x->rt, "reshape: bad dims %s for %s", dims_text(rank, dims, d, sizeof d), cap_shape_text(x, s, sizeof s));
-    else known *= dims[i];
+    if (dims[i] == -1 && infer < 0)
+      infer = i;
+    else if (dims[i] < 0)
+      return cap_error(x->rt, "reshape: bad dims %s for %s", dims_text(rank, dims, d, sizeof d),
+                       cap_shape_text(x, s, sizeof s));
+    else
+      known *= dims[i];
   }
   if (infer >= 0) {
     if (known == 0 || total % known)
-      return cap_error(x->rt, "reshape: cannot infer -1 in %s for %s", dims_text(rank, dims, d, sizeof d), cap_shape_text(x, s, sizeof s));
+      return cap_error(x->rt, "reshape: cannot infer -1 in %s for %s", dims_text(rank, dims, d, sizeof d),
+                       cap_shape_text(x, s, sizeof s));
     out[infer] = total / known;
     known = total;
   }
@@ -51,7 +57,8 @@ latch_tensor *latch_permute(latch_tensor *x, const int *perm) {
   char s[128];
   for (int i = 0; i < rank; i++) {
     int p = perm ? cap_norm_dim(perm[i], rank) : -1;
-    if (p < 0 || used[p]) return cap_error(x->rt, "permute: not a permutation of the dims of %s", cap_shape_text(x, s, sizeof s));
+    if (p < 0 || used[p])
+      return cap_error(x->rt, "permute: not a permutation of the dims of %s", cap_shape_text(x, s, sizeof s));
     used[p] = true;
     dims[i] = x->node->dims[p];
   }
@@ -92,7 +99,8 @@ latch_tensor *latch_concat(int count, latch_tensor *const *xs, int dim) {
   const cap_node *first = xs[0]->node;
   char s[128], s2[128];
   int d = cap_norm_dim(dim, first->rank);
-  if (d < 0) return cap_error(xs[0]->rt, "concat: dim %d is out of range for %s", dim, cap_shape_text(xs[0], s, sizeof s));
+  if (d < 0)
+    return cap_error(xs[0]->rt, "concat: dim %d is out of range for %s", dim, cap_shape_text(xs[0], s, sizeof s));
   int64_t dims[HLO_MAX_RANK];
   memcpy(dims, first->dims, sizeof(int64_t) * first->rank);
   hlo_dtype dtype = (hlo_dtype)first->dtype;
@@ -120,7 +128,8 @@ latch_tensor *latch_pad(latch_tensor *x, const int64_t *low, const int64_t *high
   for (int i = 0; i < rank; i++) {
     int64_t lo = low ? low[i] : 0, hi = high ? high[i] : 0;
     dims[i] = x->node->dims[i] + lo + hi;
-    if (dims[i] < 0) return cap_error(x->rt, "pad: dim %d of %s cropped below zero", i, cap_shape_text(x, s, sizeof s));
+    if (dims[i] < 0)
+      return cap_error(x->rt, "pad: dim %d of %s cropped below zero", i, cap_shape_text(x, s, sizeof s));
   }
   cap_node *node = cap_node_like(CAP_PAD, 0, 1, &x, 2 * rank, (hlo_dtype)x->node->dtype, rank, dims);
   for (int i = 0; node && i < rank; i++) {

@@ -37,8 +37,10 @@ static bool env_int(const char *name, int *out) {
 static bool env_bool(const char *name, bool *out) {
   const char *text = getenv(name);
   if (!text || !*text) return true;
-  if (!strcmp(text, "1") || !strcmp(text, "true") || !strcmp(text, "yes")) *out = true;
-  else if (!strcmp(text, "0") || !strcmp(text, "false") || !strcmp(text, "no")) *out = false;
+  if (!strcmp(text, "1") || !strcmp(text, "true") || !strcmp(text, "yes"))
+    *out = true;
+  else if (!strcmp(text, "0") || !strcmp(text, "false") || !strcmp(text, "no"))
+    *out = false;
   else {
     cap_set_error("%s=%s: expected 1 or 0", name, text);
     return false;
@@ -103,6 +105,7 @@ void latch_close(latch_runtime *rt) {
   if (!rt) return;
   cache_table_free(rt->cache);
   free(rt);
+  cap_pool_drain();
 }
 
 void latch_get_stats(latch_runtime *rt, latch_stats *stats) {

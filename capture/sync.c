@@ -50,7 +50,7 @@ rt_value *cap_take_output(rt_value *out, rt_value *const *views, int view_count)
 
 /* The new value goes into the old buffer when no one else can see that buffer, so a
  * pointer from latch_data stays valid across the update. */
-static void write_back(latch_tensor *handle) {
+void cap_write_back(latch_tensor *handle) {
   cap_node *target = handle->alias_of, *node = handle->node;
   handle->alias_of = NULL;
   if (node->state == CAP_READY && atomic_load(&target->refs) == 1 && target->value->refcount == 1 &&
@@ -63,62 +63,81 @@ static void write_back(latch_tensor *handle) {
   cap_node_release(target);
 }
 
+cache_entry *cap_exe_lookup(latch_runtime *rt, const cap_graph *g, latch_status *status) {
+  return cap_graph_executable(rt, g, NULL, status);
+}
+
 cache_entry *cap_graph_executable(latch_runtime *rt, const cap_graph *g, bool *compiled, latch_status *status) {
   hlo_diag diag = {0};
-  bool hit = false;
   compile_job job = {g};
+  bool hit = false;
   cache_entry *entry = cache_table_get_or_compile(rt->cache, g->key, compile_graph, &job, &diag, &hit);
+  if (compiled) *compiled = entry && !hit;
+  *status = LATCH_OK;
   if (!entry) {
-    cap_set_error("sync: %s", diag.message);
+    cap_set_error("sync: %s", diag.message[0] ? diag.message : "compile failed");
     *status = diag.status ? (latch_status)diag.status : LATCH_ERR_INTERNAL;
   }
-  if (compiled) *compiled = entry && !hit;
   return entry;
 }
 
-static latch_status run_graph(latch_runtime *rt, cap_graph *g) {
-  latch_status failure = LATCH_OK;
-  cache_entry *entry = cap_graph_executable(rt, g, NULL, &failure);
-  if (!entry) return failure;
+latch_status cap_exe_run(latch_runtime *rt, const cap_exe *exe, rt_value *const *args, rt_value **outputs) {
   hlo_diag diag = {0};
-  cap_exe *exe = cache_entry_value(entry);
-  rt_value **views = calloc((size_t)g->param_count + 1, sizeof *views);
+  rt_value **views = calloc((size_t)exe->param_count + 1, sizeof *views);
   latch_status status = views ? LATCH_OK : LATCH_ERR_INTERNAL;
-  for (int i = 0; status == LATCH_OK && i < g->param_count; i++)
-    if (!(views[i] = cap_value_view(g->params[i]->value))) status = LATCH_ERR_INTERNAL;
+  for (int i = 0; status == LATCH_OK && i < exe->param_count; i++)
+    if (!(views[i] = cap_value_view(args[i]))) status = LATCH_ERR_INTERNAL;
   rt_value *result = NULL;
   if (status == LATCH_OK) {
     uint64_t start = cap_now_ns();
-    status = (latch_status)exe->backend->execute(exe->exe, views, g->param_count, &result, &diag);
+    status = (latch_status)exe->backend->execute(exe->exe, views, exe->param_count, &result, &diag);
     atomic_fetch_add(&rt->execute_ns, cap_now_ns() - start);
     if (status != LATCH_OK) cap_set_error("sync: %s", diag.message);
   } else {
     cap_set_error("sync: out of memory");
   }
-  if (status == LATCH_OK && (!result || result->shape.dtype != HLO_TUPLE || result->tuple_count != g->root_count)) {
+  if (status == LATCH_OK &&
+      (!result || result->shape.dtype != HLO_TUPLE || result->tuple_count != exe->output_count)) {
     cap_set_error("sync: the backend returned %d outputs for %d roots", result ? result->tuple_count : -1,
-                  g->root_count);
+                  exe->output_count);
     status = LATCH_ERR_INTERNAL;
   }
-  for (int i = 0; status == LATCH_OK && i < g->root_count; i++) {
-    rt_value *out = cap_take_output(result->tuple[i], views, g->param_count);
-    if (!out) {
+  int taken = 0;
+  for (; status == LATCH_OK && taken < exe->output_count; taken++) {
+    if (!(outputs[taken] = cap_take_output(result->tuple[taken], views, exe->param_count))) {
       cap_set_error("sync: out of memory");
       status = LATCH_ERR_INTERNAL;
-      break;
     }
-    cap_node_set_value(g->roots[i], out);
   }
+  if (status != LATCH_OK)
+    while (taken > 0) rt_value_release(outputs[--taken]);
   rt_value_release(result);
-  for (int i = 0; views && i < g->param_count; i++) free(views[i]); /* shells only */
+  for (int i = 0; views && i < exe->param_count; i++) free(views[i]); /* shells only */
   free(views);
+  return status;
+}
+
+static latch_status run_graph(latch_runtime *rt, cap_graph *g) {
+  latch_status status;
+  cache_entry *entry = cap_exe_lookup(rt, g, &status);
+  if (!entry) return status;
+  const cap_exe *exe = cache_entry_value(entry);
+  enum { FEW = 16 };
+  rt_value *arg_buffer[FEW], *out_buffer[FEW];
+  rt_value **args = g->param_count > FEW ? malloc(sizeof(rt_value *) * (size_t)g->param_count) : arg_buffer;
+  rt_value **outs = g->root_count > FEW ? malloc(sizeof(rt_value *) * (size_t)g->root_count) : out_buffer;
+  if (!args || !outs) status = LATCH_ERR_INTERNAL;
+  for (int i = 0; status == LATCH_OK && i < g->param_count; i++) args[i] = g->params[i]->value;
+  if (status == LATCH_OK) status = cap_exe_run(rt, exe, args, outs);
+  for (int i = 0; status == LATCH_OK && i < g->root_count; i++) cap_node_set_value(g->roots[i], outs[i]);
+  if (args != arg_buffer) free(args);
+  if (outs != out_buffer) free(outs);
   cache_table_release(rt->cache, entry);
   return status;
 }
 
-/* Roots that were not outputs of this graph but are intermediate nodes of it stay
- * PENDING; they are computed again by the next sync that needs them (rare: a handle
- * dropped while a pending user still holds the node). */
+/* Intermediate nodes of the graph that no root names stay PENDING; their users are
+ * computed now, so they are freed with them unless something else still holds them. */
 latch_status cap_sync_nodes(latch_runtime *rt, int count, cap_node *const *roots, latch_tensor *const *handles) {
   cap_ctx *ctx = cap_ctx_current();
   atomic_fetch_add(&rt->ops_traced, ctx->ops_traced);
@@ -147,7 +166,7 @@ latch_status cap_sync_nodes(latch_runtime *rt, int count, cap_node *const *roots
   cap_graph_free(&g);
   if (status == LATCH_OK && handles)
     for (int i = 0; i < count; i++)
-      if (handles[i] && handles[i]->alias_of) write_back(handles[i]);
+      if (handles[i] && handles[i]->alias_of) cap_write_back(handles[i]);
   return status;
 }
 
@@ -157,6 +176,7 @@ static int gather(latch_runtime *rt, latch_tensor ***out, const char **error) {
   int count = 0, capacity = 0;
   latch_tensor **handles = NULL;
   *error = NULL;
+  if (ctx->error[0] && ctx->error_rt == rt) *error = ctx->error; /* copied by the caller */
   for (latch_tensor *t = ctx->head, *next; t; t = next) {
     next = t->next;
     if (t->rt != rt) continue;
@@ -200,6 +220,8 @@ latch_status latch_sync(latch_runtime *rt) {
     return LATCH_ERR_INTERNAL;
   }
   char *message = error ? strdup(error) : NULL; /* the node may die during the run */
+  cap_ctx *ctx = cap_ctx_current();
+  if (ctx->error_rt == rt) ctx->error[0] = 0;
   cap_node **roots = malloc(sizeof(cap_node *) * (size_t)(count ? count : 1));
   latch_status status = roots ? LATCH_OK : LATCH_ERR_INTERNAL;
   for (int i = 0; roots && i < count; i++) roots[i] = handles[i]->node;

@@ -17,18 +17,24 @@ static void list_append(cap_ctx *ctx, latch_tensor *t) {
   t->owner = ctx;
   t->next = NULL;
   t->prev = ctx->tail;
-  if (ctx->tail) ctx->tail->next = t;
-  else ctx->head = t;
+  if (ctx->tail)
+    ctx->tail->next = t;
+  else
+    ctx->head = t;
   ctx->tail = t;
 }
 
 void cap_list_remove(latch_tensor *t) {
   cap_ctx *ctx = t->owner;
   if (!ctx) return;
-  if (t->prev) t->prev->next = t->next;
-  else ctx->head = t->next;
-  if (t->next) t->next->prev = t->prev;
-  else ctx->tail = t->prev;
+  if (t->prev)
+    t->prev->next = t->next;
+  else
+    ctx->head = t->next;
+  if (t->next)
+    t->next->prev = t->prev;
+  else
+    ctx->tail = t->prev;
   t->prev = t->next = NULL;
   t->owner = NULL;
 }
@@ -40,7 +46,7 @@ latch_tensor *cap_wrap(latch_runtime *rt, cap_node *node) {
     cap_set_error("out of memory");
     return NULL;
   }
-  latch_tensor *t = malloc(sizeof *t);
+  latch_tensor *t = cap_pool_handle();
   if (!t) {
     cap_node_release(node);
     cap_set_error("out of memory");
@@ -69,6 +75,11 @@ latch_tensor *cap_error(latch_runtime *rt, const char *format, ...) {
   vsnprintf(message, sizeof message, format, ap);
   va_end(ap);
   cap_set_error("%s", message);
+  cap_ctx *ctx = cap_ctx_current();
+  if (rt && !ctx->error[0]) {
+    snprintf(ctx->error, sizeof ctx->error, "%s", message);
+    ctx->error_rt = rt;
+  }
   return cap_wrap(rt, cap_node_error("%s", message));
 }
 
@@ -98,7 +109,7 @@ void latch_release(latch_tensor *t) {
   cap_list_remove(t);
   cap_node_release(t->node);
   cap_node_release(t->alias_of);
-  free(t);
+  cap_pool_free_handle(t);
 }
 
 /* ---- creation ---- */
@@ -122,8 +133,7 @@ static bool check_dims(const char *op, hlo_dtype dtype, int rank, const int64_t 
 
 static latch_tensor *bad(latch_runtime *rt) { return cap_error(rt, "%s", latch_last_error()); }
 
-latch_tensor *latch_from_host(latch_runtime *rt, latch_dtype dtype, int rank, const int64_t *dims,
-                              const void *data) {
+latch_tensor *latch_from_host(latch_runtime *rt, latch_dtype dtype, int rank, const int64_t *dims, const void *data) {
   hlo_dtype d = cap_hlo_dtype(dtype);
   if (!check_dims("from_host", d, rank, dims)) return bad(rt);
   rt_value *value = rt_value_new_array(d, rank, dims);
@@ -187,7 +197,8 @@ latch_tensor *latch_iota(latch_runtime *rt, latch_dtype dtype, int rank, const i
   hlo_dtype d = cap_hlo_dtype(dtype);
   if (!check_dims("iota", d, rank, dims)) return bad(rt);
   int axis = cap_norm_dim(dim, rank);
-  if (axis < 0 || d == HLO_PRED) return cap_error(rt, "iota: dim %d is out of range for rank %d, or dtype is bool", dim, rank);
+  if (axis < 0 || d == HLO_PRED)
+    return cap_error(rt, "iota: dim %d is out of range for rank %d, or dtype is bool", dim, rank);
   cap_node *node = cap_node_new(CAP_IOTA, 0, 0, NULL, 1);
   if (!node) return cap_wrap(rt, NULL);
   node->dtype = (uint8_t)d;
@@ -223,13 +234,13 @@ static latch_tensor *random_tensor(latch_runtime *rt, latch_dtype dtype, int ran
   return cap_wrap(rt, cap_node_data(value));
 }
 
-latch_tensor *latch_rand_uniform(latch_runtime *rt, latch_dtype dtype, int rank, const int64_t *dims,
-                                 double low, double high, uint64_t seed) {
+latch_tensor *latch_rand_uniform(latch_runtime *rt, latch_dtype dtype, int rank, const int64_t *dims, double low,
+                                 double high, uint64_t seed) {
   return random_tensor(rt, dtype, rank, dims, low, high, seed, false);
 }
 
-latch_tensor *latch_rand_normal(latch_runtime *rt, latch_dtype dtype, int rank, const int64_t *dims,
-                                double mean, double std, uint64_t seed) {
+latch_tensor *latch_rand_normal(latch_runtime *rt, latch_dtype dtype, int rank, const int64_t *dims, double mean,
+                                double std, uint64_t seed) {
   return random_tensor(rt, dtype, rank, dims, mean, std, seed, true);
 }
 
@@ -283,6 +294,7 @@ static latch_status ensure_ready(latch_tensor *t) {
     latch_status status = cap_sync_nodes(t->rt, 1, &node, &t);
     if (status != LATCH_OK) return status;
   }
+  if (t->alias_of && t->node->state == CAP_READY) cap_write_back(t);
   if (t->node->state == CAP_ERROR) {
     t->node->reported = 1;
     cap_set_error("%s", t->node->error);
@@ -329,9 +341,7 @@ latch_status latch_save_npy(latch_tensor *t, const char *path) {
   return LATCH_OK;
 }
 
-const void *latch_data(latch_tensor *t) {
-  return ensure_ready(t) == LATCH_OK ? t->node->value->data : NULL;
-}
+const void *latch_data(latch_tensor *t) { return ensure_ready(t) == LATCH_OK ? t->node->value->data : NULL; }
 
 /* ---- in-place update ---- */
 
@@ -364,8 +374,10 @@ latch_status latch_assign(latch_tensor *dst, latch_tensor *src) {
     }
   }
   dst->node = cap_node_retain(node);
-  if (old->state == CAP_READY && !dst->alias_of) dst->alias_of = old;
-  else cap_node_release(old);
+  if (old->state == CAP_READY && !dst->alias_of)
+    dst->alias_of = old;
+  else
+    cap_node_release(old);
   if (node->state == CAP_READY) {
     /* Nothing to run: the write-back happens here. */
     cap_node *target = dst->alias_of;

@@ -19,8 +19,8 @@
  *
  * Threads: one runtime may be used by many threads at once; the compile cache is shared.
  * Each thread traces into its own pending graph: a tensor whose value is still pending
- * belongs to the thread that made it until it is synced. Synced tensors may be read by
- * any thread; releasing is thread-safe.
+ * belongs to the thread that made it until it is synced: only that thread may use or
+ * release it. Synced tensors may be read, used as operands and released by any thread.
  */
 #ifndef LATCH_H
 #define LATCH_H
@@ -127,8 +127,9 @@ latch_status latch_save_npy(latch_tensor *t, const char *path);
  * in-place update (latch_assign) of a tensor nothing else shares keeps this pointer. */
 const void *latch_data(latch_tensor *t);
 
-/* Runs everything pending on this thread for rt as one graph. Reports (and clears) the
- * first error tensor still alive that no sync reported yet. */
+/* Runs everything pending on this thread for rt as one graph. Returns LATCH_ERR_INPUT
+ * (after running the rest) when an op on this thread failed since its last sync, with the
+ * first such message in latch_last_error, even if that error tensor was released. */
 latch_status latch_sync(latch_runtime *rt);
 
 /* In-place update: dst takes src's value (same dtype and dims). When dst held a synced
@@ -187,7 +188,7 @@ latch_tensor *latch_avg_pool2d(latch_tensor *x, const int64_t kernel[2], const i
 
 /* Over dims[0..count) (negative from the end); count 0 reduces every dim. Mean needs floats. */
 latch_tensor *latch_reduce(latch_reduce_op op, latch_tensor *x, int count, const int *dims, bool keepdim);
-/* Index (s64) of the first largest element along dim. */
+/* Index (s64) of the first largest element along dim (NaN is not treated specially). */
 latch_tensor *latch_argmax(latch_tensor *x, int dim, bool keepdim);
 latch_tensor *latch_softmax(latch_tensor *x, int dim);
 latch_tensor *latch_log_softmax(latch_tensor *x, int dim);
@@ -197,7 +198,8 @@ latch_tensor *latch_layer_norm(latch_tensor *x, int normalized_rank, latch_tenso
 /* Inference: x [N, C, ...], the others [C]; weight and bias may be NULL. */
 latch_tensor *latch_batch_norm(latch_tensor *x, latch_tensor *mean, latch_tensor *var,
                                latch_tensor *weight, latch_tensor *bias, double eps);
-/* table [V, D], integer indices of any shape -> indices' shape + [D]. */
+/* table [V, D], integer indices of any shape -> indices' shape + [D]. An index out of
+ * range is clamped into it (HLO gather semantics), not an error. */
 latch_tensor *latch_embedding(latch_tensor *table, latch_tensor *indices);
 
 /* One dim may be -1: it takes what is left. */

@@ -59,9 +59,9 @@ static inline void expect_values(latch_tensor *t, int64_t n, const double *want,
 
 #define EXPECT(t, tol, ...)                                                               \
   do {                                                                                    \
-    const double want_[] = {__VA_ARGS__};                                                 \
+    const double want_[] = {0, __VA_ARGS__};                                              \
     latch_tensor *t_ = (t);                                                               \
-    expect_values(t_, (int64_t)(sizeof want_ / sizeof want_[0]), want_, tol, __LINE__);   \
+    expect_values(t_, (int64_t)(sizeof want_ / sizeof want_[0]) - 1, want_ + 1, tol, __LINE__);   \
     latch_release(t_);                                                                    \
   } while (0)
 

@@ -317,6 +317,42 @@ static void test_creation(void) {
   latch_release(u1), latch_release(u2), latch_release(u3), latch_release(n);
 }
 
+static void test_edges(void) {
+  /* More operands than a node keeps inline, and more attributes than the node cache holds. */
+  latch_tensor *parts[10];
+  for (int i = 0; i < 10; i++) parts[i] = keep(latch_full(util_rt, LATCH_F32, 1, DIMS(1), i));
+  EXPECT(latch_concat(10, parts, 0), 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9);
+  latch_tensor *five = keep(latch_ones(util_rt, LATCH_F32, 5, DIMS(1, 1, 1, 1, 1)));
+  latch_tensor *padded = latch_pad(five, DIMS(0, 0, 0, 0, 1), DIMS(1, 0, 0, 0, 0), 7);
+  CHECK(has_dims(padded, 5, DIMS(2, 1, 1, 1, 2)));
+  EXPECT(padded, 0, 7, 1, 7, 7);
+  /* Empty tensors. */
+  latch_tensor *empty = keep(latch_zeros(util_rt, LATCH_F32, 2, DIMS(0, 3)));
+  latch_tensor *sum = latch_reduce(LATCH_SUM, empty, 1, (int[]){0}, false);
+  CHECK(has_dims(sum, 1, DIMS(3)));
+  EXPECT(sum, 0, 0, 0, 0);
+  latch_tensor *sum2 = latch_binary(LATCH_ADD, empty, empty);
+  CHECK(has_dims(sum2, 2, DIMS(0, 3)));
+  CHECK_EQ_INT(latch_read_f64(sum2, NULL, 0), LATCH_OK);
+  latch_release(sum2);
+  /* A long chain: dropped unsynced (freed without recursion), then one synced. */
+  latch_tensor *t = latch_scalar(util_rt, LATCH_F32, 0), *one = keep(latch_scalar(util_rt, LATCH_F32, 1));
+  for (int i = 0; i < 100000; i++) {
+    latch_tensor *next = latch_binary(LATCH_ADD, t, one);
+    latch_release(t);
+    t = next;
+  }
+  latch_release(t);
+  t = latch_scalar(util_rt, LATCH_F32, 0);
+  for (int i = 0; i < 2000; i++) {
+    latch_tensor *next = latch_binary(LATCH_ADD, t, one);
+    latch_release(t);
+    t = next;
+  }
+  EXPECT(t, 0, 2000);
+  CHECK_EQ_INT(latch_sync(NULL), LATCH_ERR_INPUT);
+}
+
 int main(void) {
   latch_options options;
   latch_options_init(&options);
@@ -339,6 +375,7 @@ int main(void) {
   RUN(test_embedding);
   RUN(test_shape_ops);
   RUN(test_creation);
+  RUN(test_edges);
   util_release_all();
   latch_close(util_rt);
   return TEST_REPORT();

@@ -136,6 +136,10 @@ static void test_errors(void) {
   CHECK(strstr(latch_last_error(), "add") && strstr(latch_last_error(), "f32[4]"));
   EXPECT(fine, 0, 2, 4, 6, 8, 10, 12); /* the rest still ran */
   CHECK_EQ_INT(latch_sync(util_rt), LATCH_OK); /* once */
+  latch_release(latch_reshape(a, 1, DIMS(5))); /* an error dropped at once is still reported */
+  CHECK_EQ_INT(latch_sync(util_rt), LATCH_ERR_INPUT);
+  CHECK(strstr(latch_last_error(), "reshape") != NULL);
+  CHECK_EQ_INT(latch_sync(util_rt), LATCH_OK);
   double out[6];
   CHECK_EQ_INT(latch_read_f64(user2, out, 6), LATCH_ERR_INPUT);
   latch_release(bad), latch_release(user), latch_release(user2);
@@ -197,6 +201,19 @@ static void test_in_place(void) {
   for (int i = 0; i < 3; i++) CHECK_NEAR(v[i], 1, 1e-6);
   latch_get_stats(util_rt, &s1);
   CHECK_EQ_INT(s1.compiles - s0.compiles, 1); /* steps 2 and 3 hit the cache */
+  latch_tensor *alias = latch_cast(w, LATCH_F32); /* same type: a new handle on w's value */
+  CHECK_EQ_INT(latch_assign(alias, F32(1, (3), 7, 7, 7)), LATCH_OK);
+  EXPECT(alias, 0, 7, 7, 7);
+  latch_read_f64(w, v, 3);
+  CHECK_NEAR(v[0], 1, 0); /* w keeps its value */
+  cap_graph g;
+  latch_tensor *sum = latch_binary(LATCH_ADD, w, F32(1, (3), 1, 1, 1));
+  CHECK_EQ_INT(cap_graph_collect(&g, util_rt->backend, 1, &sum->node, NULL), LATCH_OK);
+  CHECK_EQ_INT(g.param_count, 2);
+  CHECK_EQ_INT(cap_graph_param_of(&g, w->node), 0);
+  CHECK_EQ_INT(cap_graph_param_of(&g, sum->node), -1);
+  cap_graph_free(&g);
+  latch_release(sum);
   CHECK_EQ_INT(latch_assign(w, F32(1, (2), 1, 2)), LATCH_ERR_INPUT); /* shapes differ */
   CHECK(strstr(latch_last_error(), "f32[3]") != NULL);
   latch_release(w);
@@ -269,6 +286,53 @@ static void test_composite_text(void) {
   util_release_all();
 }
 
+/* A cache of one graph: alternating programs evict each other and still compute right. */
+static void test_eviction(void) {
+  latch_options options;
+  latch_options_init(&options);
+  options.backend = "reference";
+  options.cache_capacity = 1;
+  latch_runtime *rt = latch_open(&options);
+  latch_runtime *saved = util_rt;
+  util_rt = rt;
+  latch_tensor *x = F32(1, (2), 1, 2);
+  for (int i = 0; i < 3; i++) {
+    EXPECT(latch_binary(LATCH_ADD, x, x), 0, 2, 4);
+    EXPECT(latch_binary(LATCH_MUL, x, x), 0, 1, 4);
+  }
+  latch_stats stats;
+  latch_get_stats(rt, &stats);
+  CHECK_EQ_INT(stats.compiles, 6);
+  CHECK(stats.evictions >= 5);
+  CHECK_EQ_INT(stats.cache_entries, 1);
+  util_release_all();
+  latch_close(rt);
+  util_rt = saved;
+}
+
+/* latch bench --micro runs and prints a row per chain length. */
+static void test_bench_command(void) {
+  const char *bin = getenv("LATCH_BIN"), *build = getenv("BUILD");
+  char command[512], line[256];
+  if (bin) snprintf(command, sizeof command, "%s bench --micro --reps 1 2>&1", bin);
+  else snprintf(command, sizeof command, "%s/latch bench --micro --reps 1 2>&1", build ? build : "build");
+  FILE *out = popen(command, "r");
+  CHECK(out != NULL);
+  if (!out) return;
+  int rows = 0, cache_line = 0;
+  while (fgets(line, sizeof line, out)) {
+    int ops;
+    double trace, hash;
+    if (sscanf(line, "%d %lf %lf", &ops, &trace, &hash) == 3 && (ops == 10 || ops == 100 || ops == 1000) && trace > 0 &&
+        hash > 0)
+      rows++;
+    if (strncmp(line, "cache:", 6) == 0) cache_line = 1;
+  }
+  CHECK_EQ_INT(pclose(out), 0);
+  CHECK_EQ_INT(rows, 3);
+  CHECK(cache_line);
+}
+
 int main(int argc, char **argv) {
   util_rt = open_rt(false);
   if (!util_rt) {
@@ -285,6 +349,9 @@ int main(int argc, char **argv) {
   RUN(test_in_place);
   RUN(test_eager_matches_lazy);
   RUN(test_composite_text);
+  RUN(test_bench_command);
+  util_release_all();
+  RUN(test_eviction);
   test_current = "test_keys";
   test_keys(argv[0]);
   util_release_all();

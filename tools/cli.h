@@ -35,7 +35,9 @@ double cli_now(void);
 
 int cmd_parse(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 void cmd_parse_usage(void);
 void cmd_run_usage(void);
+void cmd_bench_usage(void);
 
 #endif

@@ -10,6 +10,7 @@ static void usage(FILE *out) {
         "latch captures tensor programs as XLA HLO graphs and evaluates them. Commands:\n"
         "  parse FILE... [--print]   parse and verify HLO text files, summarize each module\n"
         "  run FILE [OPTIONS]        run a module's entry computation and print its outputs\n"
+        "  bench --micro             time lazy capture: trace, hash, key and lookup per op\n"
         "  help [COMMAND]            this text, or a command's options\n"
         "\n"
         "Run 'latch COMMAND --help' for a command's options and examples.\n"
@@ -26,6 +27,7 @@ typedef struct command {
 static const command commands[] = {
     {"parse", cmd_parse, cmd_parse_usage},
     {"run", cmd_run, cmd_run_usage},
+    {"bench", cmd_bench, cmd_bench_usage},
 };
 
 static const command *find_command(const char *name) {
@@ -55,7 +57,7 @@ int main(int argc, char **argv) {
   }
   const command *cmd = find_command(name);
   if (!cmd) {
-    cli_error("unknown command '%s' (commands: parse, run; see 'latch --help')", name);
+    cli_error("unknown command '%s' (commands: parse, run, bench; see 'latch --help')", name);
     return CLI_USAGE;
   }
   return cmd->run(argc - 2, argv + 2);
