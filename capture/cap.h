@@ -12,15 +12,13 @@
  * the step before, and a sync never rehashes node contents: it hashes its roots' hashes
  * and a small record of the graph's cut and sharing (see graph.c).
  *
- * Trace-once functions (issue 4) are meant to build on these pieces: trace the function
- * with its inputs as READY nodes on this thread's context (cap_ctx), cut the graph of its
- * outputs with cap_graph_collect (inputs become parameters in first-visit order, found
- * with cap_graph_param_of; in-place updates of inputs become aliased outputs), keep the
- * key and cap_exe_lookup's entry in the function's cache entry next to its guards, and on
- * a hit skip tracing altogether: cap_exe_run on the new inputs' values, then wrap the
- * outputs with cap_node_data and cap_wrap and write aliased outputs back. Not here yet:
- * random numbers as a graph op fed by a seed input (latch_rand_* fill on the host), and
- * symbolic dims (node dims are static; reads of them would need a hook in cap_ctx). */
+ * Trace-once functions (function.c, entry.c, trace.c, symbolic.c, random.c) build on these
+ * pieces: a trace runs the function with its inputs as READY nodes and a cap_trace on this
+ * thread's context (hooks in cap_wrap, cap_node_like, latch_dim and the reads record
+ * symbolic dims, weights and value reads), cuts the graph of its outputs and in-place
+ * updates with cap_graph_collect, and keeps the executable's cache entry beside its guards;
+ * a hit runs that executable on the new inputs' values without tracing. Random numbers are
+ * a graph op (CAP_RNG_UNIFORM) whose seed is a graph input. */
 #ifndef CAP_H
 #define CAP_H
 #include <stdatomic.h>
