@@ -54,6 +54,11 @@ static bool build_template(cap_entry *e, cap_trace *trace, const cap_graph *g) {
     if (!t->operands || !t->attrs || !t->dims) return false;
     if (n->attr_count) memcpy(t->attrs, n->attrs, sizeof(int64_t) * (size_t)n->attr_count);
     cap_trace_node_dims(trace, n, t->dims);
+    guard_expr attrs[4];
+    if (cap_trace_node_attrs(trace, n, attrs)) {
+      if (!(t->attr_exprs = malloc(sizeof attrs))) return false;
+      memcpy(t->attr_exprs, attrs, sizeof attrs);
+    }
     for (int k = 0; k < n->operand_count; k++) {
       const cap_node *operand = n->operands[k];
       if (operand->state == CAP_PENDING) {
@@ -232,6 +237,7 @@ void cap_entry_free(latch_runtime *rt, cap_entry *e) {
     free(e->nodes[i].operands);
     free(e->nodes[i].attrs);
     free(e->nodes[i].dims);
+    free(e->nodes[i].attr_exprs);
   }
   for (int s = 0; s < e->spec_count; s++) {
     free(e->specs[s].bindings);
@@ -369,6 +375,8 @@ static cap_spec specialize(latch_runtime *rt, cap_entry *e, const int64_t *bindi
     n->rank = t->rank;
     for (int d = 0; ok && d < t->rank; d++) ok = guard_expr_eval(&t->dims[d], bindings, &n->dims[d]) && n->dims[d] >= 0;
     if (t->attr_count) memcpy(n->attrs, t->attrs, sizeof(int64_t) * (size_t)t->attr_count);
+    for (int k = 0; ok && t->attr_exprs && k < t->attr_count && k < 4; k++)
+      ok = guard_expr_eval(&t->attr_exprs[k], bindings, &n->attrs[k]);
     memcpy(n->scalar, t->scalar, sizeof n->scalar);
     cap_node_finish(n);
   }

@@ -290,6 +290,13 @@ static latch_status trace_call(latch_function *f, latch_tensor *const *inputs, i
   cap_trace_end(&trace);
   ctx->call_seeded = false;
   for (int j = 0; status == LATCH_OK && j < output_count; j++) {
+    cap_node *n = outputs[j] ? outputs[j]->node : NULL;
+    if (n && n->state == CAP_PENDING && n->trace_id != trace.id) {
+      /* Pending work from before the call returned as is: computed now, it is data the
+       * entry returns, like a weight. */
+      if (cap_sync_nodes(rt, 1, &n, &outputs[j]) != LATCH_OK) trace.failed = true;
+      else cap_trace_operands(&trace, 1, &outputs[j]);
+    }
     if (!outputs[j]) {
       cap_set_error("call: '%s' left output %d NULL", f->name, j);
       status = LATCH_ERR_INPUT;
@@ -454,6 +461,11 @@ latch_status latch_call(latch_function *f, latch_tensor *const *inputs, int inpu
       cap_entry *e = list->items[index];
       checks++;
       guard_failure failure;
+      if (e->output_count != output_count) { /* asked for another number of outputs: not this entry */
+        if (!have_why) snprintf(why.message, sizeof why.message, "traced with %d outputs, called with %d", e->output_count, output_count);
+        have_why = true;
+        continue;
+      }
       if (cap_entry_check(e, gin, inputs, input_count, gs, static_count, bindings_buffer, have_why ? &failure : &why)) {
         hit = e;
         hit_index = index;

@@ -39,6 +39,7 @@ typedef struct cap_tmpl_node {
   int64_t *attrs;
   double scalar[2];
   guard_expr *dims; /* rank expressions over the entry's symbols */
+  guard_expr *attr_exprs; /* a slice's attrs when its start or stop is symbolic, else NULL */
 } cap_tmpl_node;
 
 /* What runs one binding of a symbolic entry other than the trace's own: a compiled

@@ -230,9 +230,25 @@ void cap_symbolic_infer(cap_trace *t, cap_node *node, guard_expr *out) {
     for (int i = 0; i < node->rank; i++) out[i] = X[node->attrs[i]];
     return;
   case CAP_SLICE: {
-    /* start and stop were clamped to this call's size: keep that size. */
     int d = (int)node->attrs[0];
+    guard_expr *attrs = out + node->rank; /* the caller leaves room for the 4 attrs */
     memcpy(out, X, sizeof(guard_expr) * node->rank);
+    for (int k = 0; k < 4; k++) attrs[k] = constant(node->attrs[k]);
+    const latch_size *bounds = cap_trace_slice_sizes();
+    if (bounds) {
+      /* latch_slice_sized: start and stop are sizes, guarded to 0 <= start <= stop <= dim. */
+      guard_expr start = cap_trace_size_expr(t, bounds[0]), stop = cap_trace_size_expr(t, bounds[1]);
+      int64_t step = node->attrs[3];
+      guard_set_compare(t->guards, start, GUARD_GE, constant(0));
+      guard_set_compare(t->guards, stop, GUARD_GE, start);
+      guard_set_compare(t->guards, stop, GUARD_LE, X[d]);
+      attrs[1] = start;
+      attrs[2] = stop;
+      guard_expr span = add(t, add(t, stop, scale(t, start, -1)), constant(step - 1));
+      out[d] = guard_set_define_floor(t->guards, span, step);
+      return;
+    }
+    /* latch_slice: start and stop were clamped to this call's size: keep that size. */
     pin(t, X[d]);
     out[d] = constant(node->dims[d]);
     return;

@@ -87,31 +87,42 @@ void cap_trace_node_dims(cap_trace *trace, const cap_node *node, guard_expr *out
   for (int d = 0; d < node->rank; d++) out[d] = guard_expr_const(node->dims[d]);
 }
 
+/* Slices keep their 4 attrs after their dims: start and stop may be symbolic. */
+static int stored_count(const cap_node *node) { return node->rank + (node->op == CAP_SLICE ? 4 : 0); }
+
 void cap_trace_new_node(cap_trace *trace, cap_node *node) {
   node->trace_id = trace->id;
   node->trace_sym = -1;
   if (!trace->symbolic) return;
-  guard_expr dims[HLO_MAX_RANK];
+  guard_expr dims[HLO_MAX_RANK + 4];
+  int count = stored_count(node);
   cap_symbolic_infer(trace, node, dims);
   bool all_const = true;
-  for (int d = 0; d < node->rank; d++) {
+  for (int d = 0; d < count; d++) {
     /* Inference must agree with the op's own shape rule in this call; a disagreement is a
      * latch bug, and the trace is then not kept rather than kept wrong. */
-    if (guard_set_hint(trace->guards, &dims[d]) != node->dims[d]) {
+    int64_t want = d < node->rank ? node->dims[d] : node->attrs[d - node->rank];
+    if (guard_set_hint(trace->guards, &dims[d]) != want) {
       trace->failed = true;
-      cap_set_error("trace: symbolic dim %d of op %d disagrees with its shape", d, node->op);
+      cap_set_error("trace: symbolic size %d of op %d disagrees with its shape", d, node->op);
     }
     all_const = all_const && guard_expr_is_const(&dims[d], NULL);
   }
-  if (all_const || node->rank == 0) return;
-  while (trace->dim_count + node->rank > trace->dim_capacity)
+  if (all_const || count == 0) return;
+  while (trace->dim_count + count > trace->dim_capacity)
     if (!grow((void **)&trace->dims, &trace->dim_capacity, trace->dim_capacity, sizeof(guard_expr))) {
       trace->failed = true;
       return;
     }
   node->trace_sym = trace->dim_count;
-  memcpy(&trace->dims[trace->dim_count], dims, sizeof(guard_expr) * node->rank);
-  trace->dim_count += node->rank;
+  memcpy(&trace->dims[trace->dim_count], dims, sizeof(guard_expr) * (size_t)count);
+  trace->dim_count += count;
+}
+
+bool cap_trace_node_attrs(cap_trace *trace, const cap_node *node, guard_expr *out) {
+  if (node->op != CAP_SLICE || node->trace_id != trace->id || node->trace_sym < 0) return false;
+  memcpy(out, &trace->dims[node->trace_sym + node->rank], sizeof(guard_expr) * 4);
+  return true;
 }
 
 static bool is_input_node(const cap_trace *trace, const cap_node *node) {
@@ -244,3 +255,20 @@ latch_tensor *latch_reshape_sized(latch_tensor *x, int rank, const latch_size *d
 }
 
 guard_expr cap_trace_size_expr(cap_trace *trace, latch_size s) { return size_expr(trace, s); }
+
+static _Thread_local const latch_size *slice_sizes;
+
+const latch_size *cap_trace_slice_sizes(void) { return slice_sizes; }
+
+latch_tensor *latch_slice_sized(latch_tensor *x, int dim, latch_size start, latch_size stop, int64_t step) {
+  if (!x) return cap_error(NULL, "slice_sized: NULL tensor");
+  int d = cap_norm_dim(dim, x->node->rank);
+  if (d >= 0 && !(start.value >= 0 && start.value <= stop.value && stop.value <= x->node->dims[d]))
+    return cap_error(x->rt, "slice_sized: [%lld, %lld) is not within dim %d of size %lld", (long long)start.value,
+                     (long long)stop.value, dim, (long long)x->node->dims[d]);
+  latch_size bounds[2] = {start, stop};
+  slice_sizes = bounds;
+  latch_tensor *out = latch_slice(x, dim, start.value, stop.value, step);
+  slice_sizes = NULL;
+  return out;
+}

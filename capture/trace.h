@@ -49,16 +49,20 @@ void cap_trace_new_node(cap_trace *trace, cap_node *node);       /* a new PENDIN
 void cap_trace_operands(cap_trace *trace, int count, latch_tensor *const *operands);
 void cap_trace_value_read(cap_trace *trace, const char *what);
 void cap_trace_dim_read(cap_trace *trace, const cap_node *node, int dim);
-/* The symbolic dims of any node as seen by this trace. */
+/* The symbolic dims of any node as seen by this trace; its attrs (a slice's start and stop
+ * may be symbolic; every other attr is a plain number). */
 void cap_trace_node_dims(cap_trace *trace, const cap_node *node, guard_expr *out);
+bool cap_trace_node_attrs(cap_trace *trace, const cap_node *node, guard_expr *out); /* false: all plain */
 
 /* The sizes latch_reshape_sized passed to the reshape being traced, or NULL; a size's
  * expression. */
 const latch_size *cap_trace_reshape_sizes(void);
+const latch_size *cap_trace_slice_sizes(void); /* latch_slice_sized's start and stop */
 guard_expr cap_trace_size_expr(cap_trace *trace, latch_size s);
 
 /* (symbolic.c) Infers a new node's symbolic dims from its operands', recording as guards
- * every equality, divisibility and bound the op's shape check relied on. */
+ * every equality, divisibility and bound the op's shape check relied on. For a slice, out
+ * has room for rank + 4 expressions: the dims, then the attrs. */
 void cap_symbolic_infer(cap_trace *trace, cap_node *node, guard_expr *out);
 
 #endif

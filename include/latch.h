@@ -344,6 +344,9 @@ latch_size latch_size_add(latch_size a, latch_size b);
 bool latch_size_compare(latch_cmp op, latch_size a, latch_size b);
 /* latch_reshape with sizes (no -1): the product must equal x's element count. */
 latch_tensor *latch_reshape_sized(latch_tensor *x, int rank, const latch_size *dims);
+/* latch_slice with sizes, neither wrapped nor clamped: 0 <= start <= stop <= the dim's size
+ * must hold (an error otherwise; a trace guards it). */
+latch_tensor *latch_slice_sized(latch_tensor *x, int dim, latch_size start, latch_size stop, int64_t step);
 
 #ifdef __cplusplus
 }

@@ -260,6 +260,40 @@ static void test_size_api(void) {
   latch_function_free(f);
 }
 
+/* A slice with a symbolic stop: out = x[1:n:2]. */
+static latch_status odd_elements(void *user, latch_tensor *const *in, int n, const latch_static *st, int sn,
+                                 latch_tensor **out, int on) {
+  (void)user, (void)n, (void)st, (void)sn, (void)on;
+  body_runs++;
+  out[0] = latch_slice_sized(in[0], 0, latch_size_const(1), latch_size_of(in[0], 0), 2);
+  return LATCH_OK;
+}
+
+static void test_slice_sized(void) {
+  latch_dim_mark marks[1] = {{0, 0, true, false}};
+  latch_function *f = make(odd_elements, NULL, LATCH_TRACE_ONCE, LATCH_SHAPES_MARKED, 1, marks);
+  body_runs = 0;
+  int64_t sizes[4] = {7, 10, 13, 8};
+  for (int k = 0; k < 4; k++) {
+    latch_tensor *x = fu_ramp(rt, 1, &sizes[k], 1, 0), *out = NULL;
+    CHECK_EQ_INT(latch_call(f, &x, 1, NULL, 0, &out, 1), LATCH_OK);
+    CHECK_EQ_INT(latch_dim(out, 0), sizes[k] / 2);
+    double *v = fu_read(out);
+    for (int64_t i = 0; v && i < sizes[k] / 2; i++) CHECK(v[i] == (double)(1 + 2 * i));
+    free(v);
+    latch_release(out);
+    latch_release(x);
+  }
+  CHECK_EQ_INT(body_runs, 1);
+  /* Out of range is an error, not a clamp. */
+  latch_tensor *x = fu_ramp(rt, 1, FDIMS(4), 1, 0);
+  latch_tensor *bad = latch_slice_sized(x, 0, latch_size_const(1), latch_size_const(5), 1);
+  CHECK(latch_tensor_error(bad) != NULL);
+  latch_release(bad);
+  latch_release(x);
+  latch_function_free(f);
+}
+
 /* latch_dim inside a trace specializes the dim even when it was marked dynamic. */
 static latch_status reads_dim(void *user, latch_tensor *const *in, int n, const latch_static *st, int sn,
                               latch_tensor **out, int on) {
@@ -640,6 +674,16 @@ static void test_errors(void) {
   in[1] = NULL;
   CHECK_EQ_INT(latch_call(f, in, 2, NULL, 0, &out, 1), LATCH_ERR_INPUT);
   CHECK_EQ_INT(stats_of(f).entries, 0);
+  /* Traced with one output; a call asking for two is not that entry (the function leaves
+   * the second NULL: an error, nothing written past the caller's array). */
+  latch_tensor *z = fu_ramp(rt, 1, FDIMS(3), 1, 0), *pair[2] = {NULL, NULL};
+  in[0] = x, in[1] = z;
+  CHECK_EQ_INT(latch_call(f, in, 2, NULL, 0, pair, 1), LATCH_OK);
+  latch_release(pair[0]);
+  CHECK_EQ_INT(latch_call(f, in, 2, NULL, 0, pair, 2), LATCH_ERR_INPUT);
+  CHECK(pair[0] == NULL && pair[1] == NULL);
+  CHECK_EQ_INT(stats_of(f).entries, 1);
+  latch_release(z);
   latch_release(x);
   latch_release(y);
   latch_function_free(f);
@@ -653,6 +697,7 @@ int main(void) {
   RUN(test_zero_one_specialization);
   RUN(test_divisibility);
   RUN(test_size_api);
+  RUN(test_slice_sized);
   RUN(test_dim_read_specializes);
   RUN(test_value_read);
   RUN(test_in_place);
