@@ -366,6 +366,7 @@ latch_status latch_assign(latch_tensor *dst, latch_tensor *src) {
   cap_trace *trace = cap_ctx_current()->trace;
   if (trace && node->state == CAP_READY)
     cap_trace_value_read(trace, "latch_assign copied a materialized value, which a cached graph cannot replay");
+  if (trace) cap_trace_operands(trace, 1, &dst); /* a weight only written is still replayed */
   if (node->state == CAP_READY && old->state == CAP_READY && !dst->alias_of) {
     /* Both values exist: copy into dst's buffer when nothing else can see it. */
     if (atomic_load(&old->refs) == 1 && old->value->refcount == 1 && old->value != node->value) {

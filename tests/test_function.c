@@ -356,6 +356,38 @@ static void test_value_read(void) {
   latch_function_free(f);
 }
 
+/* A weight the function only writes: counter = 2 * x on every call, replayed on hits (the
+ * in-place test below covers read-modify-write). */
+static latch_status writes_only(void *user, latch_tensor *const *in, int n, const latch_static *st, int sn,
+                                latch_tensor **out, int on) {
+  (void)n, (void)st, (void)sn, (void)on;
+  latch_tensor *counter = *(latch_tensor **)user;
+  latch_tensor *two = latch_scalar(rt, LATCH_F32, 2), *doubled = latch_binary(LATCH_MUL, in[0], two);
+  latch_assign(counter, doubled);
+  out[0] = latch_retain(in[0]);
+  latch_release(two);
+  latch_release(doubled);
+  return LATCH_OK;
+}
+
+static void test_write_only_weight(void) {
+  latch_tensor *counter = fu_ramp(rt, 1, FDIMS(2), 0, 0);
+  latch_function *f = make(writes_only, &counter, LATCH_TRACE_ONCE, LATCH_SHAPES_AUTOMATIC, 0, NULL);
+  for (int k = 1; k <= 3; k++) {
+    latch_tensor *x = fu_ramp(rt, 1, FDIMS(2), 0, k), *out = NULL;
+    CHECK_EQ_INT(latch_call(f, &x, 1, NULL, 0, &out, 1), LATCH_OK);
+    CHECK(out == x); /* an input returned as is is the same handle */
+    double *v = fu_read(counter);
+    CHECK(v && v[0] == 2 * k && v[1] == 2 * k);
+    free(v);
+    latch_release(out);
+    latch_release(x);
+  }
+  CHECK_EQ_INT(stats_of(f).hits, 2);
+  latch_function_free(f);
+  latch_release(counter);
+}
+
 /* In place: x += 1 (an input), w *= 0.5 (a weight in user), out = x * w. */
 static latch_status step_in_place(void *user, latch_tensor *const *in, int n, const latch_static *st, int sn,
                                   latch_tensor **out, int on) {
@@ -701,6 +733,7 @@ int main(void) {
   RUN(test_dim_read_specializes);
   RUN(test_value_read);
   RUN(test_in_place);
+  RUN(test_write_only_weight);
   RUN(test_random);
   RUN(test_limit);
   RUN(test_logs);
