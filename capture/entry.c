@@ -442,7 +442,7 @@ static cap_spec specialize(latch_runtime *rt, cap_entry *e, const int64_t *bindi
 
 latch_status cap_entry_run(latch_runtime *rt, cap_entry *e, latch_tensor *const *inputs, uint64_t seed,
                            const int64_t *bindings, cap_node *const *first_params, latch_tensor **outputs,
-                           cap_run_kind *kind) {
+                           cap_run_kind *kind, uint64_t *instantiate_ns) {
   enum { FEW = 16 };
   *kind = CAP_RUN_PLAIN;
   cap_node *seed_node = NULL, *node_buffer[FEW], **params = node_buffer;
@@ -483,8 +483,11 @@ latch_status cap_entry_run(latch_runtime *rt, cap_entry *e, latch_tensor *const 
   }
   if (status == LATCH_OK && e->root_count) {
     cap_spec run = {NULL, e->cached, NULL};
-    if (e->nodes && !same_bindings(bindings, e->hint_bindings, e->symbol_count))
+    if (e->nodes && !same_bindings(bindings, e->hint_bindings, e->symbol_count)) {
+      uint64_t start = cap_now_ns();
       run = specialize(rt, e, bindings, params, kind, &status);
+      if (*kind == CAP_RUN_INSTANTIATED) *instantiate_ns = cap_now_ns() - start;
+    }
     if (run.cached || run.module) {
       rt_value *result = NULL;
       hlo_diag diag = {0};

@@ -35,9 +35,11 @@ struct latch_function {
   int auto_inputs;
   atomic_bool trace_every, warned;
   atomic_uint_fast64_t call_counter;
-  atomic_uint_fast64_t calls, hits, traces, recompiles, fallback_calls, specializations, instantiations, guard_checks, guard_ns,
+  atomic_uint_fast64_t calls, hits, traces, recompiles, fallback_calls, specializations, instantiations, instantiate_ns, guard_checks, guard_ns,
       trace_ns;
 };
+
+enum { GUARD_SAMPLE = 8 };
 
 static bool log_has(const char *word) {
   const char *text = getenv("LATCH_LOG");
@@ -148,6 +150,7 @@ void latch_function_get_stats(latch_function *f, latch_function_stats *s) {
   s->fallback_calls = atomic_load(&f->fallback_calls);
   s->specializations = atomic_load(&f->specializations);
   s->instantiations = atomic_load(&f->instantiations);
+  s->instantiate_ns = atomic_load(&f->instantiate_ns);
   s->guard_checks = atomic_load(&f->guard_checks);
   s->guard_ns = atomic_load(&f->guard_ns);
   s->trace_ns = atomic_load(&f->trace_ns);
@@ -370,7 +373,8 @@ static latch_status trace_call(latch_function *f, latch_tensor *const *inputs, i
        * their handles and the entry. */
       release_outputs(traced, output_count);
       cap_run_kind kind;
-      status = cap_entry_run(rt, e, inputs, seed, e->hint_bindings, first_params, outputs, &kind);
+      uint64_t unused = 0;
+      status = cap_entry_run(rt, e, inputs, seed, e->hint_bindings, first_params, outputs, &kind, &unused);
     }
     if (traced != traced_outputs_buffer) free(traced);
     if (status == LATCH_OK) {
@@ -431,7 +435,8 @@ latch_status latch_call(latch_function *f, latch_tensor *const *inputs, int inpu
       if (t->node->state == CAP_READY && !t->alias_of) cap_list_remove(t);
     }
   }
-  guard_failure why = {0};
+  guard_failure why; /* filled by the first failing entry; read only when have_why */
+  why.message[0] = 0;
   bool have_why = false;
   if (f->options.mode == LATCH_TRACE_ONCE) {
     enum { FEW = 16 };
@@ -444,7 +449,11 @@ latch_status latch_call(latch_function *f, latch_tensor *const *inputs, int inpu
       cap_set_error("call: out of memory");
       return LATCH_ERR_INTERNAL;
     }
-    uint64_t start = cap_now_ns();
+    /* Guard time is sampled (one call in GUARD_SAMPLE, scaled): two clock reads per call
+     * would cost about as much as the guards themselves. */
+    static _Thread_local unsigned sample_tick;
+    bool timed = (sample_tick++ % GUARD_SAMPLE) == 0;
+    uint64_t start = timed ? cap_now_ns() : 0;
     for (int i = 0; i < input_count; i++) {
       const cap_node *n = inputs[i]->node;
       gin[i] = (guard_tensor){(hlo_dtype)n->dtype, n->rank, n->dims};
@@ -473,7 +482,7 @@ latch_status latch_call(latch_function *f, latch_tensor *const *inputs, int inpu
         have_why = true;
       }
     }
-    atomic_fetch_add(&f->guard_ns, cap_now_ns() - start);
+    if (timed) atomic_fetch_add(&f->guard_ns, (cap_now_ns() - start) * GUARD_SAMPLE);
     atomic_fetch_add(&f->guard_checks, (uint64_t)checks);
     if (gin != gin_buffer) free(gin);
     if (gs != gs_buffer) free(gs);
@@ -481,7 +490,9 @@ latch_status latch_call(latch_function *f, latch_tensor *const *inputs, int inpu
       if (hit_index != first) atomic_store_explicit(&f->mru, hit_index, memory_order_relaxed);
       atomic_fetch_add(&f->hits, 1);
       cap_run_kind kind = CAP_RUN_PLAIN;
-      latch_status status = cap_entry_run(rt, hit, inputs, seed, bindings_buffer, NULL, outputs, &kind);
+      uint64_t instantiate_ns = 0;
+      latch_status status = cap_entry_run(rt, hit, inputs, seed, bindings_buffer, NULL, outputs, &kind, &instantiate_ns);
+      if (instantiate_ns) atomic_fetch_add(&f->instantiate_ns, instantiate_ns);
       if (kind == CAP_RUN_SPECIALIZED) atomic_fetch_add(&f->specializations, 1);
       if (kind == CAP_RUN_INSTANTIATED) atomic_fetch_add(&f->instantiations, 1);
       if (status != LATCH_OK) release_outputs(outputs, output_count);

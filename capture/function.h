@@ -93,7 +93,7 @@ typedef enum cap_run_kind {
  * NULL to take them from the sources. */
 latch_status cap_entry_run(latch_runtime *rt, cap_entry *entry, latch_tensor *const *inputs, uint64_t seed,
                            const int64_t *bindings, cap_node *const *params, latch_tensor **outputs,
-                           cap_run_kind *kind);
+                           cap_run_kind *kind, uint64_t *instantiate_ns);
 cap_node *cap_seed_node(uint64_t seed); /* random.c */
 
 #endif
