@@ -105,9 +105,14 @@ static void test_hits_and_misses(void) {
   /* The first shape still hits its entry. */
   x = fu_ramp(rt, 2, FDIMS(2, 3), 1, 0), y = fu_ramp(rt, 2, FDIMS(2, 3), 1, 1);
   call_affine(f, x, y, __LINE__);
+  /* That entry now passed last: it is tried first, one guard program per call. */
+  uint64_t checks = stats_of(f).guard_checks;
+  call_affine(f, x, y, __LINE__);
+  call_affine(f, x, y, __LINE__);
+  CHECK_EQ_INT(stats_of(f).guard_checks - checks, 2);
   latch_release(x);
   latch_release(y);
-  CHECK_EQ_INT(stats_of(f).hits, 3);
+  CHECK_EQ_INT(stats_of(f).hits, 5);
   CHECK_EQ_INT(body_runs, 4);
   latch_function_free(f);
 }
