@@ -39,7 +39,7 @@ $(BUILD)/liblatch.so: $(LIB_OBJ)
 $(BUILD)/latch: $(TOOL_OBJ) $(BUILD)/liblatch.a
 	$(CC) $(SAN) -o $@ $(TOOL_OBJ) $(BUILD)/liblatch.a $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT) tests/test.h $(BUILD)/liblatch.a
+$(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT) $(wildcard tests/*.h) $(BUILD)/liblatch.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(TEST_SUPPORT) $(BUILD)/liblatch.a $(LDLIBS)
 
@@ -59,6 +59,10 @@ tsan:
 
 test-threads: $(THREAD_TEST_BIN)
 	@BUILD=$(BUILD) sh tests/run.sh $(THREAD_TEST_BIN)
+
+# The minifier on MobileNetV2 with an injected culprit: minutes and gigabytes, so not in `make test`.
+minify-mobilenet: all
+	@BUILD=$(BUILD) sh tests/minify_mobilenet.sh
 
 clean:
 	rm -rf build build-san build-tsan build-fuzz
@@ -82,7 +86,7 @@ install: all
 	cp $(BUILD)/latch $(DESTDIR)$(PREFIX)/bin/
 	printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=$${prefix}/lib\n\nName: latch\nDescription: lazy tensors recorded as XLA HLO graphs\nVersion: 0.1\nCflags: -I$${includedir}\nLibs: -L$${libdir} -llatch\nLibs.private: $(LDLIBS)\n' '$(PREFIX)' > $(DESTDIR)$(PREFIX)/lib/pkgconfig/latch.pc
 
-.PHONY: all test sanitize tsan test-threads clean install bench-function
+.PHONY: all test sanitize tsan test-threads clean install bench-function minify-mobilenet
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 # `make fuzz`: the parser's libFuzzer target (tests/fuzz/fuzz_parse.c) built with clang under

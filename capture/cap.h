@@ -21,15 +21,19 @@
  * a graph op (CAP_RNG_UNIFORM) whose seed is a graph input. */
 #ifndef CAP_H
 #define CAP_H
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cache/disk.h"
+#include "cache/disk_compile.h"
 #include "cache/hash.h"
 #include "cache/table.h"
 #include "hlo/ir.h"
 #include "include/latch.h"
 #include "runtime/backend.h"
+#include "runtime/fingerprint.h"
 #include "runtime/value.h"
 
 /* Node ops. The numbers are part of every graph key: never renumber, only append. */
@@ -134,9 +138,18 @@ struct latch_runtime {
   char backend_name[64];
   const rt_backend *backend;
   cache_table *cache;
-  atomic_uint_fast64_t syncs, ops_traced, nodes_synced, key_ns, execute_ns;
+  cache_disk *disk; /* NULL unless options.cache is "disk" */
+  char cache_mode[8], cache_dir[4096];
+  char fingerprint[RT_FINGERPRINT_MAX]; /* the disk cache's other key half */
+  atomic_uint_fast64_t syncs, ops_traced, nodes_synced, key_ns, execute_ns, compiles, disk_loads;
   atomic_uint_fast64_t rng_counter; /* seeds of random ops made outside latch_call */
+  int check_mode;   /* min_check_mode from options.check */
+  double check_tol;
+  atomic_uint_fast64_t check_failures;
+  pthread_mutex_t repro_lock;
+  char last_repro[4096]; /* the newest repro directory, "" when none */
 };
+
 
 /* ---- nodes (node.c) ---- */
 cap_ctx *cap_ctx_current(void);
@@ -245,6 +258,12 @@ cache_entry *cap_exe_lookup(latch_runtime *rt, const cap_graph *g, latch_status 
 /* Runs exe on args[exe->param_count] (borrowed, possibly shared with other threads) and
  * fills outputs[exe->output_count] with new references. */
 latch_status cap_exe_run(latch_runtime *rt, const cap_exe *exe, rt_value *const *args, rt_value **outputs);
+
+/* ---- checks (check.c) ---- */
+/* A cap_exe for graph g compiled under LATCH_CHECK: the backend's when it compiles (and,
+ * for accuracy, agrees with the fp64 reference on the graph's inputs), else the reference
+ * backend's after writing a repro and warning. NULL with diag only when both fail. */
+void *cap_compile_checked(latch_runtime *rt, const cap_graph *g, hlo_diag *diag);
 
 /* ---- sync (sync.c) ---- */
 /* The executable for a collected graph, from the cache or compiled now: a reference the

@@ -7,6 +7,9 @@
 #include <string.h>
 
 #include "cap.h"
+#include "minify/auto.h"
+#include "runtime/accuracy.h"
+#include "runtime/fault.h"
 
 static _Thread_local char last_error[1024];
 
@@ -57,6 +60,25 @@ latch_status latch_options_init(latch_options *options) {
   bool ok = env_int("LATCH_THREADS", &options->threads);
   ok = env_int("LATCH_CACHE_CAPACITY", &options->cache_capacity) && ok;
   ok = env_bool("LATCH_EAGER", &options->eager) && ok;
+  options->cache = "memory";
+  const char *cache = getenv("LATCH_CACHE");
+  if (cache && *cache) options->cache = cache;
+  const char *dir = getenv("LATCH_CACHE_DIR");
+  options->cache_dir = dir && *dir ? dir : NULL;
+  const char *check = getenv("LATCH_CHECK");
+  options->check = check && *check ? check : "off";
+  options->check_tol = RT_ACCURACY_DEFAULT_TOL;
+  const char *tol = getenv("LATCH_CHECK_TOL");
+  if (tol && *tol) {
+    char *end;
+    double value = strtod(tol, &end);
+    if (*end || !(value >= 0)) {
+      cap_set_error("LATCH_CHECK_TOL=%s: expected a non-negative number", tol);
+      ok = false;
+    } else {
+      options->check_tol = value;
+    }
+  }
   return ok ? LATCH_OK : LATCH_ERR_INPUT;
 }
 
@@ -64,6 +86,23 @@ static void destroy_exe(void *value) {
   cap_exe *exe = value;
   exe->backend->destroy(exe->exe);
   free(exe);
+}
+
+/* The disk cache under the memory table. Trouble with the directory itself only costs the
+ * cache (cache_disk_open warns and misses); a bad LATCH_CACHE_MAX_BYTES is an error. */
+static latch_status open_disk(latch_runtime *rt, const char *dir, hlo_diag *diag) {
+  if (!dir) {
+    if (cache_disk_default_dir(rt->cache_dir, sizeof rt->cache_dir, diag) != HLO_OK) return LATCH_ERR_INPUT;
+  } else {
+    snprintf(rt->cache_dir, sizeof rt->cache_dir, "%s", dir);
+  }
+  rt->options.cache_dir = rt->cache_dir;
+  if (rt_fingerprint(rt->backend, "", rt->fingerprint, sizeof rt->fingerprint) >= sizeof rt->fingerprint) {
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "backend fingerprint too long");
+    return LATCH_ERR_INTERNAL;
+  }
+  rt->disk = cache_disk_open(rt->cache_dir, 0, diag);
+  return rt->disk ? LATCH_OK : LATCH_ERR_INPUT;
 }
 
 latch_runtime *latch_open(const latch_options *options) {
@@ -76,6 +115,23 @@ latch_runtime *latch_open(const latch_options *options) {
   const rt_backend *backend = rt_backend_find(name);
   if (!backend) {
     cap_set_error("unknown backend '%s' (backends: %s)", name, rt_backend_names());
+    return NULL;
+  }
+  const char *cache = options->cache && *options->cache ? options->cache : "memory";
+  if (strcmp(cache, "off") && strcmp(cache, "memory") && strcmp(cache, "disk")) {
+    cap_set_error("latch_open: unknown cache mode '%s' (off, memory or disk)", cache);
+    return NULL;
+  }
+  min_check_mode check_mode = MIN_MODE_OFF;
+  hlo_diag check_diag = {0};
+  if (min_check_mode_parse(options->check, &check_mode, &check_diag) != HLO_OK) {
+    cap_set_error("latch_open: %s", check_diag.message);
+    return NULL;
+  }
+  /* LATCH_FAULT (tests only) makes the backend misbehave on demand. */
+  backend = rt_fault_from_env(backend, &check_diag);
+  if (!backend) {
+    cap_set_error("latch_open: %s", check_diag.message);
     return NULL;
   }
   if (options->cache_capacity < 1 || options->threads < 0) {
@@ -91,8 +147,20 @@ latch_runtime *latch_open(const latch_options *options) {
   snprintf(rt->backend_name, sizeof rt->backend_name, "%s", backend->name);
   rt->options.backend = rt->backend_name; /* the caller's string need not outlive the call */
   rt->backend = backend;
+  snprintf(rt->cache_mode, sizeof rt->cache_mode, "%s", cache);
+  rt->options.cache = rt->cache_mode;
+  rt->options.cache_dir = NULL;
+  rt->options.check = NULL; /* the caller's string need not outlive the call */
+  rt->check_mode = check_mode;
+  rt->check_tol = options->check_tol > 0 ? options->check_tol : RT_ACCURACY_DEFAULT_TOL;
+  pthread_mutex_init(&rt->repro_lock, NULL);
   hlo_diag diag = {0};
-  rt->cache = cache_table_new((size_t)options->cache_capacity, destroy_exe, &diag);
+  bool off = strcmp(cache, "off") == 0;
+  rt->cache = cache_table_new(off ? 1 : (size_t)options->cache_capacity, destroy_exe, &diag);
+  if (rt->cache && strcmp(cache, "disk") == 0 && open_disk(rt, options->cache_dir, &diag) != LATCH_OK) {
+    cache_table_free(rt->cache);
+    rt->cache = NULL;
+  }
   if (!rt->cache) {
     cap_set_error("latch_open: %s", diag.message);
     free(rt);
@@ -104,6 +172,8 @@ latch_runtime *latch_open(const latch_options *options) {
 void latch_close(latch_runtime *rt) {
   if (!rt) return;
   cache_table_free(rt->cache);
+  cache_disk_close(rt->disk);
+  pthread_mutex_destroy(&rt->repro_lock);
   free(rt);
   cap_pool_drain();
 }
@@ -117,11 +187,26 @@ void latch_get_stats(latch_runtime *rt, latch_stats *stats) {
   stats->nodes_synced = atomic_load(&rt->nodes_synced);
   stats->cache_hits = cs.hits;
   stats->cache_misses = cs.misses;
-  stats->compiles = cs.compiles;
+  stats->compiles = atomic_load(&rt->compiles);
+  stats->disk_loads = atomic_load(&rt->disk_loads);
+  stats->check_failures = atomic_load(&rt->check_failures);
+  if (rt->disk) {
+    cache_disk_stats ds;
+    cache_disk_get_stats(rt->disk, &ds);
+    stats->disk_writes = ds.writes;
+  }
   stats->compile_failures = cs.compile_failures;
   stats->evictions = cs.evictions;
   stats->cache_entries = cs.entries;
   stats->compile_ns = cs.compile_ns;
   stats->key_ns = atomic_load(&rt->key_ns);
   stats->execute_ns = atomic_load(&rt->execute_ns);
+}
+
+const char *latch_last_repro(latch_runtime *rt) {
+  static _Thread_local char copy[4096];
+  pthread_mutex_lock(&rt->repro_lock);
+  snprintf(copy, sizeof copy, "%s", rt->last_repro);
+  pthread_mutex_unlock(&rt->repro_lock);
+  return copy;
 }

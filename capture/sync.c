@@ -8,16 +8,48 @@
 #include "hlo/print.h"
 
 typedef struct compile_job {
+  latch_runtime *rt;
   const cap_graph *graph;
 } compile_job;
 
-/* Called by the cache table on a miss, with no lock held. */
-static void *compile_graph(void *ctx, hlo_diag *diag) {
-  const cap_graph *g = ((compile_job *)ctx)->graph;
-  hlo_module *module = cap_graph_lower(g, diag);
+/* The disk cache's codec: lowering and compiling on a miss, the backend's own serialized
+ * form in between. The graph key already names the backend; the fingerprint adds latch's
+ * version and the CPU. */
+static void *codec_compile(void *ctx, hlo_diag *diag) {
+  compile_job *job = ctx;
+  hlo_module *module = cap_graph_lower(job->graph, diag);
   if (!module) return NULL;
-  rt_executable *exe = g->backend->compile(module, diag);
+  rt_executable *exe = job->graph->backend->compile(module, diag);
   hlo_module_free(module);
+  if (exe) atomic_fetch_add(&job->rt->compiles, 1);
+  return exe;
+}
+
+static hlo_status codec_serialize(void *ctx, const void *value, void **bytes, size_t *len, hlo_diag *diag) {
+  const compile_job *job = ctx;
+  return job->graph->backend->serialize(value, bytes, len, diag);
+}
+
+static void *codec_deserialize(void *ctx, const void *bytes, size_t len, hlo_diag *diag) {
+  const compile_job *job = ctx;
+  return job->graph->backend->deserialize(bytes, len, diag);
+}
+
+/* Called by the memory table on a miss, with no lock held: the disk cache (when on) or the
+ * backend's compile. */
+static void *compile_graph(void *ctx, hlo_diag *diag) {
+  compile_job *job = ctx;
+  const cap_graph *g = job->graph;
+  if (job->rt->check_mode != 0) return cap_compile_checked(job->rt, g, diag);
+  rt_executable *exe;
+  if (job->rt->disk && g->backend->serialize && g->backend->deserialize) {
+    cache_codec codec = {job, codec_compile, codec_serialize, codec_deserialize};
+    cache_origin origin = CACHE_ORIGIN_COMPILED;
+    exe = cache_disk_get_or_compile(job->rt->disk, g->key, job->rt->fingerprint, &codec, &origin, NULL, diag);
+    if (exe && origin == CACHE_ORIGIN_DISK) atomic_fetch_add(&job->rt->disk_loads, 1);
+  } else {
+    exe = codec_compile(job, diag);
+  }
   if (!exe) return NULL;
   cap_exe *value = malloc(sizeof *value);
   if (!value) {
@@ -69,7 +101,7 @@ cache_entry *cap_exe_lookup(latch_runtime *rt, const cap_graph *g, latch_status 
 
 cache_entry *cap_graph_executable(latch_runtime *rt, const cap_graph *g, bool *compiled, latch_status *status) {
   hlo_diag diag = {0};
-  compile_job job = {g};
+  compile_job job = {rt, g};
   bool hit = false;
   cache_entry *entry = cache_table_get_or_compile(rt->cache, g->key, compile_graph, &job, &diag, &hit);
   if (compiled) *compiled = entry && !hit;

@@ -112,7 +112,7 @@ int64_t guard_set_hint(const guard_set *set, const guard_expr *a) {
   return value;
 }
 
-static bool holds(int64_t a, guard_rel rel, int64_t b) {
+bool guard_rel_holds(int64_t a, guard_rel rel, int64_t b) {
   switch (rel) {
   case GUARD_EQ: return a == b;
   case GUARD_NE: return a != b;
@@ -137,7 +137,7 @@ static guard_rel negate(guard_rel rel) {
 }
 
 bool guard_set_compare(guard_set *set, guard_expr a, guard_rel rel, guard_expr b) {
-  bool outcome = holds(guard_set_hint(set, &a), rel, guard_set_hint(set, &b));
+  bool outcome = guard_rel_holds(guard_set_hint(set, &a), rel, guard_set_hint(set, &b));
   bool constant = guard_expr_is_const(&a, NULL) && guard_expr_is_const(&b, NULL);
   if (constant || guard_expr_equal(&a, &b)) return outcome; /* true for every binding */
   guard_fact *fact = add_fact(set, GUARD_FACT_REL);

@@ -32,6 +32,7 @@ typedef struct guard_static {
 
 /* Relations for guard_set_compare. */
 typedef enum guard_rel { GUARD_EQ, GUARD_NE, GUARD_LT, GUARD_LE, GUARD_GT, GUARD_GE } guard_rel;
+bool guard_rel_holds(int64_t a, guard_rel rel, int64_t b);
 
 guard_set *guard_set_new(void);
 void guard_set_free(guard_set *set);

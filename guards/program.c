@@ -130,18 +130,6 @@ void guard_program_free(guard_program *program) {
 int guard_program_symbol_count(const guard_program *program) { return program->symbol_count; }
 int guard_program_check_count(const guard_program *program) { return program->check_count; }
 
-static bool rel_holds(int64_t a, guard_rel rel, int64_t b) {
-  switch (rel) {
-  case GUARD_EQ: return a == b;
-  case GUARD_NE: return a != b;
-  case GUARD_LT: return a < b;
-  case GUARD_LE: return a <= b;
-  case GUARD_GT: return a > b;
-  case GUARD_GE: return a >= b;
-  }
-  return false;
-}
-
 static bool static_equal(const guard_static *want, const guard_static *have) {
   if (want->kind != have->kind) return false;
   switch (want->kind) {
@@ -223,7 +211,7 @@ static bool check_fast(const guard_program *program, const guard_tensor *inputs,
         bindings[k->sym] = a >= 0 ? a / k->value : -((-a + k->value - 1) / k->value);
         break;
       case GUARD_FACT_REL:
-        if (!guard_expr_eval(&k->a, bindings, &a) || !guard_expr_eval(&k->b, bindings, &b) || !rel_holds(a, k->rel, b))
+        if (!guard_expr_eval(&k->a, bindings, &a) || !guard_expr_eval(&k->b, bindings, &b) || !guard_rel_holds(a, k->rel, b))
           return false;
         break;
       case GUARD_FACT_DIVISIBLE:
@@ -303,7 +291,7 @@ static bool check_explained(const guard_program *program, const guard_tensor *in
     case GUARD_FACT_REL:
       if (!guard_expr_eval(&k->a, bindings, &a) || !guard_expr_eval(&k->b, bindings, &b))
         return failed(k, c, "overflow", 0, 0, why);
-      if (!rel_holds(a, k->rel, b)) {
+      if (!guard_rel_holds(a, k->rel, b)) {
         describe_values(detail, sizeof detail, k, bindings);
         return failed(k, c, detail, b, a, why);
       }

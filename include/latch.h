@@ -59,6 +59,18 @@ typedef struct latch_options {
   int threads;         /* LATCH_THREADS: threads a backend may use; 0 = one per core */
   int cache_capacity;  /* LATCH_CACHE_CAPACITY: compiled graphs kept (LRU), default 2048 */
   bool eager;          /* LATCH_EAGER=1: run each op at once (the op-by-op baseline) */
+  /* LATCH_CACHE: "memory" (the default) keeps compiled graphs in this process; "disk" also
+   * stores them in cache_dir, so a later process running the same program compiles nothing;
+   * "off" stores nothing on disk and keeps only the last graph in memory. */
+  const char *cache;
+  const char *cache_dir; /* LATCH_CACHE_DIR, else $XDG_CACHE_HOME/latch, else ~/.cache/latch */
+  /* LATCH_CHECK: "off" (default); "compile" catches a backend's compile errors; "accuracy"
+   * also runs each newly compiled graph once and compares it with the reference evaluator
+   * in fp64. A graph that fails is shrunk to a repro directory (under LATCH_REPRO_DIR, else
+   * /tmp), one warning line names it, and the graph runs on the reference backend from then
+   * on: results stay correct. Checked graphs bypass the disk cache. */
+  const char *check;
+  double check_tol; /* LATCH_CHECK_TOL: the accuracy check's absolute tolerance, default 1e-3 */
 } latch_options;
 
 /* Fills the defaults, then applies the environment variables named above. An unreadable
@@ -77,12 +89,19 @@ typedef struct latch_stats {
   uint64_t syncs;          /* graphs run (each latch_sync, read or eager op that ran one) */
   uint64_t ops_traced;     /* ops recorded, counted at each sync of the thread that traced them */
   uint64_t nodes_synced;   /* pending nodes computed by syncs */
-  uint64_t cache_hits, cache_misses, compiles, compile_failures, evictions, cache_entries;
-  uint64_t compile_ns;     /* time inside the backend's compile */
+  uint64_t cache_hits, cache_misses, compile_failures, evictions, cache_entries;
+  uint64_t compiles;       /* graphs the backend compiled (misses not answered by the disk) */
+  uint64_t disk_loads;     /* misses answered by the disk cache: compiled by an earlier process */
+  uint64_t disk_writes;    /* compiled graphs stored in the disk cache */
+  uint64_t compile_ns;     /* time answering misses: compiling, or loading from disk */
+  uint64_t check_failures; /* graphs that failed LATCH_CHECK and run on the reference backend */
   uint64_t key_ns;         /* time walking graphs and hashing their keys */
   uint64_t execute_ns;     /* time inside the backend's execute */
 } latch_stats;
 void latch_get_stats(latch_runtime *rt, latch_stats *stats);
+/* The newest repro directory LATCH_CHECK wrote, or "" when none. Valid until the next call
+ * on this thread (a copy, so other threads' failures do not change it under the caller). */
+const char *latch_last_repro(latch_runtime *rt);
 
 /* ---- tensors ---- */
 

@@ -2,6 +2,8 @@
  * instruction to its kernel, frees values after their last use, and runs control flow. */
 #include "eval.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +14,15 @@ enum { MAX_CALL_DEPTH = 200 };
 hlo_dtype rt_storage_dtype(const rt_eval *eval, hlo_dtype declared) {
   if (eval->options && eval->options->fp64 && hlo_dtype_is_float(declared)) return HLO_F64;
   return declared;
+}
+
+hlo_status rt_kernel_fail(rt_eval *eval, const hlo_instr *instr, hlo_status code, const char *format, ...) {
+  char message[768];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(message, sizeof message, format, args);
+  va_end(args);
+  return hlo_diag_set(eval->diag, code, "%s %%%s: %s", hlo_opcode_name(instr->opcode), instr->name, message);
 }
 
 static hlo_status unsupported_type(rt_eval *eval, const hlo_instr *instr, hlo_dtype dtype) {
@@ -345,6 +356,8 @@ hlo_status rt_eval_comp(rt_eval *eval, const hlo_comp *comp, rt_value *const *ar
     if (status == HLO_OK && !values[i])
       status = hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "%s %%%s produced no value",
                             hlo_opcode_name(instr->opcode), instr->name);
+    if (status == HLO_OK && eval->call_depth == 1 && eval->options->observe)
+      eval->options->observe(eval->options->observe_context, instr, values[i]);
     for (int k = 0; k < instr->operand_count; k++) {
       int id = instr->operands[k]->id;
       if (--uses[id] == 0) {

@@ -9,6 +9,10 @@
 
 typedef struct rt_eval_options {
   bool fp64; /* floats are stored and computed as f64; results come back as f64 */
+  /* When set, called with each entry-computation instruction's value (borrowed) right after
+   * it is computed; the minifier keeps the ones it promotes to parameters or constants. */
+  void (*observe)(void *context, const hlo_instr *instr, rt_value *value);
+  void *observe_context;
 } rt_eval_options;
 
 /* Runs module's entry computation. args are in the declared parameter types (in fp64 mode
@@ -34,6 +38,10 @@ hlo_dtype rt_storage_dtype(const rt_eval *eval, hlo_dtype declared);
 rt_value *rt_new_output(rt_eval *eval, const hlo_instr *instr, const hlo_shape *declared);
 /* Converts a value to the storage type for declared (a no-op reference when equal). */
 rt_value *rt_to_storage(rt_eval *eval, rt_value *value, hlo_dtype declared);
+
+/* Sets eval->diag to "OPCODE %NAME: message" and returns code: how kernels report errors. */
+hlo_status rt_kernel_fail(rt_eval *eval, const hlo_instr *instr, hlo_status code, const char *format, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* A kernel computes one instruction from its operands' values (borrowed) into a new value. */
 typedef hlo_status (*rt_kernel)(rt_eval *eval, const hlo_instr *instr, rt_value *const *args,

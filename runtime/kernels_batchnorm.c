@@ -10,19 +10,6 @@
 
 #include "kernels.h"
 
-static hlo_status fail(rt_eval *eval, const hlo_instr *instr, hlo_status code, const char *format, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static hlo_status fail(rt_eval *eval, const hlo_instr *instr, hlo_status code, const char *format, ...) {
-  char message[768];
-  va_list args;
-  va_start(args, format);
-  vsnprintf(message, sizeof message, format, args);
-  va_end(args);
-  return hlo_diag_set(eval->diag, code, "%s %%%s: %s", hlo_opcode_name(instr->opcode), instr->name,
-                      message);
-}
-
 /* Where the feature dimension sits in the operand: feature of flat index i is
  * (i / stride) % features. */
 typedef struct feature_layout {
@@ -73,7 +60,7 @@ static rt_value *normalize(rt_eval *eval, const hlo_instr *instr, const hlo_shap
   rt_value *y = rt_new_output(eval, instr, shape);
   if (!y) return NULL;
   if (y->count != operand->count) {
-    fail(eval, instr, HLO_ERR_INPUT, "result and operand differ in size");
+    rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "result and operand differ in size");
     rt_value_release(y);
     return NULL;
   }
@@ -92,7 +79,7 @@ static rt_value *vector_output(rt_eval *eval, const hlo_instr *instr, const hlo_
   rt_value *v = rt_new_output(eval, instr, shape);
   if (!v) return NULL;
   if (v->count != count) {
-    fail(eval, instr, HLO_ERR_INPUT, "a per-feature result is not as long as the feature dimension");
+    rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "a per-feature result is not as long as the feature dimension");
     rt_value_release(v);
     return NULL;
   }
@@ -108,7 +95,7 @@ static hlo_status tuple3(rt_eval *eval, const hlo_instr *instr, rt_value **parts
   if (status == HLO_OK) {
     *out = rt_value_new_tuple(3, parts);
     if (*out) return HLO_OK;
-    status = fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
+    status = rt_kernel_fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
   }
   for (int i = 0; i < 3; i++) rt_value_release(parts[i]);
   return status;
@@ -123,9 +110,9 @@ RT_KERNEL(rt_kernel_batch_norm_inference) {
   const char *why = instr->operand_count != 5 ? "needs operand, scale, offset, mean and variance"
                                               : check_args(instr, args, 1, 4, &layout);
   if (!why && !hlo_shape_is_array(&instr->shape)) why = "the result must be an array";
-  if (why) return fail(eval, instr, HLO_ERR_INPUT, "%s", why);
+  if (why) return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "%s", why);
   double *stats = malloc(sizeof(double) * (size_t)(2 * layout.features + 1));
-  if (!stats) return fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
+  if (!stats) return rt_kernel_fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
   double *mean = stats, *var = stats + layout.features;
   for (int64_t f = 0; f < layout.features; f++) {
     mean[f] = rt_get_f64(args[3], f);
@@ -141,9 +128,9 @@ RT_KERNEL(rt_kernel_batch_norm_training) {
   const char *why = instr->operand_count != 3 ? "needs operand, scale and offset"
                                               : check_args(instr, args, 1, 2, &layout);
   if (!why && !tuple_of_three(instr)) why = "the result must be a tuple (output, mean, variance)";
-  if (why) return fail(eval, instr, HLO_ERR_INPUT, "%s", why);
+  if (why) return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "%s", why);
   double *stats = malloc(sizeof(double) * (size_t)(2 * layout.features + 1));
-  if (!stats) return fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
+  if (!stats) return rt_kernel_fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
   double *mean = stats, *var = stats + layout.features;
   moments(args[0], &layout, mean, var);
   rt_value *parts[3] = {0};
@@ -167,10 +154,10 @@ RT_KERNEL(rt_kernel_batch_norm_grad) {
   if (!why && (dy->shape.dtype == HLO_TUPLE || dy->count != operand->count))
     why = "grad_output must have the operand's shape";
   if (!why && !tuple_of_three(instr)) why = "the result must be a tuple (grad_operand, grad_scale, grad_offset)";
-  if (why) return fail(eval, instr, HLO_ERR_INPUT, "%s", why);
+  if (why) return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "%s", why);
   int64_t features = layout.features;
   double *sums = calloc((size_t)(2 * features + 1), sizeof(double));
-  if (!sums) return fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
+  if (!sums) return rt_kernel_fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
   double *sum_dy = sums, *sum_dy_xmu = sums + features;
   double epsilon = epsilon_of(instr);
   for (int64_t i = 0; i < operand->count; i++) {
@@ -182,7 +169,7 @@ RT_KERNEL(rt_kernel_batch_norm_grad) {
   rt_value *parts[3] = {0};
   parts[0] = rt_new_output(eval, instr, &instr->shape.tuple[0]);
   if (parts[0] && parts[0]->count != operand->count) {
-    fail(eval, instr, HLO_ERR_INPUT, "grad_operand differs in size from the operand");
+    rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "grad_operand differs in size from the operand");
     rt_value_release(parts[0]);
     parts[0] = NULL;
   }

@@ -16,19 +16,6 @@
 
 #include "kernels.h"
 
-static hlo_status fail(rt_eval *eval, const hlo_instr *instr, hlo_status code, const char *format, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static hlo_status fail(rt_eval *eval, const hlo_instr *instr, hlo_status code, const char *format, ...) {
-  char message[768];
-  va_list args;
-  va_start(args, format);
-  vsnprintf(message, sizeof message, format, args);
-  va_end(args);
-  return hlo_diag_set(eval->diag, code, "%s %%%s: %s", hlo_opcode_name(instr->opcode), instr->name,
-                      message);
-}
-
 static const char *module_attr(const hlo_instr *instr, const char *name) {
   const hlo_module *module = instr->parent ? instr->parent->module : NULL;
   for (int i = 0; module && i < module->raw_attr_count; i++)
@@ -103,7 +90,7 @@ static rt_value *zeros(rt_eval *eval, const hlo_instr *instr, const hlo_shape *s
   if (!hlo_shape_is_tuple(shape)) return rt_new_output(eval, instr, shape);
   rt_value *elements[64];
   if (shape->tuple_count > 64) {
-    fail(eval, instr, HLO_ERR_UNSUPPORTED, "tuples over 64 elements");
+    rt_kernel_fail(eval, instr, HLO_ERR_UNSUPPORTED, "tuples over 64 elements");
     return NULL;
   }
   for (int i = 0; i < shape->tuple_count; i++) {
@@ -135,21 +122,21 @@ static hlo_status single_result(rt_eval *eval, const hlo_instr *instr, const hlo
   }
   bool tuple = hlo_shape_is_tuple(shape) && !(count == 1 && args[0]->shape.dtype == HLO_TUPLE);
   if (tuple ? shape->tuple_count != count : count != 1)
-    return fail(eval, instr, HLO_ERR_INPUT, "%d operands for a result of %d elements", count,
+    return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "%d operands for a result of %d elements", count,
                 tuple ? shape->tuple_count : 1);
   for (int i = 0; i < count; i++)
     if (!same_dims(args[i], tuple ? &shape->tuple[i] : shape))
-      return fail(eval, instr, HLO_ERR_UNSUPPORTED,
+      return rt_kernel_fail(eval, instr, HLO_ERR_UNSUPPORTED,
                   "its result differs in shape from its operand: that needs more than one participant");
   if (!tuple) {
     *out = rt_value_retain(args[0]);
     return HLO_OK;
   }
   rt_value *elements[64];
-  if (count > 64) return fail(eval, instr, HLO_ERR_UNSUPPORTED, "more than 64 operands");
+  if (count > 64) return rt_kernel_fail(eval, instr, HLO_ERR_UNSUPPORTED, "more than 64 operands");
   for (int i = 0; i < count; i++) elements[i] = rt_value_retain(args[i]);
   *out = rt_value_new_tuple(count, elements);
-  return *out ? HLO_OK : fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
+  return *out ? HLO_OK : rt_kernel_fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
 }
 
 /* all-gather-start / collective-permute-start: (operand, result, extra context elements). */
@@ -158,7 +145,7 @@ static hlo_status start_tuple(rt_eval *eval, const hlo_instr *instr, rt_value *c
   const hlo_shape *shape = &instr->shape;
   int count = instr->operand_count;
   if (!hlo_shape_is_tuple(shape) || shape->tuple_count < 2 || shape->tuple_count > 64)
-    return fail(eval, instr, HLO_ERR_INPUT, "an async start must return (operand, result, ...)");
+    return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "an async start must return (operand, result, ...)");
   rt_value *parts[64] = {0};
   hlo_status status = single_result(eval, instr, &shape->tuple[0], args, count, true, &parts[0]);
   if (status == HLO_OK) status = single_result(eval, instr, &shape->tuple[1], args, count, self, &parts[1]);
@@ -169,7 +156,7 @@ static hlo_status start_tuple(rt_eval *eval, const hlo_instr *instr, rt_value *c
   if (status == HLO_OK) {
     *out = rt_value_new_tuple(shape->tuple_count, parts);
     if (*out) return HLO_OK;
-    status = fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
+    status = rt_kernel_fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
   }
   for (int i = 0; i < shape->tuple_count; i++) rt_value_release(parts[i]);
   return status;
@@ -177,7 +164,7 @@ static hlo_status start_tuple(rt_eval *eval, const hlo_instr *instr, rt_value *c
 
 RT_KERNEL(rt_kernel_collective) {
   const char *why = check_single_device(instr);
-  if (why) return fail(eval, instr, HLO_ERR_UNSUPPORTED, "%s; latch evaluates one device", why);
+  if (why) return rt_kernel_fail(eval, instr, HLO_ERR_UNSUPPORTED, "%s; latch evaluates one device", why);
   int count = instr->operand_count;
   switch (instr->opcode) {
     case HLO_OP_REPLICA_ID: case HLO_OP_PARTITION_ID:
@@ -199,10 +186,10 @@ RT_KERNEL(rt_kernel_collective) {
       return HLO_OK;
     case HLO_OP_ALL_GATHER_DONE: case HLO_OP_COLLECTIVE_PERMUTE_DONE:
       if (args[0]->shape.dtype != HLO_TUPLE || args[0]->tuple_count < 2)
-        return fail(eval, instr, HLO_ERR_INPUT, "its operand must be the tuple of an async start");
+        return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "its operand must be the tuple of an async start");
       *out = rt_value_retain(args[0]->tuple[1]);
       return HLO_OK;
     default:
-      return fail(eval, instr, HLO_ERR_UNSUPPORTED, "not a collective latch evaluates");
+      return rt_kernel_fail(eval, instr, HLO_ERR_UNSUPPORTED, "not a collective latch evaluates");
   }
 }

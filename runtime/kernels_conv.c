@@ -39,19 +39,6 @@ enum {
   PANEL_DEPTH = 2048,            /* rows of a panel piece, so it stays in the core's cache */
 };
 
-static hlo_status fail(rt_eval *eval, const hlo_instr *instr, hlo_status code, const char *format, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static hlo_status fail(rt_eval *eval, const hlo_instr *instr, hlo_status code, const char *format, ...) {
-  char message[768];
-  va_list args;
-  va_start(args, format);
-  vsnprintf(message, sizeof message, format, args);
-  va_end(args);
-  return hlo_diag_set(eval->diag, code, "%s %%%s: %s", hlo_opcode_name(instr->opcode), instr->name,
-                      message);
-}
-
 /* One spatial dimension. */
 typedef struct conv_dim {
   int64_t in, taps, out; /* input, kernel and output sizes */
@@ -588,16 +575,16 @@ static bool is_identity(const int *perm, int rank) {
 }
 
 RT_KERNEL(rt_kernel_convolution) {
-  if (instr->operand_count != 2) return fail(eval, instr, HLO_ERR_INPUT, "needs two operands");
+  if (instr->operand_count != 2) return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "needs two operands");
   const rt_value *in = args[0], *kernel = args[1];
   if (in->shape.dtype == HLO_TUPLE || kernel->shape.dtype == HLO_TUPLE)
-    return fail(eval, instr, HLO_ERR_INPUT, "operands must be arrays");
+    return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "operands must be arrays");
   conv_plan plan;
   bool out_of_memory = false;
   const char *error = plan_conv(instr, &in->shape, &kernel->shape, &plan, &out_of_memory);
   if (error) {
     free_plan(&plan);
-    return fail(eval, instr, out_of_memory ? HLO_ERR_INTERNAL : HLO_ERR_INPUT, "%s", error);
+    return rt_kernel_fail(eval, instr, out_of_memory ? HLO_ERR_INTERNAL : HLO_ERR_INPUT, "%s", error);
   }
   rt_value *result = rt_new_output(eval, instr, &instr->shape);
   if (!result) {
@@ -619,7 +606,7 @@ RT_KERNEL(rt_kernel_convolution) {
   free_plan(&plan);
   if (!ok) {
     rt_value_release(result);
-    return fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
+    return rt_kernel_fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
   }
   *out = result;
   return HLO_OK;

@@ -19,19 +19,6 @@
 
 enum { GEMM_ROWS = 4 };
 
-static hlo_status fail(rt_eval *eval, const hlo_instr *instr, hlo_status code, const char *format, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static hlo_status fail(rt_eval *eval, const hlo_instr *instr, hlo_status code, const char *format, ...) {
-  char message[768];
-  va_list args;
-  va_start(args, format);
-  vsnprintf(message, sizeof message, format, args);
-  va_end(args);
-  return hlo_diag_set(eval->diag, code, "%s %%%s: %s", hlo_opcode_name(instr->opcode), instr->name,
-                      message);
-}
-
 /* ---------------------------------------------------------------------------------------
  * Work-type copies */
 
@@ -340,16 +327,16 @@ static bool matmul_float(hlo_dtype work, int64_t batch, int64_t m, int64_t n, in
 }
 
 RT_KERNEL(rt_kernel_dot) {
-  if (instr->operand_count != 2) return fail(eval, instr, HLO_ERR_INPUT, "needs two operands");
+  if (instr->operand_count != 2) return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "needs two operands");
   const rt_value *lhs = args[0], *rhs = args[1];
   if (lhs->shape.dtype == HLO_TUPLE || rhs->shape.dtype == HLO_TUPLE)
-    return fail(eval, instr, HLO_ERR_INPUT, "operands must be arrays");
+    return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "operands must be arrays");
   dot_plan plan;
   const char *error = plan_dot(instr->dot, &lhs->shape, &rhs->shape, &plan);
-  if (error) return fail(eval, instr, HLO_ERR_INPUT, "%s", error);
+  if (error) return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "%s", error);
   bool same = plan.result.rank == instr->shape.rank;
   for (int d = 0; same && d < plan.result.rank; d++) same = plan.result.dims[d] == instr->shape.dims[d];
-  if (!same) return fail(eval, instr, HLO_ERR_INPUT, "the result shape does not match the dimension numbers");
+  if (!same) return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "the result shape does not match the dimension numbers");
   rt_value *result = rt_new_output(eval, instr, &instr->shape);
   if (!result) return eval->diag->status;
   hlo_dtype work = rt_work_dtype(result->shape.dtype);
@@ -393,7 +380,7 @@ RT_KERNEL(rt_kernel_dot) {
   free(c);
   if (!ok) {
     rt_value_release(result);
-    return fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
+    return rt_kernel_fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
   }
   *out = result;
   return HLO_OK;

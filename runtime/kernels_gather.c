@@ -12,19 +12,6 @@
 
 #include "kernels.h"
 
-static hlo_status fail(rt_eval *eval, const hlo_instr *instr, hlo_status code, const char *format, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static hlo_status fail(rt_eval *eval, const hlo_instr *instr, hlo_status code, const char *format, ...) {
-  char message[768];
-  va_list args;
-  va_start(args, format);
-  vsnprintf(message, sizeof message, format, args);
-  va_end(args);
-  return hlo_diag_set(eval->diag, code, "%s %%%s: %s", hlo_opcode_name(instr->opcode), instr->name,
-                      message);
-}
-
 /* Start indices may have any integer type. Unsigned values past int64 are saturated rather
  * than wrapped negative: gather clamps them and scatter skips them either way. */
 static int64_t read_index(const rt_value *indices, int64_t flat) {
@@ -168,9 +155,9 @@ static const char *check_batch_sizes(const index_map *map, const hlo_shape *indi
 RT_KERNEL(rt_kernel_gather) {
   const rt_value *operand = args[0], *indices = args[1];
   const hlo_gather_dims *gd = instr->gather;
-  if (!gd || instr->operand_count != 2) return fail(eval, instr, HLO_ERR_INPUT, "needs operand, indices and dimension numbers");
+  if (!gd || instr->operand_count != 2) return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "needs operand, indices and dimension numbers");
   if (operand->shape.dtype == HLO_TUPLE || indices->shape.dtype == HLO_TUPLE || !hlo_shape_is_array(&instr->shape))
-    return fail(eval, instr, HLO_ERR_INPUT, "operands and result must be arrays");
+    return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "operands and result must be arrays");
   index_dims dims = {&gd->offset_dims, &gd->collapsed_slice_dims, &gd->start_index_map,
                      &gd->operand_batching_dims, &gd->start_indices_batching_dims, gd->index_vector_dim};
   index_map map;
@@ -184,7 +171,7 @@ RT_KERNEL(rt_kernel_gather) {
     else if (map.window_dim[d] >= 0 && instr->shape.dims[map.window_dim[d]] != slice[d])
       why = "an offset dimension differs from its slice size";
   }
-  if (why) return fail(eval, instr, HLO_ERR_INPUT, "%s", why);
+  if (why) return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "%s", why);
 
   rt_value *result = rt_new_output(eval, instr, &instr->shape);
   if (!result) return eval->diag->status;
@@ -283,7 +270,7 @@ static hlo_status combine_call(rt_eval *eval, const hlo_instr *instr, int n, rt_
   }
   hlo_status status = HLO_OK;
   for (int i = 0; i < 2 * n; i++)
-    if (!scalars[i]) status = fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
+    if (!scalars[i]) status = rt_kernel_fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
   rt_value *result = NULL;
   if (status == HLO_OK) status = rt_eval_comp(eval, instr->called[0], scalars, 2 * n, &result);
   for (int i = 0; i < 2 * n; i++) rt_value_release(scalars[i]);
@@ -291,13 +278,13 @@ static hlo_status combine_call(rt_eval *eval, const hlo_instr *instr, int n, rt_
   bool is_tuple = result->shape.dtype == HLO_TUPLE;
   if ((n > 1 && (!is_tuple || result->tuple_count != n)) || (n == 1 && is_tuple && result->tuple_count != 1)) {
     rt_value_release(result);
-    return fail(eval, instr, HLO_ERR_INPUT, "to_apply must return %d scalar%s", n, n > 1 ? "s" : "");
+    return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "to_apply must return %d scalar%s", n, n > 1 ? "s" : "");
   }
   for (int i = 0; i < n; i++) {
     const rt_value *element = is_tuple ? result->tuple[i] : result;
     if (element->shape.dtype == HLO_TUPLE || element->count != 1) {
       rt_value_release(result);
-      return fail(eval, instr, HLO_ERR_INPUT, "to_apply must return scalars");
+      return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "to_apply must return scalars");
     }
     copy_converted(outputs[i], at, element, 0);
   }
@@ -314,7 +301,7 @@ static hlo_status init_outputs(rt_eval *eval, const hlo_instr *instr, int n, rt_
     outputs[i] = rt_new_output(eval, instr, declared);
     if (!outputs[i]) return eval->diag->status;
     if (outputs[i]->count != operands[i]->count)
-      return fail(eval, instr, HLO_ERR_INPUT, "result %d has %lld elements, operand has %lld", i,
+      return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "result %d has %lld elements, operand has %lld", i,
                   (long long)outputs[i]->count, (long long)operands[i]->count);
     for (int64_t k = 0; k < operands[i]->count; k++) copy_converted(outputs[i], k, operands[i], k);
   }
@@ -345,7 +332,7 @@ static const char *check_scatter_args(const hlo_instr *instr, int n, rt_value *c
 RT_KERNEL(rt_kernel_scatter) {
   int n = (instr->operand_count - 1) / 2;
   const char *why = check_scatter_args(instr, n, args);
-  if (why) return fail(eval, instr, HLO_ERR_INPUT, "%s", why);
+  if (why) return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "%s", why);
   rt_value *const *operands = args, *const *updates = args + n + 1;
   const rt_value *indices = args[n];
   const hlo_scatter_dims *sd = instr->scatter;
@@ -360,7 +347,7 @@ RT_KERNEL(rt_kernel_scatter) {
     window_size[d] = map.window_dim[d] >= 0 ? update_shape->dims[map.window_dim[d]] : 1;
     if (window_size[d] > operand_shape->dims[d]) why = "an update window is larger than the operand";
   }
-  if (why) return fail(eval, instr, HLO_ERR_INPUT, "%s", why);
+  if (why) return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "%s", why);
 
   rt_value *outputs[64] = {0};
   hlo_status status = init_outputs(eval, instr, n, operands, outputs);
@@ -392,7 +379,7 @@ RT_KERNEL(rt_kernel_scatter) {
   *out = rt_value_new_tuple(n, outputs);
   if (!*out) {
     for (int i = 0; i < n; i++) rt_value_release(outputs[i]);
-    return fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
+    return rt_kernel_fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
   }
   return HLO_OK;
 }

@@ -18,19 +18,6 @@
 
 #include "kernels.h"
 
-static hlo_status fail(rt_eval *eval, const hlo_instr *instr, hlo_status code, const char *format, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static hlo_status fail(rt_eval *eval, const hlo_instr *instr, hlo_status code, const char *format, ...) {
-  char message[768];
-  va_list args;
-  va_start(args, format);
-  vsnprintf(message, sizeof message, format, args);
-  va_end(args);
-  return hlo_diag_set(eval->diag, code, "%s %%%s: %s", hlo_opcode_name(instr->opcode), instr->name,
-                      message);
-}
-
 /* ---------------------------------------------------------------------------------------
  * Simple reducers */
 
@@ -215,13 +202,13 @@ static hlo_status call_row(reduce_job *job, int64_t at, int64_t out_at, int64_t 
     bool is_tuple = result->shape.dtype == HLO_TUPLE;
     if ((is_tuple ? result->tuple_count : 1) != job->n) {
       rt_value_release(result);
-      return fail(job->eval, job->instr, HLO_ERR_INPUT, "to_apply must return %d values", job->n);
+      return rt_kernel_fail(job->eval, job->instr, HLO_ERR_INPUT, "to_apply must return %d values", job->n);
     }
     for (int k = 0; k < job->n; k++) {
       const rt_value *element = is_tuple ? result->tuple[k] : result;
       if (element->shape.dtype != job->outputs[k]->shape.dtype || element->count != 1) {
         rt_value_release(result);
-        return fail(job->eval, job->instr, HLO_ERR_INPUT,
+        return rt_kernel_fail(job->eval, job->instr, HLO_ERR_INPUT,
                     "to_apply must return scalars of the inputs' element types");
       }
       rt_copy_element(job->outputs[k], out_at + j * step, element, 0);
@@ -305,10 +292,10 @@ static void release_all(rt_value **values, int count) {
 RT_KERNEL(rt_kernel_reduce) {
   int n = instr->operand_count / 2;
   if (instr->operand_count < 2 || instr->operand_count % 2 || n > MAX_REDUCE_INPUTS)
-    return fail(eval, instr, HLO_ERR_INPUT, "needs N inputs and N init values (N <= %d)", MAX_REDUCE_INPUTS);
+    return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "needs N inputs and N init values (N <= %d)", MAX_REDUCE_INPUTS);
   bool reduced[HLO_MAX_RANK];
   const char *error = check_reduce(instr, args, n, reduced);
-  if (error) return fail(eval, instr, HLO_ERR_INPUT, "%s", error);
+  if (error) return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "%s", error);
   rt_value *outputs[MAX_REDUCE_INPUTS] = {0};
   rt_value *scratch[2 * MAX_REDUCE_INPUTS] = {0};
   hlo_status status = HLO_OK;
@@ -317,7 +304,7 @@ RT_KERNEL(rt_kernel_reduce) {
     outputs[k] = rt_new_output(eval, instr, declared);
     if (!outputs[k]) status = eval->diag->status;
     else if (outputs[k]->shape.dtype != args[k]->shape.dtype)
-      status = fail(eval, instr, HLO_ERR_INPUT, "result %d's type differs from its input's", k);
+      status = rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "result %d's type differs from its input's", k);
     for (int64_t i = 0; status == HLO_OK && i < outputs[k]->count; i++)
       rt_copy_element(outputs[k], i, args[n + k], 0);
   }
@@ -338,7 +325,7 @@ RT_KERNEL(rt_kernel_reduce) {
   *out = n == 1 && instr->shape.dtype != HLO_TUPLE ? outputs[0] : rt_value_new_tuple(n, outputs);
   if (!*out) {
     release_all(outputs, n);
-    return fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
+    return rt_kernel_fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
   }
   return HLO_OK;
 }

@@ -21,19 +21,6 @@
 
 #include "kernels.h"
 
-static hlo_status fail(rt_eval *eval, const hlo_instr *instr, hlo_status code, const char *format, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static hlo_status fail(rt_eval *eval, const hlo_instr *instr, hlo_status code, const char *format, ...) {
-  char message[768];
-  va_list args;
-  va_start(args, format);
-  vsnprintf(message, sizeof message, format, args);
-  va_end(args);
-  return hlo_diag_set(eval->diag, code, "%s %%%s: %s", hlo_opcode_name(instr->opcode), instr->name,
-                      message);
-}
-
 static uint32_t rotl32(uint32_t x, int n) { return (x << n) | (x >> (32 - n)); }
 static uint32_t lo32(uint64_t x) { return (uint32_t)x; }
 static uint32_t hi32(uint64_t x) { return (uint32_t)(x >> 32); }
@@ -184,25 +171,25 @@ static const char *check_bit_generator(const hlo_instr *instr, rt_value *const *
 
 RT_KERNEL(rt_kernel_rng_bit_generator) {
   const char *why = check_bit_generator(instr, args);
-  if (why) return fail(eval, instr, HLO_ERR_INPUT, "%s", why);
+  if (why) return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "%s", why);
   const rt_value *state = args[0];
   const hlo_shape *data_shape = &instr->shape.tuple[1];
   hlo_dtype declared = data_shape->dtype;
   int bits = hlo_dtype_bits(declared);
   if (!hlo_dtype_is_computable(declared) || declared == HLO_PRED || bits < 8)
-    return fail(eval, instr, HLO_ERR_UNSUPPORTED, "unsupported element type %s for random bits",
+    return rt_kernel_fail(eval, instr, HLO_ERR_UNSUPPORTED, "unsupported element type %s for random bits",
                 hlo_dtype_name(declared));
   hlo_rng_algorithm algorithm = instr->rng_algorithm == HLO_RNG_DEFAULT ? HLO_RNG_PHILOX : instr->rng_algorithm;
   int64_t words = state->count;
   if (algorithm == HLO_RNG_THREE_FRY && words != 2)
-    return fail(eval, instr, HLO_ERR_INPUT, "three-fry needs a u64[2] state, got %lld words", (long long)words);
+    return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "three-fry needs a u64[2] state, got %lld words", (long long)words);
   if (algorithm == HLO_RNG_PHILOX && words != 2 && words != 3)
-    return fail(eval, instr, HLO_ERR_INPUT, "philox needs a u64[2] or u64[3] state, got %lld words", (long long)words);
+    return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "philox needs a u64[2] or u64[3] state, got %lld words", (long long)words);
 
   rt_value *data = rt_new_output(eval, instr, data_shape);
   rt_value *new_state = data ? rt_new_output(eval, instr, &instr->shape.tuple[0]) : NULL;
   if (new_state && new_state->count != words) {
-    fail(eval, instr, HLO_ERR_INPUT, "the new state's shape differs from the state's");
+    rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "the new state's shape differs from the state's");
     rt_value_release(new_state);
     new_state = NULL;
   }
@@ -230,7 +217,7 @@ RT_KERNEL(rt_kernel_rng_bit_generator) {
   if (*out) return HLO_OK;
   rt_value_release(new_state);
   rt_value_release(data);
-  return fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
+  return rt_kernel_fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
 }
 
 /* FNV-1a: a stable hash of the instruction name, the rng op's key. */
@@ -254,11 +241,11 @@ static int mantissa_bits(hlo_dtype dtype) {
 RT_KERNEL(rt_kernel_rng) {
   if (instr->operand_count != 2 || args[0]->shape.dtype == HLO_TUPLE || args[1]->shape.dtype == HLO_TUPLE ||
       args[0]->count != 1 || args[1]->count != 1 || !hlo_shape_is_array(&instr->shape))
-    return fail(eval, instr, HLO_ERR_INPUT, "needs two scalar operands and an array result");
+    return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "needs two scalar operands and an array result");
   hlo_dtype declared = instr->shape.dtype;
   bool is_float = hlo_dtype_is_float(declared);
   if (instr->rng_distribution == HLO_RNG_NORMAL && !is_float)
-    return fail(eval, instr, HLO_ERR_INPUT, "a normal distribution needs a floating-point type, not %s",
+    return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "a normal distribution needs a floating-point type, not %s",
                 hlo_dtype_name(declared));
   rt_value *result = rt_new_output(eval, instr, &instr->shape);
   if (!result) return eval->diag->status;

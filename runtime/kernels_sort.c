@@ -13,19 +13,6 @@
 
 enum { MAX_SORT_OPERANDS = 64 };
 
-static hlo_status fail(rt_eval *eval, const hlo_instr *instr, hlo_status code, const char *format, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static hlo_status fail(rt_eval *eval, const hlo_instr *instr, hlo_status code, const char *format, ...) {
-  char message[768];
-  va_list args;
-  va_start(args, format);
-  vsnprintf(message, sizeof message, format, args);
-  va_end(args);
-  return hlo_diag_set(eval->diag, code, "%s %%%s: %s", hlo_opcode_name(instr->opcode), instr->name,
-                      message);
-}
-
 typedef enum order_kind { ORDER_FLOAT, ORDER_TOTAL, ORDER_SIGNED, ORDER_UNSIGNED } order_kind;
 
 typedef struct sorter {
@@ -94,13 +81,13 @@ static bool call_less(sorter *s, int64_t a, int64_t b) {
     }
   }
   rt_value *result = NULL;
-  if (!ok) s->status = fail(s->eval, s->instr, HLO_ERR_INTERNAL, "out of memory");
+  if (!ok) s->status = rt_kernel_fail(s->eval, s->instr, HLO_ERR_INTERNAL, "out of memory");
   else s->status = rt_eval_comp(s->eval, s->instr->called[0], scalars, 2 * s->n, &result);
   for (int i = 0; i < 2 * s->n; i++) rt_value_release(scalars[i]);
   if (s->status != HLO_OK) return false;
   bool less = false;
   if (result->shape.dtype == HLO_TUPLE || result->count != 1)
-    s->status = fail(s->eval, s->instr, HLO_ERR_INPUT, "the comparator must return a scalar pred");
+    s->status = rt_kernel_fail(s->eval, s->instr, HLO_ERR_INPUT, "the comparator must return a scalar pred");
   else
     less = rt_get_i64(result, 0) != 0;
   rt_value_release(result);
@@ -197,7 +184,7 @@ static hlo_status sort_rows(sorter *s, int64_t dimension, rt_value **outputs) {
   int64_t count = s->operands[0]->count;
   if (count == 0) return HLO_OK;
   int64_t *perm = malloc(sizeof(int64_t) * (size_t)len * 2);
-  if (!perm) return fail(s->eval, s->instr, HLO_ERR_INTERNAL, "out of memory");
+  if (!perm) return rt_kernel_fail(s->eval, s->instr, HLO_ERR_INTERNAL, "out of memory");
   int64_t outer = count / (len * stride);
   for (int64_t o = 0; o < outer && s->status == HLO_OK; o++) {
     for (int64_t k = 0; k < stride && s->status == HLO_OK; k++) {
@@ -223,7 +210,7 @@ static hlo_status sort_rows(sorter *s, int64_t dimension, rt_value **outputs) {
 RT_KERNEL(rt_kernel_sort) {
   int64_t dimension = 0;
   const char *why = check_sort_args(instr, args, &dimension);
-  if (why) return fail(eval, instr, HLO_ERR_INPUT, "%s", why);
+  if (why) return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "%s", why);
   int n = instr->operand_count;
   bool tuple = hlo_shape_is_tuple(&instr->shape);
   rt_value *outputs[MAX_SORT_OPERANDS] = {0};
@@ -232,7 +219,7 @@ RT_KERNEL(rt_kernel_sort) {
     outputs[i] = rt_new_output(eval, instr, tuple ? &instr->shape.tuple[i] : &instr->shape);
     if (!outputs[i]) status = eval->diag->status;
     else if (outputs[i]->count != args[i]->count)
-      status = fail(eval, instr, HLO_ERR_INPUT, "result %d differs in size from its operand", i);
+      status = rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "result %d differs in size from its operand", i);
   }
   sorter s = {.eval = eval, .instr = instr, .operands = args, .n = n, .status = HLO_OK};
   if (status == HLO_OK) {
@@ -246,7 +233,7 @@ RT_KERNEL(rt_kernel_sort) {
   if (status == HLO_OK) {
     *out = rt_value_new_tuple(n, outputs);
     if (*out) return HLO_OK;
-    status = fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
+    status = rt_kernel_fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
   }
   for (int i = 0; i < n; i++) rt_value_release(outputs[i]);
   return status;

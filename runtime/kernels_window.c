@@ -19,19 +19,6 @@
 
 enum { MAX_WINDOW_INPUTS = 64 };
 
-static hlo_status fail(rt_eval *eval, const hlo_instr *instr, hlo_status code, const char *format, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static hlo_status fail(rt_eval *eval, const hlo_instr *instr, hlo_status code, const char *format, ...) {
-  char message[768];
-  va_list args;
-  va_start(args, format);
-  vsnprintf(message, sizeof message, format, args);
-  va_end(args);
-  return hlo_diag_set(eval->diag, code, "%s %%%s: %s", hlo_opcode_name(instr->opcode), instr->name,
-                      message);
-}
-
 /* ---------------------------------------------------------------------------------------
  * Windows */
 
@@ -157,11 +144,11 @@ static hlo_status fold_call(fold_job *job, int64_t o, int64_t at) {
   if (status != HLO_OK) return status;
   bool is_tuple = result->shape.dtype == HLO_TUPLE;
   if ((is_tuple ? result->tuple_count : 1) != n)
-    status = fail(job->eval, job->instr, HLO_ERR_INPUT, "to_apply must return %d values", n);
+    status = rt_kernel_fail(job->eval, job->instr, HLO_ERR_INPUT, "to_apply must return %d values", n);
   for (int k = 0; status == HLO_OK && k < n; k++) {
     const rt_value *element = is_tuple ? result->tuple[k] : result;
     if (element->shape.dtype != job->outputs[k]->shape.dtype || element->count != 1)
-      status = fail(job->eval, job->instr, HLO_ERR_INPUT,
+      status = rt_kernel_fail(job->eval, job->instr, HLO_ERR_INPUT,
                     "to_apply must return scalars of the inputs' element types");
     else
       rt_copy_element(job->outputs[k], o, element, 0);
@@ -196,7 +183,7 @@ static void release_all(rt_value **values, int count) {
 
 static hlo_status reduce_windows(fold_job *job, const window_plan *plan, hlo_opcode op) {
   int64_t *offsets = malloc((size_t)(plan->taps + 1) * sizeof(int64_t));
-  if (!offsets) return fail(job->eval, job->instr, HLO_ERR_INTERNAL, "out of memory");
+  if (!offsets) return rt_kernel_fail(job->eval, job->instr, HLO_ERR_INTERNAL, "out of memory");
   hlo_status status = HLO_OK;
   int64_t pos[HLO_MAX_RANK] = {0};
   for (int64_t o = 0; o < plan->outputs && status == HLO_OK; o++, next_position(plan, pos)) {
@@ -213,25 +200,25 @@ static hlo_status reduce_windows(fold_job *job, const window_plan *plan, hlo_opc
 RT_KERNEL(rt_kernel_reduce_window) {
   int n = instr->operand_count / 2;
   if (instr->operand_count < 2 || instr->operand_count % 2 || n > MAX_WINDOW_INPUTS)
-    return fail(eval, instr, HLO_ERR_INPUT, "needs N inputs and N init values (N <= %d)", MAX_WINDOW_INPUTS);
+    return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "needs N inputs and N init values (N <= %d)", MAX_WINDOW_INPUTS);
   const char *error = check_reduce_window(instr, args, n);
-  if (error) return fail(eval, instr, HLO_ERR_INPUT, "%s", error);
+  if (error) return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "%s", error);
   window_plan plan;
   error = plan_window(instr->window, &args[0]->shape, &plan);
-  if (error) return fail(eval, instr, HLO_ERR_INPUT, "%s", error);
+  if (error) return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "%s", error);
   rt_value *outputs[MAX_WINDOW_INPUTS] = {0};
   rt_value *scratch[2 * MAX_WINDOW_INPUTS] = {0};
   hlo_status status = HLO_OK;
   for (int k = 0; k < n && status == HLO_OK; k++) {
     const hlo_shape *declared = instr->shape.dtype == HLO_TUPLE ? &instr->shape.tuple[k] : &instr->shape;
     if (!window_shape_matches(&plan, declared)) {
-      status = fail(eval, instr, HLO_ERR_INPUT, "the result dimensions do not match the window");
+      status = rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "the result dimensions do not match the window");
       break;
     }
     outputs[k] = rt_new_output(eval, instr, declared);
     if (!outputs[k]) status = eval->diag->status;
     else if (outputs[k]->shape.dtype != args[k]->shape.dtype)
-      status = fail(eval, instr, HLO_ERR_INPUT, "result %d's type differs from its input's", k);
+      status = rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "result %d's type differs from its input's", k);
     for (int64_t i = 0; status == HLO_OK && i < outputs[k]->count; i++)
       rt_copy_element(outputs[k], i, args[n + k], 0);
   }
@@ -252,7 +239,7 @@ RT_KERNEL(rt_kernel_reduce_window) {
   *out = n == 1 && instr->shape.dtype != HLO_TUPLE ? outputs[0] : rt_value_new_tuple(n, outputs);
   if (!*out) {
     release_all(outputs, n);
-    return fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
+    return rt_kernel_fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
   }
   return HLO_OK;
 }
@@ -331,7 +318,7 @@ static hlo_status keeps(scatter_job *job, int64_t current, int64_t candidate, bo
       rt_call_on_scalars(job->eval, job->instr->called[0], job->scratch, values, indices, 2, &result);
   if (status != HLO_OK) return status;
   if (result->shape.dtype != HLO_PRED || result->count != 1)
-    status = fail(job->eval, job->instr, HLO_ERR_INPUT, "select must return a pred scalar");
+    status = rt_kernel_fail(job->eval, job->instr, HLO_ERR_INPUT, "select must return a pred scalar");
   else
     *keep = rt_get_i64(result, 0) != 0;
   rt_value_release(result);
@@ -351,7 +338,7 @@ static hlo_status scatter_into(scatter_job *job, int64_t at, int64_t s) {
       rt_call_on_scalars(job->eval, job->instr->called[1], job->scratch, values, indices, 2, &result);
   if (status != HLO_OK) return status;
   if (result->shape.dtype != job->output->shape.dtype || result->count != 1)
-    status = fail(job->eval, job->instr, HLO_ERR_INPUT, "scatter must return a scalar of the output's type");
+    status = rt_kernel_fail(job->eval, job->instr, HLO_ERR_INPUT, "scatter must return a scalar of the output's type");
   else
     rt_copy_element(job->output, at, result, 0);
   rt_value_release(result);
@@ -360,7 +347,7 @@ static hlo_status scatter_into(scatter_job *job, int64_t at, int64_t s) {
 
 static hlo_status select_and_scatter(scatter_job *job, const window_plan *plan) {
   int64_t *offsets = malloc((size_t)(plan->taps + 1) * sizeof(int64_t));
-  if (!offsets) return fail(job->eval, job->instr, HLO_ERR_INTERNAL, "out of memory");
+  if (!offsets) return rt_kernel_fail(job->eval, job->instr, HLO_ERR_INTERNAL, "out of memory");
   hlo_status status = HLO_OK;
   int64_t pos[HLO_MAX_RANK] = {0};
   for (int64_t s = 0; s < plan->outputs && status == HLO_OK; s++, next_position(plan, pos)) {
@@ -380,30 +367,30 @@ static hlo_status select_and_scatter(scatter_job *job, const window_plan *plan) 
 
 RT_KERNEL(rt_kernel_select_and_scatter) {
   if (instr->operand_count != 3)
-    return fail(eval, instr, HLO_ERR_INPUT, "needs operand, source and init value");
+    return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "needs operand, source and init value");
   if (instr->called_count != 2)
-    return fail(eval, instr, HLO_ERR_INPUT, "needs select and scatter computations");
+    return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "needs select and scatter computations");
   const rt_value *operand = args[0], *source = args[1], *init = args[2];
   if (operand->shape.dtype == HLO_TUPLE || source->shape.dtype == HLO_TUPLE || init->shape.dtype == HLO_TUPLE)
-    return fail(eval, instr, HLO_ERR_INPUT, "operands must be arrays");
-  if (init->shape.rank != 0) return fail(eval, instr, HLO_ERR_INPUT, "the init value must be a scalar");
+    return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "operands must be arrays");
+  if (init->shape.rank != 0) return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "the init value must be a scalar");
   if (source->shape.dtype != init->shape.dtype)
-    return fail(eval, instr, HLO_ERR_INPUT, "source and init value must have the same type");
+    return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "source and init value must have the same type");
   window_plan plan;
   const char *error = plan_window(instr->window, &operand->shape, &plan);
-  if (error) return fail(eval, instr, HLO_ERR_INPUT, "%s", error);
+  if (error) return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "%s", error);
   if (!window_shape_matches(&plan, &source->shape)) {
     free_window(&plan);
-    return fail(eval, instr, HLO_ERR_INPUT, "the source dimensions do not match the windows");
+    return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "the source dimensions do not match the windows");
   }
   bool same = instr->shape.rank == operand->shape.rank && instr->shape.dtype != HLO_TUPLE;
   for (int d = 0; same && d < operand->shape.rank; d++) same = instr->shape.dims[d] == operand->shape.dims[d];
   rt_value *output = same ? rt_new_output(eval, instr, &instr->shape) : NULL;
   hlo_status status = HLO_OK;
-  if (!same) status = fail(eval, instr, HLO_ERR_INPUT, "the result must have the operand's dimensions");
+  if (!same) status = rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "the result must have the operand's dimensions");
   else if (!output) status = eval->diag->status;
   else if (output->shape.dtype != init->shape.dtype)
-    status = fail(eval, instr, HLO_ERR_INPUT, "the result's type differs from the init value's");
+    status = rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "the result's type differs from the init value's");
   if (status == HLO_OK) {
     for (int64_t i = 0; i < output->count; i++) rt_copy_element(output, i, init, 0);
     scatter_job job = {.eval = eval, .instr = instr, .operand = operand, .source = source, .output = output};

@@ -5,10 +5,11 @@
 
 #include "hlo/diag.h"
 #include "hlo/ir.h"
+#include "runtime/value.h"
 
 /* Exit status: the hlo_status of the failure, so scripts (and the minifier) can tell a bad
  * input (1) from an unsupported op or type (2) from an internal failure (3). */
-enum { CLI_OK = 0, CLI_USAGE = 1, CLI_UNSUPPORTED = 2, CLI_INTERNAL = 3 };
+enum { CLI_OK = 0, CLI_USAGE = 1, CLI_UNSUPPORTED = 2, CLI_INTERNAL = 3, CLI_CHECK_FAILED = 4 };
 
 /* One flag of a subcommand: --name VALUE (or --name=VALUE) stores VALUE in *value; a switch
  * (takes_value false) stores "1". */
@@ -35,6 +36,17 @@ double cli_now(void);
 
 int cmd_parse(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_minify(int argc, char **argv);
+void cmd_parse_usage(void);
+void cmd_run_usage(void);
+int cmd_cache(int argc, char **argv);
+void cmd_cache_usage(void);
+void cmd_minify_usage(void);
+
+/* From latch run, for other commands: parse and verify a one-module file (printing what
+ * run prints), and make one input per parameter from DIR/I.npy or, with DIR NULL, from seed. */
+int cmd_run_load_module(const char *path, hlo_module **module);
+int cmd_run_make_inputs(const char *inputs_dir, uint64_t seed, const hlo_comp *entry, rt_value **args);
 int cmd_bench(int argc, char **argv);
 void cmd_parse_usage(void);
 void cmd_run_usage(void);

@@ -13,12 +13,16 @@
 #include "hlo/parse.h"
 #include "hlo/verify.h"
 #include "runtime/backend.h"
+#include "runtime/accuracy.h"
 #include "runtime/eval.h"
+#include "runtime/fault.h"
 #include "runtime/npy.h"
 #include "runtime/random_fill.h"
+#include "run_cache.h"
 
 void cmd_run_usage(void) {
   fputs("usage: latch run FILE [--inputs DIR] [--seed N] [--output DIR] [--backend NAME] [--fp64]\n"
+        "                 [--compile] [--check compile|accuracy] [--tol X]\n"
         "\n"
         "Runs the entry computation of the HLO module in FILE and prints, for each output\n"
         "(tuples flattened in order), its shape, up to 8 first values, the sum and the sum of\n"
@@ -32,21 +36,41 @@ void cmd_run_usage(void) {
         "                  bf16 outputs are written as exact f32, since .npy has no bf16)\n"
         "  --backend NAME  where to run (default reference); 'latch run --help' lists them\n"
         "  --fp64          compute every floating-point value in f64; outputs come back as f64\n"
+        "  --compile       compile through the backend interface even for the reference backend\n"
+        "                  (its compiled form is the module itself), so the compile cache is used\n"
+        "\n"
+        "Every backend but the reference evaluator (and the reference one with --compile) compiles\n"
+        "the module first, through the compile cache: LATCH_CACHE=disk (the default) loads the\n"
+        "compiled graph from the cache directory (LATCH_CACHE_DIR, else $XDG_CACHE_HOME/latch or\n"
+        "~/.cache/latch; at most LATCH_CACHE_MAX_BYTES, default 1G) or saves it there after\n"
+        "compiling; LATCH_CACHE=memory or off compiles without touching the disk. A line says\n"
+        "which: 'cache: 1 hit, 0 compiles (...)'. 'latch cache --help' manages the directory.\n"
+        "  --check compile compile with the backend; a compile error (or crash) is the failure\n"
+        "  --check accuracy also run it and compare each output with the reference evaluator\n"
+        "                  in fp64: floats pass when rmse(result - fp64) <= m * rmse(reference\n"
+        "                  - fp64) + tol (m = 2, 3 for f16/bf16), NaN and inf positions must\n"
+        "                  agree, integers and pred must be equal; exit 4 when they do not\n"
+        "  --tol X         the accuracy check's absolute tolerance (default 0.001)\n"
+        "\n"
+        "LATCH_FAULT (for tests only) injects a backend bug: compile:OP, accuracy:OP:EPS,\n"
+        "crash:OP or hang:OP (see runtime/fault.h); runs with it set go through the backend.\n"
         "\n"
         "Constants elided in the text (constant({...})) are filled deterministically, and a\n"
         "note says so. Exit status: 0 ok, 1 usage or input error (bad flags, unreadable or\n"
         "malformed file, missing or mismatched inputs), 2 an op or type latch does not\n"
-        "support, 3 internal error (out of memory, failed write).\n"
+        "support, 3 internal error (out of memory, failed write), 4 the accuracy check failed.\n"
         "\n"
         "examples:\n"
         "  latch run ../shared/corpus/xla/add.hlo\n"
-        "  latch run model.hlo --inputs in/ --output out/ --fp64\n",
+        "  latch run model.hlo --inputs in/ --output out/ --fp64\n"
+        "  latch run model.hlo --backend cpu --check accuracy\n",
         stdout);
 }
 
 typedef struct run_options {
-  const char *file, *inputs, *seed_text, *output, *backend, *fp64, *help;
+  const char *file, *inputs, *seed_text, *output, *backend, *fp64, *compile, *help, *check, *tol_text;
   uint64_t seed;
+  double tol;
 } run_options;
 
 static int parse_options(int argc, char **argv, run_options *o) {
@@ -54,6 +78,8 @@ static int parse_options(int argc, char **argv, run_options *o) {
   const cli_flag flags[] = {
       {"--help", false, &o->help},    {"--inputs", true, &o->inputs},   {"--seed", true, &o->seed_text},
       {"--output", true, &o->output}, {"--backend", true, &o->backend}, {"--fp64", false, &o->fp64},
+      {"--compile", false, &o->compile},
+      {"--check", true, &o->check},   {"--tol", true, &o->tol_text},
   };
   const char *files[1];
   int file_count = 0;
@@ -82,9 +108,39 @@ static int parse_options(int argc, char **argv, run_options *o) {
     cli_error("run: unknown backend '%s'; backends: %s", o->backend, rt_backend_names());
     return CLI_USAGE;
   }
+  if (o->check && strcmp(o->check, "compile") != 0 && strcmp(o->check, "accuracy") != 0) {
+    cli_error("run: --check wants compile or accuracy, got '%s'", o->check);
+    return CLI_USAGE;
+  }
+  if (o->check && o->fp64) {
+    cli_error("run: --check compares a backend with the fp64 reference; it cannot be combined with --fp64");
+    return CLI_USAGE;
+  }
+  o->tol = RT_ACCURACY_DEFAULT_TOL;
+  if (o->tol_text) {
+    char *end;
+    o->tol = strtod(o->tol_text, &end);
+    if (end == o->tol_text || *end || !(o->tol >= 0)) {
+      cli_error("run: --tol wants a non-negative number, got '%s'", o->tol_text);
+      return CLI_USAGE;
+    }
+  }
   if (o->backend && o->fp64 && strcmp(o->backend, "reference") != 0) {
     cli_error("run: --fp64 is a mode of the reference backend; it cannot be combined with --backend %s",
               o->backend);
+    return CLI_USAGE;
+  }
+  /* A bad LATCH_CACHE is reported before any work rather than after parsing a big module. */
+  cache_mode mode;
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  if (cache_mode_from_env(CACHE_MODE_DISK, &mode, &diag) != HLO_OK) return cli_fail(&diag);
+  uint64_t max_bytes;
+  bool compiles = o->compile || (o->backend && strcmp(o->backend, "reference") != 0);
+  if (compiles && mode == CACHE_MODE_DISK && cache_disk_max_bytes_from_env(&max_bytes, &diag) != HLO_OK)
+    return cli_fail(&diag);
+  if (o->compile && o->fp64) {
+    cli_error("run: --fp64 is a mode of the reference evaluator's direct path; it cannot be combined with --compile");
     return CLI_USAGE;
   }
   return CLI_OK;
@@ -303,21 +359,71 @@ static int load_module(const char *path, hlo_module **module) {
   return CLI_OK;
 }
 
-/* The reference evaluator runs the module directly (it has the fp64 mode); any other
- * backend compiles it first. */
+/* What a run compiled, kept until its outputs are out: only then is it saved to the cache. */
+typedef struct compiled {
+  const rt_backend *backend; /* NULL: the module ran directly */
+  rt_executable *exe;
+  bool checking; /* compiled afresh for --check or LATCH_FAULT: no cache involved */
+  run_cache cache;
+} compiled;
+
+/* The reference evaluator runs the module directly (it has the fp64 mode) unless --compile
+ * says otherwise; any other backend compiles it first, through the compile cache. */
 static hlo_status execute(const run_options *o, const hlo_module *module, rt_value **args, rt_value **result,
-                          hlo_diag *diag) {
+                          compiled *c, hlo_diag *diag) {
   const hlo_comp *entry = module->entry;
-  if (!o->backend || strcmp(o->backend, "reference") == 0) {
+  const char *fault = getenv("LATCH_FAULT");
+  bool checking = o->check || (fault && *fault && !o->fp64);
+  if (!o->compile && !checking && (!o->backend || strcmp(o->backend, "reference") == 0)) {
     rt_eval_options options = {.fp64 = o->fp64 != NULL};
     return rt_evaluate(module, args, entry->param_count, &options, result, diag);
   }
-  const rt_backend *backend = rt_backend_find(o->backend);
-  rt_executable *exe = backend->compile(module, diag);
-  if (!exe) return diag->status == HLO_OK ? HLO_ERR_INTERNAL : diag->status;
-  hlo_status status = backend->execute(exe, args, entry->param_count, result, diag);
-  backend->destroy(exe);
-  return status;
+  c->backend = rt_backend_find(o->backend ? o->backend : "reference");
+  if (checking) {
+    /* Checks and injected faults compile afresh: a cached executable would hide the
+     * compile being checked, and a faulty one must never reach the shared cache. */
+    c->checking = true;
+    c->backend = rt_fault_from_env(c->backend, diag);
+    if (!c->backend) return diag->status;
+    c->exe = c->backend->compile(module, diag);
+    if (!c->exe && o->check) {
+      hlo_diag failed = *diag; /* say which check failed, keep the backend's status */
+      hlo_diag_clear(diag);
+      hlo_diag_set(diag, failed.status == HLO_OK ? HLO_ERR_INTERNAL : failed.status,
+                   "check failed: compile: %s", failed.message);
+    }
+  } else {
+    c->exe = run_cache_compile(&c->cache, c->backend, module, diag);
+  }
+  if (!c->exe) return diag->status == HLO_OK ? HLO_ERR_INTERNAL : diag->status;
+  return c->backend->execute(c->exe, args, entry->param_count, result, diag);
+}
+
+/* Saves what was compiled (after the outputs, so the first result does not wait for the
+ * write), prints the cache's line, frees the executable. */
+static void finish_compiled(compiled *c) {
+  if (!c->backend) return;
+  if (!c->checking) run_cache_finish(&c->cache, c->exe);
+  if (c->exe) c->backend->destroy(c->exe);
+}
+
+/* --check: compile already passed; for accuracy, compare with the fp64 reference. */
+static int check_result(const run_options *o, const hlo_module *module, rt_value **args, rt_value *result) {
+  if (strcmp(o->check, "compile") == 0) {
+    printf("check compile: ok\n");
+    return CLI_OK;
+  }
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  rt_accuracy_verdict verdict;
+  if (rt_accuracy_check(module, args, module->entry->param_count, result, o->tol, &verdict, &diag) != HLO_OK)
+    return cli_fail(&diag);
+  if (!verdict.passed) {
+    cli_error("check failed: accuracy: %s", verdict.message);
+    return CLI_CHECK_FAILED;
+  }
+  printf("check accuracy: ok, %s\n", verdict.message);
+  return CLI_OK;
 }
 
 static int run_module(const run_options *o, const hlo_module *module) {
@@ -334,7 +440,8 @@ static int run_module(const run_options *o, const hlo_module *module) {
     hlo_diag_clear(&diag);
     rt_value *result = NULL;
     double start = cli_now();
-    hlo_status run = execute(o, module, args, &result, &diag);
+    compiled c = {0};
+    hlo_status run = execute(o, module, args, &result, &c, &diag);
     double seconds = cli_now() - start;
     if (run != HLO_OK) {
       status = cli_fail(&diag);
@@ -342,7 +449,9 @@ static int run_module(const run_options *o, const hlo_module *module) {
       status = report(o, result);
       printf("ran in %.3f s on the %s backend%s\n", seconds, o->backend ? o->backend : "reference",
              o->fp64 ? " (fp64)" : "");
+      if (status == CLI_OK && o->check) status = check_result(o, module, args, result);
     }
+    finish_compiled(&c);
     rt_value_release(result);
   }
   for (int i = 0; i < entry->param_count; i++) rt_value_release(args[i]);
@@ -362,4 +471,19 @@ int cmd_run(int argc, char **argv) {
   if (status == CLI_OK) status = run_module(&o, module);
   hlo_module_free(module);
   return status;
+}
+
+/* ---- for other commands ---- */
+
+int cmd_run_load_module(const char *path, hlo_module **module) {
+  return load_module(path, module);
+}
+
+int cmd_run_make_inputs(const char *inputs_dir, uint64_t seed, const hlo_comp *entry, rt_value **args) {
+  run_options o;
+  memset(&o, 0, sizeof o);
+  o.inputs = inputs_dir;
+  o.seed = seed;
+  int status = inputs_dir ? CLI_OK : check_memory(entry);
+  return status == CLI_OK ? make_inputs(&o, entry, args) : status;
 }

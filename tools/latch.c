@@ -10,11 +10,14 @@ static void usage(FILE *out) {
         "latch captures tensor programs as XLA HLO graphs and evaluates them. Commands:\n"
         "  parse FILE... [--print]   parse and verify HLO text files, summarize each module\n"
         "  run FILE [OPTIONS]        run a module's entry computation and print its outputs\n"
+        "  cache ACTION [--dir DIR]  the on-disk compile cache: stats, ls, verify, clear\n"
+        "  minify FILE [OPTIONS]     shrink a module that fails a check to a small repro\n"
         "  bench --micro             time lazy capture: trace, hash, key and lookup per op\n"
         "  help [COMMAND]            this text, or a command's options\n"
         "\n"
         "Run 'latch COMMAND --help' for a command's options and examples.\n"
-        "Exit status: 0 ok, 1 usage or input error, 2 unsupported op or type, 3 internal error.\n",
+        "Exit status: 0 ok, 1 usage or input error, 2 unsupported op or type, 3 internal error,\n"
+        "4 a check failed (run --check accuracy).\n",
         out);
 }
 
@@ -27,6 +30,8 @@ typedef struct command {
 static const command commands[] = {
     {"parse", cmd_parse, cmd_parse_usage},
     {"run", cmd_run, cmd_run_usage},
+    {"cache", cmd_cache, cmd_cache_usage},
+    {"minify", cmd_minify, cmd_minify_usage},
     {"bench", cmd_bench, cmd_bench_usage},
 };
 
@@ -57,7 +62,7 @@ int main(int argc, char **argv) {
   }
   const command *cmd = find_command(name);
   if (!cmd) {
-    cli_error("unknown command '%s' (commands: parse, run, bench; see 'latch --help')", name);
+    cli_error("unknown command '%s' (commands: parse, run, cache, minify, bench; see 'latch --help')", name);
     return CLI_USAGE;
   }
   return cmd->run(argc - 2, argv + 2);

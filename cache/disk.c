@@ -1,0 +1,211 @@
+/* The on-disk cache's get and put (promises in disk.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "disk_internal.h"
+
+enum { PATH_MAX_BYTES = 4096 };
+
+struct cache_disk {
+  char dir[PATH_MAX_BYTES - 256]; /* room left for "/" and a file name */
+  uint64_t max_bytes;
+  bool unusable; /* the directory could not be created: every get misses, every put is skipped */
+  cache_disk_faults faults;
+  atomic_uint_fast64_t hits, misses, writes, write_errors, corrupt, evictions, bytes_read, bytes_written;
+  atomic_uint_fast64_t temp_counter;
+};
+
+cache_disk *cache_disk_open(const char *dir, uint64_t max_bytes, hlo_diag *diag) {
+  cache_disk *disk = calloc(1, sizeof *disk);
+  if (!disk) {
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory opening the compile cache");
+    return NULL;
+  }
+  hlo_status status = HLO_OK;
+  if (dir) {
+    if (!*dir || strlen(dir) >= sizeof disk->dir)
+      status = hlo_diag_set(diag, HLO_ERR_INPUT, "compile cache directory name is empty or too long");
+    else
+      snprintf(disk->dir, sizeof disk->dir, "%s", dir);
+  } else {
+    status = cache_disk_default_dir(disk->dir, sizeof disk->dir, diag);
+  }
+  if (status == HLO_OK && max_bytes == 0) status = cache_disk_max_bytes_from_env(&max_bytes, diag);
+  if (status == HLO_OK) status = cache_disk_faults_from_env(&disk->faults, diag);
+  if (status != HLO_OK) {
+    free(disk);
+    return NULL;
+  }
+  disk->max_bytes = max_bytes;
+  int err = cache_disk_mkdirs(disk->dir, &disk->faults);
+  if (err) {
+    disk->unusable = true;
+    cache_disk_warn(CACHE_DISK_DIR_ERROR, "cannot create %s: %s; compiled graphs are neither loaded nor saved",
+                    disk->dir, strerror(err));
+  }
+  return disk;
+}
+
+void cache_disk_close(cache_disk *disk) {
+  free(disk);
+}
+
+const char *cache_disk_dir(const cache_disk *disk) {
+  return disk->dir;
+}
+
+uint64_t cache_disk_max_bytes(const cache_disk *disk) {
+  return disk->max_bytes;
+}
+
+void cache_disk_get_stats(const cache_disk *disk, cache_disk_stats *stats) {
+  /* The counters are read one by one: a snapshot taken while other threads work may be a
+   * little inconsistent, which is fine for statistics. */
+  cache_disk *d = (cache_disk *)disk;
+  stats->hits = atomic_load(&d->hits);
+  stats->misses = atomic_load(&d->misses);
+  stats->writes = atomic_load(&d->writes);
+  stats->write_errors = atomic_load(&d->write_errors);
+  stats->corrupt = atomic_load(&d->corrupt);
+  stats->evictions = atomic_load(&d->evictions);
+  stats->bytes_read = atomic_load(&d->bytes_read);
+  stats->bytes_written = atomic_load(&d->bytes_written);
+}
+
+static void entry_path(const cache_disk *disk, cache_key key, const char *fingerprint, char *path) {
+  char name[CACHE_DISK_NAME_MAX];
+  cache_disk_entry_name(key, fingerprint, name);
+  snprintf(path, PATH_MAX_BYTES, "%s/%s", disk->dir, name);
+}
+
+static void damaged(cache_disk *disk, const char *path, cache_disk_problem problem) {
+  atomic_fetch_add(&disk->corrupt, 1);
+  cache_disk_warn(problem, "%s: %s; treated as a miss and removed", path, cache_disk_problem_name(problem));
+}
+
+bool cache_disk_get(cache_disk *disk, cache_key key, const char *fingerprint, void **bytes, size_t *len) {
+  if (disk->unusable) {
+    atomic_fetch_add(&disk->misses, 1);
+    return false;
+  }
+  char path[PATH_MAX_BYTES];
+  entry_path(disk, key, fingerprint, path);
+  cache_disk_entry_info info;
+  memset(&info, 0, sizeof info);
+  void *payload = NULL;
+  int errnum = 0;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  cache_disk_problem problem = cache_disk_read_entry(path, true, &disk->faults, &info, &payload, &errnum, &dev, &ino, true);
+  if (!problem && (!cache_key_equal(info.key, key) || strcmp(info.fingerprint, fingerprint) != 0))
+    problem = CACHE_DISK_MISMATCH;
+  if (problem == CACHE_DISK_READ_ERROR) {
+    if (errnum != ENOENT)
+      cache_disk_warn(CACHE_DISK_READ_ERROR, "cannot read %s: %s; treated as a miss", path, strerror(errnum));
+  } else if (problem) {
+    damaged(disk, path, problem);
+    cache_disk_remove_if_same(path, dev, ino);
+  }
+  if (problem) {
+    free(payload);
+    atomic_fetch_add(&disk->misses, 1);
+    return false;
+  }
+  *bytes = payload;
+  *len = (size_t)info.payload_bytes;
+  atomic_fetch_add(&disk->hits, 1);
+  atomic_fetch_add(&disk->bytes_read, info.payload_bytes);
+  return true;
+}
+
+void cache_disk_reject(cache_disk *disk, cache_key key, const char *fingerprint, cache_disk_problem problem) {
+  if (disk->unusable) return;
+  char path[PATH_MAX_BYTES];
+  entry_path(disk, key, fingerprint, path);
+  damaged(disk, path, problem);
+  (void)unlink(path);
+}
+
+/* A name no other writer, in this process or another, can pick at the same time. */
+static void temp_path(cache_disk *disk, const char *entry_path_, char *out) {
+  uint64_t salt = 0;
+  if (getrandom(&salt, sizeof salt, GRND_NONBLOCK) != (ssize_t)sizeof salt) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    salt = (uint64_t)now.tv_nsec * UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)now.tv_sec;
+  }
+  salt ^= atomic_fetch_add(&disk->temp_counter, 1);
+  const char *name = strrchr(entry_path_, '/') + 1;
+  snprintf(out, PATH_MAX_BYTES, "%s/" CACHE_DISK_TEMP_PREFIX "%.32s-%ld-%016" PRIx64, disk->dir, name,
+           (long)getpid(), salt);
+}
+
+static void sleep_ms(int ms) {
+  struct timespec t = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+  }
+}
+
+/* Writes the whole entry to a new temporary file and renames it over path; 0 or an errno. */
+static int publish(cache_disk *disk, const char *path, cache_key key, const char *fingerprint, const void *bytes,
+                   size_t len) {
+  char temp[PATH_MAX_BYTES];
+  int fd = -1;
+  int err = cache_disk_fault(&disk->faults, CACHE_OP_OPEN);
+  for (int attempt = 0; !err && fd < 0 && attempt < 4; attempt++) {
+    temp_path(disk, path, temp);
+    fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) err = errno;
+  }
+  if (err || fd < 0) return err ? err : EEXIST;
+  unsigned char header[CACHE_DISK_HEADER_BYTES];
+  size_t fingerprint_len = strlen(fingerprint);
+  cache_disk_header_encode(key, fingerprint, fingerprint_len, bytes, len, header);
+  size_t half = len / 2;
+  err = cache_disk_write_all(fd, header, sizeof header, &disk->faults);
+  if (!err) err = cache_disk_write_all(fd, fingerprint, fingerprint_len, &disk->faults);
+  if (!err) err = cache_disk_write_all(fd, bytes, half, &disk->faults);
+  if (!err && disk->faults.write_delay_ms) sleep_ms(disk->faults.write_delay_ms);
+  if (!err) err = cache_disk_write_all(fd, (const char *)bytes + half, len - half, &disk->faults);
+  /* Without fsync a crash of the machine could leave the renamed name pointing at a file
+   * whose blocks never reached the disk: a zero-filled entry. The checksum would catch it,
+   * but a warm cache that loses entries on every power cut is not much of a cache. */
+  if (!err) err = cache_disk_fault(&disk->faults, CACHE_OP_FSYNC);
+  if (!err && fsync(fd) != 0) err = errno;
+  if (close(fd) != 0 && !err) err = errno;
+  if (!err) err = cache_disk_fault(&disk->faults, CACHE_OP_RENAME);
+  if (!err && rename(temp, path) != 0) err = errno;
+  if (err) (void)unlink(temp);
+  return err;
+}
+
+bool cache_disk_put(cache_disk *disk, cache_key key, const char *fingerprint, const void *bytes, size_t len) {
+  size_t fingerprint_len = strlen(fingerprint);
+  uint64_t file_bytes = CACHE_DISK_HEADER_BYTES + (uint64_t)fingerprint_len + (uint64_t)len;
+  if (disk->unusable || fingerprint_len > CACHE_DISK_FINGERPRINT_MAX || file_bytes > disk->max_bytes) {
+    atomic_fetch_add(&disk->write_errors, 1);
+    return false;
+  }
+  char path[PATH_MAX_BYTES];
+  entry_path(disk, key, fingerprint, path);
+  int err = publish(disk, path, key, fingerprint, bytes, len);
+  if (err) {
+    atomic_fetch_add(&disk->write_errors, 1);
+    cache_disk_warn(CACHE_DISK_WRITE_ERROR, "cannot write to %s: %s; compiled graphs are not being saved", disk->dir,
+                    strerror(err));
+    return false;
+  }
+  atomic_fetch_add(&disk->writes, 1);
+  atomic_fetch_add(&disk->bytes_written, len);
+  atomic_fetch_add(&disk->evictions, cache_disk_evict(disk->dir, disk->max_bytes, CACHE_DISK_STALE_TEMP_SECONDS));
+  return true;
+}

@@ -1,0 +1,56 @@
+/* Get or compile through the on-disk cache (see disk_compile.h). */
+#include <stdlib.h>
+#include <time.h>
+
+#include "disk_compile.h"
+#include "disk_internal.h"
+
+static double now_seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+void *cache_disk_load(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec) {
+  void *bytes = NULL;
+  size_t len = 0;
+  if (!cache_disk_get(disk, key, fingerprint, &bytes, &len)) return NULL;
+  hlo_diag ignored; /* an unusable entry is the cache's problem, not the caller's */
+  hlo_diag_clear(&ignored);
+  void *value = codec->deserialize(codec->ctx, bytes, len, &ignored);
+  free(bytes);
+  if (!value) cache_disk_reject(disk, key, fingerprint, CACHE_DISK_UNLOADABLE);
+  return value;
+}
+
+bool cache_disk_save(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec,
+                     const void *value) {
+  void *bytes = NULL;
+  size_t len = 0;
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  if (codec->serialize(codec->ctx, value, &bytes, &len, &diag) != HLO_OK) {
+    cache_disk_warn(CACHE_DISK_WRITE_ERROR, "cannot serialize a compiled graph: %s; it is not saved", diag.message);
+    free(bytes);
+    return false;
+  }
+  bool saved = cache_disk_put(disk, key, fingerprint, bytes, len);
+  free(bytes);
+  return saved;
+}
+
+void *cache_disk_get_or_compile(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec,
+                                cache_origin *origin, double *seconds, hlo_diag *diag) {
+  double start = now_seconds();
+  void *value = disk ? cache_disk_load(disk, key, fingerprint, codec) : NULL;
+  if (value) {
+    if (origin) *origin = CACHE_ORIGIN_DISK;
+    if (seconds) *seconds = now_seconds() - start;
+    return value;
+  }
+  value = codec->compile(codec->ctx, diag);
+  if (origin) *origin = CACHE_ORIGIN_COMPILED;
+  if (seconds) *seconds = now_seconds() - start;
+  if (value && disk) cache_disk_save(disk, key, fingerprint, codec, value);
+  return value;
+}

@@ -1,0 +1,209 @@
+/* The on-disk cache's filesystem calls: reading and checking one entry, writing loops, mkdir -p,
+ * the test-only fault hooks, and warnings given once per process per kind of problem. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "disk_internal.h"
+
+/* ---- test-only fault injection ---- */
+
+static const char *const op_names[CACHE_OP_COUNT] = {"mkdir", "open", "write", "fsync", "rename", "read"};
+
+static const struct {
+  const char *name;
+  int errnum;
+} errnos[] = {{"EROFS", EROFS}, {"ENOSPC", ENOSPC}, {"EACCES", EACCES}, {"EIO", EIO}, {"EDQUOT", EDQUOT}};
+
+hlo_status cache_disk_faults_from_env(cache_disk_faults *faults, hlo_diag *diag) {
+  memset(faults, 0, sizeof *faults);
+  const char *fault = getenv("LATCH_CACHE_TEST_FAULT");
+  if (fault && *fault) {
+    const char *colon = strchr(fault, ':');
+    int op = -1, errnum = 0;
+    for (int i = 0; colon && i < CACHE_OP_COUNT; i++)
+      if (strlen(op_names[i]) == (size_t)(colon - fault) && strncmp(fault, op_names[i], (size_t)(colon - fault)) == 0)
+        op = i;
+    for (size_t i = 0; colon && i < sizeof errnos / sizeof errnos[0]; i++)
+      if (strcmp(colon + 1, errnos[i].name) == 0) errnum = errnos[i].errnum;
+    if (op < 0 || !errnum)
+      return hlo_diag_set(diag, HLO_ERR_INPUT,
+                          "LATCH_CACHE_TEST_FAULT='%s': want OP:ERRNO, OP one of mkdir, open, write, fsync, "
+                          "rename, read and ERRNO one of EROFS, ENOSPC, EACCES, EIO, EDQUOT", fault);
+    faults->errnum[op] = errnum;
+  }
+  const char *delay = getenv("LATCH_CACHE_TEST_WRITE_DELAY_MS");
+  if (delay && *delay) {
+    char *end;
+    long ms = strtol(delay, &end, 10);
+    if (*end || ms < 0 || ms > 600000)
+      return hlo_diag_set(diag, HLO_ERR_INPUT, "LATCH_CACHE_TEST_WRITE_DELAY_MS='%s': want 0 to 600000", delay);
+    faults->write_delay_ms = (int)ms;
+  }
+  return HLO_OK;
+}
+
+int cache_disk_fault(const cache_disk_faults *faults, cache_disk_op op) {
+  return faults ? faults->errnum[op] : 0;
+}
+
+/* ---- plain calls ---- */
+
+int cache_disk_mkdirs(const char *path, const cache_disk_faults *faults) {
+  int injected = cache_disk_fault(faults, CACHE_OP_MKDIR);
+  if (injected) return injected;
+  char buf[4096];
+  size_t len = strlen(path);
+  if (len == 0 || len >= sizeof buf) return ENAMETOOLONG;
+  memcpy(buf, path, len + 1);
+  /* Each prefix in turn; EEXIST is fine (another process may be creating the same path). */
+  for (size_t i = 1; i <= len; i++) {
+    if (buf[i] != '/' && buf[i] != '\0') continue;
+    char saved = buf[i];
+    buf[i] = '\0';
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST) return errno;
+    buf[i] = saved;
+  }
+  struct stat st;
+  if (stat(path, &st) != 0) return errno;
+  return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+}
+
+int cache_disk_write_all(int fd, const void *data, size_t len, const cache_disk_faults *faults) {
+  int injected = cache_disk_fault(faults, CACHE_OP_WRITE);
+  if (injected) return injected;
+  const char *p = data;
+  while (len > 0) {
+    ssize_t n = write(fd, p, len);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    p += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+int cache_disk_read_at(int fd, void *data, size_t len, uint64_t offset) {
+  char *p = data;
+  while (len > 0) {
+    ssize_t n = pread(fd, p, len, (off_t)offset);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) return -1;
+    p += n;
+    len -= (size_t)n;
+    offset += (uint64_t)n;
+  }
+  return 0;
+}
+
+/* ---- warn once ---- */
+
+static atomic_bool warned[CACHE_DISK_PROBLEM_COUNT];
+
+void cache_disk_warn(cache_disk_problem problem, const char *format, ...) {
+  if ((unsigned)problem >= CACHE_DISK_PROBLEM_COUNT || atomic_exchange(&warned[problem], true)) return;
+  char line[1200];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(line, sizeof line, format, args);
+  va_end(args);
+  /* One fprintf so lines from racing threads do not interleave. */
+  fprintf(stderr, "latch: warning: compile cache: %s (further warnings of this kind are not shown)\n", line);
+}
+
+void cache_disk_reset_warnings(void) {
+  for (int i = 0; i < CACHE_DISK_PROBLEM_COUNT; i++) atomic_store(&warned[i], false);
+}
+
+/* ---- one entry ---- */
+
+cache_disk_problem cache_disk_read_entry(const char *path, bool check_payload, const cache_disk_faults *faults,
+                                         cache_disk_entry_info *info, void **payload, int *errnum,
+                                         dev_t *dev, ino_t *ino, bool touch) {
+  if (payload) *payload = NULL;
+  *errnum = 0;
+  int injected = cache_disk_fault(faults, CACHE_OP_READ);
+  if (injected) {
+    *errnum = injected;
+    return CACHE_DISK_READ_ERROR;
+  }
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    *errnum = errno;
+    return CACHE_DISK_READ_ERROR;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    *errnum = errno;
+    close(fd);
+    return CACHE_DISK_READ_ERROR;
+  }
+  if (dev) *dev = st.st_dev;
+  if (ino) *ino = st.st_ino;
+  info->file_bytes = (uint64_t)st.st_size;
+  info->mtime = st.st_mtim;
+  unsigned char raw[CACHE_DISK_HEADER_BYTES];
+  cache_disk_header header;
+  cache_disk_problem problem = CACHE_DISK_OK;
+  if (st.st_size < CACHE_DISK_HEADER_BYTES) problem = CACHE_DISK_SHORT;
+  int read_status = problem ? 0 : cache_disk_read_at(fd, raw, sizeof raw, 0);
+  if (read_status > 0) {
+    *errnum = read_status;
+    problem = CACHE_DISK_READ_ERROR;
+  } else if (read_status < 0) {
+    problem = CACHE_DISK_SHORT; /* shrank since fstat */
+  }
+  if (!problem) problem = cache_disk_header_decode(raw, (uint64_t)st.st_size, &header);
+  char *fingerprint = NULL;
+  void *data = NULL;
+  if (!problem) {
+    fingerprint = malloc((size_t)header.fingerprint_len + 1);
+    /* The payload's size was checked against the file's, so this allocation is bounded by it. */
+    data = check_payload ? malloc(header.payload_len ? (size_t)header.payload_len : 1) : NULL;
+    if (!fingerprint || (check_payload && !data)) {
+      *errnum = ENOMEM;
+      problem = CACHE_DISK_READ_ERROR;
+    }
+  }
+  if (!problem) {
+    read_status = cache_disk_read_at(fd, fingerprint, header.fingerprint_len, CACHE_DISK_HEADER_BYTES);
+    if (!read_status && check_payload)
+      read_status = cache_disk_read_at(fd, data, (size_t)header.payload_len,
+                                       CACHE_DISK_HEADER_BYTES + (uint64_t)header.fingerprint_len);
+    if (read_status > 0) *errnum = read_status;
+    problem = read_status > 0 ? CACHE_DISK_READ_ERROR : read_status < 0 ? CACHE_DISK_SHORT : CACHE_DISK_OK;
+  }
+  if (!problem) {
+    fingerprint[header.fingerprint_len] = '\0';
+    problem = cache_disk_check_body(&header, raw, fingerprint, data);
+  }
+  if (!problem) {
+    info->key = header.key;
+    info->payload_bytes = header.payload_len;
+    memcpy(info->fingerprint, fingerprint, (size_t)header.fingerprint_len + 1);
+    /* A hit makes the entry the most recently used. Failure (someone else's file on a
+     * read-only mount) only makes eviction's order less exact. */
+    if (touch) (void)futimens(fd, NULL);
+  }
+  free(fingerprint);
+  close(fd);
+  if (!problem && payload) *payload = data;
+  else free(data);
+  return problem;
+}
+
+void cache_disk_remove_if_same(const char *path, dev_t dev, ino_t ino) {
+  struct stat st;
+  if (lstat(path, &st) == 0 && st.st_dev == dev && st.st_ino == ino) (void)unlink(path);
+}

@@ -1,0 +1,44 @@
+/* min_auto_repro (auto.h). */
+#include "auto.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "minify.h"
+#include "repro.h"
+#include "runtime/accuracy.h"
+
+hlo_status min_auto_repro(const min_auto_request *request, char *path, size_t size, hlo_diag *diag) {
+  char made[] = "/tmp/latch-repro-XXXXXX";
+  const char *dir = request->dir;
+  if (!dir) {
+    if (!mkdtemp(made)) return hlo_diag_set(diag, HLO_ERR_INTERNAL, "cannot create %s: %s", made, strerror(errno));
+    dir = made;
+  }
+  min_options options = {0};
+  options.predicate.kind = request->kind;
+  options.predicate.backend = request->backend;
+  options.predicate.tol = request->tol > 0 ? request->tol : RT_ACCURACY_DEFAULT_TOL;
+  options.predicate.timeout_s = request->timeout_s > 0 ? request->timeout_s : 30;
+  min_report report;
+  hlo_status status = min_minify(request->module, request->inputs, request->input_count, &options, &report, diag);
+  if (status != HLO_OK) return status;
+  /* The capture layer runs inside the user's program, not the latch command: repro.sh finds
+   * latch through LATCH_BIN or PATH. */
+  min_repro_info info = {.backend = request->backend->name, .latch_bin = NULL, .source = NULL};
+  status = min_write_repro(dir, &report, &options.predicate, &info, diag);
+  min_report_free(&report);
+  if (status == HLO_OK) snprintf(path, size, "%s", dir);
+  return status;
+}
+
+hlo_status min_check_mode_parse(const char *text, min_check_mode *mode, hlo_diag *diag) {
+  *mode = MIN_MODE_OFF;
+  if (!text || !*text || strcmp(text, "off") == 0) return HLO_OK;
+  if (strcmp(text, "compile") == 0) *mode = MIN_MODE_COMPILE;
+  else if (strcmp(text, "accuracy") == 0) *mode = MIN_MODE_ACCURACY;
+  else return hlo_diag_set(diag, HLO_ERR_INPUT, "LATCH_CHECK '%s': expected off, compile or accuracy", text);
+  return HLO_OK;
+}

@@ -1,0 +1,152 @@
+/* Writing repro directories (repro.h). */
+#include "repro.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "hlo/print.h"
+#include "minify.h"
+#include "runtime/npy.h"
+
+static hlo_status make_dir(const char *path, hlo_diag *diag) {
+  if (mkdir(path, 0777) != 0 && errno != EEXIST)
+    return hlo_diag_set(diag, HLO_ERR_INPUT, "cannot create directory %s: %s", path, strerror(errno));
+  return HLO_OK;
+}
+
+static hlo_status write_file(const char *path, const char *text, int mode, hlo_diag *diag) {
+  FILE *f = fopen(path, "w");
+  if (!f) return hlo_diag_set(diag, HLO_ERR_INPUT, "cannot write %s: %s", path, strerror(errno));
+  bool ok = fputs(text, f) >= 0;
+  ok &= fclose(f) == 0;
+  if (!ok) return hlo_diag_set(diag, HLO_ERR_INTERNAL, "failed writing %s", path);
+  if (mode) chmod(path, (mode_t)mode);
+  return HLO_OK;
+}
+
+hlo_status min_write_case(const char *dir, const char *hlo_name, const hlo_module *module, rt_value *const *inputs,
+                          int input_count, hlo_diag *diag) {
+  char path[4096];
+  if (make_dir(dir, diag) != HLO_OK) return diag->status;
+  snprintf(path, sizeof path, "%s/inputs", dir);
+  if (make_dir(path, diag) != HLO_OK) return diag->status;
+  for (int i = 0; i < input_count; i++) {
+    snprintf(path, sizeof path, "%s/inputs/%d.npy", dir, i);
+    if (inputs[i]->shape.dtype == HLO_TUPLE)
+      return hlo_diag_set(diag, HLO_ERR_UNSUPPORTED, "parameter %d is a tuple; .npy files cannot hold it", i);
+    if (rt_npy_write(path, inputs[i], diag) != HLO_OK) return diag->status;
+  }
+  char *text = hlo_module_to_text(module);
+  if (!text) return hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory printing module %s", module->name);
+  snprintf(path, sizeof path, "%s/%s", dir, hlo_name);
+  hlo_status status = write_file(path, text, 0, diag);
+  free(text);
+  return status;
+}
+
+/* Single quotes for sh: 'it'\''s'. */
+static void sh_quote(hlo_strbuf *sb, const char *text) {
+  hlo_sb_puts(sb, "'");
+  for (const char *p = text; *p; p++) {
+    if (*p == '\'') hlo_sb_puts(sb, "'\\''");
+    else hlo_sb_append(sb, p, 1);
+  }
+  hlo_sb_puts(sb, "'");
+}
+
+static char *repro_script(const min_report *report, const min_predicate *predicate, const min_repro_info *info) {
+  hlo_strbuf sb;
+  hlo_sb_init(&sb);
+  char failure[1400];
+  min_outcome_describe(&report->failure, failure, sizeof failure);
+  for (char *p = failure; *p; p++)
+    if (*p == '\n') *p = ' ';
+  hlo_sb_puts(&sb, "#!/bin/sh\n# Written by latch minify. Exits non-zero exactly when this failure reproduces:\n#   ");
+  hlo_sb_puts(&sb, failure);
+  hlo_sb_puts(&sb, "\n# and 0 when it does not.\ncd \"$(dirname \"$0\")\" || exit 2\n");
+  if (predicate->kind == MIN_CHECK_COMMAND) {
+    hlo_sb_puts(&sb, "export LATCH_MINIFY_INPUTS=inputs\n");
+    hlo_sb_printf(&sb, "%s repro.hlo\nstatus=$?\n", predicate->command);
+    if (predicate->command_nonzero) hlo_sb_puts(&sb, "exit $status\n");
+    else hlo_sb_puts(&sb, "# the test command exits 0 while the failure is there\n[ $status -ne 0 ]\n");
+    return hlo_sb_take(&sb);
+  }
+  hlo_sb_puts(&sb, "# The latch binary: $LATCH_BIN, else the one that wrote this repro, else latch on PATH.\n");
+  hlo_sb_puts(&sb, "LATCH=${LATCH_BIN:-}\n");
+  if (info->latch_bin) {
+    hlo_sb_puts(&sb, "if [ -z \"$LATCH\" ] && [ -x ");
+    sh_quote(&sb, info->latch_bin);
+    hlo_sb_puts(&sb, " ]; then LATCH=");
+    sh_quote(&sb, info->latch_bin);
+    hlo_sb_puts(&sb, "; fi\n");
+  }
+  hlo_sb_puts(&sb, "[ -n \"$LATCH\" ] || LATCH=$(command -v latch) || { echo 'repro.sh: no latch binary: set LATCH_BIN' >&2; exit 2; }\n");
+  hlo_sb_puts(&sb, "echo \"repro.sh: running $LATCH\" >&2\n");
+  /* A hang reproduces as timeout's exit status 124. */
+  if (report->failure.kind == MIN_HANG) {
+    int seconds = (int)(predicate->timeout_s + 0.999);
+    hlo_sb_printf(&sb, "exec timeout -s KILL %d ", seconds < 1 ? 1 : seconds);
+  } else {
+    hlo_sb_puts(&sb, "exec ");
+  }
+  hlo_sb_puts(&sb, "\"$LATCH\" run repro.hlo --inputs inputs --backend ");
+  sh_quote(&sb, info->backend);
+  if (predicate->kind == MIN_CHECK_ACCURACY) hlo_sb_printf(&sb, " --check accuracy --tol %g\n", predicate->tol);
+  else hlo_sb_puts(&sb, " --check compile\n");
+  return hlo_sb_take(&sb);
+}
+
+static char *report_text(const min_report *report, const min_predicate *predicate, const min_repro_info *info) {
+  hlo_strbuf sb;
+  hlo_sb_init(&sb);
+  char failure[1400];
+  min_outcome_describe(&report->failure, failure, sizeof failure);
+  hlo_sb_puts(&sb, "latch minify report\n");
+  if (info->source) hlo_sb_printf(&sb, "source:     %s\n", info->source);
+  if (predicate->kind == MIN_CHECK_COMMAND)
+    hlo_sb_printf(&sb, "check:      --test %s (%s means failing)\n", predicate->command,
+                  predicate->command_nonzero ? "a non-zero exit" : "exit 0");
+  else
+    hlo_sb_printf(&sb, "check:      %s on backend %s\n", predicate->kind == MIN_CHECK_ACCURACY ? "accuracy" : "compile",
+                  info->backend);
+  hlo_sb_printf(&sb, "timeout:    %g s per check\n", predicate->timeout_s);
+  if (info->latch_bin) hlo_sb_printf(&sb, "latch:      %s\n", info->latch_bin);
+  hlo_sb_printf(&sb, "failure:    %s\n", failure);
+  hlo_sb_printf(&sb, "before:     %d instructions (%d ops)\n", report->instrs_before, report->ops_before);
+  hlo_sb_printf(&sb, "after:      %d instructions (%d ops), %d parameters\n", report->instrs_after, report->ops_after,
+                report->input_count);
+  hlo_sb_puts(&sb, "strategies that worked:");
+  bool any = false;
+  for (int s = 0; s < MIN_STRATEGY_COUNT; s++)
+    if (report->wins[s]) {
+      hlo_sb_printf(&sb, " %s %d", min_strategy_name((min_strategy)s), report->wins[s]);
+      any = true;
+    }
+  hlo_sb_puts(&sb, any ? "\n" : " none\n");
+  hlo_sb_printf(&sb, "checks:     %d (and %d answered from the memo table)\n", report->checks, report->memo_hits);
+  hlo_sb_printf(&sb, "rechecks:   the repro failed the same way %d of %d times%s\n", report->reproduced,
+                report->rechecks, report->flaky ? " (FLAKY)" : "");
+  hlo_sb_printf(&sb, "time:       %.2f s\n", report->seconds);
+  return hlo_sb_take(&sb);
+}
+
+hlo_status min_write_repro(const char *dir, const min_report *report, const min_predicate *predicate,
+                           const min_repro_info *info, hlo_diag *diag) {
+  if (min_write_case(dir, "repro.hlo", report->module, report->inputs, report->input_count, diag) != HLO_OK)
+    return diag->status;
+  char path[4096];
+  char *script = repro_script(report, predicate, info);
+  char *text = report_text(report, predicate, info);
+  hlo_status status = HLO_OK;
+  if (!script || !text) status = hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
+  snprintf(path, sizeof path, "%s/repro.sh", dir);
+  if (status == HLO_OK) status = write_file(path, script, 0755, diag);
+  snprintf(path, sizeof path, "%s/report.txt", dir);
+  if (status == HLO_OK) status = write_file(path, text, 0, diag);
+  free(script);
+  free(text);
+  return status;
+}

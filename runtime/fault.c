@@ -1,0 +1,202 @@
+/* Test-only fault injection around a backend (fault.h). */
+#include "fault.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hlo/build.h"
+#include "hlo/clone.h"
+
+/* The executable of the wrapper: the inner backend's, which it runs and destroys. */
+struct rt_executable {
+  const rt_backend *inner;
+  rt_executable *exe;
+};
+
+static struct {
+  const rt_backend *inner;
+  rt_fault fault;
+  char name[64];
+} config;
+
+hlo_status rt_fault_parse(const char *text, rt_fault *fault, hlo_diag *diag) {
+  static const struct {
+    const char *name;
+    rt_fault_kind kind;
+  } kinds[] = {{"compile", RT_FAULT_COMPILE}, {"accuracy", RT_FAULT_ACCURACY}, {"crash", RT_FAULT_CRASH},
+               {"hang", RT_FAULT_HANG}};
+  memset(fault, 0, sizeof *fault);
+  const char *colon = strchr(text, ':');
+  for (size_t i = 0; colon && i < sizeof kinds / sizeof kinds[0]; i++)
+    if (strlen(kinds[i].name) == (size_t)(colon - text) && memcmp(kinds[i].name, text, (size_t)(colon - text)) == 0)
+      fault->kind = kinds[i].kind;
+  if (fault->kind == RT_FAULT_NONE)
+    return hlo_diag_set(diag, HLO_ERR_INPUT,
+                        "LATCH_FAULT '%s': expected compile:OP, accuracy:OP:EPS, crash:OP or hang:OP", text);
+  const char *op = colon + 1;
+  const char *op_end = strchr(op, ':');
+  size_t op_len = op_end ? (size_t)(op_end - op) : strlen(op);
+  fault->opcode = hlo_opcode_from_name(op, op_len);
+  if (fault->opcode == HLO_OP_COUNT)
+    return hlo_diag_set(diag, HLO_ERR_INPUT, "LATCH_FAULT '%s': '%.*s' is not an HLO opcode", text, (int)op_len, op);
+  if (fault->kind == RT_FAULT_ACCURACY) {
+    char *end = NULL;
+    fault->eps = op_end ? strtod(op_end + 1, &end) : 0;
+    if (!op_end || end == op_end + 1 || *end || fault->eps == 0)
+      return hlo_diag_set(diag, HLO_ERR_INPUT, "LATCH_FAULT '%s': accuracy wants a non-zero EPS (accuracy:%s:0.1)",
+                          text, hlo_opcode_name(fault->opcode));
+  } else if (op_end) {
+    return hlo_diag_set(diag, HLO_ERR_INPUT, "LATCH_FAULT '%s': only accuracy takes a third field", text);
+  }
+  return HLO_OK;
+}
+
+static const hlo_instr *find_opcode(const hlo_module *module, hlo_opcode opcode) {
+  for (int c = 0; c < module->comp_count; c++)
+    for (int i = 0; i < module->comps[c]->instr_count; i++)
+      if (module->comps[c]->instrs[i]->opcode == opcode) return module->comps[c]->instrs[i];
+  return NULL;
+}
+
+/* x + eps * (|x| + 1), built after x; returns the new value or NULL with diag. */
+static hlo_instr *perturbed(hlo_comp *comp, hlo_instr *x, double eps, hlo_diag *diag) {
+  int64_t dimensions[1] = {0};
+  hlo_dtype dtype = x->shape.dtype;
+  hlo_instr *one = hlo_build_constant_scalar(comp, dtype, 1.0, diag);
+  hlo_instr *e = hlo_build_constant_scalar(comp, dtype, eps, diag);
+  if (!one || !e) return NULL;
+  if (x->shape.rank > 0) {
+    one = hlo_build_broadcast(comp, one, x->shape.rank, x->shape.dims, dimensions, diag);
+    e = one ? hlo_build_broadcast(comp, e, x->shape.rank, x->shape.dims, dimensions, diag) : NULL;
+    if (!e) return NULL;
+  }
+  hlo_instr *magnitude = hlo_build_unary(comp, HLO_OP_ABS, x, diag);
+  hlo_instr *scale = magnitude ? hlo_build_binary(comp, HLO_OP_ADD, magnitude, one, diag) : NULL;
+  hlo_instr *delta = scale ? hlo_build_binary(comp, HLO_OP_MULTIPLY, scale, e, diag) : NULL;
+  return delta ? hlo_build_binary(comp, HLO_OP_ADD, x, delta, diag) : NULL;
+}
+
+static bool perturb_comp(hlo_comp *comp, hlo_opcode opcode, double eps, hlo_diag *diag) {
+  int original = comp->instr_count;
+  for (int i = 0; i < original; i++) {
+    hlo_instr *x = comp->instrs[i];
+    if (x->opcode != opcode || !hlo_shape_is_array(&x->shape) || !hlo_dtype_is_float(x->shape.dtype)) continue;
+    if (x->shape.dtype != HLO_F16 && x->shape.dtype != HLO_BF16 && x->shape.dtype != HLO_F32 &&
+        x->shape.dtype != HLO_F64)
+      continue;
+    int first_new = comp->instr_count;
+    hlo_instr *y = perturbed(comp, x, eps, diag);
+    if (!y) return false;
+    /* Every user of x but the rewrite itself now reads y. */
+    for (int u = 0; u < comp->instr_count; u++) {
+      hlo_instr *user = comp->instrs[u];
+      if (u >= first_new) continue;
+      for (int k = 0; k < user->operand_count; k++)
+        if (user->operands[k] == x) user->operands[k] = y;
+    }
+    if (comp->root == x) comp->root = y;
+  }
+  return comp->instr_count == original || hlo_comp_sort(comp, diag);
+}
+
+hlo_module *rt_fault_perturb(const hlo_module *module, hlo_opcode opcode, double eps, hlo_diag *diag) {
+  hlo_module *copy = hlo_module_clone(module, diag);
+  if (!copy) return NULL;
+  for (int c = 0; c < copy->comp_count; c++)
+    if (!perturb_comp(copy->comps[c], opcode, eps, diag)) {
+      hlo_module_free(copy);
+      return NULL;
+    }
+  return copy;
+}
+
+static rt_executable *fault_compile(const hlo_module *module, hlo_diag *diag) {
+  const rt_fault *fault = &config.fault;
+  const hlo_instr *culprit = find_opcode(module, fault->opcode);
+  if (culprit) {
+    switch (fault->kind) {
+      case RT_FAULT_COMPILE:
+        hlo_diag_set(diag, HLO_ERR_UNSUPPORTED, "backend %s cannot compile %s %%%s (fault injected by LATCH_FAULT)",
+                     config.inner->name, hlo_opcode_name(culprit->opcode), culprit->name);
+        return NULL;
+      case RT_FAULT_CRASH:
+        fprintf(stderr, "latch: crashing on %s %%%s (fault injected by LATCH_FAULT)\n",
+                hlo_opcode_name(culprit->opcode), culprit->name);
+        abort(); /* the one deliberate crash in latch */
+      case RT_FAULT_HANG:
+        for (;;) pause();
+      default: break;
+    }
+  }
+  hlo_module *perturbed_module = NULL;
+  if (culprit && fault->kind == RT_FAULT_ACCURACY) {
+    perturbed_module = rt_fault_perturb(module, fault->opcode, fault->eps, diag);
+    if (!perturbed_module) return NULL;
+  }
+  rt_executable *wrapper = calloc(1, sizeof *wrapper);
+  if (!wrapper) {
+    hlo_module_free(perturbed_module);
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
+    return NULL;
+  }
+  wrapper->inner = config.inner;
+  wrapper->exe = config.inner->compile(perturbed_module ? perturbed_module : module, diag);
+  hlo_module_free(perturbed_module);
+  if (!wrapper->exe) {
+    free(wrapper);
+    return NULL;
+  }
+  return wrapper;
+}
+
+static hlo_status fault_execute(rt_executable *exe, rt_value *const *args, int arg_count, rt_value **result,
+                                hlo_diag *diag) {
+  return exe->inner->execute(exe->exe, args, arg_count, result, diag);
+}
+
+static void fault_destroy(rt_executable *exe) {
+  if (!exe) return;
+  exe->inner->destroy(exe->exe);
+  free(exe);
+}
+
+/* Executables with a fault are not meant to be cached: serializing one is refused. */
+static hlo_status fault_serialize(const rt_executable *exe, void **bytes, size_t *len, hlo_diag *diag) {
+  (void)exe, (void)bytes, (void)len;
+  return hlo_diag_set(diag, HLO_ERR_UNSUPPORTED, "a backend with an injected fault does not serialize");
+}
+
+static rt_executable *fault_deserialize(const void *bytes, size_t len, hlo_diag *diag) {
+  (void)bytes, (void)len;
+  hlo_diag_set(diag, HLO_ERR_UNSUPPORTED, "a backend with an injected fault does not deserialize");
+  return NULL;
+}
+
+static rt_backend wrapper_backend = {
+    .name = config.name,
+    .version = "fault",
+    .compile = fault_compile,
+    .execute = fault_execute,
+    .destroy = fault_destroy,
+    .serialize = fault_serialize,
+    .deserialize = fault_deserialize,
+};
+
+const rt_backend *rt_fault_backend(const rt_backend *inner, const rt_fault *fault) {
+  if (!fault || fault->kind == RT_FAULT_NONE) return inner;
+  config.inner = inner;
+  config.fault = *fault;
+  /* Named as the inner backend, so messages and repro commands read as for the real one. */
+  snprintf(config.name, sizeof config.name, "%s", inner->name);
+  return &wrapper_backend;
+}
+
+const rt_backend *rt_fault_from_env(const rt_backend *inner, hlo_diag *diag) {
+  const char *text = getenv("LATCH_FAULT");
+  if (!text || !*text) return inner;
+  rt_fault fault;
+  if (rt_fault_parse(text, &fault, diag) != HLO_OK) return NULL;
+  return rt_fault_backend(inner, &fault);
+}

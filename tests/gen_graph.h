@@ -1,0 +1,137 @@
+/* Random graphs for minifier tests: a DAG of elementwise ops, transposes, reductions and
+ * broadcasts over two shapes, with exactly one instruction of a culprit opcode (that no
+ * other instruction uses) at a random place; every value nothing uses, and the culprit's,
+ * make up the output tuple. */
+#ifndef LATCH_GEN_GRAPH_H
+#define LATCH_GEN_GRAPH_H
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "hlo/build.h"
+#include "runtime/random_fill.h"
+
+typedef struct gen_rng {
+  uint64_t state;
+} gen_rng;
+
+static inline uint64_t gen_next(gen_rng *r) {
+  r->state += 0x9e3779b97f4a7c15ull;
+  return rt_mix64(r->state);
+}
+
+static inline int gen_below(gen_rng *r, int n) {
+  return (int)(gen_next(r) % (uint64_t)n);
+}
+
+typedef struct gen_pool {
+  hlo_instr **items;
+  int count;
+} gen_pool;
+
+/* A recent value: graphs get deep rather than wide, as real ones are. */
+static inline hlo_instr *gen_pick(gen_rng *r, const gen_pool *pool) {
+  int window = pool->count < 24 ? pool->count : 24;
+  return pool->items[pool->count - 1 - gen_below(r, window)];
+}
+
+/* A module with ops instructions besides parameters and constants, the culprit at a random
+ * position among them; *culprit_position gets that position. */
+static inline hlo_module *gen_graph(uint64_t seed, int ops, hlo_opcode culprit, int *culprit_position) {
+  gen_rng r = {seed * 7919 + 1};
+  hlo_diag d = {HLO_OK, ""};
+  hlo_module *m = hlo_module_new("generated");
+  hlo_comp *sum = hlo_build_scalar_reducer(m, HLO_OP_ADD, HLO_F32);
+  hlo_comp *e = hlo_build_computation(m, "main", true);
+  int64_t da[2] = {4, 8}, db[2] = {8, 4}, dr[1] = {4}, perm[2] = {1, 0}, keep0[1] = {0}, reduce1[1] = {1};
+  hlo_shape sa = hlo_shape_make(HLO_F32, 2, da), sb = hlo_shape_make(HLO_F32, 2, db);
+  hlo_instr **items = calloc((size_t)(2 * ops + 64), sizeof *items);
+  hlo_instr **all = calloc((size_t)(4 * ops + 64), sizeof *all);
+  gen_pool a = {items, 0}, b = {items + ops + 32, 0};
+  int all_count = 0, made = 0;
+  for (int i = 0; i < 6; i++) {
+    hlo_instr *p = hlo_build_parameter(e, i, i < 4 ? &sa : &sb, NULL, &d);
+    (i < 4 ? &a : &b)->items[(i < 4 ? &a : &b)->count++] = p;
+  }
+  hlo_instr *zero = hlo_build_constant_scalar(e, HLO_F32, 0, &d);
+  int position = 1 + gen_below(&r, ops - 2);
+  *culprit_position = position;
+  static const hlo_opcode unary[] = {HLO_OP_TANH, HLO_OP_NEGATE, HLO_OP_ABS, HLO_OP_LOGISTIC};
+  static const hlo_opcode binary[] = {HLO_OP_ADD, HLO_OP_MULTIPLY, HLO_OP_SUBTRACT, HLO_OP_MAXIMUM, HLO_OP_MINIMUM};
+  while (made < ops) {
+    bool in_a = b.count == 0 || gen_below(&r, 3) != 0;
+    gen_pool *pool = in_a ? &a : &b, *other = in_a ? &b : &a;
+    hlo_instr *x = gen_pick(&r, pool), *y = NULL;
+    int kind = gen_below(&r, 10);
+    if (made == position) {
+      y = hlo_build_unary(e, culprit, x, &d);
+    } else if (kind < 3) {
+      y = hlo_build_unary(e, unary[gen_below(&r, 4)], x, &d);
+    } else if (kind < 8) {
+      y = hlo_build_binary(e, binary[gen_below(&r, 5)], x, gen_pick(&r, pool), &d);
+      /* Squash half of them: products and sums of products would otherwise grow until f32
+       * and f64 disagree wildly and no accuracy check can see anything. */
+      if (y && made + 1 < ops && made + 1 != position && gen_below(&r, 2) == 0) {
+        all[all_count++] = y;
+        made++;
+        y = hlo_build_unary(e, HLO_OP_TANH, y, &d);
+      }
+    } else if (kind == 8) {
+      y = hlo_build_transpose(e, x, perm, &d);
+      pool = other;
+    } else if (in_a && made + 2 < ops && made + 2 != position && made + 1 != position) {
+      /* reduce over the minor dim and broadcast back: a called computation and two ops */
+      hlo_instr *reduced = hlo_build_reduce(e, x, zero, 1, reduce1, sum, &d);
+      all[all_count++] = reduced;
+      made++;
+      y = hlo_build_broadcast(e, reduced, 2, da, keep0, &d);
+      (void)dr;
+    } else {
+      y = hlo_build_unary(e, HLO_OP_TANH, x, &d);
+    }
+    if (!y) break;
+    pool->items[pool->count++] = y;
+    all[all_count++] = y;
+    made++;
+  }
+  /* Every value nothing uses becomes an output, so nothing is dead. */
+  int outputs = 0;
+  for (int i = 0; i < all_count; i++) {
+    bool used = false;
+    for (int j = i + 1; j < all_count && !used; j++)
+      for (int k = 0; k < all[j]->operand_count; k++) used |= all[j]->operands[k] == all[i];
+    if (!used) all[outputs++] = all[i];
+  }
+  /* The culprit's own value is an output too: an accuracy fault that later ops happen to
+   * hide (a minimum, a saturated tanh) would leave nothing to minify. */
+  hlo_instr *culprit_instr = NULL;
+  for (int i = 0; i < e->instr_count; i++)
+    if (e->instrs[i]->opcode == culprit) culprit_instr = e->instrs[i];
+  bool listed = false;
+  for (int i = 0; i < outputs; i++) listed |= all[i] == culprit_instr;
+  if (culprit_instr && !listed) all[outputs++] = culprit_instr;
+  hlo_instr *root = hlo_build_tuple(e, outputs, all, &d);
+  if (root) hlo_comp_set_root(e, root, &d);
+  free(items);
+  free(all);
+  if (!root || d.status != HLO_OK) {
+    hlo_module_free(m);
+    return NULL;
+  }
+  return m;
+}
+
+/* Seeded inputs for every parameter of the entry. */
+static inline rt_value **gen_inputs(const hlo_module *m, uint64_t seed) {
+  const hlo_comp *e = m->entry;
+  rt_value **inputs = calloc((size_t)e->param_count + 1, sizeof *inputs);
+  hlo_diag d = {HLO_OK, ""};
+  for (int i = 0; i < e->param_count; i++) inputs[i] = rt_random_value(&e->params[i]->shape, seed, (uint64_t)i, &d);
+  return inputs;
+}
+
+static inline void gen_free_inputs(rt_value **inputs, int count) {
+  for (int i = 0; i < count; i++) rt_value_release(inputs[i]);
+  free(inputs);
+}
+
+#endif

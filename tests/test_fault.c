@@ -1,0 +1,91 @@
+/* Fault injection (test-only): parsing LATCH_FAULT, and each fault's effect on a backend. */
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "eval_util.h"
+#include "runtime/fault.h"
+
+static const char *const text =
+    "HloModule m\nENTRY e {\n  x = f32[2] parameter(0)\n  n = f32[2] negate(x)\n  ROOT a = f32[2] add(n, x)\n}\n";
+
+static void test_parse(void) {
+  rt_fault f;
+  hlo_diag d = {HLO_OK, ""};
+  CHECK_EQ_INT(rt_fault_parse("compile:negate", &f, &d), HLO_OK);
+  CHECK_EQ_INT(f.kind, RT_FAULT_COMPILE);
+  CHECK_EQ_INT(f.opcode, HLO_OP_NEGATE);
+  CHECK_EQ_INT(rt_fault_parse("accuracy:add:0.5", &f, &d), HLO_OK);
+  CHECK_NEAR(f.eps, 0.5, 0);
+  CHECK_EQ_INT(rt_fault_parse("crash:dot", &f, &d), HLO_OK);
+  CHECK_EQ_INT(rt_fault_parse("hang:dot", &f, &d), HLO_OK);
+  CHECK_EQ_INT(f.kind, RT_FAULT_HANG);
+  const char *bad[] = {"", "compile", "compile:nonsense", "explode:add", "accuracy:add", "accuracy:add:x",
+                       "compile:add:1"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    hlo_diag_clear(&d);
+    CHECK_MSG(rt_fault_parse(bad[i], &f, &d) == HLO_ERR_INPUT, "%s", bad[i]);
+  }
+}
+
+static void test_compile_and_accuracy(void) {
+  hlo_diag d = {HLO_OK, ""};
+  hlo_module *m = hlo_parse_module(text, strlen(text), "m", &d);
+  rt_fault f = {RT_FAULT_COMPILE, HLO_OP_NEGATE, 0};
+  const rt_backend *b = rt_fault_backend(&rt_backend_reference, &f);
+  CHECK(b != &rt_backend_reference);
+  CHECK_STR(b->name, "reference");
+  CHECK(b->compile(m, &d) == NULL);
+  CHECK_EQ_INT(d.status, HLO_ERR_UNSUPPORTED);
+  CHECK(strstr(d.message, "negate %n") != NULL);
+  /* An op the module lacks: compiles and runs as the inner backend. */
+  f.opcode = HLO_OP_DOT;
+  b = rt_fault_backend(&rt_backend_reference, &f);
+  hlo_diag_clear(&d);
+  rt_executable *exe = b->compile(m, &d);
+  CHECK(exe != NULL);
+  b->destroy(exe);
+  /* accuracy:negate:0.5 on x = (1, -2): n = (-1, 2) becomes n + 0.5 (|n| + 1) = (0, 3.5),
+   * so a = n + x = (1, 1.5) where the truth is (0, 0). */
+  f = (rt_fault){RT_FAULT_ACCURACY, HLO_OP_NEGATE, 0.5};
+  b = rt_fault_backend(&rt_backend_reference, &f);
+  exe = b->compile(m, &d);
+  CHECK(exe != NULL);
+  int64_t dims[1] = {2};
+  rt_value *x = make_value(HLO_F32, 1, dims, (double[]){1, -2}), *y = NULL;
+  CHECK_EQ_INT(b->execute(exe, &x, 1, &y, &d), HLO_OK);
+  if (y) {
+    CHECK_NEAR(rt_get_f64(y, 0), 1, 0);
+    CHECK_NEAR(rt_get_f64(y, 1), 1.5, 0);
+  }
+  rt_value_release(y);
+  rt_value_release(x);
+  b->destroy(exe);
+  CHECK(rt_fault_backend(&rt_backend_reference, &(rt_fault){0}) == &rt_backend_reference);
+  hlo_module_free(m);
+}
+
+static void test_crash(void) {
+  hlo_diag d = {HLO_OK, ""};
+  hlo_module *m = hlo_parse_module(text, strlen(text), "m", &d);
+  rt_fault f = {RT_FAULT_CRASH, HLO_OP_NEGATE, 0};
+  const rt_backend *b = rt_fault_backend(&rt_backend_reference, &f);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    freopen("/dev/null", "w", stderr);
+    b->compile(m, &d);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+  hlo_module_free(m);
+}
+
+int main(void) {
+  RUN(test_parse);
+  RUN(test_compile_and_accuracy);
+  RUN(test_crash);
+  return TEST_REPORT();
+}

@@ -1,0 +1,399 @@
+/* The minifier on small modules whose minimal repros are known by hand: candidates, each
+ * strategy's effect, crash and hang isolation, the external-command predicate, flakiness. */
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "eval_util.h"
+#include "hlo/print.h"
+#include "minify/auto.h"
+#include "minify/candidate.h"
+#include "minify/minify.h"
+#include "runtime/accuracy.h"
+#include "runtime/fault.h"
+
+/* x=(1,2,3), y=(1,1,1): a=(2,3,4), b=(4,9,16), c=cos(b), d=tanh(c). */
+static const char *const small =
+    "HloModule s\n"
+    "ENTRY e {\n"
+    "  x = f32[3] parameter(0)\n"
+    "  y = f32[3] parameter(1)\n"
+    "  unused = f32[3] parameter(2)\n"
+    "  a = f32[3] add(x, y)\n"
+    "  b = f32[3] multiply(a, a)\n"
+    "  dead = f32[3] subtract(x, y)\n"
+    "  c = f32[3] cosine(b)\n"
+    "  d = f32[3] tanh(c)\n"
+    "  ROOT r = (f32[3], f32[3]) tuple(d, a)\n"
+    "}\n";
+
+static hlo_module *parse(const char *text) {
+  hlo_diag d = {HLO_OK, ""};
+  hlo_module *m = hlo_parse_module(text, strlen(text), "test", &d);
+  CHECK_MSG(m != NULL, "%s", d.message);
+  return m;
+}
+
+static rt_value **small_inputs(void) {
+  int64_t dims[1] = {3};
+  rt_value **in = calloc(3, sizeof *in);
+  in[0] = make_value(HLO_F32, 1, dims, (double[]){1, 2, 3});
+  in[1] = make_value(HLO_F32, 1, dims, (double[]){1, 1, 1});
+  in[2] = make_value(HLO_F32, 1, dims, (double[]){7, 7, 7});
+  return in;
+}
+
+static void free_inputs(rt_value **in, int n) {
+  for (int i = 0; i < n; i++) rt_value_release(in[i]);
+  free(in);
+}
+
+static int find(const hlo_module *m, const char *name) {
+  for (int i = 0; i < m->entry->instr_count; i++)
+    if (strcmp(m->entry->instrs[i]->name, name) == 0) return i;
+  return -1;
+}
+
+static void check_values(const rt_value *v, const double *want, int n) {
+  CHECK(v != NULL);
+  for (int i = 0; v && i < n; i++) CHECK_NEAR(rt_get_f64(v, i), want[i], 0);
+}
+
+/* The only op of m, or NULL when there are more or none. */
+static const hlo_instr *only_op(const hlo_module *m) {
+  const hlo_instr *op = NULL;
+  for (int i = 0; i < m->entry->instr_count; i++) {
+    const hlo_instr *instr = m->entry->instrs[i];
+    if (instr->opcode == HLO_OP_PARAMETER || instr->opcode == HLO_OP_CONSTANT) continue;
+    if (op) return NULL;
+    op = instr;
+  }
+  return op;
+}
+
+static void test_candidates(void) {
+  hlo_module *m = parse(small);
+  rt_value **in = small_inputs();
+  int n = m->entry->instr_count;
+  min_disp disp[16] = {0};
+  rt_value *values[16] = {0};
+  int b = find(m, "b");
+  int64_t dims[1] = {3};
+  values[b] = make_value(HLO_F32, 1, dims, (double[]){4, 9, 16});
+  /* b becomes a parameter: x and y still feed a (an output), unused and dead go. */
+  disp[b] = MIN_TO_PARAM;
+  min_plan plan = {disp, NULL, 0};
+  rt_value **new_in = NULL;
+  int new_count = 0;
+  hlo_diag d = {HLO_OK, ""};
+  hlo_module *c = min_build(m, in, values, &plan, &new_in, &new_count, &d);
+  CHECK_MSG(c != NULL, "%s", d.message);
+  if (c) {
+    CHECK_EQ_INT(c->entry->instr_count, n - 2);
+    CHECK_EQ_INT(new_count, 3);
+    CHECK_EQ_INT(c->entry->param_count, 3);
+    CHECK(find(c, "dead") < 0 && find(c, "unused") < 0);
+    CHECK_STR(c->entry->params[2]->name, "b");
+    check_values(new_in[0], (double[]){1, 2, 3}, 3);
+    check_values(new_in[2], (double[]){4, 9, 16}, 3);
+    free_inputs(new_in, new_count);
+    hlo_module_free(c);
+  }
+  /* b becomes a constant holding its value, c the only output: x, y, a go too. */
+  disp[b] = MIN_TO_CONST;
+  int outputs[1] = {find(m, "c")};
+  plan.outputs = outputs;
+  plan.output_count = 1;
+  c = min_build(m, in, values, &plan, &new_in, &new_count, &d);
+  CHECK_MSG(c != NULL, "%s", d.message);
+  if (c) {
+    CHECK_EQ_INT(c->entry->instr_count, 2);
+    CHECK_EQ_INT(new_count, 0);
+    char *text = hlo_module_to_text(c);
+    CHECK(strstr(text, "f32[3] constant({4, 9, 16})") != NULL);
+    CHECK(strstr(text, "ROOT %c = f32[3] cosine(%b)") != NULL);
+    free(text);
+    free_inputs(new_in, new_count);
+    hlo_module_free(c);
+  }
+  rt_value_release(values[b]);
+  CHECK_EQ_INT(min_count_ops(m), 6);
+  free_inputs(in, 3);
+  hlo_module_free(m);
+}
+
+static min_options options_for(min_check_kind kind, rt_fault_kind fault_kind, hlo_opcode op, double timeout) {
+  min_options o = {0};
+  rt_fault fault = {fault_kind, op, 0.5};
+  o.predicate.kind = kind;
+  o.predicate.backend = rt_fault_backend(&rt_backend_reference, &fault);
+  o.predicate.tol = RT_ACCURACY_DEFAULT_TOL;
+  o.predicate.timeout_s = timeout;
+  return o;
+}
+
+/* Minifies small under o; the repro must be want_op alone. */
+static void minify_small(const min_options *o, hlo_opcode want_op, min_kind want_kind, min_report *report) {
+  hlo_module *m = parse(small);
+  rt_value **in = small_inputs();
+  hlo_diag d = {HLO_OK, ""};
+  hlo_status status = min_minify(m, in, 3, o, report, &d);
+  CHECK_MSG(status == HLO_OK, "%s", d.message);
+  CHECK_EQ_INT(report->failure.kind, want_kind);
+  if (status == HLO_OK) {
+    const hlo_instr *op = only_op(report->module);
+    CHECK_MSG(op && op->opcode == want_op, "repro has %d ops", report->ops_after);
+    CHECK_EQ_INT(report->instrs_before, 9);
+    CHECK_EQ_INT(report->reproduced, 3);
+    CHECK(!report->flaky);
+  }
+  free_inputs(in, 3);
+  hlo_module_free(m);
+}
+
+static void test_compile_fault(void) {
+  min_options o = options_for(MIN_CHECK_COMPILE, RT_FAULT_COMPILE, HLO_OP_COS, 30);
+  min_report r;
+  minify_small(&o, HLO_OP_COS, MIN_COMPILE_ERROR, &r);
+  CHECK_EQ_INT(r.failure.opcode, HLO_OP_COS);
+  CHECK_EQ_INT(r.failure.status, HLO_ERR_UNSUPPORTED);
+  /* cosine's operand b became a parameter fed with (4, 9, 16). */
+  CHECK_EQ_INT(r.input_count, 1);
+  if (r.input_count == 1) check_values(r.inputs[0], (double[]){4, 9, 16}, 3);
+  CHECK(r.wins[MIN_TRUNCATE] + r.wins[MIN_OUTPUTS] > 0);
+  CHECK(r.wins[MIN_PROMOTE] > 0);
+  min_report_free(&r);
+}
+
+/* A dead instruction is the culprit: the compile still fails on it, so DCE must not win. */
+static void test_dead_culprit(void) {
+  min_options o = options_for(MIN_CHECK_COMPILE, RT_FAULT_COMPILE, HLO_OP_SUBTRACT, 30);
+  min_report r;
+  minify_small(&o, HLO_OP_SUBTRACT, MIN_COMPILE_ERROR, &r);
+  CHECK_EQ_INT(r.wins[MIN_DCE], 0);
+  CHECK_EQ_INT(r.input_count, 2); /* x and y */
+  min_report_free(&r);
+}
+
+static void test_accuracy_fault(void) {
+  min_options o = options_for(MIN_CHECK_ACCURACY, RT_FAULT_ACCURACY, HLO_OP_MULTIPLY, 30);
+  min_report r;
+  minify_small(&o, HLO_OP_MULTIPLY, MIN_ACCURACY, &r);
+  min_report_free(&r);
+}
+
+static void test_crash_is_a_failure(void) {
+  min_options o = options_for(MIN_CHECK_COMPILE, RT_FAULT_CRASH, HLO_OP_COS, 30);
+  min_report r;
+  minify_small(&o, HLO_OP_COS, MIN_CRASH, &r);
+  CHECK_EQ_INT(r.failure.signal, SIGABRT);
+  min_report_free(&r);
+}
+
+static void test_hang_is_a_failure(void) {
+  min_options o = options_for(MIN_CHECK_COMPILE, RT_FAULT_HANG, HLO_OP_COS, 0.3);
+  min_report r;
+  minify_small(&o, HLO_OP_COS, MIN_HANG, &r);
+  min_report_free(&r);
+}
+
+static void test_command(void) {
+  char dir[] = "/tmp/latch-test-minify-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  min_options o = {0};
+  o.predicate.kind = MIN_CHECK_COMMAND;
+  o.predicate.command = "grep -q cosine"; /* exit 0, still failing, while a cosine is left */
+  o.predicate.work_dir = dir;
+  o.predicate.timeout_s = 30;
+  min_report r;
+  minify_small(&o, HLO_OP_COS, MIN_COMMAND, &r);
+  min_report_free(&r);
+  o.predicate.command = "! grep -q tanh"; /* the flipped convention: non-zero means failing */
+  o.predicate.command_nonzero = true;
+  minify_small(&o, HLO_OP_TANH, MIN_COMMAND, &r);
+  min_report_free(&r);
+  char command[256];
+  snprintf(command, sizeof command, "rm -rf '%s'", dir);
+  CHECK(system(command) == 0);
+}
+
+/* A backend that refuses cosine and tanh, naming the last of them in the module. */
+static rt_executable *picky_compile(const hlo_module *m, hlo_diag *d) {
+  const hlo_instr *last = NULL;
+  for (int i = 0; i < m->entry->instr_count; i++) {
+    hlo_opcode op = m->entry->instrs[i]->opcode;
+    if (op == HLO_OP_COS || op == HLO_OP_TANH) last = m->entry->instrs[i];
+  }
+  if (!last) return rt_backend_reference.compile(m, d);
+  hlo_diag_set(d, HLO_ERR_UNSUPPORTED, "no kernel for %s %%%s", hlo_opcode_name(last->opcode), last->name);
+  return NULL;
+}
+
+/* The original fails on tanh; prefixes that stop at cosine fail too, but on another op: they
+ * are another bug, and the repro must be tanh alone. */
+static void test_same_op_only(void) {
+  rt_backend picky = rt_backend_reference;
+  picky.compile = picky_compile;
+  min_options o = {0};
+  o.predicate.kind = MIN_CHECK_COMPILE;
+  o.predicate.backend = &picky;
+  o.predicate.timeout_s = 30;
+  min_report r;
+  minify_small(&o, HLO_OP_TANH, MIN_COMPILE_ERROR, &r);
+  CHECK_EQ_INT(r.failure.opcode, HLO_OP_TANH);
+  min_report_free(&r);
+}
+
+/* A test that wants cosine with its operand b computed in the module, not passed in: making
+ * b a parameter loses the failure, making it a constant keeps it. */
+static void test_constant_strategy(void) {
+  char dir[] = "/tmp/latch-test-constant-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  min_options o = {0};
+  o.predicate.kind = MIN_CHECK_COMMAND;
+  o.predicate.command = "grep -q 'cosine(%b)' \"$1\" && ! grep -q '%b = f32\\[3\\] parameter'";
+  o.predicate.work_dir = dir;
+  o.predicate.timeout_s = 30;
+  hlo_module *m = parse(small);
+  rt_value **in = small_inputs();
+  min_report r;
+  hlo_diag d = {HLO_OK, ""};
+  CHECK_EQ_INT(min_minify(m, in, 3, &o, &r, &d), HLO_OK);
+  if (r.module) {
+    char *text = hlo_module_to_text(r.module);
+    CHECK_MSG(strstr(text, "%b = f32[3] constant({4, 9, 16})") != NULL, "%s", text);
+    CHECK_EQ_INT(r.ops_after, 1);
+    CHECK(r.wins[MIN_CONSTANT] > 0);
+    free(text);
+  }
+  min_report_free(&r);
+  free_inputs(in, 3);
+  hlo_module_free(m);
+  char command[256];
+  snprintf(command, sizeof command, "rm -rf '%s'", dir);
+  CHECK(system(command) == 0);
+}
+
+static void test_not_failing(void) {
+  hlo_module *m = parse(small);
+  rt_value **in = small_inputs();
+  min_options o = options_for(MIN_CHECK_COMPILE, RT_FAULT_COMPILE, HLO_OP_DOT, 30);
+  min_report r;
+  hlo_diag d = {HLO_OK, ""};
+  CHECK_EQ_INT(min_minify(m, in, 3, &o, &r, &d), HLO_ERR_INPUT);
+  CHECK_EQ_INT(r.failure.kind, MIN_PASS);
+  CHECK(strstr(d.message, "does not fail") != NULL);
+  free_inputs(in, 3);
+  hlo_module_free(m);
+}
+
+/* A backend that fails every other compile, counting in a file (checks run in children). */
+static char counter_path[64];
+static rt_executable *alternating_compile(const hlo_module *m, hlo_diag *d) {
+  FILE *f = fopen(counter_path, "r+");
+  int count = 0;
+  if (f) {
+    if (fscanf(f, "%d", &count) != 1) count = 0;
+    rewind(f);
+    fprintf(f, "%d\n", count + 1);
+    fclose(f);
+  }
+  if (count % 2 == 0) {
+    hlo_diag_set(d, HLO_ERR_UNSUPPORTED, "cannot compile cosine %%c");
+    return NULL;
+  }
+  return rt_backend_reference.compile(m, d);
+}
+
+static void test_flaky(void) {
+  snprintf(counter_path, sizeof counter_path, "/tmp/latch-flaky-%d", (int)getpid());
+  FILE *f = fopen(counter_path, "w");
+  fputs("0\n", f);
+  fclose(f);
+  rt_backend flaky = rt_backend_reference;
+  flaky.compile = alternating_compile;
+  min_options o = {0};
+  o.predicate.kind = MIN_CHECK_COMPILE;
+  o.predicate.backend = &flaky;
+  o.predicate.timeout_s = 30;
+  hlo_module *m = parse(small);
+  rt_value **in = small_inputs();
+  min_report r;
+  hlo_diag d = {HLO_OK, ""};
+  CHECK_EQ_INT(min_minify(m, in, 3, &o, &r, &d), HLO_OK);
+  CHECK(r.flaky);
+  CHECK(r.reproduced < r.rechecks);
+  min_report_free(&r);
+  free_inputs(in, 3);
+  hlo_module_free(m);
+  unlink(counter_path);
+}
+
+static void test_outcomes(void) {
+  hlo_module *m = parse(small);
+  CHECK_EQ_INT(min_opcode_in_message(m, "backend x cannot compile %c."), HLO_OP_COS);
+  CHECK_EQ_INT(min_opcode_in_message(m, "no dot support"), HLO_OP_DOT);
+  CHECK_EQ_INT(min_opcode_in_message(m, "x: cosine is not supported"), HLO_OP_COS);
+  CHECK_EQ_INT(min_opcode_in_message(m, "cannot lower d"), HLO_OP_TANH);
+  CHECK_EQ_INT(min_opcode_in_message(m, "out of memory"), HLO_OP_COUNT);
+  min_outcome a = {.kind = MIN_COMPILE_ERROR, .status = HLO_ERR_UNSUPPORTED, .opcode = HLO_OP_COS};
+  min_outcome b = a;
+  CHECK(min_outcome_same(&a, &b));
+  b.opcode = HLO_OP_TANH; /* an error on another op is another bug */
+  CHECK(!min_outcome_same(&a, &b));
+  b = a;
+  b.status = HLO_ERR_INTERNAL;
+  CHECK(!min_outcome_same(&a, &b));
+  min_outcome crash = {.kind = MIN_CRASH, .signal = SIGSEGV}, abrt = {.kind = MIN_CRASH, .signal = SIGABRT};
+  CHECK(!min_outcome_same(&crash, &abrt));
+  CHECK(!min_outcome_same(&a, &crash));
+  hlo_module_free(m);
+}
+
+/* The capture layer's entry point leaves a repro directory with all four parts. */
+static void test_auto_repro(void) {
+  hlo_module *m = parse(small);
+  rt_value **in = small_inputs();
+  rt_fault fault = {RT_FAULT_ACCURACY, HLO_OP_COS, 0.5};
+  min_auto_request request = {.module = m, .inputs = in, .input_count = 3,
+                              .backend = rt_fault_backend(&rt_backend_reference, &fault),
+                              .kind = MIN_CHECK_ACCURACY};
+  char path[256] = "", file[512];
+  hlo_diag d = {HLO_OK, ""};
+  CHECK_EQ_INT(min_auto_repro(&request, path, sizeof path, &d), HLO_OK);
+  CHECK(strncmp(path, "/tmp/latch-repro-", 17) == 0);
+  const char *parts[] = {"repro.hlo", "repro.sh", "report.txt", "inputs/0.npy"};
+  for (int i = 0; i < 4; i++) {
+    snprintf(file, sizeof file, "%s/%s", path, parts[i]);
+    CHECK_MSG(access(file, R_OK) == 0, "no %s", file);
+  }
+  snprintf(file, sizeof file, "rm -rf '%s'", path);
+  CHECK(path[0] && system(file) == 0);
+  min_check_mode mode;
+  CHECK_EQ_INT(min_check_mode_parse(NULL, &mode, &d), HLO_OK);
+  CHECK_EQ_INT(mode, MIN_MODE_OFF);
+  CHECK_EQ_INT(min_check_mode_parse("accuracy", &mode, &d), HLO_OK);
+  CHECK_EQ_INT(mode, MIN_MODE_ACCURACY);
+  CHECK_EQ_INT(min_check_mode_parse("compile", &mode, &d), HLO_OK);
+  CHECK_EQ_INT(mode, MIN_MODE_COMPILE);
+  CHECK_EQ_INT(min_check_mode_parse("always", &mode, &d), HLO_ERR_INPUT);
+  free_inputs(in, 3);
+  hlo_module_free(m);
+}
+
+int main(void) {
+  RUN(test_candidates);
+  RUN(test_auto_repro);
+  RUN(test_compile_fault);
+  RUN(test_dead_culprit);
+  RUN(test_accuracy_fault);
+  RUN(test_crash_is_a_failure);
+  RUN(test_hang_is_a_failure);
+  RUN(test_command);
+  RUN(test_same_op_only);
+  RUN(test_constant_strategy);
+  RUN(test_not_failing);
+  RUN(test_flaky);
+  RUN(test_outcomes);
+  return TEST_REPORT();
+}

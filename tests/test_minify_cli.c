@@ -1,0 +1,136 @@
+/* latch run --check and latch minify as a user runs them, with injected faults: the repro
+ * directory's repro.sh fails with the fault set and passes without it. The binary is
+ * $LATCH_BIN, else $BUILD/latch, else build/latch. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test.h"
+
+static char dir[64], bin[512];
+static char err_text[1 << 16];
+
+static void read_text(const char *path, char *out, size_t size) {
+  FILE *f = fopen(path, "rb");
+  size_t len = f ? fread(out, 1, size - 1, f) : 0;
+  out[len] = 0;
+  if (f) fclose(f);
+}
+
+/* Runs a shell command line (with $L the latch binary and $D the test's directory); returns
+ * its exit status, 128 + signal when killed; its stderr goes to err_text. */
+static int sh(const char *format, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *format, ...) {
+  char line[2048], command[4096];
+  va_list list;
+  va_start(list, format);
+  vsnprintf(line, sizeof line, format, list);
+  va_end(list);
+  snprintf(command, sizeof command, "L='%s'; D='%s'; ( %s ) >'%s/out' 2>'%s/err'", bin, dir, line, dir, dir);
+  int status = system(command);
+  char path[128];
+  snprintf(path, sizeof path, "%s/err", dir);
+  read_text(path, err_text, sizeof err_text);
+  if (status == -1) return -1;
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+#define CHECK_SH(want, ...)                                                                     \
+  do {                                                                                          \
+    int got_ = sh(__VA_ARGS__);                                                                 \
+    CHECK_MSG(got_ == (want), "exit %d, want %d; stderr: %s", got_, (want), err_text);          \
+  } while (0)
+
+static void write_module(void) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/m.hlo", dir);
+  FILE *f = fopen(path, "w");
+  fputs("HloModule m\n"
+        "ENTRY e {\n"
+        "  x = f32[4] parameter(0)\n"
+        "  y = f32[4] parameter(1)\n"
+        "  a = f32[4] add(x, y)\n"
+        "  b = f32[4] multiply(a, x)\n"
+        "  c = f32[4] cosine(b)\n"
+        "  d = f32[4] subtract(c, y)\n"
+        "  e = f32[4] tanh(d)\n"
+        "  ROOT r = (f32[4], f32[4]) tuple(e, a)\n"
+        "}\n",
+        f);
+  fclose(f);
+}
+
+static void run_checks(void) {
+  CHECK_SH(0, "$L run $D/m.hlo --check compile");
+  CHECK_SH(0, "$L run $D/m.hlo --check accuracy");
+  CHECK_SH(2, "LATCH_FAULT=compile:cosine $L run $D/m.hlo --check compile");
+  CHECK(strstr(err_text, "check failed: compile") && strstr(err_text, "cosine %c"));
+  CHECK_SH(4, "LATCH_FAULT=accuracy:cosine:0.5 $L run $D/m.hlo --check accuracy");
+  CHECK(strstr(err_text, "check failed: accuracy: output 0"));
+  CHECK_SH(1, "LATCH_FAULT=bogus $L run $D/m.hlo --check compile");
+  CHECK_SH(1, "$L run $D/m.hlo --check speed");
+  CHECK_SH(128 + 6, "LATCH_FAULT=crash:cosine $L run $D/m.hlo --check compile");
+}
+
+/* Minifies with the fault, then checks the repro directory and repro.sh both ways. */
+static void minify_and_reproduce(const char *fault, const char *check, const char *extra) {
+  CHECK_SH(0, "rm -rf $D/r && LATCH_FAULT=%s $L minify $D/m.hlo --check %s -o $D/r %s", fault, check, extra);
+  CHECK(strstr(err_text, "minify: [") != NULL); /* progress lines */
+  char path[256], text[4096];
+  snprintf(path, sizeof path, "%s/r/repro.hlo", dir);
+  read_text(path, text, sizeof text);
+  CHECK_MSG(strstr(text, "ROOT %c = f32[4] cosine(%b)") != NULL, "%s", text);
+  CHECK(strstr(text, "add(") == NULL && strstr(text, "tanh(") == NULL);
+  CHECK_SH(0, "test -f $D/r/inputs/0.npy && test ! -f $D/r/inputs/1.npy && test -x $D/r/repro.sh");
+  snprintf(path, sizeof path, "%s/r/report.txt", dir);
+  read_text(path, text, sizeof text);
+  CHECK(strstr(text, "before:     8 instructions (6 ops)") != NULL);
+  CHECK(strstr(text, "after:      2 instructions (1 ops), 1 parameters") != NULL);
+  CHECK(strstr(text, "checks:") && strstr(text, "time:") && strstr(text, "strategies that worked: "));
+  /* The repro fails with the fault and passes without it, wherever it is run from. */
+  int with = sh("cd / && LATCH_FAULT=%s LATCH_BIN=$L $D/r/repro.sh", fault);
+  CHECK_MSG(with != 0, "repro.sh passed with LATCH_FAULT=%s", fault);
+  CHECK_SH(0, "cd / && LATCH_BIN=$L $D/r/repro.sh");
+  /* Without LATCH_BIN it falls back on the binary that wrote it. */
+  CHECK_SH(0, "env -u LATCH_BIN PATH=/usr/bin:/bin $D/r/repro.sh");
+}
+
+static void minify_command(void) {
+  minify_and_reproduce("compile:cosine", "compile", "");
+  minify_and_reproduce("accuracy:cosine:0.5", "accuracy", "");
+  minify_and_reproduce("crash:cosine", "compile", "");
+  minify_and_reproduce("hang:cosine", "compile", "--timeout 0.5");
+  /* --test: exit 0 means still failing */
+  CHECK_SH(0, "rm -rf $D/t && $L minify $D/m.hlo --test 'grep -q cosine' -o $D/t --quiet");
+  CHECK_SH(0, "grep -q 'ROOT %%c = f32\\[4\\] cosine' $D/t/repro.hlo");
+  CHECK_SH(1, "$D/t/repro.sh"); /* grep finds cosine: the failure reproduces */
+  /* Usage errors and a module that does not fail. */
+  CHECK_SH(1, "$L minify $D/m.hlo");
+  CHECK_SH(1, "$L minify $D/m.hlo --check compile --test true");
+  CHECK_SH(1, "$L minify $D/m.hlo --check compile -o $D/none --quiet");
+  CHECK(strstr(err_text, "does not fail the check") != NULL);
+  CHECK_SH(0, "$L minify --help | grep -q -- '--test-nonzero'");
+  CHECK_SH(0, "$L --help | grep -q minify");
+}
+
+int main(void) {
+  const char *env_bin = getenv("LATCH_BIN"), *build = getenv("BUILD");
+  char relative[512];
+  if (env_bin) snprintf(relative, sizeof relative, "%s", env_bin);
+  else snprintf(relative, sizeof relative, "%s/latch", build && *build ? build : "build");
+  if (!realpath(relative, bin)) snprintf(bin, sizeof bin, "%s", relative);
+  snprintf(dir, sizeof dir, "/tmp/latch-minify-cli-XXXXXX");
+  if (!mkdtemp(dir)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  CHECK_MSG(access(bin, X_OK) == 0, "no latch binary at %s", bin);
+  write_module();
+  RUN(run_checks);
+  RUN(minify_command);
+  char cleanup[128];
+  snprintf(cleanup, sizeof cleanup, "rm -rf '%s'", dir);
+  if (system(cleanup) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  return TEST_REPORT();
+}

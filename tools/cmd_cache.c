@@ -1,0 +1,227 @@
+/* latch cache: look at and maintain the on-disk compile cache (stats, ls, verify, clear). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cache/disk.h"
+#include "cli.h"
+
+void cmd_cache_usage(void) {
+  fputs("usage: latch cache stats|ls|verify|clear [--dir DIR] [--fix]\n"
+        "\n"
+        "Looks at or maintains the on-disk compile cache, where 'latch run' keeps compiled\n"
+        "graphs so the next process loads them instead of compiling again.\n"
+        "\n"
+        "  stats    the directory, its entries and bytes, the size limit, leftover temporary files\n"
+        "  ls       one line per entry, most recently used first: key, size, age (time since it\n"
+        "           was written or last loaded), fingerprint\n"
+        "           (backend name/version, latch version, CPU architecture and features, options)\n"
+        "  verify   reads every entry whole and checks its header and checksums; names each bad\n"
+        "           entry and exits 1 if there is any. With --fix it removes them and exits 0\n"
+        "           (a bad entry is only a miss for 'run', which replaces it; verify is for\n"
+        "           looking, or for cleaning a directory up ahead of time)\n"
+        "  clear    removes every entry and temporary file (other files are left alone)\n"
+        "\n"
+        "  --dir DIR   the cache directory; default LATCH_CACHE_DIR, else $XDG_CACHE_HOME/latch,\n"
+        "              else ~/.cache/latch\n"
+        "  --fix       with verify: remove the bad entries\n"
+        "\n"
+        "Environment (also read by 'latch run'): LATCH_CACHE=off|memory|disk (default disk),\n"
+        "LATCH_CACHE_DIR, LATCH_CACHE_MAX_BYTES (default 1G; K, M, G, T suffixes). Each put\n"
+        "removes the least recently used entries beyond the limit.\n"
+        "\n"
+        "examples:\n"
+        "  latch cache stats\n"
+        "  latch cache ls --dir /tmp/cache\n"
+        "  latch cache verify --fix\n",
+        stdout);
+}
+
+static void human_bytes(uint64_t bytes, char *out, size_t size) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = (double)bytes;
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    unit++;
+  }
+  if (unit == 0) snprintf(out, size, "%" PRIu64 " B", bytes);
+  else snprintf(out, size, "%.1f %s", value, units[unit]);
+}
+
+static void human_age(const struct timespec *mtime, char *out, size_t size) {
+  double age = difftime(time(NULL), mtime->tv_sec);
+  if (age < 0) age = 0;
+  if (age < 120) snprintf(out, size, "%.0fs", age);
+  else if (age < 7200) snprintf(out, size, "%.0fm", age / 60);
+  else if (age < 172800) snprintf(out, size, "%.0fh", age / 3600);
+  else snprintf(out, size, "%.0fd", age / 86400);
+}
+
+/* ---- ls ---- */
+
+typedef struct listed {
+  cache_disk_problem problem;
+  cache_key key;
+  uint64_t bytes;
+  struct timespec mtime;
+  char *fingerprint;
+} listed;
+
+typedef struct listing {
+  listed *items;
+  size_t count, capacity;
+  bool out_of_memory;
+} listing;
+
+static void collect(void *ctx, const cache_disk_entry_info *info) {
+  listing *l = ctx;
+  if (info->is_temp || l->out_of_memory) return;
+  if (l->count == l->capacity) {
+    size_t grown = l->capacity ? l->capacity * 2 : 64;
+    listed *more = realloc(l->items, grown * sizeof *more);
+    if (!more) {
+      l->out_of_memory = true;
+      return;
+    }
+    l->items = more;
+    l->capacity = grown;
+  }
+  listed *item = &l->items[l->count];
+  item->fingerprint = strdup(info->fingerprint);
+  if (!item->fingerprint) {
+    l->out_of_memory = true;
+    return;
+  }
+  item->problem = info->problem;
+  item->key = info->key;
+  item->bytes = info->file_bytes;
+  item->mtime = info->mtime;
+  l->count++;
+}
+
+static int newer_first(const void *a, const void *b) {
+  const listed *x = a, *y = b;
+  if (x->mtime.tv_sec != y->mtime.tv_sec) return x->mtime.tv_sec > y->mtime.tv_sec ? -1 : 1;
+  if (x->mtime.tv_nsec != y->mtime.tv_nsec) return x->mtime.tv_nsec > y->mtime.tv_nsec ? -1 : 1;
+  return 0;
+}
+
+static int list(const char *dir) {
+  listing l = {0};
+  cache_disk_summary summary;
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  if (cache_disk_scan(dir, false, false, collect, &l, &summary, &diag) != HLO_OK) return cli_fail(&diag);
+  int status = CLI_OK;
+  if (l.out_of_memory) {
+    cli_error("cache ls: out of memory");
+    status = CLI_INTERNAL;
+  }
+  if (l.count) qsort(l.items, l.count, sizeof *l.items, newer_first); /* items is NULL when empty */
+  if (l.count) printf("%-32s  %10s  %5s  %s\n", "KEY", "SIZE", "AGE", "FINGERPRINT");
+  for (size_t i = 0; i < l.count; i++) {
+    char key[33], size[32], age[32];
+    if (l.items[i].problem) snprintf(key, sizeof key, "%s", "(damaged)");
+    else cache_key_hex(l.items[i].key, key);
+    human_bytes(l.items[i].bytes, size, sizeof size);
+    human_age(&l.items[i].mtime, age, sizeof age);
+    printf("%-32s  %10s  %5s  %s\n", key, size, age,
+           l.items[i].problem ? cache_disk_problem_name(l.items[i].problem) : l.items[i].fingerprint);
+    free(l.items[i].fingerprint);
+  }
+  free(l.items);
+  char total[32];
+  human_bytes(summary.entry_bytes, total, sizeof total);
+  printf("%" PRIu64 " entr%s, %s in %s\n", summary.entries, summary.entries == 1 ? "y" : "ies", total, dir);
+  return status;
+}
+
+/* ---- stats, verify, clear ---- */
+
+static int stats(const char *dir) {
+  cache_disk_summary summary;
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  uint64_t limit = 0;
+  if (cache_disk_max_bytes_from_env(&limit, &diag) != HLO_OK) return cli_fail(&diag);
+  if (cache_disk_scan(dir, false, false, NULL, NULL, &summary, &diag) != HLO_OK) return cli_fail(&diag);
+  char bytes[32], limit_text[32], temp_text[32];
+  human_bytes(summary.entry_bytes, bytes, sizeof bytes);
+  human_bytes(limit, limit_text, sizeof limit_text);
+  human_bytes(summary.temp_bytes, temp_text, sizeof temp_text);
+  printf("dir: %s\n", dir);
+  printf("entries: %" PRIu64 "\n", summary.entries);
+  printf("bytes: %" PRIu64 " (%s)\n", summary.entry_bytes, bytes);
+  printf("limit: %" PRIu64 " (%s, LATCH_CACHE_MAX_BYTES)\n", limit, limit_text);
+  printf("temporary files: %" PRIu64 " (%s)\n", summary.temps, temp_text);
+  if (summary.bad_entries)
+    printf("damaged entries: %" PRIu64 " (see 'latch cache verify')\n", summary.bad_entries);
+  return CLI_OK;
+}
+
+static void report_bad(void *ctx, const cache_disk_entry_info *info) {
+  (void)ctx;
+  if (!info->is_temp && info->problem) printf("bad: %s: %s\n", info->name, cache_disk_problem_name(info->problem));
+}
+
+static int verify(const char *dir, bool fix) {
+  cache_disk_summary summary;
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  if (cache_disk_scan(dir, true, fix, report_bad, NULL, &summary, &diag) != HLO_OK) return cli_fail(&diag);
+  printf("verified %" PRIu64 " entr%s in %s: %" PRIu64 " bad", summary.entries, summary.entries == 1 ? "y" : "ies",
+         dir, summary.bad_entries);
+  if (fix) printf(", %" PRIu64 " removed", summary.removed);
+  printf("\n");
+  /* Entries that could not even be read (permissions) cannot be removed by --fix either. */
+  return summary.bad_entries > (fix ? summary.removed : 0) ? CLI_USAGE : CLI_OK;
+}
+
+static int clear(const char *dir) {
+  cache_disk_summary summary;
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  hlo_status status = cache_disk_clear(dir, &summary, &diag);
+  char bytes[32];
+  human_bytes(summary.removed_bytes, bytes, sizeof bytes);
+  printf("removed %" PRIu64 " entr%s and %" PRIu64 " temporary file%s (%s) from %s\n", summary.entries,
+         summary.entries == 1 ? "y" : "ies", summary.temps, summary.temps == 1 ? "" : "s", bytes, dir);
+  return status == HLO_OK ? CLI_OK : cli_fail(&diag);
+}
+
+int cmd_cache(int argc, char **argv) {
+  const char *dir_flag = NULL, *fix = NULL, *help = NULL;
+  const cli_flag flags[] = {{"--help", false, &help}, {"--dir", true, &dir_flag}, {"--fix", false, &fix}};
+  const char *words[1];
+  int word_count = 0;
+  int status = cli_parse_flags("cache", argc, argv, flags, (int)(sizeof flags / sizeof flags[0]), words, &word_count, 1);
+  if (status != CLI_OK) return status;
+  if (help) {
+    cmd_cache_usage();
+    return CLI_OK;
+  }
+  const char *action = word_count ? words[0] : NULL;
+  bool known = action && (strcmp(action, "stats") == 0 || strcmp(action, "ls") == 0 ||
+                          strcmp(action, "verify") == 0 || strcmp(action, "clear") == 0);
+  if (!known) {
+    if (action) cli_error("cache: unknown action '%s'; actions: stats, ls, verify, clear", action);
+    else cli_error("cache: which action? stats, ls, verify or clear (see 'latch cache --help')");
+    return CLI_USAGE;
+  }
+  if (fix && strcmp(action, "verify") != 0) {
+    cli_error("cache: --fix goes with verify only");
+    return CLI_USAGE;
+  }
+  char dir[4096];
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  if (dir_flag) snprintf(dir, sizeof dir, "%s", dir_flag);
+  else if (cache_disk_default_dir(dir, sizeof dir, &diag) != HLO_OK) return cli_fail(&diag);
+  if (strcmp(action, "stats") == 0) return stats(dir);
+  if (strcmp(action, "ls") == 0) return list(dir);
+  if (strcmp(action, "verify") == 0) return verify(dir, fix != NULL);
+  return clear(dir);
+}

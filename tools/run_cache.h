@@ -1,0 +1,34 @@
+/* latch run's compile step through the compile cache (LATCH_CACHE, default disk): load the
+ * executable or compile it, run it, and only then save it, so a cold run's first result does
+ * not wait for the write and fsync. */
+#ifndef LATCH_RUN_CACHE_H
+#define LATCH_RUN_CACHE_H
+#include "cache/disk.h"
+#include "cache/disk_compile.h"
+#include "runtime/backend.h"
+#include "runtime/fingerprint.h"
+
+typedef struct run_cache {
+  cache_mode mode;
+  cache_disk *disk; /* NULL: no disk cache, for off_reason */
+  const char *off_reason;
+  const rt_backend *backend;
+  const hlo_module *module;
+  cache_codec codec;
+  cache_key key;
+  char fingerprint[RT_FINGERPRINT_MAX];
+  cache_origin origin;
+  double seconds; /* loading or compiling */
+} run_cache;
+
+/* The module compiled by backend, or loaded from the disk cache; says which on stdout. cache
+ * points at itself (its codec's context) and must stay where it is until run_cache_finish. NULL
+ * with diag when the compile fails or LATCH_CACHE and friends hold bad values; trouble with
+ * the cache itself is only warned about. Call run_cache_finish afterwards either way. */
+rt_executable *run_cache_compile(run_cache *cache, const rt_backend *backend, const hlo_module *module,
+                                 hlo_diag *diag);
+
+/* Saves a freshly compiled exe (may be NULL) and prints "cache: 0 hits, 1 compile (...)". */
+void run_cache_finish(run_cache *cache, const rt_executable *exe);
+
+#endif
