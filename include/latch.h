@@ -320,6 +320,7 @@ latch_status latch_function_options_init(latch_function_options *options);
 latch_function *latch_function_new(latch_runtime *rt, latch_fn fn, void *user, const latch_function_options *options);
 latch_function *latch_function_new_step(latch_runtime *rt, latch_step_fn step, void *user,
                                         const latch_function_options *options);
+/* Drops the function's entries (and the weights they keep); before latch_close. */
 void latch_function_free(latch_function *fn);
 
 /* Runs fn: outputs[0..output_count) receive new references. Thread-safe: many threads may
