@@ -75,6 +75,15 @@ minify-mobilenet: all
 clean:
 	rm -rf build build-san build-tsan build-fuzz
 
+# `make bench-function`: the traced-function micro-benchmark (bench/function_micro.c).
+$(BUILD)/bench/function_micro: bench/function_micro.c $(BUILD)/liblatch.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)
+
+bench-function: $(BUILD)/bench/function_micro
+	$(BUILD)/bench/function_micro
+
+
 # `make install PREFIX=/opt/latch`: the one public header, both libraries, the command and a
 # pkg-config file (embedders: cc app.c $$(pkg-config --cflags --libs latch)).
 PREFIX ?= /usr/local
@@ -90,7 +99,7 @@ install: all
 check-torch: all
 	sh bench/check_torch.sh
 
-.PHONY: all test sanitize tsan test-threads clean install check-torch minify-mobilenet
+.PHONY: all test sanitize tsan test-threads clean install check-torch bench-function minify-mobilenet
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 # `make fuzz`: the parser's libFuzzer target (tests/fuzz/fuzz_parse.c) built with clang under

@@ -12,15 +12,13 @@
  * the step before, and a sync never rehashes node contents: it hashes its roots' hashes
  * and a small record of the graph's cut and sharing (see graph.c).
  *
- * Trace-once functions (issue 4) are meant to build on these pieces: trace the function
- * with its inputs as READY nodes on this thread's context (cap_ctx), cut the graph of its
- * outputs with cap_graph_collect (inputs become parameters in first-visit order, found
- * with cap_graph_param_of; in-place updates of inputs become aliased outputs), keep the
- * key and cap_exe_lookup's entry in the function's cache entry next to its guards, and on
- * a hit skip tracing altogether: cap_exe_run on the new inputs' values, then wrap the
- * outputs with cap_node_data and cap_wrap and write aliased outputs back. Not here yet:
- * random numbers as a graph op fed by a seed input (latch_rand_* fill on the host), and
- * symbolic dims (node dims are static; reads of them would need a hook in cap_ctx). */
+ * Trace-once functions (function.c, entry.c, trace.c, symbolic.c, random.c) build on these
+ * pieces: a trace runs the function with its inputs as READY nodes and a cap_trace on this
+ * thread's context (hooks in cap_wrap, cap_node_like, latch_dim and the reads record
+ * symbolic dims, weights and value reads), cuts the graph of its outputs and in-place
+ * updates with cap_graph_collect, and keeps the executable's cache entry beside its guards;
+ * a hit runs that executable on the new inputs' values without tracing. Random numbers are
+ * a graph op (CAP_RNG_UNIFORM) whose seed is a graph input. */
 #ifndef CAP_H
 #define CAP_H
 #include <pthread.h>
@@ -66,6 +64,7 @@ typedef enum cap_op {
   CAP_CONCAT = 24,  /* attrs: dim */
   CAP_PAD = 25,     /* attrs: low[rank], high[rank]; scalar: value */
   CAP_BROADCAST = 26,
+  CAP_RNG_UNIFORM = 27, /* operand: the seed (u32[2]); attrs: stream; scalar: low, high */
 } cap_op;
 
 typedef enum cap_state { CAP_PENDING = 0, CAP_READY, CAP_ERROR } cap_state;
@@ -94,13 +93,25 @@ typedef struct cap_node {
    * index in that walk's post-order. */
   uint64_t walk;
   int32_t walk_index;
+  /* Set while PENDING by the trace that made it (trace.c): which trace, and where its
+   * symbolic dims are kept (-1: all static). */
+  uint32_t trace_id;
+  int32_t trace_sym;
   int64_t attrs[]; /* attr_count */
 } cap_node;
 
 /* Per-thread tracing state: the handles whose nodes may still be pending or in error. */
+struct cap_trace;
 typedef struct cap_ctx {
   latch_tensor *head, *tail;
   uint64_t ops_traced; /* since the last sync flushed it into a runtime's stats */
+  struct cap_trace *trace; /* the traced function call running on this thread, or NULL */
+  bool eager;              /* a latch_call in eager mode: run every op at once */
+  bool call_seeded;        /* inside latch_call: random ops draw from call_seed */
+  uint64_t call_seed;
+  int rng_stream;          /* random ops so far in this call */
+  int reshape_infer;       /* latch_reshape tells the trace which dim was -1 (+1; 0: none) */
+  const struct cap_node *trace_like; /* latch_rand_uniform_like tells the trace its shape source */
   /* The first op error since this thread's last sync of error_rt, kept even if its tensor
    * is released at once, so the sync still reports it. */
   latch_runtime *error_rt;
@@ -131,6 +142,7 @@ struct latch_runtime {
   char cache_mode[8], cache_dir[4096];
   char fingerprint[RT_FINGERPRINT_MAX]; /* the disk cache's other key half */
   atomic_uint_fast64_t syncs, ops_traced, nodes_synced, key_ns, execute_ns, compiles, disk_loads;
+  atomic_uint_fast64_t rng_counter; /* seeds of random ops made outside latch_call */
   int check_mode;   /* min_check_mode from options.check */
   double check_tol;
   atomic_uint_fast64_t check_failures;
@@ -229,6 +241,7 @@ hlo_module *cap_graph_lower(const cap_graph *graph, hlo_diag *diag);
 /* ---- lowering (lower*.c): one node to HLO, operands already lowered ---- */
 hlo_instr *cap_lower_node(hlo_comp *comp, const cap_node *node, hlo_instr *const *operands, hlo_diag *diag);
 hlo_instr *cap_lower_nn(hlo_comp *comp, const cap_node *node, hlo_instr *const *operands, hlo_diag *diag);
+hlo_instr *cap_lower_rng(hlo_comp *comp, const cap_node *node, hlo_instr *seed, hlo_diag *diag); /* random.c */
 /* Helpers for the lowerings. */
 hlo_instr *cap_lower_convert(hlo_comp *comp, hlo_instr *x, hlo_dtype dtype, hlo_diag *diag);
 hlo_instr *cap_lower_broadcast(hlo_comp *comp, hlo_instr *x, int rank, const int64_t *dims, hlo_diag *diag);
@@ -253,6 +266,14 @@ latch_status cap_exe_run(latch_runtime *rt, const cap_exe *exe, rt_value *const 
 void *cap_compile_checked(latch_runtime *rt, const cap_graph *g, hlo_diag *diag);
 
 /* ---- sync (sync.c) ---- */
+/* The executable for a collected graph, from the cache or compiled now: a reference the
+ * caller drops with cache_table_release. NULL with the error set. *compiled tells whether
+ * this call compiled it; *status the failure's code. */
+cache_entry *cap_graph_executable(latch_runtime *rt, const cap_graph *g, bool *compiled, latch_status *status);
+/* A private shell around a shared value for one run (see sync.c), and an output taken from
+ * a run: copied when it is one of the run's shells. */
+rt_value *cap_value_view(const rt_value *value);
+rt_value *cap_take_output(rt_value *out, rt_value *const *views, int view_count);
 /* Runs the graph of these roots on rt and attaches the values. */
 latch_status cap_sync_nodes(latch_runtime *rt, int count, cap_node *const *roots, latch_tensor *const *handles);
 /* The key and HLO text a sync of these tensors would use (tests, tools, debugging). */

@@ -197,6 +197,7 @@ hlo_instr *cap_lower_node(hlo_comp *comp, const cap_node *node, hlo_instr *const
     case CAP_CONCAT: return lower_concat(comp, node, in, diag);
     case CAP_PAD: return lower_pad(comp, node, in[0], diag);
     case CAP_BROADCAST: return cap_lower_broadcast(comp, in[0], node->rank, node->dims, diag);
+    case CAP_RNG_UNIFORM: return cap_lower_rng(comp, node, in[0], diag);
     case CAP_DATA: hlo_diag_set(diag, HLO_ERR_INTERNAL, "lowering: a data node is not pending"); return NULL;
     default: return cap_lower_nn(comp, node, in, diag);
   }

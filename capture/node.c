@@ -40,6 +40,8 @@ cap_node *cap_node_new(cap_op op, int sub, int operand_count, cap_node *const *o
   node->error = NULL;
   node->walk = 0;
   node->walk_index = -1;
+  node->trace_id = 0;
+  node->trace_sym = -1;
   node->operands = node->inline_operands;
   if (operand_count > CAP_INLINE_OPERANDS) {
     node->operands = malloc(sizeof(cap_node *) * (size_t)operand_count);

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "ops.h"
-#include "ops.h"
+#include "trace.h"
 
 static const char *const unary_names[] = {
     [LATCH_NEG] = "neg",         [LATCH_ABS] = "abs",     [LATCH_SIGN] = "sign",   [LATCH_FLOOR] = "floor",
@@ -34,6 +34,8 @@ cap_node *cap_node_like(cap_op op, int sub, int count, latch_tensor *const *oper
                         int rank, const int64_t *dims) {
   cap_node *nodes[8] = {NULL}, **list = nodes;
   cap_node *node;
+  cap_ctx *ctx = cap_ctx_current();
+  if (ctx->trace) cap_trace_operands(ctx->trace, count, operands);
   if (count > 8) {
     list = malloc(sizeof(cap_node *) * (size_t)count);
     if (!list) return NULL;

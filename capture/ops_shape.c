@@ -18,7 +18,8 @@ latch_tensor *latch_reshape(latch_tensor *x, int rank, const int64_t *dims) {
   char s[128], d[256];
   if (rank < 0 || rank > HLO_MAX_RANK || (rank && !dims))
     return cap_error(x->rt, "reshape: rank %d is out of range", rank);
-  int64_t out[HLO_MAX_RANK], known = 1, total = latch_numel(x);
+  int64_t out[HLO_MAX_RANK], known = 1, total = 1;
+  for (int i = 0; i < x->node->rank; i++) total *= x->node->dims[i]; /* not latch_numel: no guard */
   int infer = -1;
   for (int i = 0; i < rank; i++) {
     out[i] = dims[i];
@@ -40,7 +41,11 @@ latch_tensor *latch_reshape(latch_tensor *x, int rank, const int64_t *dims) {
   if (known != total)
     return cap_error(x->rt, "reshape: %s has %lld elements, dims %s have %lld", cap_shape_text(x, s, sizeof s),
                      (long long)total, dims_text(rank, dims, d, sizeof d), (long long)known);
-  return cap_traced(x->rt, cap_node_like(CAP_RESHAPE, 0, 1, &x, 0, (hlo_dtype)x->node->dtype, rank, out));
+  cap_ctx *ctx = cap_ctx_current();
+  ctx->reshape_infer = infer + 1; /* the trace's symbolic rule needs to know which dim was -1 */
+  latch_tensor *result = cap_traced(x->rt, cap_node_like(CAP_RESHAPE, 0, 1, &x, 0, (hlo_dtype)x->node->dtype, rank, out));
+  ctx->reshape_infer = 0;
+  return result;
 }
 
 latch_tensor *latch_permute(latch_tensor *x, const int *perm) {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cap.h"
+#include "trace.h"
 #include "hlo/print.h"
 
 typedef struct compile_job {
@@ -63,7 +64,7 @@ static void *compile_graph(void *ctx, hlo_diag *diag) {
 /* A READY value may be read by several threads' graphs at once, and rt_value's count is
  * not atomic: each run gets its own shell around the same data, so the backend's retains
  * and releases touch only this thread's memory. */
-static rt_value *view_of(const rt_value *value) {
+rt_value *cap_value_view(const rt_value *value) {
   rt_value *view = malloc(sizeof *view);
   if (!view) return NULL;
   *view = *value;
@@ -73,7 +74,7 @@ static rt_value *view_of(const rt_value *value) {
 
 /* An output the backend returned as one of our views (a parameter passed through) gets
  * its own copy, since the view does not own its data. */
-static rt_value *take_output(rt_value *out, rt_value *const *views, int view_count) {
+rt_value *cap_take_output(rt_value *out, rt_value *const *views, int view_count) {
   for (int i = 0; i < view_count; i++)
     if (views[i] == out) return rt_value_copy(out);
   return rt_value_retain(out);
@@ -95,9 +96,15 @@ void cap_write_back(latch_tensor *handle) {
 }
 
 cache_entry *cap_exe_lookup(latch_runtime *rt, const cap_graph *g, latch_status *status) {
+  return cap_graph_executable(rt, g, NULL, status);
+}
+
+cache_entry *cap_graph_executable(latch_runtime *rt, const cap_graph *g, bool *compiled, latch_status *status) {
   hlo_diag diag = {0};
   compile_job job = {rt, g};
-  cache_entry *entry = cache_table_get_or_compile(rt->cache, g->key, compile_graph, &job, &diag, NULL);
+  bool hit = false;
+  cache_entry *entry = cache_table_get_or_compile(rt->cache, g->key, compile_graph, &job, &diag, &hit);
+  if (compiled) *compiled = entry && !hit;
   *status = LATCH_OK;
   if (!entry) {
     cap_set_error("sync: %s", diag.message[0] ? diag.message : "compile failed");
@@ -111,7 +118,7 @@ latch_status cap_exe_run(latch_runtime *rt, const cap_exe *exe, rt_value *const 
   rt_value **views = calloc((size_t)exe->param_count + 1, sizeof *views);
   latch_status status = views ? LATCH_OK : LATCH_ERR_INTERNAL;
   for (int i = 0; status == LATCH_OK && i < exe->param_count; i++)
-    if (!(views[i] = view_of(args[i]))) status = LATCH_ERR_INTERNAL;
+    if (!(views[i] = cap_value_view(args[i]))) status = LATCH_ERR_INTERNAL;
   rt_value *result = NULL;
   if (status == LATCH_OK) {
     uint64_t start = cap_now_ns();
@@ -129,7 +136,7 @@ latch_status cap_exe_run(latch_runtime *rt, const cap_exe *exe, rt_value *const 
   }
   int taken = 0;
   for (; status == LATCH_OK && taken < exe->output_count; taken++) {
-    if (!(outputs[taken] = take_output(result->tuple[taken], views, exe->param_count))) {
+    if (!(outputs[taken] = cap_take_output(result->tuple[taken], views, exe->param_count))) {
       cap_set_error("sync: out of memory");
       status = LATCH_ERR_INTERNAL;
     }
@@ -235,6 +242,8 @@ latch_status latch_sync(latch_runtime *rt) {
     cap_set_error("sync: NULL runtime");
     return LATCH_ERR_INPUT;
   }
+  cap_trace *trace = cap_ctx_current()->trace;
+  if (trace) cap_trace_value_read(trace, "latch_sync was called");
   latch_tensor **handles = NULL;
   const char *error = NULL;
   int count = gather(rt, &handles, &error);

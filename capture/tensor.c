@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cap.h"
+#include "trace.h"
 #include "runtime/npy.h"
 #include "runtime/random_fill.h"
 
@@ -58,8 +59,10 @@ latch_tensor *cap_wrap(latch_runtime *rt, cap_node *node) {
   t->owner = NULL;
   t->prev = t->next = NULL;
   if (node->state == CAP_PENDING) {
-    cap_ctx_current()->ops_traced++;
-    if (rt && rt->options.eager) cap_sync_nodes(rt, 1, &node, &t);
+    cap_ctx *ctx = cap_ctx_current();
+    ctx->ops_traced++;
+    if (ctx->trace) cap_trace_new_node(ctx->trace, node);
+    if (rt && (rt->options.eager || ctx->eager)) cap_sync_nodes(rt, 1, &node, &t);
   }
   if (node->state != CAP_READY) list_append(cap_ctx_current(), t);
   return t;
@@ -249,16 +252,25 @@ latch_dtype latch_tensor_dtype(const latch_tensor *t) {
 
 int latch_rank(const latch_tensor *t) { return t ? t->node->rank : 0; }
 
+/* Inside a trace, a size read as a plain number may steer the function (a loop bound, a
+ * reshape), so the trace guards it. */
 int64_t latch_dim(const latch_tensor *t, int dim) {
   if (!t) return -1;
   int d = cap_norm_dim(dim, t->node->rank);
-  return d < 0 ? -1 : t->node->dims[d];
+  if (d < 0) return -1;
+  cap_trace *trace = cap_ctx_current()->trace;
+  if (trace) cap_trace_dim_read(trace, t->node, d);
+  return t->node->dims[d];
 }
 
 int64_t latch_numel(const latch_tensor *t) {
   if (!t) return 0;
   int64_t n = 1;
-  for (int i = 0; i < t->node->rank; i++) n *= t->node->dims[i];
+  cap_trace *trace = cap_ctx_current()->trace;
+  for (int i = 0; i < t->node->rank; i++) {
+    if (trace) cap_trace_dim_read(trace, t->node, i);
+    n *= t->node->dims[i];
+  }
   return n;
 }
 
@@ -275,6 +287,8 @@ static latch_status ensure_ready(latch_tensor *t) {
     cap_set_error("NULL tensor");
     return LATCH_ERR_INPUT;
   }
+  cap_trace *trace = cap_ctx_current()->trace;
+  if (trace) cap_trace_value_read(trace, "a tensor's value was read (latch_read, latch_data or latch_save_npy)");
   cap_node *node = t->node;
   if (node->state == CAP_PENDING) {
     latch_status status = cap_sync_nodes(t->rt, 1, &node, &t);
@@ -349,6 +363,10 @@ latch_status latch_assign(latch_tensor *dst, latch_tensor *src) {
     return LATCH_ERR_INPUT;
   }
   if (old == node) return LATCH_OK;
+  cap_trace *trace = cap_ctx_current()->trace;
+  if (trace && node->state == CAP_READY)
+    cap_trace_value_read(trace, "latch_assign copied a materialized value, which a cached graph cannot replay");
+  if (trace) cap_trace_operands(trace, 1, &dst); /* a weight only written is still replayed */
   if (node->state == CAP_READY && old->state == CAP_READY && !dst->alias_of) {
     /* Both values exist: copy into dst's buffer when nothing else can see it. */
     if (atomic_load(&old->refs) == 1 && old->value->refcount == 1 && old->value != node->value) {

@@ -40,6 +40,11 @@ void guard_fact_print(hlo_strbuf *sb, const guard_fact *fact) {
     guard_expr_print(sb, &fact->a);
     hlo_sb_printf(sb, ") / %" PRId64, fact->value);
     break;
+  case GUARD_FACT_DEFINE_FLOOR:
+    hlo_sb_printf(sb, "s%d := floor((", fact->sym);
+    guard_expr_print(sb, &fact->a);
+    hlo_sb_printf(sb, ") / %" PRId64 ")", fact->value);
+    break;
   case GUARD_FACT_REL:
     guard_expr_print(sb, &fact->a);
     hlo_sb_printf(sb, " %s ", guard_rel_name(fact->rel));

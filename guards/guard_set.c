@@ -203,3 +203,27 @@ bool guard_set_ok(const guard_set *set, hlo_diag *diag) {
   hlo_diag_set(diag, HLO_ERR_UNSUPPORTED, "guard set unusable: %s", set->failure);
   return false;
 }
+
+guard_expr guard_set_define_floor(guard_set *set, guard_expr a, int64_t k) {
+  int64_t constant;
+  if (k <= 0) {
+    fail(set, "floor division by a non-positive number");
+    return guard_expr_const(0);
+  }
+  if (guard_expr_is_const(&a, &constant)) return guard_expr_const(constant >= 0 ? constant / k : -((-constant + k - 1) / k));
+  guard_expr exact;
+  if (guard_expr_div_exact(a, k, &exact)) return exact;
+  int64_t hint = guard_set_hint(set, &a);
+  int64_t quotient = hint >= 0 ? hint / k : -((-hint + k - 1) / k);
+  if (quotient == 0 || quotient == 1) { /* specialized: a stays in [q*k, q*k + k) */
+    guard_set_compare(set, a, GUARD_GE, guard_expr_const(quotient * k));
+    guard_set_compare(set, a, GUARD_LT, guard_expr_const(quotient * k + k));
+    return guard_expr_const(quotient);
+  }
+  int sym = new_symbol(set, quotient, false, false);
+  if (sym < 0) return guard_expr_const(quotient);
+  guard_fact *fact = add_fact(set, GUARD_FACT_DEFINE_FLOOR);
+  if (fact) *fact = (guard_fact){.kind = GUARD_FACT_DEFINE_FLOOR, .sym = sym, .a = a, .value = k};
+  assume_at_least_two(set, sym);
+  return guard_expr_sym(sym);
+}

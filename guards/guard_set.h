@@ -55,6 +55,10 @@ bool guard_set_divisible(guard_set *set, guard_expr a, int64_t k);
  * caller must have checked that it holds) and t's definition. Returns t as an expression;
  * when a / k is already a polynomial, that polynomial instead of a new symbol. */
 guard_expr guard_set_define_quotient(guard_set *set, guard_expr a, int64_t k);
+/* floor(a / k) (k > 0, a >= 0 in the trace) without requiring divisibility: the output
+ * size of a strided convolution or pooling window. A constant when a is; a polynomial when
+ * every coefficient divides; 0 and 1 specialized (guards bound a); else a new symbol. */
+guard_expr guard_set_define_floor(guard_set *set, guard_expr a, int64_t k);
 
 /* The static argument at index must equal value (bytes are copied). */
 void guard_set_static(guard_set *set, int index, const guard_static *value);
@@ -75,12 +79,13 @@ void guard_set_print(const guard_set *set, hlo_strbuf *sb);
 typedef enum guard_fact_kind {
   GUARD_FACT_DTYPE, GUARD_FACT_RANK, GUARD_FACT_DIM, GUARD_FACT_BIND, GUARD_FACT_DIM_SYM,
   GUARD_FACT_DEFINE, GUARD_FACT_REL, GUARD_FACT_DIVISIBLE, GUARD_FACT_NOT_DIVISIBLE, GUARD_FACT_STATIC,
+  GUARD_FACT_DEFINE_FLOOR,
 } guard_fact_kind;
 
 typedef struct guard_fact {
   guard_fact_kind kind;
   int input, dim;    /* DTYPE, RANK, DIM, BIND, DIM_SYM */
-  int64_t value;     /* DTYPE (as hlo_dtype), RANK, DIM; divisor of DEFINE and DIVISIBLE */
+  int64_t value;     /* DTYPE (as hlo_dtype), RANK, DIM; divisor of DEFINE(_FLOOR) and DIVISIBLE */
   int sym;           /* BIND, DIM_SYM, DEFINE */
   guard_rel rel;     /* REL: a rel b */
   guard_expr a, b;   /* REL; a of DEFINE and DIVISIBLE */

@@ -6,9 +6,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The common checks in 16 bytes each, so a call's guards touch little memory; the full
+ * facts are kept for the rest and for failure messages. */
+typedef struct guard_op {
+  uint8_t kind;
+  int8_t dim;
+  int16_t input;
+  int32_t sym;
+  int64_t value;
+} guard_op;
+
 struct guard_program {
   int input_count, symbol_count, check_count;
   guard_fact *checks;
+  guard_op *ops;
 };
 
 /* Cheap checks that most often tell two entries apart go first: a call with the wrong dtype
@@ -45,9 +56,10 @@ static bool validate(const guard_set *set, hlo_diag *diag) {
     bool about_dim = f->kind == GUARD_FACT_DIM || f->kind == GUARD_FACT_BIND || f->kind == GUARD_FACT_DIM_SYM;
     if (f->kind == GUARD_FACT_RANK) ranks[f->input] = f->value;
     if (about_dim) ok = f->input >= 0 && f->input < inputs && f->dim >= 0 && f->dim < ranks[f->input];
-    if (f->kind == GUARD_FACT_BIND || f->kind == GUARD_FACT_DIM_SYM || f->kind == GUARD_FACT_DEFINE)
+    bool defines = f->kind == GUARD_FACT_DEFINE || f->kind == GUARD_FACT_DEFINE_FLOOR;
+    if (f->kind == GUARD_FACT_BIND || f->kind == GUARD_FACT_DIM_SYM || defines)
       ok = ok && f->sym >= 0 && f->sym < symbols;
-    if (f->kind == GUARD_FACT_DEFINE || f->kind == GUARD_FACT_DIVISIBLE || f->kind == GUARD_FACT_NOT_DIVISIBLE)
+    if (defines || f->kind == GUARD_FACT_DIVISIBLE || f->kind == GUARD_FACT_NOT_DIVISIBLE)
       ok = ok && f->value > 0;
     ok = ok && expr_symbols_below(&f->a, symbols) && expr_symbols_below(&f->b, symbols);
     if (!ok) {
@@ -87,6 +99,18 @@ guard_program *guard_program_compile(const guard_set *set, hlo_diag *diag) {
       }
       n++;
     }
+  program->ops = calloc((size_t)n + 1, sizeof *program->ops);
+  if (!program->ops) {
+    for (int i = 0; i < n; i++)
+      if (checks[i].kind == GUARD_FACT_STATIC) free((void *)checks[i].static_value.bytes);
+    free(checks);
+    free(program);
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory compiling guards");
+    return NULL;
+  }
+  for (int i = 0; i < n; i++)
+    program->ops[i] = (guard_op){(uint8_t)checks[i].kind, (int8_t)checks[i].dim, (int16_t)checks[i].input,
+                                 checks[i].sym, checks[i].value};
   program->checks = checks;
   program->check_count = n;
   program->input_count = guard_set_input_count(set);
@@ -99,6 +123,7 @@ void guard_program_free(guard_program *program) {
   for (int i = 0; i < program->check_count; i++)
     if (program->checks[i].kind == GUARD_FACT_STATIC) free((void *)program->checks[i].static_value.bytes);
   free(program->checks);
+  free(program->ops);
   free(program);
 }
 
@@ -153,6 +178,61 @@ static void describe_values(char *out, size_t size, const guard_fact *check, con
       }
 }
 
+/* The hot path: every check, no messages. On a failure the caller runs check_explained,
+ * which fails at the same check and says why. */
+static bool check_fast(const guard_program *program, const guard_tensor *inputs, const guard_static *statics,
+                       int static_count, int64_t *bindings) {
+  const guard_op *op = program->ops;
+  for (int c = 0; c < program->check_count; c++, op++) {
+    switch ((guard_fact_kind)op->kind) {
+    case GUARD_FACT_DTYPE:
+      if (inputs[op->input].dtype != (hlo_dtype)op->value) return false;
+      break;
+    case GUARD_FACT_RANK:
+      if (inputs[op->input].rank != op->value) return false;
+      break;
+    case GUARD_FACT_DIM:
+      if (inputs[op->input].dims[op->dim] != op->value) return false;
+      break;
+    case GUARD_FACT_BIND: bindings[op->sym] = inputs[op->input].dims[op->dim]; break;
+    case GUARD_FACT_DIM_SYM:
+      if (inputs[op->input].dims[op->dim] != bindings[op->sym]) return false;
+      break;
+    default: {
+      const guard_fact *k = &program->checks[c];
+      int64_t a = 0, b = 0;
+      switch (k->kind) {
+      case GUARD_FACT_DEFINE:
+        if (!guard_expr_eval(&k->a, bindings, &a)) return false;
+        bindings[k->sym] = a / k->value;
+        break;
+      case GUARD_FACT_DEFINE_FLOOR:
+        if (!guard_expr_eval(&k->a, bindings, &a)) return false;
+        bindings[k->sym] = a >= 0 ? a / k->value : -((-a + k->value - 1) / k->value);
+        break;
+      case GUARD_FACT_REL:
+        if (!guard_expr_eval(&k->a, bindings, &a) || !guard_expr_eval(&k->b, bindings, &b) || !guard_rel_holds(a, k->rel, b))
+          return false;
+        break;
+      case GUARD_FACT_DIVISIBLE:
+      case GUARD_FACT_NOT_DIVISIBLE:
+        if (!guard_expr_eval(&k->a, bindings, &a) || (a % k->value == 0) != (k->kind == GUARD_FACT_DIVISIBLE))
+          return false;
+        break;
+      case GUARD_FACT_STATIC:
+        if (k->static_index >= static_count || !static_equal(&k->static_value, &statics[k->static_index])) return false;
+        break;
+      default: break;
+      }
+    }
+    }
+  }
+  return true;
+}
+
+static bool check_explained(const guard_program *program, const guard_tensor *inputs, const guard_static *statics,
+                            int static_count, int64_t *bindings, guard_failure *why);
+
 bool guard_program_check(const guard_program *program, const guard_tensor *inputs, int input_count,
                          const guard_static *statics, int static_count, int64_t *bindings,
                          guard_failure *why) {
@@ -163,6 +243,12 @@ bool guard_program_check(const guard_program *program, const guard_tensor *input
     }
     return false;
   }
+  if (check_fast(program, inputs, statics, static_count, bindings)) return true;
+  return check_explained(program, inputs, statics, static_count, bindings, why);
+}
+
+static bool check_explained(const guard_program *program, const guard_tensor *inputs, const guard_static *statics,
+                            int static_count, int64_t *bindings, guard_failure *why) {
   char detail[160];
   for (int c = 0; c < program->check_count; c++) {
     const guard_fact *k = &program->checks[c];
@@ -197,6 +283,10 @@ bool guard_program_check(const guard_program *program, const guard_tensor *input
     case GUARD_FACT_DEFINE:
       if (!guard_expr_eval(&k->a, bindings, &a)) return failed(k, c, "overflow", 0, 0, why);
       bindings[k->sym] = a / k->value;
+      break;
+    case GUARD_FACT_DEFINE_FLOOR:
+      if (!guard_expr_eval(&k->a, bindings, &a)) return failed(k, c, "overflow", 0, 0, why);
+      bindings[k->sym] = a >= 0 ? a / k->value : -((-a + k->value - 1) / k->value);
       break;
     case GUARD_FACT_REL:
       if (!guard_expr_eval(&k->a, bindings, &a) || !guard_expr_eval(&k->b, bindings, &b))

@@ -233,6 +233,142 @@ latch_tensor *latch_concat(int count, latch_tensor *const *xs, int dim);
 latch_tensor *latch_pad(latch_tensor *x, const int64_t *low, const int64_t *high, double value);
 latch_tensor *latch_broadcast_to(latch_tensor *x, int rank, const int64_t *dims);
 
+/* ---- random numbers inside graphs ----
+ * Unlike latch_rand_uniform (host data, made at once), these are graph ops: the numbers come
+ * from a counter-based hash of the element index and a seed that is an input of the graph,
+ * so a cached graph draws new numbers on every run. Outside a traced function the seed
+ * advances on every op; inside one (latch_call) it advances on every call, cache hits
+ * included, and the same function seed and call number give the same numbers in every mode.
+ * Float dtypes only (others become f32). */
+latch_tensor *latch_rand_uniform_like(latch_tensor *like, double low, double high);
+/* Inverted dropout: each element kept with probability 1 - p and scaled by 1 / (1 - p). */
+latch_tensor *latch_dropout(latch_tensor *x, double p);
+
+/* ---- traced functions (trace once, guard every call) ----
+ * A frontend function registered with latch_function_new runs ONCE per distinct guard set:
+ * the first call traces it (ops are recorded, not run), latch keeps the graph of its outputs
+ * with the guards the trace relied on (input dtypes, ranks, dims, static arguments, and
+ * every constraint between symbolic sizes), and later calls whose inputs pass the guards run
+ * the cached executable without calling the function. A call that fails every entry's guards
+ * traces again (a recompile).
+ *
+ * What the function may do while traced:
+ *   - ops on its inputs, on tensors it creates, and on tensors it reaches through user (model
+ *     weights): those are kept by handle, so a weight updated between calls (latch_assign) is
+ *     seen by the next call. Their dtypes and dims are checked on every call.
+ *   - latch_assign onto an input or a weight: replayed on every call.
+ *   - latch_dim / latch_numel: the size read is guarded (specialized). To keep a size
+ *     symbolic, use latch_size_of and the latch_size functions below.
+ *   - reading a value (latch_read, latch_data, latch_sync, ...) during a trace works, but
+ *     the function is then traced on every call (said once on stderr).
+ * Statics are ints, floats or byte strings the function's behaviour depends on; each trace
+ * is guarded on their exact values. */
+
+typedef struct latch_function latch_function;
+
+typedef enum latch_static_kind { LATCH_STATIC_INT, LATCH_STATIC_FLOAT, LATCH_STATIC_BYTES } latch_static_kind;
+typedef struct latch_static {
+  latch_static_kind kind;
+  int64_t i;
+  double f;          /* compared bit for bit */
+  const void *bytes; /* copied when a trace keeps it */
+  size_t len;
+} latch_static;
+
+/* The function: fill outputs[0..output_count) with new references (latch_release them as
+ * any op result). A status other than LATCH_OK is returned by latch_call unchanged. */
+typedef latch_status (*latch_fn)(void *user, latch_tensor *const *inputs, int input_count,
+                                 const latch_static *statics, int static_count, latch_tensor **outputs,
+                                 int output_count);
+/* The same without static arguments (the shape of the bench zoo's step functions). */
+typedef latch_status (*latch_step_fn)(void *user, latch_tensor *const *inputs, int input_count,
+                                      latch_tensor **outputs, int output_count);
+
+typedef enum latch_trace_mode {
+  LATCH_TRACE_ONCE = 0, /* guards and cached executables (default) */
+  LATCH_TRACE_EVERY,    /* trace on every call; the graph is still compiled once per key */
+  LATCH_TRACE_EAGER,    /* run every op at once */
+} latch_trace_mode;
+
+typedef enum latch_shape_policy {
+  LATCH_SHAPES_AUTOMATIC = 0, /* first trace static; dims that change become symbolic (default) */
+  LATCH_SHAPES_STATIC,        /* every dim guarded by value; each new size traces again */
+  LATCH_SHAPES_MARKED,        /* the marked dims symbolic from the first trace, the rest static */
+} latch_shape_policy;
+
+/* A dim of an input marked symbolic up front (any policy but static), and/or independent:
+ * never shares a symbol with another dim of equal size (no duck sizing). */
+typedef struct latch_dim_mark {
+  int input, dim;
+  bool dynamic, independent;
+} latch_dim_mark;
+
+typedef struct latch_function_options {
+  const char *name;             /* for logs and warnings; copied */
+  latch_trace_mode mode;
+  latch_shape_policy shapes;
+  int recompile_limit;          /* LATCH_RECOMPILE_LIMIT, default 8: traces after the first */
+  uint64_t seed;                /* random ops: call n draws from a seed made of this and n */
+  int mark_count;
+  const latch_dim_mark *marks;  /* copied */
+} latch_function_options;
+
+/* Defaults, then LATCH_RECOMPILE_LIMIT. LATCH_LOG=recompiles prints every recompile with the
+ * failing guard; LATCH_LOG=guards prints each new entry's guards (comma-separated, both). */
+latch_status latch_function_options_init(latch_function_options *options);
+/* NULL options means the defaults. NULL on failure (latch_last_error says why). */
+latch_function *latch_function_new(latch_runtime *rt, latch_fn fn, void *user, const latch_function_options *options);
+latch_function *latch_function_new_step(latch_runtime *rt, latch_step_fn step, void *user,
+                                        const latch_function_options *options);
+/* Drops the function's entries (and the weights they keep); before latch_close. */
+void latch_function_free(latch_function *fn);
+
+/* Runs fn: outputs[0..output_count) receive new references. Thread-safe: many threads may
+ * call one function. Inputs still pending are synced first. */
+latch_status latch_call(latch_function *fn, latch_tensor *const *inputs, int input_count,
+                        const latch_static *statics, int static_count, latch_tensor **outputs, int output_count);
+
+typedef struct latch_function_stats {
+  uint64_t calls;
+  uint64_t hits;            /* calls that ran a cached entry without calling the function */
+  uint64_t traces;          /* calls that ran the function under tracing */
+  uint64_t recompiles;      /* traces that added an entry after the first */
+  uint64_t fallback_calls;  /* traces past the recompile limit or forced by a value read */
+  /* A symbolic entry (one traced with symbolic dims) runs every binding its guards accept.
+   * On a backend that can run a module without compiling it (the reference evaluator), a
+   * new binding's module is built from the kept template: an instantiation, no compile. A
+   * backend that compiles static shapes compiles one executable per new binding: a
+   * specialization, counted in latch_stats.compiles too. */
+  uint64_t specializations;
+  uint64_t instantiations;
+  uint64_t instantiate_ns;  /* building modules from templates (lowering and verifying) */
+  uint64_t entries;
+  uint64_t guard_checks;    /* guard programs evaluated */
+  uint64_t guard_ns;        /* time in guard evaluation, timed on one call in 8 and scaled */
+  uint64_t trace_ns;        /* time running the function under tracing and cutting graphs */
+  bool trace_every;         /* fell back for good: limit reached or a value read */
+} latch_function_stats;
+void latch_function_get_stats(latch_function *fn, latch_function_stats *stats);
+
+/* ---- symbolic sizes: sizes read without specializing them ----
+ * Inside a trace a latch_size may stand for a symbolic size (sym >= 0); value is its size
+ * in this call. Outside a trace every size is plain (sym < 0). */
+typedef struct latch_size {
+  int64_t value;
+  int32_t sym; /* an index into the trace's table, or -1 */
+} latch_size;
+latch_size latch_size_of(const latch_tensor *t, int dim);
+latch_size latch_size_const(int64_t value);
+latch_size latch_size_mul(latch_size a, latch_size b);
+latch_size latch_size_add(latch_size a, latch_size b);
+/* The outcome in this call; a trace records a guard that keeps it. */
+bool latch_size_compare(latch_cmp op, latch_size a, latch_size b);
+/* latch_reshape with sizes (no -1): the product must equal x's element count. */
+latch_tensor *latch_reshape_sized(latch_tensor *x, int rank, const latch_size *dims);
+/* latch_slice with sizes, neither wrapped nor clamped: 0 <= start <= stop <= the dim's size
+ * must hold (an error otherwise; a trace guards it). */
+latch_tensor *latch_slice_sized(latch_tensor *x, int dim, latch_size start, latch_size stop, int64_t step);
+
 #ifdef __cplusplus
 }
 #endif

@@ -30,6 +30,13 @@ typedef struct rt_backend {
    * a malloc'd buffer in *bytes, its length in *len. */
   hlo_status (*serialize)(const rt_executable *exe, void **bytes, size_t *len, hlo_diag *diag);
   rt_executable *(*deserialize)(const void *bytes, size_t len, hlo_diag *diag);
+  /* Optional (NULL when the backend must compile first): runs a module directly, with no
+   * compile work, as execute would run its executable. A traced function with symbolic dims
+   * keeps its graph as a template and, for a binding it has not run yet, builds that
+   * binding's module from the template (shapes computed from the symbols) and runs it here;
+   * a backend without it gets one compiled specialization per binding instead. */
+  hlo_status (*execute_module)(const hlo_module *module, rt_value *const *args, int arg_count, rt_value **result,
+                               hlo_diag *diag);
 } rt_backend;
 
 /* The backend called name, or NULL. */

@@ -40,6 +40,12 @@ static hlo_status reference_execute(rt_executable *exe, rt_value *const *args, i
   return rt_evaluate(exe->module, args, arg_count, &options, result, diag);
 }
 
+static hlo_status reference_execute_module(const hlo_module *module, rt_value *const *args, int arg_count,
+                                           rt_value **result, hlo_diag *diag) {
+  rt_eval_options options = {.fp64 = false};
+  return rt_evaluate(module, args, arg_count, &options, result, diag);
+}
+
 static void reference_destroy(rt_executable *exe) {
   if (!exe) return;
   hlo_module_free(exe->module);
@@ -67,4 +73,5 @@ const rt_backend rt_backend_reference = {
     .destroy = reference_destroy,
     .serialize = reference_serialize,
     .deserialize = reference_deserialize,
+    .execute_module = reference_execute_module,
 };

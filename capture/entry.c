@@ -1,0 +1,541 @@
+/* A traced function's cache entries: built from a finished trace, checked against a call,
+ * and run on a call without the frontend function. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "function.h"
+#include "hlo/verify.h"
+
+/* ---- building ---- */
+
+static int find_input(const cap_trace *trace, const cap_node *node) {
+  for (int i = 0; i < trace->input_count; i++)
+    if (trace->input_nodes[i] == node) return i;
+  return -1;
+}
+
+static int find_captured(const cap_trace *trace, const cap_node *node) {
+  for (int i = 0; i < trace->captured_count; i++)
+    if (trace->captured[i].node == node) return i;
+  return -1;
+}
+
+/* Where a READY node the trace read comes from on a later call. */
+static cap_src source_of(const cap_trace *trace, cap_node *node) {
+  int i = find_input(trace, node);
+  if (i >= 0) return (cap_src){CAP_SRC_INPUT, i, NULL};
+  if (node == trace->seed) return (cap_src){CAP_SRC_SEED, 0, NULL};
+  i = find_captured(trace, node);
+  if (i >= 0) return (cap_src){CAP_SRC_CAPTURED, i, NULL};
+  return (cap_src){CAP_SRC_CONST, 0, cap_node_retain(node)};
+}
+
+/* A handle the function assigned to: its new value is pending and alias_of holds the old. */
+static bool assigned(const latch_tensor *h, const cap_node *before) {
+  return h->node != before && h->node->state == CAP_PENDING;
+}
+
+static bool build_template(cap_entry *e, cap_trace *trace, const cap_graph *g) {
+  e->node_count = g->node_count;
+  e->nodes = calloc((size_t)g->node_count + 1, sizeof *e->nodes);
+  e->roots = malloc(sizeof(int) * ((size_t)g->root_count + 1));
+  if (!e->nodes || !e->roots) return false;
+  for (int r = 0; r < g->root_count; r++) e->roots[r] = g->roots[r]->walk_index;
+  for (int i = 0; i < g->node_count; i++) {
+    const cap_node *n = g->nodes[i];
+    cap_tmpl_node *t = &e->nodes[i];
+    *t = (cap_tmpl_node){.op = n->op, .sub = n->sub, .dtype = n->dtype, .rank = n->rank,
+                         .operand_count = n->operand_count, .attr_count = n->attr_count};
+    memcpy(t->scalar, n->scalar, sizeof t->scalar);
+    t->operands = malloc(sizeof(int) * ((size_t)n->operand_count + 1));
+    t->attrs = malloc(sizeof(int64_t) * ((size_t)n->attr_count + 1));
+    t->dims = malloc(sizeof(guard_expr) * ((size_t)n->rank + 1));
+    if (!t->operands || !t->attrs || !t->dims) return false;
+    if (n->attr_count) memcpy(t->attrs, n->attrs, sizeof(int64_t) * (size_t)n->attr_count);
+    cap_trace_node_dims(trace, n, t->dims);
+    guard_expr attrs[4];
+    if (cap_trace_node_attrs(trace, n, attrs)) {
+      if (!(t->attr_exprs = malloc(sizeof attrs))) return false;
+      memcpy(t->attr_exprs, attrs, sizeof attrs);
+    }
+    for (int k = 0; k < n->operand_count; k++) {
+      const cap_node *operand = n->operands[k];
+      if (operand->state == CAP_PENDING) {
+        t->operands[k] = operand->walk_index;
+        continue;
+      }
+      int p = 0;
+      while (p < g->param_count && g->params[p] != operand) p++;
+      if (p == g->param_count) return false;
+      t->operands[k] = -1 - p;
+    }
+  }
+  return true;
+}
+
+static void fail_status(latch_status *status, latch_status code, const char *message) {
+  if (message) cap_set_error("%s", message);
+  *status = code;
+}
+
+cap_entry *cap_entry_build(cap_trace *trace, latch_tensor *const *outputs, int output_count,
+                           cap_node ***first_params, bool *compiled, latch_status *status) {
+  latch_runtime *rt = trace->rt;
+  *first_params = NULL;
+  *compiled = false;
+  *status = LATCH_OK;
+  cap_entry *e = calloc(1, sizeof *e);
+  int handle_count = output_count + trace->input_count + trace->captured_count;
+  cap_node **roots = malloc(sizeof(cap_node *) * ((size_t)handle_count + 1));
+  cap_node **alias_of = malloc(sizeof(cap_node *) * ((size_t)handle_count + 1));
+  if (!e || !roots || !alias_of) {
+    free(e);
+    free(roots);
+    free(alias_of);
+    fail_status(status, LATCH_ERR_INTERNAL, "call: out of memory");
+    return NULL;
+  }
+  pthread_mutex_init(&e->spec_lock, NULL);
+  /* The graph's roots: the outputs, then the new values of assigned inputs and weights. */
+  int count = 0;
+  for (int j = 0; j < output_count; j++) {
+    roots[count] = outputs[j]->node;
+    alias_of[count++] = NULL;
+  }
+  for (int i = 0; i < trace->input_count; i++)
+    if (assigned(trace->inputs[i], trace->input_nodes[i])) {
+      roots[count] = trace->inputs[i]->node;
+      alias_of[count++] = trace->inputs[i]->alias_of;
+    }
+  for (int c = 0; c < trace->captured_count; c++)
+    if (assigned(trace->captured[c].handle, trace->captured[c].node)) {
+      roots[count] = trace->captured[c].handle->node;
+      alias_of[count++] = trace->captured[c].handle->alias_of;
+    }
+  cap_graph g;
+  latch_status collected = cap_graph_collect(&g, rt->backend, count, roots, alias_of);
+  free(roots);
+  free(alias_of);
+  if (collected != LATCH_OK) {
+    cap_entry_free(rt, e);
+    *status = collected;
+    return NULL;
+  }
+  bool ok = true;
+  hlo_diag diag = {0};
+  e->program = guard_program_compile(trace->guards, &diag);
+  if (!e->program) {
+    cap_set_error("call: %s", diag.message);
+    ok = false;
+  }
+  e->symbol_count = ok ? guard_program_symbol_count(e->program) : 0;
+  e->param_count = g.param_count;
+  e->root_count = g.root_count;
+  e->output_count = output_count;
+  e->input_count = trace->input_count;
+  e->params = calloc((size_t)g.param_count + 1, sizeof *e->params);
+  e->outputs = calloc((size_t)output_count + 1, sizeof *e->outputs);
+  e->aliases = calloc((size_t)g.root_count + 1, sizeof *e->aliases);
+  e->captured = calloc((size_t)trace->captured_count + 1, sizeof *e->captured);
+  e->hint_bindings = calloc((size_t)e->symbol_count + 1, sizeof(int64_t));
+  e->dtypes = calloc((size_t)trace->input_count + 1, 1);
+  e->ranks = calloc((size_t)trace->input_count + 1, 1);
+  e->dims = calloc((size_t)trace->input_count + 1, sizeof *e->dims);
+  *first_params = malloc(sizeof(cap_node *) * ((size_t)g.param_count + 1));
+  ok = ok && e->params && e->outputs && e->aliases && e->captured && e->hint_bindings && e->dtypes && e->ranks &&
+       e->dims && *first_params;
+  for (int c = 0; ok && c < trace->captured_count; c++) {
+    cap_entry_captured *k = &e->captured[c];
+    const cap_node *n = trace->captured[c].node;
+    k->handle = latch_retain(trace->captured[c].handle);
+    k->dtype = n->dtype;
+    k->rank = n->rank;
+    memcpy(k->dims, n->dims, sizeof(int64_t) * n->rank);
+    e->captured_count = c + 1;
+  }
+  for (int i = 0; ok && i < trace->input_count; i++) {
+    const cap_node *n = trace->input_nodes[i];
+    e->dtypes[i] = n->dtype;
+    e->ranks[i] = n->rank;
+    memcpy(e->dims[i], n->dims, sizeof(int64_t) * n->rank);
+    int first = find_input(trace, n);
+    if (first != i) {
+      if (!e->same_as) {
+        e->same_as = malloc(sizeof(int) * ((size_t)trace->input_count + 1));
+        ok = e->same_as != NULL;
+        for (int k = 0; ok && k < trace->input_count; k++) e->same_as[k] = k;
+      }
+      if (ok) e->same_as[i] = first;
+    }
+  }
+  for (int p = 0; ok && p < g.param_count; p++) {
+    e->params[p] = source_of(trace, g.params[p]);
+    (*first_params)[p] = g.params[p];
+  }
+  for (int j = 0; ok && j < output_count; j++) {
+    cap_node *n = outputs[j]->node;
+    if (n->state == CAP_PENDING) {
+      int r = 0;
+      while (r < g.root_count && g.roots[r] != n) r++;
+      e->outputs[j] = (cap_src){CAP_SRC_ROOT, r, NULL};
+    } else {
+      /* An output the function did not compute: an input, a weight or its own data. */
+      int i = -1;
+      for (int k = 0; k < trace->input_count && i < 0; k++)
+        if (trace->inputs[k] == outputs[j]) i = k;
+      int c = -1;
+      for (int k = 0; k < trace->captured_count && c < 0; k++)
+        if (trace->captured[k].handle == outputs[j]) c = k;
+      if (i >= 0) e->outputs[j] = (cap_src){CAP_SRC_INPUT, i, NULL};
+      else if (c >= 0) e->outputs[j] = (cap_src){CAP_SRC_CAPTURED, c, NULL};
+      else e->outputs[j] = (cap_src){CAP_SRC_CONST, 0, cap_node_retain(n)};
+    }
+  }
+  /* In-place updates: which root goes back to which input or weight. */
+  for (int i = 0; ok && i < trace->input_count; i++)
+    if (assigned(trace->inputs[i], trace->input_nodes[i])) {
+      int r = 0;
+      while (r < g.root_count && g.roots[r] != trace->inputs[i]->node) r++;
+      e->aliases[e->alias_count].root = r;
+      e->aliases[e->alias_count++].target = (cap_src){CAP_SRC_INPUT, i, NULL};
+    }
+  for (int c = 0; ok && c < trace->captured_count; c++)
+    if (assigned(trace->captured[c].handle, trace->captured[c].node)) {
+      int r = 0;
+      while (r < g.root_count && g.roots[r] != trace->captured[c].handle->node) r++;
+      e->aliases[e->alias_count].root = r;
+      e->aliases[e->alias_count++].target = (cap_src){CAP_SRC_CAPTURED, c, NULL};
+    }
+  if (ok && trace->symbolic && guard_program_symbol_count(e->program) > 0) {
+    ok = build_template(e, trace, &g);
+    if (!ok) cap_set_error("call: out of memory keeping the trace");
+  }
+  if (ok && g.root_count) {
+    e->cached = cap_graph_executable(rt, &g, compiled, status);
+    ok = e->cached != NULL;
+  }
+  cap_graph_free(&g);
+  if (!ok) {
+    if (*status == LATCH_OK) *status = LATCH_ERR_INTERNAL;
+    free(*first_params);
+    *first_params = NULL;
+    cap_entry_free(rt, e);
+    return NULL;
+  }
+  return e;
+}
+
+void cap_entry_free(latch_runtime *rt, cap_entry *e) {
+  if (!e) return;
+  guard_program_free(e->program);
+  if (e->cached) cache_table_release(rt->cache, e->cached);
+  for (int p = 0; e->params && p < e->param_count; p++) cap_node_release(e->params[p].node);
+  for (int j = 0; e->outputs && j < e->output_count; j++) cap_node_release(e->outputs[j].node);
+  for (int c = 0; c < e->captured_count; c++) latch_release(e->captured[c].handle);
+  for (int i = 0; e->nodes && i < e->node_count; i++) {
+    free(e->nodes[i].operands);
+    free(e->nodes[i].attrs);
+    free(e->nodes[i].dims);
+    free(e->nodes[i].attr_exprs);
+  }
+  for (int s = 0; s < e->spec_count; s++) {
+    free(e->specs[s].bindings);
+    if (e->specs[s].cached) cache_table_release(rt->cache, e->specs[s].cached);
+    hlo_module_free(e->specs[s].module);
+  }
+  pthread_mutex_destroy(&e->spec_lock);
+  free(e->specs);
+  free(e->nodes);
+  free(e->roots);
+  free(e->params);
+  free(e->outputs);
+  free(e->aliases);
+  free(e->captured);
+  free(e->same_as);
+  free(e->hint_bindings);
+  free(e->dtypes);
+  free(e->ranks);
+  free(e->dims);
+  free(e);
+}
+
+/* ---- checking ---- */
+
+bool cap_entry_check(const cap_entry *e, const guard_tensor *inputs, latch_tensor *const *handles, int input_count,
+                     const guard_static *statics, int static_count, int64_t *bindings, guard_failure *why) {
+  if (!guard_program_check(e->program, inputs, input_count, statics, static_count, bindings, why)) return false;
+  for (int c = 0; c < e->captured_count; c++) {
+    const cap_entry_captured *k = &e->captured[c];
+    const cap_node *n = k->handle->node;
+    if (n->dtype != k->dtype || n->rank != k->rank || memcmp(n->dims, k->dims, sizeof(int64_t) * n->rank)) {
+      if (why) {
+        *why = (guard_failure){.check = -1, .input = -1, .dim = -1};
+        snprintf(why->message, sizeof why->message, "a tensor the function reads (not an input) changed shape");
+      }
+      return false;
+    }
+  }
+  for (int i = 0; e->same_as && i < input_count; i++)
+    if (e->same_as[i] != i && handles[i]->node != handles[e->same_as[i]]->node) {
+      if (why) {
+        *why = (guard_failure){.check = -1, .input = i, .dim = -1};
+        snprintf(why->message, sizeof why->message, "inputs %d and %d were one tensor when traced", e->same_as[i], i);
+      }
+      return false;
+    }
+  return true;
+}
+
+/* ---- running ---- */
+
+/* The node a parameter reads on this call; a weight still pending is computed first. */
+static cap_node *param_node(latch_runtime *rt, const cap_entry *e, const cap_src *src, latch_tensor *const *inputs,
+                            cap_node *seed) {
+  switch (src->kind) {
+  case CAP_SRC_INPUT: return inputs[src->index]->node;
+  case CAP_SRC_CONST: return src->node;
+  case CAP_SRC_SEED: return seed;
+  case CAP_SRC_CAPTURED: {
+    latch_tensor *h = e->captured[src->index].handle;
+    cap_node *n = h->node;
+    if (n->state == CAP_PENDING && cap_sync_nodes(rt, 1, &n, &h) != LATCH_OK) return NULL;
+    return h->node->state == CAP_READY ? h->node : NULL;
+  }
+  case CAP_SRC_ROOT: break;
+  }
+  return NULL;
+}
+
+/* The handle's value becomes fresh: written into its buffer when nothing else can see that
+ * buffer (so latch_data pointers stay valid), else the handle moves to the new node. */
+static void store(latch_tensor *h, cap_node *fresh) {
+  if (h->alias_of) { /* the trace's own pending assignment */
+    cap_node *pending = h->node;
+    h->node = h->alias_of;
+    h->alias_of = NULL;
+    cap_node_release(pending);
+    cap_list_remove(h);
+  }
+  cap_node *old = h->node;
+  if (old->state == CAP_READY && atomic_load(&old->refs) == 1 && old->value->refcount == 1 &&
+      old->value != fresh->value && old->dtype == fresh->dtype && old->rank == fresh->rank &&
+      !memcmp(old->dims, fresh->dims, sizeof(int64_t) * old->rank)) {
+    memcpy(old->value->data, fresh->value->data, (size_t)hlo_shape_bytes(&old->value->shape));
+    return;
+  }
+  h->node = cap_node_retain(fresh);
+  cap_node_release(old);
+  cap_list_remove(h);
+}
+
+static bool same_bindings(const int64_t *a, const int64_t *b, int n) {
+  return n == 0 || memcmp(a, b, sizeof(int64_t) * (size_t)n) == 0;
+}
+
+/* What runs a binding the trace did not see. The template is instantiated with this call's
+ * sizes (nodes, then HLO through the usual lowering); a backend that can run a module
+ * without compiling it (execute_module) runs that module, and the rest compile it like any
+ * graph, keyed in the shared cache. Either way the result is kept per binding. */
+static cap_spec specialize(latch_runtime *rt, cap_entry *e, const int64_t *bindings, cap_node *const *params,
+                           cap_run_kind *kind, latch_status *status) {
+  cap_spec none = {NULL, NULL, NULL};
+  pthread_mutex_lock(&e->spec_lock);
+  for (int s = 0; s < e->spec_count; s++)
+    if (same_bindings(e->specs[s].bindings, bindings, e->symbol_count)) {
+      cap_spec found = e->specs[s];
+      pthread_mutex_unlock(&e->spec_lock);
+      return found;
+    }
+  pthread_mutex_unlock(&e->spec_lock);
+  cap_node **made = calloc((size_t)e->node_count + 1, sizeof *made);
+  cap_node **roots = malloc(sizeof(cap_node *) * ((size_t)e->root_count + 1));
+  /* Compiling needs the parameters' shapes only, and one distinct leaf per parameter even
+   * when this call passes one tensor twice: stand-ins without values. */
+  cap_node **proxies = calloc((size_t)e->param_count + 1, sizeof *proxies);
+  bool ok = made && roots && proxies;
+  for (int p = 0; ok && p < e->param_count; p++) {
+    cap_node *proxy = proxies[p] = cap_node_new(CAP_DATA, 0, 0, NULL, 0);
+    if (!(ok = proxy != NULL)) break;
+    proxy->dtype = params[p]->dtype;
+    proxy->rank = params[p]->rank;
+    memcpy(proxy->dims, params[p]->dims, sizeof(int64_t) * proxy->rank);
+    cap_node_set_value(proxy, NULL);
+    proxy->hash = proxy->data_hash;
+  }
+  for (int i = 0; ok && i < e->node_count; i++) {
+    const cap_tmpl_node *t = &e->nodes[i];
+    cap_node *operands[16], **list = operands;
+    if (t->operand_count > 16 && !(list = malloc(sizeof(cap_node *) * (size_t)t->operand_count))) break;
+    for (int k = 0; k < t->operand_count; k++) list[k] = t->operands[k] >= 0 ? made[t->operands[k]] : proxies[-1 - t->operands[k]];
+    cap_node *n = made[i] = cap_node_new((cap_op)t->op, t->sub, t->operand_count, list, t->attr_count);
+    if (list != operands) free(list);
+    if (!(ok = n != NULL)) break;
+    n->dtype = t->dtype;
+    n->rank = t->rank;
+    for (int d = 0; ok && d < t->rank; d++) ok = guard_expr_eval(&t->dims[d], bindings, &n->dims[d]) && n->dims[d] >= 0;
+    if (t->attr_count) memcpy(n->attrs, t->attrs, sizeof(int64_t) * (size_t)t->attr_count);
+    for (int k = 0; ok && t->attr_exprs && k < t->attr_count && k < 4; k++)
+      ok = guard_expr_eval(&t->attr_exprs[k], bindings, &n->attrs[k]);
+    memcpy(n->scalar, t->scalar, sizeof n->scalar);
+    cap_node_finish(n);
+  }
+  cap_spec spec = none;
+  if (ok) {
+    for (int r = 0; r < e->root_count; r++) roots[r] = made[e->roots[r]];
+    cap_graph g;
+    if (cap_graph_collect(&g, rt->backend, e->root_count, roots, NULL) == LATCH_OK) {
+      bool same = g.param_count == e->param_count && g.root_count == e->root_count;
+      for (int p = 0; same && p < g.param_count; p++) same = g.params[p] == proxies[p];
+      if (!same) {
+        cap_set_error("call: a symbolic trace did not instantiate to the same graph (a latch bug)");
+      } else if (rt->backend->execute_module) {
+        hlo_diag diag = {0};
+        spec.module = cap_graph_lower(&g, &diag);
+        if (spec.module && hlo_verify_module(spec.module, &diag) != HLO_OK) {
+          hlo_module_free(spec.module);
+          spec.module = NULL;
+        }
+        if (!spec.module) cap_set_error("call: instantiating a symbolic trace: %s", diag.message);
+        *kind = CAP_RUN_INSTANTIATED;
+      } else {
+        bool compiled = false;
+        spec.cached = cap_graph_executable(rt, &g, &compiled, status);
+        *kind = CAP_RUN_SPECIALIZED;
+      }
+      cap_graph_free(&g);
+    }
+  } else {
+    cap_set_error("call: out of memory, or a size overflowed, instantiating a symbolic trace");
+  }
+  for (int i = 0; made && i < e->node_count; i++) cap_node_release(made[i]);
+  for (int p = 0; proxies && p < e->param_count; p++) cap_node_release(proxies[p]);
+  free(proxies);
+  free(made);
+  free(roots);
+  if (!spec.cached && !spec.module) {
+    if (*status == LATCH_OK) *status = LATCH_ERR_INTERNAL;
+    return none;
+  }
+  pthread_mutex_lock(&e->spec_lock);
+  if (e->spec_count == e->spec_capacity) {
+    int capacity = e->spec_capacity ? e->spec_capacity * 2 : 8;
+    cap_spec *grown = realloc(e->specs, sizeof *grown * (size_t)capacity);
+    if (grown) e->specs = grown, e->spec_capacity = capacity;
+  }
+  int64_t *copy = malloc(sizeof(int64_t) * ((size_t)e->symbol_count + 1));
+  if (copy && e->spec_count < e->spec_capacity) {
+    memcpy(copy, bindings, sizeof(int64_t) * (size_t)e->symbol_count);
+    spec.bindings = copy;
+    e->specs[e->spec_count++] = spec;
+    pthread_mutex_unlock(&e->spec_lock);
+    return spec;
+  }
+  pthread_mutex_unlock(&e->spec_lock);
+  free(copy);
+  if (spec.cached) cache_table_release(rt->cache, spec.cached);
+  hlo_module_free(spec.module);
+  cap_set_error("call: out of memory");
+  *status = LATCH_ERR_INTERNAL;
+  return none;
+}
+
+latch_status cap_entry_run(latch_runtime *rt, cap_entry *e, latch_tensor *const *inputs, uint64_t seed,
+                           const int64_t *bindings, cap_node *const *first_params, latch_tensor **outputs,
+                           cap_run_kind *kind, uint64_t *instantiate_ns) {
+  enum { FEW = 16 };
+  *kind = CAP_RUN_PLAIN;
+  cap_node *seed_node = NULL, *node_buffer[FEW], **params = node_buffer;
+  rt_value shell_buffer[FEW], *shells = shell_buffer, *view_buffer[FEW], **views = view_buffer;
+  cap_node *root_buffer[FEW], **root_nodes = root_buffer;
+  latch_status status = LATCH_OK;
+  int n = e->param_count;
+  if (n > FEW) {
+    params = malloc(sizeof(cap_node *) * (size_t)n);
+    shells = malloc(sizeof(rt_value) * (size_t)n);
+    views = malloc(sizeof(rt_value *) * (size_t)n);
+  }
+  if (e->root_count > FEW) root_nodes = calloc((size_t)e->root_count, sizeof(cap_node *));
+  if (!params || !shells || !views || !root_nodes) {
+    status = LATCH_ERR_INTERNAL;
+    cap_set_error("call: out of memory");
+    goto done;
+  }
+  memset(root_nodes, 0, sizeof(cap_node *) * (size_t)e->root_count);
+  for (int p = 0; p < n && status == LATCH_OK; p++) {
+    if (first_params) {
+      params[p] = first_params[p];
+      continue;
+    }
+    if (e->params[p].kind == CAP_SRC_SEED && !seed_node && !(seed_node = cap_seed_node(seed))) status = LATCH_ERR_INTERNAL;
+    params[p] = param_node(rt, e, &e->params[p], inputs, seed_node);
+    if (!params[p] && status == LATCH_OK) {
+      status = LATCH_ERR_INTERNAL;
+      cap_set_error("call: a tensor the function reads could not be computed");
+    }
+  }
+  /* Private shells around the shared data: the backend's retains and releases touch this
+   * call's memory only (as in sync.c), and nothing is allocated for them. */
+  for (int p = 0; p < n && status == LATCH_OK; p++) {
+    shells[p] = *params[p]->value;
+    shells[p].refcount = 1;
+    views[p] = &shells[p];
+  }
+  if (status == LATCH_OK && e->root_count) {
+    cap_spec run = {NULL, e->cached, NULL};
+    if (e->nodes && !same_bindings(bindings, e->hint_bindings, e->symbol_count)) {
+      uint64_t start = cap_now_ns();
+      run = specialize(rt, e, bindings, params, kind, &status);
+      if (*kind == CAP_RUN_INSTANTIATED) *instantiate_ns = cap_now_ns() - start;
+    }
+    if (run.cached || run.module) {
+      rt_value *result = NULL;
+      hlo_diag diag = {0};
+      uint64_t start = cap_now_ns();
+      if (run.module) {
+        status = (latch_status)rt->backend->execute_module(run.module, views, n, &result, &diag);
+      } else {
+        cap_exe *exe = cache_entry_value(run.cached);
+        status = (latch_status)exe->backend->execute(exe->exe, views, n, &result, &diag);
+      }
+      atomic_fetch_add(&rt->execute_ns, cap_now_ns() - start);
+      atomic_fetch_add(&rt->syncs, 1);
+      if (status != LATCH_OK) cap_set_error("call: %s", diag.message);
+      else if (!result || result->shape.dtype != HLO_TUPLE || result->tuple_count != e->root_count) {
+        cap_set_error("call: the backend returned a wrong number of outputs");
+        status = LATCH_ERR_INTERNAL;
+      }
+      for (int r = 0; status == LATCH_OK && r < e->root_count; r++) {
+        rt_value *out = cap_take_output(result->tuple[r], views, n);
+        if (!out || !(root_nodes[r] = cap_node_data(out))) {
+          status = LATCH_ERR_INTERNAL;
+          cap_set_error("call: out of memory");
+        }
+      }
+      rt_value_release(result);
+    }
+  }
+  for (int j = 0; j < e->output_count && status == LATCH_OK; j++) {
+    const cap_src *src = &e->outputs[j];
+    switch (src->kind) {
+    case CAP_SRC_ROOT: outputs[j] = cap_wrap(rt, cap_node_retain(root_nodes[src->index])); break;
+    case CAP_SRC_INPUT: outputs[j] = latch_retain(inputs[src->index]); break;
+    case CAP_SRC_CAPTURED: outputs[j] = latch_retain(e->captured[src->index].handle); break;
+    default: outputs[j] = cap_wrap(rt, cap_node_retain(src->node)); break;
+    }
+    if (!outputs[j]) status = LATCH_ERR_INTERNAL;
+  }
+  for (int a = 0; a < e->alias_count && status == LATCH_OK; a++) {
+    const cap_src *target = &e->aliases[a].target;
+    latch_tensor *h = target->kind == CAP_SRC_INPUT ? inputs[target->index] : e->captured[target->index].handle;
+    store(h, root_nodes[e->aliases[a].root]);
+  }
+done:
+  for (int r = 0; root_nodes && r < e->root_count; r++) cap_node_release(root_nodes[r]);
+  cap_node_release(seed_node);
+  if (params != node_buffer) free(params);
+  if (shells != shell_buffer) free(shells);
+  if (views != view_buffer) free(views);
+  if (root_nodes != root_buffer) free(root_nodes);
+  return status;
+}

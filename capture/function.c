@@ -1,0 +1,549 @@
+/* Traced functions: registration, the call path (guards, then a cached entry or a trace),
+ * the shape policy, the recompile limit, logs and statistics.
+ *
+ * Entries are only ever added while the function lives. Readers (every call) take no lock:
+ * they load the current list, an immutable snapshot; a writer publishes a longer copy and
+ * keeps the older lists until the function is freed, so a reader's snapshot stays valid. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "function.h"
+#include "runtime/random_fill.h"
+
+typedef struct entry_list {
+  int count;
+  struct entry_list *older;
+  cap_entry *items[]; /* oldest first */
+} entry_list;
+
+struct latch_function {
+  latch_runtime *rt;
+  latch_fn fn;
+  latch_step_fn step;
+  void *user;
+  latch_function_options options;
+  char name[64];
+  latch_dim_mark *marks;
+  bool log_recompiles, log_guards;
+  pthread_mutex_t lock;           /* writers: adding entries, the automatic policy's dims */
+  _Atomic(struct entry_list *) list;
+  atomic_int mru;      /* the entry that passed last: tried first */
+  /* Automatic policy: input dims seen to change (input * HLO_MAX_RANK + dim), under lock. */
+  bool *auto_dynamic;
+  int auto_inputs;
+  atomic_bool trace_every, warned;
+  atomic_uint_fast64_t call_counter;
+  atomic_uint_fast64_t calls, hits, traces, recompiles, fallback_calls, specializations, instantiations, instantiate_ns, guard_checks, guard_ns,
+      trace_ns;
+};
+
+enum { GUARD_SAMPLE = 8 };
+
+static bool log_has(const char *word) {
+  const char *text = getenv("LATCH_LOG");
+  if (!text) return false;
+  size_t n = strlen(word);
+  for (const char *p = text; (p = strstr(p, word)); p += n)
+    if ((p == text || p[-1] == ',') && (p[n] == 0 || p[n] == ',')) return true;
+  return false;
+}
+
+latch_status latch_function_options_init(latch_function_options *options) {
+  memset(options, 0, sizeof *options);
+  options->recompile_limit = 8;
+  const char *text = getenv("LATCH_RECOMPILE_LIMIT");
+  if (text && *text) {
+    char *end;
+    errno = 0;
+    long value = strtol(text, &end, 10);
+    if (errno || *end || value < 0 || value > 1 << 20) {
+      cap_set_error("LATCH_RECOMPILE_LIMIT=%s: expected a non-negative integer", text);
+      return LATCH_ERR_INPUT;
+    }
+    options->recompile_limit = (int)value;
+  }
+  return LATCH_OK;
+}
+
+static latch_function *make(latch_runtime *rt, latch_fn fn, latch_step_fn step, void *user,
+                            const latch_function_options *options) {
+  latch_function_options defaults;
+  if (!options) {
+    if (latch_function_options_init(&defaults) != LATCH_OK) return NULL;
+    options = &defaults;
+  }
+  if (!rt || (!fn && !step)) {
+    cap_set_error("function_new: NULL runtime or function");
+    return NULL;
+  }
+  if ((unsigned)options->mode > LATCH_TRACE_EAGER || (unsigned)options->shapes > LATCH_SHAPES_MARKED ||
+      options->recompile_limit < 0 || options->mark_count < 0 || (options->mark_count && !options->marks)) {
+    cap_set_error("function_new: bad options (mode, shape policy, recompile limit or marks)");
+    return NULL;
+  }
+  for (int i = 0; i < options->mark_count; i++)
+    if (options->marks[i].input < 0 || options->marks[i].dim < 0 || options->marks[i].dim >= HLO_MAX_RANK) {
+      cap_set_error("function_new: mark %d names input %d dim %d", i, options->marks[i].input, options->marks[i].dim);
+      return NULL;
+    }
+  latch_function *f = calloc(1, sizeof *f);
+  if (!f) {
+    cap_set_error("function_new: out of memory");
+    return NULL;
+  }
+  f->rt = rt;
+  f->fn = fn;
+  f->step = step;
+  f->user = user;
+  f->options = *options;
+  snprintf(f->name, sizeof f->name, "%s", options->name ? options->name : "function");
+  f->options.name = f->name;
+  if (options->mark_count) {
+    f->marks = malloc(sizeof *f->marks * (size_t)options->mark_count);
+    if (!f->marks) {
+      free(f);
+      cap_set_error("function_new: out of memory");
+      return NULL;
+    }
+    memcpy(f->marks, options->marks, sizeof *f->marks * (size_t)options->mark_count);
+  }
+  f->options.marks = f->marks;
+  f->log_recompiles = log_has("recompiles");
+  f->log_guards = log_has("guards");
+  pthread_mutex_init(&f->lock, NULL);
+  return f;
+}
+
+latch_function *latch_function_new(latch_runtime *rt, latch_fn fn, void *user, const latch_function_options *options) {
+  return make(rt, fn, NULL, user, options);
+}
+
+latch_function *latch_function_new_step(latch_runtime *rt, latch_step_fn step, void *user,
+                                        const latch_function_options *options) {
+  return make(rt, NULL, step, user, options);
+}
+
+void latch_function_free(latch_function *f) {
+  if (!f) return;
+  entry_list *list = atomic_load(&f->list);
+  for (int i = 0; list && i < list->count; i++) cap_entry_free(f->rt, list->items[i]);
+  while (list) {
+    entry_list *older = list->older;
+    free(list);
+    list = older;
+  }
+  free(f->auto_dynamic);
+  free(f->marks);
+  pthread_mutex_destroy(&f->lock);
+  free(f);
+}
+
+void latch_function_get_stats(latch_function *f, latch_function_stats *s) {
+  memset(s, 0, sizeof *s);
+  if (!f) return;
+  s->calls = atomic_load(&f->calls);
+  s->hits = atomic_load(&f->hits);
+  s->traces = atomic_load(&f->traces);
+  s->recompiles = atomic_load(&f->recompiles);
+  s->fallback_calls = atomic_load(&f->fallback_calls);
+  s->specializations = atomic_load(&f->specializations);
+  s->instantiations = atomic_load(&f->instantiations);
+  s->instantiate_ns = atomic_load(&f->instantiate_ns);
+  s->guard_checks = atomic_load(&f->guard_checks);
+  s->guard_ns = atomic_load(&f->guard_ns);
+  s->trace_ns = atomic_load(&f->trace_ns);
+  s->trace_every = atomic_load(&f->trace_every);
+  entry_list *list = atomic_load_explicit(&f->list, memory_order_acquire);
+  s->entries = list ? (uint64_t)list->count : 0;
+}
+
+static latch_status invoke(latch_function *f, latch_tensor *const *inputs, int input_count, const latch_static *statics,
+                           int static_count, latch_tensor **outputs, int output_count) {
+  if (f->fn) return f->fn(f->user, inputs, input_count, statics, static_count, outputs, output_count);
+  return f->step(f->user, inputs, input_count, outputs, output_count);
+}
+
+static void release_outputs(latch_tensor **outputs, int count) {
+  for (int j = 0; j < count; j++) {
+    latch_release(outputs[j]);
+    outputs[j] = NULL;
+  }
+}
+
+/* ---- the shape policy ---- */
+
+/* Which input dims the next trace keeps symbolic; false when memory runs out. */
+static bool plan_dims(latch_function *f, latch_tensor *const *inputs, int input_count, bool *symbolic,
+                      bool *independent) {
+  memset(symbolic, 0, sizeof(bool) * (size_t)input_count * HLO_MAX_RANK);
+  memset(independent, 0, sizeof(bool) * (size_t)input_count * HLO_MAX_RANK);
+  if (f->options.shapes == LATCH_SHAPES_STATIC) return true;
+  for (int m = 0; m < f->options.mark_count; m++) {
+    const latch_dim_mark *mark = &f->marks[m];
+    if (mark->input >= input_count) continue;
+    int at = mark->input * HLO_MAX_RANK + mark->dim;
+    if (mark->dynamic) symbolic[at] = true;
+    if (mark->independent) independent[at] = true;
+  }
+  if (f->options.shapes != LATCH_SHAPES_AUTOMATIC) return true;
+  /* A dim that differs from what an earlier trace with the same dtypes and ranks saw has
+   * changed once: it becomes symbolic, now and in every later trace. */
+  pthread_mutex_lock(&f->lock);
+  if (f->auto_inputs < input_count) {
+    bool *grown = realloc(f->auto_dynamic, sizeof(bool) * (size_t)input_count * HLO_MAX_RANK);
+    if (!grown) {
+      pthread_mutex_unlock(&f->lock);
+      return false;
+    }
+    memset(grown + f->auto_inputs * HLO_MAX_RANK, 0, sizeof(bool) * (size_t)(input_count - f->auto_inputs) * HLO_MAX_RANK);
+    f->auto_dynamic = grown;
+    f->auto_inputs = input_count;
+  }
+  entry_list *list = atomic_load_explicit(&f->list, memory_order_acquire);
+  for (int k = 0; list && k < list->count; k++) {
+    const cap_entry *e = list->items[k];
+    if (e->input_count != input_count) continue;
+    bool alike = true;
+    for (int i = 0; i < input_count && alike; i++)
+      alike = e->dtypes[i] == inputs[i]->node->dtype && e->ranks[i] == inputs[i]->node->rank;
+    for (int i = 0; alike && i < input_count; i++)
+      for (int d = 0; d < e->ranks[i]; d++)
+        if (e->dims[i][d] != inputs[i]->node->dims[d]) f->auto_dynamic[i * HLO_MAX_RANK + d] = true;
+  }
+  for (int i = 0; i < input_count * HLO_MAX_RANK; i++) symbolic[i] = symbolic[i] || f->auto_dynamic[i];
+  pthread_mutex_unlock(&f->lock);
+  return true;
+}
+
+/* ---- logs ---- */
+
+static void log_guards(latch_function *f, const cap_trace *trace, int entry_number) {
+  hlo_strbuf sb;
+  hlo_sb_init(&sb);
+  guard_set_print(trace->guards, &sb);
+  fprintf(stderr, "latch: '%s' entry %d guards:\n%s", f->name, entry_number, sb.data ? sb.data : "");
+  hlo_sb_free(&sb);
+}
+
+static void log_recompile(latch_function *f, uint64_t number, const guard_failure *why, bool have_why,
+                          latch_tensor *const *inputs, int input_count) {
+  if (!have_why) {
+    fprintf(stderr, "latch: '%s' recompile %llu\n", f->name, (unsigned long long)number);
+    return;
+  }
+  fprintf(stderr, "latch: '%s' recompile %llu (limit %d): %s", f->name, (unsigned long long)number,
+          f->options.recompile_limit, why->message);
+  if (why->input >= 0 && why->dim >= 0 && why->input < input_count)
+    fprintf(stderr, " (input %d dim %d: %lld -> %lld)", why->input, why->dim, (long long)why->expected,
+            (long long)inputs[why->input]->node->dims[why->dim]);
+  fputc('\n', stderr);
+}
+
+/* ---- the call ---- */
+
+static latch_status run_eager(latch_function *f, latch_tensor *const *inputs, int input_count,
+                              const latch_static *statics, int static_count, latch_tensor **outputs, int output_count,
+                              uint64_t seed) {
+  cap_ctx *ctx = cap_ctx_current();
+  ctx->eager = true;
+  ctx->call_seeded = true;
+  ctx->call_seed = seed;
+  ctx->rng_stream = 0;
+  latch_status status = invoke(f, inputs, input_count, statics, static_count, outputs, output_count);
+  ctx->eager = false;
+  ctx->call_seeded = false;
+  return status;
+}
+
+/* Traces the function on this call; keeps the entry in *made (NULL when the trace must not
+ * be kept: a value read, or something that failed). */
+static latch_status trace_call(latch_function *f, latch_tensor *const *inputs, int input_count,
+                               const latch_static *statics, int static_count, latch_tensor **outputs, int output_count,
+                               uint64_t seed, cap_entry **made, bool print_guards) {
+  latch_runtime *rt = f->rt;
+  *made = NULL;
+  enum { FEW = 8 };
+  bool symbolic_buffer[FEW * HLO_MAX_RANK], independent_buffer[FEW * HLO_MAX_RANK];
+  bool *symbolic = symbolic_buffer, *independent = independent_buffer;
+  if (input_count > FEW) {
+    symbolic = malloc(sizeof(bool) * (size_t)input_count * HLO_MAX_RANK);
+    independent = malloc(sizeof(bool) * (size_t)input_count * HLO_MAX_RANK);
+  }
+  latch_status status = symbolic && independent && plan_dims(f, inputs, input_count, symbolic, independent)
+                            ? LATCH_OK : LATCH_ERR_INTERNAL;
+  cap_trace trace;
+  if (status == LATCH_OK) status = cap_trace_begin(&trace, rt, input_count, inputs, symbolic, independent);
+  if (symbolic != symbolic_buffer) free(symbolic);
+  if (independent != independent_buffer) free(independent);
+  if (status != LATCH_OK) {
+    if (status == LATCH_ERR_INTERNAL && !*latch_last_error()) cap_set_error("call: out of memory");
+    return status;
+  }
+  for (int s = 0; s < static_count; s++) {
+    guard_static value = {(guard_static_kind)statics[s].kind, statics[s].i, statics[s].f, statics[s].bytes, statics[s].len};
+    guard_set_static(trace.guards, s, &value);
+  }
+  cap_ctx *ctx = cap_ctx_current();
+  ctx->call_seeded = true;
+  ctx->call_seed = seed;
+  ctx->rng_stream = 0;
+  status = invoke(f, inputs, input_count, statics, static_count, outputs, output_count);
+  cap_trace_end(&trace);
+  ctx->call_seeded = false;
+  for (int j = 0; status == LATCH_OK && j < output_count; j++) {
+    cap_node *n = outputs[j] ? outputs[j]->node : NULL;
+    if (n && n->state == CAP_PENDING && n->trace_id != trace.id) {
+      /* Pending work from before the call returned as is: computed now, it is data the
+       * entry returns, like a weight. */
+      if (cap_sync_nodes(rt, 1, &n, &outputs[j]) != LATCH_OK) trace.failed = true;
+      else cap_trace_operands(&trace, 1, &outputs[j]);
+    }
+    if (!outputs[j]) {
+      cap_set_error("call: '%s' left output %d NULL", f->name, j);
+      status = LATCH_ERR_INPUT;
+    } else if (outputs[j]->node->state == CAP_ERROR) {
+      cap_set_error("call: '%s' output %d: %s", f->name, j, outputs[j]->node->error);
+      outputs[j]->node->reported = 1;
+      status = LATCH_ERR_INPUT;
+    }
+  }
+  if (status != LATCH_OK) {
+    release_outputs(outputs, output_count);
+    cap_trace_free(&trace);
+    return status;
+  }
+  if (trace.value_read || trace.failed) {
+    /* Not kept: compute what the function left pending the ordinary way. */
+    if (trace.value_read && !atomic_exchange(&f->trace_every, true))
+      fprintf(stderr, "latch: '%s' is traced on every call from now on: %s while it was traced\n", f->name,
+              trace.value_read);
+    int count = output_count + input_count + trace.captured_count, n = 0;
+    latch_tensor **handles = malloc(sizeof *handles * (size_t)(count + 1));
+    cap_node **roots = malloc(sizeof *roots * (size_t)(count + 1));
+    status = handles && roots ? LATCH_OK : LATCH_ERR_INTERNAL;
+    for (int j = 0; handles && roots && j < output_count; j++) handles[n++] = outputs[j];
+    for (int i = 0; handles && roots && i < input_count; i++) handles[n++] = inputs[i];
+    for (int c = 0; handles && roots && c < trace.captured_count; c++) handles[n++] = trace.captured[c].handle;
+    for (int k = 0; handles && roots && k < n; k++) roots[k] = handles[k]->node;
+    if (status == LATCH_OK) status = cap_sync_nodes(rt, n, roots, handles);
+    for (int k = 0; status == LATCH_OK && k < n; k++)
+      if (handles[k]->node->state == CAP_READY && !handles[k]->alias_of) cap_list_remove(handles[k]);
+    free(handles);
+    free(roots);
+    if (status != LATCH_OK) release_outputs(outputs, output_count);
+    cap_trace_free(&trace);
+    return status;
+  }
+  cap_node **first_params = NULL;
+  bool compiled = false;
+  cap_entry *e = cap_entry_build(&trace, outputs, output_count, &first_params, &compiled, &status);
+  if (e) {
+    guard_tensor gin_buffer[FEW], *gin = gin_buffer;
+    if (input_count > FEW) gin = malloc(sizeof *gin * (size_t)input_count);
+    /* The trace's own inputs must pass its guards; this also leaves the symbols' values. */
+    bool pass = gin != NULL;
+    for (int i = 0; pass && i < input_count; i++) {
+      const cap_node *n = trace.input_nodes[i];
+      gin[i] = (guard_tensor){(hlo_dtype)n->dtype, n->rank, n->dims};
+    }
+    guard_static static_buffer[FEW], *gs = static_buffer;
+    if (static_count > FEW) gs = malloc(sizeof *gs * (size_t)static_count);
+    for (int s = 0; gs && s < static_count; s++)
+      gs[s] = (guard_static){(guard_static_kind)statics[s].kind, statics[s].i, statics[s].f, statics[s].bytes, statics[s].len};
+    guard_failure why;
+    pass = pass && gs && guard_program_check(e->program, gin, input_count, gs, static_count, e->hint_bindings, &why);
+    if (gin != gin_buffer) free(gin);
+    if (gs != static_buffer) free(gs);
+    if (!pass) {
+      cap_set_error("call: '%s': a trace fails its own guards (a latch bug)", f->name);
+      status = LATCH_ERR_INTERNAL;
+    }
+    latch_tensor *traced_outputs_buffer[FEW], **traced = traced_outputs_buffer;
+    if (output_count > FEW) traced = malloc(sizeof *traced * (size_t)output_count);
+    if (!traced) status = LATCH_ERR_INTERNAL;
+    if (status == LATCH_OK) {
+      /* Run the entry now, as a hit would, so the first call already checks the entry's
+       * plan; the function's own output handles are dropped after. */
+      memcpy(traced, outputs, sizeof *traced * (size_t)output_count);
+      memset(outputs, 0, sizeof *outputs * (size_t)output_count);
+      /* Dropped first: then no pending node still reads an assigned input's old buffer, and
+       * its new value can be written into that buffer. The parameters stay alive through
+       * their handles and the entry. */
+      release_outputs(traced, output_count);
+      cap_run_kind kind;
+      uint64_t unused = 0;
+      status = cap_entry_run(rt, e, inputs, seed, e->hint_bindings, first_params, outputs, &kind, &unused);
+    }
+    if (traced != traced_outputs_buffer) free(traced);
+    if (status == LATCH_OK) {
+      *made = e;
+      if (print_guards) {
+        entry_list *list = atomic_load_explicit(&f->list, memory_order_acquire);
+        log_guards(f, &trace, list ? list->count + 1 : 1);
+      }
+    } else {
+      cap_entry_free(rt, e);
+    }
+  }
+  free(first_params);
+  if (status != LATCH_OK) release_outputs(outputs, output_count);
+  cap_trace_free(&trace);
+  return status;
+}
+
+latch_status latch_call(latch_function *f, latch_tensor *const *inputs, int input_count, const latch_static *statics,
+                        int static_count, latch_tensor **outputs, int output_count) {
+  if (!f || input_count < 0 || output_count < 0 || static_count < 0 || (input_count && !inputs) ||
+      (output_count && !outputs) || (static_count && !statics)) {
+    cap_set_error("call: NULL function, or a count without its array");
+    return LATCH_ERR_INPUT;
+  }
+  for (int j = 0; j < output_count; j++) outputs[j] = NULL;
+  latch_runtime *rt = f->rt;
+  for (int i = 0; i < input_count; i++) {
+    latch_tensor *t = inputs[i];
+    if (!t || t->node->state == CAP_ERROR) {
+      cap_set_error("call: '%s' input %d %s", f->name, i, t ? t->node->error : "is NULL");
+      return LATCH_ERR_INPUT;
+    }
+    if (t->rt != rt) {
+      cap_set_error("call: '%s' input %d belongs to another runtime", f->name, i);
+      return LATCH_ERR_INPUT;
+    }
+  }
+  for (int s = 0; s < static_count; s++)
+    if ((unsigned)statics[s].kind > LATCH_STATIC_BYTES || (statics[s].kind == LATCH_STATIC_BYTES && statics[s].len && !statics[s].bytes)) {
+      cap_set_error("call: '%s' static %d is malformed", f->name, s);
+      return LATCH_ERR_INPUT;
+    }
+  cap_ctx *ctx = cap_ctx_current();
+  if (ctx->trace) /* called from a function being traced: part of that trace */
+    return invoke(f, inputs, input_count, statics, static_count, outputs, output_count);
+  atomic_fetch_add(&f->calls, 1);
+  uint64_t seed = rt_mix64(f->options.seed ^ rt_mix64(atomic_fetch_add(&f->call_counter, 1)));
+  if (f->options.mode == LATCH_TRACE_EAGER)
+    return run_eager(f, inputs, input_count, statics, static_count, outputs, output_count, seed);
+  /* Inputs still pending are the caller's work: compute them, so they are data here. */
+  for (int i = 0; i < input_count; i++) {
+    latch_tensor *t = inputs[i];
+    cap_node *n = t->node;
+    if (n->state == CAP_PENDING) {
+      latch_status status = cap_sync_nodes(rt, 1, &n, &inputs[i]);
+      if (status != LATCH_OK) return status;
+      if (t->node->state == CAP_READY && !t->alias_of) cap_list_remove(t);
+    }
+  }
+  guard_failure why; /* filled by the first failing entry; read only when have_why */
+  why.message[0] = 0;
+  bool have_why = false;
+  if (f->options.mode == LATCH_TRACE_ONCE) {
+    enum { FEW = 16 };
+    guard_tensor gin_buffer[FEW], *gin = gin_buffer;
+    guard_static gs_buffer[FEW], *gs = gs_buffer;
+    int64_t bindings_buffer[GUARD_MAX_SYMBOLS];
+    if (input_count > FEW) gin = malloc(sizeof *gin * (size_t)input_count);
+    if (static_count > FEW) gs = malloc(sizeof *gs * (size_t)static_count);
+    if (!gin || !gs) {
+      cap_set_error("call: out of memory");
+      return LATCH_ERR_INTERNAL;
+    }
+    /* Guard time is sampled (one call in GUARD_SAMPLE, scaled): two clock reads per call
+     * would cost about as much as the guards themselves. */
+    static _Thread_local unsigned sample_tick;
+    bool timed = (sample_tick++ % GUARD_SAMPLE) == 0;
+    uint64_t start = timed ? cap_now_ns() : 0;
+    for (int i = 0; i < input_count; i++) {
+      const cap_node *n = inputs[i]->node;
+      gin[i] = (guard_tensor){(hlo_dtype)n->dtype, n->rank, n->dims};
+    }
+    for (int s = 0; s < static_count; s++)
+      gs[s] = (guard_static){(guard_static_kind)statics[s].kind, statics[s].i, statics[s].f, statics[s].bytes, statics[s].len};
+    cap_entry *hit = NULL;
+    int hit_index = -1, checks = 0;
+    entry_list *list = atomic_load_explicit(&f->list, memory_order_acquire);
+    int count = list ? list->count : 0, first = atomic_load_explicit(&f->mru, memory_order_relaxed);
+    for (int k = -1; k < count && !hit; k++) {
+      int index = k < 0 ? first : count - 1 - k; /* the last hit, then newest first */
+      if (index < 0 || index >= count || (k >= 0 && index == first)) continue;
+      cap_entry *e = list->items[index];
+      checks++;
+      guard_failure failure;
+      if (e->output_count != output_count) { /* asked for another number of outputs: not this entry */
+        if (!have_why) snprintf(why.message, sizeof why.message, "traced with %d outputs, called with %d", e->output_count, output_count);
+        have_why = true;
+        continue;
+      }
+      if (cap_entry_check(e, gin, inputs, input_count, gs, static_count, bindings_buffer, have_why ? &failure : &why)) {
+        hit = e;
+        hit_index = index;
+      } else {
+        have_why = true;
+      }
+    }
+    if (timed) atomic_fetch_add(&f->guard_ns, (cap_now_ns() - start) * GUARD_SAMPLE);
+    atomic_fetch_add(&f->guard_checks, (uint64_t)checks);
+    if (gin != gin_buffer) free(gin);
+    if (gs != gs_buffer) free(gs);
+    if (hit) {
+      if (hit_index != first) atomic_store_explicit(&f->mru, hit_index, memory_order_relaxed);
+      atomic_fetch_add(&f->hits, 1);
+      cap_run_kind kind = CAP_RUN_PLAIN;
+      uint64_t instantiate_ns = 0;
+      latch_status status = cap_entry_run(rt, hit, inputs, seed, bindings_buffer, NULL, outputs, &kind, &instantiate_ns);
+      if (instantiate_ns) atomic_fetch_add(&f->instantiate_ns, instantiate_ns);
+      if (kind == CAP_RUN_SPECIALIZED) atomic_fetch_add(&f->specializations, 1);
+      if (kind == CAP_RUN_INSTANTIATED) atomic_fetch_add(&f->instantiations, 1);
+      if (status != LATCH_OK) release_outputs(outputs, output_count);
+      return status;
+    }
+  }
+  /* A trace. Past the recompile limit it is not kept (the function runs trace-every). */
+  bool keep = f->options.mode == LATCH_TRACE_ONCE && !atomic_load(&f->trace_every);
+  entry_list *current = atomic_load_explicit(&f->list, memory_order_acquire);
+  int entries = current ? current->count : 0;
+  if (keep && entries > 0 && atomic_load(&f->recompiles) >= (uint64_t)f->options.recompile_limit) {
+    keep = false;
+    atomic_store(&f->trace_every, true);
+    if (!atomic_exchange(&f->warned, true))
+      fprintf(stderr,
+              "latch: warning: '%s' reached its recompile limit (%d) and is traced on every call from now on; "
+              "the guard that keeps failing: %s\n",
+              f->name, f->options.recompile_limit, have_why ? why.message : "(none recorded)");
+  }
+  if (!keep) atomic_fetch_add(&f->fallback_calls, f->options.mode == LATCH_TRACE_ONCE);
+  if (keep && entries > 0 && f->log_recompiles)
+    log_recompile(f, atomic_load(&f->recompiles) + 1, &why, have_why, inputs, input_count);
+  atomic_fetch_add(&f->traces, 1);
+  uint64_t start = cap_now_ns();
+  cap_entry *made = NULL;
+  latch_status status = trace_call(f, inputs, input_count, statics, static_count, outputs, output_count, seed, &made,
+                                   keep && f->log_guards);
+  atomic_fetch_add(&f->trace_ns, cap_now_ns() - start);
+  if (!made) return status;
+  if (!keep) {
+    cap_entry_free(rt, made);
+    return status;
+  }
+  pthread_mutex_lock(&f->lock);
+  entry_list *old = atomic_load_explicit(&f->list, memory_order_relaxed);
+  int number = old ? old->count : 0;
+  entry_list *grown = malloc(sizeof *grown + sizeof(cap_entry *) * (size_t)(number + 1));
+  bool added = grown != NULL;
+  if (added) {
+    grown->count = number + 1;
+    grown->older = old;
+    if (number) memcpy(grown->items, old->items, sizeof(cap_entry *) * (size_t)number);
+    grown->items[number] = made;
+    atomic_store_explicit(&f->list, grown, memory_order_release);
+    atomic_store(&f->mru, number);
+  }
+  pthread_mutex_unlock(&f->lock);
+  if (!added) {
+    cap_entry_free(rt, made);
+    return status;
+  }
+  if (number > 0) atomic_fetch_add(&f->recompiles, 1);
+  return status;
+}
