@@ -15,7 +15,7 @@ LIB_CXX = $(sort $(wildcard runtime/*.cc))
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/obj/%.o) $(LIB_CXX:%.cc=$(BUILD)/obj/%.o)
 # bench/: the model zoo and harness, written against include/latch.h alone; linked into the
 # command and into the tests (as build/libbench.a), not into the library.
-BENCH_C = $(sort $(wildcard bench/*.c bench/models/*.c))
+BENCH_C = $(filter-out bench/function_micro.c,$(sort $(wildcard bench/*.c bench/models/*.c)))
 BENCH_OBJ = $(BENCH_C:%.c=$(BUILD)/obj/%.o)
 TOOL_C = $(sort $(wildcard tools/*.c))
 TOOL_OBJ = $(TOOL_C:%.c=$(BUILD)/obj/%.o)
