@@ -111,7 +111,7 @@ latch_tensor *bench_input(latch_runtime *rt, const bench_config *config, latch_d
 typedef enum bench_mode {
   BENCH_EAGER,     /* the runtime's eager option: every op runs as it is called */
   BENCH_EVERY,     /* trace the whole step, sync once; the compile is cached by hash */
-  BENCH_ONCE,      /* trace once, then guards and the cached executable (issue 4: not yet) */
+  BENCH_ONCE,      /* a traced function: traced once, then guards and the cached executable */
   BENCH_REFERENCE, /* every, on the reference backend: the check of another backend */
   BENCH_MODE_COUNT
 } bench_mode;
@@ -134,6 +134,7 @@ typedef struct bench_result {
   double *cpu_ms;        /* [steps]: the process's CPU time over the step (every thread's:
                           * on a shared machine, what the step cost apart from waiting) */
   double first_ms;       /* the first (warm-up) step: compiles happen here */
+  latch_function_stats function; /* once: the traced function's counters over every step */
   bench_counters warmup, timed;
   int output_rank;
   int64_t output_dims[LATCH_MAX_RANK];

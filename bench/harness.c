@@ -37,7 +37,8 @@ void bench_zoo_usage(void) {
          "With no options: the short default run, every model below but bert_base and vit_b_16, at\n"
          "its default batch and size.\n"
          "  --model M        one or more (repeat the flag or separate with commas); 'all' = every model\n"
-         "  --mode LIST      eager, every, once (trace-once: not available until issue 4), reference\n"
+         "  --mode LIST      eager, every, once (a traced function: guards, then the cached graph),\n"
+         "                   reference\n"
          "                   (every on the reference backend); default eager,every\n"
          "  --batch N        batch size (default per model), --size N: image side or sequence length\n"
          "  --weights DIR    load DIR/<state_dict key>.npy (PyTorch names) instead of seeded weights\n"
@@ -140,7 +141,7 @@ static int parse(int argc, char **argv, options *o) {
   table_uses_cpu = false;
   o->repeat = 3;
   o->warmup = 1;
-  o->modes[BENCH_EAGER] = o->modes[BENCH_EVERY] = true;
+  o->modes[BENCH_EAGER] = o->modes[BENCH_EVERY] = o->modes[BENCH_ONCE] = true;
   int seed = 0;
   for (int i = 0; i < argc; i++) {
     const char *flag = argv[i], *value = NULL;
@@ -202,11 +203,6 @@ static int parse(int argc, char **argv, options *o) {
     if (!ok) return 1;
   }
   o->config.seed = (uint64_t)seed;
-  if (o->modes[BENCH_ONCE]) {
-    fprintf(stderr, "latch: error: bench: --mode once: trace-once functions (issue 4) are not available yet; "
-                    "use --mode eager,every\n");
-    return 2;
-  }
   bool any = false;
   for (int m = 0; m < BENCH_MODE_COUNT; m++) any = any || o->modes[m];
   if (!any) {
@@ -271,8 +267,8 @@ static bool write_json(const char *path, const options *o, const model_run *runs
   if (!f) return false;
   fprintf(f, "{\n  \"latch_bench\": 1,\n  \"backend\": \"%s\",\n  \"repeat\": %d,\n  \"warmup\": %d,\n  \"models\": [",
           backend, o->repeat, o->warmup);
-  double speedups[MAX_MODELS], cpu_speedups[MAX_MODELS];
-  int speedup_count = 0;
+  double speedups[MAX_MODELS], cpu_speedups[MAX_MODELS], once_speedups[MAX_MODELS], once_cpu_speedups[MAX_MODELS];
+  int speedup_count = 0, once_count = 0;
   for (int i = 0; i < count; i++) {
     const model_run *r = &runs[i];
     const bench_result *any = NULL;
@@ -311,6 +307,14 @@ static bool write_json(const char *path, const options *o, const model_run *runs
       json_counters(f, "timed", &x->timed);
       fputs(",\n        ", f);
       json_counters(f, "warmup", &x->warmup);
+      if (m == BENCH_ONCE) {
+        const latch_function_stats *fs = &x->function;
+        fprintf(f, ",\n        \"function\": {\"calls\": %llu, \"hits\": %llu, \"traces\": %llu, \"recompiles\": %llu, "
+                   "\"guard_ns\": %llu, \"guard_checks\": %llu, \"trace_ns\": %llu, \"trace_every\": %s}",
+                (unsigned long long)fs->calls, (unsigned long long)fs->hits, (unsigned long long)fs->traces,
+                (unsigned long long)fs->recompiles, (unsigned long long)fs->guard_ns,
+                (unsigned long long)fs->guard_checks, (unsigned long long)fs->trace_ns, fs->trace_every ? "true" : "false");
+      }
       fprintf(f, ",\n        \"max_abs_diff\": %.9g, \"max_rel_diff\": %.9g, \"agrees\": %s}", r->max_abs[m], r->max_rel[m],
               r->agree[m] ? "true" : "false");
       first = false;
@@ -323,12 +327,22 @@ static bool write_json(const char *path, const options *o, const model_run *runs
       cpu_speedups[speedup_count] = c;
       speedups[speedup_count++] = s;
     }
+    if (r->ran[BENCH_EAGER] && r->ran[BENCH_ONCE]) {
+      double s = median_of(&r->results[BENCH_EAGER]) / median_of(&r->results[BENCH_ONCE]);
+      double c = cpu_median_of(&r->results[BENCH_EAGER]) / cpu_median_of(&r->results[BENCH_ONCE]);
+      fprintf(f, "%s\"once\": %.6f, \"once_cpu\": %.6f", r->ran[BENCH_EVERY] ? ", " : "", s, c);
+      once_cpu_speedups[once_count] = c;
+      once_speedups[once_count++] = s;
+    }
     fputs("}}", f);
   }
   fputs("\n  ],\n  \"geomean_speedup\": {", f);
   if (speedup_count)
     fprintf(f, "\"every\": %.6f, \"every_cpu\": %.6f", geomean(speedups, speedup_count),
             geomean(cpu_speedups, speedup_count));
+  if (once_count)
+    fprintf(f, "%s\"once\": %.6f, \"once_cpu\": %.6f", speedup_count ? ", " : "", geomean(once_speedups, once_count),
+            geomean(once_cpu_speedups, once_count));
   fputs("}\n}\n", f);
   return fclose(f) == 0;
 }
@@ -336,10 +350,10 @@ static bool write_json(const char *path, const options *o, const model_run *runs
 static void print_table(const options *o, const model_run *runs, int count, const char *backend) {
   printf("latch bench: backend %s, median %s ms per step over %d steps (after %d warm-up)\n", backend,
          table_uses_cpu ? "CPU" : "wall", o->repeat, o->warmup);
-  printf("%-14s %5s %5s %11s %11s %11s %9s %9s  %s\n", "model", "batch", "size", "eager ms", "every ms", "once ms",
-         "every/eag", "compiles", "agree (max rel diff)");
-  double speedups[MAX_MODELS];
-  int speedup_count = 0;
+  printf("%-14s %5s %5s %11s %11s %11s %9s %9s %9s %7s  %s\n", "model", "batch", "size", "eager ms", "every ms",
+         "once ms", "every/eag", "once/eag", "compiles", "traces", "agree (max rel diff)");
+  double speedups[MAX_MODELS], once_speedups[MAX_MODELS];
+  int speedup_count = 0, once_count = 0;
   for (int i = 0; i < count; i++) {
     const model_run *r = &runs[i];
     if (r->error[0]) {
@@ -349,7 +363,17 @@ static void print_table(const options *o, const model_run *runs, int count, cons
     const bench_result *any = NULL;
     for (int m = 0; m < BENCH_MODE_COUNT && !any; m++)
       if (r->ran[m]) any = &r->results[m];
-    char eager[32] = "-", every[32] = "-", speed[32] = "-", agree[64] = "-";
+    char eager[32] = "-", every[32] = "-", once[32] = "-", speed[32] = "-", once_speed[32] = "-", agree[64] = "-";
+    char traces[32] = "-";
+    if (r->ran[BENCH_ONCE]) {
+      snprintf(once, sizeof once, "%.2f", table_median(&r->results[BENCH_ONCE]));
+      snprintf(traces, sizeof traces, "%llu", (unsigned long long)r->results[BENCH_ONCE].function.traces);
+    }
+    if (r->ran[BENCH_EAGER] && r->ran[BENCH_ONCE]) {
+      double s = table_median(&r->results[BENCH_EAGER]) / table_median(&r->results[BENCH_ONCE]);
+      once_speedups[once_count++] = s;
+      snprintf(once_speed, sizeof once_speed, "%.2fx", s);
+    }
     if (r->ran[BENCH_EAGER]) snprintf(eager, sizeof eager, "%.2f", table_median(&r->results[BENCH_EAGER]));
     if (r->ran[BENCH_EVERY]) snprintf(every, sizeof every, "%.2f", table_median(&r->results[BENCH_EVERY]));
     if (r->ran[BENCH_EAGER] && r->ran[BENCH_EVERY]) {
@@ -367,10 +391,14 @@ static void print_table(const options *o, const model_run *runs, int count, cons
     unsigned long long compiles = 0;
     for (int m = 0; m < BENCH_MODE_COUNT; m++)
       if (r->ran[m] && m == BENCH_EVERY) compiles = r->results[m].warmup.compiles + r->results[m].timed.compiles;
-    printf("%-14s %5d %5d %11s %11s %11s %9s %9llu  %s\n", r->model->name, any->batch, any->size, eager, every, "n/a",
-           speed, compiles, agree);
+    printf("%-14s %5d %5d %11s %11s %11s %9s %9s %9llu %7s  %s\n", r->model->name, any->batch, any->size, eager, every,
+           once, speed, once_speed, compiles, traces, agree);
   }
-  if (speedup_count) printf("%-14s %5s %5s %11s %11s %11s %8.2fx\n", "geomean", "", "", "", "", "", geomean(speedups, speedup_count));
+  char every_mean[32] = "", once_mean[32] = "";
+  if (speedup_count) snprintf(every_mean, sizeof every_mean, "%.2fx", geomean(speedups, speedup_count));
+  if (once_count) snprintf(once_mean, sizeof once_mean, "%.2fx", geomean(once_speedups, once_count));
+  if (speedup_count || once_count)
+    printf("%-14s %5s %5s %11s %11s %11s %9s %9s\n", "geomean", "", "", "", "", "", every_mean, once_mean);
 }
 
 /* --sweep: each batch size in turn in one runtime per mode, so the compile counts show

@@ -35,12 +35,15 @@ static bench_counters counters_since(latch_runtime *rt, const latch_stats *befor
                           s.compile_ns - before->compile_ns, s.execute_ns - before->execute_ns};
 }
 
-/* One step: the model's step function, then a sync of everything it left pending (the
- * outputs and any state it updated), as a frontend's mark_step. */
-static latch_status one_step(latch_runtime *rt, bench_instance *in, latch_tensor **outputs, double *trace_ms,
-                             double *total_ms, double *cpu_ms) {
+/* One step: the model's step function (or, in once mode, a call of it as a traced
+ * function: guards, then the cached executable), then a sync of everything left pending
+ * (the outputs and any state it updated), as a frontend's mark_step. */
+static latch_status one_step(latch_runtime *rt, bench_instance *in, latch_function *fn, latch_tensor **outputs,
+                             double *trace_ms, double *total_ms, double *cpu_ms) {
   double cpu_start = cpu_now_ms(), start = now_ms();
-  latch_status status = in->step(in->model, in->inputs, in->input_count, outputs, in->output_count);
+  latch_status status = fn ? latch_call(fn, in->inputs, in->input_count, NULL, 0, outputs, in->output_count)
+                           : in->step(in->model, in->inputs, in->input_count, outputs, in->output_count);
+  if (status != LATCH_OK && fn) bench_set_error("call: %s", latch_last_error());
   double traced = now_ms();
   if (status == LATCH_OK && latch_sync(rt) != LATCH_OK) {
     bench_set_error("sync: %s", latch_last_error());
@@ -83,10 +86,6 @@ static latch_status keep_output(latch_tensor *t, bench_result *result, const cha
 }
 
 latch_runtime *bench_open(bench_mode mode, const char *backend) {
-  if (mode == BENCH_ONCE) {
-    bench_set_error("--mode once: trace-once functions (issue 4) are not available yet; use eager,every");
-    return NULL;
-  }
   latch_options options;
   if (latch_options_init(&options) != LATCH_OK) return bench_set_error("%s", latch_last_error()), NULL;
   options.eager = mode == BENCH_EAGER;
@@ -102,7 +101,7 @@ latch_status bench_run(const bench_model *model, const bench_config *config, ben
   memset(result, 0, sizeof *result);
   result->mode = mode;
   latch_runtime *rt = bench_open(mode, backend);
-  if (!rt) return mode == BENCH_ONCE ? LATCH_ERR_UNSUPPORTED : LATCH_ERR_INPUT;
+  if (!rt) return LATCH_ERR_INPUT;
   latch_status status = bench_run_in(rt, model, config, mode, warmup, repeat, output_npy, result);
   if (backend && mode != BENCH_REFERENCE) snprintf(result->backend, sizeof result->backend, "%s", backend);
   latch_close(rt);
@@ -130,6 +129,14 @@ latch_status bench_run_in(latch_runtime *rt, const bench_model *model, const ben
   result->cpu_ms = calloc((size_t)repeat, sizeof(double));
   if (status == LATCH_OK && (!result->step_ms || !result->trace_ms || !result->cpu_ms))
     status = (bench_set_error("out of memory"), LATCH_ERR_INTERNAL);
+  latch_function *fn = NULL;
+  if (status == LATCH_OK && mode == BENCH_ONCE) {
+    latch_function_options fo;
+    latch_function_options_init(&fo);
+    fo.name = model->name;
+    fn = latch_function_new_step(rt, in.step, in.model, &fo);
+    if (!fn) status = (bench_set_error("%s", latch_last_error()), LATCH_ERR_INPUT);
+  }
   /* Whatever creating the model left pending (constants) runs now, outside every span. */
   if (status == LATCH_OK && latch_sync(rt) != LATCH_OK)
     status = (bench_set_error("sync: %s", latch_last_error()), LATCH_ERR_INTERNAL);
@@ -138,7 +145,7 @@ latch_status bench_run_in(latch_runtime *rt, const bench_model *model, const ben
   latch_get_stats(rt, &before);
   for (int i = 0; status == LATCH_OK && i < warmup; i++) {
     double ms;
-    status = one_step(rt, &in, outputs, NULL, &ms, NULL);
+    status = one_step(rt, &in, fn, outputs, NULL, &ms, NULL);
     if (i == 0) result->first_ms = ms;
     if (status == LATCH_OK) carry_state(&in, outputs);
     if (status == LATCH_OK && i + 1 < warmup) release_outputs(outputs, in.output_count);
@@ -147,7 +154,7 @@ latch_status bench_run_in(latch_runtime *rt, const bench_model *model, const ben
   latch_get_stats(rt, &before);
   for (int i = 0; status == LATCH_OK && i < repeat; i++) {
     release_outputs(outputs, in.output_count);
-    status = one_step(rt, &in, outputs, &result->trace_ms[i], &result->step_ms[i], &result->cpu_ms[i]);
+    status = one_step(rt, &in, fn, outputs, &result->trace_ms[i], &result->step_ms[i], &result->cpu_ms[i]);
     if (status == LATCH_OK) carry_state(&in, outputs);
     if (status == LATCH_OK) result->steps = i + 1;
     if (warmup == 0 && i == 0) result->first_ms = result->step_ms[0];
@@ -155,6 +162,10 @@ latch_status bench_run_in(latch_runtime *rt, const bench_model *model, const ben
   result->timed = counters_since(rt, &before);
   if (status == LATCH_OK) status = keep_output(outputs[0], result, output_npy);
   release_outputs(outputs, BENCH_MAX_OUTPUTS);
+  if (fn) {
+    latch_function_get_stats(fn, &result->function);
+    latch_function_free(fn);
+  }
   bench_instance_free(&in);
   return status;
 }
