@@ -122,6 +122,7 @@ const char *bench_mode_name(bench_mode mode);
 typedef struct bench_counters {
   uint64_t syncs, ops_traced, nodes_synced, cache_hits, cache_misses, compiles, compile_failures;
   uint64_t key_ns, compile_ns, execute_ns;
+  uint64_t disk_loads; /* misses answered by the disk cache (compiled by an earlier run) */
 } bench_counters;
 
 typedef struct bench_result {
@@ -150,7 +151,9 @@ typedef struct bench_result {
 latch_status bench_run(const bench_model *model, const bench_config *config, bench_mode mode, const char *backend,
                        int warmup, int repeat, const char *output_npy, bench_result *result);
 /* The runtime bench_run opens for mode: eager on for BENCH_EAGER, the reference backend
- * for BENCH_REFERENCE, else backend (NULL: LATCH_BACKEND's). NULL with bench_error set. */
+ * for BENCH_REFERENCE, else backend (NULL: LATCH_BACKEND's). The compile cache is on disk
+ * unless LATCH_CACHE says otherwise, so a second run compiles nothing. NULL with
+ * bench_error set. */
 latch_runtime *bench_open(bench_mode mode, const char *backend);
 /* bench_run in a runtime the caller keeps (a sweep runs every batch size in one runtime,
  * so its compile cache sees them all). */

@@ -243,11 +243,11 @@ static void json_counters(FILE *f, const char *name, const bench_counters *c) {
   fprintf(f,
           "\"%s\": {\"syncs\": %llu, \"ops_traced\": %llu, \"nodes_synced\": %llu, \"cache_hits\": %llu, "
           "\"cache_misses\": %llu, \"compiles\": %llu, \"compile_failures\": %llu, \"key_ms\": %.6f, "
-          "\"compile_ms\": %.6f, \"execute_ms\": %.6f}",
+          "\"compile_ms\": %.6f, \"execute_ms\": %.6f, \"disk_loads\": %llu}",
           name, (unsigned long long)c->syncs, (unsigned long long)c->ops_traced, (unsigned long long)c->nodes_synced,
           (unsigned long long)c->cache_hits, (unsigned long long)c->cache_misses, (unsigned long long)c->compiles,
           (unsigned long long)c->compile_failures, (double)c->key_ns / 1e6, (double)c->compile_ns / 1e6,
-          (double)c->execute_ns / 1e6);
+          (double)c->execute_ns / 1e6, (unsigned long long)c->disk_loads);
 }
 
 static double geomean(const double *values, int count) {
@@ -399,6 +399,13 @@ static void print_table(const options *o, const model_run *runs, int count, cons
   if (once_count) snprintf(once_mean, sizeof once_mean, "%.2fx", geomean(once_speedups, once_count));
   if (speedup_count || once_count)
     printf("%-14s %5s %5s %11s %11s %11s %9s %9s\n", "geomean", "", "", "", "", "", every_mean, once_mean);
+  unsigned long long loaded = 0;
+  for (int i = 0; i < count; i++)
+    for (int m = 0; m < BENCH_MODE_COUNT; m++)
+      if (runs[i].ran[m]) loaded += runs[i].results[m].warmup.disk_loads + runs[i].results[m].timed.disk_loads;
+  if (loaded)
+    printf("(%llu graph%s came from the disk compile cache, compiled by an earlier run; LATCH_CACHE=memory compiles "
+           "afresh)\n", loaded, loaded == 1 ? "" : "s");
 }
 
 /* --sweep: each batch size in turn in one runtime per mode, so the compile counts show

@@ -32,7 +32,8 @@ static bench_counters counters_since(latch_runtime *rt, const latch_stats *befor
                           s.nodes_synced - before->nodes_synced, s.cache_hits - before->cache_hits,
                           s.cache_misses - before->cache_misses, s.compiles - before->compiles,
                           s.compile_failures - before->compile_failures, s.key_ns - before->key_ns,
-                          s.compile_ns - before->compile_ns, s.execute_ns - before->execute_ns};
+                          s.compile_ns - before->compile_ns, s.execute_ns - before->execute_ns,
+                          s.disk_loads - before->disk_loads};
 }
 
 /* One step: the model's step function (or, in once mode, a call of it as a traced
@@ -89,6 +90,8 @@ latch_runtime *bench_open(bench_mode mode, const char *backend) {
   latch_options options;
   if (latch_options_init(&options) != LATCH_OK) return bench_set_error("%s", latch_last_error()), NULL;
   options.eager = mode == BENCH_EAGER;
+  const char *cache = getenv("LATCH_CACHE");
+  if (!cache || !*cache) options.cache = "disk";
   if (mode == BENCH_REFERENCE) options.backend = "reference";
   else if (backend) options.backend = backend;
   latch_runtime *rt = latch_open(&options);
