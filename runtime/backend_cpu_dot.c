@@ -1,0 +1,2 @@
+#include "backend_cpu.h"
+rt_cpu_kernel rt_cpu_pick_dot(const hlo_instr *instr) { (void)instr; return NULL; }
