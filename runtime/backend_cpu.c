@@ -177,7 +177,9 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
       } else {
         set_view(c, &instr->shape, arena + step->offset);
       }
-      step->fast(instr, (const rt_value *const *)ops, c->value);
+      if (!step->fast(instr, (const rt_value *const *)ops, c->value))
+        return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in %s %%%s",
+                            hlo_opcode_name(instr->opcode), instr->name);
       break;
     case RT_STEP_SLOW: {
       rt_value *out = NULL;

@@ -12,8 +12,8 @@
 /* A fast kernel: reads its operands (arrays in the instruction's declared operand shapes)
  * and writes every element of out, whose shape is the instruction's and whose data is a
  * reused buffer holding garbage. Picked at compile time only for shapes it handles, so it
- * checks nothing again. */
-typedef void (*rt_cpu_kernel)(const hlo_instr *instr, const rt_value *const *in, rt_value *out);
+ * checks nothing again. false only when scratch memory ran out. */
+typedef bool (*rt_cpu_kernel)(const hlo_instr *instr, const rt_value *const *in, rt_value *out);
 
 /* Each picker returns the fast kernel for instr, or NULL when it has none for this opcode,
  * these element types or shapes (the reference kernel then runs). */

@@ -111,9 +111,10 @@ static void unary_chunk(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
-static void unary_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+static bool unary_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
   ew_job j = {.op = instr->opcode, .in_type = in[0]->shape.dtype, .a = in[0]->data, .r = out->data};
   rt_parallel_for(out->count, RT_CPU_GRAIN / 4, unary_chunk, &j);
+  return true;
 }
 
 /* ---- binary ---- */
@@ -218,10 +219,11 @@ static void binary_chunk(void *ctx, int64_t begin, int64_t end) {
 #undef INT_BINARY
 }
 
-static void binary_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+static bool binary_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
   ew_job j = {.op = instr->opcode, .in_type = in[0]->shape.dtype, .a = in[0]->data, .b = in[1]->data,
               .r = out->data};
   rt_parallel_for(out->count, RT_CPU_GRAIN, binary_chunk, &j);
+  return true;
 }
 
 /* ---- compare ---- */
@@ -265,10 +267,11 @@ static void compare_chunk(void *ctx, int64_t begin, int64_t end) {
 #undef LOOP
 }
 
-static void compare_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+static bool compare_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
   ew_job j = {.dir = instr->direction, .in_type = in[0]->shape.dtype, .a = in[0]->data,
               .b = in[1]->data, .r = out->data};
   rt_parallel_for(out->count, RT_CPU_GRAIN, compare_chunk, &j);
+  return true;
 }
 
 /* ---- select ---- */
@@ -292,11 +295,12 @@ static void select_chunk(void *ctx, int64_t begin, int64_t end) {
 #undef SELECT
 }
 
-static void select_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+static bool select_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
   (void)instr;
   ew_job j = {.out_type = out->shape.dtype, .a = in[0]->data, .sa = in[0]->count == out->count ? 1 : 0,
               .b = in[1]->data, .c = in[2]->data, .r = out->data};
   rt_parallel_for(out->count, RT_CPU_GRAIN, select_chunk, &j);
+  return true;
 }
 
 /* ---- convert ---- */
@@ -401,10 +405,11 @@ static void convert_chunk(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
-static void convert_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+static bool convert_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
   (void)instr;
   ew_job j = {.in_type = in[0]->shape.dtype, .out_type = out->shape.dtype, .a = in[0]->data, .r = out->data};
   rt_parallel_for(out->count, RT_CPU_GRAIN, convert_chunk, &j);
+  return true;
 }
 
 /* ---- picking ---- */

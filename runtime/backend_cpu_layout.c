@@ -77,7 +77,7 @@ static void box_into(box *b, const rt_value *in, rt_value *out) {
   for (int k = 0; k < b->rank; k++) b->dims[k] = out->shape.dims[k];
 }
 
-static void broadcast_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+static bool broadcast_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
   box b = {0};
   box_into(&b, in[0], out);
   int64_t in_strides[HLO_MAX_RANK];
@@ -88,18 +88,20 @@ static void broadcast_kernel(const hlo_instr *instr, const rt_value *const *in, 
     b.src_strides[d] = in[0]->shape.dims[k] == out->shape.dims[d] ? in_strides[k] : 0;
   }
   box_copy(&b);
+  return true;
 }
 
-static void transpose_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+static bool transpose_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
   box b = {0};
   box_into(&b, in[0], out);
   int64_t in_strides[HLO_MAX_RANK];
   hlo_shape_strides(&in[0]->shape, in_strides);
   for (int k = 0; k < b.rank; k++) b.src_strides[k] = in_strides[instr->dimensions.values[k]];
   box_copy(&b);
+  return true;
 }
 
-static void slice_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+static bool slice_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
   box b = {0};
   box_into(&b, in[0], out);
   int64_t in_strides[HLO_MAX_RANK];
@@ -109,9 +111,10 @@ static void slice_kernel(const hlo_instr *instr, const rt_value *const *in, rt_v
     b.src_base += in_strides[k] * instr->slice_starts.values[k];
   }
   box_copy(&b);
+  return true;
 }
 
-static void reverse_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+static bool reverse_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
   box b = {0};
   box_into(&b, in[0], out);
   int64_t in_strides[HLO_MAX_RANK];
@@ -119,14 +122,15 @@ static void reverse_kernel(const hlo_instr *instr, const rt_value *const *in, rt
   for (int k = 0; k < b.rank; k++) b.src_strides[k] = in_strides[k];
   for (int k = 0; k < instr->dimensions.count; k++) {
     int64_t d = instr->dimensions.values[k];
-    if (out->shape.dims[d] == 0) return;
+    if (out->shape.dims[d] == 0) return true;
     b.src_base += in_strides[d] * (out->shape.dims[d] - 1);
     b.src_strides[d] = -in_strides[d];
   }
   box_copy(&b);
+  return true;
 }
 
-static void concatenate_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+static bool concatenate_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
   int64_t axis = instr->dimensions.values[0], at = 0;
   int64_t out_strides[HLO_MAX_RANK];
   hlo_shape_strides(&out->shape, out_strides);
@@ -145,11 +149,12 @@ static void concatenate_kernel(const hlo_instr *instr, const rt_value *const *in
     at += in[k]->shape.dims[axis];
     box_copy(&b);
   }
+  return true;
 }
 
 /* Fills with the padding value, then copies the operand into its (spread) place. Picked
  * only for non-negative edge padding. */
-static void pad_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+static bool pad_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
   size_t size = hlo_dtype_size(out->shape.dtype);
   char *dst = out->data;
   for (int64_t i = 0; i < out->count; i++) memcpy(dst + i * (int64_t)size, in[1]->data, size);
@@ -167,9 +172,10 @@ static void pad_kernel(const hlo_instr *instr, const rt_value *const *in, rt_val
     b.dst_base += out_strides[d] * instr->padding->low[d];
   }
   box_copy(&b);
+  return true;
 }
 
-static void iota_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+static bool iota_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
   (void)in;
   int64_t strides[HLO_MAX_RANK];
   hlo_shape_strides(&out->shape, strides);
@@ -186,6 +192,7 @@ static void iota_kernel(const hlo_instr *instr, const rt_value *const *in, rt_va
       default: break;
     }
   }
+  return true;
 }
 
 static bool static_array(const hlo_shape *shape) {

@@ -368,7 +368,8 @@ static void op_convert(rng *r, graph *g) {
   hlo_dtype from = x->instr->shape.dtype;
   static const hlo_dtype to_any[] = {HLO_F32, HLO_F64, HLO_S32, HLO_F16, HLO_BF16, HLO_U8, HLO_PRED, HLO_S64};
   hlo_dtype to = to_any[pick(r, 8)];
-  if (x->inexact && !is_float(to)) to = HLO_F64;
+  /* an inexact value keeps its type: widened, it would be held to a tighter tolerance */
+  if (x->inexact) to = from;
   if (is_float(from) && !is_float(to)) { /* scale to a useful integer range first */
     hlo_instr *ten = broadcast_scalar(g, from, 10, &x->instr->shape);
     hlo_instr *m = ten ? hlo_build_binary(g->comp, HLO_OP_MULTIPLY, x->instr, ten, &g->diag) : NULL;
