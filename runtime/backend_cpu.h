@@ -27,6 +27,9 @@ rt_cpu_kernel rt_cpu_pick_conv(const hlo_instr *instr);
  * an opcode neither path runs. Control flow evaluates its computations with the reference
  * evaluator. */
 rt_kernel rt_cpu_slow_kernel(hlo_opcode opcode);
+/* Typed, parallel kernels for ops that make tuples (backend_cpu_batchnorm.c): they have the
+ * reference kernels' signature and replace them; NULL when instr is not one they handle. */
+rt_kernel rt_cpu_pick_batch_norm(const hlo_instr *instr);
 
 /* How a step gets its result. */
 typedef enum rt_cpu_step_kind {

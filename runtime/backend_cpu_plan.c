@@ -116,7 +116,8 @@ static void classify(rt_cpu_step *step) {
     step->kind = RT_STEP_FAST;
   } else {
     step->kind = RT_STEP_SLOW;
-    step->slow = rt_cpu_slow_kernel(instr->opcode);
+    step->slow = rt_cpu_pick_batch_norm(instr);
+    if (!step->slow) step->slow = rt_cpu_slow_kernel(instr->opcode);
   }
 }
 

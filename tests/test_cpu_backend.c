@@ -268,6 +268,32 @@ static void test_errors_and_serialize(void) {
   CHECK(strstr(rt_backend_names(), "cpu") != NULL);
 }
 
+/* batch-norm-training on x = [[1,3],[5,7]] with features along dim 1: feature 0 holds
+ * 1, 5 (mean 3, variance 4), feature 1 holds 3, 7 (mean 5, variance 4); with epsilon 0,
+ * scale 2 and offset 1 the output is 2 * (x - mean) / 2 + 1 = [[-1,-1],[3,3]]. Then
+ * batch-norm-grad with dy = 1 everywhere: sum(dy) = 2, sum(dy * (x - mean)) = 0, so
+ * grad_operand = scale / 2 * (1 - 1 - 0) = 0, grad_scale 0, grad_offset 2. */
+static void test_batch_norm(void) {
+  const char *text =
+      "HloModule m\nENTRY e {\n x = f32[2,2] parameter(0)\n s = f32[2] parameter(1)\n o = f32[2] parameter(2)\n"
+      " t = (f32[2,2], f32[2], f32[2]) batch-norm-training(x, s, o), epsilon=0, feature_index=1\n"
+      " y = f32[2,2] get-tuple-element(t), index=0\n mean = f32[2] get-tuple-element(t), index=1\n"
+      " var = f32[2] get-tuple-element(t), index=2\n one = f32[] constant(1)\n dy = f32[2,2] broadcast(one), dimensions={}\n"
+      " g = (f32[2,2], f32[2], f32[2]) batch-norm-grad(x, s, mean, var, dy), epsilon=0, feature_index=1\n"
+      " gx = f32[2,2] get-tuple-element(g), index=0\n gs = f32[2] get-tuple-element(g), index=1\n"
+      " go = f32[2] get-tuple-element(g), index=2\n ROOT r = (f32[2,2], f32[2], f32[2], f32[2,2], f32[2], f32[2]) tuple(y, mean, var, gx, gs, go)\n}\n";
+  rt_value *args[] = {f32v(2, (int64_t[]){2, 2}, (double[]){1, 3, 5, 7}), f32v(1, (int64_t[]){2}, (double[]){2, 2}),
+                      f32v(1, (int64_t[]){2}, (double[]){1, 1})};
+  hlo_diag diag;
+  rt_value *got = run_on(&rt_backend_cpu, text, args, 3, &diag);
+  CHECK_MSG(got && got->tuple_count == 6, "%s", diag.message);
+  const double want[6][4] = {{-1, -1, 3, 3}, {3, 5}, {4, 4}, {0, 0, 0, 0}, {0, 0}, {2, 2}};
+  for (int t = 0; got && t < 6; t++)
+    for (int64_t i = 0; i < got->tuple[t]->count; i++) CHECK_NEAR(rt_get_f64(got->tuple[t], i), want[t][i], 1e-6);
+  rt_value_release(got);
+  for (int i = 0; i < 3; i++) rt_value_release(args[i]);
+}
+
 /* A chain of eight elementwise ops on one shape needs two buffers, not eight: each result
  * dies when its one user has run. */
 static void test_buffer_reuse(void) {
@@ -296,6 +322,7 @@ int main(void) {
   RUN(test_conv);
   RUN(test_control_and_tuples);
   RUN(test_errors_and_serialize);
+  RUN(test_batch_norm);
   RUN(test_buffer_reuse);
   return TEST_REPORT();
 }
