@@ -303,6 +303,31 @@ static bool select_kernel(const hlo_instr *instr, const rt_value *const *in, rt_
   return true;
 }
 
+/* ---- clamp ---- */
+
+/* min(max(x, lo), hi) with maximum's and minimum's NaN and -0 rules, as the reference;
+ * lo and hi may be scalars (step 0). */
+static void clamp_chunk(void *ctx, int64_t begin, int64_t end) {
+  const ew_job *j = ctx;
+#define CLAMP(T, MAX, MIN)                                                                   \
+  do {                                                                                       \
+    const T *lo = j->a, *x = j->b, *hi = j->c;                                               \
+    T *r = j->r;                                                                             \
+    for (int64_t i = begin; i < end; i++) r[i] = MIN(MAX(x[i], lo[i * j->sa]), hi[i * j->sc]); \
+  } while (0)
+  if (j->out_type == HLO_F32) CLAMP(float, f32_max, f32_min);
+  else CLAMP(double, f64_max, f64_min);
+#undef CLAMP
+}
+
+static bool clamp_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+  (void)instr;
+  ew_job j = {.out_type = out->shape.dtype, .a = in[0]->data, .sa = in[0]->count == out->count ? 1 : 0,
+              .b = in[1]->data, .c = in[2]->data, .sc = in[2]->count == out->count ? 1 : 0, .r = out->data};
+  rt_parallel_for(out->count, RT_CPU_GRAIN, clamp_chunk, &j);
+  return true;
+}
+
 /* ---- convert ---- */
 
 /* float -> integer: truncate toward zero, saturate, NaN -> 0 (XLA's rule). */
@@ -487,6 +512,14 @@ rt_cpu_kernel rt_cpu_pick_elementwise(const hlo_instr *instr) {
     if (p->dtype != HLO_PRED || t->dtype != shape->dtype || f->dtype != shape->dtype) return NULL;
     if (!same_dims(t, shape) || !same_dims(f, shape) || (p->rank != 0 && !same_dims(p, shape))) return NULL;
     return select_kernel;
+  }
+  if (op == HLO_OP_CLAMP) {
+    const hlo_shape *lo = &instr->operands[0]->shape, *x = &instr->operands[1]->shape, *hi = &instr->operands[2]->shape;
+    if ((shape->dtype != HLO_F32 && shape->dtype != HLO_F64) || x->dtype != shape->dtype || lo->dtype != shape->dtype ||
+        hi->dtype != shape->dtype || !same_dims(x, shape) || (lo->rank != 0 && !same_dims(lo, shape)) ||
+        (hi->rank != 0 && !same_dims(hi, shape)))
+      return NULL;
+    return clamp_kernel;
   }
   if (op == HLO_OP_CONVERT) {
     hlo_dtype from = instr->operands[0]->shape.dtype, to = shape->dtype;

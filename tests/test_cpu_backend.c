@@ -42,6 +42,10 @@ static void test_elementwise(void) {
   EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[4] parameter(0)\n b = f32[4] parameter(1)\n"
              " p = pred[4] compare(a, b), direction=GT\n ROOT s = f32[4] select(p, a, b)\n}\n", sel,
              ((double[]){3, 5, -1, 0}), 0);
+  /* clamp(0, x, 6) (relu6) with scalar bounds: -1 -> 0, 3 -> 3, 7 -> 6, NaN stays NaN */
+  rt_value *cl[] = {f32v(1, d4, (double[]){-1, 3, 7, NAN})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n x = f32[4] parameter(0)\n lo = f32[] constant(0)\n hi = f32[] constant(6)\n"
+             " ROOT c = f32[4] clamp(lo, x, hi)\n}\n", cl, ((double[]){0, 3, 6, NAN}), 0);
   /* convert: f32 -> s32 truncates toward zero, saturates, NaN -> 0 */
   rt_value *cv[] = {f32v(1, d4, (double[]){-2.7, 3e9, NAN, -3e9})};
   EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[4] parameter(0)\n ROOT c = s32[4] convert(a)\n}\n", cv,

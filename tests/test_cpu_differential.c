@@ -9,7 +9,8 @@
  * one (compare, floor, convert to integers, ...).
  *
  * Each graph starts from 1-3 parameters and grows 3-9 random ops; the result is one node or
- * a tuple of two. Shapes are small (dims 0-5, rank 0-4) so 2,000+ graphs take seconds. */
+ * a tuple of two. Shapes are small (dims 0-4, rank 0-4; one graph in twenty has dims up to
+ * 48, enough for the parallel loops) so 4,000 graphs take seconds. */
 #include <stdlib.h>
 
 #include "hlo/build.h"
@@ -18,7 +19,7 @@
 #include "runtime/random_fill.h"
 #include "test.h"
 
-enum { GRAPHS = 2200, MAX_NODES = 64 };
+enum { GRAPHS = 4000, MAX_NODES = 64 };
 
 typedef struct rng {
   uint64_t state;
@@ -60,8 +61,11 @@ static hlo_instr *param(graph *g, hlo_dtype dtype, int rank, const int64_t *dims
   return hlo_build_parameter(g->comp, g->params++, &shape, NULL, &g->diag);
 }
 
+/* One graph in twenty is large (dims up to 48), so kernels take their parallel paths. */
+static bool large_graph;
+
 static void random_dims(rng *r, int rank, int64_t *dims) {
-  for (int d = 0; d < rank; d++) dims[d] = chance(r, 4) ? 0 : 1 + pick(r, 4);
+  for (int d = 0; d < rank; d++) dims[d] = chance(r, 4) ? 0 : 1 + pick(r, large_graph ? 48 : 4);
 }
 
 static node *random_node(rng *r, graph *g) { return &g->nodes[g->count - 1 - pick(r, g->count < 4 ? g->count : 4)]; }
@@ -157,6 +161,10 @@ static void op_select(rng *r, graph *g) {
                        ? hlo_build_select(g->comp, scalar(g, HLO_PRED, pick(r, 2)), a->instr, b->instr, &g->diag)
                        : hlo_build_select(g->comp, p, a->instr, b->instr, &g->diag);
   add(g, sel, false, "select");
+  if (is_float(a->instr->shape.dtype) || hlo_dtype_is_signed(a->instr->shape.dtype)) { /* clamp(-0.5 or -1, a, b) */
+    hlo_instr *lo = scalar(g, a->instr->shape.dtype, is_float(a->instr->shape.dtype) ? -0.5 : -1);
+    add(g, lo ? hlo_build_clamp(g->comp, lo, a->instr, b->instr, &g->diag) : NULL, false, "clamp");
+  }
 }
 
 static void op_broadcast(rng *r, graph *g) {
@@ -401,6 +409,7 @@ static bool build(rng *r, graph *g) {
   g->module = hlo_module_new("diff");
   g->comp = hlo_build_computation(g->module, "main", true);
   g->dtype = graph_dtype(r);
+  large_graph = chance(r, 5);
   int starts = 1 + pick(r, 3);
   for (int i = 0; i < starts; i++) {
     int64_t dims[HLO_MAX_RANK];
