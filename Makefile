@@ -8,7 +8,9 @@ SAN ?=
 CFLAGS_COMMON = -g $(OPT) $(SAN) -Wall -Wextra -Werror -D_GNU_SOURCE -I. -Iinclude -fPIC
 CFLAGS += -std=c11 $(CFLAGS_COMMON)
 CXXFLAGS += -std=c++17 $(CFLAGS_COMMON)
-LDLIBS = -lxxhash -lck -lm -lpthread
+# tbb and openblas serve the cpu backend (runtime/parallel.cc, runtime/cpu_*.c); stdc++ is
+# for the one C++ file, since the C compiler drives the link.
+LDLIBS = -lxxhash -lck -ltbb -lopenblas -lstdc++ -lm -lpthread
 
 LIB_C = $(sort $(wildcard hlo/*.c guards/*.c cache/*.c runtime/*.c minify/*.c capture/*.c))
 LIB_CXX = $(sort $(wildcard runtime/*.cc))

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-static const rt_backend *const backends[] = {&rt_backend_reference};
+static const rt_backend *const backends[] = {&rt_backend_reference, &rt_backend_cpu};
 
 const rt_backend *rt_backend_find(const char *name) {
   if (!name) return NULL;
@@ -13,5 +13,5 @@ const rt_backend *rt_backend_find(const char *name) {
 }
 
 const char *rt_backend_names(void) {
-  return "reference";
+  return "reference, cpu";
 }

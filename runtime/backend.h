@@ -47,5 +47,8 @@ const char *rt_backend_names(void);
 /* The reference evaluator as a backend (backend_reference.c): compile keeps a copy of the
  * module; execute runs rt_evaluate in the declared types. */
 extern const rt_backend rt_backend_reference;
+/* The fast CPU backend (backend_cpu*.c): passes, a plan with buffer reuse, typed and
+ * parallel kernels, BLAS for dot and convolution, the reference kernels for the rest. */
+extern const rt_backend rt_backend_cpu;
 
 #endif

@@ -1,0 +1,27 @@
+/* Graph-rewriting passes over a module: dead-code elimination, common-subexpression
+ * elimination, algebraic simplification. Each keeps the module valid (verifiable, printable)
+ * and returns how many rewrites it made, so a driver can run them to a fixed point and tests
+ * can see what happened. Rewrites never change a computation's parameters or result shape. */
+#ifndef HLO_PASS_H
+#define HLO_PASS_H
+#include "ir.h"
+
+/* Removes instructions the root does not depend on (parameters stay: they are the
+ * computation's signature). Returns the number removed. */
+int hlo_pass_dce(hlo_module *module);
+/* Makes later instructions equal to an earlier one (same opcode, shape, operands and
+ * attributes) use the earlier one; the duplicates are left dead for DCE. Instructions with
+ * effects or randomness (rng, custom-call, infeed, collectives, ...) are never merged.
+ * Returns the number of instructions replaced. */
+int hlo_pass_cse(hlo_module *module);
+/* Rewrites exact identities: x*1, x+0 and x-0 for integers, convert to the same type,
+ * no-op reshape/broadcast/transpose/slice, reshape of reshape, transpose of transpose,
+ * and folds scalar arithmetic on constants. Returns the number of rewrites. */
+int hlo_pass_simplify(hlo_module *module);
+/* simplify, cse, dce until nothing changes (bounded). Returns the total rewrites. */
+int hlo_pass_run_all(hlo_module *module);
+
+/* Points every use of from (operands of comp's instructions, and the root) at to. */
+void hlo_replace_uses(hlo_comp *comp, hlo_instr *from, hlo_instr *to);
+
+#endif

@@ -1,0 +1,157 @@
+/* Algebraic simplification, limited to rewrites that are exact in IEEE arithmetic:
+ *   x * 1 -> x (exact for every float, -0 and NaN included, and every integer)
+ *   x + 0, 0 + x, x - 0 -> x for integers only: for floats -0 + 0 is +0, not -0
+ *   convert to the operand's own type, reshape/broadcast/transpose/slice that change
+ *   nothing -> the operand
+ *   reshape(reshape(x)) -> reshape(x); transpose(transpose(x)) -> one transpose (or x)
+ * Rewrites that would hand a user an operand with another layout are skipped: only shapes
+ * with default layouts are merged. Instructions are visited operands-first; a replaced
+ * instruction's users are redirected as they are reached, and it is left dead for DCE. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pass.h"
+
+/* Every element of a constant (or a broadcast of one) equals value. */
+static bool all_equal(const hlo_instr *instr, double value) {
+  if (instr->opcode == HLO_OP_BROADCAST && instr->operand_count == 1) instr = instr->operands[0];
+  if (instr->opcode != HLO_OP_CONSTANT || !instr->literal || !instr->literal->data) return false;
+  const hlo_literal *lit = instr->literal;
+  int64_t n = hlo_shape_elements(&lit->shape);
+  if (n < 1 || n > 4096) return false;
+  for (int64_t i = 0; i < n; i++) {
+    double v;
+    const void *p = (const char *)lit->data + i * (int64_t)hlo_dtype_size(lit->shape.dtype);
+    switch (lit->shape.dtype) {
+      case HLO_PRED: v = *(const uint8_t *)p; break;
+      case HLO_S8: v = *(const int8_t *)p; break;
+      case HLO_S16: v = *(const int16_t *)p; break;
+      case HLO_S32: v = *(const int32_t *)p; break;
+      case HLO_S64: v = (double)*(const int64_t *)p; break;
+      case HLO_U8: v = *(const uint8_t *)p; break;
+      case HLO_U16: v = *(const uint16_t *)p; break;
+      case HLO_U32: v = *(const uint32_t *)p; break;
+      case HLO_U64: v = (double)*(const uint64_t *)p; break;
+      case HLO_F16: v = hlo_f16_to_f32(*(const uint16_t *)p); break;
+      case HLO_BF16: v = hlo_bf16_to_f32(*(const uint16_t *)p); break;
+      case HLO_F32: v = *(const float *)p; break;
+      case HLO_F64: v = *(const double *)p; break;
+      default: return false;
+    }
+    if (v != value) return false;
+  }
+  return true;
+}
+
+/* to may stand in for from: same element type and dims, both default layouts. */
+static bool same_array(const hlo_instr *from, const hlo_instr *to) {
+  return hlo_shape_is_array(&from->shape) && hlo_shape_equal(&from->shape, &to->shape) &&
+         hlo_shape_is_default_layout(&from->shape) && hlo_shape_is_default_layout(&to->shape) &&
+         !hlo_shape_is_dynamic(&from->shape) && !hlo_shape_is_dynamic(&to->shape);
+}
+
+static bool is_identity(const hlo_ints *perm) {
+  for (int i = 0; i < perm->count; i++)
+    if (perm->values[i] != i) return false;
+  return true;
+}
+
+/* What instr can be replaced by, or NULL; in-place rewrites set *changed. */
+static hlo_instr *simplify(hlo_instr *instr, bool *changed) {
+  hlo_instr **ops = instr->operands;
+  hlo_dtype dtype = instr->shape.dtype;
+  switch (instr->opcode) {
+    case HLO_OP_MULTIPLY:
+      if (all_equal(ops[1], 1) && same_array(instr, ops[0])) return ops[0];
+      if (all_equal(ops[0], 1) && same_array(instr, ops[1])) return ops[1];
+      return NULL;
+    case HLO_OP_ADD:
+      if (!hlo_dtype_is_integral(dtype)) return NULL;
+      if (all_equal(ops[1], 0) && same_array(instr, ops[0])) return ops[0];
+      if (all_equal(ops[0], 0) && same_array(instr, ops[1])) return ops[1];
+      return NULL;
+    case HLO_OP_SUBTRACT:
+      if (hlo_dtype_is_integral(dtype) && all_equal(ops[1], 0) && same_array(instr, ops[0])) return ops[0];
+      return NULL;
+    case HLO_OP_CONVERT:
+    case HLO_OP_RESHAPE:
+      if (same_array(instr, ops[0])) return ops[0];
+      if (instr->opcode == HLO_OP_RESHAPE && ops[0]->opcode == HLO_OP_RESHAPE &&
+          hlo_shape_is_default_layout(&ops[0]->shape) && hlo_shape_is_default_layout(&instr->shape)) {
+        instr->operands[0] = ops[0]->operands[0];
+        *changed = true;
+        if (same_array(instr, instr->operands[0])) return instr->operands[0];
+      }
+      return NULL;
+    case HLO_OP_BROADCAST:
+      if (is_identity(&instr->dimensions) && same_array(instr, ops[0])) return ops[0];
+      return NULL;
+    case HLO_OP_TRANSPOSE: {
+      if (is_identity(&instr->dimensions) && same_array(instr, ops[0])) return ops[0];
+      hlo_instr *inner = ops[0];
+      if (inner->opcode != HLO_OP_TRANSPOSE || !hlo_shape_is_default_layout(&inner->shape)) return NULL;
+      /* result dim i = inner dim outer[i] = x dim inner_perm[outer[i]] */
+      int rank = instr->dimensions.count;
+      int64_t composed[HLO_MAX_RANK];
+      for (int i = 0; i < rank; i++) composed[i] = inner->dimensions.values[instr->dimensions.values[i]];
+      instr->dimensions = hlo_ints_copy(&instr->parent->module->arena, rank, composed);
+      instr->operands[0] = inner->operands[0];
+      *changed = true;
+      if (is_identity(&instr->dimensions) && same_array(instr, instr->operands[0])) return instr->operands[0];
+      return NULL;
+    }
+    case HLO_OP_SLICE: {
+      const hlo_shape *in = &ops[0]->shape;
+      for (int d = 0; d < in->rank; d++)
+        if (instr->slice_starts.values[d] != 0 || instr->slice_limits.values[d] != in->dims[d] ||
+            instr->slice_strides.values[d] != 1)
+          return NULL;
+      return same_array(instr, ops[0]) ? ops[0] : NULL;
+    }
+    default:
+      return NULL;
+  }
+}
+
+static int simplify_comp(hlo_comp *comp) {
+  int count = comp->instr_count;
+  hlo_instr **replacement = calloc((size_t)count + 1, sizeof *replacement);
+  if (!replacement) return 0;
+  int rewrites = 0;
+  for (int i = 0; i < count; i++) {
+    hlo_instr *instr = comp->instrs[i];
+    for (int k = 0; k < instr->operand_count; k++) {
+      hlo_instr *operand = instr->operands[k];
+      if (operand && operand->parent == comp && replacement[operand->id])
+        instr->operands[k] = replacement[operand->id];
+    }
+    bool changed = false;
+    hlo_instr *with = simplify(instr, &changed);
+    if (with && with != instr) {
+      /* a chain: with may itself have been replaced already */
+      while (with->parent == comp && replacement[with->id]) with = replacement[with->id];
+      replacement[i] = with;
+    }
+    rewrites += (with != NULL) || changed;
+  }
+  if (comp->root && replacement[comp->root->id]) comp->root = replacement[comp->root->id];
+  free(replacement);
+  return rewrites;
+}
+
+int hlo_pass_simplify(hlo_module *module) {
+  int rewrites = 0;
+  for (int c = 0; c < module->comp_count; c++) rewrites += simplify_comp(module->comps[c]);
+  return rewrites;
+}
+
+int hlo_pass_run_all(hlo_module *module) {
+  int total = 0;
+  for (int round = 0; round < 8; round++) {
+    int n = hlo_pass_simplify(module) + hlo_pass_cse(module);
+    n += hlo_pass_dce(module);
+    total += n;
+    if (n == 0) break;
+  }
+  return total;
+}

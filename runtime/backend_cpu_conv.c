@@ -1,0 +1,229 @@
+/* convolution as im2col + GEMM. The operands are seen in canonical orders through
+ * rt_work_view (input [batch][feature][spatial...], kernel [out][in][spatial...], in f32 or
+ * f64), which is the transpose to a canonical layout that lets any dim_labels through. For
+ * each output batch n and group g the taps the window reads are gathered into a column
+ * matrix col[(feature, tap)][position] (zero where a tap falls into padding or a dilation
+ * hole), and one BLAS call computes the group's output features:
+ *   y[n][g's features][positions] = kernel[g's features][(feature, tap)] x col.
+ * A 1x1 window with stride 1 and no padding reads the input plane as it is: no gather.
+ * Groups follow XLA: feature groups split input and output features; batch groups split the
+ * input batch and the output features. (batch, group) pairs are the parallel items.
+ *
+ * Zero times a finite weight adds nothing, so this equals the reference's rule of skipping
+ * padded taps; a kernel holding inf or NaN would turn those zeros into NaN, so such a
+ * kernel goes to the reference kernel instead. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "backend_cpu.h"
+#include "kernels.h"
+#include "parallel.h"
+
+typedef struct conv_geom {
+  int spatial;
+  int64_t in[HLO_MAX_RANK], taps[HLO_MAX_RANK], out[HLO_MAX_RANK];
+  int64_t in_plane, tap_count, out_plane;
+  int64_t in_batch, features, out_batch, out_features, group_features, groups, group_out;
+  int64_t feature_groups, batch_groups;
+  int64_t *source; /* [tap_count * out_plane]: offset in an input plane, or -1 */
+  bool direct;     /* col is the input plane itself */
+} conv_geom;
+
+typedef struct conv_job {
+  const conv_geom *g;
+  bool f64;
+  const void *x, *w;
+  void *y;
+  bool failed;
+} conv_job;
+
+/* source[t][p]: where tap t of the window at output position p reads, per XLA's window
+ * rule: padded position p*stride + j*rhs_dilate (j = t, or reversed), minus pad_low, is an
+ * input element when it lands inside the dilated input on a multiple of lhs_dilate. */
+static bool fill_source(conv_geom *g, const hlo_window *w) {
+  g->source = malloc(sizeof(int64_t) * (size_t)(g->tap_count * g->out_plane + 1));
+  if (!g->source) return false;
+  int64_t tap[HLO_MAX_RANK] = {0};
+  for (int64_t t = 0; t < g->tap_count; t++) {
+    int64_t pos[HLO_MAX_RANK] = {0};
+    for (int64_t p = 0; p < g->out_plane; p++) {
+      int64_t offset = 0;
+      for (int d = 0; d < g->spatial && offset >= 0; d++) {
+        const hlo_window_dim *wd = &w->dims[d];
+        int64_t j = wd->reversal ? g->taps[d] - 1 - tap[d] : tap[d];
+        int64_t at = pos[d] * wd->stride + j * wd->rhs_dilate - wd->pad_low;
+        int64_t dilated = g->in[d] == 0 ? 0 : (g->in[d] - 1) * wd->lhs_dilate + 1;
+        if (at < 0 || at >= dilated || at % wd->lhs_dilate != 0) offset = -1;
+        else offset = offset * g->in[d] + at / wd->lhs_dilate;
+      }
+      g->source[t * g->out_plane + p] = offset;
+      for (int d = g->spatial - 1; d >= 0; d--) { /* next output position */
+        if (++pos[d] < g->out[d]) break;
+        pos[d] = 0;
+      }
+    }
+    for (int d = g->spatial - 1; d >= 0; d--) { /* next tap */
+      if (++tap[d] < g->taps[d]) break;
+      tap[d] = 0;
+    }
+  }
+  return true;
+}
+
+#define DEFINE_ITEMS(T, GEMM)                                                                  \
+  static void items_##T(conv_job *j, int64_t begin, int64_t end) {                             \
+    const conv_geom *g = j->g;                                                                 \
+    int64_t depth = g->group_features * g->tap_count;                                          \
+    T *col = g->direct ? NULL : malloc(sizeof(T) * (size_t)(depth * g->out_plane + 1));        \
+    if (!g->direct && !col) {                                                                  \
+      j->failed = true;                                                                        \
+      return;                                                                                  \
+    }                                                                                          \
+    const T *x = j->x, *w = j->w;                                                              \
+    T *y = j->y;                                                                               \
+    for (int64_t item = begin; item < end; item++) {                                           \
+      int64_t n = item / g->groups, grp = item % g->groups;                                    \
+      int64_t in_n = g->batch_groups > 1 ? grp * g->out_batch + n : n;                         \
+      int64_t in_f = g->feature_groups > 1 ? grp * g->group_features : 0;                      \
+      const T *planes = x + (in_n * g->features + in_f) * g->in_plane;                         \
+      const T *b = planes;                                                                     \
+      if (!g->direct) {                                                                        \
+        for (int64_t f = 0; f < g->group_features; f++) {                                      \
+          const T *plane = planes + f * g->in_plane;                                           \
+          T *row = col + f * g->tap_count * g->out_plane;                                      \
+          for (int64_t i = 0; i < g->tap_count * g->out_plane; i++) {                          \
+            int64_t at = g->source[i];                                                         \
+            row[i] = at >= 0 ? plane[at] : 0;                                                  \
+          }                                                                                    \
+        }                                                                                      \
+        b = col;                                                                               \
+      }                                                                                        \
+      T *out = y + (n * g->out_features + grp * g->group_out) * g->out_plane;                  \
+      GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->group_out, (int)g->out_plane, (int)depth, 1, \
+           w + grp * g->group_out * depth, (int)depth, b, (int)g->out_plane, 0, out, (int)g->out_plane); \
+    }                                                                                          \
+    free(col);                                                                                 \
+  }
+
+DEFINE_ITEMS(float, cblas_sgemm)
+DEFINE_ITEMS(double, cblas_dgemm)
+
+static void conv_items(void *ctx, int64_t begin, int64_t end) {
+  conv_job *j = ctx;
+  if (j->f64) items_double(j, begin, end);
+  else items_float(j, begin, end);
+}
+
+static bool finite_values(const rt_value *v) {
+  for (int64_t i = 0; i < v->count; i++)
+    if (!isfinite(rt_get_f64(v, i))) return false;
+  return true;
+}
+
+/* The reference kernel into out, for kernels with inf or NaN. */
+static bool reference_conv(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+  rt_eval_options options = {.fp64 = false};
+  hlo_diag diag = {0};
+  rt_eval eval = {.options = &options, .diag = &diag};
+  rt_value *result = NULL;
+  if (rt_kernel_convolution(&eval, instr, (rt_value *const *)in, &result) != HLO_OK) return false;
+  memcpy(out->data, result->data, (size_t)hlo_shape_bytes(&out->shape));
+  rt_value_release(result);
+  return true;
+}
+
+static bool conv_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+  if (!finite_values(in[1])) return reference_conv(instr, in, out);
+  const hlo_conv_dims *cd = instr->conv;
+  const hlo_window *w = instr->window;
+  const hlo_shape *xs = &in[0]->shape, *ks = &in[1]->shape;
+  int in_perm[HLO_MAX_RANK], k_perm[HLO_MAX_RANK], out_perm[HLO_MAX_RANK];
+  conv_geom g = {.spatial = cd->spatial_count};
+  in_perm[0] = (int)cd->input_batch;
+  in_perm[1] = (int)cd->input_feature;
+  k_perm[0] = (int)cd->kernel_output_feature;
+  k_perm[1] = (int)cd->kernel_input_feature;
+  out_perm[0] = (int)cd->output_batch;
+  out_perm[1] = (int)cd->output_feature;
+  g.in_plane = g.tap_count = g.out_plane = 1;
+  bool direct = true;
+  for (int d = 0; d < g.spatial; d++) {
+    in_perm[2 + d] = (int)cd->input_spatial[d];
+    k_perm[2 + d] = (int)cd->kernel_spatial[d];
+    out_perm[2 + d] = (int)cd->output_spatial[d];
+    g.in[d] = xs->dims[cd->input_spatial[d]];
+    g.taps[d] = ks->dims[cd->kernel_spatial[d]];
+    g.out[d] = out->shape.dims[cd->output_spatial[d]];
+    g.in_plane *= g.in[d];
+    g.tap_count *= g.taps[d];
+    g.out_plane *= g.out[d];
+    const hlo_window_dim *wd = &w->dims[d];
+    direct = direct && g.taps[d] == 1 && wd->stride == 1 && wd->pad_low == 0 && wd->pad_high == 0 &&
+             wd->lhs_dilate == 1 && g.in[d] == g.out[d];
+  }
+  g.direct = direct;
+  g.in_batch = xs->dims[cd->input_batch];
+  g.features = xs->dims[cd->input_feature];
+  g.out_features = ks->dims[cd->kernel_output_feature];
+  g.group_features = ks->dims[cd->kernel_input_feature];
+  g.out_batch = out->shape.dims[cd->output_batch];
+  g.feature_groups = instr->feature_group_count;
+  g.batch_groups = instr->batch_group_count;
+  g.groups = g.feature_groups * g.batch_groups;
+  g.group_out = g.out_features / g.groups;
+  hlo_dtype work = rt_work_dtype(out->shape.dtype);
+  size_t size = hlo_dtype_size(work);
+  bool in_place = out->shape.dtype == work;
+  for (int d = 0; d < out->shape.rank; d++) in_place = in_place && out_perm[d] == d;
+  void *y = in_place ? out->data : malloc((size_t)(out->count + 1) * size);
+  void *x_copy = NULL, *w_copy = NULL;
+  const void *x = y ? rt_work_view(in[0], in_perm, work, &x_copy) : NULL;
+  const void *k = x ? rt_work_view(in[1], k_perm, work, &w_copy) : NULL;
+  bool ok = k && (g.direct || fill_source(&g, w));
+  if (ok) {
+    int64_t depth = g.group_features * g.tap_count;
+    if (depth == 0) {
+      memset(y, 0, (size_t)out->count * size);
+    } else if (out->count > 0) {
+      conv_job job = {.g = &g, .f64 = work == HLO_F64, .x = x, .w = k, .y = y};
+      int64_t per_item = g.group_out * g.out_plane * depth;
+      int64_t grain = per_item >= (1 << 18) ? 1 : (1 << 18) / (per_item ? per_item : 1);
+      rt_parallel_for(g.out_batch * g.groups, grain, conv_items, &job);
+      ok = !job.failed;
+    }
+  }
+  if (ok && !in_place) rt_work_store(out, out_perm, y, work);
+  free(g.source);
+  free(x_copy);
+  free(w_copy);
+  if (!in_place) free(y);
+  return ok;
+}
+
+rt_cpu_kernel rt_cpu_pick_conv(const hlo_instr *instr) {
+  if (instr->opcode != HLO_OP_CONVOLUTION || !instr->conv || !instr->window || instr->operand_count != 2)
+    return NULL;
+  hlo_dtype t = instr->shape.dtype;
+  if (t != HLO_F32 && t != HLO_F64 && t != HLO_F16 && t != HLO_BF16) return NULL;
+  const hlo_shape *x = &instr->operands[0]->shape, *k = &instr->operands[1]->shape;
+  if (!hlo_shape_is_array(x) || !hlo_shape_is_array(k) || x->dtype != t || k->dtype != t) return NULL;
+  const hlo_conv_dims *cd = instr->conv;
+  int rank = cd->spatial_count + 2;
+  if (cd->spatial_count < 0 || x->rank != rank || k->rank != rank || instr->shape.rank != rank ||
+      instr->window->rank != cd->spatial_count)
+    return NULL;
+  int64_t fg = instr->feature_group_count, bg = instr->batch_group_count;
+  if (fg < 1 || bg < 1 || (fg > 1 && bg > 1) || k->dims[cd->kernel_output_feature] % (fg * bg)) return NULL;
+  for (int d = 0; d < cd->spatial_count; d++) {
+    const hlo_window_dim *wd = &instr->window->dims[d];
+    if (wd->stride < 1 || wd->lhs_dilate < 1 || wd->rhs_dilate < 1) return NULL;
+  }
+  /* BLAS takes int sizes; im2col columns must fit too */
+  if (hlo_shape_elements(x) > INT32_MAX / 16 || hlo_shape_elements(k) > INT32_MAX ||
+      hlo_shape_elements(&instr->shape) > INT32_MAX)
+    return NULL;
+  return conv_kernel;
+}

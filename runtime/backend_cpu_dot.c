@@ -1,0 +1,130 @@
+/* dot through BLAS. Operands are seen as [batch][M][K] and [batch][K][N] (or [batch][N][K],
+ * passed with the transpose flag instead of copied); rt_work_view from the reference
+ * kernels makes the packing copy only when an operand is not already in one of those
+ * orders, and converts f16/bf16 to f32 (the result is rounded once on store). The result's
+ * dims are [batch, lhs free, rhs free]: row-major [batch][M][N] already. Each (batch, block
+ * of 64 rows) is one sgemm/dgemm call and one item of the parallel loop, with OpenBLAS
+ * itself single-threaded, so large products use every core and small ones stay on the
+ * caller's thread. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "backend_cpu.h"
+#include "kernels.h"
+#include "parallel.h"
+
+enum { ROW_BLOCK = 64 };
+
+typedef struct dot_job {
+  bool f64;
+  const void *a, *b;
+  void *c;
+  int64_t m, n, k, blocks;
+  bool b_transposed;
+} dot_job;
+
+static void dot_items(void *ctx, int64_t begin, int64_t end) {
+  const dot_job *j = ctx;
+  for (int64_t item = begin; item < end; item++) {
+    int64_t batch = item / j->blocks, r0 = (item % j->blocks) * ROW_BLOCK;
+    int64_t rows = j->m - r0 < ROW_BLOCK ? j->m - r0 : ROW_BLOCK;
+    int64_t a_at = (batch * j->m + r0) * j->k, b_at = batch * j->k * j->n, c_at = (batch * j->m + r0) * j->n;
+    enum CBLAS_TRANSPOSE tb = j->b_transposed ? CblasTrans : CblasNoTrans;
+    int ldb = (int)(j->b_transposed ? j->k : j->n);
+    if (j->f64)
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, (int)rows, (int)j->n, (int)j->k, 1.0, (const double *)j->a + a_at,
+                  (int)j->k, (const double *)j->b + b_at, ldb, 0.0, (double *)j->c + c_at, (int)j->n);
+    else
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, (int)rows, (int)j->n, (int)j->k, 1.0f, (const float *)j->a + a_at,
+                  (int)j->k, (const float *)j->b + b_at, ldb, 0.0f, (float *)j->c + c_at, (int)j->n);
+  }
+}
+
+static bool is_identity(const int *perm, int rank) {
+  for (int i = 0; i < rank; i++)
+    if (perm[i] != i) return false;
+  return true;
+}
+
+/* perm = batch dims, then the free dims in order, then the contracting dims (free_first),
+ * or batch, contracting, free. */
+static void order(const hlo_shape *s, const hlo_ints *batch, const hlo_ints *contracting, bool free_first,
+                  int *perm, int64_t *free_size) {
+  bool used[HLO_MAX_RANK] = {false};
+  int at = 0;
+  *free_size = 1;
+  for (int i = 0; i < batch->count; i++) used[batch->values[i]] = true, perm[at++] = (int)batch->values[i];
+  for (int i = 0; i < contracting->count; i++) used[contracting->values[i]] = true;
+  if (!free_first)
+    for (int i = 0; i < contracting->count; i++) perm[at++] = (int)contracting->values[i];
+  for (int d = 0; d < s->rank; d++)
+    if (!used[d]) perm[at++] = d, *free_size *= s->dims[d];
+  if (free_first)
+    for (int i = 0; i < contracting->count; i++) perm[at++] = (int)contracting->values[i];
+}
+
+static bool dot_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+  const hlo_dot_dims *dd = instr->dot;
+  const rt_value *lhs = in[0], *rhs = in[1];
+  hlo_dtype work = rt_work_dtype(out->shape.dtype);
+  int lhs_perm[HLO_MAX_RANK], rhs_perm[HLO_MAX_RANK], rhs_t_perm[HLO_MAX_RANK];
+  int64_t m, n, batch = 1, k = 1;
+  order(&lhs->shape, &dd->lhs_batch, &dd->lhs_contracting, true, lhs_perm, &m);
+  order(&rhs->shape, &dd->rhs_batch, &dd->rhs_contracting, false, rhs_perm, &n);
+  order(&rhs->shape, &dd->rhs_batch, &dd->rhs_contracting, true, rhs_t_perm, &n);
+  for (int i = 0; i < dd->lhs_batch.count; i++) batch *= lhs->shape.dims[dd->lhs_batch.values[i]];
+  for (int i = 0; i < dd->lhs_contracting.count; i++) k *= lhs->shape.dims[dd->lhs_contracting.values[i]];
+  size_t size = hlo_dtype_size(work);
+  bool in_place = out->shape.dtype == work;
+  void *c = in_place ? out->data : malloc((size_t)(out->count + 1) * size);
+  if (!c) return false;
+  if (m * n * batch == 0) {
+    /* nothing to compute */
+  } else if (k == 0) {
+    memset(c, 0, (size_t)(m * n * batch) * size);
+  } else {
+    void *a_copy = NULL, *b_copy = NULL;
+    bool b_transposed = rhs->shape.dtype == work && is_identity(rhs_t_perm, rhs->shape.rank) &&
+                        !is_identity(rhs_perm, rhs->shape.rank);
+    const void *a = rt_work_view(lhs, lhs_perm, work, &a_copy);
+    const void *b = rt_work_view(rhs, b_transposed ? rhs_t_perm : rhs_perm, work, &b_copy);
+    if (!a || !b) {
+      free(a_copy);
+      free(b_copy);
+      if (!in_place) free(c);
+      return false;
+    }
+    dot_job j = {.f64 = work == HLO_F64, .a = a, .b = b, .c = c, .m = m, .n = n, .k = k,
+                 .blocks = (m + ROW_BLOCK - 1) / ROW_BLOCK, .b_transposed = b_transposed};
+    /* an item is at most ROW_BLOCK * n * k multiply-adds; about a million make a task */
+    int64_t per_item = (m < ROW_BLOCK ? m : ROW_BLOCK) * n * k;
+    int64_t grain = per_item >= (1 << 20) ? 1 : (1 << 20) / (per_item ? per_item : 1);
+    rt_parallel_for(batch * j.blocks, grain, dot_items, &j);
+    free(a_copy);
+    free(b_copy);
+  }
+  if (!in_place) {
+    int identity[HLO_MAX_RANK];
+    for (int d = 0; d < HLO_MAX_RANK; d++) identity[d] = d;
+    rt_work_store(out, identity, c, work);
+    free(c);
+  }
+  return true;
+}
+
+rt_cpu_kernel rt_cpu_pick_dot(const hlo_instr *instr) {
+  if (instr->opcode != HLO_OP_DOT || !instr->dot || instr->operand_count != 2) return NULL;
+  hlo_dtype t = instr->shape.dtype;
+  if (t != HLO_F32 && t != HLO_F64 && t != HLO_F16 && t != HLO_BF16) return NULL;
+  const hlo_shape *l = &instr->operands[0]->shape, *r = &instr->operands[1]->shape;
+  if (!hlo_shape_is_array(l) || !hlo_shape_is_array(r) || l->dtype != t || r->dtype != t) return NULL;
+  const hlo_dot_dims *dd = instr->dot;
+  if (dd->lhs_batch.count != dd->rhs_batch.count || dd->lhs_contracting.count != dd->rhs_contracting.count)
+    return NULL;
+  /* BLAS takes int sizes */
+  if (hlo_shape_elements(l) > INT32_MAX || hlo_shape_elements(r) > INT32_MAX || hlo_shape_elements(&instr->shape) > INT32_MAX)
+    return NULL;
+  return dot_kernel;
+}

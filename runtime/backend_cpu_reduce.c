@@ -1,0 +1,240 @@
+/* reduce and reduce-window with the simple reducers (add, multiply, maximum, minimum: the
+ * computations rt_simple_reducer recognizes) as typed loops; any other reducer keeps the
+ * reference kernel, which calls the computation per element.
+ *
+ * reduce: when the reduced dims are the innermost ones each output is one contiguous run,
+ * and outputs are split over threads; otherwise the input is walked in row-major order,
+ * each element combined into its output (the order the reference uses). reduce-window:
+ * each output combines the init value with the window's taps that land on input elements;
+ * taps in padding or dilation holes are skipped, as the reference does. */
+#include <math.h>
+#include <string.h>
+
+#include "backend_cpu.h"
+#include "kernels.h"
+#include "parallel.h"
+
+static inline float fmax_f(float a, float b) {
+  if (isnan(a)) return a;
+  if (isnan(b)) return b;
+  if (a == b) return signbit(a) ? b : a;
+  return a > b ? a : b;
+}
+static inline float fmin_f(float a, float b) {
+  if (isnan(a)) return a;
+  if (isnan(b)) return b;
+  if (a == b) return signbit(a) ? a : b;
+  return a < b ? a : b;
+}
+static inline double fmax_d(double a, double b) {
+  if (isnan(a)) return a;
+  if (isnan(b)) return b;
+  if (a == b) return signbit(a) ? b : a;
+  return a > b ? a : b;
+}
+static inline double fmin_d(double a, double b) {
+  if (isnan(a)) return a;
+  if (isnan(b)) return b;
+  if (a == b) return signbit(a) ? a : b;
+  return a < b ? a : b;
+}
+
+/* One combine per type: integers in their unsigned twin so sums wrap. */
+#define COMBINE_FLOAT(T, MAX, MIN)                                                          \
+  static inline T combine_##T(hlo_opcode op, T a, T b) {                                    \
+    switch (op) {                                                                           \
+      case HLO_OP_ADD: return a + b;                                                        \
+      case HLO_OP_MULTIPLY: return a * b;                                                   \
+      case HLO_OP_MAXIMUM: return MAX(a, b);                                                \
+      default: return MIN(a, b);                                                            \
+    }                                                                                       \
+  }
+#define COMBINE_INT(T, U)                                                                   \
+  static inline T combine_##T(hlo_opcode op, T a, T b) {                                    \
+    switch (op) {                                                                           \
+      case HLO_OP_ADD: return (T)((U)a + (U)b);                                             \
+      case HLO_OP_MULTIPLY: return (T)((U)a * (U)b);                                        \
+      case HLO_OP_MAXIMUM: return a >= b ? a : b;                                           \
+      default: return a <= b ? a : b;                                                       \
+    }                                                                                       \
+  }
+COMBINE_FLOAT(float, fmax_f, fmin_f)
+COMBINE_FLOAT(double, fmax_d, fmin_d)
+COMBINE_INT(int32_t, uint32_t)
+COMBINE_INT(int64_t, uint64_t)
+
+typedef struct reduce_job {
+  hlo_opcode op;
+  const void *x, *init;
+  void *y;
+  int64_t inner;  /* contiguous reduced run per output */
+} reduce_job;
+
+#define DEFINE_REDUCE(T)                                                                    \
+  static void inner_##T(void *ctx, int64_t begin, int64_t end) {                            \
+    const reduce_job *j = ctx;                                                              \
+    const T *x = j->x;                                                                      \
+    T *y = j->y, init = *(const T *)j->init;                                                \
+    hlo_opcode op = j->op;                                                                  \
+    for (int64_t o = begin; o < end; o++) {                                                 \
+      T acc = init;                                                                         \
+      const T *run = x + o * j->inner;                                                      \
+      switch (op) { /* the op outside the loop */                                           \
+        case HLO_OP_ADD: for (int64_t r = 0; r < j->inner; r++) acc = combine_##T(HLO_OP_ADD, acc, run[r]); break; \
+        case HLO_OP_MULTIPLY: for (int64_t r = 0; r < j->inner; r++) acc = combine_##T(HLO_OP_MULTIPLY, acc, run[r]); break; \
+        case HLO_OP_MAXIMUM: for (int64_t r = 0; r < j->inner; r++) acc = combine_##T(HLO_OP_MAXIMUM, acc, run[r]); break; \
+        default: for (int64_t r = 0; r < j->inner; r++) acc = combine_##T(HLO_OP_MINIMUM, acc, run[r]); break; \
+      }                                                                                     \
+      y[o] = acc;                                                                           \
+    }                                                                                       \
+  }                                                                                         \
+  /* Row-major walk: out_strides[d] is 0 for reduced dims. */                               \
+  static void walk_##T(hlo_opcode op, const T *x, const hlo_shape *s, const int64_t *out_strides, T *y, \
+                       int64_t out_count, T init) {                                         \
+    for (int64_t o = 0; o < out_count; o++) y[o] = init;                                    \
+    int last = s->rank - 1;                                                                 \
+    int64_t n = s->dims[last], rows = 1, os = out_strides[last];                            \
+    for (int d = 0; d < last; d++) rows *= s->dims[d];                                      \
+    if (n == 0) return;                                                                     \
+    for (int64_t row = 0; row < rows; row++) {                                              \
+      int64_t base = 0, rest = row;                                                         \
+      for (int d = last - 1; d >= 0; d--) {                                                 \
+        base += (rest % s->dims[d]) * out_strides[d];                                       \
+        rest /= s->dims[d];                                                                 \
+      }                                                                                     \
+      const T *xr = x + row * n;                                                            \
+      if (os == 0) {                                                                        \
+        T acc = y[base];                                                                    \
+        for (int64_t i = 0; i < n; i++) acc = combine_##T(op, acc, xr[i]);                  \
+        y[base] = acc;                                                                      \
+      } else {                                                                              \
+        T *yr = y + base;                                                                   \
+        for (int64_t i = 0; i < n; i++) yr[i * os] = combine_##T(op, yr[i * os], xr[i]);    \
+      }                                                                                     \
+    }                                                                                       \
+  }
+
+DEFINE_REDUCE(float)
+DEFINE_REDUCE(double)
+DEFINE_REDUCE(int32_t)
+DEFINE_REDUCE(int64_t)
+
+static bool reduce_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+  hlo_opcode op = rt_simple_reducer(instr->called[0]);
+  const hlo_shape *s = &in[0]->shape;
+  bool reduced[HLO_MAX_RANK] = {false};
+  for (int k = 0; k < instr->dimensions.count; k++) reduced[instr->dimensions.values[k]] = true;
+  /* innermost? then every output is one run of `inner` elements */
+  int64_t inner = 1;
+  bool trailing = true, seen_kept = false;
+  for (int d = s->rank - 1; d >= 0; d--) {
+    if (reduced[d] && seen_kept) trailing = false;
+    if (reduced[d]) inner *= s->dims[d];
+    else seen_kept = true;
+  }
+  hlo_dtype t = out->shape.dtype;
+  if (trailing || s->rank == 0) {
+    reduce_job j = {.op = op, .x = in[0]->data, .init = in[1]->data, .y = out->data, .inner = inner};
+    int64_t grain = RT_CPU_GRAIN / (inner ? inner : 1);
+    void (*fn)(void *, int64_t, int64_t) = t == HLO_F32 ? inner_float : t == HLO_F64 ? inner_double
+                                           : t == HLO_S32 ? inner_int32_t : inner_int64_t;
+    rt_parallel_for(out->count, grain > 0 ? grain : 1, fn, &j);
+    return true;
+  }
+  int64_t out_strides[HLO_MAX_RANK], kept_strides[HLO_MAX_RANK];
+  hlo_shape_strides(&out->shape, kept_strides);
+  for (int d = 0, k = 0; d < s->rank; d++) out_strides[d] = reduced[d] ? 0 : kept_strides[k++];
+  switch (t) {
+    case HLO_F32: walk_float(op, in[0]->data, s, out_strides, out->data, out->count, *(const float *)in[1]->data); break;
+    case HLO_F64: walk_double(op, in[0]->data, s, out_strides, out->data, out->count, *(const double *)in[1]->data); break;
+    case HLO_S32: walk_int32_t(op, in[0]->data, s, out_strides, out->data, out->count, *(const int32_t *)in[1]->data); break;
+    default: walk_int64_t(op, in[0]->data, s, out_strides, out->data, out->count, *(const int64_t *)in[1]->data); break;
+  }
+  return true;
+}
+
+/* ---- reduce-window ---- */
+
+typedef struct window_job {
+  const hlo_instr *instr;
+  hlo_opcode op;
+  const rt_value *x, *init;
+  rt_value *y;
+} window_job;
+
+#define DEFINE_WINDOW(T)                                                                    \
+  static void window_##T(void *ctx, int64_t begin, int64_t end) {                           \
+    const window_job *j = ctx;                                                              \
+    const hlo_window *w = j->instr->window;                                                 \
+    const hlo_shape *xs = &j->x->shape, *ys = &j->y->shape;                                 \
+    int rank = xs->rank;                                                                    \
+    int64_t xstr[HLO_MAX_RANK], taps = 1;                                                   \
+    hlo_shape_strides(xs, xstr);                                                            \
+    for (int d = 0; d < rank; d++) taps *= w->dims[d].size;                                 \
+    const T *x = j->x->data;                                                                \
+    T *y = j->y->data, init = *(const T *)j->init->data;                                    \
+    for (int64_t o = begin; o < end; o++) {                                                 \
+      int64_t pos[HLO_MAX_RANK], rest = o;                                                  \
+      for (int d = rank - 1; d >= 0; d--) {                                                 \
+        pos[d] = rest % ys->dims[d];                                                        \
+        rest /= ys->dims[d];                                                                \
+      }                                                                                     \
+      T acc = init;                                                                         \
+      for (int64_t t = 0; t < taps; t++) {                                                  \
+        int64_t tr = t, offset = 0;                                                         \
+        bool inside = true;                                                                 \
+        for (int d = rank - 1; d >= 0 && inside; d--) {                                     \
+          const hlo_window_dim *wd = &w->dims[d];                                           \
+          int64_t k = tr % wd->size;                                                        \
+          tr /= wd->size;                                                                   \
+          if (wd->reversal) k = wd->size - 1 - k;                                           \
+          int64_t at = pos[d] * wd->stride + k * wd->rhs_dilate - wd->pad_low;              \
+          int64_t dilated = xs->dims[d] == 0 ? 0 : (xs->dims[d] - 1) * wd->lhs_dilate + 1;  \
+          inside = at >= 0 && at < dilated && at % wd->lhs_dilate == 0;                     \
+          offset += (at / wd->lhs_dilate) * xstr[d];                                        \
+        }                                                                                   \
+        if (inside) acc = combine_##T(j->op, acc, x[offset]);                               \
+      }                                                                                     \
+      y[o] = acc;                                                                           \
+    }                                                                                       \
+  }
+
+DEFINE_WINDOW(float)
+DEFINE_WINDOW(double)
+DEFINE_WINDOW(int32_t)
+DEFINE_WINDOW(int64_t)
+
+static bool reduce_window_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+  window_job j = {.instr = instr, .op = rt_simple_reducer(instr->called[0]), .x = in[0], .init = in[1], .y = out};
+  hlo_dtype t = out->shape.dtype;
+  void (*fn)(void *, int64_t, int64_t) = t == HLO_F32 ? window_float : t == HLO_F64 ? window_double
+                                         : t == HLO_S32 ? window_int32_t : window_int64_t;
+  int64_t taps = 1;
+  for (int d = 0; d < instr->window->rank; d++) taps *= instr->window->dims[d].size;
+  int64_t grain = RT_CPU_GRAIN / (taps ? taps : 1);
+  rt_parallel_for(out->count, grain > 0 ? grain : 1, fn, &j);
+  return true;
+}
+
+rt_cpu_kernel rt_cpu_pick_reduce(const hlo_instr *instr) {
+  if (instr->opcode != HLO_OP_REDUCE && instr->opcode != HLO_OP_REDUCE_WINDOW) return NULL;
+  if (instr->operand_count != 2 || instr->called_count != 1) return NULL;
+  hlo_dtype t = instr->shape.dtype;
+  if (t != HLO_F32 && t != HLO_F64 && t != HLO_S32 && t != HLO_S64) return NULL;
+  const hlo_shape *x = &instr->operands[0]->shape, *init = &instr->operands[1]->shape;
+  if (!hlo_shape_is_array(x) || x->dtype != t || init->dtype != t || init->rank != 0) return NULL;
+  hlo_opcode op = rt_simple_reducer(instr->called[0]);
+  if (op != HLO_OP_ADD && op != HLO_OP_MULTIPLY && op != HLO_OP_MAXIMUM && op != HLO_OP_MINIMUM) return NULL;
+  if (instr->called[0]->root->shape.dtype != t) return NULL;
+  if (instr->opcode == HLO_OP_REDUCE) {
+    for (int k = 0; k < instr->dimensions.count; k++)
+      if (instr->dimensions.values[k] < 0 || instr->dimensions.values[k] >= x->rank) return NULL;
+    return reduce_kernel;
+  }
+  const hlo_window *w = instr->window;
+  if (!w || w->rank != x->rank) return NULL;
+  for (int d = 0; d < w->rank; d++)
+    if (w->dims[d].size < 1 || w->dims[d].stride < 1 || w->dims[d].lhs_dilate < 1 || w->dims[d].rhs_dilate < 1)
+      return NULL;
+  return reduce_window_kernel;
+}

@@ -1,0 +1,54 @@
+// rt_parallel_for over TBB. One task_arena sized from LATCH_THREADS is made on first use
+// and kept: creating arenas per call would cost more than small loops take. An arena (not
+// tbb::global_control) limits only latch's own loops, so a host program using TBB for
+// itself keeps its settings.
+#include "parallel.h"
+
+#include <cstdlib>
+#include <mutex>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+namespace {
+
+int threads_from_env() {
+  const char *text = std::getenv("LATCH_THREADS");
+  if (text && *text) {
+    char *end = nullptr;
+    long n = std::strtol(text, &end, 10);
+    if (end && *end == '\0' && n >= 1 && n <= 1024) return static_cast<int>(n);
+  }
+  return tbb::this_task_arena::max_concurrency();
+}
+
+std::once_flag arena_once;
+tbb::task_arena *arena = nullptr;
+int arena_threads = 1;
+
+void make_arena() {
+  arena_threads = threads_from_env();
+  arena = new tbb::task_arena(arena_threads);
+}
+
+}  // namespace
+
+extern "C" int rt_parallel_threads(void) {
+  std::call_once(arena_once, make_arena);
+  return arena_threads;
+}
+
+extern "C" void rt_parallel_for(int64_t n, int64_t grain, void (*fn)(void *, int64_t, int64_t),
+                                void *ctx) {
+  if (n <= 0) return;
+  if (grain < 1) grain = 1;
+  if (n <= grain || rt_parallel_threads() <= 1) {
+    fn(ctx, 0, n);
+    return;
+  }
+  arena->execute([&] {
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, grain),
+                      [&](const tbb::blocked_range<int64_t> &r) { fn(ctx, r.begin(), r.end()); });
+  });
+}

@@ -1,0 +1,49 @@
+/* Helpers for the cpu backend's tests: compile HLO text on a backend, run it, compare. */
+#ifndef LATCH_CPU_UTIL_H
+#define LATCH_CPU_UTIL_H
+#include "eval_util.h"
+#include "runtime/backend.h"
+
+/* Parses text, compiles and runs it on backend; the result or NULL (message in diag). args
+ * are borrowed. */
+static inline rt_value *run_on(const rt_backend *backend, const char *text, rt_value *const *args, int count,
+                               hlo_diag *diag) {
+  hlo_diag_clear(diag);
+  hlo_module *module = hlo_parse_module(text, strlen(text), "test", diag);
+  if (!module) return NULL;
+  rt_executable *exe = backend->compile(module, diag);
+  hlo_module_free(module);
+  if (!exe) return NULL;
+  rt_value *result = NULL;
+  backend->execute(exe, args, count, &result, diag);
+  backend->destroy(exe);
+  return result;
+}
+
+/* Runs text on the cpu backend (args released here) and checks the array result against
+ * want within tol (relative, plus tol absolute). */
+static inline void expect_cpu(int line, const char *text, rt_value **args, int count, const double *want,
+                              int64_t want_count, double tol) {
+  hlo_diag diag;
+  rt_value *got = run_on(&rt_backend_cpu, text, args, count, &diag);
+  for (int i = 0; i < count; i++) rt_value_release(args[i]);
+  CHECK_MSG(got != NULL, "line %d: cpu run failed: %s", line, diag.message);
+  if (!got) return;
+  CHECK_MSG(got->shape.dtype != HLO_TUPLE && got->count == want_count, "line %d: got %lld elements, want %lld",
+            line, (long long)got->count, (long long)want_count);
+  for (int64_t i = 0; got->shape.dtype != HLO_TUPLE && i < got->count && i < want_count; i++) {
+    double value = rt_get_f64(got, i);
+    bool ok = value == want[i] || (value != value && want[i] != want[i]) ||
+              fabs(value - want[i]) <= tol * (1 + fabs(want[i]));
+    CHECK_MSG(ok, "line %d: element %lld is %.9g, want %.9g", line, (long long)i, value, want[i]);
+  }
+  rt_value_release(got);
+}
+#define EXPECT_CPU(text, args, want, tol)                                                  \
+  expect_cpu(__LINE__, (text), (args), (int)(sizeof(args) / sizeof *(args)), (want),         \
+             (int64_t)(sizeof(want) / sizeof *(want)), (tol))
+/* For modules without parameters. */
+#define EXPECT_CPU0(text, want, tol) \
+  expect_cpu(__LINE__, (text), NULL, 0, (want), (int64_t)(sizeof(want) / sizeof *(want)), (tol))
+
+#endif

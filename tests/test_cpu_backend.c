@@ -1,0 +1,332 @@
+/* The cpu backend's kernels one by one, with expected values worked out by hand (the
+ * arithmetic is in the comments), corner cases (empty dims, rank 0, broadcast dim mapping,
+ * grouped, strided, dilated and padded convolutions, dot batch dims), compile errors,
+ * serialization and buffer reuse in the plan. */
+#include "cpu_util.h"
+#include "hlo/pass.h"
+#include "runtime/backend_cpu.h"
+
+static rt_value *f32v(int rank, const int64_t *dims, const double *v) { return make_value(HLO_F32, rank, dims, v); }
+
+static void test_elementwise(void) {
+  int64_t d4[] = {4};
+  /* max(-0, +0) is +0 and NaN wins; 1.5 * 2 = 3 */
+  rt_value *a[] = {f32v(1, d4, (double[]){-0.0, NAN, 1.5, -3}), f32v(1, d4, (double[]){0.0, 1, 2, -4})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[4] parameter(0)\n b = f32[4] parameter(1)\n"
+             " ROOT c = f32[4] maximum(a, b)\n}\n", a, ((double[]){0, NAN, 2, -3}), 0);
+  rt_value *b[] = {f32v(1, d4, (double[]){-0.0, 2, 1.5, -3}), f32v(1, d4, (double[]){0.0, 1, 2, -4})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[4] parameter(0)\n b = f32[4] parameter(1)\n"
+             " m = f32[4] multiply(a, b)\n s = f32[4] subtract(m, b)\n ROOT n = f32[4] negate(s)\n}\n", b,
+             ((double[]){0, -1, -1, -16}), 0); /* -(a*b - b): -(0-0), -(2-1), -(3-2), -(12+4) */
+  /* s32 wraps: INT_MAX + 1 = INT_MIN; -INT_MIN = INT_MIN */
+  rt_value *c[] = {make_value(HLO_S32, 1, (int64_t[]){2}, (double[]){2147483647, -2147483648.0})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = s32[2] parameter(0)\n one = s32[] constant(1)\n"
+             " b = s32[2] broadcast(one), dimensions={}\n s = s32[2] add(a, b)\n ROOT n = s32[2] negate(s)\n}\n",
+             c, ((double[]){2147483648.0 - 4294967296.0, 2147483647}), 0);
+  /* f16: 1 + 2^-11 is halfway between 1 and 1 + 2^-10: ties to even gives 1 */
+  rt_value *h[] = {make_value(HLO_F16, 1, (int64_t[]){2}, (double[]){1, 1}),
+                   make_value(HLO_F16, 1, (int64_t[]){2}, (double[]){0.00048828125, 0.0009765625})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f16[2] parameter(0)\n b = f16[2] parameter(1)\n ROOT c = f16[2] add(a, b)\n}\n",
+             h, ((double[]){1, 1.0009765625}), 0);
+  /* bf16 keeps 8 significant bits: 1 + 1/256 ties to 1, 1 + 3/256 to 1 + 4/256 */
+  rt_value *bf[] = {make_value(HLO_BF16, 1, (int64_t[]){2}, (double[]){1, 1}),
+                    make_value(HLO_BF16, 1, (int64_t[]){2}, (double[]){0.00390625, 0.01171875})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = bf16[2] parameter(0)\n b = bf16[2] parameter(1)\n ROOT c = bf16[2] add(a, b)\n}\n",
+             bf, ((double[]){1, 1.015625}), 0);
+  /* rank 0 */
+  rt_value *s[] = {f32v(0, NULL, (double[]){2.5})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[] parameter(0)\n ROOT c = f32[] multiply(a, a)\n}\n", s,
+             ((double[]){6.25}), 0);
+  /* compare + select: pick the larger of a and b by hand */
+  rt_value *sel[] = {f32v(1, d4, (double[]){1, 5, -2, 0}), f32v(1, d4, (double[]){3, 4, -1, 0})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[4] parameter(0)\n b = f32[4] parameter(1)\n"
+             " p = pred[4] compare(a, b), direction=GT\n ROOT s = f32[4] select(p, a, b)\n}\n", sel,
+             ((double[]){3, 5, -1, 0}), 0);
+  /* clamp(0, x, 6) (relu6) with scalar bounds: -1 -> 0, 3 -> 3, 7 -> 6, NaN stays NaN */
+  rt_value *cl[] = {f32v(1, d4, (double[]){-1, 3, 7, NAN})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n x = f32[4] parameter(0)\n lo = f32[] constant(0)\n hi = f32[] constant(6)\n"
+             " ROOT c = f32[4] clamp(lo, x, hi)\n}\n", cl, ((double[]){0, 3, 6, NAN}), 0);
+  /* convert: f32 -> s32 truncates toward zero, saturates, NaN -> 0 */
+  rt_value *cv[] = {f32v(1, d4, (double[]){-2.7, 3e9, NAN, -3e9})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[4] parameter(0)\n ROOT c = s32[4] convert(a)\n}\n", cv,
+             ((double[]){-2, 2147483647, 0, -2147483648.0}), 0);
+  /* empty arrays */
+  rt_value *e[] = {f32v(2, (int64_t[]){0, 3}, NULL)};
+  hlo_diag diag;
+  rt_value *got = run_on(&rt_backend_cpu, "HloModule m\nENTRY e {\n a = f32[0,3] parameter(0)\n ROOT c = f32[0,3] exponential(a)\n}\n",
+                         e, 1, &diag);
+  CHECK_MSG(got && got->count == 0, "%s", diag.message);
+  rt_value_release(got);
+  rt_value_release(e[0]);
+}
+
+static void test_layout(void) {
+  int64_t d2[] = {2};
+  /* operand dim 0 -> result dim 0: rows repeat the element; -> dim 1: columns do */
+  rt_value *a[] = {f32v(1, d2, (double[]){1, 2})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[2] parameter(0)\n ROOT b = f32[2,3] broadcast(a), dimensions={0}\n}\n", a,
+             ((double[]){1, 1, 1, 2, 2, 2}), 0);
+  rt_value *b[] = {f32v(1, d2, (double[]){1, 2})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[2] parameter(0)\n ROOT b = f32[3,2] broadcast(a), dimensions={1}\n}\n", b,
+             ((double[]){1, 2, 1, 2, 1, 2}), 0);
+  /* [[1,2,3],[4,5,6]] transposed */
+  rt_value *t[] = {f32v(2, (int64_t[]){2, 3}, (double[]){1, 2, 3, 4, 5, 6})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[2,3] parameter(0)\n ROOT t = f32[3,2] transpose(a), dimensions={1,0}\n}\n", t,
+             ((double[]){1, 4, 2, 5, 3, 6}), 0);
+  /* 0..9 [1:8:3] = 1, 4, 7 */
+  EXPECT_CPU0("HloModule m\nENTRY e {\n i = s32[10] iota(), iota_dimension=0\n ROOT s = s32[3] slice(i), slice={[1:8:3]}\n}\n", ((double[]){1, 4, 7}), 0);
+  /* [[1],[2]] ++ [[3,4],[5,6]] along dim 1 */
+  rt_value *c[] = {f32v(2, (int64_t[]){2, 1}, (double[]){1, 2}), f32v(2, (int64_t[]){2, 2}, (double[]){3, 4, 5, 6})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[2,1] parameter(0)\n b = f32[2,2] parameter(1)\n"
+             " ROOT c = f32[2,3] concatenate(a, b), dimensions={1}\n}\n", c, ((double[]){1, 3, 4, 2, 5, 6}), 0);
+  /* [1,2]: low 1, interior 1, high 2 -> [0,1,0,2,0,0] with pad value 0 */
+  rt_value *p[] = {f32v(1, d2, (double[]){1, 2})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[2] parameter(0)\n z = f32[] constant(0)\n"
+             " ROOT p = f32[6] pad(a, z), padding=1_2_1\n}\n", p, ((double[]){0, 1, 0, 2, 0, 0}), 0);
+  /* iota along dim 1, then reversed along dim 1 */
+  EXPECT_CPU0("HloModule m\nENTRY e {\n i = f32[2,3] iota(), iota_dimension=1\n ROOT r = f32[2,3] reverse(i), dimensions={1}\n}\n", ((double[]){2, 1, 0, 2, 1, 0}), 0);
+  /* reshape of a computed value is a view of its bytes */
+  EXPECT_CPU0("HloModule m\nENTRY e {\n i = f32[6] iota(), iota_dimension=0\n r = f32[2,3] reshape(i)\n"
+             " ROOT t = f32[3,2] transpose(r), dimensions={1,0}\n}\n", ((double[]){0, 3, 1, 4, 2, 5}), 0);
+}
+
+static void test_reduce(void) {
+  const char *sum =
+      "HloModule m\nadd {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT s = f32[] add(x, y)\n}\n"
+      "max {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT s = f32[] maximum(x, y)\n}\n";
+  char text[1024];
+  /* [[1,2,3],[4,5,6]]: columns sum to 5 7 9 (leading dim: the row-major walk) */
+  rt_value *a[] = {f32v(2, (int64_t[]){2, 3}, (double[]){1, 2, 3, 4, 5, 6})};
+  snprintf(text, sizeof text, "%sENTRY e {\n a = f32[2,3] parameter(0)\n z = f32[] constant(0)\n"
+           " ROOT r = f32[3] reduce(a, z), dimensions={0}, to_apply=add\n}\n", sum);
+  EXPECT_CPU(text, a, ((double[]){5, 7, 9}), 0);
+  /* rows' maxima 3 and 6 (trailing dim: contiguous runs); init 4 raises the first to 4 */
+  rt_value *b[] = {f32v(2, (int64_t[]){2, 3}, (double[]){1, 2, 3, 4, 5, 6})};
+  snprintf(text, sizeof text, "%sENTRY e {\n a = f32[2,3] parameter(0)\n z = f32[] constant(4)\n"
+           " ROOT r = f32[2] reduce(a, z), dimensions={1}, to_apply=max\n}\n", sum);
+  EXPECT_CPU(text, b, ((double[]){4, 6}), 0);
+  /* reducing an empty dim gives the init value */
+  rt_value *c[] = {f32v(2, (int64_t[]){0, 3}, NULL)};
+  snprintf(text, sizeof text, "%sENTRY e {\n a = f32[0,3] parameter(0)\n z = f32[] constant(7)\n"
+           " ROOT r = f32[3] reduce(a, z), dimensions={0}, to_apply=add\n}\n", sum);
+  EXPECT_CPU(text, c, ((double[]){7, 7, 7}), 0);
+  /* 2x2 max pooling, stride 2, on 0..15 as 4x4: maxima 5 7 13 15 */
+  snprintf(text, sizeof text, "%sENTRY e {\n i = f32[16] iota(), iota_dimension=0\n a = f32[4,4] reshape(i)\n"
+           " z = f32[] constant(-1000)\n ROOT r = f32[2,2] reduce-window(a, z), window={size=2x2 stride=2x2}, to_apply=max\n}\n", sum);
+  EXPECT_CPU0(text, ((double[]){5, 7, 13, 15}), 0);
+  /* 1-D sum pooling of [1,2,3] with size 2 and padding 1 on both sides: 0+1, 2+3 taps
+   * stride 2 -> windows [pad,1], [2,3] = 1, 5 */
+  rt_value *d[] = {f32v(1, (int64_t[]){3}, (double[]){1, 2, 3})};
+  snprintf(text, sizeof text, "%sENTRY e {\n a = f32[3] parameter(0)\n z = f32[] constant(0)\n"
+           " ROOT r = f32[2] reduce-window(a, z), window={size=2 stride=2 pad=1_1}, to_apply=add\n}\n", sum);
+  EXPECT_CPU(text, d, ((double[]){1, 5}), 0);
+}
+
+static void test_dot(void) {
+  /* [[1,2,3],[4,5,6]] x [[7,8],[9,10],[11,12]] = [[58,64],[139,154]] */
+  rt_value *a[] = {f32v(2, (int64_t[]){2, 3}, (double[]){1, 2, 3, 4, 5, 6}),
+                   f32v(2, (int64_t[]){3, 2}, (double[]){7, 8, 9, 10, 11, 12})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[2,3] parameter(0)\n b = f32[3,2] parameter(1)\n"
+             " ROOT d = f32[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n", a,
+             ((double[]){58, 64, 139, 154}), 0);
+  /* the same with rhs given as [n, k] = [[7,9,11],[8,10,12]]: the transpose flag */
+  rt_value *b[] = {f32v(2, (int64_t[]){2, 3}, (double[]){1, 2, 3, 4, 5, 6}),
+                   f32v(2, (int64_t[]){2, 3}, (double[]){7, 9, 11, 8, 10, 12})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[2,3] parameter(0)\n b = f32[2,3] parameter(1)\n"
+             " ROOT d = f32[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n}\n", b,
+             ((double[]){58, 64, 139, 154}), 0);
+  /* batch dims: batch 0 is [1,2].[3,4] = 11, batch 1 is [5,6].[7,8] = 83; lhs laid out
+   * [k, b] (contracting dim first) needs the packing copy: lhs = [[1,5],[2,6]] */
+  rt_value *c[] = {make_value(HLO_F64, 2, (int64_t[]){2, 2}, (double[]){1, 5, 2, 6}),
+                   make_value(HLO_F64, 2, (int64_t[]){2, 2}, (double[]){3, 4, 7, 8})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f64[2,2] parameter(0)\n b = f64[2,2] parameter(1)\n"
+             " ROOT d = f64[2] dot(a, b), lhs_batch_dims={1}, lhs_contracting_dims={0}, rhs_batch_dims={0},"
+             " rhs_contracting_dims={1}\n}\n", c, ((double[]){11, 83}), 0);
+  /* a zero-length contraction sums nothing: zeros */
+  rt_value *z[] = {f32v(2, (int64_t[]){2, 0}, NULL), f32v(2, (int64_t[]){0, 2}, NULL)};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[2,0] parameter(0)\n b = f32[0,2] parameter(1)\n"
+             " ROOT d = f32[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n", z,
+             ((double[]){0, 0, 0, 0}), 0);
+}
+
+static void test_conv(void) {
+  const char *head = "HloModule m\nENTRY e {\n x = f32[1,1,5] parameter(0)\n k = f32[1,1,3] parameter(1)\n ROOT c = ";
+  char text[512];
+#define CONV_ARGS rt_value *args[] = {f32v(3, (int64_t[]){1, 1, 5}, (double[]){1, 2, 3, 4, 5}), \
+                                      f32v(3, (int64_t[]){1, 1, 3}, (double[]){1, 0, -1})}
+  /* w = [1, 0, -1]: y[i] = x[i] - x[i+2] = -2 -2 -2 */
+  {
+    CONV_ARGS;
+    snprintf(text, sizeof text, "%sf32[1,1,3] convolution(x, k), window={size=3}, dim_labels=bf0_oi0->bf0\n}\n", head);
+    EXPECT_CPU(text, args, ((double[]){-2, -2, -2}), 0);
+  }
+  {
+    /* padded 0 1 2 3 4 5 0: -2 -2 -2 -2 (4 - 0) */
+    CONV_ARGS;
+    snprintf(text, sizeof text, "%sf32[1,1,5] convolution(x, k), window={size=3 pad=1_1}, dim_labels=bf0_oi0->bf0\n}\n", head);
+    EXPECT_CPU(text, args, ((double[]){-2, -2, -2, -2, 4}), 0);
+  }
+  {
+    /* stride 2 over padded 0 1 2 3 4 5 0: windows at 0, 2, 4: (0 - 2), (2 - 4), (4 - 0) */
+    CONV_ARGS;
+    snprintf(text, sizeof text, "%sf32[1,1,3] convolution(x, k), window={size=3 stride=2 pad=1_1}, dim_labels=bf0_oi0->bf0\n}\n", head);
+    EXPECT_CPU(text, args, ((double[]){-2, -2, 4}), 0);
+  }
+  {
+    /* rhs_dilate 2: taps at 0, 2, 4: x[0] - x[4] = -4 */
+    CONV_ARGS;
+    snprintf(text, sizeof text, "%sf32[1,1,1] convolution(x, k), window={size=3 rhs_dilate=2}, dim_labels=bf0_oi0->bf0\n}\n", head);
+    EXPECT_CPU(text, args, ((double[]){-4}), 0);
+  }
+  {
+    /* lhs_dilate 2: the input becomes 1 _ 2 _ 3 _ 4 _ 5 (holes are zero):
+     * windows: 1-2, _-_, 2-3, _-_, 3-4, _-_, 4-5 = -1 0 -1 0 -1 0 -1 */
+    CONV_ARGS;
+    snprintf(text, sizeof text, "%sf32[1,1,7] convolution(x, k), window={size=3 lhs_dilate=2}, dim_labels=bf0_oi0->bf0\n}\n", head);
+    EXPECT_CPU(text, args, ((double[]){-1, 0, -1, 0, -1, 0, -1}), 0);
+  }
+  /* two feature groups: out feature 0 = 2 * channel 0, out feature 1 = 3 * channel 1 */
+  rt_value *g[] = {f32v(3, (int64_t[]){1, 2, 3}, (double[]){1, 2, 3, 10, 20, 30}),
+                   f32v(3, (int64_t[]){2, 1, 1}, (double[]){2, 3})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n x = f32[1,2,3] parameter(0)\n k = f32[2,1,1] parameter(1)\n"
+             " ROOT c = f32[1,2,3] convolution(x, k), window={size=1}, dim_labels=bf0_oi0->bf0, feature_group_count=2\n}\n",
+             g, ((double[]){2, 4, 6, 30, 60, 90}), 0);
+  /* NHWC with an HWIO kernel of ones over a 2x2 image 1 2 3 4: one output, 10 */
+  rt_value *n[] = {f32v(4, (int64_t[]){1, 2, 2, 1}, (double[]){1, 2, 3, 4}),
+                   f32v(4, (int64_t[]){2, 2, 1, 1}, (double[]){1, 1, 1, 1})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n x = f32[1,2,2,1] parameter(0)\n k = f32[2,2,1,1] parameter(1)\n"
+             " ROOT c = f32[1,1,1,1] convolution(x, k), window={size=2x2}, dim_labels=b01f_01io->b01f\n}\n",
+             n, ((double[]){10}), 0);
+  /* batch groups (a weight gradient): input batch 2 split in 2 groups, each feeding one
+   * output feature: out 0 = sum x[b0] * 1 = 1+2 = 3, out 1 = sum x[b1] * 1 = 3+4 = 7 */
+  rt_value *bg[] = {f32v(3, (int64_t[]){2, 1, 2}, (double[]){1, 2, 3, 4}),
+                    f32v(3, (int64_t[]){2, 1, 2}, (double[]){1, 1, 1, 1})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n x = f32[2,1,2] parameter(0)\n k = f32[2,1,2] parameter(1)\n"
+             " ROOT c = f32[1,2,1] convolution(x, k), window={size=2}, dim_labels=bf0_oi0->bf0, batch_group_count=2\n}\n",
+             bg, ((double[]){3, 7}), 0);
+}
+
+static void test_control_and_tuples(void) {
+  /* a while loop counting to 5 runs through the reference path; the root is a tuple of a
+   * computed value and a parameter passed through */
+  const char *text =
+      "HloModule m\ncond {\n p = s32[] parameter(0)\n five = s32[] constant(5)\n"
+      " ROOT lt = pred[] compare(p, five), direction=LT\n}\n"
+      "body {\n p = s32[] parameter(0)\n one = s32[] constant(1)\n ROOT s = s32[] add(p, one)\n}\n"
+      "ENTRY e {\n x = s32[] parameter(0)\n w = s32[] while(x), condition=cond, body=body\n"
+      " ROOT t = (s32[], s32[]) tuple(w, x)\n}\n";
+  rt_value *x = make_value(HLO_S32, 0, NULL, (double[]){1});
+  hlo_diag diag;
+  rt_value *got = run_on(&rt_backend_cpu, text, &x, 1, &diag);
+  CHECK_MSG(got && got->shape.dtype == HLO_TUPLE && got->tuple_count == 2, "%s", diag.message);
+  if (got && got->tuple_count == 2) {
+    CHECK_EQ_INT(rt_get_i64(got->tuple[0], 0), 5);
+    CHECK_EQ_INT(rt_get_i64(got->tuple[1], 0), 1);
+    CHECK(got->tuple[1]->data != x->data); /* the caller gets its own copy */
+  }
+  rt_value_release(got);
+  rt_value_release(x);
+}
+
+static void test_errors_and_serialize(void) {
+  hlo_diag diag = {0};
+  const char *text = "HloModule m\nENTRY e {\n a = f32[2] parameter(0)\n"
+                     " ROOT c = f32[2] custom-call(a), custom_call_target=\"foo\"\n}\n";
+  hlo_module *module = hlo_parse_module(text, strlen(text), "t", &diag);
+  rt_executable *exe = module ? rt_backend_cpu.compile(module, &diag) : NULL;
+  CHECK(exe == NULL);
+  CHECK_MSG(diag.status == HLO_ERR_UNSUPPORTED, "%s", diag.message);
+  CHECK(strstr(diag.message, "custom-call") && strstr(diag.message, "%c"));
+  hlo_module_free(module);
+
+  /* serialize gives HLO text after the passes (x * 1 is gone); deserialize runs it */
+  const char *affine = "HloModule a\nENTRY e {\n x = f32[3] parameter(0)\n one = f32[] constant(1)\n"
+                       " b = f32[3] broadcast(one), dimensions={}\n m = f32[3] multiply(x, b)\n ROOT y = f32[3] add(m, m)\n}\n";
+  module = hlo_parse_module(affine, strlen(affine), "a", &diag);
+  exe = rt_backend_cpu.compile(module, &diag);
+  hlo_module_free(module);
+  CHECK_MSG(exe != NULL, "%s", diag.message);
+  void *bytes = NULL;
+  size_t len = 0;
+  CHECK_EQ_INT(rt_backend_cpu.serialize(exe, &bytes, &len, &diag), HLO_OK);
+  CHECK(bytes && !strstr(bytes, "multiply"));
+  rt_executable *again = rt_backend_cpu.deserialize(bytes, len, &diag);
+  CHECK_MSG(again != NULL, "%s", diag.message);
+  rt_value *x = f32v(1, (int64_t[]){3}, (double[]){1, -2, 0.5});
+  rt_value *y = NULL;
+  CHECK_EQ_INT(again ? rt_backend_cpu.execute(again, &x, 1, &y, &diag) : HLO_ERR_INTERNAL, HLO_OK);
+  CHECK(y && y->count == 3 && rt_get_f64(y, 0) == 2 && rt_get_f64(y, 1) == -4 && rt_get_f64(y, 2) == 1);
+  /* a wrong argument is an input error, not a crash */
+  rt_value *wrong = f32v(1, (int64_t[]){4}, (double[]){1, 2, 3, 4});
+  rt_value *none = NULL;
+  CHECK_EQ_INT(rt_backend_cpu.execute(exe, &wrong, 1, &none, &diag), HLO_ERR_INPUT);
+  CHECK(none == NULL);
+  CHECK(rt_backend_cpu.deserialize("HloModule x\nENTRY {", 19, &diag) == NULL);
+  rt_value_release(wrong);
+  rt_value_release(y);
+  rt_value_release(x);
+  free(bytes);
+  rt_backend_cpu.destroy(again);
+  rt_backend_cpu.destroy(exe);
+  CHECK(rt_backend_find("cpu") == &rt_backend_cpu);
+  CHECK(strstr(rt_backend_names(), "cpu") != NULL);
+}
+
+/* batch-norm-training on x = [[1,3],[5,7]] with features along dim 1: feature 0 holds
+ * 1, 5 (mean 3, variance 4), feature 1 holds 3, 7 (mean 5, variance 4); with epsilon 0,
+ * scale 2 and offset 1 the output is 2 * (x - mean) / 2 + 1 = [[-1,-1],[3,3]]. Then
+ * batch-norm-grad with dy = 1 everywhere: sum(dy) = 2, sum(dy * (x - mean)) = 0, so
+ * grad_operand = scale / 2 * (1 - 1 - 0) = 0, grad_scale 0, grad_offset 2. */
+static void test_batch_norm(void) {
+  const char *text =
+      "HloModule m\nENTRY e {\n x = f32[2,2] parameter(0)\n s = f32[2] parameter(1)\n o = f32[2] parameter(2)\n"
+      " t = (f32[2,2], f32[2], f32[2]) batch-norm-training(x, s, o), epsilon=0, feature_index=1\n"
+      " y = f32[2,2] get-tuple-element(t), index=0\n mean = f32[2] get-tuple-element(t), index=1\n"
+      " var = f32[2] get-tuple-element(t), index=2\n one = f32[] constant(1)\n dy = f32[2,2] broadcast(one), dimensions={}\n"
+      " g = (f32[2,2], f32[2], f32[2]) batch-norm-grad(x, s, mean, var, dy), epsilon=0, feature_index=1\n"
+      " gx = f32[2,2] get-tuple-element(g), index=0\n gs = f32[2] get-tuple-element(g), index=1\n"
+      " go = f32[2] get-tuple-element(g), index=2\n ROOT r = (f32[2,2], f32[2], f32[2], f32[2,2], f32[2], f32[2]) tuple(y, mean, var, gx, gs, go)\n}\n";
+  rt_value *args[] = {f32v(2, (int64_t[]){2, 2}, (double[]){1, 3, 5, 7}), f32v(1, (int64_t[]){2}, (double[]){2, 2}),
+                      f32v(1, (int64_t[]){2}, (double[]){1, 1})};
+  hlo_diag diag;
+  rt_value *got = run_on(&rt_backend_cpu, text, args, 3, &diag);
+  CHECK_MSG(got && got->tuple_count == 6, "%s", diag.message);
+  const double want[6][4] = {{-1, -1, 3, 3}, {3, 5}, {4, 4}, {0, 0, 0, 0}, {0, 0}, {2, 2}};
+  for (int t = 0; got && t < 6; t++)
+    for (int64_t i = 0; i < got->tuple[t]->count; i++) CHECK_NEAR(rt_get_f64(got->tuple[t], i), want[t][i], 1e-6);
+  rt_value_release(got);
+  for (int i = 0; i < 3; i++) rt_value_release(args[i]);
+}
+
+/* A chain of eight elementwise ops on one shape needs two buffers, not eight: each result
+ * dies when its one user has run. */
+static void test_buffer_reuse(void) {
+  const char *text = "HloModule m\nENTRY e {\n x = f32[1000] parameter(0)\n a = f32[1000] exponential(x)\n"
+                     " b = f32[1000] negate(a)\n c = f32[1000] tanh(b)\n d = f32[1000] negate(c)\n"
+                     " e = f32[1000] exponential(d)\n f = f32[1000] negate(e)\n g = f32[1000] tanh(f)\n"
+                     " ROOT h = f32[1000] negate(g)\n}\n";
+  hlo_diag diag = {0};
+  hlo_module *module = hlo_parse_module(text, strlen(text), "t", &diag);
+  rt_cpu_plan *plan = module ? rt_cpu_plan_build(module, &diag) : NULL;
+  CHECK_MSG(plan != NULL, "%s", diag.message);
+  if (plan) {
+    CHECK_EQ_INT(plan->buffer_count, 2);
+    CHECK_EQ_INT(plan->arena_bytes, 2 * 4000 + 2 * 32); /* rounded up to 64 bytes each */
+    CHECK(plan->steps[plan->step_count - 1].output); /* the root writes its own value */
+  }
+  rt_cpu_plan_free(plan);
+  hlo_module_free(module);
+}
+
+int main(void) {
+  RUN(test_elementwise);
+  RUN(test_layout);
+  RUN(test_reduce);
+  RUN(test_dot);
+  RUN(test_conv);
+  RUN(test_control_and_tuples);
+  RUN(test_errors_and_serialize);
+  RUN(test_batch_norm);
+  RUN(test_buffer_reuse);
+  return TEST_REPORT();
+}

@@ -1,0 +1,146 @@
+/* The hlo/ passes: each test checks the rewritten graph (which instructions remain, what the
+ * root is) and that the reference evaluator computes the same values before and after. */
+#include "eval_util.h"
+#include "hlo/pass.h"
+#include "hlo/print.h"
+#include "hlo/verify.h"
+
+static hlo_module *parse(const char *text) {
+  hlo_diag diag = {0};
+  hlo_module *module = hlo_parse_module(text, strlen(text), "t", &diag);
+  CHECK_MSG(module != NULL, "%s", diag.message);
+  return module;
+}
+
+static int count_op(const hlo_comp *comp, hlo_opcode op) {
+  int n = 0;
+  for (int i = 0; i < comp->instr_count; i++) n += comp->instrs[i]->opcode == op;
+  return n;
+}
+
+/* Runs text before and after pass on args and checks the results are bit-identical and the
+ * rewritten module verifies. Returns the rewritten module for further checks. */
+static hlo_module *check_same(const char *text, int (*pass)(hlo_module *), rt_value **args, int count, int *rewrites) {
+  hlo_diag diag = {0};
+  rt_value *before = run_text(text, args, count, false, &diag);
+  CHECK_MSG(before != NULL, "%s", diag.message);
+  hlo_module *module = parse(text);
+  *rewrites = pass(module);
+  CHECK_MSG(hlo_verify_module(module, &diag) == HLO_OK, "%s", diag.message);
+  char *printed = hlo_module_to_text(module);
+  rt_value *after = run_text(printed, args, count, false, &diag);
+  CHECK_MSG(after != NULL, "%s", diag.message);
+  if (before && after) {
+    CHECK_EQ_INT(after->count, before->count);
+    CHECK(memcmp(after->data, before->data, (size_t)hlo_shape_bytes(&before->shape)) == 0);
+  }
+  free(printed);
+  rt_value_release(before);
+  rt_value_release(after);
+  return module;
+}
+
+static void test_dce(void) {
+  const char *text = "HloModule m\nENTRY e {\n x = f32[3] parameter(0)\n unused = f32[] parameter(1)\n"
+                     " dead = f32[3] exponential(x)\n dead2 = f32[3] negate(dead)\n ROOT y = f32[3] add(x, x)\n}\n";
+  rt_value *args[] = {make_value(HLO_F32, 1, (int64_t[]){3}, (double[]){1, 2, 3}), make_value(HLO_F32, 0, NULL, (double[]){0})};
+  int n = 0;
+  hlo_module *m = check_same(text, hlo_pass_dce, args, 2, &n);
+  CHECK_EQ_INT(n, 2); /* exponential and negate; the unused parameter stays */
+  CHECK_EQ_INT(m->entry->instr_count, 3);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_PARAMETER), 2);
+  for (int i = 0; i < m->entry->instr_count; i++) CHECK_EQ_INT(m->entry->instrs[i]->id, i);
+  CHECK_EQ_INT(hlo_pass_dce(m), 0); /* a fixed point */
+  hlo_module_free(m);
+  rt_value_release(args[0]);
+  rt_value_release(args[1]);
+}
+
+static void test_cse(void) {
+  /* two equal exponentials and two equal adds of them collapse; the different slices and the
+   * rng stay apart */
+  const char *text = "HloModule m\nENTRY e {\n x = f32[4] parameter(0)\n a = f32[4] exponential(x)\n"
+                     " b = f32[4] exponential(x)\n c = f32[4] add(a, x)\n d = f32[4] add(b, x)\n"
+                     " s1 = f32[2] slice(c), slice={[0:2]}\n s2 = f32[2] slice(d), slice={[2:4]}\n"
+                     " ROOT y = f32[2] multiply(s1, s2)\n}\n";
+  rt_value *args[] = {make_value(HLO_F32, 1, (int64_t[]){4}, (double[]){0.5, -1, 2, 0})};
+  int n = 0;
+  hlo_module *m = check_same(text, hlo_pass_cse, args, 1, &n);
+  CHECK_EQ_INT(n, 2);
+  hlo_pass_dce(m);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_EXP), 1);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_ADD), 1);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_SLICE), 2);
+  hlo_module_free(m);
+  rt_value_release(args[0]);
+  /* equal constants merge; different attributes do not */
+  const char *consts = "HloModule m\nENTRY e {\n x = f32[2] parameter(0)\n c1 = f32[] constant(2)\n c2 = f32[] constant(2)\n"
+                       " b1 = f32[2] broadcast(c1), dimensions={}\n b2 = f32[2] broadcast(c2), dimensions={}\n"
+                       " p = pred[2] compare(b1, x), direction=LT\n q = pred[2] compare(b2, x), direction=GT\n"
+                       " ROOT r = pred[2] and(p, q)\n}\n";
+  rt_value *xs[] = {make_value(HLO_F32, 1, (int64_t[]){2}, (double[]){1, 3})};
+  m = check_same(consts, hlo_pass_cse, xs, 1, &n);
+  CHECK_EQ_INT(n, 2); /* c2 -> c1, then b2 -> b1 */
+  hlo_pass_dce(m);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_COMPARE), 2);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_CONSTANT), 1);
+  hlo_module_free(m);
+  rt_value_release(xs[0]);
+}
+
+static void test_simplify(void) {
+  /* x * 1 and 1 * x go; f32 x + 0 stays (-0 + 0 is +0); s32 x + 0 goes; convert to the
+   * same type, reshape to the same shape, transpose of transpose back to identity, a full
+   * slice and an identity broadcast all go */
+  const char *text =
+      "HloModule m\nENTRY e {\n x = f32[2,3] parameter(0)\n one = f32[] constant(1)\n ones = f32[2,3] broadcast(one), dimensions={}\n"
+      " m1 = f32[2,3] multiply(x, ones)\n m2 = f32[2,3] multiply(ones, m1)\n zero = f32[] constant(0)\n"
+      " zeros = f32[2,3] broadcast(zero), dimensions={}\n keep = f32[2,3] add(m2, zeros)\n"
+      " cv = f32[2,3] convert(keep)\n rs = f32[2,3] reshape(cv)\n t1 = f32[3,2] transpose(rs), dimensions={1,0}\n"
+      " t2 = f32[2,3] transpose(t1), dimensions={1,0}\n sl = f32[2,3] slice(t2), slice={[0:2], [0:3]}\n"
+      " bc = f32[2,3] broadcast(sl), dimensions={0,1}\n ROOT n = f32[2,3] negate(bc)\n}\n";
+  rt_value *args[] = {make_value(HLO_F32, 2, (int64_t[]){2, 3}, (double[]){-0.0, 1, -2, 3.5, NAN, 0})};
+  int n = 0;
+  hlo_module *m = check_same(text, hlo_pass_simplify, args, 1, &n);
+  CHECK(n >= 7);
+  hlo_pass_dce(m);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_MULTIPLY), 0);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_ADD), 1); /* the float x + 0 is kept */
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_TRANSPOSE), 0);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_SLICE) + count_op(m->entry, HLO_OP_CONVERT) + count_op(m->entry, HLO_OP_RESHAPE), 0);
+  CHECK(m->entry->root->opcode == HLO_OP_NEGATE && m->entry->root->operands[0]->opcode == HLO_OP_ADD);
+  hlo_module_free(m);
+  rt_value_release(args[0]);
+
+  const char *ints = "HloModule m\nENTRY e {\n x = s32[4] parameter(0)\n z = s32[] constant(0)\n zs = s32[4] broadcast(z), dimensions={}\n"
+                     " a = s32[4] add(zs, x)\n r1 = s32[2,2] reshape(a)\n r2 = s32[4,1] reshape(r1)\n"
+                     " t1 = s32[1,4] transpose(r2), dimensions={1,0}\n ROOT t2 = s32[4,1] transpose(t1), dimensions={1,0}\n}\n";
+  rt_value *xs[] = {make_value(HLO_S32, 1, (int64_t[]){4}, (double[]){1, -2, 3, 7})};
+  m = check_same(ints, hlo_pass_run_all, xs, 1, &n);
+  /* add of zero gone, reshape(reshape(x)) is one reshape of x, the transposes cancel */
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_ADD), 0);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_TRANSPOSE), 0);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_RESHAPE), 1);
+  CHECK(m->entry->root->opcode == HLO_OP_RESHAPE && m->entry->root->operands[0]->opcode == HLO_OP_PARAMETER);
+  CHECK_EQ_INT(m->entry->instr_count, 2);
+  hlo_module_free(m);
+  rt_value_release(xs[0]);
+}
+
+/* A non-default layout blocks the no-op rewrites: the bytes would differ. */
+static void test_layout_kept(void) {
+  const char *text = "HloModule m\nENTRY e {\n x = f32[2,3]{1,0} parameter(0)\n"
+                     " ROOT c = f32[2,3]{0,1} convert(x)\n}\n";
+  hlo_module *m = parse(text);
+  CHECK_EQ_INT(hlo_pass_simplify(m), 0);
+  CHECK(m->entry->root->opcode == HLO_OP_CONVERT);
+  hlo_module_free(m);
+}
+
+int main(void) {
+  RUN(test_dce);
+  RUN(test_cse);
+  RUN(test_simplify);
+  RUN(test_layout_kept);
+  return TEST_REPORT();
+}
