@@ -4,6 +4,9 @@
  *   convert to the operand's own type, reshape/broadcast/transpose/slice that change
  *   nothing -> the operand
  *   reshape(reshape(x)) -> reshape(x); transpose(transpose(x)) -> one transpose (or x)
+ *   add, subtract, multiply, maximum, minimum of two scalar constants (f32, f64, s32, s64)
+ *   -> a constant, computed in the element type as the kernels would (integers wrap; NaN
+ *   and signed zeros are left alone, where maximum's and minimum's rules would matter)
  * Rewrites that would hand a user an operand with another layout are skipped: only shapes
  * with default layouts are merged. Instructions are visited operands-first; a replaced
  * instruction's users are redirected as they are reached, and it is left dead for DCE. */
@@ -53,6 +56,58 @@ static bool same_array(const hlo_instr *from, const hlo_instr *to) {
 static bool is_identity(const hlo_ints *perm) {
   for (int i = 0; i < perm->count; i++)
     if (perm->values[i] != i) return false;
+  return true;
+}
+
+static const void *scalar_data(const hlo_instr *instr, hlo_dtype dtype) {
+  if (instr->opcode != HLO_OP_CONSTANT || !instr->literal || !instr->literal->data) return NULL;
+  const hlo_shape *s = &instr->literal->shape;
+  return s->rank == 0 && s->dtype == dtype ? instr->literal->data : NULL;
+}
+
+#define FOLD(T, U, IS_FLOAT)                                                                \
+  do {                                                                                      \
+    T a, b, r;                                                                              \
+    memcpy(&a, x, sizeof a);                                                                \
+    memcpy(&b, y, sizeof b);                                                                \
+    if (IS_FLOAT && (a != a || b != b || a == 0 || b == 0) &&                               \
+        (op == HLO_OP_MAXIMUM || op == HLO_OP_MINIMUM))                                     \
+      return false;                                                                         \
+    switch (op) {                                                                           \
+      case HLO_OP_ADD: r = IS_FLOAT ? (T)(a + b) : (T)((U)a + (U)b); break;                 \
+      case HLO_OP_SUBTRACT: r = IS_FLOAT ? (T)(a - b) : (T)((U)a - (U)b); break;            \
+      case HLO_OP_MULTIPLY: r = IS_FLOAT ? (T)(a * b) : (T)((U)a * (U)b); break;            \
+      case HLO_OP_MAXIMUM: r = a > b ? a : b; break;                                        \
+      default: r = a < b ? a : b; break;                                                    \
+    }                                                                                       \
+    memcpy(out, &r, sizeof r);                                                              \
+  } while (0)
+
+/* Folds a scalar binary op on two constants into instr itself, which becomes the constant:
+ * no instruction is added, so ids and order stay as they are. */
+static bool fold_constants(hlo_instr *instr) {
+  hlo_opcode op = instr->opcode;
+  if (op != HLO_OP_ADD && op != HLO_OP_SUBTRACT && op != HLO_OP_MULTIPLY && op != HLO_OP_MAXIMUM &&
+      op != HLO_OP_MINIMUM)
+    return false;
+  hlo_dtype t = instr->shape.dtype;
+  if (instr->shape.rank != 0 || (t != HLO_F32 && t != HLO_F64 && t != HLO_S32 && t != HLO_S64)) return false;
+  const void *x = scalar_data(instr->operands[0], t), *y = scalar_data(instr->operands[1], t);
+  if (!x || !y) return false;
+  unsigned char out[8];
+  switch (t) {
+    case HLO_F32: FOLD(float, float, 1); break;
+    case HLO_F64: FOLD(double, double, 1); break;
+    case HLO_S32: FOLD(int32_t, uint32_t, 0); break;
+    default: FOLD(int64_t, uint64_t, 0); break;
+  }
+  hlo_arena *arena = &instr->parent->module->arena;
+  hlo_literal *literal = hlo_arena_alloc(arena, sizeof *literal);
+  literal->shape = hlo_shape_scalar(t);
+  literal->data = hlo_arena_memdup(arena, out, hlo_dtype_size(t));
+  instr->opcode = HLO_OP_CONSTANT;
+  instr->operand_count = 0;
+  instr->literal = literal;
   return true;
 }
 
@@ -125,8 +180,8 @@ static int simplify_comp(hlo_comp *comp) {
       if (operand && operand->parent == comp && replacement[operand->id])
         instr->operands[k] = replacement[operand->id];
     }
-    bool changed = false;
-    hlo_instr *with = simplify(instr, &changed);
+    bool changed = fold_constants(instr);
+    hlo_instr *with = changed ? NULL : simplify(instr, &changed);
     if (with && with != instr) {
       /* a chain: with may itself have been replaced already */
       while (with->parent == comp && replacement[with->id]) with = replacement[with->id];

@@ -5,7 +5,9 @@
  * matrix col[(feature, tap)][position] (zero where a tap falls into padding or a dilation
  * hole), and one BLAS call computes the group's output features:
  *   y[n][g's features][positions] = kernel[g's features][(feature, tap)] x col.
- * A 1x1 window with stride 1 and no padding reads the input plane as it is: no gather.
+ * A 1x1 window with stride 1 and no padding reads the input plane as it is: no gather. A
+ * depthwise convolution (one input feature per group, few outputs) has no product worth
+ * BLAS: its taps are summed straight from the gather table instead.
  * Groups follow XLA: feature groups split input and output features; batch groups split the
  * input batch and the output features. (batch, group) pairs are the parallel items.
  *
@@ -30,6 +32,7 @@ typedef struct conv_geom {
   int64_t feature_groups, batch_groups;
   int64_t *source; /* [tap_count * out_plane]: offset in an input plane, or -1 */
   bool direct;     /* col is the input plane itself */
+  bool depthwise;  /* one input feature per group and few outputs: no matrix product to share */
 } conv_geom;
 
 typedef struct conv_job {
@@ -77,8 +80,9 @@ static bool fill_source(conv_geom *g, const hlo_window *w) {
   static void items_##T(conv_job *j, int64_t begin, int64_t end) {                             \
     const conv_geom *g = j->g;                                                                 \
     int64_t depth = g->group_features * g->tap_count;                                          \
-    T *col = g->direct ? NULL : malloc(sizeof(T) * (size_t)(depth * g->out_plane + 1));        \
-    if (!g->direct && !col) {                                                                  \
+    bool gather = !g->direct && !g->depthwise;                                                 \
+    T *col = gather ? malloc(sizeof(T) * (size_t)(depth * g->out_plane + 1)) : NULL;           \
+    if (gather && !col) {                                                                      \
       j->failed = true;                                                                        \
       return;                                                                                  \
     }                                                                                          \
@@ -90,6 +94,20 @@ static bool fill_source(conv_geom *g, const hlo_window *w) {
       int64_t in_f = g->feature_groups > 1 ? grp * g->group_features : 0;                      \
       const T *planes = x + (in_n * g->features + in_f) * g->in_plane;                         \
       const T *b = planes;                                                                     \
+      if (g->depthwise) { /* one input feature: sum the taps straight from the table */        \
+        for (int64_t o = 0; o < g->group_out; o++) {                                           \
+          T *yo = y + (n * g->out_features + grp * g->group_out + o) * g->out_plane;           \
+          const T *wo = w + (grp * g->group_out + o) * g->tap_count;                           \
+          for (int64_t p = 0; p < g->out_plane; p++) yo[p] = 0;                                \
+          for (int64_t t = 0; t < g->tap_count; t++) {                                         \
+            const int64_t *src = g->source + t * g->out_plane;                                 \
+            T wt = wo[t];                                                                      \
+            for (int64_t p = 0; p < g->out_plane; p++)                                         \
+              if (src[p] >= 0) yo[p] += wt * planes[src[p]];                                   \
+          }                                                                                    \
+        }                                                                                      \
+        continue;                                                                              \
+      }                                                                                        \
       if (!g->direct) {                                                                        \
         for (int64_t f = 0; f < g->group_features; f++) {                                      \
           const T *plane = planes + f * g->in_plane;                                           \
@@ -174,6 +192,7 @@ static bool conv_kernel(const hlo_instr *instr, const rt_value *const *in, rt_va
   g.batch_groups = instr->batch_group_count;
   g.groups = g.feature_groups * g.batch_groups;
   g.group_out = g.out_features / g.groups;
+  g.depthwise = !g.direct && g.group_features == 1 && g.group_out <= 4;
   hlo_dtype work = rt_work_dtype(out->shape.dtype);
   size_t size = hlo_dtype_size(work);
   bool in_place = out->shape.dtype == work;

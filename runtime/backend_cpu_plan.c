@@ -1,11 +1,11 @@
 /* The cpu backend's execution plan: what kind of step each entry instruction is, which
  * kernel runs it, and where its result lives.
  *
- * Buffer assignment: a fast step's result goes into a buffer of one per-execute arena.
- * Walking the steps in order, a step takes a free buffer (the smallest that fits, else the
- * largest, grown), and a buffer comes free after the last step that reads it has run:
- * liveness is counted per storage, so a reshape or get-tuple-element that views its
- * operand's bytes keeps that storage alive as long as it is read itself. The entry's
+ * Buffer assignment: a fast step's result goes at an offset of one per-execute arena. Its
+ * bytes are reused once the last step that reads it has run: liveness is counted per
+ * storage, so a reshape or get-tuple-element that views its operand's bytes keeps that
+ * storage alive as long as it is read itself. Offsets are chosen by first fit, largest
+ * results first (place_blocks). The entry's
  * results never take a shared buffer (they are written into values of their own, handed to
  * the caller), and parameters and constants are views that nothing writes. */
 #include <stdlib.h>
@@ -121,50 +121,69 @@ static void classify(rt_cpu_step *step) {
   }
 }
 
-typedef struct buffer {
-  int64_t size;
-  bool busy;
-} buffer;
+/* One fast result to place in the arena: it is written at step `first` and read up to step
+ * `last` (inclusive); two results may share bytes only when one's last reader ran before
+ * the other was written. */
+typedef struct block {
+  int step, first, last;
+  int64_t size, offset;
+} block;
 
-/* The free buffer that fits best, or a grown or new one; returns its index. */
-static int take_buffer(buffer **buffers, int *count, int64_t size) {
-  int best = -1, largest = -1;
-  for (int b = 0; b < *count; b++) {
-    if ((*buffers)[b].busy) continue;
-    if ((*buffers)[b].size >= size && (best < 0 || (*buffers)[b].size < (*buffers)[best].size)) best = b;
-    if (largest < 0 || (*buffers)[b].size > (*buffers)[largest].size) largest = b;
+static int by_size_descending(const void *a, const void *b) {
+  const block *x = a, *y = b;
+  if (x->size != y->size) return x->size > y->size ? -1 : 1;
+  return x->step - y->step; /* stable, so plans are the same on every machine */
+}
+
+static int by_offset(const void *a, const void *b) {
+  const block *x = *(const block *const *)a, *y = *(const block *const *)b;
+  return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Offsets by first fit, largest blocks first: each block goes at the lowest offset where it
+ * overlaps no placed block live at the same time. Close to the peak of live bytes in
+ * practice, where reusing whole buffers wastes the difference between their occupants. */
+static bool place_blocks(block *blocks, int count, int64_t *arena_bytes, int64_t *distinct) {
+  qsort(blocks, (size_t)count, sizeof *blocks, by_size_descending);
+  block **conflicts = malloc(sizeof(block *) * (size_t)(count + 1));
+  if (!conflicts) return false;
+  *arena_bytes = 0;
+  for (int i = 0; i < count; i++) {
+    block *b = &blocks[i];
+    int n = 0;
+    for (int j = 0; j < i; j++)
+      if (blocks[j].first <= b->last && b->first <= blocks[j].last) conflicts[n++] = &blocks[j];
+    qsort(conflicts, (size_t)n, sizeof *conflicts, by_offset);
+    int64_t at = 0;
+    for (int k = 0; k < n; k++) {
+      if (conflicts[k]->offset >= at + b->size) break; /* the gap before it fits */
+      int64_t end = conflicts[k]->offset + conflicts[k]->size;
+      if (end > at) at = end;
+    }
+    b->offset = at;
+    if (at + b->size > *arena_bytes) *arena_bytes = at + b->size;
   }
-  if (best < 0 && largest >= 0) {
-    best = largest;
-    (*buffers)[best].size = size;
-  }
-  if (best < 0) {
-    buffer *grown = realloc(*buffers, sizeof(buffer) * (size_t)(*count + 1));
-    if (!grown) return -1;
-    *buffers = grown;
-    best = (*count)++;
-    grown[best].size = size;
-  }
-  (*buffers)[best].busy = true;
-  return best;
+  /* distinct offsets, for reports and tests */
+  for (int i = 0; i < count; i++) conflicts[i] = &blocks[i];
+  qsort(conflicts, (size_t)count, sizeof *conflicts, by_offset);
+  *distinct = 0;
+  for (int i = 0; i < count; i++) *distinct += i == 0 || conflicts[i]->offset != conflicts[i - 1]->offset;
+  free(conflicts);
+  return true;
 }
 
 static hlo_status assign(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag) {
   int n = plan->step_count;
   int *last = malloc(sizeof(int) * (size_t)(n + 1));
-  int *buffer_of = malloc(sizeof(int) * (size_t)(n + 1));
   int *free_counts = calloc((size_t)n + 1, sizeof(int));
-  buffer *buffers = NULL;
-  int buffer_count = 0;
   hlo_status status = HLO_OK;
-  if (!last || !buffer_of || !free_counts) status = hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory planning");
+  if (!last || !free_counts) status = hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory planning");
   /* last reader of each storage; the results of the entry live to the end (n) */
   for (int i = 0; status == HLO_OK && i < n; i++) {
     rt_cpu_step *step = &plan->steps[i];
     const hlo_instr *instr = step->instr;
     step->storage = step->kind == RT_STEP_ALIAS ? plan->steps[instr->operands[0]->id].storage : i;
     last[i] = i;
-    buffer_of[i] = -1;
     for (int k = 0; k < instr->operand_count; k++) {
       int s = plan->steps[instr->operands[k]->id].storage;
       if (last[s] < i) last[s] = i;
@@ -193,36 +212,24 @@ static hlo_status assign(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *dia
         at->frees[at->free_count++] = s;
       }
   }
-  /* buffers, in order: take one for each fast non-output step, then give back those whose
-   * storage's last reader was this step */
-  for (int i = 0; i < n && status == HLO_OK; i++) {
+  /* offsets for the fast results that are not entry results */
+  block *blocks = status == HLO_OK ? malloc(sizeof(block) * (size_t)(n + 1)) : NULL;
+  if (status == HLO_OK && !blocks) status = hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory planning");
+  int block_count = 0;
+  for (int i = 0; status == HLO_OK && i < n; i++) {
     rt_cpu_step *step = &plan->steps[i];
-    if (step->kind == RT_STEP_FAST && !step->output) {
-      int64_t bytes = hlo_shape_bytes(&step->instr->shape);
-      bytes = (bytes + ALIGN - 1) / ALIGN * ALIGN;
-      buffer_of[i] = take_buffer(&buffers, &buffer_count, bytes ? bytes : ALIGN);
-      if (buffer_of[i] < 0) status = hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory planning");
-    }
-    for (int f = 0; status == HLO_OK && f < step->free_count; f++)
-      if (buffer_of[step->frees[f]] >= 0) buffers[buffer_of[step->frees[f]]].busy = false;
+    step->offset = -1;
+    if (step->kind != RT_STEP_FAST || step->output) continue;
+    int64_t bytes = hlo_shape_bytes(&step->instr->shape);
+    bytes = bytes ? (bytes + ALIGN - 1) / ALIGN * ALIGN : ALIGN;
+    blocks[block_count++] = (block){.step = i, .first = i, .last = last[i], .size = bytes};
   }
-  if (status == HLO_OK) {
-    int64_t *offsets = malloc(sizeof(int64_t) * (size_t)(buffer_count + 1));
-    if (!offsets) status = hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory planning");
-    int64_t at = 0;
-    for (int b = 0; offsets && b < buffer_count; b++) {
-      offsets[b] = at;
-      at += buffers[b].size;
-    }
-    for (int i = 0; offsets && i < n; i++) plan->steps[i].offset = buffer_of[i] >= 0 ? offsets[buffer_of[i]] : -1;
-    plan->arena_bytes = at;
-    plan->buffer_count = buffer_count;
-    free(offsets);
-  }
+  if (status == HLO_OK && !place_blocks(blocks, block_count, &plan->arena_bytes, &plan->buffer_count))
+    status = hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory planning");
+  for (int b = 0; status == HLO_OK && b < block_count; b++) plan->steps[blocks[b].step].offset = blocks[b].offset;
+  free(blocks);
   free(last);
-  free(buffer_of);
   free(free_counts);
-  free(buffers);
   return status;
 }
 

@@ -5,6 +5,7 @@
 #include "cpu_util.h"
 #include "hlo/pass.h"
 #include "runtime/backend_cpu.h"
+#include "runtime/random_fill.h"
 
 static rt_value *f32v(int rank, const int64_t *dims, const double *v) { return make_value(HLO_F32, rank, dims, v); }
 
@@ -298,6 +299,86 @@ static void test_batch_norm(void) {
   for (int i = 0; i < 3; i++) rt_value_release(args[i]);
 }
 
+/* Ops the graph generator of test_cpu_differential does not build, as a training step uses
+ * them: batch-group (weight gradient) and base-dilated (input gradient) convolutions,
+ * reversed kernels, batch-norm-training and -grad; random sizes, seeded inputs, compared with
+ * the reference within 1e-4 relative to 1 + |reference|. */
+static bool agree(const rt_value *want, const rt_value *got) {
+  if (want->shape.dtype == HLO_TUPLE) {
+    for (int i = 0; i < want->tuple_count; i++)
+      if (!agree(want->tuple[i], got->tuple[i])) return false;
+    return true;
+  }
+  if (want->count != got->count) return false;
+  for (int64_t i = 0; i < want->count; i++) {
+    double a = rt_get_f64(want, i), b = rt_get_f64(got, i);
+    if (!(a == b || fabs(a - b) <= 1e-4 * (1 + fabs(a)))) return false;
+  }
+  return true;
+}
+
+static void compare_text(const char *text, int seed) {
+  hlo_diag diag = {0};
+  hlo_module *module = hlo_parse_module(text, strlen(text), "t", &diag);
+  CHECK_MSG(module != NULL, "%s\n%s", diag.message, text);
+  if (!module) return;
+  int n = module->entry->param_count;
+  rt_value *args[8] = {0};
+  for (int i = 0; i < n && i < 8; i++) args[i] = rt_random_value(&module->entry->params[i]->shape, (uint64_t)seed, (uint64_t)i, &diag);
+  hlo_module_free(module);
+  rt_value *want = run_on(&rt_backend_reference, text, args, n, &diag);
+  rt_value *got = run_on(&rt_backend_cpu, text, args, n, &diag);
+  CHECK_MSG(want && got && agree(want, got), "seed %d: %s\n%s", seed, diag.message, text);
+  rt_value_release(want);
+  rt_value_release(got);
+  for (int i = 0; i < n && i < 8; i++) rt_value_release(args[i]);
+}
+
+static void test_training_ops(void) {
+  char text[2048];
+  for (int seed = 0; seed < 60; seed++) {
+    uint64_t r = rt_mix64((uint64_t)seed + 77);
+    int64_t groups = 1 + (int64_t)(r % 3), batch = groups * (1 + (int64_t)(r >> 8) % 2), features = 1 + (int64_t)(r >> 12) % 3;
+    int64_t size = 3 + (int64_t)(r >> 16) % 4, taps = 1 + (int64_t)(r >> 20) % 3, pad = (int64_t)(r >> 24) % 2;
+    /* weight gradient: activations fb01 as input, output gradients as kernel, batch groups */
+    int64_t out = size + 2 * pad - taps + 1;
+    snprintf(text, sizeof text,
+             "HloModule m\nENTRY e {\n x = f32[%lld,%lld,%lld,%lld] parameter(0)\n k = f32[%lld,%lld,%lld,%lld] parameter(1)\n"
+             " ROOT c = f32[%lld,%lld,%lld,%lld] convolution(x, k), window={size=%lldx%lld pad=%lld_%lldx%lld_%lld},"
+             " dim_labels=fb01_io01->01bf, batch_group_count=%lld\n}\n",
+             (long long)features, (long long)batch, (long long)size, (long long)size,
+             (long long)features, (long long)groups, (long long)taps, (long long)taps,
+             (long long)out, (long long)out, (long long)(batch / groups), (long long)groups,
+             (long long)taps, (long long)taps, (long long)pad, (long long)pad, (long long)pad, (long long)pad, (long long)groups);
+    compare_text(text, seed);
+    /* input gradient: base dilation 2 with a reversed kernel, feature groups */
+    int64_t c = groups * features, in = size, dil = (in - 1) * 2 + 1 + 2 * pad + 1 - taps + 1;
+    snprintf(text, sizeof text,
+             "HloModule m\nENTRY e {\n x = f32[2,%lld,%lld,%lld] parameter(0)\n k = f32[%lld,%lld,%lld,%lld] parameter(1)\n"
+             " rk = f32[%lld,%lld,%lld,%lld] reverse(k), dimensions={2,3}\n"
+             " ROOT c = f32[2,%lld,%lld,%lld] convolution(x, rk), window={size=%lldx%lld pad=%lld_%lldx%lld_%lld lhs_dilate=2x2},"
+             " dim_labels=bf01_oi01->bf01, feature_group_count=%lld\n}\n",
+             (long long)c, (long long)in, (long long)in, (long long)c, (long long)features, (long long)taps, (long long)taps,
+             (long long)c, (long long)features, (long long)taps, (long long)taps, (long long)c, (long long)dil, (long long)dil,
+             (long long)taps, (long long)taps, (long long)pad, (long long)(pad + 1), (long long)pad, (long long)(pad + 1),
+             (long long)groups);
+    compare_text(text, seed);
+    /* batch-norm-training, then its gradient, features along dim 1 */
+    snprintf(text, sizeof text,
+             "HloModule m\nENTRY e {\n x = f32[%lld,%lld,%lld] parameter(0)\n s = f32[%lld] parameter(1)\n o = f32[%lld] parameter(2)\n"
+             " dy = f32[%lld,%lld,%lld] parameter(3)\n t = (f32[%lld,%lld,%lld], f32[%lld], f32[%lld]) batch-norm-training(x, s, o), epsilon=0.001, feature_index=1\n"
+             " mean = f32[%lld] get-tuple-element(t), index=1\n var = f32[%lld] get-tuple-element(t), index=2\n"
+             " g = (f32[%lld,%lld,%lld], f32[%lld], f32[%lld]) batch-norm-grad(x, s, mean, var, dy), epsilon=0.001, feature_index=1\n"
+             " ROOT r = ((f32[%lld,%lld,%lld], f32[%lld], f32[%lld]), (f32[%lld,%lld,%lld], f32[%lld], f32[%lld])) tuple(t, g)\n}\n",
+             (long long)batch, (long long)c, (long long)size, (long long)c, (long long)c,
+             (long long)batch, (long long)c, (long long)size, (long long)batch, (long long)c, (long long)size, (long long)c, (long long)c,
+             (long long)c, (long long)c, (long long)batch, (long long)c, (long long)size, (long long)c, (long long)c,
+             (long long)batch, (long long)c, (long long)size, (long long)c, (long long)c,
+             (long long)batch, (long long)c, (long long)size, (long long)c, (long long)c);
+    compare_text(text, seed);
+  }
+}
+
 /* A chain of eight elementwise ops on one shape needs two buffers, not eight: each result
  * dies when its one user has run. */
 static void test_buffer_reuse(void) {
@@ -327,6 +408,7 @@ int main(void) {
   RUN(test_control_and_tuples);
   RUN(test_errors_and_serialize);
   RUN(test_batch_norm);
+  RUN(test_training_ops);
   RUN(test_buffer_reuse);
   return TEST_REPORT();
 }
