@@ -17,7 +17,7 @@ LIB_CXX = $(sort $(wildcard runtime/*.cc))
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/obj/%.o) $(LIB_CXX:%.cc=$(BUILD)/obj/%.o)
 # bench/: the model zoo and harness, written against include/latch.h alone; linked into the
 # command and into the tests (as build/libbench.a), not into the library.
-BENCH_C = $(filter-out bench/function_micro.c,$(sort $(wildcard bench/*.c bench/models/*.c)))
+BENCH_C = $(sort $(wildcard bench/*.c bench/models/*.c))
 BENCH_OBJ = $(BENCH_C:%.c=$(BUILD)/obj/%.o)
 TOOL_C = $(sort $(wildcard tools/*.c))
 TOOL_OBJ = $(TOOL_C:%.c=$(BUILD)/obj/%.o)
@@ -77,13 +77,9 @@ minify-mobilenet: all
 clean:
 	rm -rf build build-san build-tsan build-fuzz
 
-# `make bench-function`: the traced-function micro-benchmark (bench/function_micro.c).
-$(BUILD)/bench/function_micro: bench/function_micro.c $(BUILD)/liblatch.a
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)
-
-bench-function: $(BUILD)/bench/function_micro
-	$(BUILD)/bench/function_micro
+# `make bench-function`: the micro-benchmarks of capture and traced functions.
+bench-function: all
+	$(BUILD)/latch bench --micro
 
 
 # `make install PREFIX=/opt/latch`: the one public header, both libraries, the command and a

@@ -166,6 +166,11 @@ bool bench_compare(const bench_result *a, const bench_result *b, double *max_abs
 /* Every element finite. */
 bool bench_finite(const bench_result *result);
 
+/* ---- traced-function micro-benchmark (function_micro.c): guard ns per call, dispatch
+ * overhead of trace-once against trace-every on a tiny graph, an MLP batch sweep under the
+ * static and automatic shape policies. Prints its tables; returns 0. ---- */
+int bench_function_micro(void);
+
 /* ---- the harness (harness.c) ---- */
 int bench_zoo_main(int argc, char **argv);
 void bench_zoo_usage(void);

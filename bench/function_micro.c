@@ -1,4 +1,5 @@
-/* Micro-benchmark of traced functions, written against latch.h only (`make bench-function`):
+/* Micro-benchmark of traced functions, written against latch.h only (the second half of
+ * `latch bench --micro`):
  *   - guard evaluation per call (from latch_function_stats.guard_ns) for 1, 4 and 16 inputs;
  *   - dispatch overhead per call on a tiny graph (everything but the backend's execute, from
  *     latch_stats.execute_ns) for trace-once hits against trace-every on the same graph;
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench.h"
 #include "latch.h"
 
 enum { ROUNDS = 7 };
@@ -138,7 +140,7 @@ static void sweep(latch_shape_policy shapes) {
   latch_close(rt);
 }
 
-int main(void) {
+int bench_function_micro(void) {
   latch_options options;
   latch_options_init(&options);
   printf("latch traced functions, backend %s\n", options.backend);
