@@ -116,10 +116,10 @@ def fmt(value, spec):
     return "-" if value is None else format(value, spec)
 
 
-def format_table(rows, summary, threads, repeat, warmup, torch_version):
+def format_table(rows, summary, threads, repeat, warmup, torch_version, wait_policy="PASSIVE"):
     out = [f"compare_torch: latch once (LATCH_CACHE=memory) vs PyTorch {torch_version or '?'} eager, "
-           f"median wall ms per step over {repeat} steps (after {warmup} warm-up), {threads} thread(s) each; "
-           "min ratio: fastest step against fastest step",
+           f"median wall ms per step over {repeat} steps (after {warmup} warm-up), {threads} thread(s) each "
+           f"(torch OMP_WAIT_POLICY={wait_policy}); min ratio: fastest step against fastest step",
            f"{'model':<14} {'batch':>5} {'size':>5} {'latch once ms':>14} {'torch ms':>10} {'latch/torch':>12} {'min ratio':>10}"]
     for r in rows:
         line = (f"{r['model']:<14} {r['batch']:>5} {fmt(r['size'], 'd'):>5} {fmt(r['latch_once_ms'], '.3f'):>14} "
@@ -187,6 +187,11 @@ def run_torch(args, model, batch, size, tmp, log):
     # PyTorch's intra-op pool also reads OMP_NUM_THREADS at import; set it to agree with
     # set_num_threads so neither side gets more cores.
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    # GNU OpenMP's threads spin at barriers by default; on a machine shared with other work a
+    # spinning thread holds a core another needs and steps take 10-50x longer at random
+    # (measured: mobilenet_v2 batch 1 at 840 ms instead of 11). Sleeping waits measure
+    # PyTorch's kernels instead; a caller's own OMP_WAIT_POLICY wins.
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     rc, output = run_child(argv, env, args.timeout, log)
     if rc is None:
         return (None, None, None, output, None), None
@@ -251,11 +256,13 @@ def main(argv=None):
     if log:
         log.close()
     summary = summarise(rows)
-    print(format_table(rows, summary, args.threads, args.repeat, args.warmup, torch_version))
+    wait_policy = os.environ.get("OMP_WAIT_POLICY", "PASSIVE")
+    print(format_table(rows, summary, args.threads, args.repeat, args.warmup, torch_version, wait_policy))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"compare_torch": 1, "clock": "wall", "threads": args.threads, "repeat": args.repeat,
-                       "warmup": args.warmup, "torch": torch_version, "rows": rows, "geomean": summary}, f, indent=1)
+                       "warmup": args.warmup, "torch": torch_version,
+                       "omp_wait_policy": wait_policy, "rows": rows, "geomean": summary}, f, indent=1)
     return 0 if summary["all"]["models"] > 0 else 1
 
 

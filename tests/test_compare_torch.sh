@@ -24,6 +24,8 @@ import json, sys
 a = sys.argv[1:]
 model, batch, out = a[a.index("--model") + 1], int(a[a.index("--batch") + 1]), a[a.index("--json") + 1]
 assert a[0] == "bench" and a[a.index("--mode") + 1] == "once"
+import os
+assert os.environ["LATCH_CACHE"] == "memory" and os.environ["LATCH_THREADS"] == "3", "latch env"
 if model == "latchfail":
     print("latch: error: bench: unknown model 'latchfail'", file=sys.stderr)
     sys.exit(1)
@@ -39,6 +41,8 @@ a = sys.argv[1:]
 model, batch, out = a[a.index("--model") + 1], int(a[a.index("--batch") + 1]), a[a.index("--json") + 1]
 size = int(a[a.index("--size") + 1])
 assert a[0] == "time" and a[a.index("--threads") + 1] == "3"
+import os
+assert os.environ["OMP_NUM_THREADS"] == "3" and os.environ["OMP_WAIT_POLICY"] == "PASSIVE", "torch env"
 if model == "torchfail":
     raise RuntimeError("fake torch failure")
 ms = 4.0 * batch
@@ -48,6 +52,7 @@ json.dump({"threads": 3, "torch": "fake", "models": {model: {"batch": batch, "si
 PY
 chmod +x "$tmp/latch"
 
+unset OMP_WAIT_POLICY
 run() {
   "$PYTHON" bench/compare_torch.py --latch "$tmp/latch" --python "$PYTHON" --torch-zoo "$tmp/torch_zoo.py" \
     --threads 3 --repeat 2 "$@"
@@ -65,7 +70,7 @@ check 'grep -Eq "^geomean all +1\.00x +0\.50x +\(4 rows\)" "$tmp/out.txt"'
 check 'grep -q "^latchfail .*latch failed: exit 1: latch: error: bench: unknown model" "$tmp/out.txt"'
 check 'grep -q "^torchfail .*torch failed: exit 1: .*RuntimeError: fake torch failure" "$tmp/out.txt"'
 check 'grep -q "^odd .*torch failed: size 32 differs from latch.s 40" "$tmp/out.txt"'
-check 'grep -q "wall ms per step over 2 steps (after 2 warm-up), 3 thread(s) each" "$tmp/out.txt"'
+check 'grep -q "wall ms per step over 2 steps (after 2 warm-up), 3 thread(s) each (torch OMP_WAIT_POLICY=PASSIVE)" "$tmp/out.txt"'
 check '"$PYTHON" -c "
 import json, sys
 d = json.load(open(sys.argv[1]))
