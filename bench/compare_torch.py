@@ -7,7 +7,8 @@
 For each model and batch size it runs `latch bench --model M --mode once --batch B --json`
 (LATCH_CACHE=memory, so the compile happens in latch's warm-up step and not in the timed ones)
 and `bench/torch_zoo.py time` with the same batch, size, repeat count and thread count
-(LATCH_THREADS and torch.set_num_threads), then prints median wall ms per step on both sides,
+(LATCH_THREADS; torch.set_num_threads and OMP_NUM_THREADS, with OMP_WAIT_POLICY=PASSIVE unless
+set, see run_torch), then prints median wall ms per step on both sides,
 their ratio latch/torch (below 1: latch is faster) and the geometric mean of the ratios per
 batch size. The size defaults to latch's per-model default (read back from latch's JSON) and is
 passed on to PyTorch, so both sides see the same input. A model that fails on either side is
@@ -239,7 +240,10 @@ def main(argv=None):
         parser.error(f"{args.latch} is not an executable (run make first, or pass --latch)")
 
     rows, torch_version = [], None
-    log = open(args.log, "a") if args.log else None
+    try:
+        log = open(args.log, "a") if args.log else None
+    except OSError as e:
+        parser.error(f"cannot open --log {args.log}: {e}")
     with tempfile.TemporaryDirectory(prefix="compare-torch-") as tmp:
         for batch in batches:
             for model in models:
@@ -259,7 +263,12 @@ def main(argv=None):
     wait_policy = os.environ.get("OMP_WAIT_POLICY", "PASSIVE")
     print(format_table(rows, summary, args.threads, args.repeat, args.warmup, torch_version, wait_policy))
     if args.json:
-        with open(args.json, "w") as f:
+        try:
+            f = open(args.json, "w")
+        except OSError as e:
+            print(f"compare_torch.py: cannot write --json {args.json}: {e}", file=sys.stderr)
+            return 1
+        with f:
             json.dump({"compare_torch": 1, "clock": "wall", "threads": args.threads, "repeat": args.repeat,
                        "warmup": args.warmup, "torch": torch_version,
                        "omp_wait_policy": wait_policy, "rows": rows, "geomean": summary}, f, indent=1)
