@@ -54,7 +54,7 @@ $(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT) $(wildcard tests/*.h) $(BUILD)/libbe
 	$(CC) $(CFLAGS) -o $@ $< $(TEST_SUPPORT) $(BUILD)/libbench.a $(BUILD)/liblatch.a $(LDLIBS)
 
 test: all $(TEST_BIN)
-	@BUILD=$(BUILD) SAN="$(SAN)" sh tests/run.sh $(TEST_BIN) tests/test_embed.sh
+	@BUILD=$(BUILD) SAN="$(SAN)" sh tests/run.sh $(TEST_BIN) tests/test_embed.sh tests/test_compare_torch.sh
 
 sanitize:
 	$(MAKE) BUILD=build-san OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
@@ -97,7 +97,13 @@ install: all
 check-torch: all
 	sh bench/check_torch.sh
 
-.PHONY: all test sanitize tsan test-threads clean install check-torch bench-function minify-mobilenet
+# `make compare-torch`: latch's trace-once times against PyTorch eager on the same models,
+# batch sizes, input sizes and thread count (issue 7); opt-in like check-torch.
+# COMPARE_ARGS passes options on, e.g. COMPARE_ARGS="--batch 1 --repeat 10 --json out.json".
+compare-torch: all
+	/usr/bin/python3 bench/compare_torch.py --latch $(BUILD)/latch $(COMPARE_ARGS)
+
+.PHONY: all test sanitize tsan test-threads clean install check-torch compare-torch bench-function minify-mobilenet
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 # `make fuzz`: the parser's libFuzzer target (tests/fuzz/fuzz_parse.c) built with clang under

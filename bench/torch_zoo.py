@@ -2,7 +2,8 @@
 """PyTorch side of latch's benchmark: the same architectures, timed with PyTorch's own CPU
 kernels, and exported as .npy weights so latch can be checked against PyTorch's logits.
 
-  bench/torch_zoo.py time   [--model M ...] [--batch N] [--size N] [--repeat N] [--threads N] [--json FILE]
+  bench/torch_zoo.py time   [--model M ...] [--batch N] [--size N] [--repeat N] [--warmup N] [--threads N]
+                            [--json FILE]
   bench/torch_zoo.py export --model M --out DIR [--batch N] [--size N] [--seed N] [--perturb]
 
 `time` prints the median milliseconds per inference step (eval mode, no autograd) per model.
@@ -12,7 +13,8 @@ kernels, and exported as .npy weights so latch can be checked against PyTorch's 
 Needs Debian's python3-torch and python3-torchvision (an opt-in dependency, not in CI; `make
 check-torch` runs the export and compares); run with /usr/bin/python3, where Debian puts them.
 Models: mlp, bert_small, bert_base (Hugging Face BertModel naming), gpt2 (one decoder step on
-a seeded KV cache of --size positions, GPT2Model naming) and torchvision's.
+a seeded KV cache of --size positions, GPT2Model naming), vit_tiny (vit_b_16 narrowed to 4
+layers of width 192, 3 heads) and torchvision's.
 """
 import argparse
 import json
@@ -24,6 +26,7 @@ import time
 import numpy as np
 import torch
 import torchvision
+from torchvision.models.vision_transformer import VisionTransformer
 
 TORCHVISION = {
     "resnet18": torchvision.models.resnet18,
@@ -163,10 +166,15 @@ def build(name, size):
         return BertEncoder(*BERT[name])
     if name == "gpt2":
         return GPT2Step()
-    if name not in TORCHVISION:
-        raise SystemExit(f"torch_zoo.py: unknown model '{name}'; models: mlp, {', '.join(BERT)}, {', '.join(TORCHVISION)}")
+    if name not in TORCHVISION and name != "vit_tiny":
+        raise SystemExit(f"torch_zoo.py: unknown model '{name}'; models: mlp, {', '.join(BERT)}, gpt2, vit_tiny, "
+                         f"{', '.join(TORCHVISION)}")
     if name == "vit_b_16":
         return TORCHVISION[name](weights=None, image_size=size)
+    if name == "vit_tiny":
+        # latch's vit_tiny (bench/models/vit.c): vit_b_16's architecture and keys, narrowed.
+        return VisionTransformer(image_size=size, patch_size=16, num_layers=4, num_heads=3, hidden_dim=192,
+                                 mlp_dim=768)
     return TORCHVISION[name](weights=None)
 
 
@@ -181,13 +189,14 @@ def make_input(name, batch, size, seed):
     return torch.rand(batch, 3, size, size, generator=generator) * 2 - 1
 
 
-def time_model(name, batch, size, repeat):
+def time_model(name, batch, size, repeat, warmup=1):
     model = build(name, size).eval()
     if name == "gpt2":
         model.make_past(batch, size, torch.Generator().manual_seed(2))
     x = make_input(name, batch, size, 0)
     with torch.no_grad():
-        model(x)  # warm-up: first-call allocations and kernel selection
+        for _ in range(warmup):  # first-call allocations and kernel selection
+            model(x)
         samples = []
         for _ in range(repeat):
             start = time.perf_counter()
@@ -202,7 +211,7 @@ def cmd_time(args):
     print(f"{'model':<16} {'batch':>5} {'size':>5} {'median ms':>10} {'min ms':>8}")
     for name in args.model:
         size = 28 if name == "mlp" else args.size
-        samples = time_model(name, args.batch, size, args.repeat)
+        samples = time_model(name, args.batch, size, args.repeat, args.warmup)
         results[name] = {"batch": args.batch, "size": size, "median_ms": statistics.median(samples),
                          "min_ms": min(samples), "samples_ms": samples}
         print(f"{name:<16} {args.batch:>5} {size:>5} {statistics.median(samples):>10.3f} {min(samples):>8.3f}",
@@ -260,6 +269,7 @@ def main():
     t.add_argument("--batch", type=int, default=1)
     t.add_argument("--size", type=int, default=224)
     t.add_argument("--repeat", type=int, default=10)
+    t.add_argument("--warmup", type=int, default=1, help="untimed steps first (default 1)")
     t.add_argument("--threads", type=int, default=os.cpu_count())
     t.add_argument("--json")
     e = sub.add_parser("export", help="weights, input and output as .npy")
