@@ -12,6 +12,7 @@ PACKAGES=(
   libck-dev          # cache/: Concurrency Kit, lock-free reads of the in-memory table
   libtbb-dev         # runtime/: the parallel-for shim behind the CPU kernels
   libopenblas-dev    # runtime/: BLAS for dot and convolution
+  python3            # tests/test_compare_torch.sh runs bench/compare_torch.py (no torch needed)
 )
 
 if [ "$(id -u)" -ne 0 ]; then

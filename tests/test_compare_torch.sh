@@ -11,9 +11,9 @@ check() {
   if eval "$1"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "tests/test_compare_torch.sh: check failed: $1" >&2; fi
 }
 if ! command -v "$PYTHON" >/dev/null 2>&1; then
-  echo "tests/test_compare_torch.sh: no $PYTHON, skipped"
-  echo "tests/test_compare_torch.sh: 0 passed, 0 failed"
-  exit 0
+  echo "tests/test_compare_torch.sh: no $PYTHON (install-deps.sh installs python3)" >&2
+  echo "tests/test_compare_torch.sh: 0 passed, 1 failed"
+  exit 1
 fi
 
 # Fake latch: once-mode median 2 ms for 'a' and 8 ms for 'b' (times the batch), size 32;
