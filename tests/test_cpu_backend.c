@@ -186,6 +186,25 @@ static void test_conv(void) {
     snprintf(text, sizeof text, "%sf32[1,1,7] convolution(x, k), window={size=3 lhs_dilate=2}, dim_labels=bf0_oi0->bf0\n}\n", head);
     EXPECT_CPU(text, args, ((double[]){-1, 0, -1, 0, -1, 0, -1}), 0);
   }
+  {
+    /* an inf weight with padding (two input features, so the im2col path runs, not the
+     * depthwise sum): the reference skips padded taps. Feature 1 is all zero with zero
+     * weights. Over padded 0 1 2 3 4 5 0 with w = [inf, 0, 1]: y0 = 0*1 + 1*2 = 2 (no
+     * inf*0 = NaN from the pad), y1..y4 = inf * x[i-1] + ... = inf */
+    rt_value *args[] = {f32v(3, (int64_t[]){1, 2, 5}, (double[]){1, 2, 3, 4, 5, 0, 0, 0, 0, 0}),
+                        f32v(3, (int64_t[]){1, 2, 3}, (double[]){INFINITY, 0, 1, 0, 0, 0})};
+    EXPECT_CPU("HloModule m\nENTRY e {\n x = f32[1,2,5] parameter(0)\n k = f32[1,2,3] parameter(1)\n"
+               " ROOT c = f32[1,1,5] convolution(x, k), window={size=3 pad=1_1}, dim_labels=bf0_oi0->bf0\n}\n",
+               args, ((double[]){2, INFINITY, INFINITY, INFINITY, INFINITY}), 0);
+  }
+  {
+    /* a NaN weight without padding reaches every output, as in the reference: NaN NaN NaN */
+    rt_value *args[] = {f32v(3, (int64_t[]){1, 2, 5}, (double[]){1, 2, 3, 4, 5, 1, 1, 1, 1, 1}),
+                        f32v(3, (int64_t[]){1, 2, 3}, (double[]){1, NAN, 0, 1, 1, 1})};
+    EXPECT_CPU("HloModule m\nENTRY e {\n x = f32[1,2,5] parameter(0)\n k = f32[1,2,3] parameter(1)\n"
+               " ROOT c = f32[1,1,3] convolution(x, k), window={size=3}, dim_labels=bf0_oi0->bf0\n}\n",
+               args, ((double[]){NAN, NAN, NAN}), 0);
+  }
   /* two feature groups: out feature 0 = 2 * channel 0, out feature 1 = 3 * channel 1 */
   rt_value *g[] = {f32v(3, (int64_t[]){1, 2, 3}, (double[]){1, 2, 3, 10, 20, 30}),
                    f32v(3, (int64_t[]){2, 1, 1}, (double[]){2, 3})};
