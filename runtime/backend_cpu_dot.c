@@ -5,7 +5,9 @@
  * dims are [batch, lhs free, rhs free]: row-major [batch][M][N] already. Each (batch, block
  * of 64 rows) is one sgemm/dgemm call and one item of the parallel loop, with OpenBLAS
  * itself single-threaded, so large products use every core and small ones stay on the
- * caller's thread. */
+ * caller's thread. A single-row product (batch-1 Linear layers) goes to gemv instead, split
+ * into column blocks: gemm would pack the whole weight matrix first, for one row of
+ * arithmetic, so the weights would cross memory three times instead of once. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,7 +17,7 @@
 #include "kernels.h"
 #include "parallel.h"
 
-enum { ROW_BLOCK = 64 };
+enum { ROW_BLOCK = 64, COL_BLOCK = 256 };
 
 typedef struct dot_job {
   bool f64;
@@ -25,8 +27,32 @@ typedef struct dot_job {
   bool b_transposed;
 } dot_job;
 
+/* m == 1: items are (batch, block of COL_BLOCK output columns); c[cols] = a . B[:, cols]. */
+static void gemv_items(const dot_job *j, int64_t begin, int64_t end) {
+  for (int64_t item = begin; item < end; item++) {
+    int64_t batch = item / j->blocks, c0 = (item % j->blocks) * COL_BLOCK;
+    int cols = (int)(j->n - c0 < COL_BLOCK ? j->n - c0 : COL_BLOCK);
+    int64_t a_at = batch * j->k, c_at = batch * j->n + c0;
+    /* B is [k][n] (columns c0.. of the row-major matrix, read transposed) or [n][k] (rows) */
+    int64_t b_at = batch * j->k * j->n + (j->b_transposed ? c0 * j->k : c0);
+    enum CBLAS_TRANSPOSE tb = j->b_transposed ? CblasNoTrans : CblasTrans;
+    int rows = (int)(j->b_transposed ? cols : j->k), width = (int)(j->b_transposed ? j->k : cols);
+    int ld = (int)(j->b_transposed ? j->k : j->n);
+    if (j->f64)
+      cblas_dgemv(CblasRowMajor, tb, rows, width, 1.0, (const double *)j->b + b_at, ld, (const double *)j->a + a_at, 1,
+                  0.0, (double *)j->c + c_at, 1);
+    else
+      cblas_sgemv(CblasRowMajor, tb, rows, width, 1.0f, (const float *)j->b + b_at, ld, (const float *)j->a + a_at, 1,
+                  0.0f, (float *)j->c + c_at, 1);
+  }
+}
+
 static void dot_items(void *ctx, int64_t begin, int64_t end) {
   const dot_job *j = ctx;
+  if (j->m == 1) {
+    gemv_items(j, begin, end);
+    return;
+  }
   for (int64_t item = begin; item < end; item++) {
     int64_t batch = item / j->blocks, r0 = (item % j->blocks) * ROW_BLOCK;
     int64_t rows = j->m - r0 < ROW_BLOCK ? j->m - r0 : ROW_BLOCK;
@@ -97,9 +123,11 @@ static bool dot_kernel(const hlo_instr *instr, const rt_value *const *in, rt_val
       return false;
     }
     dot_job j = {.f64 = work == HLO_F64, .a = a, .b = b, .c = c, .m = m, .n = n, .k = k,
-                 .blocks = (m + ROW_BLOCK - 1) / ROW_BLOCK, .b_transposed = b_transposed};
-    /* an item is at most ROW_BLOCK * n * k multiply-adds; about a million make a task */
-    int64_t per_item = (m < ROW_BLOCK ? m : ROW_BLOCK) * n * k;
+                 .blocks = m == 1 ? (n + COL_BLOCK - 1) / COL_BLOCK : (m + ROW_BLOCK - 1) / ROW_BLOCK,
+                 .b_transposed = b_transposed};
+    /* an item is at most ROW_BLOCK * n * k multiply-adds (COL_BLOCK * k for gemv); about a
+     * million make a task */
+    int64_t per_item = m == 1 ? (n < COL_BLOCK ? n : COL_BLOCK) * k : (m < ROW_BLOCK ? m : ROW_BLOCK) * n * k;
     int64_t grain = per_item >= (1 << 20) ? 1 : (1 << 20) / (per_item ? per_item : 1);
     rt_parallel_for(batch * j.blocks, grain, dot_items, &j);
     free(a_copy);

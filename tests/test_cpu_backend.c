@@ -150,6 +150,38 @@ static void test_dot(void) {
              ((double[]){0, 0, 0, 0}), 0);
 }
 
+/* Single-row products take the gemv path, in column blocks of 256: 300 columns are two
+ * blocks. a = [1, 2, 3], B[k][j] = (k + 1) * j, so c[j] = (1 + 4 + 9) * j = 14j; batch b of
+ * the batched f64 case scales B by (b + 1): 14j(b + 1). */
+static void test_gemv(void) {
+  enum { N = 300 };
+  static double bkn[3 * N], bnk[N * 3], bb[2 * 3 * N], want[N], want2[2 * N];
+  for (int j = 0; j < N; j++) {
+    for (int k = 0; k < 3; k++) {
+      bkn[k * N + j] = bnk[j * 3 + k] = (k + 1) * j;
+      for (int b = 0; b < 2; b++) bb[(b * 3 + k) * N + j] = (b + 1) * (k + 1) * j;
+    }
+    want[j] = 14.0 * j;
+    want2[j] = 14.0 * j, want2[N + j] = 28.0 * j;
+  }
+  rt_value *a[] = {f32v(2, (int64_t[]){1, 3}, (double[]){1, 2, 3}), f32v(2, (int64_t[]){3, N}, bkn)};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[1,3] parameter(0)\n b = f32[3,300] parameter(1)\n"
+             " ROOT d = f32[1,300] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n", a, want, 0);
+  rt_value *t[] = {f32v(2, (int64_t[]){1, 3}, (double[]){1, 2, 3}), f32v(2, (int64_t[]){N, 3}, bnk)};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[1,3] parameter(0)\n b = f32[300,3] parameter(1)\n"
+             " ROOT d = f32[1,300] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n}\n", t, want, 0);
+  /* the same through an explicit transpose, which the simplifier folds into the dot */
+  rt_value *tt[] = {f32v(2, (int64_t[]){1, 3}, (double[]){1, 2, 3}), f32v(2, (int64_t[]){N, 3}, bnk)};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[1,3] parameter(0)\n b = f32[300,3] parameter(1)\n"
+             " bt = f32[3,300] transpose(b), dimensions={1,0}\n"
+             " ROOT d = f32[1,300] dot(a, bt), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n", tt, want, 0);
+  rt_value *c[] = {make_value(HLO_F64, 3, (int64_t[]){2, 1, 3}, (double[]){1, 2, 3, 1, 2, 3}),
+                   make_value(HLO_F64, 3, (int64_t[]){2, 3, N}, bb)};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f64[2,1,3] parameter(0)\n b = f64[2,3,300] parameter(1)\n"
+             " ROOT d = f64[2,1,300] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0},"
+             " rhs_contracting_dims={1}\n}\n", c, want2, 0);
+}
+
 static void test_conv(void) {
   const char *head = "HloModule m\nENTRY e {\n x = f32[1,1,5] parameter(0)\n k = f32[1,1,3] parameter(1)\n ROOT c = ";
   char text[512];
@@ -423,6 +455,7 @@ int main(void) {
   RUN(test_layout);
   RUN(test_reduce);
   RUN(test_dot);
+  RUN(test_gemv);
   RUN(test_conv);
   RUN(test_control_and_tuples);
   RUN(test_errors_and_serialize);
