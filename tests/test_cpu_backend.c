@@ -136,6 +136,13 @@ static void test_dot(void) {
   EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[2,3] parameter(0)\n b = f32[2,3] parameter(1)\n"
              " ROOT d = f32[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n}\n", b,
              ((double[]){58, 64, 139, 154}), 0);
+  /* the same with lhs given as [k, m] = [[1,4],[2,5],[3,6]] (contracting dim 0): the
+   * transpose flag on A */
+  rt_value *at[] = {f32v(2, (int64_t[]){3, 2}, (double[]){1, 4, 2, 5, 3, 6}),
+                    f32v(2, (int64_t[]){3, 2}, (double[]){7, 8, 9, 10, 11, 12})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[3,2] parameter(0)\n b = f32[3,2] parameter(1)\n"
+             " ROOT d = f32[2,2] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n}\n", at,
+             ((double[]){58, 64, 139, 154}), 0);
   /* batch dims: batch 0 is [1,2].[3,4] = 11, batch 1 is [5,6].[7,8] = 83; lhs laid out
    * [k, b] (contracting dim first) needs the packing copy: lhs = [[1,5],[2,6]] */
   rt_value *c[] = {make_value(HLO_F64, 2, (int64_t[]){2, 2}, (double[]){1, 5, 2, 6}),
