@@ -157,6 +157,26 @@ static void test_dot(void) {
              ((double[]){0, 0, 0, 0}), 0);
 }
 
+/* Transposes big enough for the tiled copy (16 x 16 tiles, ragged edges): in[b][i][j] =
+ * 1000b + 100i + j, so out[b][j][i] must hold exactly that; f64 [40,17] -> [17,40] too. */
+static void test_transpose_tiled(void) {
+  static double in[2 * 20 * 33], want[2 * 33 * 20], in2[40 * 17], want2[17 * 40];
+  for (int b = 0; b < 2; b++)
+    for (int i = 0; i < 20; i++)
+      for (int j = 0; j < 33; j++) {
+        in[(b * 20 + i) * 33 + j] = 1000 * b + 100 * i + j;
+        want[(b * 33 + j) * 20 + i] = 1000 * b + 100 * i + j;
+      }
+  for (int i = 0; i < 40; i++)
+    for (int j = 0; j < 17; j++) in2[i * 17 + j] = want2[j * 40 + i] = i * 17 + j + 0.5;
+  rt_value *a[] = {f32v(3, (int64_t[]){2, 20, 33}, in)};
+  EXPECT_CPU("HloModule m\nENTRY e {\n x = f32[2,20,33] parameter(0)\n"
+             " ROOT t = f32[2,33,20] transpose(x), dimensions={0,2,1}\n}\n", a, want, 0);
+  rt_value *c[] = {make_value(HLO_F64, 2, (int64_t[]){40, 17}, in2)};
+  EXPECT_CPU("HloModule m\nENTRY e {\n x = f64[40,17] parameter(0)\n"
+             " ROOT t = f64[17,40] transpose(x), dimensions={1,0}\n}\n", c, want2, 0);
+}
+
 /* Single-row products take the gemv path, in column blocks of 256: 300 columns are two
  * blocks. a = [1, 2, 3], B[k][j] = (k + 1) * j, so c[j] = (1 + 4 + 9) * j = 14j; batch b of
  * the batched f64 case scales B by (b + 1): 14j(b + 1). */
@@ -463,6 +483,7 @@ int main(void) {
   RUN(test_reduce);
   RUN(test_dot);
   RUN(test_gemv);
+  RUN(test_transpose_tiled);
   RUN(test_conv);
   RUN(test_control_and_tuples);
   RUN(test_errors_and_serialize);
