@@ -79,7 +79,13 @@ static bool fill_source(conv_geom *g, const hlo_window *w) {
   return true;
 }
 
-#define DEFINE_ITEMS(T, GEMM)                                                                  \
+/* Up to this many output positions, one gemv per position replaces the GEMM: with so few
+ * columns GEMM's packing copy of the whole kernel (read, written, read again) costs more
+ * than the arithmetic, while gemv reads the kernel once per position (late ResNet stages
+ * at small inputs have 1x1 or 2x2 outputs and most of the weights). */
+enum { GEMV_POSITIONS = 2 };
+
+#define DEFINE_ITEMS(T, GEMM, GEMV)                                                            \
   static void items_##T(conv_job *j, int64_t begin, int64_t end) {                             \
     const conv_geom *g = j->g;                                                                 \
     int64_t depth = g->group_features * g->tap_count;                                          \
@@ -123,14 +129,20 @@ static bool fill_source(conv_geom *g, const hlo_window *w) {
         b = col;                                                                               \
       }                                                                                        \
       T *out = y + (n * g->out_features + grp * g->group_out) * g->out_plane;                  \
+      if (g->out_plane <= GEMV_POSITIONS) {                                                    \
+        for (int64_t p = 0; p < g->out_plane; p++)                                             \
+          GEMV(CblasRowMajor, CblasNoTrans, (int)g->group_out, (int)depth, 1, w + grp * g->group_out * depth, \
+               (int)depth, b + p, (int)g->out_plane, 0, out + p, (int)g->out_plane);            \
+        continue;                                                                              \
+      }                                                                                        \
       GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->group_out, (int)g->out_plane, (int)depth, 1, \
            w + grp * g->group_out * depth, (int)depth, b, (int)g->out_plane, 0, out, (int)g->out_plane); \
     }                                                                                          \
     free(col);                                                                                 \
   }
 
-DEFINE_ITEMS(float, cblas_sgemm)
-DEFINE_ITEMS(double, cblas_dgemm)
+DEFINE_ITEMS(float, cblas_sgemm, cblas_sgemv)
+DEFINE_ITEMS(double, cblas_dgemm, cblas_dgemv)
 
 static void conv_items(void *ctx, int64_t begin, int64_t end) {
   conv_job *j = ctx;

@@ -39,11 +39,17 @@ static void box_rows(void *ctx, int64_t begin, int64_t end) {
       memcpy(b->dst + d * (int64_t)b->size, b->src + s * (int64_t)b->size, (size_t)n * b->size);
       continue;
     }
+    /* a broadcast row repeats one element: a fill the compiler vectorizes */
 #define ROW(T)                                                                               \
   do {                                                                                       \
     T *dp = (T *)b->dst + d;                                                                 \
     const T *sp = (const T *)b->src + s;                                                     \
-    for (int64_t i = 0; i < n; i++) dp[i * ds] = sp[i * ss];                                 \
+    if (ds == 1 && ss == 0) {                                                                \
+      T v = *sp;                                                                             \
+      for (int64_t i = 0; i < n; i++) dp[i] = v;                                             \
+    } else {                                                                                 \
+      for (int64_t i = 0; i < n; i++) dp[i * ds] = sp[i * ss];                               \
+    }                                                                                        \
   } while (0)
     switch (b->size) {
       case 1: ROW(uint8_t); break;
@@ -113,7 +119,33 @@ static int tile_dim(const box *b) {
   return -1;
 }
 
+/* Drops size-1 dims and merges neighbours that step through both arrays as one dim would:
+ * a bias broadcast to [1, C, 2, 2] becomes rows of 4 instead of 4 rows of 1, each of which
+ * paid a divide per dim to find its place. Assumes no dim is 0. */
+static void simplify_box(box *b) {
+  int rank = 0;
+  for (int k = 0; k < b->rank; k++) {
+    if (b->dims[k] == 1) continue;
+    if (rank > 0 && b->dst_strides[rank - 1] == b->dst_strides[k] * b->dims[k] &&
+        b->src_strides[rank - 1] == b->src_strides[k] * b->dims[k]) {
+      b->dims[rank - 1] *= b->dims[k];
+      b->dst_strides[rank - 1] = b->dst_strides[k];
+      b->src_strides[rank - 1] = b->src_strides[k];
+      continue;
+    }
+    b->dims[rank] = b->dims[k];
+    b->dst_strides[rank] = b->dst_strides[k];
+    b->src_strides[rank] = b->src_strides[k];
+    rank++;
+  }
+  b->rank = rank;
+}
+
 static void box_copy(box *b) {
+  int64_t count = 1;
+  for (int k = 0; k < b->rank; k++) count *= b->dims[k];
+  if (count == 0) return;
+  simplify_box(b);
   if (b->rank == 0) { /* one element: a unit row */
     b->rank = 1;
     b->dims[0] = 1;
@@ -225,7 +257,21 @@ static bool concatenate_kernel(const hlo_instr *instr, const rt_value *const *in
 static bool pad_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
   size_t size = hlo_dtype_size(out->shape.dtype);
   char *dst = out->data;
-  for (int64_t i = 0; i < out->count; i++) memcpy(dst + i * (int64_t)size, in[1]->data, size);
+#define FILL(T)                                                                              \
+  do {                                                                                       \
+    T v, *p = (T *)dst;                                                                      \
+    memcpy(&v, in[1]->data, sizeof v);                                                       \
+    for (int64_t i = 0; i < out->count; i++) p[i] = v;                                       \
+  } while (0)
+  switch (size) { /* typed, not a memcpy call per element */
+    case 1: FILL(uint8_t); break;
+    case 2: FILL(uint16_t); break;
+    case 4: FILL(uint32_t); break;
+    case 8: FILL(uint64_t); break;
+    default:
+      for (int64_t i = 0; i < out->count; i++) memcpy(dst + i * (int64_t)size, in[1]->data, size);
+  }
+#undef FILL
   box b = {0};
   int64_t out_strides[HLO_MAX_RANK];
   hlo_shape_strides(&out->shape, out_strides);

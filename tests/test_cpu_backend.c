@@ -264,6 +264,20 @@ static void test_conv(void) {
                " ROOT c = f32[1,1,3] convolution(x, k), window={size=3}, dim_labels=bf0_oi0->bf0\n}\n",
                args, ((double[]){NAN, NAN, NAN}), 0);
   }
+  {
+    /* one or two output positions take gemv per position. x = [[1,2,3],[4,5,6]],
+     * k[0] = [[1,0,0],[0,0,1]], k[1] = all ones. No padding, one position: 1 + 6 = 7 and 21.
+     * With pad=0_1, position 1 reads 2 3 _ and 5 6 _: k[0] gives 2, k[1] gives 16. */
+    const char *kx = "HloModule m\nENTRY e {\n x = f32[1,2,3] parameter(0)\n k = f32[2,2,3] parameter(1)\n ROOT c = ";
+    rt_value *one[] = {f32v(3, (int64_t[]){1, 2, 3}, (double[]){1, 2, 3, 4, 5, 6}),
+                       f32v(3, (int64_t[]){2, 2, 3}, (double[]){1, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1})};
+    snprintf(text, sizeof text, "%sf32[1,2,1] convolution(x, k), window={size=3}, dim_labels=bf0_oi0->bf0\n}\n", kx);
+    EXPECT_CPU(text, one, ((double[]){7, 21}), 0);
+    rt_value *two[] = {f32v(3, (int64_t[]){1, 2, 3}, (double[]){1, 2, 3, 4, 5, 6}),
+                       f32v(3, (int64_t[]){2, 2, 3}, (double[]){1, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1})};
+    snprintf(text, sizeof text, "%sf32[1,2,2] convolution(x, k), window={size=3 pad=0_1}, dim_labels=bf0_oi0->bf0\n}\n", kx);
+    EXPECT_CPU(text, two, ((double[]){7, 2, 21, 16}), 0);
+  }
   /* two feature groups: out feature 0 = 2 * channel 0, out feature 1 = 3 * channel 1 */
   rt_value *g[] = {f32v(3, (int64_t[]){1, 2, 3}, (double[]){1, 2, 3, 10, 20, 30}),
                    f32v(3, (int64_t[]){2, 1, 1}, (double[]){2, 3})};
