@@ -252,7 +252,7 @@ int hlo_pass_simplify(hlo_module *module) {
 }
 
 int hlo_pass_run_all(hlo_module *module) {
-  int total = 0;
+  int total = hlo_pass_inline_calls(module);
   for (int round = 0; round < 8; round++) {
     int n = hlo_pass_simplify(module) + hlo_pass_cse(module);
     n += hlo_pass_dce(module);

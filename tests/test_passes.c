@@ -189,6 +189,35 @@ static void test_dot_transpose(void) {
   }
 }
 
+/* Calls are inlined, nested ones too (inner is inlined into outer first, then outer into
+ * the entry), with parameters mapped by number (outer takes (b, a) and computes
+ * inner(a, b) * a = (a - b) * a); values stay bit-identical: -((x - y) * x) = 3, -6, -7.5. */
+static void test_inline_calls(void) {
+  const char *text =
+      "HloModule m\ninner {\n p = f32[3] parameter(0)\n q = f32[3] parameter(1)\n ROOT d = f32[3] subtract(p, q)\n}\n"
+      "outer {\n b = f32[3] parameter(0)\n a = f32[3] parameter(1)\n"
+      " s = f32[3] call(a, b), to_apply=inner\n ROOT m = f32[3] multiply(s, a)\n}\n"
+      "ENTRY e {\n x = f32[3] parameter(0)\n y = f32[3] parameter(1)\n"
+      " c = f32[3] call(y, x), to_apply=outer\n ROOT n = f32[3] negate(c)\n}\n";
+  rt_value *args[] = {make_value(HLO_F32, 1, (int64_t[]){3}, (double[]){1, 2, 3}),
+                      make_value(HLO_F32, 1, (int64_t[]){3}, (double[]){4, -1, 0.5})};
+  int n = 0;
+  hlo_module *m = check_same(text, hlo_pass_run_all, args, 2, &n);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_CALL), 0);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_SUBTRACT), 1);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_MULTIPLY), 1);
+  CHECK(m->entry->root->opcode == HLO_OP_NEGATE && m->entry->root->operands[0]->opcode == HLO_OP_MULTIPLY);
+  /* (x - y) * x: the subtract reads x first */
+  const hlo_instr *sub = m->entry->root->operands[0]->operands[0];
+  CHECK(sub->opcode == HLO_OP_SUBTRACT && sub->operands[0]->parameter_number == 0);
+  hlo_module_free(m);
+  rt_value *got = run_text(text, args, 2, false, &(hlo_diag){0});
+  CHECK(got && rt_get_f64(got, 0) == 3 && rt_get_f64(got, 1) == -6 && rt_get_f64(got, 2) == -7.5);
+  rt_value_release(got);
+  rt_value_release(args[0]);
+  rt_value_release(args[1]);
+}
+
 /* A non-default layout blocks the no-op rewrites: the bytes would differ. */
 static void test_layout_kept(void) {
   const char *text = "HloModule m\nENTRY e {\n x = f32[2,3]{1,0} parameter(0)\n"
@@ -205,6 +234,7 @@ int main(void) {
   RUN(test_simplify);
   RUN(test_fold);
   RUN(test_dot_transpose);
+  RUN(test_inline_calls);
   RUN(test_layout_kept);
   return TEST_REPORT();
 }
