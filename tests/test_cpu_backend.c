@@ -10,6 +10,11 @@
 static rt_value *f32v(int rank, const int64_t *dims, const double *v) { return make_value(HLO_F32, rank, dims, v); }
 
 static void test_elementwise(void) {
+  /* erf against tabulated values: erf(0.5) = 0.5204998778, erf(1) = 0.8427007929,
+   * erf(3) = 0.9999779095 */
+  rt_value *ev[] = {f32v(1, (int64_t[]){4}, (double[]){0, 0.5, -1, 3})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[4] parameter(0)\n ROOT c = f32[4] erf(a)\n}\n", ev,
+             ((double[]){0, 0.5204998778, -0.8427007929, 0.9999779095}), 1e-6);
   int64_t d4[] = {4};
   /* max(-0, +0) is +0 and NaN wins; 1.5 * 2 = 3 */
   rt_value *a[] = {f32v(1, d4, (double[]){-0.0, NAN, 1.5, -3}), f32v(1, d4, (double[]){0.0, 1, 2, -4})};
