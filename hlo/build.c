@@ -43,6 +43,8 @@ static const char *fresh_name(hlo_module *module, const char *base) {
   return hlo_arena_strdup(&module->arena, name);
 }
 
+const char *hlo_fresh_name(hlo_module *module, const char *base) { return fresh_name(module, base); }
+
 hlo_comp *hlo_build_computation(hlo_module *module, const char *name, bool entry) {
   const char *unique = name && !hlo_module_find_comp(module, name) ? name : fresh_name(module, name ? name : "computation");
   hlo_comp *comp = hlo_module_add_comp(module, unique);

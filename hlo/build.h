@@ -12,6 +12,8 @@
 
 /* A new computation named name (made unique) or a generated name when NULL; entry makes
  * it the module's entry. */
+/* A name no instruction or computation of module has: base, a dot and a fresh number. */
+const char *hlo_fresh_name(hlo_module *module, const char *base);
 hlo_comp *hlo_build_computation(hlo_module *module, const char *name, bool entry);
 /* A computation (x, y) -> op(x, y) on scalars of dtype, for reduce and friends, placed first
  * in the module so it precedes every caller. NULL when op is not a binary elementwise op or

@@ -18,7 +18,14 @@ int hlo_pass_cse(hlo_module *module);
  * no-op reshape/broadcast/transpose/slice, reshape of reshape, transpose of transpose,
  * and folds scalar arithmetic on constants. Returns the number of rewrites. */
 int hlo_pass_simplify(hlo_module *module);
-/* simplify, cse, dce until nothing changes (bounded). Returns the total rewrites. */
+/* Replaces each call by a copy of its computation's instructions, parameters mapped to the
+ * call's operands (the called computation itself stays; DCE leaves the dead call). Backends
+ * then run the callee's ops with their own kernels: the cpu backend ran calls, such as the
+ * capture layer's layer_norm and softmax composites, op by op on the reference evaluator.
+ * Returns the number of calls inlined. */
+int hlo_pass_inline_calls(hlo_module *module);
+/* inline_calls once, then simplify, cse, dce until nothing changes (bounded). Returns the
+ * total rewrites. */
 int hlo_pass_run_all(hlo_module *module);
 
 /* Points every use of from (operands of comp's instructions, and the root) at to. */

@@ -4,6 +4,10 @@
  *   convert to the operand's own type, reshape/broadcast/transpose/slice that change
  *   nothing -> the operand
  *   reshape(reshape(x)) -> reshape(x); transpose(transpose(x)) -> one transpose (or x)
+ *   dot(transpose(x), y) -> dot(x, y) with the transpose folded into the dimension numbers,
+ *   when the free dims keep their order (so the result is laid out the same): the dot
+ *   kernel reads either operand order, while a big transpose is a strided, cache-hostile
+ *   copy (a Linear layer's weight, x @ W^T, was most of vgg16's step)
  *   add, subtract, multiply, maximum, minimum of two scalar constants (f32, f64, s32, s64)
  *   -> a constant, computed in the element type as the kernels would (integers wrap; NaN
  *   and signed zeros are left alone, where maximum's and minimum's rules would matter)
@@ -111,6 +115,47 @@ static bool fold_constants(hlo_instr *instr) {
   return true;
 }
 
+static bool listed(const hlo_ints *list, int64_t d) {
+  for (int i = 0; i < list->count; i++)
+    if (list->values[i] == d) return true;
+  return false;
+}
+
+/* Folds a transposed operand k of a dot into its dims: dim d of transpose(x, perm) is dim
+ * perm[d] of x. Refused when x's free dims would come out in another order. */
+static bool fold_dot_transpose(hlo_instr *instr, int k) {
+  hlo_instr *t = instr->operands[k];
+  if (t->opcode != HLO_OP_TRANSPOSE || t->operand_count != 1 || !instr->dot) return false;
+  const hlo_instr *x = t->operands[0];
+  if (!hlo_shape_is_array(&x->shape) || !hlo_shape_is_default_layout(&x->shape) ||
+      !hlo_shape_is_default_layout(&t->shape) || hlo_shape_is_dynamic(&x->shape) ||
+      hlo_shape_is_dynamic(&t->shape) || t->dimensions.count != t->shape.rank)
+    return false;
+  const int64_t *perm = t->dimensions.values;
+  const hlo_dot_dims *dd = instr->dot;
+  const hlo_ints *batch = k == 0 ? &dd->lhs_batch : &dd->rhs_batch;
+  const hlo_ints *contracting = k == 0 ? &dd->lhs_contracting : &dd->rhs_contracting;
+  int64_t last = -1;
+  for (int d = 0; d < t->shape.rank; d++) {
+    if (listed(batch, d) || listed(contracting, d)) continue;
+    if (perm[d] < last) return false;
+    last = perm[d];
+  }
+  hlo_arena *arena = &instr->parent->module->arena;
+  hlo_dot_dims *folded = hlo_arena_alloc(arena, sizeof *folded);
+  if (!folded) return false;
+  *folded = *dd;
+  int64_t b[HLO_MAX_RANK], c[HLO_MAX_RANK];
+  for (int i = 0; i < batch->count; i++) b[i] = perm[batch->values[i]];
+  for (int i = 0; i < contracting->count; i++) c[i] = perm[contracting->values[i]];
+  hlo_ints nb = hlo_ints_copy(arena, batch->count, b), nc = hlo_ints_copy(arena, contracting->count, c);
+  if (k == 0) folded->lhs_batch = nb, folded->lhs_contracting = nc;
+  else folded->rhs_batch = nb, folded->rhs_contracting = nc;
+  instr->dot = folded;
+  instr->operands[k] = t->operands[0];
+  return true;
+}
+
 /* What instr can be replaced by, or NULL; in-place rewrites set *changed. */
 static hlo_instr *simplify(hlo_instr *instr, bool *changed) {
   hlo_instr **ops = instr->operands;
@@ -155,6 +200,12 @@ static hlo_instr *simplify(hlo_instr *instr, bool *changed) {
       if (is_identity(&instr->dimensions) && same_array(instr, instr->operands[0])) return instr->operands[0];
       return NULL;
     }
+    case HLO_OP_DOT:
+      if (instr->operand_count == 2) {
+        bool lhs = fold_dot_transpose(instr, 0), rhs = fold_dot_transpose(instr, 1);
+        *changed = *changed || lhs || rhs;
+      }
+      return NULL;
     case HLO_OP_SLICE: {
       const hlo_shape *in = &ops[0]->shape;
       for (int d = 0; d < in->rank; d++)
@@ -201,7 +252,7 @@ int hlo_pass_simplify(hlo_module *module) {
 }
 
 int hlo_pass_run_all(hlo_module *module) {
-  int total = 0;
+  int total = hlo_pass_inline_calls(module);
   for (int round = 0; round < 8; round++) {
     int n = hlo_pass_simplify(module) + hlo_pass_cse(module);
     n += hlo_pass_dce(module);

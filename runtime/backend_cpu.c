@@ -4,6 +4,7 @@
  * OpenBLAS is held to one thread so the two never oversubscribe the cores: big matrix
  * products are split across TBB tasks instead (backend_cpu_dot.c). Its serialized form is
  * the HLO text after the passes; deserialize compiles that again. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,10 +18,34 @@
 #include "hlo/print.h"
 #include "hlo/verify.h"
 
+/* Arenas up to this size are kept by the executable between executes: a fresh allocation
+ * that large is an mmap whose pages fault in (zeroed by the kernel) on every step, which cost
+ * more than the small steps' arithmetic. Bigger arenas are allocated per execute, so an
+ * executable left in the compile cache does not hold gigabytes. */
+enum { SPARE_ARENA_MAX = 256 << 20 };
+
 struct rt_executable {
   hlo_module *module;
   rt_cpu_plan *plan;
+  /* one arena kept from a finished execute, taken whole by the next (a thread that finds
+   * it taken allocates its own): executes running at once never share buffers */
+  _Atomic(char *) spare;
 };
+
+static char *take_arena(rt_executable *exe) {
+  int64_t bytes = exe->plan->arena_bytes;
+  if (!bytes) return NULL;
+  char *arena = atomic_exchange(&exe->spare, NULL);
+  return arena ? arena : aligned_alloc(64, (size_t)bytes);
+}
+
+static void give_arena(rt_executable *exe, char *arena) {
+  char *empty = NULL;
+  if (arena && exe->plan->arena_bytes <= SPARE_ARENA_MAX &&
+      atomic_compare_exchange_strong(&exe->spare, &empty, arena))
+    return;
+  free(arena);
+}
 
 /* One step's result during an execute. Views (of arguments, constants, buffers, other
  * results) live in the cell itself and are never released; owned values are. */
@@ -213,7 +238,7 @@ static hlo_status cpu_execute(rt_executable *exe, rt_value *const *args, int arg
   int n = plan->step_count;
   cell *cells = calloc((size_t)n + 1, sizeof(cell));
   rt_value **ops = calloc((size_t)plan->max_operands + 1, sizeof(rt_value *));
-  char *arena = plan->arena_bytes ? aligned_alloc(64, (size_t)plan->arena_bytes) : NULL;
+  char *arena = take_arena(exe);
   if (!cells || !ops || (plan->arena_bytes && !arena))
     status = hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory: %lld bytes of buffers for %s",
                           (long long)plan->arena_bytes, exe->module->name);
@@ -235,12 +260,13 @@ static hlo_status cpu_execute(rt_executable *exe, rt_value *const *args, int arg
     if (cells[i].owned) rt_value_release(cells[i].value);
   free(cells);
   free(ops);
-  free(arena);
+  give_arena(exe, arena);
   return status;
 }
 
 static void cpu_destroy(rt_executable *exe) {
   if (!exe) return;
+  free(atomic_load(&exe->spare));
   rt_cpu_plan_free(exe->plan);
   hlo_module_free(exe->module);
   free(exe);

@@ -13,7 +13,10 @@
  *
  * Zero times a finite weight adds nothing, so this equals the reference's rule of skipping
  * padded taps; a kernel holding inf or NaN would turn those zeros into NaN, so such a
- * kernel goes to the reference kernel instead. */
+ * kernel goes to the reference kernel instead. Scanning the kernel on every call cost more
+ * than the convolution itself for batch-1 inputs (the weights outweigh the activations), so
+ * the output is scanned instead: a NaN made from a padding zero never vanishes in the sums,
+ * hence an all-finite output is exact, and only a non-finite one needs the kernel looked at. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +79,13 @@ static bool fill_source(conv_geom *g, const hlo_window *w) {
   return true;
 }
 
-#define DEFINE_ITEMS(T, GEMM)                                                                  \
+/* Up to this many output positions, one gemv per position replaces the GEMM: with so few
+ * columns GEMM's packing copy of the whole kernel (read, written, read again) costs more
+ * than the arithmetic, while gemv reads the kernel once per position (late ResNet stages
+ * at small inputs have 1x1 or 2x2 outputs and most of the weights). */
+enum { GEMV_POSITIONS = 2 };
+
+#define DEFINE_ITEMS(T, GEMM, GEMV)                                                            \
   static void items_##T(conv_job *j, int64_t begin, int64_t end) {                             \
     const conv_geom *g = j->g;                                                                 \
     int64_t depth = g->group_features * g->tap_count;                                          \
@@ -120,14 +129,20 @@ static bool fill_source(conv_geom *g, const hlo_window *w) {
         b = col;                                                                               \
       }                                                                                        \
       T *out = y + (n * g->out_features + grp * g->group_out) * g->out_plane;                  \
+      if (g->out_plane <= GEMV_POSITIONS) {                                                    \
+        for (int64_t p = 0; p < g->out_plane; p++)                                             \
+          GEMV(CblasRowMajor, CblasNoTrans, (int)g->group_out, (int)depth, 1, w + grp * g->group_out * depth, \
+               (int)depth, b + p, (int)g->out_plane, 0, out + p, (int)g->out_plane);            \
+        continue;                                                                              \
+      }                                                                                        \
       GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->group_out, (int)g->out_plane, (int)depth, 1, \
            w + grp * g->group_out * depth, (int)depth, b, (int)g->out_plane, 0, out, (int)g->out_plane); \
     }                                                                                          \
     free(col);                                                                                 \
   }
 
-DEFINE_ITEMS(float, cblas_sgemm)
-DEFINE_ITEMS(double, cblas_dgemm)
+DEFINE_ITEMS(float, cblas_sgemm, cblas_sgemv)
+DEFINE_ITEMS(double, cblas_dgemm, cblas_dgemv)
 
 static void conv_items(void *ctx, int64_t begin, int64_t end) {
   conv_job *j = ctx;
@@ -139,6 +154,20 @@ static bool finite_values(const rt_value *v) {
   for (int64_t i = 0; i < v->count; i++)
     if (!isfinite(rt_get_f64(v, i))) return false;
   return true;
+}
+
+/* Whether the work buffer y (f32 or f64, count elements) is all finite: typed, since this
+ * runs on every call. */
+static bool finite_work(const void *y, int64_t count, bool f64) {
+  bool ok = true;
+  if (f64) {
+    const double *d = y;
+    for (int64_t i = 0; i < count; i++) ok &= isfinite(d[i]) != 0;
+  } else {
+    const float *f = y;
+    for (int64_t i = 0; i < count; i++) ok &= isfinite(f[i]) != 0;
+  }
+  return ok;
 }
 
 /* The reference kernel into out, for kernels with inf or NaN. */
@@ -154,7 +183,6 @@ static bool reference_conv(const hlo_instr *instr, const rt_value *const *in, rt
 }
 
 static bool conv_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
-  if (!finite_values(in[1])) return reference_conv(instr, in, out);
   const hlo_conv_dims *cd = instr->conv;
   const hlo_window *w = instr->window;
   const hlo_shape *xs = &in[0]->shape, *ks = &in[1]->shape;
@@ -201,7 +229,7 @@ static bool conv_kernel(const hlo_instr *instr, const rt_value *const *in, rt_va
   void *x_copy = NULL, *w_copy = NULL;
   const void *x = y ? rt_work_view(in[0], in_perm, work, &x_copy) : NULL;
   const void *k = x ? rt_work_view(in[1], k_perm, work, &w_copy) : NULL;
-  bool ok = k && (g.direct || fill_source(&g, w));
+  bool ok = k && (g.direct || fill_source(&g, w)), zeros_read = false;
   if (ok) {
     int64_t depth = g.group_features * g.tap_count;
     if (depth == 0) {
@@ -212,7 +240,16 @@ static bool conv_kernel(const hlo_instr *instr, const rt_value *const *in, rt_va
       int64_t grain = per_item >= (1 << 18) ? 1 : (1 << 18) / (per_item ? per_item : 1);
       rt_parallel_for(g.out_batch * g.groups, grain, conv_items, &job);
       ok = !job.failed;
+      /* padding zeros only exist where the gather runs (the depthwise sum skips them) */
+      zeros_read = !g.direct && !g.depthwise;
     }
+  }
+  if (ok && zeros_read && !finite_work(y, out->count, work == HLO_F64) && !finite_values(in[1])) {
+    free(g.source);
+    free(x_copy);
+    free(w_copy);
+    if (!in_place) free(y);
+    return reference_conv(instr, in, out);
   }
   if (ok && !in_place) rt_work_store(out, out_perm, y, work);
   free(g.source);

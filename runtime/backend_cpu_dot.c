@@ -2,10 +2,13 @@
  * passed with the transpose flag instead of copied); rt_work_view from the reference
  * kernels makes the packing copy only when an operand is not already in one of those
  * orders, and converts f16/bf16 to f32 (the result is rounded once on store). The result's
- * dims are [batch, lhs free, rhs free]: row-major [batch][M][N] already. Each (batch, block
+ * dims are [batch, lhs free, rhs free]: row-major [batch][M][N] already. lhs as [batch][K][M]
+ * goes by the transpose flag as well. Each (batch, block
  * of 64 rows) is one sgemm/dgemm call and one item of the parallel loop, with OpenBLAS
  * itself single-threaded, so large products use every core and small ones stay on the
- * caller's thread. */
+ * caller's thread. A single-row product (batch-1 Linear layers) goes to gemv instead, split
+ * into column blocks: gemm would pack the whole weight matrix first, for one row of
+ * arithmetic, so the weights would cross memory three times instead of once. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,30 +18,57 @@
 #include "kernels.h"
 #include "parallel.h"
 
-enum { ROW_BLOCK = 64 };
+enum { ROW_BLOCK = 64, COL_BLOCK = 256 };
 
 typedef struct dot_job {
   bool f64;
   const void *a, *b;
   void *c;
   int64_t m, n, k, blocks;
-  bool b_transposed;
+  bool a_transposed, b_transposed;
 } dot_job;
+
+/* m == 1: items are (batch, block of COL_BLOCK output columns); c[cols] = a . B[:, cols]. */
+static void gemv_items(const dot_job *j, int64_t begin, int64_t end) {
+  for (int64_t item = begin; item < end; item++) {
+    int64_t batch = item / j->blocks, c0 = (item % j->blocks) * COL_BLOCK;
+    int cols = (int)(j->n - c0 < COL_BLOCK ? j->n - c0 : COL_BLOCK);
+    int64_t a_at = batch * j->k, c_at = batch * j->n + c0;
+    /* B is [k][n] (columns c0.. of the row-major matrix, read transposed) or [n][k] (rows) */
+    int64_t b_at = batch * j->k * j->n + (j->b_transposed ? c0 * j->k : c0);
+    enum CBLAS_TRANSPOSE tb = j->b_transposed ? CblasNoTrans : CblasTrans;
+    int rows = (int)(j->b_transposed ? cols : j->k), width = (int)(j->b_transposed ? j->k : cols);
+    int ld = (int)(j->b_transposed ? j->k : j->n);
+    if (j->f64)
+      cblas_dgemv(CblasRowMajor, tb, rows, width, 1.0, (const double *)j->b + b_at, ld, (const double *)j->a + a_at, 1,
+                  0.0, (double *)j->c + c_at, 1);
+    else
+      cblas_sgemv(CblasRowMajor, tb, rows, width, 1.0f, (const float *)j->b + b_at, ld, (const float *)j->a + a_at, 1,
+                  0.0f, (float *)j->c + c_at, 1);
+  }
+}
 
 static void dot_items(void *ctx, int64_t begin, int64_t end) {
   const dot_job *j = ctx;
+  if (j->m == 1) {
+    gemv_items(j, begin, end);
+    return;
+  }
   for (int64_t item = begin; item < end; item++) {
     int64_t batch = item / j->blocks, r0 = (item % j->blocks) * ROW_BLOCK;
     int64_t rows = j->m - r0 < ROW_BLOCK ? j->m - r0 : ROW_BLOCK;
-    int64_t a_at = (batch * j->m + r0) * j->k, b_at = batch * j->k * j->n, c_at = (batch * j->m + r0) * j->n;
+    /* A is [m][k], or [k][m] whose rows r0.. are columns r0.. */
+    int64_t a_at = j->a_transposed ? batch * j->m * j->k + r0 : (batch * j->m + r0) * j->k;
+    int64_t b_at = batch * j->k * j->n, c_at = (batch * j->m + r0) * j->n;
+    enum CBLAS_TRANSPOSE ta = j->a_transposed ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE tb = j->b_transposed ? CblasTrans : CblasNoTrans;
-    int ldb = (int)(j->b_transposed ? j->k : j->n);
+    int lda = (int)(j->a_transposed ? j->m : j->k), ldb = (int)(j->b_transposed ? j->k : j->n);
     if (j->f64)
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, (int)rows, (int)j->n, (int)j->k, 1.0, (const double *)j->a + a_at,
-                  (int)j->k, (const double *)j->b + b_at, ldb, 0.0, (double *)j->c + c_at, (int)j->n);
+      cblas_dgemm(CblasRowMajor, ta, tb, (int)rows, (int)j->n, (int)j->k, 1.0, (const double *)j->a + a_at,
+                  lda, (const double *)j->b + b_at, ldb, 0.0, (double *)j->c + c_at, (int)j->n);
     else
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, (int)rows, (int)j->n, (int)j->k, 1.0f, (const float *)j->a + a_at,
-                  (int)j->k, (const float *)j->b + b_at, ldb, 0.0f, (float *)j->c + c_at, (int)j->n);
+      cblas_sgemm(CblasRowMajor, ta, tb, (int)rows, (int)j->n, (int)j->k, 1.0f, (const float *)j->a + a_at,
+                  lda, (const float *)j->b + b_at, ldb, 0.0f, (float *)j->c + c_at, (int)j->n);
   }
 }
 
@@ -69,9 +99,10 @@ static bool dot_kernel(const hlo_instr *instr, const rt_value *const *in, rt_val
   const hlo_dot_dims *dd = instr->dot;
   const rt_value *lhs = in[0], *rhs = in[1];
   hlo_dtype work = rt_work_dtype(out->shape.dtype);
-  int lhs_perm[HLO_MAX_RANK], rhs_perm[HLO_MAX_RANK], rhs_t_perm[HLO_MAX_RANK];
+  int lhs_perm[HLO_MAX_RANK], lhs_t_perm[HLO_MAX_RANK], rhs_perm[HLO_MAX_RANK], rhs_t_perm[HLO_MAX_RANK];
   int64_t m, n, batch = 1, k = 1;
   order(&lhs->shape, &dd->lhs_batch, &dd->lhs_contracting, true, lhs_perm, &m);
+  order(&lhs->shape, &dd->lhs_batch, &dd->lhs_contracting, false, lhs_t_perm, &m);
   order(&rhs->shape, &dd->rhs_batch, &dd->rhs_contracting, false, rhs_perm, &n);
   order(&rhs->shape, &dd->rhs_batch, &dd->rhs_contracting, true, rhs_t_perm, &n);
   for (int i = 0; i < dd->lhs_batch.count; i++) batch *= lhs->shape.dims[dd->lhs_batch.values[i]];
@@ -88,7 +119,11 @@ static bool dot_kernel(const hlo_instr *instr, const rt_value *const *in, rt_val
     void *a_copy = NULL, *b_copy = NULL;
     bool b_transposed = rhs->shape.dtype == work && is_identity(rhs_t_perm, rhs->shape.rank) &&
                         !is_identity(rhs_perm, rhs->shape.rank);
-    const void *a = rt_work_view(lhs, lhs_perm, work, &a_copy);
+    /* a [k][m] lhs (a weight gradient, x^T dy) is passed transposed too; with m == 1 both
+     * orders are the same bytes, and gemv reads A as a plain vector */
+    bool a_transposed = m > 1 && lhs->shape.dtype == work && is_identity(lhs_t_perm, lhs->shape.rank) &&
+                        !is_identity(lhs_perm, lhs->shape.rank);
+    const void *a = rt_work_view(lhs, a_transposed ? lhs_t_perm : lhs_perm, work, &a_copy);
     const void *b = rt_work_view(rhs, b_transposed ? rhs_t_perm : rhs_perm, work, &b_copy);
     if (!a || !b) {
       free(a_copy);
@@ -97,9 +132,11 @@ static bool dot_kernel(const hlo_instr *instr, const rt_value *const *in, rt_val
       return false;
     }
     dot_job j = {.f64 = work == HLO_F64, .a = a, .b = b, .c = c, .m = m, .n = n, .k = k,
-                 .blocks = (m + ROW_BLOCK - 1) / ROW_BLOCK, .b_transposed = b_transposed};
-    /* an item is at most ROW_BLOCK * n * k multiply-adds; about a million make a task */
-    int64_t per_item = (m < ROW_BLOCK ? m : ROW_BLOCK) * n * k;
+                 .blocks = m == 1 ? (n + COL_BLOCK - 1) / COL_BLOCK : (m + ROW_BLOCK - 1) / ROW_BLOCK,
+                 .a_transposed = a_transposed, .b_transposed = b_transposed};
+    /* an item is at most ROW_BLOCK * n * k multiply-adds (COL_BLOCK * k for gemv); about a
+     * million make a task */
+    int64_t per_item = m == 1 ? (n < COL_BLOCK ? n : COL_BLOCK) * k : (m < ROW_BLOCK ? m : ROW_BLOCK) * n * k;
     int64_t grain = per_item >= (1 << 20) ? 1 : (1 << 20) / (per_item ? per_item : 1);
     rt_parallel_for(batch * j.blocks, grain, dot_items, &j);
     free(a_copy);

@@ -30,7 +30,7 @@ static bool float_unary(hlo_opcode op) {
     case HLO_OP_ABS: case HLO_OP_NEGATE: case HLO_OP_SQRT: case HLO_OP_RSQRT: case HLO_OP_EXP:
     case HLO_OP_LOG: case HLO_OP_TANH: case HLO_OP_LOGISTIC: case HLO_OP_FLOOR: case HLO_OP_CEIL:
     case HLO_OP_SIN: case HLO_OP_COS: case HLO_OP_EXPM1: case HLO_OP_LOG1P:
-    case HLO_OP_ROUND_NEAREST_EVEN: case HLO_OP_ROUND_NEAREST_AFZ: case HLO_OP_SIGN:
+    case HLO_OP_ROUND_NEAREST_EVEN: case HLO_OP_ROUND_NEAREST_AFZ: case HLO_OP_SIGN: case HLO_OP_ERF:
       return true;
     default:
       return false;
@@ -53,6 +53,7 @@ static bool float_unary(hlo_opcode op) {
   case HLO_OP_COS: LOOP(cos##S(x)); break;                                                   \
   case HLO_OP_EXPM1: LOOP(expm1##S(x)); break;                                               \
   case HLO_OP_LOG1P: LOOP(log1p##S(x)); break;                                               \
+  case HLO_OP_ERF: LOOP(erf##S(x)); break; /* GELU's, in every transformer layer */           \
   case HLO_OP_ROUND_NEAREST_EVEN: LOOP(nearbyint##S(x)); break;                              \
   case HLO_OP_ROUND_NEAREST_AFZ: LOOP(round##S(x)); break;                                   \
   case HLO_OP_SIGN: LOOP(isnan(x) ? x : copysign##S(x != 0 ? (T)1 : (T)0, x)); break;       \

@@ -3,7 +3,10 @@
  * element dst[dst_base + c.dst_strides] = src[src_base + c.src_strides]. A broadcast dim has
  * source stride 0, a transposed one the operand's stride of the dim it came from, a slice's
  * stride is scaled, a reversed one is negative. The innermost dimension is a plain loop over
- * elements of 1, 2, 4 or 8 bytes; rows are split over threads when the box is large. */
+ * elements of 1, 2, 4 or 8 bytes; rows are split over threads when the box is large.
+ * A transpose reads its rows with a large stride, one cache line (and often one page) per
+ * element: when another dim reads contiguously, the box is copied in TILE x TILE tiles of
+ * that dim and the last one instead, so each line read is used TILE times. */
 #include <string.h>
 
 #include "backend_cpu.h"
@@ -36,11 +39,17 @@ static void box_rows(void *ctx, int64_t begin, int64_t end) {
       memcpy(b->dst + d * (int64_t)b->size, b->src + s * (int64_t)b->size, (size_t)n * b->size);
       continue;
     }
+    /* a broadcast row repeats one element: a fill the compiler vectorizes */
 #define ROW(T)                                                                               \
   do {                                                                                       \
     T *dp = (T *)b->dst + d;                                                                 \
     const T *sp = (const T *)b->src + s;                                                     \
-    for (int64_t i = 0; i < n; i++) dp[i * ds] = sp[i * ss];                                 \
+    if (ds == 1 && ss == 0) {                                                                \
+      T v = *sp;                                                                             \
+      for (int64_t i = 0; i < n; i++) dp[i] = v;                                             \
+    } else {                                                                                 \
+      for (int64_t i = 0; i < n; i++) dp[i * ds] = sp[i * ss];                               \
+    }                                                                                        \
   } while (0)
     switch (b->size) {
       case 1: ROW(uint8_t); break;
@@ -52,7 +61,91 @@ static void box_rows(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
+enum { TILE = 16 };
+
+typedef struct tiled {
+  const box *b;
+  int t;          /* the dim whose source stride is 1 */
+  int64_t blocks; /* ceil(dims[t] / TILE) */
+} tiled;
+
+/* Items are (coordinates of every dim but t and the last, block of TILE along t). */
+static void tile_items(void *ctx, int64_t begin, int64_t end) {
+  const tiled *tl = ctx;
+  const box *b = tl->b;
+  int last = b->rank - 1, t = tl->t;
+  int64_t nt = b->dims[t], nl = b->dims[last];
+  int64_t dt = b->dst_strides[t], st = b->src_strides[t], dl = b->dst_strides[last], sl = b->src_strides[last];
+  for (int64_t item = begin; item < end; item++) {
+    int64_t blk = item % tl->blocks, rest = item / tl->blocks;
+    int64_t d = b->dst_base, s = b->src_base;
+    for (int k = last - 1; k >= 0; k--) {
+      if (k == t) continue;
+      int64_t c = rest % b->dims[k];
+      rest /= b->dims[k];
+      d += c * b->dst_strides[k];
+      s += c * b->src_strides[k];
+    }
+    int64_t i0 = blk * TILE, rows = nt - i0 < TILE ? nt - i0 : TILE;
+    d += i0 * dt;
+    s += i0 * st;
+#define TILE_COPY(T)                                                                         \
+  do {                                                                                       \
+    T *dp = (T *)b->dst + d;                                                                 \
+    const T *sp = (const T *)b->src + s;                                                     \
+    for (int64_t j0 = 0; j0 < nl; j0 += TILE) {                                              \
+      int64_t j1 = nl - j0 < TILE ? nl : j0 + TILE;                                          \
+      for (int64_t i = 0; i < rows; i++)                                                     \
+        for (int64_t j = j0; j < j1; j++) dp[i * dt + j * dl] = sp[i * st + j * sl];         \
+    }                                                                                        \
+  } while (0)
+    switch (b->size) {
+      case 1: TILE_COPY(uint8_t); break;
+      case 2: TILE_COPY(uint16_t); break;
+      case 4: TILE_COPY(uint32_t); break;
+      default: TILE_COPY(uint64_t); break;
+    }
+#undef TILE_COPY
+  }
+}
+
+/* The dim to tile with the last one, or -1: one whose source is contiguous while the last
+ * dim's is not, both long enough for tiles to pay. */
+static int tile_dim(const box *b) {
+  int last = b->rank - 1;
+  if (b->rank < 2 || b->src_strides[last] == 1 || b->src_strides[last] == 0 || b->dims[last] < TILE) return -1;
+  for (int k = last - 1; k >= 0; k--)
+    if (b->src_strides[k] == 1 && b->dims[k] >= TILE) return k;
+  return -1;
+}
+
+/* Drops size-1 dims and merges neighbours that step through both arrays as one dim would:
+ * a bias broadcast to [1, C, 2, 2] becomes rows of 4 instead of 4 rows of 1, each of which
+ * paid a divide per dim to find its place. Assumes no dim is 0. */
+static void simplify_box(box *b) {
+  int rank = 0;
+  for (int k = 0; k < b->rank; k++) {
+    if (b->dims[k] == 1) continue;
+    if (rank > 0 && b->dst_strides[rank - 1] == b->dst_strides[k] * b->dims[k] &&
+        b->src_strides[rank - 1] == b->src_strides[k] * b->dims[k]) {
+      b->dims[rank - 1] *= b->dims[k];
+      b->dst_strides[rank - 1] = b->dst_strides[k];
+      b->src_strides[rank - 1] = b->src_strides[k];
+      continue;
+    }
+    b->dims[rank] = b->dims[k];
+    b->dst_strides[rank] = b->dst_strides[k];
+    b->src_strides[rank] = b->src_strides[k];
+    rank++;
+  }
+  b->rank = rank;
+}
+
 static void box_copy(box *b) {
+  int64_t count = 1;
+  for (int k = 0; k < b->rank; k++) count *= b->dims[k];
+  if (count == 0) return;
+  simplify_box(b);
   if (b->rank == 0) { /* one element: a unit row */
     b->rank = 1;
     b->dims[0] = 1;
@@ -63,6 +156,13 @@ static void box_copy(box *b) {
   if (total == 0) return;
   for (int k = 0; k < b->rank - 1; k++) rows *= b->dims[k];
   int64_t per_row = b->dims[b->rank - 1];
+  int t = tile_dim(b);
+  if (t >= 0) {
+    tiled tl = {.b = b, .t = t, .blocks = (b->dims[t] + TILE - 1) / TILE};
+    int64_t items = rows / b->dims[t] * tl.blocks, grain = RT_CPU_GRAIN / (TILE * per_row);
+    rt_parallel_for(items, grain > 0 ? grain : 1, tile_items, &tl);
+    return;
+  }
   int64_t grain = RT_CPU_GRAIN / (per_row > 0 ? per_row : 1);
   rt_parallel_for(rows, grain > 0 ? grain : 1, box_rows, b);
 }
@@ -157,7 +257,21 @@ static bool concatenate_kernel(const hlo_instr *instr, const rt_value *const *in
 static bool pad_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
   size_t size = hlo_dtype_size(out->shape.dtype);
   char *dst = out->data;
-  for (int64_t i = 0; i < out->count; i++) memcpy(dst + i * (int64_t)size, in[1]->data, size);
+#define FILL(T)                                                                              \
+  do {                                                                                       \
+    T v, *p = (T *)dst;                                                                      \
+    memcpy(&v, in[1]->data, sizeof v);                                                       \
+    for (int64_t i = 0; i < out->count; i++) p[i] = v;                                       \
+  } while (0)
+  switch (size) { /* typed, not a memcpy call per element */
+    case 1: FILL(uint8_t); break;
+    case 2: FILL(uint16_t); break;
+    case 4: FILL(uint32_t); break;
+    case 8: FILL(uint64_t); break;
+    default:
+      for (int64_t i = 0; i < out->count; i++) memcpy(dst + i * (int64_t)size, in[1]->data, size);
+  }
+#undef FILL
   box b = {0};
   int64_t out_strides[HLO_MAX_RANK];
   hlo_shape_strides(&out->shape, out_strides);

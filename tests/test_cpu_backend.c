@@ -10,6 +10,11 @@
 static rt_value *f32v(int rank, const int64_t *dims, const double *v) { return make_value(HLO_F32, rank, dims, v); }
 
 static void test_elementwise(void) {
+  /* erf against tabulated values: erf(0.5) = 0.5204998778, erf(1) = 0.8427007929,
+   * erf(3) = 0.9999779095 */
+  rt_value *ev[] = {f32v(1, (int64_t[]){4}, (double[]){0, 0.5, -1, 3})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[4] parameter(0)\n ROOT c = f32[4] erf(a)\n}\n", ev,
+             ((double[]){0, 0.5204998778, -0.8427007929, 0.9999779095}), 1e-6);
   int64_t d4[] = {4};
   /* max(-0, +0) is +0 and NaN wins; 1.5 * 2 = 3 */
   rt_value *a[] = {f32v(1, d4, (double[]){-0.0, NAN, 1.5, -3}), f32v(1, d4, (double[]){0.0, 1, 2, -4})};
@@ -136,6 +141,13 @@ static void test_dot(void) {
   EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[2,3] parameter(0)\n b = f32[2,3] parameter(1)\n"
              " ROOT d = f32[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n}\n", b,
              ((double[]){58, 64, 139, 154}), 0);
+  /* the same with lhs given as [k, m] = [[1,4],[2,5],[3,6]] (contracting dim 0): the
+   * transpose flag on A */
+  rt_value *at[] = {f32v(2, (int64_t[]){3, 2}, (double[]){1, 4, 2, 5, 3, 6}),
+                    f32v(2, (int64_t[]){3, 2}, (double[]){7, 8, 9, 10, 11, 12})};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[3,2] parameter(0)\n b = f32[3,2] parameter(1)\n"
+             " ROOT d = f32[2,2] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n}\n", at,
+             ((double[]){58, 64, 139, 154}), 0);
   /* batch dims: batch 0 is [1,2].[3,4] = 11, batch 1 is [5,6].[7,8] = 83; lhs laid out
    * [k, b] (contracting dim first) needs the packing copy: lhs = [[1,5],[2,6]] */
   rt_value *c[] = {make_value(HLO_F64, 2, (int64_t[]){2, 2}, (double[]){1, 5, 2, 6}),
@@ -148,6 +160,58 @@ static void test_dot(void) {
   EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[2,0] parameter(0)\n b = f32[0,2] parameter(1)\n"
              " ROOT d = f32[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n", z,
              ((double[]){0, 0, 0, 0}), 0);
+}
+
+/* Transposes big enough for the tiled copy (16 x 16 tiles, ragged edges): in[b][i][j] =
+ * 1000b + 100i + j, so out[b][j][i] must hold exactly that; f64 [40,17] -> [17,40] too. */
+static void test_transpose_tiled(void) {
+  static double in[2 * 20 * 33], want[2 * 33 * 20], in2[40 * 17], want2[17 * 40];
+  for (int b = 0; b < 2; b++)
+    for (int i = 0; i < 20; i++)
+      for (int j = 0; j < 33; j++) {
+        in[(b * 20 + i) * 33 + j] = 1000 * b + 100 * i + j;
+        want[(b * 33 + j) * 20 + i] = 1000 * b + 100 * i + j;
+      }
+  for (int i = 0; i < 40; i++)
+    for (int j = 0; j < 17; j++) in2[i * 17 + j] = want2[j * 40 + i] = i * 17 + j + 0.5;
+  rt_value *a[] = {f32v(3, (int64_t[]){2, 20, 33}, in)};
+  EXPECT_CPU("HloModule m\nENTRY e {\n x = f32[2,20,33] parameter(0)\n"
+             " ROOT t = f32[2,33,20] transpose(x), dimensions={0,2,1}\n}\n", a, want, 0);
+  rt_value *c[] = {make_value(HLO_F64, 2, (int64_t[]){40, 17}, in2)};
+  EXPECT_CPU("HloModule m\nENTRY e {\n x = f64[40,17] parameter(0)\n"
+             " ROOT t = f64[17,40] transpose(x), dimensions={1,0}\n}\n", c, want2, 0);
+}
+
+/* Single-row products take the gemv path, in column blocks of 256: 300 columns are two
+ * blocks. a = [1, 2, 3], B[k][j] = (k + 1) * j, so c[j] = (1 + 4 + 9) * j = 14j; batch b of
+ * the batched f64 case scales B by (b + 1): 14j(b + 1). */
+static void test_gemv(void) {
+  enum { N = 300 };
+  static double bkn[3 * N], bnk[N * 3], bb[2 * 3 * N], want[N], want2[2 * N];
+  for (int j = 0; j < N; j++) {
+    for (int k = 0; k < 3; k++) {
+      bkn[k * N + j] = bnk[j * 3 + k] = (k + 1) * j;
+      for (int b = 0; b < 2; b++) bb[(b * 3 + k) * N + j] = (b + 1) * (k + 1) * j;
+    }
+    want[j] = 14.0 * j;
+    want2[j] = 14.0 * j, want2[N + j] = 28.0 * j;
+  }
+  rt_value *a[] = {f32v(2, (int64_t[]){1, 3}, (double[]){1, 2, 3}), f32v(2, (int64_t[]){3, N}, bkn)};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[1,3] parameter(0)\n b = f32[3,300] parameter(1)\n"
+             " ROOT d = f32[1,300] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n", a, want, 0);
+  rt_value *t[] = {f32v(2, (int64_t[]){1, 3}, (double[]){1, 2, 3}), f32v(2, (int64_t[]){N, 3}, bnk)};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[1,3] parameter(0)\n b = f32[300,3] parameter(1)\n"
+             " ROOT d = f32[1,300] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n}\n", t, want, 0);
+  /* the same through an explicit transpose, which the simplifier folds into the dot */
+  rt_value *tt[] = {f32v(2, (int64_t[]){1, 3}, (double[]){1, 2, 3}), f32v(2, (int64_t[]){N, 3}, bnk)};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f32[1,3] parameter(0)\n b = f32[300,3] parameter(1)\n"
+             " bt = f32[3,300] transpose(b), dimensions={1,0}\n"
+             " ROOT d = f32[1,300] dot(a, bt), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n", tt, want, 0);
+  rt_value *c[] = {make_value(HLO_F64, 3, (int64_t[]){2, 1, 3}, (double[]){1, 2, 3, 1, 2, 3}),
+                   make_value(HLO_F64, 3, (int64_t[]){2, 3, N}, bb)};
+  EXPECT_CPU("HloModule m\nENTRY e {\n a = f64[2,1,3] parameter(0)\n b = f64[2,3,300] parameter(1)\n"
+             " ROOT d = f64[2,1,300] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0},"
+             " rhs_contracting_dims={1}\n}\n", c, want2, 0);
 }
 
 static void test_conv(void) {
@@ -185,6 +249,39 @@ static void test_conv(void) {
     CONV_ARGS;
     snprintf(text, sizeof text, "%sf32[1,1,7] convolution(x, k), window={size=3 lhs_dilate=2}, dim_labels=bf0_oi0->bf0\n}\n", head);
     EXPECT_CPU(text, args, ((double[]){-1, 0, -1, 0, -1, 0, -1}), 0);
+  }
+  {
+    /* an inf weight with padding (two input features, so the im2col path runs, not the
+     * depthwise sum): the reference skips padded taps. Feature 1 is all zero with zero
+     * weights. Over padded 0 1 2 3 4 5 0 with w = [inf, 0, 1]: y0 = 0*1 + 1*2 = 2 (no
+     * inf*0 = NaN from the pad), y1..y4 = inf * x[i-1] + ... = inf */
+    rt_value *args[] = {f32v(3, (int64_t[]){1, 2, 5}, (double[]){1, 2, 3, 4, 5, 0, 0, 0, 0, 0}),
+                        f32v(3, (int64_t[]){1, 2, 3}, (double[]){INFINITY, 0, 1, 0, 0, 0})};
+    EXPECT_CPU("HloModule m\nENTRY e {\n x = f32[1,2,5] parameter(0)\n k = f32[1,2,3] parameter(1)\n"
+               " ROOT c = f32[1,1,5] convolution(x, k), window={size=3 pad=1_1}, dim_labels=bf0_oi0->bf0\n}\n",
+               args, ((double[]){2, INFINITY, INFINITY, INFINITY, INFINITY}), 0);
+  }
+  {
+    /* a NaN weight without padding reaches every output, as in the reference: NaN NaN NaN */
+    rt_value *args[] = {f32v(3, (int64_t[]){1, 2, 5}, (double[]){1, 2, 3, 4, 5, 1, 1, 1, 1, 1}),
+                        f32v(3, (int64_t[]){1, 2, 3}, (double[]){1, NAN, 0, 1, 1, 1})};
+    EXPECT_CPU("HloModule m\nENTRY e {\n x = f32[1,2,5] parameter(0)\n k = f32[1,2,3] parameter(1)\n"
+               " ROOT c = f32[1,1,3] convolution(x, k), window={size=3}, dim_labels=bf0_oi0->bf0\n}\n",
+               args, ((double[]){NAN, NAN, NAN}), 0);
+  }
+  {
+    /* one or two output positions take gemv per position. x = [[1,2,3],[4,5,6]],
+     * k[0] = [[1,0,0],[0,0,1]], k[1] = all ones. No padding, one position: 1 + 6 = 7 and 21.
+     * With pad=0_1, position 1 reads 2 3 _ and 5 6 _: k[0] gives 2, k[1] gives 16. */
+    const char *kx = "HloModule m\nENTRY e {\n x = f32[1,2,3] parameter(0)\n k = f32[2,2,3] parameter(1)\n ROOT c = ";
+    rt_value *one[] = {f32v(3, (int64_t[]){1, 2, 3}, (double[]){1, 2, 3, 4, 5, 6}),
+                       f32v(3, (int64_t[]){2, 2, 3}, (double[]){1, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1})};
+    snprintf(text, sizeof text, "%sf32[1,2,1] convolution(x, k), window={size=3}, dim_labels=bf0_oi0->bf0\n}\n", kx);
+    EXPECT_CPU(text, one, ((double[]){7, 21}), 0);
+    rt_value *two[] = {f32v(3, (int64_t[]){1, 2, 3}, (double[]){1, 2, 3, 4, 5, 6}),
+                       f32v(3, (int64_t[]){2, 2, 3}, (double[]){1, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1})};
+    snprintf(text, sizeof text, "%sf32[1,2,2] convolution(x, k), window={size=3 pad=0_1}, dim_labels=bf0_oi0->bf0\n}\n", kx);
+    EXPECT_CPU(text, two, ((double[]){7, 2, 21, 16}), 0);
   }
   /* two feature groups: out feature 0 = 2 * channel 0, out feature 1 = 3 * channel 1 */
   rt_value *g[] = {f32v(3, (int64_t[]){1, 2, 3}, (double[]){1, 2, 3, 10, 20, 30}),
@@ -404,6 +501,8 @@ int main(void) {
   RUN(test_layout);
   RUN(test_reduce);
   RUN(test_dot);
+  RUN(test_gemv);
+  RUN(test_transpose_tiled);
   RUN(test_conv);
   RUN(test_control_and_tuples);
   RUN(test_errors_and_serialize);

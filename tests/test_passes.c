@@ -150,6 +150,74 @@ static void test_fold(void) {
   hlo_module_free(m);
 }
 
+/* A transposed dot operand is folded into the dimension numbers (x @ W^T, a Linear layer:
+ * the transpose goes, rhs contracts on W's dim 1); one whose free dims would come out in
+ * another order is kept. */
+static void test_dot_transpose(void) {
+  const char *text = "HloModule m\nENTRY e {\n x = f32[2,3] parameter(0)\n w = f32[4,3] parameter(1)\n"
+                     " wt = f32[3,4] transpose(w), dimensions={1,0}\n"
+                     " ROOT d = f32[2,4] dot(x, wt), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  double xv[6] = {1, -2, 3, 0.5, 4, -1}, wv[12];
+  for (int i = 0; i < 12; i++) wv[i] = i - 5.5;
+  rt_value *args[] = {make_value(HLO_F32, 2, (int64_t[]){2, 3}, xv), make_value(HLO_F32, 2, (int64_t[]){4, 3}, wv)};
+  int n = 0;
+  hlo_module *m = check_same(text, hlo_pass_run_all, args, 2, &n);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_TRANSPOSE), 0);
+  CHECK(m->entry->root->opcode == HLO_OP_DOT && m->entry->root->operands[1]->opcode == HLO_OP_PARAMETER);
+  CHECK_EQ_INT(m->entry->root->dot->rhs_contracting.values[0], 1);
+  hlo_module_free(m);
+  rt_value_release(args[0]);
+  rt_value_release(args[1]);
+  /* lhs [3, 2, 5] -> transpose {1,2,0} = [2, 5, 3], contracting 2 (x dim 0): the free dims
+   * 0, 1 of the transpose are x dims 1, 2, in order: folded. With {2,1,0} ([5,2,3]) the
+   * free dims are x dims 2, 1: reversed, kept. */
+  const char *folds = "HloModule m\nENTRY e {\n x = f32[3,2,5] parameter(0)\n y = f32[3] parameter(1)\n"
+                      " xt = f32[2,5,3] transpose(x), dimensions={1,2,0}\n"
+                      " ROOT d = f32[2,5] dot(xt, y), lhs_contracting_dims={2}, rhs_contracting_dims={0}\n}\n";
+  const char *keeps = "HloModule m\nENTRY e {\n x = f32[3,2,5] parameter(0)\n y = f32[3] parameter(1)\n"
+                      " xt = f32[5,2,3] transpose(x), dimensions={2,1,0}\n"
+                      " ROOT d = f32[5,2] dot(xt, y), lhs_contracting_dims={2}, rhs_contracting_dims={0}\n}\n";
+  double x3[30];
+  for (int i = 0; i < 30; i++) x3[i] = (i * 7 % 11) - 5;
+  for (int pass = 0; pass < 2; pass++) {
+    rt_value *a[] = {make_value(HLO_F32, 3, (int64_t[]){3, 2, 5}, x3), make_value(HLO_F32, 1, (int64_t[]){3}, (double[]){1, -1, 2})};
+    m = check_same(pass == 0 ? folds : keeps, hlo_pass_run_all, a, 2, &n);
+    CHECK_EQ_INT(count_op(m->entry, HLO_OP_TRANSPOSE), pass == 0 ? 0 : 1);
+    hlo_module_free(m);
+    rt_value_release(a[0]);
+    rt_value_release(a[1]);
+  }
+}
+
+/* Calls are inlined, nested ones too (inner is inlined into outer first, then outer into
+ * the entry), with parameters mapped by number (outer takes (b, a) and computes
+ * inner(a, b) * a = (a - b) * a); values stay bit-identical: -((x - y) * x) = 3, -6, -7.5. */
+static void test_inline_calls(void) {
+  const char *text =
+      "HloModule m\ninner {\n p = f32[3] parameter(0)\n q = f32[3] parameter(1)\n ROOT d = f32[3] subtract(p, q)\n}\n"
+      "outer {\n b = f32[3] parameter(0)\n a = f32[3] parameter(1)\n"
+      " s = f32[3] call(a, b), to_apply=inner\n ROOT m = f32[3] multiply(s, a)\n}\n"
+      "ENTRY e {\n x = f32[3] parameter(0)\n y = f32[3] parameter(1)\n"
+      " c = f32[3] call(y, x), to_apply=outer\n ROOT n = f32[3] negate(c)\n}\n";
+  rt_value *args[] = {make_value(HLO_F32, 1, (int64_t[]){3}, (double[]){1, 2, 3}),
+                      make_value(HLO_F32, 1, (int64_t[]){3}, (double[]){4, -1, 0.5})};
+  int n = 0;
+  hlo_module *m = check_same(text, hlo_pass_run_all, args, 2, &n);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_CALL), 0);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_SUBTRACT), 1);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_MULTIPLY), 1);
+  CHECK(m->entry->root->opcode == HLO_OP_NEGATE && m->entry->root->operands[0]->opcode == HLO_OP_MULTIPLY);
+  /* (x - y) * x: the subtract reads x first */
+  const hlo_instr *sub = m->entry->root->operands[0]->operands[0];
+  CHECK(sub->opcode == HLO_OP_SUBTRACT && sub->operands[0]->parameter_number == 0);
+  hlo_module_free(m);
+  rt_value *got = run_text(text, args, 2, false, &(hlo_diag){0});
+  CHECK(got && rt_get_f64(got, 0) == 3 && rt_get_f64(got, 1) == -6 && rt_get_f64(got, 2) == -7.5);
+  rt_value_release(got);
+  rt_value_release(args[0]);
+  rt_value_release(args[1]);
+}
+
 /* A non-default layout blocks the no-op rewrites: the bytes would differ. */
 static void test_layout_kept(void) {
   const char *text = "HloModule m\nENTRY e {\n x = f32[2,3]{1,0} parameter(0)\n"
@@ -165,6 +233,8 @@ int main(void) {
   RUN(test_cse);
   RUN(test_simplify);
   RUN(test_fold);
+  RUN(test_dot_transpose);
+  RUN(test_inline_calls);
   RUN(test_layout_kept);
   return TEST_REPORT();
 }
