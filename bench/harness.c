@@ -497,6 +497,8 @@ static void sweep_row(FILE *json, int *rows, const bench_model *model, const swe
             (unsigned long long)r->function.hits, r->function.trace_every ? "true" : "false");
   else
     fputs(", \"traces\": null, \"total_traces\": null", json);
+  fprintf(json, ", \"cpu_median_ms\": %.6f, \"first_step_ms\": %.6f, \"compile_ms\": %.6f", cpu_median_of(r), r->first_ms,
+          (double)(r->warmup.compile_ns + r->timed.compile_ns) / 1e6);
   fprintf(json, ", \"max_rel_diff\": %.9g, \"agrees\": %s}", max_rel, agree ? "true" : "false");
 }
 
