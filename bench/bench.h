@@ -169,8 +169,8 @@ latch_status bench_run(const bench_model *model, const bench_config *config, ben
 latch_runtime *bench_open(bench_mode mode, const char *backend);
 /* The same with the compile cache given (NULL: "disk"); LATCH_CACHE still wins. */
 latch_runtime *bench_open_cache(bench_mode mode, const char *backend, const char *cache);
-/* bench_run in a runtime the caller keeps (a sweep runs every batch size in one runtime,
- * so its compile cache sees them all). */
+/* bench_run in a runtime the caller keeps, with a fresh model (a bench_session opened,
+ * run once and closed). */
 latch_status bench_run_in(latch_runtime *rt, const bench_model *model, const bench_config *config, bench_mode mode,
                           int warmup, int repeat, const char *output_npy, bench_result *result);
 void bench_result_free(bench_result *result);
