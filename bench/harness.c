@@ -519,9 +519,10 @@ static int sweep_variant_run(const options *o, const bench_model *model, const s
   latch_function_options fo;
   latch_function_options_init(&fo);
   fo.shapes = v->policy < 0 ? LATCH_SHAPES_AUTOMATIC : (latch_shape_policy)v->policy;
-  /* Room for one trace per size: the static policy's traces are the finding, not a
-   * fallback to tracing every call. */
-  if (fo.recompile_limit < o->sweep_count) fo.recompile_limit = o->sweep_count;
+  /* Room for one trace per call (gpt2's cache grows every step): the static policy's
+   * traces are the finding, not a fallback to tracing every call. */
+  int calls = o->sweep_count * (o->warmup + o->repeat);
+  if (fo.recompile_limit < calls) fo.recompile_limit = calls;
   bench_config cfg = o->config;
   cfg.batch = o->sweep[0];
   bench_session session;

@@ -111,7 +111,7 @@ static void sweep_session(const bench_model *m, bench_mode mode, latch_shape_pol
   latch_function_options fo;
   latch_function_options_init(&fo);
   fo.shapes = shapes;
-  fo.recompile_limit = count;
+  fo.recompile_limit = 2 * count; /* gpt2 traces every step under static shapes */
   bench_config cfg = {.batch = sizes[0], .size = m->tiny_size, .seed = 9};
   bench_session s;
   latch_status status = bench_session_open(&s, rt, m, &cfg, mode, &fo);
@@ -132,9 +132,10 @@ static void sweep_session(const bench_model *m, bench_mode mode, latch_shape_pol
 /* The batch sweep: one traced function per model over batch sizes 1, 2, 3, 8 traces at
  * most twice under the automatic policy (the batch becomes symbolic: the models read it
  * through -1 reshapes, not latch_dim) and once per size under the static one; every
- * size's output equals trace-every's, the training step's updated weights included. */
+ * size's output equals trace-every's, the training step's updated weights and gpt2's
+ * grown KV cache included. */
 static void test_sweep_policies(void) {
-  static const char *const names[] = {"mlp", "train_cnn"};
+  static const char *const names[] = {"mlp", "train_cnn", "gpt2"};
   static const int sizes[] = {1, 2, 3, 8};
   enum { COUNT = 4 };
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
@@ -145,8 +146,13 @@ static void test_sweep_policies(void) {
     for (int policy = 0; policy < 2; policy++) {
       latch_shape_policy shapes = policy ? LATCH_SHAPES_STATIC : LATCH_SHAPES_AUTOMATIC;
       sweep_session(m, BENCH_ONCE, shapes, sizes, COUNT, once, &traces);
-      if (shapes == LATCH_SHAPES_STATIC) CHECK_MSG(traces == COUNT, "%s static: %llu traces", m->name, (unsigned long long)traces);
-      else CHECK_MSG(traces <= 2, "%s automatic: %llu traces", m->name, (unsigned long long)traces);
+      /* gpt2's KV cache grows every step (a warm-up and a timed one per size): static traces
+       * each step, automatic makes the cache length symbolic too (one more trace). */
+      bool grows = !strcmp(m->name, "gpt2");
+      if (shapes == LATCH_SHAPES_STATIC)
+        CHECK_MSG(traces == (grows ? 2 * COUNT : COUNT), "%s static: %llu traces", m->name, (unsigned long long)traces);
+      else
+        CHECK_MSG(traces <= (grows ? 3u : 2u), "%s automatic: %llu traces", m->name, (unsigned long long)traces);
       for (int b = 0; b < COUNT; b++) {
         double max_abs, max_rel;
         CHECK_MSG(bench_compare(&once[b], &every[b], &max_abs, &max_rel) && max_abs == 0,
