@@ -77,7 +77,12 @@ latch_tensor *bench_store_replace(bench_store *store, latch_tensor *old, latch_t
 void bench_store_free(bench_store *store);
 
 /* ---- a model made for one runtime ---- */
-typedef struct bench_instance {
+typedef struct bench_instance bench_instance;
+/* Replaces in's inputs with new ones for config (its batch): what a batch sweep needs to
+ * call one model, and so one traced function, at every batch size. */
+typedef latch_status (*bench_inputs_fn)(bench_instance *in, latch_runtime *rt, const bench_config *config);
+
+struct bench_instance {
   void *model;
   bench_step_fn step;
   void (*destroy)(void *model);
@@ -86,7 +91,10 @@ typedef struct bench_instance {
   latch_tensor *inputs[BENCH_MAX_INPUTS];
   int batch, size;       /* as resolved */
   const char *output_name; /* "logits", "loss", "hidden" */
-} bench_instance;
+  /* NULL: the model cannot remake its inputs alone (a sweep then takes them from a
+   * throwaway instance of the same seed). */
+  bench_inputs_fn make_inputs;
+};
 
 typedef latch_status (*bench_create_fn)(latch_runtime *rt, const bench_config *config, bench_instance *out);
 
@@ -102,6 +110,10 @@ const bench_model *bench_models(int *count);
 const bench_model *bench_find_model(const char *name);
 /* Releases the inputs and the model. */
 void bench_instance_free(bench_instance *instance);
+/* in's inputs for config: make_inputs when the model has it, else those of a throwaway
+ * instance made with config in rt (same seeds, so the same inputs). */
+latch_status bench_instance_inputs(bench_instance *in, const bench_model *model, latch_runtime *rt,
+                                   const bench_config *config);
 /* Input 0 from config->input when given (checked against dims), else seeded uniform in
  * [low, high) (integers: the floor). NULL on failure, with bench_error saying why. */
 latch_tensor *bench_input(latch_runtime *rt, const bench_config *config, latch_dtype dtype, int rank,
@@ -155,11 +167,36 @@ latch_status bench_run(const bench_model *model, const bench_config *config, ben
  * unless LATCH_CACHE says otherwise, so a second run compiles nothing. NULL with
  * bench_error set. */
 latch_runtime *bench_open(bench_mode mode, const char *backend);
-/* bench_run in a runtime the caller keeps (a sweep runs every batch size in one runtime,
- * so its compile cache sees them all). */
+/* The same with the compile cache given (NULL: "disk"); LATCH_CACHE still wins. */
+latch_runtime *bench_open_cache(bench_mode mode, const char *backend, const char *cache);
+/* bench_run in a runtime the caller keeps, with a fresh model (a bench_session opened,
+ * run once and closed). */
 latch_status bench_run_in(latch_runtime *rt, const bench_model *model, const bench_config *config, bench_mode mode,
                           int warmup, int repeat, const char *output_npy, bench_result *result);
 void bench_result_free(bench_result *result);
+
+/* One model kept across runs: its weights, and in once mode its traced function, so that a
+ * batch sweep calls the same function at every batch size and the shape policy decides
+ * what a new size costs. bench_run_in is open, run, close. */
+typedef struct bench_session {
+  latch_runtime *rt; /* borrowed */
+  const bench_model *model;
+  bench_mode mode;
+  bench_config config; /* resolved: batch and size filled */
+  bench_instance in;
+  latch_function *fn; /* once mode */
+} bench_session;
+
+/* Makes the model for config in rt; function (NULL: the defaults) configures once mode's
+ * traced function. On failure bench_error says why; close the session anyway. */
+latch_status bench_session_open(bench_session *s, latch_runtime *rt, const bench_model *model,
+                                const bench_config *config, bench_mode mode, const latch_function_options *function);
+/* New inputs for batch (the weights, and the function, stay). */
+latch_status bench_session_batch(bench_session *s, int batch);
+/* warmup then repeat timed steps at the current inputs; result->function holds the
+ * function's counters over these steps only. */
+latch_status bench_session_run(bench_session *s, int warmup, int repeat, const char *output_npy, bench_result *result);
+void bench_session_close(bench_session *s);
 double bench_median(const double *values, int count);
 /* Largest |a - b| and that over the largest |b|; false when the shapes differ. */
 bool bench_compare(const bench_result *a, const bench_result *b, double *max_abs, double *max_rel);

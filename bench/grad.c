@@ -5,19 +5,21 @@
 #include "bench/layers.h"
 
 latch_tensor *bench_cross_entropy(latch_runtime *rt, latch_tensor *logits, latch_tensor *labels, latch_tensor **grad) {
+  (void)rt;
+  /* The batch size as a tensor: each label row sums to 1, so all of them sum to B. A
+   * constant 1/B (latch_dim) would specialize a traced step to one batch size. */
+  latch_tensor *batch = latch_reduce(LATCH_SUM, labels, 0, NULL, false);
   latch_tensor *logp = latch_log_softmax(logits, 1);
   latch_tensor *picked = latch_binary(LATCH_MUL, logp, labels);
   latch_tensor *loss = latch_reduce(LATCH_SUM, picked, 0, NULL, false);
   latch_release(picked);
-  latch_tensor *scale = latch_scalar(rt, LATCH_F32, -1.0 / (double)latch_dim(logits, 0));
-  BENCH_THEN(loss, latch_binary(LATCH_MUL, loss, scale));
-  latch_release(scale);
+  BENCH_THEN(loss, latch_unary(LATCH_NEG, loss));
+  BENCH_THEN(loss, latch_binary(LATCH_DIV, loss, batch));
   latch_tensor *p = latch_unary(LATCH_EXP, logp);
   latch_release(logp);
   BENCH_THEN(p, latch_binary(LATCH_SUB, p, labels));
-  scale = latch_scalar(rt, LATCH_F32, 1.0 / (double)latch_dim(logits, 0));
-  *grad = latch_binary(LATCH_MUL, p, scale);
-  latch_release(scale), latch_release(p);
+  *grad = latch_binary(LATCH_DIV, p, batch);
+  latch_release(batch), latch_release(p);
   return loss;
 }
 

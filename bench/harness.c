@@ -26,7 +26,8 @@ void bench_zoo_usage(void) {
   int count;
   const bench_model *models = bench_models(&count);
   printf("usage: latch bench [--model M...] [--mode eager,every,once] [--batch N] [--size N]\n"
-         "                   [--repeat N] [--warmup N] [--seed N] [--tiny] [--json FILE] [--sweep LO..HI]\n"
+         "                   [--repeat N] [--warmup N] [--seed N] [--tiny] [--json FILE]\n"
+         "       latch bench --sweep LO..HI [--model M...] [--mode every,once] [--policy static,auto]\n"
          "       latch bench --model M --weights DIR [--input FILE.npy] [--output FILE.npy]\n"
          "       latch bench --micro [--reps N]\n"
          "\n"
@@ -44,7 +45,10 @@ void bench_zoo_usage(void) {
          "  --weights DIR    load DIR/<state_dict key>.npy (PyTorch names) instead of seeded weights\n"
          "  --input FILE     input 0 from a .npy file; --output FILE: output 0 of the last mode run\n"
          "  --sweep LO..HI   batch sweep (powers of two from LO to HI, or a list 1,3,8): per batch\n"
-         "                   size ms per step and compiles, all sizes in one runtime per mode\n"
+         "                   size ms per step, compiles and traces; each mode runs one model (in\n"
+         "                   once mode one traced function) over every size, checked against every\n"
+         "                   (default modes every,once)\n"
+         "  --policy LIST    the sweep's once rows: static (once-static), auto (once-auto); default both\n"
          "  --clock cpu      the table shows process CPU ms per step instead of wall ms (shared\n"
          "                   machines; the JSON holds both)\n"
          "  --tiny           the tests' configuration: 256-wide alexnet/vgg16 classifiers, 2-layer\n"
@@ -63,6 +67,8 @@ typedef struct options {
   int repeat, warmup;
   const char *json, *output;
   int sweep[32], sweep_count; /* batch sizes of --sweep */
+  bool policies[2];            /* --policy: the sweep's once rows, static and automatic */
+  bool modes_given;            /* --mode on the command line (the sweep's default differs) */
 } options;
 
 static bool parse_int(const char *flag, const char *text, int low, int *out) {
@@ -118,6 +124,22 @@ static bool parse_sweep(options *o, const char *text) {
   return o->sweep_count > 0;
 }
 
+/* --policy static,auto: the shape policies of the sweep's once rows. */
+static bool set_policies(options *o, const char *list) {
+  char buffer[256];
+  snprintf(buffer, sizeof buffer, "%s", list);
+  o->policies[0] = o->policies[1] = false;
+  for (char *save = NULL, *name = strtok_r(buffer, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+    if (!strcmp(name, "static")) o->policies[0] = true;
+    else if (!strcmp(name, "auto") || !strcmp(name, "automatic")) o->policies[1] = true;
+    else {
+      fprintf(stderr, "latch: error: bench: unknown shape policy '%s' (policies: static, auto)\n", name);
+      return false;
+    }
+  }
+  return o->policies[0] || o->policies[1];
+}
+
 static bool set_modes(options *o, const char *list) {
   char buffer[256];
   snprintf(buffer, sizeof buffer, "%s", list);
@@ -142,6 +164,7 @@ static int parse(int argc, char **argv, options *o) {
   o->repeat = 3;
   o->warmup = 1;
   o->modes[BENCH_EAGER] = o->modes[BENCH_EVERY] = o->modes[BENCH_ONCE] = true;
+  o->policies[0] = o->policies[1] = true;
   int seed = 0;
   for (int i = 0; i < argc; i++) {
     const char *flag = argv[i], *value = NULL;
@@ -162,7 +185,8 @@ static int parse(int argc, char **argv, options *o) {
       return -1;
     }
     static const char *const valued[] = {"--clock", "--model", "--mode", "--batch", "--size", "--repeat", "--warmup",
-                                         "--seed", "--json", "--weights", "--input", "--output", "--sweep"};
+                                         "--seed", "--json", "--weights", "--input", "--output", "--sweep",
+                                         "--policy"};
     bool known = false;
     for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known = known || strcmp(flag, valued[k]) == 0;
     if (!known) {
@@ -181,7 +205,8 @@ static int parse(int argc, char **argv, options *o) {
       ok = add_models(o, value);
       /* --model a b c: the names that follow, up to the next flag */
       while (ok && i + 1 < argc && argv[i + 1][0] != '-') ok = add_models(o, argv[++i]);
-    } else if (!strcmp(flag, "--mode")) ok = set_modes(o, value);
+    } else if (!strcmp(flag, "--mode")) ok = set_modes(o, value), o->modes_given = true;
+    else if (!strcmp(flag, "--policy")) ok = set_policies(o, value);
     else if (!strcmp(flag, "--batch")) ok = parse_int(flag, value, 1, &o->config.batch);
     else if (!strcmp(flag, "--size")) ok = parse_int(flag, value, 1, &o->config.size);
     else if (!strcmp(flag, "--repeat")) ok = parse_int(flag, value, 1, &o->repeat);
@@ -212,6 +237,8 @@ static int parse(int argc, char **argv, options *o) {
   if (o->model_count == 0)
     for (size_t i = 0; i < sizeof default_models / sizeof default_models[0]; i++)
       o->models[o->model_count++] = bench_find_model(default_models[i]);
+  /* A sweep is about what a new batch size costs: op by op has nothing to compile. */
+  if (o->sweep_count && !o->modes_given) o->modes[BENCH_EAGER] = false;
   if (o->sweep_count && (o->config.input || o->output)) {
     fprintf(stderr, "latch: error: bench: --sweep changes the batch: it takes no --input or --output\n");
     return 1;
@@ -408,9 +435,143 @@ static void print_table(const options *o, const model_run *runs, int count, cons
            "afresh)\n", loaded, loaded == 1 ? "" : "s");
 }
 
-/* --sweep: each batch size in turn in one runtime per mode, so the compile counts show
- * what a change of batch costs (trace-every: one compile per new size; trace-once under
- * the automatic shape policy will show at most two). */
+/* ---- --sweep ---- */
+
+/* One set of sweep rows: a mode and, in once mode, a shape policy. */
+typedef struct sweep_variant {
+  bench_mode mode;
+  int policy; /* a latch_shape_policy in once mode, else -1 */
+  const char *name, *policy_name;
+} sweep_variant;
+
+/* every first (the rows the others are checked against), then eager, the once policies
+ * (static, then automatic) and reference. Returns the count. */
+static int sweep_variants(const options *o, sweep_variant *out) {
+  int n = 0;
+  if (o->modes[BENCH_EVERY]) out[n++] = (sweep_variant){BENCH_EVERY, -1, "every", NULL};
+  if (o->modes[BENCH_EAGER]) out[n++] = (sweep_variant){BENCH_EAGER, -1, "eager", NULL};
+  if (o->modes[BENCH_ONCE] && o->policies[0])
+    out[n++] = (sweep_variant){BENCH_ONCE, LATCH_SHAPES_STATIC, "once-static", "static"};
+  if (o->modes[BENCH_ONCE] && o->policies[1])
+    out[n++] = (sweep_variant){BENCH_ONCE, LATCH_SHAPES_AUTOMATIC, "once-auto", "auto"};
+  if (o->modes[BENCH_REFERENCE]) out[n++] = (sweep_variant){BENCH_REFERENCE, -1, "reference", NULL};
+  return n;
+}
+
+/* What one variant's sweep added up to, for the totals under the table. */
+typedef struct sweep_total {
+  uint64_t compiles, traces, specializations;
+  double ms;    /* the sum of ms per step over the batch sizes */
+  int sizes;    /* batch sizes that ran */
+  bool agree, fell_back;
+} sweep_total;
+
+/* One row of the sweep: the table line and the JSON object. */
+static void sweep_row(FILE *json, int *rows, const bench_model *model, const sweep_variant *v, const bench_result *r,
+                      uint64_t compiles, const sweep_total *t, double max_rel, bool agree) {
+  double ms = table_median(r);
+  char traces[24] = "-", total_traces[24] = "-";
+  if (v->mode == BENCH_ONCE) {
+    snprintf(traces, sizeof traces, "%llu", (unsigned long long)r->function.traces);
+    snprintf(total_traces, sizeof total_traces, "%llu", (unsigned long long)t->traces);
+  }
+  printf("%-14s %-11s %6d %11.3f %11.4f %9llu %7s %9llu %7s  %s (%.1e)%s\n", model->name, v->name, r->batch, ms,
+         ms / r->batch, (unsigned long long)compiles, traces, (unsigned long long)t->compiles, total_traces,
+         agree ? "yes" : "NO", max_rel, r->function.trace_every ? " trace-every fallback" : "");
+  if (!json) return;
+  fprintf(json,
+          "%s\n    {\"name\": \"%s\", \"mode\": \"%s\", \"policy\": %s%s%s, \"batch\": %d, \"size\": %d, "
+          "\"median_ms\": %.6f, \"per_sample_ms\": %.6f, \"compiles\": %llu, \"total_compiles\": %llu, "
+          "\"cache_hits\": %llu, \"cache_misses\": %llu",
+          (*rows)++ ? "," : "", model->name, bench_mode_name(v->mode), v->policy_name ? "\"" : "",
+          v->policy_name ? v->policy_name : "null", v->policy_name ? "\"" : "", r->batch, r->size, ms, ms / r->batch,
+          (unsigned long long)compiles, (unsigned long long)t->compiles,
+          (unsigned long long)(r->warmup.cache_hits + r->timed.cache_hits),
+          (unsigned long long)(r->warmup.cache_misses + r->timed.cache_misses));
+  if (v->mode == BENCH_ONCE)
+    fprintf(json,
+            ", \"traces\": %llu, \"total_traces\": %llu, \"specializations\": %llu, \"instantiations\": %llu, "
+            "\"hits\": %llu, \"trace_every\": %s",
+            (unsigned long long)r->function.traces, (unsigned long long)t->traces,
+            (unsigned long long)r->function.specializations, (unsigned long long)r->function.instantiations,
+            (unsigned long long)r->function.hits, r->function.trace_every ? "true" : "false");
+  else
+    fputs(", \"traces\": null, \"total_traces\": null", json);
+  fprintf(json, ", \"cpu_median_ms\": %.6f, \"first_step_ms\": %.6f, \"compile_ms\": %.6f", cpu_median_of(r), r->first_ms,
+          (double)(r->warmup.compile_ns + r->timed.compile_ns) / 1e6);
+  fprintf(json, ", \"max_rel_diff\": %.9g, \"agrees\": %s}", max_rel, agree ? "true" : "false");
+}
+
+/* One variant over every batch size: one runtime, one model, and in once mode one traced
+ * function under the variant's shape policy. base[b] holds the first variant's results
+ * (filled when keep is set, else compared with). Returns 0 or the exit status. */
+static int sweep_variant_run(const options *o, const bench_model *model, const sweep_variant *v, bench_result *base,
+                             bool keep, FILE *json, int *rows, sweep_total *t) {
+  memset(t, 0, sizeof *t);
+  t->agree = true;
+  /* An in-memory cache: the compiles counted are this variant's, not loads of what an
+   * earlier variant or run stored on disk (LATCH_CACHE still overrides). */
+  latch_runtime *rt = bench_open_cache(v->mode, NULL, "memory");
+  if (!rt) {
+    fprintf(stderr, "latch: error: bench: %s\n", bench_error());
+    return 3;
+  }
+  latch_function_options fo;
+  latch_function_options_init(&fo);
+  fo.shapes = v->policy < 0 ? LATCH_SHAPES_AUTOMATIC : (latch_shape_policy)v->policy;
+  /* Room for one trace per call (gpt2's cache grows every step): the static policy's
+   * traces are the finding, not a fallback to tracing every call. */
+  int calls = o->sweep_count * (o->warmup + o->repeat);
+  if (fo.recompile_limit < calls) fo.recompile_limit = calls;
+  bench_config cfg = o->config;
+  cfg.batch = o->sweep[0];
+  bench_session session;
+  latch_status s = bench_session_open(&session, rt, model, &cfg, v->mode, &fo);
+  int exit_code = 0;
+  for (int b = 0; s == LATCH_OK && b < o->sweep_count; b++) {
+    fprintf(stderr, "bench: sweep %s %s batch %d ...\n", model->name, v->name, o->sweep[b]);
+    bench_result r;
+    memset(&r, 0, sizeof r);
+    s = bench_session_batch(&session, o->sweep[b]);
+    if (s == LATCH_OK) s = bench_session_run(&session, o->warmup, o->repeat, NULL, &r);
+    if (s != LATCH_OK) {
+      bench_result_free(&r);
+      break;
+    }
+    uint64_t compiles = r.warmup.compiles + r.timed.compiles;
+    t->compiles += compiles;
+    t->traces += r.function.traces;
+    t->specializations += r.function.specializations;
+    t->ms += table_median(&r);
+    t->sizes++;
+    t->fell_back = t->fell_back || r.function.trace_every;
+    double max_abs = 0, max_rel = 0;
+    bool agree = bench_finite(&r);
+    if (!keep) agree = bench_compare(&r, &base[b], &max_abs, &max_rel) && max_rel <= AGREE_REL && agree;
+    if (!agree) {
+      fprintf(stderr, "latch: error: bench: %s %s batch %d: %s (max abs diff %g, max rel diff %g)\n", model->name,
+              v->name, r.batch, bench_finite(&r) ? "differs from the first variant" : "non-finite outputs", max_abs,
+              max_rel);
+      exit_code = 3;
+      t->agree = false;
+    }
+    sweep_row(json, rows, model, v, &r, compiles, t, max_rel, agree);
+    if (keep) base[b] = r;
+    else bench_result_free(&r);
+  }
+  if (s != LATCH_OK) {
+    fprintf(stderr, "latch: error: bench: %s %s: %s\n", model->name, v->name, bench_error());
+    if ((int)s > exit_code) exit_code = (int)s;
+    t->agree = false;
+  }
+  bench_session_close(&session);
+  latch_close(rt);
+  return exit_code;
+}
+
+/* --sweep: each variant runs every batch size with one model (and one traced function),
+ * so the compile and trace counts show what a change of batch costs under each shape
+ * policy; every result is checked against the first variant's (every's) at that batch. */
 static int run_sweep(const options *o, const char *backend) {
   FILE *json = o->json ? fopen(o->json, "w") : NULL;
   if (o->json && !json) {
@@ -418,50 +579,35 @@ static int run_sweep(const options *o, const char *backend) {
     return 3;
   }
   if (json) fprintf(json, "{\n  \"latch_bench\": 1,\n  \"backend\": \"%s\",\n  \"repeat\": %d,\n  \"sweep\": [", backend, o->repeat);
-  printf("latch bench --sweep: backend %s, median %s ms per step over %d steps\n", backend,
-         table_uses_cpu ? "CPU" : "wall", o->repeat);
-  printf("%-14s %-6s %6s %11s %13s %9s %12s\n", "model", "mode", "batch", "ms/step", "ms/sample", "compiles", "total compiles");
-  int exit_code = 0, rows = 0;
+  printf("latch bench --sweep: backend %s, median %s ms per step over %d steps (after %d warm-up)\n", backend,
+         table_uses_cpu ? "CPU" : "wall", o->repeat, o->warmup);
+  printf("%-14s %-11s %6s %11s %11s %9s %7s %9s %7s  %s\n", "model", "mode", "batch", "ms/step", "ms/sample", "compiles",
+         "traces", "all comp", "all tr", "agree (max rel diff)");
+  sweep_variant variants[BENCH_MODE_COUNT + 1];
+  int variant_count = sweep_variants(o, variants), exit_code = 0, rows = 0;
+  sweep_total (*totals)[BENCH_MODE_COUNT + 1] = calloc((size_t)o->model_count, sizeof *totals);
+  if (!totals) return 3;
   for (int i = 0; i < o->model_count; i++) {
-    for (int m = 0; m < BENCH_MODE_COUNT; m++) {
-      if (!o->modes[m]) continue;
-      latch_runtime *rt = bench_open((bench_mode)m, NULL);
-      if (!rt) {
-        fprintf(stderr, "latch: error: bench: %s\n", bench_error());
-        return 3;
-      }
-      uint64_t total = 0;
-      for (int b = 0; b < o->sweep_count; b++) {
-        bench_config cfg = o->config;
-        cfg.batch = o->sweep[b];
-        bench_result r;
-        fprintf(stderr, "bench: sweep %s %s batch %d ...\n", o->models[i]->name, bench_mode_name((bench_mode)m), cfg.batch);
-        latch_status s = bench_run_in(rt, o->models[i], &cfg, (bench_mode)m, o->warmup, o->repeat, NULL, &r);
-        if (s != LATCH_OK) {
-          fprintf(stderr, "latch: error: bench: %s batch %d: %s\n", o->models[i]->name, cfg.batch, bench_error());
-          if ((int)s > exit_code) exit_code = (int)s;
-          bench_result_free(&r);
-          break;
-        }
-        uint64_t compiles = r.warmup.compiles + r.timed.compiles;
-        total += compiles;
-        double ms = table_median(&r);
-        printf("%-14s %-6s %6d %11.3f %13.4f %9llu %12llu\n", o->models[i]->name, bench_mode_name((bench_mode)m), cfg.batch,
-               ms, ms / cfg.batch, (unsigned long long)compiles, (unsigned long long)total);
-        if (json)
-          fprintf(json,
-                  "%s\n    {\"name\": \"%s\", \"mode\": \"%s\", \"batch\": %d, \"size\": %d, \"median_ms\": %.6f, "
-                  "\"per_sample_ms\": %.6f, \"compiles\": %llu, \"total_compiles\": %llu, \"cache_hits\": %llu, "
-                  "\"cache_misses\": %llu}",
-                  rows++ ? "," : "", o->models[i]->name, bench_mode_name((bench_mode)m), cfg.batch, r.size, ms,
-                  ms / cfg.batch, (unsigned long long)compiles, (unsigned long long)total,
-                  (unsigned long long)(r.warmup.cache_hits + r.timed.cache_hits),
-                  (unsigned long long)(r.warmup.cache_misses + r.timed.cache_misses));
-        bench_result_free(&r);
-      }
-      latch_close(rt);
+    bench_result base[32];
+    memset(base, 0, sizeof base);
+    for (int v = 0; v < variant_count; v++) {
+      int code = sweep_variant_run(o, o->models[i], &variants[v], base, v == 0, json, &rows, &totals[i][v]);
+      if (code > exit_code) exit_code = code;
     }
+    for (int b = 0; b < o->sweep_count; b++) bench_result_free(&base[b]);
   }
+  printf("\ntotals over batch sizes %d..%d (%d sizes): compiles, traces, sum of ms per step\n", o->sweep[0],
+         o->sweep[o->sweep_count - 1], o->sweep_count);
+  for (int i = 0; i < o->model_count; i++)
+    for (int v = 0; v < variant_count; v++) {
+      const sweep_total *t = &totals[i][v];
+      char traces[24] = "-";
+      if (variants[v].mode == BENCH_ONCE) snprintf(traces, sizeof traces, "%llu", (unsigned long long)t->traces);
+      printf("%-14s %-11s %9llu compiles %5s traces %11.3f ms%s%s\n", o->models[i]->name, variants[v].name,
+             (unsigned long long)t->compiles, traces, t->ms, t->sizes < o->sweep_count ? "  (incomplete)" : "",
+             t->fell_back ? "  (fell back to trace-every)" : "");
+    }
+  free(totals);
   if (json) {
     fputs("\n  ]\n}\n", json);
     if (fclose(json) != 0) exit_code = 3;

@@ -98,17 +98,22 @@ static latch_tensor *adaptive_dim(latch_tensor *x, int dim, int64_t out) {
     int64_t k[2] = {dim == 2 ? in / out : 1, dim == 3 ? in / out : 1};
     return latch_avg_pool2d(x, k, k, NULL);
   }
-  int64_t d[5] = {latch_dim(x, 0), latch_dim(x, 1), latch_dim(x, 2), latch_dim(x, 3), 1};
+  /* The batch stays -1 and the repeat is a concat, not a broadcast to given dims: a
+   * traced function keeps the batch symbolic. */
+  int64_t d[4] = {-1, latch_dim(x, 1), latch_dim(x, 2), latch_dim(x, 3)};
   if (out % in == 0) {
     /* Each input row is the average of its own window, repeated out/in times. */
-    int64_t r = out / in, split[5], wide[5];
+    int64_t r = out / in, split[5];
     for (int i = 0, j = 0; i < 4; i++) {
-      split[j] = wide[j] = d[i];
-      j++;
-      if (i == dim) split[j] = 1, wide[j] = r, j++;
+      split[j++] = d[i];
+      if (i == dim) split[j++] = 1;
     }
     latch_tensor *y = latch_reshape(x, 5, split);
-    BENCH_THEN(y, latch_broadcast_to(y, 5, wide));
+    latch_tensor **copies = calloc((size_t)r, sizeof *copies);
+    if (!copies) return latch_release(y), NULL;
+    for (int64_t i = 0; i < r; i++) copies[i] = y;
+    BENCH_THEN(y, latch_concat((int)r, copies, dim + 1));
+    free(copies);
     d[dim] = out;
     BENCH_THEN(y, latch_reshape(y, 4, d));
     return y;
@@ -158,7 +163,13 @@ latch_tensor *bench_max_pool_ceil(latch_tensor *x, int64_t kernel, int64_t strid
   return y;
 }
 
-latch_tensor *bench_flatten(latch_tensor *x) { return latch_reshape(x, 2, BENCH_DIMS(latch_dim(x, 0), -1)); }
+/* The batch is the -1, inferred: reading it (latch_dim) would specialize a traced function
+ * to one batch size; the other dims are the model's own. */
+latch_tensor *bench_flatten(latch_tensor *x) {
+  int64_t rest = 1;
+  for (int i = 1; i < latch_rank(x); i++) rest *= latch_dim(x, i);
+  return latch_reshape(x, 2, BENCH_DIMS(-1, rest));
+}
 
 latch_tensor *bench_attention(latch_runtime *rt, latch_tensor *q, latch_tensor *k, latch_tensor *v) {
   latch_tensor *kt = latch_permute(k, (const int[]){0, 1, 3, 2});
@@ -174,15 +185,16 @@ latch_tensor *bench_attention(latch_runtime *rt, latch_tensor *q, latch_tensor *
 }
 
 latch_tensor *bench_split_heads(latch_tensor *x, int64_t heads) {
-  int64_t b = latch_dim(x, 0), t = latch_dim(x, 1), d = latch_dim(x, 2) / heads;
-  latch_tensor *y = latch_reshape(x, 4, BENCH_DIMS(b, t, heads, d));
+  /* The batch stays -1, so that a traced function keeps it symbolic (see bench_flatten). */
+  int64_t t = latch_dim(x, 1), d = latch_dim(x, 2) / heads;
+  latch_tensor *y = latch_reshape(x, 4, BENCH_DIMS(-1, t, heads, d));
   BENCH_THEN(y, latch_permute(y, (const int[]){0, 2, 1, 3}));
   return y;
 }
 
 latch_tensor *bench_merge_heads(latch_tensor *x) {
-  int64_t b = latch_dim(x, 0), h = latch_dim(x, 1), t = latch_dim(x, 2), d = latch_dim(x, 3);
+  int64_t h = latch_dim(x, 1), t = latch_dim(x, 2), d = latch_dim(x, 3);
   latch_tensor *y = latch_permute(x, (const int[]){0, 2, 1, 3});
-  BENCH_THEN(y, latch_reshape(y, 3, BENCH_DIMS(b, t, h * d)));
+  BENCH_THEN(y, latch_reshape(y, 3, BENCH_DIMS(-1, t, h * d)));
   return y;
 }

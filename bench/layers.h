@@ -76,8 +76,9 @@ latch_tensor *bench_merge_heads(latch_tensor *x);
 
 
 /* ---- training (grad.c): the pieces of a hand-written backward pass ---- */
-/* Mean softmax cross-entropy of logits [B, K] against one-hot labels [B, K]; *grad gets
- * d loss / d logits = (softmax - labels) / B. */
+/* Mean softmax cross-entropy of logits [B, K] against labels [B, K] whose rows sum to 1
+ * (one-hot); *grad gets d loss / d logits = (softmax - labels) / B. B is read from the
+ * labels' total, not from the shape, so a traced step keeps the batch symbolic. */
 latch_tensor *bench_cross_entropy(latch_runtime *rt, latch_tensor *logits, latch_tensor *labels, latch_tensor **grad);
 /* g where pre > 0, else 0: the gradient through a ReLU whose input was pre. */
 latch_tensor *bench_relu_grad(latch_runtime *rt, latch_tensor *g, latch_tensor *pre);

@@ -86,12 +86,14 @@ static latch_status keep_output(latch_tensor *t, bench_result *result, const cha
   return LATCH_OK;
 }
 
-latch_runtime *bench_open(bench_mode mode, const char *backend) {
+latch_runtime *bench_open(bench_mode mode, const char *backend) { return bench_open_cache(mode, backend, NULL); }
+
+latch_runtime *bench_open_cache(bench_mode mode, const char *backend, const char *cache) {
   latch_options options;
   if (latch_options_init(&options) != LATCH_OK) return bench_set_error("%s", latch_last_error()), NULL;
   options.eager = mode == BENCH_EAGER;
-  const char *cache = getenv("LATCH_CACHE");
-  if (!cache || !*cache) options.cache = "disk";
+  const char *env = getenv("LATCH_CACHE");
+  if (!env || !*env) options.cache = cache ? cache : "disk";
   if (mode == BENCH_REFERENCE) options.backend = "reference";
   else if (backend) options.backend = backend;
   latch_runtime *rt = latch_open(&options);
@@ -113,63 +115,116 @@ latch_status bench_run(const bench_model *model, const bench_config *config, ben
 
 latch_status bench_run_in(latch_runtime *rt, const bench_model *model, const bench_config *config, bench_mode mode,
                           int warmup, int repeat, const char *output_npy, bench_result *result) {
-  memset(result, 0, sizeof *result);
-  result->mode = mode;
-  if (warmup < 0 || repeat < 1) return bench_set_error("repeat must be at least 1, warm-up at least 0"), LATCH_ERR_INPUT;
-  latch_options options;
-  latch_options_init(&options);
-  snprintf(result->backend, sizeof result->backend, "%s", mode == BENCH_REFERENCE ? "reference" : options.backend);
-  bench_config cfg = *config;
-  if (!cfg.batch) cfg.batch = model->default_batch;
-  if (!cfg.size) cfg.size = model->default_size;
-  bench_instance in;
-  latch_status status = model->create(rt, &cfg, &in);
-  result->batch = in.batch;
-  result->size = in.size;
-  result->output_name = in.output_name;
-  result->step_ms = calloc((size_t)repeat, sizeof(double));
-  result->trace_ms = calloc((size_t)repeat, sizeof(double));
-  result->cpu_ms = calloc((size_t)repeat, sizeof(double));
-  if (status == LATCH_OK && (!result->step_ms || !result->trace_ms || !result->cpu_ms))
-    status = (bench_set_error("out of memory"), LATCH_ERR_INTERNAL);
-  latch_function *fn = NULL;
+  bench_session s;
+  latch_status status = bench_session_open(&s, rt, model, config, mode, NULL);
+  if (status == LATCH_OK) {
+    status = bench_session_run(&s, warmup, repeat, output_npy, result);
+  } else {
+    memset(result, 0, sizeof *result);
+    result->mode = mode;
+    result->batch = s.in.batch;
+    result->size = s.in.size;
+  }
+  bench_session_close(&s);
+  return status;
+}
+
+latch_status bench_session_open(bench_session *s, latch_runtime *rt, const bench_model *model,
+                                const bench_config *config, bench_mode mode, const latch_function_options *function) {
+  memset(s, 0, sizeof *s);
+  s->rt = rt;
+  s->model = model;
+  s->mode = mode;
+  s->config = *config;
+  if (!s->config.batch) s->config.batch = model->default_batch;
+  if (!s->config.size) s->config.size = model->default_size;
+  latch_status status = model->create(rt, &s->config, &s->in);
   if (status == LATCH_OK && mode == BENCH_ONCE) {
     latch_function_options fo;
     latch_function_options_init(&fo);
+    if (function) fo = *function;
     fo.name = model->name;
-    fn = latch_function_new_step(rt, in.step, in.model, &fo);
-    if (!fn) status = (bench_set_error("%s", latch_last_error()), LATCH_ERR_INPUT);
+    s->fn = latch_function_new_step(rt, s->in.step, s->in.model, &fo);
+    if (!s->fn) status = (bench_set_error("%s", latch_last_error()), LATCH_ERR_INPUT);
   }
-  /* Whatever creating the model left pending (constants) runs now, outside every span. */
+  return status;
+}
+
+latch_status bench_session_batch(bench_session *s, int batch) {
+  if (batch == s->in.batch) return LATCH_OK;
+  bench_config cfg = s->config;
+  cfg.batch = batch;
+  latch_status status = bench_instance_inputs(&s->in, s->model, s->rt, &cfg);
+  if (status == LATCH_OK) s->config.batch = batch;
+  return status;
+}
+
+void bench_session_close(bench_session *s) {
+  if (s->fn) latch_function_free(s->fn);
+  bench_instance_free(&s->in);
+  memset(s, 0, sizeof *s);
+}
+
+/* The function's counters over a span: after minus before (entries and trace_every are
+ * states, kept as they are after). */
+static latch_function_stats function_since(latch_function *fn, const latch_function_stats *b) {
+  latch_function_stats a;
+  latch_function_get_stats(fn, &a);
+  a.calls -= b->calls, a.hits -= b->hits, a.traces -= b->traces, a.recompiles -= b->recompiles;
+  a.fallback_calls -= b->fallback_calls, a.specializations -= b->specializations;
+  a.instantiations -= b->instantiations, a.instantiate_ns -= b->instantiate_ns;
+  a.guard_checks -= b->guard_checks, a.guard_ns -= b->guard_ns, a.trace_ns -= b->trace_ns;
+  return a;
+}
+
+latch_status bench_session_run(bench_session *s, int warmup, int repeat, const char *output_npy, bench_result *result) {
+  memset(result, 0, sizeof *result);
+  result->mode = s->mode;
+  if (warmup < 0 || repeat < 1) return bench_set_error("repeat must be at least 1, warm-up at least 0"), LATCH_ERR_INPUT;
+  latch_runtime *rt = s->rt;
+  bench_instance *in = &s->in;
+  latch_function *fn = s->fn;
+  latch_options options;
+  latch_options_init(&options);
+  snprintf(result->backend, sizeof result->backend, "%s", s->mode == BENCH_REFERENCE ? "reference" : options.backend);
+  result->batch = in->batch;
+  result->size = in->size;
+  result->output_name = in->output_name;
+  result->step_ms = calloc((size_t)repeat, sizeof(double));
+  result->trace_ms = calloc((size_t)repeat, sizeof(double));
+  result->cpu_ms = calloc((size_t)repeat, sizeof(double));
+  latch_status status = LATCH_OK;
+  if (!result->step_ms || !result->trace_ms || !result->cpu_ms)
+    status = (bench_set_error("out of memory"), LATCH_ERR_INTERNAL);
+  /* Whatever creating the model or its inputs left pending (constants) runs now, outside
+   * every span. */
   if (status == LATCH_OK && latch_sync(rt) != LATCH_OK)
     status = (bench_set_error("sync: %s", latch_last_error()), LATCH_ERR_INTERNAL);
+  latch_function_stats fn_before = {0};
+  if (fn) latch_function_get_stats(fn, &fn_before);
   latch_tensor *outputs[BENCH_MAX_OUTPUTS] = {0};
   latch_stats before;
   latch_get_stats(rt, &before);
   for (int i = 0; status == LATCH_OK && i < warmup; i++) {
     double ms;
-    status = one_step(rt, &in, fn, outputs, NULL, &ms, NULL);
+    status = one_step(rt, in, fn, outputs, NULL, &ms, NULL);
     if (i == 0) result->first_ms = ms;
-    if (status == LATCH_OK) carry_state(&in, outputs);
-    if (status == LATCH_OK && i + 1 < warmup) release_outputs(outputs, in.output_count);
+    if (status == LATCH_OK) carry_state(in, outputs);
+    if (status == LATCH_OK && i + 1 < warmup) release_outputs(outputs, in->output_count);
   }
   result->warmup = counters_since(rt, &before);
   latch_get_stats(rt, &before);
   for (int i = 0; status == LATCH_OK && i < repeat; i++) {
-    release_outputs(outputs, in.output_count);
-    status = one_step(rt, &in, fn, outputs, &result->trace_ms[i], &result->step_ms[i], &result->cpu_ms[i]);
-    if (status == LATCH_OK) carry_state(&in, outputs);
+    release_outputs(outputs, in->output_count);
+    status = one_step(rt, in, fn, outputs, &result->trace_ms[i], &result->step_ms[i], &result->cpu_ms[i]);
+    if (status == LATCH_OK) carry_state(in, outputs);
     if (status == LATCH_OK) result->steps = i + 1;
     if (warmup == 0 && i == 0) result->first_ms = result->step_ms[0];
   }
   result->timed = counters_since(rt, &before);
   if (status == LATCH_OK) status = keep_output(outputs[0], result, output_npy);
   release_outputs(outputs, BENCH_MAX_OUTPUTS);
-  if (fn) {
-    latch_function_get_stats(fn, &result->function);
-    latch_function_free(fn);
-  }
-  bench_instance_free(&in);
+  if (fn) result->function = function_since(fn, &fn_before);
   return status;
 }
 

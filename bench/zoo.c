@@ -34,6 +34,37 @@ const bench_model *bench_find_model(const char *name) {
   return NULL;
 }
 
+/* Moves count new references into in's inputs, releasing the old ones. */
+static void take_inputs(bench_instance *in, latch_tensor **inputs, int count) {
+  for (int i = 0; i < in->input_count; i++) latch_release(in->inputs[i]);
+  for (int i = 0; i < count; i++) in->inputs[i] = inputs[i];
+  in->input_count = count;
+}
+
+latch_status bench_instance_inputs(bench_instance *in, const bench_model *model, latch_runtime *rt,
+                                   const bench_config *config) {
+  if (in->make_inputs) return in->make_inputs(in, rt, config);
+  bench_instance spare;
+  latch_status status = model->create(rt, config, &spare);
+  if (status == LATCH_OK) {
+    take_inputs(in, spare.inputs, spare.input_count);
+    in->batch = spare.batch;
+    spare.input_count = 0;
+  }
+  bench_instance_free(&spare);
+  return status;
+}
+
+/* The image models' input: [batch, 3, size, size], uniform in [-1, 1). */
+static latch_status rgb_inputs(bench_instance *in, latch_runtime *rt, const bench_config *config) {
+  latch_tensor *x = bench_input(rt, config, LATCH_F32, 4, BENCH_DIMS(config->batch, 3, config->size, config->size), -1,
+                                1, config->seed + 1);
+  if (!x) return LATCH_ERR_INPUT;
+  take_inputs(in, &x, 1);
+  in->batch = config->batch;
+  return LATCH_OK;
+}
+
 void bench_instance_free(bench_instance *instance) {
   for (int i = 0; i < instance->input_count; i++) latch_release(instance->inputs[i]);
   if (instance->model && instance->destroy) instance->destroy(instance->model);
@@ -63,6 +94,10 @@ latch_status bench_image_input(latch_runtime *rt, const bench_config *config, be
   if (!out->output_count) out->output_count = 1;
   bench_store *store = out->model; /* every model struct starts with its store */
   if (store->status != LATCH_OK) return store->status;
+  if (channels == 3) {
+    out->make_inputs = rgb_inputs;
+    return rgb_inputs(out, rt, config);
+  }
   out->inputs[0] = bench_input(rt, config, LATCH_F32, 4, BENCH_DIMS(config->batch, channels, config->size, config->size),
                                -1, 1, config->seed + 1);
   out->input_count = out->inputs[0] ? 1 : 0;

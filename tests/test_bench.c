@@ -100,6 +100,74 @@ static void test_once_mode(void) {
   }
 }
 
+/* One model over the batch sizes in one session (one traced function in once mode) on the
+ * reference backend; out[i] is size i's result, *traces the function's traces. */
+static void sweep_session(const bench_model *m, bench_mode mode, latch_shape_policy shapes, const int *sizes, int count,
+                          bench_result *out, uint64_t *traces) {
+  latch_options lo;
+  latch_options_init(&lo);
+  lo.backend = "reference";
+  latch_runtime *rt = latch_open(&lo);
+  latch_function_options fo;
+  latch_function_options_init(&fo);
+  fo.shapes = shapes;
+  fo.recompile_limit = 2 * count; /* gpt2 traces every step under static shapes */
+  bench_config cfg = {.batch = sizes[0], .size = m->tiny_size, .seed = 9};
+  bench_session s;
+  latch_status status = bench_session_open(&s, rt, m, &cfg, mode, &fo);
+  CHECK_MSG(status == LATCH_OK, "%s: %s", m->name, bench_error());
+  *traces = 0;
+  for (int i = 0; i < count; i++) {
+    memset(&out[i], 0, sizeof out[i]);
+    if (status == LATCH_OK) status = bench_session_batch(&s, sizes[i]);
+    if (status == LATCH_OK) status = bench_session_run(&s, 1, 1, NULL, &out[i]);
+    CHECK_MSG(status == LATCH_OK, "%s batch %d: %s", m->name, sizes[i], bench_error());
+    CHECK_EQ_INT(out[i].batch, sizes[i]);
+    *traces += out[i].function.traces;
+  }
+  bench_session_close(&s);
+  latch_close(rt);
+}
+
+/* The batch sweep: one traced function per model over batch sizes 1, 2, 3, 8 traces at
+ * most twice under the automatic policy (the batch becomes symbolic: the models read it
+ * through -1 reshapes, not latch_dim) and once per size under the static one; every
+ * size's output equals trace-every's, the training step's updated weights and gpt2's
+ * grown KV cache included. */
+static void test_sweep_policies(void) {
+  static const char *const names[] = {"mlp", "train_cnn", "gpt2"};
+  static const int sizes[] = {1, 2, 3, 8};
+  enum { COUNT = 4 };
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    const bench_model *m = bench_find_model(names[i]);
+    bench_result every[COUNT], once[COUNT];
+    uint64_t traces;
+    sweep_session(m, BENCH_EVERY, LATCH_SHAPES_AUTOMATIC, sizes, COUNT, every, &traces);
+    for (int policy = 0; policy < 2; policy++) {
+      latch_shape_policy shapes = policy ? LATCH_SHAPES_STATIC : LATCH_SHAPES_AUTOMATIC;
+      sweep_session(m, BENCH_ONCE, shapes, sizes, COUNT, once, &traces);
+      /* gpt2's KV cache grows every step (a warm-up and a timed one per size): static traces
+       * each step, automatic makes the cache length symbolic too (one more trace). */
+      bool grows = !strcmp(m->name, "gpt2");
+      if (shapes == LATCH_SHAPES_STATIC)
+        CHECK_MSG(traces == (grows ? 2 * COUNT : COUNT), "%s static: %llu traces", m->name, (unsigned long long)traces);
+      else
+        CHECK_MSG(traces <= (grows ? 3u : 2u), "%s automatic: %llu traces", m->name, (unsigned long long)traces);
+      for (int b = 0; b < COUNT; b++) {
+        double max_abs, max_rel;
+        CHECK_MSG(bench_compare(&once[b], &every[b], &max_abs, &max_rel) && max_abs == 0,
+                  "%s policy %d batch %d: once vs every: abs %g", m->name, policy, sizes[b], max_abs);
+        CHECK(bench_finite(&once[b]));
+        bench_result_free(&once[b]);
+      }
+    }
+    for (int b = 0; b < COUNT; b++) {
+      if (!strcmp(m->name, "mlp")) CHECK_EQ_INT(every[b].output_dims[0], sizes[b]); /* logits [B, 10] */
+      bench_result_free(&every[b]);
+    }
+  }
+}
+
 /* Writes the mlp's weights as .npy files under dir, fc2.weight with the wrong shape when
  * bad_shape, fc3.bias left out when missing. */
 static void write_mlp_weights(latch_runtime *rt, const char *dir, bool bad_shape, bool missing) {
@@ -248,6 +316,22 @@ static void test_command_json(void) {
   CHECK(json_number(&doc, "sweep.0.median_ms") && json_number(&doc, "sweep.0.per_sample_ms"));
   json_free(&doc);
   unlink(path);
+  /* The default sweep modes: every, then once under the static and automatic policies,
+   * one function each over the three sizes. */
+  snprintf(command, sizeof command,
+           "LATCH_BACKEND=reference %s bench --model mlp --sweep 1,2,3 --repeat 1 --json %s >/dev/null 2>&1", latch, path);
+  CHECK_EQ_INT(system(command), 0);
+  CHECK_MSG(json_load(&doc, path), "%s: %s", path, doc.error);
+  CHECK(json_string_is(&doc, "sweep.0.mode", "every") && json_literal_is(&doc, "sweep.0.policy", "null"));
+  CHECK(json_string_is(&doc, "sweep.3.mode", "once") && json_string_is(&doc, "sweep.3.policy", "static"));
+  CHECK(json_string_is(&doc, "sweep.8.mode", "once") && json_string_is(&doc, "sweep.8.policy", "auto"));
+  const double *static_traces = json_number(&doc, "sweep.5.total_traces"), *auto_traces = json_number(&doc, "sweep.8.total_traces");
+  CHECK(static_traces && *static_traces == 3 && auto_traces && *auto_traces == 2);
+  CHECK(json_number(&doc, "sweep.7.traces") && json_number(&doc, "sweep.7.specializations"));
+  CHECK(json_literal_is(&doc, "sweep.8.agrees", "true") && json_number(&doc, "sweep.8.max_rel_diff"));
+  CHECK(!json_string_is(&doc, "sweep.9.mode", "every"));
+  json_free(&doc);
+  unlink(path);
   int rc;
   snprintf(command, sizeof command, "%s bench --model nosuch >/dev/null 2>&1", latch);
   rc = system(command);
@@ -261,6 +345,7 @@ int main(void) {
   RUN(test_against_reference);
   RUN(test_every_mode_hits_cache);
   RUN(test_once_mode);
+  RUN(test_sweep_policies);
   RUN(test_weight_errors);
   RUN(test_training_lowers_loss);
   RUN(test_command_json);

@@ -67,12 +67,13 @@ static latch_status gpt2_step(void *model, latch_tensor *const *inputs, int inpu
   latch_status status = bench_check_io("gpt2", input_count, 1 + 2 * GPT2_LAYERS, outputs, output_count, 1 + 2 * GPT2_LAYERS);
   if (status != LATCH_OK) return status;
   gpt2 *m = model;
-  /* The position is the cache's length: read as a concrete dim, so a trace-once version
-   * specializes on it (or needs the symbolic-dim API to slice wpe). */
-  int64_t batch = latch_dim(inputs[0], 0), at = latch_dim(inputs[1], 2);
-  if (at >= GPT2_POSITIONS) return bench_set_error("gpt2: the cache is full (%d positions)", GPT2_POSITIONS), LATCH_ERR_INPUT;
+  /* The position is the cache's length, read as a size (latch_size_of), and the batch is
+   * inferred (-1): a traced step keeps both symbolic instead of tracing per step. */
+  latch_size at = latch_size_of(inputs[1], 2), next = latch_size_add(at, latch_size_const(1));
+  if (latch_size_compare(LATCH_GT, next, latch_size_const(GPT2_POSITIONS)))
+    return bench_set_error("gpt2: the cache is full (%d positions)", GPT2_POSITIONS), LATCH_ERR_INPUT;
   latch_tensor *x = latch_embedding(m->wte, inputs[0]); /* [B, 1, D] */
-  latch_tensor *p = latch_slice(m->wpe, 0, at, at + 1, 1);
+  latch_tensor *p = latch_slice_sized(m->wpe, 0, at, next, 1);
   BENCH_THEN(x, latch_binary(LATCH_ADD, x, p));
   latch_release(p);
   for (int i = 0; i < GPT2_LAYERS; i++)
@@ -80,7 +81,7 @@ static latch_status gpt2_step(void *model, latch_tensor *const *inputs, int inpu
                               inputs[1 + GPT2_LAYERS + i], &outputs[1 + i], &outputs[1 + GPT2_LAYERS + i]));
   BENCH_THEN(x, bench_ln(x, &m->ln_f));
   BENCH_THEN(x, latch_matmul(x, m->wte_t));
-  BENCH_THEN(x, latch_reshape(x, 2, BENCH_DIMS(batch, m->vocab)));
+  BENCH_THEN(x, latch_reshape(x, 2, BENCH_DIMS(-1, m->vocab)));
   outputs[0] = x;
   return bench_step_result("gpt2", outputs, 1 + 2 * GPT2_LAYERS);
 }

@@ -29,6 +29,17 @@ static void mlp_free(void *model) {
   free(m);
 }
 
+/* Input [batch, 784], uniform in [-1, 1). */
+static latch_status mlp_inputs(bench_instance *in, latch_runtime *rt, const bench_config *config) {
+  latch_tensor *x = bench_input(rt, config, LATCH_F32, 2, BENCH_DIMS(config->batch, 784), -1, 1, config->seed + 1);
+  if (!x) return LATCH_ERR_INPUT;
+  latch_release(in->inputs[0]);
+  in->inputs[0] = x;
+  in->input_count = 1;
+  in->batch = config->batch;
+  return LATCH_OK;
+}
+
 latch_status bench_mlp_create(latch_runtime *rt, const bench_config *config, bench_instance *out) {
   mlp *m = calloc(1, sizeof *m);
   if (!m) return bench_set_error("out of memory"), LATCH_ERR_INTERNAL;
@@ -36,11 +47,10 @@ latch_status bench_mlp_create(latch_runtime *rt, const bench_config *config, ben
   m->fc1 = bench_linear_make(&m->store, "fc1", 784, 512, true);
   m->fc2 = bench_linear_make(&m->store, "fc2", 512, 512, true);
   m->fc3 = bench_linear_make(&m->store, "fc3", 512, 10, true);
-  *out = (bench_instance){.model = m, .step = mlp_step, .destroy = mlp_free, .output_count = 1, .output_name = "logits"};
+  *out = (bench_instance){.model = m, .step = mlp_step, .destroy = mlp_free, .output_count = 1, .output_name = "logits",
+                          .make_inputs = mlp_inputs};
   out->batch = config->batch;
   out->size = 28;
   if (m->store.status != LATCH_OK) return m->store.status;
-  out->inputs[0] = bench_input(rt, config, LATCH_F32, 2, BENCH_DIMS(config->batch, 784), -1, 1, config->seed + 1);
-  out->input_count = 1;
-  return out->inputs[0] ? LATCH_OK : LATCH_ERR_INPUT;
+  return mlp_inputs(out, rt, config);
 }

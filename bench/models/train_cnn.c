@@ -16,13 +16,6 @@ typedef struct train_cnn {
   latch_tensor *flip; /* [9, 9] anti-diagonal: rotates 3x3 kernels */
 } train_cnn;
 
-static latch_tensor *scaled(latch_runtime *rt, latch_tensor *x, double factor) {
-  latch_tensor *f = latch_scalar(rt, LATCH_F32, factor);
-  latch_tensor *y = latch_binary(LATCH_MUL, x, f);
-  latch_release(f);
-  return y;
-}
-
 static latch_status train_cnn_step(void *model, latch_tensor *const *inputs, int input_count, latch_tensor **outputs,
                                    int output_count) {
   latch_status status = bench_check_io("train_cnn", input_count, 2, outputs, output_count, 1);
@@ -30,7 +23,9 @@ static latch_status train_cnn_step(void *model, latch_tensor *const *inputs, int
   train_cnn *m = model;
   latch_runtime *rt = m->store.rt;
   latch_tensor *x = inputs[0];
-  int64_t n = latch_dim(x, 0), h = latch_dim(x, 2) / 2, w = latch_dim(x, 3) / 2;
+  /* The batch is never read (reshapes infer it as -1, broadcasts multiply by constants of
+   * batch 1), so a traced step keeps it symbolic; h and w are the model's image size. */
+  int64_t h = latch_dim(x, 2) / 2, w = latch_dim(x, 3) / 2;
   const int64_t two[2] = {2, 2};
   latch_tensor *z1 = bench_conv(x, &m->conv1);
   latch_tensor *a1 = latch_relu(z1);
@@ -52,10 +47,10 @@ static latch_status train_cnn_step(void *model, latch_tensor *const *inputs, int
   latch_tensor *dfeat = latch_matmul(g, m->fc.weight); /* [B, 16] */
   latch_release(g);
   /* The mean spreads its gradient evenly over the h x w cells. */
-  BENCH_THEN(dfeat, latch_reshape(dfeat, 4, BENCH_DIMS(n, 16, 1, 1)));
-  latch_tensor *dz2 = latch_broadcast_to(dfeat, 4, BENCH_DIMS(n, 16, h, w));
-  latch_release(dfeat);
-  BENCH_THEN(dz2, scaled(rt, dz2, 1.0 / (double)(h * w)));
+  BENCH_THEN(dfeat, latch_reshape(dfeat, 4, BENCH_DIMS(-1, 16, 1, 1)));
+  latch_tensor *spread = latch_full(rt, LATCH_F32, 4, BENCH_DIMS(1, 1, h, w), 1.0 / (double)(h * w));
+  latch_tensor *dz2 = latch_binary(LATCH_MUL, dfeat, spread);
+  latch_release(dfeat), latch_release(spread);
   BENCH_THEN(dz2, bench_relu_grad(rt, dz2, z2));
   latch_release(z2);
   latch_tensor *dw2 = bench_conv_grad_weight(p1, dz2, 1);
@@ -64,10 +59,11 @@ static latch_status train_cnn_step(void *model, latch_tensor *const *inputs, int
   latch_tensor *dp1 = bench_conv_grad_input(dz2, m->conv2.weight, m->flip, 1); /* [B, 8, h, w] */
   latch_release(dz2);
   /* The 2x2 average pool hands each input cell a quarter of its output's gradient. */
-  BENCH_THEN(dp1, latch_reshape(dp1, 6, BENCH_DIMS(n, 8, h, 1, w, 1)));
-  BENCH_THEN(dp1, latch_broadcast_to(dp1, 6, BENCH_DIMS(n, 8, h, 2, w, 2)));
-  BENCH_THEN(dp1, latch_reshape(dp1, 4, BENCH_DIMS(n, 8, 2 * h, 2 * w)));
-  BENCH_THEN(dp1, scaled(rt, dp1, 0.25));
+  BENCH_THEN(dp1, latch_reshape(dp1, 6, BENCH_DIMS(-1, 8, h, 1, w, 1)));
+  latch_tensor *quarter = latch_full(rt, LATCH_F32, 6, BENCH_DIMS(1, 1, 1, 2, 1, 2), 0.25);
+  BENCH_THEN(dp1, latch_binary(LATCH_MUL, dp1, quarter));
+  latch_release(quarter);
+  BENCH_THEN(dp1, latch_reshape(dp1, 4, BENCH_DIMS(-1, 8, 2 * h, 2 * w)));
   BENCH_THEN(dp1, bench_relu_grad(rt, dp1, z1));
   latch_release(z1);
   latch_tensor *dw1 = bench_conv_grad_weight(x, dp1, 1);
@@ -90,11 +86,18 @@ static void train_cnn_free(void *model) {
   free(m);
 }
 
+/* Input [batch, 1, size, size] and its labels. */
+static latch_status train_cnn_inputs(bench_instance *in, latch_runtime *rt, const bench_config *config) {
+  const int64_t *dims = BENCH_DIMS(config->batch, 1, config->size, config->size);
+  return bench_train_inputs(in, rt, config, bench_input(rt, config, LATCH_F32, 4, dims, -1, 1, config->seed + 1));
+}
+
 latch_status bench_train_cnn_create(latch_runtime *rt, const bench_config *config, bench_instance *out) {
   train_cnn *m = calloc(1, sizeof *m);
   if (!m) return bench_set_error("out of memory"), LATCH_ERR_INTERNAL;
   *out = (bench_instance){.model = m, .step = train_cnn_step, .destroy = train_cnn_free, .output_count = 1,
-                          .output_name = "loss", .batch = config->batch, .size = config->size};
+                          .output_name = "loss", .batch = config->batch, .size = config->size,
+                          .make_inputs = train_cnn_inputs};
   bench_store *s = &m->store;
   bench_store_init(s, rt, config);
   s->trainable = true;
@@ -105,11 +108,5 @@ latch_status bench_train_cnn_create(latch_runtime *rt, const bench_config *confi
   m->fc = bench_linear_make(s, "fc", 16, 10, true);
   m->flip = bench_keep(s, bench_reverser(rt, 9));
   if (s->status != LATCH_OK) return s->status;
-  out->inputs[0] = bench_input(rt, config, LATCH_F32, 4, BENCH_DIMS(config->batch, 1, config->size, config->size), -1, 1,
-                               config->seed + 1);
-  out->input_count = out->inputs[0] ? 1 : 0;
-  if (!out->inputs[0]) return LATCH_ERR_INPUT;
-  out->inputs[1] = bench_one_hot_labels(rt, config->batch, 10, config->seed + 2);
-  out->input_count = out->inputs[1] ? 2 : 1;
-  return out->inputs[1] ? LATCH_OK : (bench_set_error("out of memory"), LATCH_ERR_INTERNAL);
+  return train_cnn_inputs(out, rt, config);
 }

@@ -19,4 +19,22 @@ static inline latch_tensor *bench_one_hot_labels(latch_runtime *rt, int64_t batc
   return t;
 }
 
+/* in's inputs become x (taken; NULL is a failure bench_input explained) and a one-hot
+ * label batch of 10 classes for config's batch. */
+static inline latch_status bench_train_inputs(bench_instance *in, latch_runtime *rt, const bench_config *config,
+                                              latch_tensor *x) {
+  if (!x) return LATCH_ERR_INPUT;
+  latch_tensor *labels = bench_one_hot_labels(rt, config->batch, 10, config->seed + 2);
+  if (!labels) {
+    latch_release(x);
+    return bench_set_error("out of memory"), LATCH_ERR_INTERNAL;
+  }
+  for (int i = 0; i < in->input_count; i++) latch_release(in->inputs[i]);
+  in->inputs[0] = x;
+  in->inputs[1] = labels;
+  in->input_count = 2;
+  in->batch = config->batch;
+  return LATCH_OK;
+}
+
 #endif

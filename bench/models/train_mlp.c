@@ -55,11 +55,18 @@ static void train_mlp_free(void *model) {
   free(m);
 }
 
+/* Input [batch, 784] and its labels. */
+static latch_status train_mlp_inputs(bench_instance *in, latch_runtime *rt, const bench_config *config) {
+  return bench_train_inputs(in, rt, config,
+                            bench_input(rt, config, LATCH_F32, 2, BENCH_DIMS(config->batch, 784), -1, 1, config->seed + 1));
+}
+
 latch_status bench_train_mlp_create(latch_runtime *rt, const bench_config *config, bench_instance *out) {
   train_mlp *m = calloc(1, sizeof *m);
   if (!m) return bench_set_error("out of memory"), LATCH_ERR_INTERNAL;
   *out = (bench_instance){.model = m, .step = train_mlp_step, .destroy = train_mlp_free, .output_count = 1,
-                          .output_name = "loss", .batch = config->batch, .size = 28};
+                          .output_name = "loss", .batch = config->batch, .size = 28,
+                          .make_inputs = train_mlp_inputs};
   bench_store *s = &m->store;
   bench_store_init(s, rt, config);
   s->trainable = true;
@@ -67,10 +74,5 @@ latch_status bench_train_mlp_create(latch_runtime *rt, const bench_config *confi
   m->fc[1] = bench_linear_make(s, "fc2", 512, 512, true);
   m->fc[2] = bench_linear_make(s, "fc3", 512, 10, true);
   if (s->status != LATCH_OK) return s->status;
-  out->inputs[0] = bench_input(rt, config, LATCH_F32, 2, BENCH_DIMS(config->batch, 784), -1, 1, config->seed + 1);
-  out->input_count = out->inputs[0] ? 1 : 0;
-  if (!out->inputs[0]) return LATCH_ERR_INPUT;
-  out->inputs[1] = bench_one_hot_labels(rt, config->batch, 10, config->seed + 2);
-  out->input_count = out->inputs[1] ? 2 : 1;
-  return out->inputs[1] ? LATCH_OK : (bench_set_error("out of memory"), LATCH_ERR_INTERNAL);
+  return train_mlp_inputs(out, rt, config);
 }

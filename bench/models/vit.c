@@ -52,18 +52,24 @@ static latch_status vit_step(void *model, latch_tensor *const *inputs, int input
   latch_status status = bench_check_io("vit", input_count, 1, outputs, output_count, 1);
   if (status != LATCH_OK) return status;
   vit *m = model;
-  int64_t batch = latch_dim(inputs[0], 0);
+  /* The batch is never read (reshapes infer it, the class token takes it from a slice),
+   * so a traced step keeps it symbolic. */
   latch_tensor *x = bench_conv(inputs[0], &m->patch);
-  BENCH_THEN(x, latch_reshape(x, 3, BENCH_DIMS(batch, m->hidden, -1)));
+  int64_t patches = latch_dim(x, 2) * latch_dim(x, 3);
+  BENCH_THEN(x, latch_reshape(x, 3, BENCH_DIMS(-1, m->hidden, patches)));
   BENCH_THEN(x, latch_permute(x, (const int[]){0, 2, 1}));
-  latch_tensor *parts[2] = {latch_broadcast_to(m->class_token, 3, BENCH_DIMS(batch, 1, m->hidden)), x};
+  latch_tensor *first = latch_slice(x, 1, 0, 1, 1), *zero = latch_scalar(m->store.rt, LATCH_F32, 0);
+  latch_tensor *token = latch_binary(LATCH_MUL, first, zero); /* [B, 1, hidden] of zeros */
+  latch_release(first), latch_release(zero);
+  BENCH_THEN(token, latch_binary(LATCH_ADD, token, m->class_token));
+  latch_tensor *parts[2] = {token, x};
   x = latch_concat(2, parts, 1);
   latch_release(parts[0]), latch_release(parts[1]);
   BENCH_THEN(x, latch_binary(LATCH_ADD, x, m->positions));
   for (int i = 0; i < m->layer_count; i++) BENCH_THEN(x, layer_apply(m->store.rt, x, &m->layers[i], m->hidden, m->heads));
   BENCH_THEN(x, bench_ln(x, &m->ln));
   BENCH_THEN(x, latch_slice(x, 1, 0, 1, 1));
-  BENCH_THEN(x, latch_reshape(x, 2, BENCH_DIMS(batch, m->hidden)));
+  BENCH_THEN(x, latch_reshape(x, 2, BENCH_DIMS(-1, m->hidden)));
   BENCH_THEN(x, bench_linear(x, &m->head));
   outputs[0] = x;
   return bench_step_result("vit", outputs, 1);
