@@ -10,6 +10,7 @@
 #include "minify/auto.h"
 #include "runtime/accuracy.h"
 #include "runtime/fault.h"
+#include "runtime/parallel.h"
 
 static _Thread_local char last_error[1024];
 
@@ -147,6 +148,7 @@ latch_runtime *latch_open(const latch_options *options) {
   snprintf(rt->backend_name, sizeof rt->backend_name, "%s", backend->name);
   rt->options.backend = rt->backend_name; /* the caller's string need not outlive the call */
   rt->backend = backend;
+  if (options->threads > 0) rt_parallel_request_threads(options->threads);
   snprintf(rt->cache_mode, sizeof rt->cache_mode, "%s", cache);
   rt->options.cache = rt->cache_mode;
   rt->options.cache_dir = NULL;

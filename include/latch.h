@@ -56,7 +56,9 @@ typedef enum latch_dtype {
 
 typedef struct latch_options {
   const char *backend; /* LATCH_BACKEND: "cpu" when that backend exists, else "reference" */
-  int threads;         /* LATCH_THREADS: threads a backend may use; 0 = one per core */
+  /* LATCH_THREADS: threads the cpu backend's loops may use; 0 = one per core. The count is
+   * process-wide and fixed by the first graph that runs, so the first runtime's counts. */
+  int threads;
   int cache_capacity;  /* LATCH_CACHE_CAPACITY: compiled graphs kept (LRU), default 2048 */
   bool eager;          /* LATCH_EAGER=1: run each op at once (the op-by-op baseline) */
   /* LATCH_CACHE: "memory" (the default) keeps compiled graphs in this process; "disk" also

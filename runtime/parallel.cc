@@ -4,6 +4,7 @@
 // itself keeps its settings.
 #include "parallel.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 
@@ -13,6 +14,8 @@
 
 namespace {
 
+std::atomic<int> requested_threads{0};
+
 int threads_from_env() {
   const char *text = std::getenv("LATCH_THREADS");
   if (text && *text) {
@@ -20,6 +23,8 @@ int threads_from_env() {
     long n = std::strtol(text, &end, 10);
     if (end && *end == '\0' && n >= 1 && n <= 1024) return static_cast<int>(n);
   }
+  int requested = requested_threads.load();
+  if (requested >= 1) return requested;
   return tbb::this_task_arena::max_concurrency();
 }
 
@@ -33,6 +38,10 @@ void make_arena() {
 }
 
 }  // namespace
+
+extern "C" void rt_parallel_request_threads(int threads) {
+  if (threads >= 1 && threads <= 1024) requested_threads.store(threads);
+}
 
 extern "C" int rt_parallel_threads(void) {
   std::call_once(arena_once, make_arena);

@@ -13,6 +13,9 @@ extern "C" {
  * LATCH_THREADS environment variable when set (read once), else every core. */
 void rt_parallel_for(int64_t n, int64_t grain, void (*fn)(void *ctx, int64_t begin, int64_t end),
                      void *ctx);
+/* Asks for this many threads when LATCH_THREADS is not set. The count is process-wide and
+ * fixed by the first parallel loop, so only a request made before it counts. */
+void rt_parallel_request_threads(int threads);
 /* The threads rt_parallel_for may use. */
 int rt_parallel_threads(void);
 
