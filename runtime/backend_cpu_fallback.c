@@ -81,46 +81,9 @@ static hlo_status run_after_all(rt_eval *eval, const hlo_instr *instr, rt_value 
 }
 
 rt_kernel rt_cpu_slow_kernel(hlo_opcode opcode) {
-  if (hlo_opcode_is_elementwise_unary(opcode)) return rt_kernel_unary;
-  if (opcode == HLO_OP_COMPARE) return rt_kernel_compare;
-  if (hlo_opcode_is_elementwise_binary(opcode) && opcode != HLO_OP_COMPLEX) return rt_kernel_binary;
+  rt_kernel array = rt_array_kernel(opcode);
+  if (array) return array;
   switch (opcode) {
-    case HLO_OP_SELECT: return rt_kernel_select;
-    case HLO_OP_CLAMP: return rt_kernel_clamp;
-    case HLO_OP_CONVERT: return rt_kernel_convert;
-    case HLO_OP_BITCAST_CONVERT: return rt_kernel_bitcast_convert;
-    case HLO_OP_REDUCE_PRECISION: return rt_kernel_reduce_precision;
-    case HLO_OP_MAP: return rt_kernel_map;
-    case HLO_OP_BROADCAST: return rt_kernel_broadcast;
-    case HLO_OP_RESHAPE: case HLO_OP_BITCAST: return rt_kernel_reshape;
-    case HLO_OP_TRANSPOSE: return rt_kernel_transpose;
-    case HLO_OP_SLICE: return rt_kernel_slice;
-    case HLO_OP_DYNAMIC_SLICE: return rt_kernel_dynamic_slice;
-    case HLO_OP_DYNAMIC_UPDATE_SLICE: return rt_kernel_dynamic_update_slice;
-    case HLO_OP_CONCATENATE: return rt_kernel_concatenate;
-    case HLO_OP_PAD: return rt_kernel_pad;
-    case HLO_OP_REVERSE: return rt_kernel_reverse;
-    case HLO_OP_IOTA: return rt_kernel_iota;
-    case HLO_OP_DOT: return rt_kernel_dot;
-    case HLO_OP_CONVOLUTION: return rt_kernel_convolution;
-    case HLO_OP_REDUCE: return rt_kernel_reduce;
-    case HLO_OP_REDUCE_WINDOW: return rt_kernel_reduce_window;
-    case HLO_OP_SELECT_AND_SCATTER: return rt_kernel_select_and_scatter;
-    case HLO_OP_GATHER: return rt_kernel_gather;
-    case HLO_OP_SCATTER: return rt_kernel_scatter;
-    case HLO_OP_SORT: return rt_kernel_sort;
-    case HLO_OP_BATCH_NORM_INFERENCE: return rt_kernel_batch_norm_inference;
-    case HLO_OP_BATCH_NORM_TRAINING: return rt_kernel_batch_norm_training;
-    case HLO_OP_BATCH_NORM_GRAD: return rt_kernel_batch_norm_grad;
-    case HLO_OP_RNG_BIT_GENERATOR: return rt_kernel_rng_bit_generator;
-    case HLO_OP_RNG: return rt_kernel_rng;
-    case HLO_OP_ALL_REDUCE: case HLO_OP_ALL_GATHER: case HLO_OP_ALL_TO_ALL:
-    case HLO_OP_COLLECTIVE_PERMUTE: case HLO_OP_COLLECTIVE_BROADCAST:
-    case HLO_OP_REDUCE_SCATTER: case HLO_OP_REPLICA_ID: case HLO_OP_PARTITION_ID:
-    case HLO_OP_ALL_REDUCE_START: case HLO_OP_ALL_REDUCE_DONE:
-    case HLO_OP_ALL_GATHER_START: case HLO_OP_ALL_GATHER_DONE:
-    case HLO_OP_COLLECTIVE_PERMUTE_START: case HLO_OP_COLLECTIVE_PERMUTE_DONE:
-      return rt_kernel_collective;
     case HLO_OP_CALL: case HLO_OP_FUSION: return run_called;
     case HLO_OP_WHILE: return run_while;
     case HLO_OP_CONDITIONAL: return run_conditional;

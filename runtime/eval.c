@@ -238,7 +238,7 @@ static hlo_status eval_after_all(rt_eval *eval, const hlo_instr *instr, rt_value
   return HLO_OK;
 }
 
-static rt_kernel kernel_for(hlo_opcode opcode) {
+rt_kernel rt_array_kernel(hlo_opcode opcode) {
   if (hlo_opcode_is_elementwise_unary(opcode)) return rt_kernel_unary;
   if (opcode == HLO_OP_COMPARE) return rt_kernel_compare;
   if (hlo_opcode_is_elementwise_binary(opcode) && opcode != HLO_OP_COMPLEX) return rt_kernel_binary;
@@ -279,6 +279,14 @@ static rt_kernel kernel_for(hlo_opcode opcode) {
     case HLO_OP_ALL_GATHER_START: case HLO_OP_ALL_GATHER_DONE:
     case HLO_OP_COLLECTIVE_PERMUTE_START: case HLO_OP_COLLECTIVE_PERMUTE_DONE:
       return rt_kernel_collective;
+    default: return NULL;
+  }
+}
+
+static rt_kernel kernel_for(hlo_opcode opcode) {
+  rt_kernel array = rt_array_kernel(opcode);
+  if (array) return array;
+  switch (opcode) {
     case HLO_OP_CALL: case HLO_OP_FUSION: return eval_call_like;
     case HLO_OP_WHILE: return eval_while;
     case HLO_OP_CONDITIONAL: return eval_conditional;

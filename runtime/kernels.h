@@ -8,6 +8,11 @@
 #define RT_KERNEL(name) \
   hlo_status name(rt_eval *eval, const hlo_instr *instr, rt_value *const *args, rt_value **out)
 
+/* The kernel computing opcode from its operands' values alone (every op but control flow,
+ * tuples, forwarding ops and tokens), or NULL: the table the reference evaluator and the cpu
+ * backend's fallback share (eval.c). */
+rt_kernel rt_array_kernel(hlo_opcode opcode);
+
 /* kernels_elementwise.c: every elementwise unary and binary op, compare, select, clamp,
  * convert, bitcast-convert, reduce-precision, map */
 RT_KERNEL(rt_kernel_unary);
