@@ -16,17 +16,6 @@ typedef struct infer_ctx {
   hlo_diag *diag;
 } infer_ctx;
 
-/* A shape as text, returned by value so messages can hold several at once, thread-safely. */
-typedef struct shape_text {
-  char s[192];
-} shape_text;
-
-static shape_text text(const hlo_shape *shape) {
-  shape_text t;
-  hlo_shape_str(shape, t.s, (int)sizeof t.s);
-  return t;
-}
-
 static const hlo_shape *operand(const infer_ctx *c, int i) { return &c->instr->operands[i]->shape; }
 static bool importer(const infer_ctx *c) { return (c->flags & HLO_INFER_IMPORTER) != 0; }
 
@@ -172,7 +161,7 @@ static hlo_status need_array(infer_ctx *c, int i) {
   if (hlo_shape_is_array(shape)) return HLO_OK;
   char label[32];
   operand_label(c->instr, i, label, sizeof label);
-  return fail(c, "%s must be an array, not %s", label, text(shape).s);
+  return fail(c, "%s must be an array, not %s", label, hlo_shape_text(shape).s);
 }
 
 static hlo_status need_arrays(infer_ctx *c, int from, int to) {
@@ -186,7 +175,7 @@ static hlo_status need_scalar(infer_ctx *c, int i) {
   if (operand(c, i)->rank == 0) return HLO_OK;
   char label[32];
   operand_label(c->instr, i, label, sizeof label);
-  return fail(c, "%s must be a scalar, not %s", label, text(operand(c, i)).s);
+  return fail(c, "%s must be a scalar, not %s", label, hlo_shape_text(operand(c, i)).s);
 }
 
 static hlo_status need_integral(infer_ctx *c, int i) {
@@ -484,20 +473,20 @@ static hlo_status infer_broadcast(infer_ctx *c, hlo_shape *out) {
   if (need_array(c, 0)) return HLO_ERR_INPUT;
   const hlo_shape *x = operand(c, 0), *to = &c->instr->shape;
   const hlo_ints *dims = &c->instr->dimensions;
-  if (!hlo_shape_is_array(to)) return fail(c, "needs result dims, not %s", text(to).s);
+  if (!hlo_shape_is_array(to)) return fail(c, "needs result dims, not %s", hlo_shape_text(to).s);
   if (dims->count != x->rank)
     return fail(c, "dimensions has %d entries for an operand of rank %d", dims->count, x->rank);
   for (int i = 0; i < dims->count; i++) {
     int64_t d = dims->values[i];
     if (d < 0 || d >= to->rank)
-      return fail(c, "dimensions[%d]=%lld is out of range for result %s", i, (long long)d, text(to).s);
+      return fail(c, "dimensions[%d]=%lld is out of range for result %s", i, (long long)d, hlo_shape_text(to).s);
     /* XLA's verifier does not require increasing order here (its builder does), so a
      * broadcast may also transpose; only a repeated target dim is meaningless. */
     for (int j = 0; j < i; j++)
       if (dims->values[j] == d) return fail(c, "dimensions repeats dim %lld", (long long)d);
     if (!dim_matches(x, i, to, (int)d))
       return fail(c, "operand dim %d has size %lld but result dim %lld has size %lld (result %s)", i,
-                  (long long)x->dims[i], (long long)d, (long long)to->dims[d], text(to).s);
+                  (long long)x->dims[i], (long long)d, (long long)to->dims[d], hlo_shape_text(to).s);
   }
   *out = array(x->dtype, to->rank, to->dims, to->dim_kind);
   return HLO_OK;
@@ -512,9 +501,9 @@ static bool has_unbounded(const hlo_shape *s) {
 static hlo_status infer_reshape(infer_ctx *c, hlo_shape *out) {
   if (need_array(c, 0)) return HLO_ERR_INPUT;
   const hlo_shape *x = operand(c, 0), *to = &c->instr->shape;
-  if (!hlo_shape_is_array(to)) return fail(c, "needs result dims, not %s", text(to).s);
+  if (!hlo_shape_is_array(to)) return fail(c, "needs result dims, not %s", hlo_shape_text(to).s);
   if (!has_unbounded(x) && !has_unbounded(to) && hlo_shape_elements(x) != hlo_shape_elements(to))
-    return fail(c, "result %s has %lld elements but the operand has %lld", text(to).s,
+    return fail(c, "result %s has %lld elements but the operand has %lld", hlo_shape_text(to).s,
                 (long long)hlo_shape_elements(to), (long long)hlo_shape_elements(x));
   *out = array(x->dtype, to->rank, to->dims, to->dim_kind);
   return HLO_OK;
@@ -659,9 +648,9 @@ static hlo_status infer_pad(infer_ctx *c, hlo_shape *out) {
 static hlo_status infer_iota(infer_ctx *c, hlo_shape *out) {
   const hlo_shape *to = &c->instr->shape;
   if (!hlo_shape_is_array(to) || to->rank == 0)
-    return fail(c, "needs an array result of rank >= 1, not %s", text(to).s);
+    return fail(c, "needs an array result of rank >= 1, not %s", hlo_shape_text(to).s);
   if (c->instr->index < 0 || c->instr->index >= to->rank)
-    return fail(c, "iota_dimension %lld is out of range for %s", (long long)c->instr->index, text(to).s);
+    return fail(c, "iota_dimension %lld is out of range for %s", (long long)c->instr->index, hlo_shape_text(to).s);
   *out = plain(c, to);
   return HLO_OK;
 }
@@ -927,7 +916,7 @@ static hlo_status infer_map(infer_ctx *c, hlo_shape *out) {
   if (need_arrays(c, 0, n) || check_same_dims(c, 0, n) || need_called(c, 1)) return HLO_ERR_INPUT;
   const hlo_shape *result = called_scalar_result(c, c->instr->called[0]);
   if (!hlo_shape_is_array(result) || result->rank != 0)
-    return fail(c, "to_apply %s must return a scalar, not %s", c->instr->called[0]->name, text(result).s);
+    return fail(c, "to_apply %s must return a scalar, not %s", c->instr->called[0]->name, hlo_shape_text(result).s);
   const hlo_shape *x = operand(c, 0);
   *out = array(result->dtype, x->rank, x->dims, x->dim_kind);
   return HLO_OK;
@@ -1065,7 +1054,7 @@ static hlo_status infer_tuple(infer_ctx *c, hlo_shape *out) {
 
 static hlo_status infer_get_tuple_element(infer_ctx *c, hlo_shape *out) {
   const hlo_shape *t = operand(c, 0);
-  if (t->dtype != HLO_TUPLE) return fail(c, "operand must be a tuple, not %s", text(t).s);
+  if (t->dtype != HLO_TUPLE) return fail(c, "operand must be a tuple, not %s", hlo_shape_text(t).s);
   int64_t index = c->instr->index;
   if (index < 0 || index >= t->tuple_count)
     return fail(c, "index %lld is out of range for a tuple of %d", (long long)index, t->tuple_count);
@@ -1093,7 +1082,7 @@ static hlo_status infer_conditional(infer_ctx *c, hlo_shape *out) {
   const hlo_shape *selector = operand(c, 0);
   if (!hlo_shape_is_array(selector) || selector->rank != 0 ||
       (selector->dtype != HLO_PRED && selector->dtype != HLO_S32))
-    return fail(c, "the branch selector must be pred[] or s32[], not %s", text(selector).s);
+    return fail(c, "the branch selector must be pred[] or s32[], not %s", hlo_shape_text(selector).s);
   if (selector->dtype == HLO_PRED && branches != 2)
     return fail(c, "a pred selector needs 2 branches, not %d", branches);
   *out = plain(c, &c->instr->called[0]->root->shape);
@@ -1233,7 +1222,7 @@ static hlo_status infer_dimension_size(infer_ctx *c, hlo_shape *out) {
 static hlo_status infer_rng(infer_ctx *c, hlo_shape *out) {
   if (need_scalar(c, 0) || need_scalar(c, 1)) return HLO_ERR_INPUT;
   const hlo_shape *to = &c->instr->shape;
-  if (!hlo_shape_is_array(to)) return fail(c, "needs an array result, not %s", text(to).s);
+  if (!hlo_shape_is_array(to)) return fail(c, "needs an array result, not %s", hlo_shape_text(to).s);
   if (operand(c, 0)->dtype != to->dtype || operand(c, 1)->dtype != to->dtype)
     return fail(c, "parameters must have the result's element type %s", hlo_dtype_name(to->dtype));
   *out = plain(c, to);
@@ -1244,7 +1233,7 @@ static hlo_status infer_rng_bit_generator(infer_ctx *c, hlo_shape *out) {
   const hlo_shape *to = &c->instr->shape;
   if (need_array(c, 0)) return HLO_ERR_INPUT;
   if (to->dtype == HLO_TUPLE && (to->tuple_count != 2 || !hlo_shape_compatible(&to->tuple[0], operand(c, 0))))
-    return fail(c, "result must be (state, values) with the state's shape, not %s", text(to).s);
+    return fail(c, "result must be (state, values) with the state's shape, not %s", hlo_shape_text(to).s);
   *out = hlo_shape_clone(c->arena, to);
   return HLO_OK;
 }
@@ -1271,8 +1260,8 @@ static hlo_status infer_declared(infer_ctx *c, hlo_shape *out) {
   const hlo_instr *instr = c->instr;
   if (instr->opcode == HLO_OP_CONSTANT && instr->literal &&
       !hlo_shape_compatible(&instr->literal->shape, &instr->shape))
-    return fail(c, "literal of shape %s does not match the declared %s", text(&instr->literal->shape).s,
-                text(&instr->shape).s);
+    return fail(c, "literal of shape %s does not match the declared %s", hlo_shape_text(&instr->literal->shape).s,
+                hlo_shape_text(&instr->shape).s);
   if (instr->shape.dtype == HLO_INVALID) return fail(c, "has no declared shape to take");
   *out = hlo_shape_clone(c->arena, &instr->shape);
   return HLO_OK;

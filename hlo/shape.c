@@ -122,3 +122,9 @@ const char *hlo_shape_str(const hlo_shape *shape, char *buffer, int size) {
   hlo_sb_free(&sb);
   return buffer;
 }
+
+hlo_shape_text_buf hlo_shape_text(const hlo_shape *shape) {
+  hlo_shape_text_buf t;
+  hlo_shape_str(shape, t.s, (int)sizeof t.s);
+  return t;
+}

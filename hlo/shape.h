@@ -54,5 +54,11 @@ void hlo_shape_strides(const hlo_shape *shape, int64_t *strides);
 void hlo_shape_print(hlo_strbuf *sb, const hlo_shape *shape, bool with_layout);
 /* Formats into a caller buffer, for messages. */
 const char *hlo_shape_str(const hlo_shape *shape, char *buffer, int size);
+/* The same returned by value, so one message can hold several shapes, thread-safely:
+ * hlo_shape_text(&a).s. */
+typedef struct hlo_shape_text_buf {
+  char s[192];
+} hlo_shape_text_buf;
+hlo_shape_text_buf hlo_shape_text(const hlo_shape *shape);
 
 #endif

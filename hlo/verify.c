@@ -9,16 +9,6 @@
 
 #include "infer.h"
 
-typedef struct shape_text {
-  char s[192];
-} shape_text;
-
-static shape_text text(const hlo_shape *shape) {
-  shape_text t;
-  hlo_shape_str(shape, t.s, (int)sizeof t.s);
-  return t;
-}
-
 /* ---- called computations ---- */
 
 typedef struct call_ctx {
@@ -50,7 +40,7 @@ static hlo_status check_params(call_ctx *c, const hlo_comp *comp, int count, con
     const hlo_instr *param = comp->params[i];
     if (!param) return call_fail(c, comp, "has no parameter %d", i);
     if (!hlo_shape_compatible(&param->shape, &want[i]))
-      return call_fail(c, comp, "parameter %d is %s but needs %s", i, text(&param->shape).s, text(&want[i]).s);
+      return call_fail(c, comp, "parameter %d is %s but needs %s", i, hlo_shape_text(&param->shape).s, hlo_shape_text(&want[i]).s);
   }
   return HLO_OK;
 }
@@ -66,7 +56,7 @@ static const hlo_shape *root_shape(const call_ctx *c, const hlo_comp *comp, bool
 static hlo_status check_root(call_ctx *c, const hlo_comp *comp, const hlo_shape *want, bool unwrap) {
   const hlo_shape *root = root_shape(c, comp, unwrap);
   if (!hlo_shape_compatible(root, want))
-    return call_fail(c, comp, "returns %s but needs %s", text(root).s, text(want).s);
+    return call_fail(c, comp, "returns %s but needs %s", hlo_shape_text(root).s, hlo_shape_text(want).s);
   return HLO_OK;
 }
 
@@ -193,8 +183,8 @@ static hlo_status check_conditional(call_ctx *c) {
     const hlo_comp *branch = c->instr->called[i];
     if (check_params(c, branch, 1, operand_shape(c, i + 1))) return HLO_ERR_INPUT;
     if (!hlo_shape_compatible(&branch->root->shape, &first->root->shape))
-      return call_fail(c, branch, "returns %s but branch %%%s returns %s", text(&branch->root->shape).s,
-                       first->name, text(&first->root->shape).s);
+      return call_fail(c, branch, "returns %s but branch %%%s returns %s", hlo_shape_text(&branch->root->shape).s,
+                       first->name, hlo_shape_text(&first->root->shape).s);
   }
   return HLO_OK;
 }
@@ -343,7 +333,7 @@ static hlo_status check_links(verify_ctx *v, const hlo_instr *instr, int positio
   if (instr->parent != comp || instr->id != position)
     return comp_fail(v, "instruction %%%s is not registered at its position", instr->name);
   if (!valid_layout(&instr->shape))
-    return comp_fail(v, "instruction %%%s has an invalid shape %s", instr->name, text(&instr->shape).s);
+    return comp_fail(v, "instruction %%%s has an invalid shape %s", instr->name, hlo_shape_text(&instr->shape).s);
   for (int i = 0; i < instr->operand_count; i++) {
     const hlo_instr *operand = instr->operands[i];
     if (!operand) return comp_fail(v, "instruction %%%s: operand %d is missing", instr->name, i);
@@ -376,8 +366,8 @@ static hlo_status check_shape(verify_ctx *v, const hlo_instr *instr, unsigned fl
   hlo_sb_init(&operands);
   hlo_describe_operands(instr, &operands);
   hlo_status status = comp_fail(v, "%s %%%s: declared shape %s but the operands give %s%s",
-                                hlo_opcode_name(instr->opcode), instr->name, text(&instr->shape).s,
-                                text(&inferred).s, operands.data ? operands.data : "");
+                                hlo_opcode_name(instr->opcode), instr->name, hlo_shape_text(&instr->shape).s,
+                                hlo_shape_text(&inferred).s, operands.data ? operands.data : "");
   hlo_sb_free(&operands);
   return status;
 }
