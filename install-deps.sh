@@ -15,6 +15,12 @@ PACKAGES=(
   python3            # tests/test_compare_torch.sh runs bench/compare_torch.py (no torch needed)
 )
 
+# --list prints the packages, one per line (.ci/run installs them with apt-get itself).
+if [ "${1:-}" = "--list" ]; then
+  printf '%s\n' "${PACKAGES[@]}"
+  exit 0
+fi
+
 if [ "$(id -u)" -ne 0 ]; then
   if ! command -v sudo >/dev/null; then
     echo "install-deps.sh: run as root (no sudo here)" >&2
