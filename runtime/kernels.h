@@ -70,6 +70,14 @@ RT_KERNEL(rt_kernel_select_and_scatter);
  * add, multiply, maximum, minimum, and or or of its two scalar parameters, so it can run
  * without a call per element; HLO_OP_COUNT for any other computation. */
 hlo_opcode rt_simple_reducer(const hlo_comp *comp);
+/* What reduce and reduce-window share about their N outputs: output k's declared shape (the
+ * k-th tuple element when the result is a tuple); output k made in it and filled with init
+ * value args[n + k] (NULL with eval->diag set when it cannot be made or its type differs from
+ * input k's); and the simple reducer usable for a single output, else HLO_OP_COUNT (a
+ * mistyped reducer also gets HLO_OP_COUNT, so the call reports it). */
+const hlo_shape *rt_reduce_declared(const hlo_instr *instr, int k);
+rt_value *rt_reduce_output(rt_eval *eval, const hlo_instr *instr, rt_value *const *args, int n, int k);
+hlo_opcode rt_fast_reducer(rt_eval *eval, const hlo_instr *instr, int n, const rt_value *output);
 /* acc[a] = op(acc[a], x[b]) for such an opcode, in acc's storage type (x has the same type),
  * with the elementwise kernels' semantics. */
 void rt_reduce_step(hlo_opcode op, rt_value *acc, int64_t a, const rt_value *x, int64_t b);

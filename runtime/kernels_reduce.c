@@ -285,6 +285,29 @@ static const char *check_reduce(const hlo_instr *instr, rt_value *const *args, i
   return NULL;
 }
 
+const hlo_shape *rt_reduce_declared(const hlo_instr *instr, int k) {
+  return instr->shape.dtype == HLO_TUPLE ? &instr->shape.tuple[k] : &instr->shape;
+}
+
+rt_value *rt_reduce_output(rt_eval *eval, const hlo_instr *instr, rt_value *const *args, int n, int k) {
+  rt_value *output = rt_new_output(eval, instr, rt_reduce_declared(instr, k));
+  if (!output) return NULL;
+  if (output->shape.dtype != args[k]->shape.dtype) {
+    rt_value_release(output);
+    rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "result %d's type differs from its input's", k);
+    return NULL;
+  }
+  for (int64_t i = 0; i < output->count; i++) rt_copy_element(output, i, args[n + k], 0);
+  return output;
+}
+
+hlo_opcode rt_fast_reducer(rt_eval *eval, const hlo_instr *instr, int n, const rt_value *output) {
+  hlo_opcode op = n == 1 ? rt_simple_reducer(instr->called[0]) : HLO_OP_COUNT;
+  if (op != HLO_OP_COUNT && rt_storage_dtype(eval, instr->called[0]->root->shape.dtype) != output->shape.dtype)
+    op = HLO_OP_COUNT; /* a mistyped reducer: let the call report it */
+  return op;
+}
+
 static void release_all(rt_value **values, int count) {
   for (int k = 0; k < count; k++) rt_value_release(values[k]);
 }
@@ -299,20 +322,10 @@ RT_KERNEL(rt_kernel_reduce) {
   rt_value *outputs[MAX_REDUCE_INPUTS] = {0};
   rt_value *scratch[2 * MAX_REDUCE_INPUTS] = {0};
   hlo_status status = HLO_OK;
-  for (int k = 0; k < n && status == HLO_OK; k++) {
-    const hlo_shape *declared = instr->shape.dtype == HLO_TUPLE ? &instr->shape.tuple[k] : &instr->shape;
-    outputs[k] = rt_new_output(eval, instr, declared);
-    if (!outputs[k]) status = eval->diag->status;
-    else if (outputs[k]->shape.dtype != args[k]->shape.dtype)
-      status = rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "result %d's type differs from its input's", k);
-    for (int64_t i = 0; status == HLO_OK && i < outputs[k]->count; i++)
-      rt_copy_element(outputs[k], i, args[n + k], 0);
-  }
+  for (int k = 0; k < n && status == HLO_OK; k++)
+    if (!(outputs[k] = rt_reduce_output(eval, instr, args, n, k))) status = eval->diag->status;
   if (status == HLO_OK) {
-    hlo_opcode op = n == 1 ? rt_simple_reducer(instr->called[0]) : HLO_OP_COUNT;
-    if (op != HLO_OP_COUNT &&
-        rt_storage_dtype(eval, instr->called[0]->root->shape.dtype) != outputs[0]->shape.dtype)
-      op = HLO_OP_COUNT; /* a mistyped reducer: let the call report it */
+    hlo_opcode op = rt_fast_reducer(eval, instr, n, outputs[0]);
     reduce_job job = {eval, instr, n, args, outputs, op, scratch};
     reduce_walk w = plan_walk(&args[0]->shape, reduced);
     status = walk(&w, args[0]->count, &job);

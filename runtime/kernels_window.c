@@ -210,23 +210,13 @@ RT_KERNEL(rt_kernel_reduce_window) {
   rt_value *scratch[2 * MAX_WINDOW_INPUTS] = {0};
   hlo_status status = HLO_OK;
   for (int k = 0; k < n && status == HLO_OK; k++) {
-    const hlo_shape *declared = instr->shape.dtype == HLO_TUPLE ? &instr->shape.tuple[k] : &instr->shape;
-    if (!window_shape_matches(&plan, declared)) {
+    if (!window_shape_matches(&plan, rt_reduce_declared(instr, k)))
       status = rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "the result dimensions do not match the window");
-      break;
-    }
-    outputs[k] = rt_new_output(eval, instr, declared);
-    if (!outputs[k]) status = eval->diag->status;
-    else if (outputs[k]->shape.dtype != args[k]->shape.dtype)
-      status = rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "result %d's type differs from its input's", k);
-    for (int64_t i = 0; status == HLO_OK && i < outputs[k]->count; i++)
-      rt_copy_element(outputs[k], i, args[n + k], 0);
+    else if (!(outputs[k] = rt_reduce_output(eval, instr, args, n, k)))
+      status = eval->diag->status;
   }
   if (status == HLO_OK) {
-    hlo_opcode op = n == 1 ? rt_simple_reducer(instr->called[0]) : HLO_OP_COUNT;
-    if (op != HLO_OP_COUNT &&
-        rt_storage_dtype(eval, instr->called[0]->root->shape.dtype) != outputs[0]->shape.dtype)
-      op = HLO_OP_COUNT; /* a mistyped reducer: let the call report it */
+    hlo_opcode op = rt_fast_reducer(eval, instr, n, outputs[0]);
     fold_job job = {eval, instr, n, args, outputs, scratch};
     status = reduce_windows(&job, &plan, op);
   }
