@@ -39,6 +39,10 @@ typedef struct rt_backend {
                                hlo_diag *diag);
 } rt_backend;
 
+/* A module's HLO text as a malloc'd buffer: the serialized form of backends whose executable
+ * is rebuilt from the module (the reference and cpu backends). */
+hlo_status rt_module_text_bytes(const hlo_module *module, void **bytes, size_t *len, hlo_diag *diag);
+
 /* The backend called name, or NULL. */
 const rt_backend *rt_backend_find(const char *name);
 /* Names of every backend, comma-separated, for messages ("reference, cpu"). */

@@ -273,11 +273,7 @@ static void cpu_destroy(rt_executable *exe) {
 }
 
 static hlo_status cpu_serialize(const rt_executable *exe, void **bytes, size_t *len, hlo_diag *diag) {
-  char *text = hlo_module_to_text(exe->module);
-  if (!text) return hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory serializing a module");
-  *bytes = text;
-  *len = strlen(text);
-  return HLO_OK;
+  return rt_module_text_bytes(exe->module, bytes, len, diag);
 }
 
 static rt_executable *cpu_deserialize(const void *bytes, size_t len, hlo_diag *diag) {

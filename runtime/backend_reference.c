@@ -52,13 +52,8 @@ static void reference_destroy(rt_executable *exe) {
   free(exe);
 }
 
-static hlo_status reference_serialize(const rt_executable *exe, void **bytes, size_t *len,
-                                      hlo_diag *diag) {
-  char *text = hlo_module_to_text(exe->module);
-  if (!text) return hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory serializing a module");
-  *bytes = text;
-  *len = strlen(text);
-  return HLO_OK;
+static hlo_status reference_serialize(const rt_executable *exe, void **bytes, size_t *len, hlo_diag *diag) {
+  return rt_module_text_bytes(exe->module, bytes, len, diag);
 }
 
 static rt_executable *reference_deserialize(const void *bytes, size_t len, hlo_diag *diag) {
