@@ -32,6 +32,19 @@ static inline rt_value *run_text(const char *text, rt_value *const *args, int ar
   return result;
 }
 
+/* Checks an array value's element count and elements against want: equal, both NaN, or
+ * within tol * (1 + |want|) (tol 0: exact). Messages carry the caller's line. */
+static inline void expect_values(int line, const rt_value *array, const double *want, int64_t want_count, double tol) {
+  CHECK_MSG(array->shape.dtype != HLO_TUPLE && array->count == want_count, "line %d: got %lld elements, want %lld",
+            line, (long long)array->count, (long long)want_count);
+  for (int64_t i = 0; array->shape.dtype != HLO_TUPLE && i < array->count && i < want_count; i++) {
+    double value = rt_get_f64(array, i);
+    bool ok = value == want[i] || (value != value && want[i] != want[i]) ||
+              fabs(value - want[i]) <= tol * (1 + fabs(want[i]));
+    CHECK_MSG(ok, "line %d: element %lld is %.9g, want %.9g", line, (long long)i, value, want[i]);
+  }
+}
+
 /* Runs text and checks the (array) result's elements against want, within tol. */
 #define CHECK_RUN(text, args, arg_count, want, want_count, tol)                          \
   do {                                                                                  \

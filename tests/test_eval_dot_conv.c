@@ -15,14 +15,7 @@ static void expect_run(int line, const char *text, rt_value **args, int arg_coun
   for (int i = 0; i < arg_count; i++) rt_value_release(args[i]);
   CHECK_MSG(got != NULL, "line %d: evaluation failed: %s", line, diag.message);
   if (!got) return;
-  CHECK_MSG(got->shape.dtype != HLO_TUPLE && got->count == want_count, "line %d: got %lld elements, want %lld",
-            line, (long long)got->count, (long long)want_count);
-  for (int64_t i = 0; got->shape.dtype != HLO_TUPLE && i < got->count && i < want_count; i++) {
-    double value = rt_get_f64(got, i);
-    bool ok = value == want[i] || (value != value && want[i] != want[i]) ||
-              fabs(value - want[i]) <= tol * (1 + fabs(want[i]));
-    CHECK_MSG(ok, "line %d: element %lld is %.9g, want %.9g", line, (long long)i, value, want[i]);
-  }
+  expect_values(line, got, want, want_count, tol);
   rt_value_release(got);
 }
 #define EXPECT(text, args, want, tol)                                                   \

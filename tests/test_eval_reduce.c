@@ -18,13 +18,7 @@ static void expect_run(int line, const char *text, rt_value **args, int arg_coun
     array = is_tuple ? got->tuple[element] : NULL;
   }
   if (array) {
-    CHECK_MSG(array->shape.dtype != HLO_TUPLE && array->count == want_count,
-              "line %d: got %lld elements, want %lld", line, (long long)array->count, (long long)want_count);
-    for (int64_t i = 0; array->shape.dtype != HLO_TUPLE && i < array->count && i < want_count; i++) {
-      double value = rt_get_f64(array, i);
-      bool ok = value == want[i] || (value != value && want[i] != want[i]);
-      CHECK_MSG(ok, "line %d: element %lld is %.9g, want %.9g", line, (long long)i, value, want[i]);
-    }
+    expect_values(line, array, want, want_count, 0);
   }
   rt_value_release(got);
 }
