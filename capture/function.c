@@ -275,6 +275,20 @@ static latch_status run_eager(latch_function *f, latch_tensor *const *inputs, in
   return status;
 }
 
+/* Outputs that are the function's own input handles become the caller's, and those
+ * handles are dropped: the caller's then alone hold their old buffers, which an input
+ * updated in place is written back into. */
+static void give_back_inputs(cap_trace *trace, latch_tensor **outputs, int output_count) {
+  for (int j = 0; j < output_count; j++)
+    for (int i = 0; i < trace->input_count; i++)
+      if (outputs[j] == trace->inputs[i]) {
+        latch_release(outputs[j]);
+        outputs[j] = latch_retain((latch_tensor *)trace->callers[i]);
+        break;
+      }
+  cap_trace_drop_inputs(trace);
+}
+
 /* Traces the function on this call; keeps the entry in *made (NULL when the trace must not
  * be kept: a value read, or something that failed). */
 static latch_status trace_call(latch_function *f, latch_tensor *const *inputs, int input_count,
@@ -307,7 +321,7 @@ static latch_status trace_call(latch_function *f, latch_tensor *const *inputs, i
   ctx->call_seeded = true;
   ctx->call_seed = seed;
   ctx->rng_stream = 0;
-  status = invoke(f, inputs, input_count, statics, static_count, outputs, output_count);
+  status = invoke(f, trace.inputs, input_count, statics, static_count, outputs, output_count);
   cap_trace_end(&trace);
   ctx->call_seeded = false;
   for (int j = 0; status == LATCH_OK && j < output_count; j++) {
@@ -333,7 +347,9 @@ static latch_status trace_call(latch_function *f, latch_tensor *const *inputs, i
     return status;
   }
   if (trace.value_read || trace.failed) {
-    /* Not kept: compute what the function left pending the ordinary way. */
+    /* Not kept: compute what the function left pending the ordinary way, its inputs
+     * through the caller's handles (which mirror every assignment). */
+    give_back_inputs(&trace, outputs, output_count);
     if (trace.value_read && !atomic_exchange(&f->trace_every, true))
       fprintf(stderr, "latch: '%s' is traced on every call from now on: %s while it was traced\n", f->name,
               trace.value_read);
@@ -390,6 +406,7 @@ static latch_status trace_call(latch_function *f, latch_tensor *const *inputs, i
        * its new value can be written into that buffer. The parameters stay alive through
        * their handles and the entry. */
       release_outputs(traced, output_count);
+      cap_trace_drop_inputs(&trace);
       cap_run_kind kind;
       uint64_t unused = 0;
       status = cap_entry_run(rt, e, inputs, seed, e->hint_bindings, first_params, outputs, &kind, &unused);
@@ -414,8 +431,12 @@ static latch_status trace_call(latch_function *f, latch_tensor *const *inputs, i
 /* Whether the entry writes a weight when it runs: an in-place update replayed, or (the
  * caller left it pending) computing it first. Such a run is not shared with other calls. */
 static bool assigns_weight(const cap_entry *e) {
-  for (int a = 0; a < e->alias_count; a++)
-    if (e->aliases[a].target.kind == CAP_SRC_CAPTURED) return true;
+  for (int a = 0; a < e->alias_count; a++) {
+    const cap_src *target = &e->aliases[a].target;
+    if (target->kind == CAP_SRC_CAPTURED) return true;
+    for (int c = 0; c < e->captured_count; c++) /* a weight passed as the input updated */
+      if (e->captured[c].passed_as == target->index) return true;
+  }
   return false;
 }
 
