@@ -287,6 +287,11 @@ bool cap_entry_check(const cap_entry *e, const guard_tensor *inputs, latch_tenso
       return false;
     }
   }
+  /* A weight passed as an input is that input in the graph: it must be passed so again,
+   * and one that was not must not be now. Sharing data through other handles matters
+   * only to an entry that updates something in place (a write through one is seen
+   * through the other), as for inputs below. */
+  bool exact = e->alias_count > 0;
   for (int c = 0; c < e->captured_count; c++) {
     const cap_entry_captured *k = &e->captured[c];
     int passed_as = -1, shares_data_with = -1;
@@ -294,12 +299,12 @@ bool cap_entry_check(const cap_entry *e, const guard_tensor *inputs, latch_tenso
       if (handles[i] == k->handle) passed_as = i;
       if (handles[i]->node == k->handle->node) shares_data_with = i;
     }
-    if (passed_as != k->passed_as || shares_data_with != k->shares_data_with) {
+    if (passed_as != k->passed_as || (exact && shares_data_with != k->shares_data_with)) {
       if (why) {
         *why = (guard_failure){.check = -1, .input = -1, .dim = -1};
         snprintf(why->message, sizeof why->message,
-                 "a tensor the function reads (not an input) was%s passed as an input when traced, and is%s now",
-                 k->shares_data_with < 0 ? " not" : "", shares_data_with < 0 ? " not" : "");
+                 "a tensor the function reads (not an input) is passed as an input, or shares an input's data, "
+                 "unlike when traced");
       }
       return false;
     }
@@ -307,7 +312,6 @@ bool cap_entry_check(const cap_entry *e, const guard_tensor *inputs, latch_tenso
   /* Inputs that were one tensor must still be. Inputs that were distinct may be one now
    * unless the entry updates something in place: then a write through one would be seen
    * through the other, which the trace did not do. */
-  bool exact = e->alias_count > 0;
   for (int i = 0; i < input_count; i++) {
     int data = e->same_data_as[i], handle = e->same_handle_as[i];
     bool same = handles[i]->node == handles[data]->node && (!exact || handles[i] == handles[handle]);

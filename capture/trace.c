@@ -140,9 +140,9 @@ bool cap_trace_node_attrs(cap_trace *trace, const cap_node *node, guard_expr *ou
   return true;
 }
 
-static bool is_input_handle(const cap_trace *trace, const latch_tensor *h) {
-  for (int i = 0; trace->inputs && i < trace->input_count; i++)
-    if (trace->inputs[i] == h) return true;
+static bool is_input_node(const cap_trace *trace, const cap_node *node) {
+  for (int i = 0; i < trace->input_count; i++)
+    if (trace->input_nodes[i] == node) return true;
   return false;
 }
 
@@ -191,9 +191,10 @@ void cap_trace_operands(cap_trace *trace, int count, latch_tensor *const *operan
       }
       node = h->node;
     }
-    if (is_input_handle(trace, h)) continue;
-    /* Anything else is a weight, even one holding an input's data: the entry guards
-     * that it still does (or still does not). */
+    /* Another handle onto an input's data is taken as that input: the function's own
+     * handles (latch_cast to the same dtype makes one) cannot be told from a weight that
+     * shares an input's node through another handle. */
+    if (is_input_node(trace, node)) continue;
     capture(trace, h, node);
   }
 }

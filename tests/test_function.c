@@ -587,6 +587,34 @@ static void test_inputs_passed_twice(void) {
   latch_function_free(f);
 }
 
+/* A handle of the function's own onto an input's data (a cast to the same dtype) is that
+ * input, not a weight: calls with other inputs hit. out = cast(x) + 1. */
+static latch_status cast_plus_one(void *user, latch_tensor *const *in, int n, const latch_static *st, int sn,
+                                  latch_tensor **out, int on) {
+  (void)user, (void)n, (void)st, (void)sn, (void)on;
+  latch_tensor *same = latch_cast(in[0], LATCH_F32), *one = latch_scalar(rt, LATCH_F32, 1);
+  out[0] = latch_binary(LATCH_ADD, same, one);
+  latch_release(same);
+  latch_release(one);
+  return LATCH_OK;
+}
+
+static void test_own_handle_onto_input(void) {
+  latch_function *f = make(cast_plus_one, NULL, LATCH_TRACE_ONCE, LATCH_SHAPES_AUTOMATIC, 0, NULL);
+  for (int c = 0; c < 3; c++) {
+    latch_tensor *x = fu_ramp(rt, 1, FDIMS(2), 1, c), *out = NULL;
+    CHECK_EQ_INT(latch_call(f, &x, 1, NULL, 0, &out, 1), LATCH_OK);
+    double *v = fu_read(out);
+    CHECK(v && v[0] == c + 1 && v[1] == c + 2);
+    free(v);
+    latch_release(out);
+    latch_release(x);
+  }
+  CHECK_EQ_INT(stats_of(f).traces, 1);
+  CHECK_EQ_INT(stats_of(f).hits, 2);
+  latch_function_free(f);
+}
+
 /* Random numbers: out = uniform like x, and dropout of x. */
 static latch_status random_step(void *user, latch_tensor *const *in, int n, const latch_static *st, int sn,
                                 latch_tensor **out, int on) {
@@ -878,6 +906,7 @@ int main(void) {
   RUN(test_write_only_weight);
   RUN(test_weight_passed_as_input);
   RUN(test_inputs_passed_twice);
+  RUN(test_own_handle_onto_input);
   RUN(test_random);
   RUN(test_limit);
   RUN(test_logs);
