@@ -195,6 +195,9 @@ latch_tensor *cap_error(latch_runtime *rt, const char *format, ...) __attribute_
 latch_tensor *cap_poisoned(const char *op, int count, latch_tensor *const *operands);
 void cap_set_error(const char *format, ...) __attribute__((format(printf, 1, 2)));
 void cap_list_remove(latch_tensor *t);
+/* t takes from's value as latch_assign would: the same node, and when that node is still
+ * pending, a write-back into t's own buffer once it is computed. */
+void cap_handle_follow(latch_tensor *t, const latch_tensor *from);
 
 /* ---- dtypes (dtype.c) ---- */
 hlo_dtype cap_hlo_dtype(latch_dtype dtype);

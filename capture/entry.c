@@ -15,6 +15,12 @@ static int find_input(const cap_trace *trace, const cap_node *node) {
   return -1;
 }
 
+static int find_caller(const cap_trace *trace, const latch_tensor *handle) {
+  for (int i = 0; i < trace->input_count; i++)
+    if (trace->callers[i] == handle) return i;
+  return -1;
+}
+
 static int find_captured(const cap_trace *trace, const cap_node *node) {
   for (int i = 0; i < trace->captured_count; i++)
     if (trace->captured[i].node == node) return i;
@@ -34,6 +40,13 @@ static cap_src source_of(const cap_trace *trace, cap_node *node) {
 /* A handle the function assigned to: its new value is pending and alias_of holds the old. */
 static bool assigned(const latch_tensor *h, const cap_node *before) {
   return h->node != before && h->node->state == CAP_PENDING;
+}
+
+/* A weight the function assigned, written back as itself. One passed as an input too is
+ * written back as that input: the guards make it the same handle on every call. */
+static bool updated_weight(const cap_trace *trace, int c) {
+  return find_caller(trace, trace->captured[c].handle) < 0 &&
+         assigned(trace->captured[c].handle, trace->captured[c].node);
 }
 
 static bool build_template(cap_entry *e, cap_trace *trace, const cap_graph *g) {
@@ -109,7 +122,7 @@ cap_entry *cap_entry_build(cap_trace *trace, latch_tensor *const *outputs, int o
       alias_of[count++] = trace->inputs[i]->alias_of;
     }
   for (int c = 0; c < trace->captured_count; c++)
-    if (assigned(trace->captured[c].handle, trace->captured[c].node)) {
+    if (updated_weight(trace, c)) {
       roots[count] = trace->captured[c].handle->node;
       alias_of[count++] = trace->captured[c].handle->alias_of;
     }
@@ -142,9 +155,11 @@ cap_entry *cap_entry_build(cap_trace *trace, latch_tensor *const *outputs, int o
   e->dtypes = calloc((size_t)trace->input_count + 1, 1);
   e->ranks = calloc((size_t)trace->input_count + 1, 1);
   e->dims = calloc((size_t)trace->input_count + 1, sizeof *e->dims);
+  e->same_data_as = calloc((size_t)trace->input_count + 1, sizeof(int));
+  e->same_handle_as = calloc((size_t)trace->input_count + 1, sizeof(int));
   *first_params = malloc(sizeof(cap_node *) * ((size_t)g.param_count + 1));
   ok = ok && e->params && e->outputs && e->aliases && e->captured && e->hint_bindings && e->dtypes && e->ranks &&
-       e->dims && *first_params;
+       e->dims && e->same_data_as && e->same_handle_as && *first_params;
   for (int c = 0; ok && c < trace->captured_count; c++) {
     cap_entry_captured *k = &e->captured[c];
     const cap_node *n = trace->captured[c].node;
@@ -152,6 +167,8 @@ cap_entry *cap_entry_build(cap_trace *trace, latch_tensor *const *outputs, int o
     k->dtype = n->dtype;
     k->rank = n->rank;
     memcpy(k->dims, n->dims, sizeof(int64_t) * n->rank);
+    k->passed_as = find_caller(trace, trace->captured[c].handle);
+    k->shares_data_with = find_input(trace, n);
     e->captured_count = c + 1;
   }
   for (int i = 0; ok && i < trace->input_count; i++) {
@@ -159,15 +176,8 @@ cap_entry *cap_entry_build(cap_trace *trace, latch_tensor *const *outputs, int o
     e->dtypes[i] = n->dtype;
     e->ranks[i] = n->rank;
     memcpy(e->dims[i], n->dims, sizeof(int64_t) * n->rank);
-    int first = find_input(trace, n);
-    if (first != i) {
-      if (!e->same_as) {
-        e->same_as = malloc(sizeof(int) * ((size_t)trace->input_count + 1));
-        ok = e->same_as != NULL;
-        for (int k = 0; ok && k < trace->input_count; k++) e->same_as[k] = k;
-      }
-      if (ok) e->same_as[i] = first;
-    }
+    e->same_data_as[i] = find_input(trace, n);
+    e->same_handle_as[i] = find_caller(trace, trace->callers[i]);
   }
   for (int p = 0; ok && p < g.param_count; p++) {
     e->params[p] = source_of(trace, g.params[p]);
@@ -201,7 +211,7 @@ cap_entry *cap_entry_build(cap_trace *trace, latch_tensor *const *outputs, int o
       e->aliases[e->alias_count++].target = (cap_src){CAP_SRC_INPUT, i, NULL};
     }
   for (int c = 0; ok && c < trace->captured_count; c++)
-    if (assigned(trace->captured[c].handle, trace->captured[c].node)) {
+    if (updated_weight(trace, c)) {
       int r = 0;
       while (r < g.root_count && g.roots[r] != trace->captured[c].handle->node) r++;
       e->aliases[e->alias_count].root = r;
@@ -252,7 +262,8 @@ void cap_entry_free(latch_runtime *rt, cap_entry *e) {
   free(e->outputs);
   free(e->aliases);
   free(e->captured);
-  free(e->same_as);
+  free(e->same_data_as);
+  free(e->same_handle_as);
   free(e->hint_bindings);
   free(e->dtypes);
   free(e->ranks);
@@ -276,14 +287,44 @@ bool cap_entry_check(const cap_entry *e, const guard_tensor *inputs, latch_tenso
       return false;
     }
   }
-  for (int i = 0; e->same_as && i < input_count; i++)
-    if (e->same_as[i] != i && handles[i]->node != handles[e->same_as[i]]->node) {
+  /* A weight passed as an input is that input in the graph: it must be passed so again,
+   * and one that was not must not be now. Sharing data through other handles matters
+   * only to an entry that updates something in place (a write through one is seen
+   * through the other), as for inputs below. */
+  bool exact = e->alias_count > 0;
+  for (int c = 0; c < e->captured_count; c++) {
+    const cap_entry_captured *k = &e->captured[c];
+    int passed_as = -1, shares_data_with = -1;
+    for (int i = input_count - 1; i >= 0; i--) {
+      if (handles[i] == k->handle) passed_as = i;
+      if (handles[i]->node == k->handle->node) shares_data_with = i;
+    }
+    if (passed_as != k->passed_as || (exact && shares_data_with != k->shares_data_with)) {
       if (why) {
-        *why = (guard_failure){.check = -1, .input = i, .dim = -1};
-        snprintf(why->message, sizeof why->message, "inputs %d and %d were one tensor when traced", e->same_as[i], i);
+        *why = (guard_failure){.check = -1, .input = -1, .dim = -1};
+        snprintf(why->message, sizeof why->message,
+                 "a tensor the function reads (not an input) is passed as an input, or shares an input's data, "
+                 "unlike when traced");
       }
       return false;
     }
+  }
+  /* Inputs that were one tensor must still be. Inputs that were distinct may be one now
+   * unless the entry updates something in place: then a write through one would be seen
+   * through the other, which the trace did not do. */
+  for (int i = 0; i < input_count; i++) {
+    int data = e->same_data_as[i], handle = e->same_handle_as[i];
+    bool same = handles[i]->node == handles[data]->node && (!exact || handles[i] == handles[handle]);
+    for (int j = 0; same && exact && j < data; j++) same = handles[j]->node != handles[i]->node;
+    for (int j = 0; same && exact && j < handle; j++) same = handles[j] != handles[i];
+    if (!same) {
+      if (why) {
+        *why = (guard_failure){.check = -1, .input = i, .dim = -1};
+        snprintf(why->message, sizeof why->message, "input %d shares its tensor with other inputs unlike when traced", i);
+      }
+      return false;
+    }
+  }
   return true;
 }
 

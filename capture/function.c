@@ -1,9 +1,16 @@
 /* Traced functions: registration, the call path (guards, then a cached entry or a trace),
  * the shape policy, the recompile limit, logs and statistics.
  *
- * Entries are only ever added while the function lives. Readers (every call) take no lock:
- * they load the current list, an immutable snapshot; a writer publishes a longer copy and
- * keeps the older lists until the function is freed, so a reader's snapshot stays valid. */
+ * Entries are only ever added while the function lives, as an immutable snapshot: a writer
+ * publishes a longer copy and keeps the older lists until the function is freed, so a
+ * reader's snapshot stays valid (the statistics read it without any lock).
+ *
+ * Calls of one function exclude each other where they could see each other's writes
+ * (calls_lock): a trace may assign any tensor it reaches, and a hit of an entry that
+ * updates a weight (a captured handle) does a read-modify-write of it; both run alone. A
+ * hit of an entry that updates no weight shares the lock with other such hits. A miss
+ * looks again once it holds the lock alone, so threads missing on the same inputs at once
+ * trace once: the first adds the entry, the rest hit it. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +35,8 @@ struct latch_function {
   latch_dim_mark *marks;
   bool log_recompiles, log_guards;
   pthread_mutex_t lock;           /* writers: adding entries, the automatic policy's dims */
+  pthread_rwlock_t calls_lock;    /* shared: hits that update no weight; alone: the rest */
+  atomic_bool updates_weights;    /* some entry assigns a weight: calls take calls_lock alone */
   _Atomic(struct entry_list *) list;
   atomic_int mru;      /* the entry that passed last: tried first */
   /* Automatic policy: input dims seen to change (input * HLO_MAX_RANK + dim), under lock. */
@@ -113,6 +122,14 @@ static latch_function *make(latch_runtime *rt, latch_fn fn, latch_step_fn step, 
   f->log_recompiles = log_has("recompiles");
   f->log_guards = log_has("guards");
   pthread_mutex_init(&f->lock, NULL);
+  pthread_rwlockattr_t attr;
+  pthread_rwlockattr_init(&attr);
+#ifdef __GLIBC__
+  /* A steady stream of hits must not starve a trace waiting to run alone. */
+  pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+#endif
+  pthread_rwlock_init(&f->calls_lock, &attr);
+  pthread_rwlockattr_destroy(&attr);
   return f;
 }
 
@@ -137,6 +154,7 @@ void latch_function_free(latch_function *f) {
   free(f->auto_dynamic);
   free(f->marks);
   pthread_mutex_destroy(&f->lock);
+  pthread_rwlock_destroy(&f->calls_lock);
   free(f);
 }
 
@@ -257,6 +275,20 @@ static latch_status run_eager(latch_function *f, latch_tensor *const *inputs, in
   return status;
 }
 
+/* Outputs that are the function's own input handles become the caller's, and those
+ * handles are dropped: the caller's then alone hold their old buffers, which an input
+ * updated in place is written back into. */
+static void give_back_inputs(cap_trace *trace, latch_tensor **outputs, int output_count) {
+  for (int j = 0; j < output_count; j++)
+    for (int i = 0; i < trace->input_count; i++)
+      if (outputs[j] == trace->inputs[i]) {
+        latch_release(outputs[j]);
+        outputs[j] = latch_retain((latch_tensor *)trace->callers[i]);
+        break;
+      }
+  cap_trace_drop_inputs(trace);
+}
+
 /* Traces the function on this call; keeps the entry in *made (NULL when the trace must not
  * be kept: a value read, or something that failed). */
 static latch_status trace_call(latch_function *f, latch_tensor *const *inputs, int input_count,
@@ -289,7 +321,7 @@ static latch_status trace_call(latch_function *f, latch_tensor *const *inputs, i
   ctx->call_seeded = true;
   ctx->call_seed = seed;
   ctx->rng_stream = 0;
-  status = invoke(f, inputs, input_count, statics, static_count, outputs, output_count);
+  status = invoke(f, trace.inputs, input_count, statics, static_count, outputs, output_count);
   cap_trace_end(&trace);
   ctx->call_seeded = false;
   for (int j = 0; status == LATCH_OK && j < output_count; j++) {
@@ -315,7 +347,9 @@ static latch_status trace_call(latch_function *f, latch_tensor *const *inputs, i
     return status;
   }
   if (trace.value_read || trace.failed) {
-    /* Not kept: compute what the function left pending the ordinary way. */
+    /* Not kept: compute what the function left pending the ordinary way, its inputs
+     * through the caller's handles (which mirror every assignment). */
+    give_back_inputs(&trace, outputs, output_count);
     if (trace.value_read && !atomic_exchange(&f->trace_every, true))
       fprintf(stderr, "latch: '%s' is traced on every call from now on: %s while it was traced\n", f->name,
               trace.value_read);
@@ -372,6 +406,7 @@ static latch_status trace_call(latch_function *f, latch_tensor *const *inputs, i
        * its new value can be written into that buffer. The parameters stay alive through
        * their handles and the entry. */
       release_outputs(traced, output_count);
+      cap_trace_drop_inputs(&trace);
       cap_run_kind kind;
       uint64_t unused = 0;
       status = cap_entry_run(rt, e, inputs, seed, e->hint_bindings, first_params, outputs, &kind, &unused);
@@ -390,6 +425,193 @@ static latch_status trace_call(latch_function *f, latch_tensor *const *inputs, i
   free(first_params);
   if (status != LATCH_OK) release_outputs(outputs, output_count);
   cap_trace_free(&trace);
+  return status;
+}
+
+/* Whether the entry writes a weight when it runs: an in-place update replayed, or (the
+ * caller left it pending) computing it first. Such a run is not shared with other calls. */
+static bool assigns_weight(const cap_entry *e) {
+  for (int a = 0; a < e->alias_count; a++) {
+    const cap_src *target = &e->aliases[a].target;
+    if (target->kind == CAP_SRC_CAPTURED) return true;
+    for (int c = 0; c < e->captured_count; c++) /* a weight passed as the input updated */
+      if (e->captured[c].passed_as == target->index) return true;
+  }
+  return false;
+}
+
+static bool runs_alone(const cap_entry *e) {
+  if (assigns_weight(e)) return true;
+  for (int c = 0; c < e->captured_count; c++)
+    if (e->captured[c].handle->node->state == CAP_PENDING) return true;
+  return false;
+}
+
+static void lock_calls(latch_function *f, bool alone) {
+  if (alone)
+    pthread_rwlock_wrlock(&f->calls_lock);
+  else
+    pthread_rwlock_rdlock(&f->calls_lock);
+}
+
+/* The entry whose guards the call passes, the last hit first, then newest first; NULL when
+ * none does (*why then says what failed first) or memory ran out (*status). Fills
+ * bindings with the hit's symbol values. */
+static cap_entry *look_up(latch_function *f, latch_tensor *const *inputs, int input_count, const latch_static *statics,
+                          int static_count, int output_count, int64_t *bindings, guard_failure *why, bool *have_why,
+                          latch_status *status) {
+  enum { FEW = 16 };
+  guard_tensor gin_buffer[FEW], *gin = gin_buffer;
+  guard_static gs_buffer[FEW], *gs = gs_buffer;
+  if (input_count > FEW) gin = malloc(sizeof *gin * (size_t)input_count);
+  if (static_count > FEW) gs = malloc(sizeof *gs * (size_t)static_count);
+  if (!gin || !gs) {
+    if (gin != gin_buffer) free(gin);
+    if (gs != gs_buffer) free(gs);
+    cap_set_error("call: out of memory");
+    *status = LATCH_ERR_INTERNAL;
+    return NULL;
+  }
+  /* Guard time is sampled (one call in GUARD_SAMPLE, scaled): two clock reads per call
+   * would cost about as much as the guards themselves. */
+  static _Thread_local unsigned sample_tick;
+  bool timed = (sample_tick++ % GUARD_SAMPLE) == 0;
+  uint64_t start = timed ? cap_now_ns() : 0;
+  for (int i = 0; i < input_count; i++) {
+    const cap_node *n = inputs[i]->node;
+    gin[i] = (guard_tensor){(hlo_dtype)n->dtype, n->rank, n->dims};
+  }
+  for (int s = 0; s < static_count; s++)
+    gs[s] = (guard_static){(guard_static_kind)statics[s].kind, statics[s].i, statics[s].f, statics[s].bytes, statics[s].len};
+  cap_entry *hit = NULL;
+  int hit_index = -1, checks = 0;
+  entry_list *list = atomic_load_explicit(&f->list, memory_order_acquire);
+  int count = list ? list->count : 0, first = atomic_load_explicit(&f->mru, memory_order_relaxed);
+  for (int k = -1; k < count && !hit; k++) {
+    int index = k < 0 ? first : count - 1 - k; /* the last hit, then newest first */
+    if (index < 0 || index >= count || (k >= 0 && index == first)) continue;
+    cap_entry *e = list->items[index];
+    checks++;
+    guard_failure failure;
+    if (e->output_count != output_count) { /* asked for another number of outputs: not this entry */
+      if (!*have_why)
+        snprintf(why->message, sizeof why->message, "traced with %d outputs, called with %d", e->output_count, output_count);
+      *have_why = true;
+      continue;
+    }
+    if (cap_entry_check(e, gin, inputs, input_count, gs, static_count, bindings, *have_why ? &failure : why)) {
+      hit = e;
+      hit_index = index;
+    } else {
+      *have_why = true;
+    }
+  }
+  if (timed) atomic_fetch_add(&f->guard_ns, (cap_now_ns() - start) * GUARD_SAMPLE);
+  atomic_fetch_add(&f->guard_checks, (uint64_t)checks);
+  if (gin != gin_buffer) free(gin);
+  if (gs != gs_buffer) free(gs);
+  if (hit && hit_index != first) atomic_store_explicit(&f->mru, hit_index, memory_order_relaxed);
+  return hit;
+}
+
+static latch_status run_hit(latch_function *f, cap_entry *hit, latch_tensor *const *inputs, uint64_t seed,
+                            const int64_t *bindings, latch_tensor **outputs, int output_count) {
+  atomic_fetch_add(&f->hits, 1);
+  cap_run_kind kind = CAP_RUN_PLAIN;
+  uint64_t instantiate_ns = 0;
+  latch_status status = cap_entry_run(f->rt, hit, inputs, seed, bindings, NULL, outputs, &kind, &instantiate_ns);
+  if (instantiate_ns) atomic_fetch_add(&f->instantiate_ns, instantiate_ns);
+  if (kind == CAP_RUN_SPECIALIZED) atomic_fetch_add(&f->specializations, 1);
+  if (kind == CAP_RUN_INSTANTIATED) atomic_fetch_add(&f->instantiations, 1);
+  if (status != LATCH_OK) release_outputs(outputs, output_count);
+  return status;
+}
+
+/* A trace of this call, kept as a new entry unless the function runs trace-every. Called
+ * with calls_lock held alone. */
+static latch_status trace_and_keep(latch_function *f, latch_tensor *const *inputs, int input_count,
+                                   const latch_static *statics, int static_count, latch_tensor **outputs,
+                                   int output_count, uint64_t seed, const guard_failure *why, bool have_why) {
+  /* Past the recompile limit a trace is not kept (the function runs trace-every). */
+  bool keep = f->options.mode == LATCH_TRACE_ONCE && !atomic_load(&f->trace_every);
+  entry_list *current = atomic_load_explicit(&f->list, memory_order_acquire);
+  int entries = current ? current->count : 0;
+  if (keep && entries > 0 && atomic_load(&f->recompiles) >= (uint64_t)f->options.recompile_limit) {
+    keep = false;
+    atomic_store(&f->trace_every, true);
+    if (!atomic_exchange(&f->warned, true))
+      fprintf(stderr,
+              "latch: warning: '%s' reached its recompile limit (%d) and is traced on every call from now on; "
+              "the guard that keeps failing: %s\n",
+              f->name, f->options.recompile_limit, have_why ? why->message : "(none recorded)");
+  }
+  if (!keep) atomic_fetch_add(&f->fallback_calls, f->options.mode == LATCH_TRACE_ONCE);
+  if (keep && entries > 0 && f->log_recompiles)
+    log_recompile(f, atomic_load(&f->recompiles) + 1, why, have_why, inputs, input_count);
+  atomic_fetch_add(&f->traces, 1);
+  uint64_t start = cap_now_ns();
+  cap_entry *made = NULL;
+  latch_status status = trace_call(f, inputs, input_count, statics, static_count, outputs, output_count, seed, &made,
+                                   keep && f->log_guards);
+  atomic_fetch_add(&f->trace_ns, cap_now_ns() - start);
+  if (!made) return status;
+  if (!keep) {
+    cap_entry_free(f->rt, made);
+    return status;
+  }
+  pthread_mutex_lock(&f->lock);
+  entry_list *old = atomic_load_explicit(&f->list, memory_order_relaxed);
+  int number = old ? old->count : 0;
+  entry_list *grown = malloc(sizeof *grown + sizeof(cap_entry *) * (size_t)(number + 1));
+  bool added = grown != NULL;
+  if (added) {
+    grown->count = number + 1;
+    grown->older = old;
+    if (number) memcpy(grown->items, old->items, sizeof(cap_entry *) * (size_t)number);
+    grown->items[number] = made;
+    atomic_store_explicit(&f->list, grown, memory_order_release);
+    atomic_store(&f->mru, number);
+  }
+  pthread_mutex_unlock(&f->lock);
+  if (!added) {
+    cap_entry_free(f->rt, made);
+    return status;
+  }
+  /* From now on calls take calls_lock alone from the start, not after a look. */
+  if (assigns_weight(made)) atomic_store(&f->updates_weights, true);
+  if (number > 0) atomic_fetch_add(&f->recompiles, 1);
+  return status;
+}
+
+/* A call in the traced modes: a hit, or a trace. */
+static latch_status call_traced(latch_function *f, latch_tensor *const *inputs, int input_count,
+                                const latch_static *statics, int static_count, latch_tensor **outputs, int output_count,
+                                uint64_t seed) {
+  bool alone = f->options.mode != LATCH_TRACE_ONCE || atomic_load(&f->updates_weights);
+  lock_calls(f, alone);
+  guard_failure why; /* filled by the first failing entry; read only when have_why */
+  why.message[0] = 0;
+  bool have_why = false;
+  int64_t bindings[GUARD_MAX_SYMBOLS];
+  latch_status status = LATCH_OK;
+  cap_entry *hit = NULL;
+  if (f->options.mode == LATCH_TRACE_ONCE) {
+    hit = look_up(f, inputs, input_count, statics, static_count, output_count, bindings, &why, &have_why, &status);
+    if (status == LATCH_OK && !alone && (!hit || runs_alone(hit))) {
+      /* While this call waits to run alone, another may add the entry it needs (threads
+       * that missed on the same inputs at once): look again. */
+      pthread_rwlock_unlock(&f->calls_lock);
+      lock_calls(f, alone = true);
+      why.message[0] = 0;
+      have_why = false;
+      hit = look_up(f, inputs, input_count, statics, static_count, output_count, bindings, &why, &have_why, &status);
+    }
+  }
+  if (status == LATCH_OK)
+    status = hit ? run_hit(f, hit, inputs, seed, bindings, outputs, output_count)
+                 : trace_and_keep(f, inputs, input_count, statics, static_count, outputs, output_count, seed, &why,
+                                  have_why);
+  pthread_rwlock_unlock(&f->calls_lock);
   return status;
 }
 
@@ -435,115 +657,5 @@ latch_status latch_call(latch_function *f, latch_tensor *const *inputs, int inpu
       if (t->node->state == CAP_READY && !t->alias_of) cap_list_remove(t);
     }
   }
-  guard_failure why; /* filled by the first failing entry; read only when have_why */
-  why.message[0] = 0;
-  bool have_why = false;
-  if (f->options.mode == LATCH_TRACE_ONCE) {
-    enum { FEW = 16 };
-    guard_tensor gin_buffer[FEW], *gin = gin_buffer;
-    guard_static gs_buffer[FEW], *gs = gs_buffer;
-    int64_t bindings_buffer[GUARD_MAX_SYMBOLS];
-    if (input_count > FEW) gin = malloc(sizeof *gin * (size_t)input_count);
-    if (static_count > FEW) gs = malloc(sizeof *gs * (size_t)static_count);
-    if (!gin || !gs) {
-      cap_set_error("call: out of memory");
-      return LATCH_ERR_INTERNAL;
-    }
-    /* Guard time is sampled (one call in GUARD_SAMPLE, scaled): two clock reads per call
-     * would cost about as much as the guards themselves. */
-    static _Thread_local unsigned sample_tick;
-    bool timed = (sample_tick++ % GUARD_SAMPLE) == 0;
-    uint64_t start = timed ? cap_now_ns() : 0;
-    for (int i = 0; i < input_count; i++) {
-      const cap_node *n = inputs[i]->node;
-      gin[i] = (guard_tensor){(hlo_dtype)n->dtype, n->rank, n->dims};
-    }
-    for (int s = 0; s < static_count; s++)
-      gs[s] = (guard_static){(guard_static_kind)statics[s].kind, statics[s].i, statics[s].f, statics[s].bytes, statics[s].len};
-    cap_entry *hit = NULL;
-    int hit_index = -1, checks = 0;
-    entry_list *list = atomic_load_explicit(&f->list, memory_order_acquire);
-    int count = list ? list->count : 0, first = atomic_load_explicit(&f->mru, memory_order_relaxed);
-    for (int k = -1; k < count && !hit; k++) {
-      int index = k < 0 ? first : count - 1 - k; /* the last hit, then newest first */
-      if (index < 0 || index >= count || (k >= 0 && index == first)) continue;
-      cap_entry *e = list->items[index];
-      checks++;
-      guard_failure failure;
-      if (e->output_count != output_count) { /* asked for another number of outputs: not this entry */
-        if (!have_why) snprintf(why.message, sizeof why.message, "traced with %d outputs, called with %d", e->output_count, output_count);
-        have_why = true;
-        continue;
-      }
-      if (cap_entry_check(e, gin, inputs, input_count, gs, static_count, bindings_buffer, have_why ? &failure : &why)) {
-        hit = e;
-        hit_index = index;
-      } else {
-        have_why = true;
-      }
-    }
-    if (timed) atomic_fetch_add(&f->guard_ns, (cap_now_ns() - start) * GUARD_SAMPLE);
-    atomic_fetch_add(&f->guard_checks, (uint64_t)checks);
-    if (gin != gin_buffer) free(gin);
-    if (gs != gs_buffer) free(gs);
-    if (hit) {
-      if (hit_index != first) atomic_store_explicit(&f->mru, hit_index, memory_order_relaxed);
-      atomic_fetch_add(&f->hits, 1);
-      cap_run_kind kind = CAP_RUN_PLAIN;
-      uint64_t instantiate_ns = 0;
-      latch_status status = cap_entry_run(rt, hit, inputs, seed, bindings_buffer, NULL, outputs, &kind, &instantiate_ns);
-      if (instantiate_ns) atomic_fetch_add(&f->instantiate_ns, instantiate_ns);
-      if (kind == CAP_RUN_SPECIALIZED) atomic_fetch_add(&f->specializations, 1);
-      if (kind == CAP_RUN_INSTANTIATED) atomic_fetch_add(&f->instantiations, 1);
-      if (status != LATCH_OK) release_outputs(outputs, output_count);
-      return status;
-    }
-  }
-  /* A trace. Past the recompile limit it is not kept (the function runs trace-every). */
-  bool keep = f->options.mode == LATCH_TRACE_ONCE && !atomic_load(&f->trace_every);
-  entry_list *current = atomic_load_explicit(&f->list, memory_order_acquire);
-  int entries = current ? current->count : 0;
-  if (keep && entries > 0 && atomic_load(&f->recompiles) >= (uint64_t)f->options.recompile_limit) {
-    keep = false;
-    atomic_store(&f->trace_every, true);
-    if (!atomic_exchange(&f->warned, true))
-      fprintf(stderr,
-              "latch: warning: '%s' reached its recompile limit (%d) and is traced on every call from now on; "
-              "the guard that keeps failing: %s\n",
-              f->name, f->options.recompile_limit, have_why ? why.message : "(none recorded)");
-  }
-  if (!keep) atomic_fetch_add(&f->fallback_calls, f->options.mode == LATCH_TRACE_ONCE);
-  if (keep && entries > 0 && f->log_recompiles)
-    log_recompile(f, atomic_load(&f->recompiles) + 1, &why, have_why, inputs, input_count);
-  atomic_fetch_add(&f->traces, 1);
-  uint64_t start = cap_now_ns();
-  cap_entry *made = NULL;
-  latch_status status = trace_call(f, inputs, input_count, statics, static_count, outputs, output_count, seed, &made,
-                                   keep && f->log_guards);
-  atomic_fetch_add(&f->trace_ns, cap_now_ns() - start);
-  if (!made) return status;
-  if (!keep) {
-    cap_entry_free(rt, made);
-    return status;
-  }
-  pthread_mutex_lock(&f->lock);
-  entry_list *old = atomic_load_explicit(&f->list, memory_order_relaxed);
-  int number = old ? old->count : 0;
-  entry_list *grown = malloc(sizeof *grown + sizeof(cap_entry *) * (size_t)(number + 1));
-  bool added = grown != NULL;
-  if (added) {
-    grown->count = number + 1;
-    grown->older = old;
-    if (number) memcpy(grown->items, old->items, sizeof(cap_entry *) * (size_t)number);
-    grown->items[number] = made;
-    atomic_store_explicit(&f->list, grown, memory_order_release);
-    atomic_store(&f->mru, number);
-  }
-  pthread_mutex_unlock(&f->lock);
-  if (!added) {
-    cap_entry_free(rt, made);
-    return status;
-  }
-  if (number > 0) atomic_fetch_add(&f->recompiles, 1);
-  return status;
+  return call_traced(f, inputs, input_count, statics, static_count, outputs, output_count, seed);
 }

@@ -29,6 +29,10 @@ typedef struct cap_entry_captured {
   latch_tensor *handle; /* retained */
   uint8_t dtype, rank;  /* checked on every call: a weight replaced by another shape misses */
   int64_t dims[HLO_MAX_RANK];
+  /* Its relation to the inputs in the trace, checked on every call (a weight also passed
+   * as an input reads and writes that input's buffer): the input it was passed as (the
+   * same handle), and the first input holding its data (the same node); -1: none. */
+  int passed_as, shares_data_with;
 } cap_entry_captured;
 
 typedef struct cap_tmpl_node {
@@ -59,7 +63,9 @@ typedef struct cap_entry {
   cap_src *params, *outputs;
   struct { int root; cap_src target; } *aliases; /* target: INPUT or CAPTURED */
   cap_entry_captured *captured;
-  int *same_as;                  /* inputs that were one tensor in the trace, or NULL */
+  /* Per input, the first input in the trace holding the same data (node) and the first
+   * passed as the same handle: input i itself when none before it. */
+  int *same_data_as, *same_handle_as;
   /* The inputs' dtypes, ranks and dims in the trace (the automatic shape policy compares
    * a missing call against them). */
   uint8_t *dtypes, *ranks;
@@ -79,7 +85,8 @@ typedef struct cap_entry {
 cap_entry *cap_entry_build(cap_trace *trace, latch_tensor *const *outputs, int output_count,
                            cap_node ***first_params, bool *compiled, latch_status *status);
 void cap_entry_free(latch_runtime *rt, cap_entry *entry);
-/* Whether the call's inputs pass the entry (guards, captured shapes, input sharing). */
+/* Whether the call's inputs pass the entry (guards, captured shapes, and how inputs and
+ * weights share tensors). */
 bool cap_entry_check(const cap_entry *entry, const guard_tensor *inputs, latch_tensor *const *handles, int input_count,
                      const guard_static *statics, int static_count, int64_t *bindings, guard_failure *why);
 /* What a call of an entry did beyond running it. */

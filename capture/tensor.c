@@ -345,7 +345,7 @@ const void *latch_data(latch_tensor *t) { return ensure_ready(t) == LATCH_OK ? t
 
 /* ---- in-place update ---- */
 
-latch_status latch_assign(latch_tensor *dst, latch_tensor *src) {
+static latch_status assign(latch_tensor *dst, latch_tensor *src) {
   if (!dst || !src) {
     cap_set_error("assign: NULL tensor");
     return LATCH_ERR_INPUT;
@@ -398,4 +398,29 @@ latch_status latch_assign(latch_tensor *dst, latch_tensor *src) {
     list_append(cap_ctx_current(), dst);
   }
   return LATCH_OK;
+}
+
+latch_status latch_assign(latch_tensor *dst, latch_tensor *src) {
+  latch_status status = assign(dst, src);
+  cap_trace *trace = cap_ctx_current()->trace;
+  if (status == LATCH_OK && trace) cap_trace_assigned(trace, dst);
+  return status;
+}
+
+void cap_handle_follow(latch_tensor *t, const latch_tensor *from) {
+  cap_node *old = t->node, *node = from->node;
+  if (old == node) return;
+  t->node = cap_node_retain(node);
+  if (node->state == CAP_PENDING && old->state == CAP_READY && !t->alias_of)
+    t->alias_of = old; /* t's own buffer receives the value when it is computed */
+  else
+    cap_node_release(old);
+  if (node->state != CAP_PENDING) { /* nothing left to compute or write back */
+    cap_node_release(t->alias_of);
+    t->alias_of = NULL;
+    cap_list_remove(t);
+  } else if (t->owner != cap_ctx_current()) {
+    cap_list_remove(t);
+    list_append(cap_ctx_current(), t);
+  }
 }

@@ -27,10 +27,18 @@ latch_status cap_trace_begin(cap_trace *trace, latch_runtime *rt, int input_coun
   if (!trace->id) trace->id = atomic_fetch_add(&trace_counter, 1); /* 0 means "no trace" */
   trace->guards = guard_set_new();
   trace->input_count = input_count;
-  trace->inputs = inputs;
+  trace->callers = inputs;
+  trace->inputs = calloc((size_t)input_count + 1, sizeof *trace->inputs);
   trace->input_nodes = calloc((size_t)input_count + 1, sizeof *trace->input_nodes);
   trace->input_dims = calloc((size_t)input_count + 1, sizeof *trace->input_dims);
-  if (!trace->guards || !trace->input_nodes || !trace->input_dims) {
+  bool ok = trace->guards && trace->inputs && trace->input_nodes && trace->input_dims;
+  for (int i = 0; ok && i < input_count; i++) {
+    int first = 0;
+    while (inputs[first] != inputs[i]) first++;
+    trace->inputs[i] = first < i ? latch_retain(trace->inputs[first]) : cap_wrap(rt, cap_node_retain(inputs[i]->node));
+    ok = trace->inputs[i] != NULL;
+  }
+  if (!ok) {
     cap_trace_free(trace);
     cap_set_error("call: out of memory starting a trace");
     return LATCH_ERR_INTERNAL;
@@ -60,8 +68,15 @@ void cap_trace_end(cap_trace *trace) {
   if (ctx->trace == trace) ctx->trace = NULL;
 }
 
+void cap_trace_drop_inputs(cap_trace *trace) {
+  for (int i = 0; trace->inputs && i < trace->input_count; i++) latch_release(trace->inputs[i]);
+  free(trace->inputs);
+  trace->inputs = NULL;
+}
+
 void cap_trace_free(cap_trace *trace) {
   cap_trace_end(trace);
+  cap_trace_drop_inputs(trace);
   guard_set_free(trace->guards);
   for (int i = 0; i < trace->captured_count; i++) latch_release(trace->captured[i].handle);
   cap_node_release(trace->seed);
@@ -131,10 +146,40 @@ static bool is_input_node(const cap_trace *trace, const cap_node *node) {
   return false;
 }
 
+static int caller_index(const cap_trace *trace, const latch_tensor *h) {
+  for (int i = 0; i < trace->input_count; i++)
+    if (trace->callers[i] == h) return i;
+  return -1;
+}
+
+static bool captured_already(const cap_trace *trace, const latch_tensor *h, const cap_node *node) {
+  for (int k = 0; k < trace->captured_count; k++)
+    if (trace->captured[k].handle == h && trace->captured[k].node == node) return true;
+  return false;
+}
+
+static void capture(cap_trace *trace, latch_tensor *h, cap_node *node) {
+  if (captured_already(trace, h, node)) return;
+  if (!grow((void **)&trace->captured, &trace->captured_capacity, trace->captured_count, sizeof(cap_captured))) {
+    trace->failed = true;
+    return;
+  }
+  trace->captured[trace->captured_count++] = (cap_captured){latch_retain(h), node};
+}
+
 void cap_trace_operands(cap_trace *trace, int count, latch_tensor *const *operands) {
   for (int i = 0; i < count; i++) {
     latch_tensor *h = operands[i];
     if (!h) continue;
+    /* The function was given its own handles for its inputs: reaching a caller's handle
+     * means reaching it as a weight. Kept with the value it had when the call began (a
+     * mirrored assignment may already have replaced it), so the entry guards that it
+     * is passed as that input again. */
+    int caller = caller_index(trace, h);
+    if (caller >= 0) {
+      capture(trace, h, trace->input_nodes[caller]);
+      continue;
+    }
     cap_node *node = h->node;
     if (node->state == CAP_ERROR || (node->state == CAP_PENDING && node->trace_id == trace->id)) continue;
     if (node->state == CAP_PENDING) {
@@ -146,15 +191,19 @@ void cap_trace_operands(cap_trace *trace, int count, latch_tensor *const *operan
       }
       node = h->node;
     }
+    /* Another handle onto an input's data is taken as that input: the function's own
+     * handles (latch_cast to the same dtype makes one) cannot be told from a weight that
+     * shares an input's node through another handle. */
     if (is_input_node(trace, node)) continue;
-    bool seen = false;
-    for (int k = 0; k < trace->captured_count && !seen; k++) seen = trace->captured[k].handle == h && trace->captured[k].node == node;
-    if (seen) continue;
-    if (!grow((void **)&trace->captured, &trace->captured_capacity, trace->captured_count, sizeof(cap_captured))) {
-      trace->failed = true;
-      continue;
-    }
-    trace->captured[trace->captured_count++] = (cap_captured){latch_retain(h), node};
+    capture(trace, h, node);
+  }
+}
+
+void cap_trace_assigned(cap_trace *trace, latch_tensor *dst) {
+  for (int i = 0; trace->inputs && i < trace->input_count; i++) {
+    latch_tensor *own = trace->inputs[i], *caller = (latch_tensor *)trace->callers[i];
+    if (dst == own && caller != dst) cap_handle_follow(caller, dst);
+    else if (dst == caller && own != dst) cap_handle_follow(own, dst);
   }
 }
 

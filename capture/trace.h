@@ -23,7 +23,12 @@ typedef struct cap_trace {
   guard_set *guards;
   bool symbolic; /* some input dim is symbolic: infer dims of every new node */
   int input_count;
-  latch_tensor *const *inputs;
+  /* The function is given handles of its own for its inputs (one per distinct caller
+   * handle), so that a caller's handle it reaches another way (a weight also passed as an
+   * input) is told apart and guarded. latch_assign on either one is mirrored onto the
+   * other: to the function they are one tensor, as in eager mode. */
+  latch_tensor **inputs;         /* retained; NULL once dropped */
+  latch_tensor *const *callers;  /* the call's own handles */
   cap_node **input_nodes;        /* what each input held when the trace began */
   guard_expr (*input_dims)[HLO_MAX_RANK];
   guard_expr *dims;              /* symbolic dims of the nodes this trace made */
@@ -42,11 +47,13 @@ typedef struct cap_trace {
 latch_status cap_trace_begin(cap_trace *trace, latch_runtime *rt, int input_count, latch_tensor *const *inputs,
                              const bool *symbolic, const bool *independent);
 void cap_trace_end(cap_trace *trace); /* detaches it from the thread */
+void cap_trace_drop_inputs(cap_trace *trace); /* releases the function's input handles */
 void cap_trace_free(cap_trace *trace);
 
 /* Hooks called by the op and tensor code while a trace is active on this thread. */
 void cap_trace_new_node(cap_trace *trace, cap_node *node);       /* a new PENDING node */
 void cap_trace_operands(cap_trace *trace, int count, latch_tensor *const *operands);
+void cap_trace_assigned(cap_trace *trace, latch_tensor *dst); /* after latch_assign(dst, ...) */
 void cap_trace_value_read(cap_trace *trace, const char *what);
 void cap_trace_dim_read(cap_trace *trace, const cap_node *node, int dim);
 /* The symbolic dims of any node as seen by this trace; its attrs (a slice's start and stop

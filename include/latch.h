@@ -258,7 +258,9 @@ latch_tensor *latch_dropout(latch_tensor *x, double p);
  *   - ops on its inputs, on tensors it creates, and on tensors it reaches through user (model
  *     weights): those are kept by handle, so a weight updated between calls (latch_assign) is
  *     seen by the next call. Their dtypes and dims are checked on every call.
- *   - latch_assign onto an input or a weight: replayed on every call.
+ *   - latch_assign onto an input or a weight: replayed on every call. A weight also passed
+ *     as an input is one tensor with it, as in eager mode; calls that pass it so and calls
+ *     that do not keep separate entries.
  *   - latch_dim / latch_numel: the size read is guarded (specialized). To keep a size
  *     symbolic, use latch_size_of and the latch_size functions below.
  *   - reading a value (latch_read, latch_data, latch_sync, ...) during a trace works, but
@@ -326,7 +328,8 @@ latch_function *latch_function_new_step(latch_runtime *rt, latch_step_fn step, v
 void latch_function_free(latch_function *fn);
 
 /* Runs fn: outputs[0..output_count) receive new references. Thread-safe: many threads may
- * call one function. Inputs still pending are synced first. */
+ * call one function; calls that update a weight in place, and traces, run one at a time
+ * (README, "Traced functions"). Inputs still pending are synced first. */
 latch_status latch_call(latch_function *fn, latch_tensor *const *inputs, int input_count,
                         const latch_static *statics, int static_count, latch_tensor **outputs, int output_count);
 

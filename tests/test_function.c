@@ -450,6 +450,171 @@ static void test_in_place(void) {
   latch_release(w);
 }
 
+/* A weight also passed as an input. Three functions of x and a weight w: one reads w, one
+ * updates w, one updates x. Each runs a sequence of calls, some passing w itself as x, in
+ * every mode; the results must be what the same steps give on the host, with eager
+ * semantics: when x is w they are one tensor, and a write through one is seen through the
+ * other. A trace-once function keeps one entry per way of passing (aliased or not). */
+enum { ALIAS_N = 3, ALIAS_CALLS = 6 };
+
+typedef enum { READS_W, UPDATES_W, UPDATES_X } alias_kind;
+
+typedef struct alias_case {
+  latch_tensor *w;
+  alias_kind kind;
+} alias_case;
+
+static latch_status alias_step(void *user, latch_tensor *const *in, int n, const latch_static *st, int sn,
+                               latch_tensor **out, int on) {
+  (void)n, (void)st, (void)sn, (void)on;
+  alias_case *a = user;
+  latch_tensor *x = in[0], *w = a->w;
+  latch_status status = LATCH_OK;
+  if (a->kind == READS_W) {
+    out[0] = latch_binary(LATCH_ADD, x, w);
+  } else if (a->kind == UPDATES_W) { /* w += x; out = 2x */
+    latch_tensor *sum = latch_binary(LATCH_ADD, w, x), *two = latch_scalar(rt, LATCH_F32, 2);
+    status = latch_assign(w, sum);
+    out[0] = latch_binary(LATCH_MUL, x, two);
+    latch_release(sum);
+    latch_release(two);
+  } else { /* x += 1; out = x * w */
+    latch_tensor *one = latch_scalar(rt, LATCH_F32, 1), *next = latch_binary(LATCH_ADD, x, one);
+    status = latch_assign(x, next);
+    out[0] = latch_binary(LATCH_MUL, x, w);
+    latch_release(one);
+    latch_release(next);
+  }
+  return status;
+}
+
+/* The same step on the host: w and x are updated, out receives the output. */
+static void alias_step_host(alias_kind kind, bool aliased, double *w, double *x, double *out) {
+  for (int k = 0; k < ALIAS_N; k++) {
+    double xk = aliased ? w[k] : x[k];
+    if (kind == READS_W) {
+      out[k] = xk + w[k];
+    } else if (kind == UPDATES_W) {
+      w[k] += xk;
+      if (aliased) xk = w[k];
+      out[k] = 2 * xk;
+    } else {
+      xk += 1;
+      if (aliased) w[k] = xk;
+      out[k] = xk * w[k];
+    }
+    x[k] = xk;
+  }
+}
+
+static void run_alias_sequence(alias_kind kind, latch_trace_mode mode, const bool *aliased) {
+  alias_case a = {fu_ramp(rt, 1, FDIMS(ALIAS_N), 1, 1), kind}; /* 1 2 3 */
+  double w[ALIAS_N] = {1, 2, 3};
+  latch_function *f = make(alias_step, &a, mode, LATCH_SHAPES_AUTOMATIC, 0, NULL);
+  int wrong = 0;
+  for (int c = 0; c < ALIAS_CALLS; c++) {
+    latch_tensor *x = aliased[c] ? latch_retain(a.w) : fu_ramp(rt, 1, FDIMS(ALIAS_N), 0.5, c), *out = NULL;
+    double x_want[ALIAS_N], out_want[ALIAS_N];
+    for (int k = 0; k < ALIAS_N; k++) x_want[k] = c + 0.5 * k;
+    alias_step_host(kind, aliased[c], w, x_want, out_want);
+    latch_status status = latch_call(f, &x, 1, NULL, 0, &out, 1);
+    CHECK_MSG(status == LATCH_OK, "kind %d mode %d call %d: %s", kind, mode, c, latch_last_error());
+    double *got = fu_read(out), *got_w = fu_read(a.w), *got_x = fu_read(x);
+    CHECK(got && got_w && got_x);
+    for (int k = 0; got && got_w && got_x && k < ALIAS_N; k++)
+      wrong += got[k] != out_want[k] || got_w[k] != w[k] || got_x[k] != x_want[k];
+    CHECK_MSG(wrong == 0, "kind %d mode %d call %d (%s): out %g want %g, w %g want %g", kind, mode, c,
+              aliased[c] ? "w passed as x" : "x apart", got ? got[0] : NAN, out_want[0], got_w ? got_w[0] : NAN, w[0]);
+    free(got);
+    free(got_w);
+    free(got_x);
+    latch_release(out);
+    latch_release(x);
+    if (wrong) break;
+  }
+  if (mode == LATCH_TRACE_ONCE) {
+    latch_function_stats s = stats_of(f);
+    CHECK_EQ_INT(s.traces, 2);
+    CHECK_EQ_INT(s.entries, 2);
+    CHECK_EQ_INT(s.hits, ALIAS_CALLS - 2);
+  }
+  latch_function_free(f);
+  latch_release(a.w);
+}
+
+static void test_weight_passed_as_input(void) {
+  /* Traced aliased first, then apart, and the other way round; hits of both after. */
+  static const bool aliased_first[ALIAS_CALLS] = {true, false, false, true, true, false};
+  static const bool apart_first[ALIAS_CALLS] = {false, true, true, false, false, true};
+  latch_trace_mode modes[3] = {LATCH_TRACE_ONCE, LATCH_TRACE_EVERY, LATCH_TRACE_EAGER};
+  for (int kind = READS_W; kind <= UPDATES_X; kind++)
+    for (int m = 0; m < 3; m++) {
+      run_alias_sequence((alias_kind)kind, modes[m], aliased_first);
+      run_alias_sequence((alias_kind)kind, modes[m], apart_first);
+    }
+}
+
+/* Two inputs that are one tensor in some calls, with an in-place update of the first:
+ * f(x, y): x *= 2; out = x + y. */
+static latch_status double_first(void *user, latch_tensor *const *in, int n, const latch_static *st, int sn,
+                                 latch_tensor **out, int on) {
+  (void)user, (void)n, (void)st, (void)sn, (void)on;
+  latch_tensor *two = latch_scalar(rt, LATCH_F32, 2), *doubled = latch_binary(LATCH_MUL, in[0], two);
+  latch_status status = latch_assign(in[0], doubled);
+  out[0] = latch_binary(LATCH_ADD, in[0], in[1]);
+  latch_release(two);
+  latch_release(doubled);
+  return status;
+}
+
+static void test_inputs_passed_twice(void) {
+  latch_function *f = make(double_first, NULL, LATCH_TRACE_ONCE, LATCH_SHAPES_AUTOMATIC, 0, NULL);
+  static const bool twice[4] = {false, true, false, true};
+  for (int c = 0; c < 4; c++) {
+    latch_tensor *x = fu_ramp(rt, 1, FDIMS(2), 1, 1), *y = twice[c] ? latch_retain(x) : fu_ramp(rt, 1, FDIMS(2), 0, 10);
+    latch_tensor *in[2] = {x, y}, *out = NULL;
+    CHECK_EQ_INT(latch_call(f, in, 2, NULL, 0, &out, 1), LATCH_OK);
+    double *v = fu_read(out);
+    /* x = 1 2 -> 2 4; y is x (4 8) or 10 10 */
+    CHECK(v && v[0] == (twice[c] ? 4 : 12) && v[1] == (twice[c] ? 8 : 14));
+    free(v);
+    latch_release(out);
+    latch_release(x);
+    latch_release(y);
+  }
+  CHECK_EQ_INT(stats_of(f).entries, 2);
+  CHECK_EQ_INT(stats_of(f).hits, 2);
+  latch_function_free(f);
+}
+
+/* A handle of the function's own onto an input's data (a cast to the same dtype) is that
+ * input, not a weight: calls with other inputs hit. out = cast(x) + 1. */
+static latch_status cast_plus_one(void *user, latch_tensor *const *in, int n, const latch_static *st, int sn,
+                                  latch_tensor **out, int on) {
+  (void)user, (void)n, (void)st, (void)sn, (void)on;
+  latch_tensor *same = latch_cast(in[0], LATCH_F32), *one = latch_scalar(rt, LATCH_F32, 1);
+  out[0] = latch_binary(LATCH_ADD, same, one);
+  latch_release(same);
+  latch_release(one);
+  return LATCH_OK;
+}
+
+static void test_own_handle_onto_input(void) {
+  latch_function *f = make(cast_plus_one, NULL, LATCH_TRACE_ONCE, LATCH_SHAPES_AUTOMATIC, 0, NULL);
+  for (int c = 0; c < 3; c++) {
+    latch_tensor *x = fu_ramp(rt, 1, FDIMS(2), 1, c), *out = NULL;
+    CHECK_EQ_INT(latch_call(f, &x, 1, NULL, 0, &out, 1), LATCH_OK);
+    double *v = fu_read(out);
+    CHECK(v && v[0] == c + 1 && v[1] == c + 2);
+    free(v);
+    latch_release(out);
+    latch_release(x);
+  }
+  CHECK_EQ_INT(stats_of(f).traces, 1);
+  CHECK_EQ_INT(stats_of(f).hits, 2);
+  latch_function_free(f);
+}
+
 /* Random numbers: out = uniform like x, and dropout of x. */
 static latch_status random_step(void *user, latch_tensor *const *in, int n, const latch_static *st, int sn,
                                 latch_tensor **out, int on) {
@@ -739,6 +904,9 @@ int main(void) {
   RUN(test_value_read);
   RUN(test_in_place);
   RUN(test_write_only_weight);
+  RUN(test_weight_passed_as_input);
+  RUN(test_inputs_passed_twice);
+  RUN(test_own_handle_onto_input);
   RUN(test_random);
   RUN(test_limit);
   RUN(test_logs);

@@ -1,9 +1,11 @@
 /* Several threads calling one traced function at once (run under ThreadSanitizer by
  * `make tsan`): batch sizes vary per call, so threads race on traces, on adding entries, on
  * the symbolic entry's specializations and on hits; every result is checked against a host
- * computation. */
+ * computation. Then the races of issue 4: a weight updated in place by many calls at once,
+ * and threads that all miss on the same inputs at the same moment. */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "function_util.h"
 
@@ -81,9 +83,177 @@ static void test_threads(void) {
   latch_release(w);
 }
 
+/* ---- a weight updated in place by concurrent calls ----
+ * step: w += x; out = w * 1 (the value this call left). Calls of one function that update a
+ * weight run one at a time, so with x = 1 every call sees a different w: the outputs are
+ * exactly 1 .. THREADS * UPDATES (no lost or repeated update) and w ends at their count. */
+
+enum { UPDATES = 25, WIDTH = 4 };
+
+typedef struct race {
+  latch_function *fn;
+  latch_tensor *weight;
+  pthread_barrier_t start;
+  float seen[THREADS * UPDATES]; /* each call's output, element 0 */
+  int bad[THREADS];
+} race;
+
+static latch_status add_into_weight(void *user, latch_tensor *const *in, int n, latch_tensor **out, int on) {
+  (void)n, (void)on;
+  race *r = user;
+  latch_tensor *sum = latch_binary(LATCH_ADD, r->weight, in[0]), *one = latch_scalar(rt, LATCH_F32, 1);
+  latch_status status = latch_assign(r->weight, sum);
+  out[0] = latch_binary(LATCH_MUL, r->weight, one);
+  latch_release(sum);
+  latch_release(one);
+  return status;
+}
+
+typedef struct worker_arg {
+  race *race;
+  int id;
+} worker_arg;
+
+static void *update_worker(void *arg) {
+  worker_arg *a = arg;
+  race *r = a->race;
+  float ones[WIDTH] = {1, 1, 1, 1};
+  pthread_barrier_wait(&r->start); /* the first call of every thread at once: they race the trace */
+  for (int c = 0; c < UPDATES; c++) {
+    latch_tensor *x = latch_from_host(rt, LATCH_F32, 1, FDIMS(WIDTH), ones), *out = NULL;
+    float got[WIDTH] = {0};
+    if (latch_call(r->fn, &x, 1, NULL, 0, &out, 1) != LATCH_OK || latch_read(out, got, sizeof got) != LATCH_OK) {
+      r->bad[a->id]++;
+    } else {
+      for (int k = 1; k < WIDTH; k++) r->bad[a->id] += got[k] != got[0]; /* one update, not parts of two */
+      r->seen[a->id * UPDATES + c] = got[0];
+    }
+    latch_release(out);
+    latch_release(x);
+  }
+  return NULL;
+}
+
+static int compare_floats(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+static void test_weight_updates(void) {
+  static race r;
+  memset(&r, 0, sizeof r);
+  float zeros[WIDTH] = {0};
+  r.weight = latch_from_host(rt, LATCH_F32, 1, FDIMS(WIDTH), zeros);
+  r.fn = latch_function_new_step(rt, add_into_weight, &r, NULL);
+  pthread_barrier_init(&r.start, NULL, THREADS);
+  pthread_t threads[THREADS];
+  worker_arg args[THREADS];
+  for (int t = 0; t < THREADS; t++) {
+    args[t] = (worker_arg){&r, t};
+    pthread_create(&threads[t], NULL, update_worker, &args[t]);
+  }
+  for (int t = 0; t < THREADS; t++) pthread_join(threads[t], NULL);
+  pthread_barrier_destroy(&r.start);
+  int bad = 0;
+  for (int t = 0; t < THREADS; t++) bad += r.bad[t];
+  CHECK_EQ_INT(bad, 0);
+  qsort(r.seen, THREADS * UPDATES, sizeof(float), compare_floats);
+  int out_of_place = 0;
+  for (int k = 0; k < THREADS * UPDATES; k++) out_of_place += r.seen[k] != (float)(k + 1);
+  CHECK_EQ_INT(out_of_place, 0);
+  double *w = fu_read(r.weight);
+  CHECK(w != NULL);
+  for (int k = 0; w && k < WIDTH; k++) CHECK_EQ_INT(w[k], THREADS * UPDATES);
+  free(w);
+  latch_function_stats s;
+  latch_function_get_stats(r.fn, &s);
+  CHECK_EQ_INT(s.traces, 1);
+  CHECK_EQ_INT(s.entries, 1);
+  CHECK_EQ_INT(s.hits, THREADS * UPDATES - 1);
+  latch_function_free(r.fn);
+  latch_release(r.weight);
+}
+
+/* ---- threads missing at once ----
+ * A fresh function, every thread's first call at the same moment with the same shape: one
+ * trace, one entry, the other calls hit it. Rounds on fresh functions give the threads
+ * several chances to overlap; the function updates no weight, so hits share the lock. */
+
+enum { ROUNDS = 8 };
+
+typedef struct miss_race {
+  latch_function *fn;
+  latch_tensor *weight; /* 0.5 each */
+  pthread_barrier_t start;
+  int bad[THREADS];
+} miss_race;
+
+static latch_status scale_and_shift(void *user, latch_tensor *const *in, int n, latch_tensor **out, int on) {
+  (void)n, (void)on;
+  miss_race *m = user;
+  latch_tensor *scaled = latch_binary(LATCH_MUL, in[0], m->weight), *one = latch_scalar(rt, LATCH_F32, 1);
+  out[0] = latch_binary(LATCH_ADD, scaled, one);
+  latch_release(scaled);
+  latch_release(one);
+  return LATCH_OK;
+}
+
+typedef struct miss_arg {
+  miss_race *race;
+  int id;
+} miss_arg;
+
+static void *miss_worker(void *arg) {
+  miss_arg *a = arg;
+  miss_race *m = a->race;
+  float x[WIDTH], got[WIDTH];
+  for (int k = 0; k < WIDTH; k++) x[k] = (float)(a->id * WIDTH + k);
+  latch_tensor *in = latch_from_host(rt, LATCH_F32, 1, FDIMS(WIDTH), x), *out = NULL;
+  pthread_barrier_wait(&m->start);
+  if (latch_call(m->fn, &in, 1, NULL, 0, &out, 1) != LATCH_OK || latch_read(out, got, sizeof got) != LATCH_OK)
+    m->bad[a->id]++;
+  else
+    for (int k = 0; k < WIDTH; k++) m->bad[a->id] += got[k] != x[k] * 0.5f + 1;
+  latch_release(out);
+  latch_release(in);
+  return NULL;
+}
+
+static void test_missing_at_once(void) {
+  float halves[WIDTH] = {0.5f, 0.5f, 0.5f, 0.5f};
+  for (int round = 0; round < ROUNDS; round++) {
+    static miss_race m;
+    memset(&m, 0, sizeof m);
+    m.weight = latch_from_host(rt, LATCH_F32, 1, FDIMS(WIDTH), halves);
+    m.fn = latch_function_new_step(rt, scale_and_shift, &m, NULL);
+    pthread_barrier_init(&m.start, NULL, THREADS);
+    pthread_t threads[THREADS];
+    miss_arg args[THREADS];
+    for (int t = 0; t < THREADS; t++) {
+      args[t] = (miss_arg){&m, t};
+      pthread_create(&threads[t], NULL, miss_worker, &args[t]);
+    }
+    for (int t = 0; t < THREADS; t++) pthread_join(threads[t], NULL);
+    pthread_barrier_destroy(&m.start);
+    int bad = 0;
+    for (int t = 0; t < THREADS; t++) bad += m.bad[t];
+    CHECK_EQ_INT(bad, 0);
+    latch_function_stats s;
+    latch_function_get_stats(m.fn, &s);
+    CHECK_EQ_INT(s.calls, THREADS);
+    CHECK_EQ_INT(s.traces, 1);
+    CHECK_EQ_INT(s.entries, 1);
+    CHECK_EQ_INT(s.hits, THREADS - 1);
+    latch_function_free(m.fn);
+    latch_release(m.weight);
+  }
+}
+
 int main(void) {
   rt = fu_open();
   RUN(test_threads);
+  RUN(test_weight_updates);
+  RUN(test_missing_at_once);
   latch_close(rt);
   return TEST_REPORT();
 }
