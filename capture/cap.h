@@ -125,6 +125,7 @@ struct latch_tensor {
   cap_node *alias_of; /* the READY node whose buffer an in-place update writes back to */
   cap_ctx *owner;     /* the list it is in, or NULL */
   latch_tensor *prev, *next;
+  uint32_t made_in_trace; /* the id of the trace that made this handle, or 0 */
 };
 
 typedef struct cap_exe {

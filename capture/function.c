@@ -331,6 +331,10 @@ static latch_status trace_call(latch_function *f, latch_tensor *const *inputs, i
        * entry returns, like a weight. */
       if (cap_sync_nodes(rt, 1, &n, &outputs[j]) != LATCH_OK) trace.failed = true;
       else cap_trace_operands(&trace, 1, &outputs[j]);
+    } else if (n && n->state == CAP_READY && outputs[j]->made_in_trace != trace.id) {
+      /* A weight returned as is: later calls return the weight's value then, not the
+       * value it had during the trace. Data the function made itself stays a constant. */
+      cap_trace_operands(&trace, 1, &outputs[j]);
     }
     if (!outputs[j]) {
       cap_set_error("call: '%s' left output %d NULL", f->name, j);

@@ -58,8 +58,9 @@ latch_tensor *cap_wrap(latch_runtime *rt, cap_node *node) {
   t->alias_of = NULL;
   t->owner = NULL;
   t->prev = t->next = NULL;
+  cap_ctx *ctx = cap_ctx_current();
+  t->made_in_trace = ctx->trace ? ctx->trace->id : 0;
   if (node->state == CAP_PENDING) {
-    cap_ctx *ctx = cap_ctx_current();
     ctx->ops_traced++;
     if (ctx->trace) cap_trace_new_node(ctx->trace, node);
     if (rt && (rt->options.eager || ctx->eager)) cap_sync_nodes(rt, 1, &node, &t);

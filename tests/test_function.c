@@ -393,6 +393,44 @@ static void test_write_only_weight(void) {
   latch_release(counter);
 }
 
+/* out[0] = x + 1, out[1] = the weight in user as is, out[2] = data the function makes. */
+static latch_status returns_weight(void *user, latch_tensor *const *in, int n, const latch_static *st, int sn,
+                                   latch_tensor **out, int on) {
+  (void)n, (void)st, (void)sn, (void)on;
+  latch_tensor *one = latch_scalar(rt, LATCH_F32, 1);
+  out[0] = latch_binary(LATCH_ADD, in[0], one);
+  out[1] = latch_retain(*(latch_tensor **)user);
+  out[2] = fu_ramp(rt, 1, FDIMS(3), 10, 7);
+  latch_release(one);
+  return LATCH_OK;
+}
+
+/* A weight returned without being used in any op is still a weight: a call returns what it
+ * holds then, after the caller replaced its value, not the value the trace saw. */
+static void test_weight_returned_as_is(void) {
+  latch_tensor *w = fu_ramp(rt, 1, FDIMS(2), 1, 0);
+  latch_function *f = make(returns_weight, &w, LATCH_TRACE_ONCE, LATCH_SHAPES_AUTOMATIC, 0, NULL);
+  for (int k = 0; k < 3; k++) {
+    latch_tensor *x = fu_ramp(rt, 1, FDIMS(2), 0, k), *out[3] = {NULL, NULL, NULL};
+    CHECK_EQ_INT(latch_call(f, &x, 1, NULL, 0, out, 3), LATCH_OK);
+    double *sum = fu_read(out[0]), *weight = fu_read(out[1]), *own = fu_read(out[2]);
+    CHECK(sum && sum[0] == k + 1 && sum[1] == k + 1);
+    CHECK(weight && weight[0] == 100 * k && weight[1] == 100 * k + 1);
+    CHECK(own && own[0] == 7 && own[1] == 17 && own[2] == 27);
+    free(sum), free(weight), free(own);
+    for (int j = 0; j < 3; j++) latch_release(out[j]);
+    latch_release(x);
+    /* the caller gives the weight a new value between calls: w = ramp + 100 * (k + 1) */
+    latch_tensor *next = fu_ramp(rt, 1, FDIMS(2), 1, 100 * (k + 1));
+    CHECK_EQ_INT(latch_assign(w, next), LATCH_OK);
+    latch_release(next);
+  }
+  CHECK_EQ_INT(stats_of(f).traces, 1);
+  CHECK_EQ_INT(stats_of(f).hits, 2);
+  latch_function_free(f);
+  latch_release(w);
+}
+
 /* In place: x += 1 (an input), w *= 0.5 (a weight in user), out = x * w. */
 static latch_status step_in_place(void *user, latch_tensor *const *in, int n, const latch_static *st, int sn,
                                   latch_tensor **out, int on) {
@@ -904,6 +942,7 @@ int main(void) {
   RUN(test_value_read);
   RUN(test_in_place);
   RUN(test_write_only_weight);
+  RUN(test_weight_returned_as_is);
   RUN(test_weight_passed_as_input);
   RUN(test_inputs_passed_twice);
   RUN(test_own_handle_onto_input);
