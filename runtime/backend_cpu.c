@@ -144,6 +144,29 @@ static hlo_status check_args(const hlo_comp *entry, rt_value *const *args, int a
   return HLO_OK;
 }
 
+/* A fast step with a tuple result writes each element into its own buffer; the tuple itself
+ * is never a value (only its PART steps read it), so it lives on the stack for the call. */
+static hlo_status run_parts(const rt_cpu_step *step, char *arena, rt_value **ops, rt_eval *eval) {
+  enum { MAX_PARTS = 8 };
+  const hlo_instr *instr = step->instr;
+  rt_value part_cells[MAX_PARTS];
+  rt_value *parts[MAX_PARTS];
+  if (step->part_count > MAX_PARTS)
+    return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "%%%s: %d tuple elements", instr->name, step->part_count);
+  for (int p = 0; p < step->part_count; p++) {
+    const hlo_shape *shape = &instr->shape.tuple[p];
+    part_cells[p] = (rt_value){.refcount = 1, .data = arena + step->part_offsets[p]};
+    part_cells[p].shape = hlo_shape_make(shape->dtype, shape->rank, shape->dims);
+    part_cells[p].count = hlo_shape_elements(&part_cells[p].shape);
+    parts[p] = &part_cells[p];
+  }
+  rt_value tuple = {.refcount = 1, .shape = {.dtype = HLO_TUPLE}, .tuple_count = step->part_count, .tuple = parts};
+  if (!step->fast(instr, (const rt_value *const *)ops, &tuple))
+    return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in %s %%%s", hlo_opcode_name(instr->opcode),
+                        instr->name);
+  return HLO_OK;
+}
+
 static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char *arena,
                            rt_value *const *args, rt_value **ops, rt_eval *eval) {
   const hlo_instr *instr = step->instr;
@@ -193,7 +216,11 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
       c->owned = true;
       break;
     }
+    case RT_STEP_PART:
+      set_view(c, &instr->shape, arena + step->offset);
+      break;
     case RT_STEP_FAST:
+      if (step->part_count) return run_parts(step, arena, ops, eval);
       if (step->output) {
         c->value = rt_value_new(&instr->shape);
         if (!c->value)
@@ -202,7 +229,10 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
       } else {
         set_view(c, &instr->shape, arena + step->offset);
       }
-      if (!step->fast(instr, (const rt_value *const *)ops, c->value))
+      bool ok = step->fast_scratch
+                    ? step->fast_scratch(instr, (const rt_value *const *)ops, c->value, arena + step->scratch_offset)
+                    : step->fast(instr, (const rt_value *const *)ops, c->value);
+      if (!ok)
         return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in %s %%%s",
                             hlo_opcode_name(instr->opcode), instr->name);
       break;
