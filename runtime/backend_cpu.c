@@ -32,11 +32,22 @@ struct rt_executable {
   _Atomic(char *) spare;
 };
 
+/* Values and arenas executes have allocated, process-wide; tests read it to check that an
+ * execute allocates what its plan says (arena, results, the reference path's values) and
+ * nothing per step. */
+static _Atomic int64_t allocations;
+
+int64_t rt_cpu_allocation_count(void) { return atomic_load(&allocations); }
+
+static void counted(int64_t count) { atomic_fetch_add(&allocations, count); }
+
 static char *take_arena(rt_executable *exe) {
   int64_t bytes = exe->plan->arena_bytes;
   if (!bytes) return NULL;
   char *arena = atomic_exchange(&exe->spare, NULL);
-  return arena ? arena : aligned_alloc(64, (size_t)bytes);
+  if (arena) return arena;
+  counted(1);
+  return aligned_alloc(64, (size_t)bytes);
 }
 
 static void give_arena(rt_executable *exe, char *arena) {
@@ -120,6 +131,7 @@ static rt_value *detach(const cell *cells, int count, rt_value *value) {
 /* An owned value for the caller: owned cells are passed on, views copied. */
 static rt_value *hand_out(cell *c) {
   if (c->owned) return rt_value_retain(c->value);
+  counted(1);
   return rt_value_copy(c->value);
 }
 
@@ -178,6 +190,7 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
       if (arg->shape.dtype == HLO_TUPLE) { /* copied: the caller's elements are not ours to retain */
         c->value = rt_value_copy(arg);
         c->owned = true;
+        counted(1);
         break;
       }
       set_view(c, &arg->shape, arg->data);
@@ -209,6 +222,7 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
         ok = ok && elements[k];
       }
       c->value = ok ? rt_value_new_tuple(instr->operand_count, elements) : NULL;
+      counted(1);
       if (!c->value)
         for (int k = 0; k < instr->operand_count; k++) rt_value_release(elements[k]);
       free(elements);
@@ -223,6 +237,7 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
       if (step->part_count) return run_parts(step, arena, ops, eval);
       if (step->output) {
         c->value = rt_value_new(&instr->shape);
+        counted(1);
         if (!c->value)
           return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory for the result of %%%s", instr->name);
         c->owned = true;
@@ -238,6 +253,7 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
       break;
     case RT_STEP_SLOW: {
       rt_value *out = NULL;
+      counted(1);
       hlo_status status = step->slow(eval, instr, ops, &out);
       if (status != HLO_OK) {
         rt_value_release(out);

@@ -90,6 +90,11 @@ typedef struct rt_cpu_plan {
 rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, hlo_diag *diag);
 void rt_cpu_plan_free(rt_cpu_plan *plan);
 
+/* Allocations made by cpu executes so far, process-wide: fresh arenas, the entry's results,
+ * values of the reference path and tuples (a reference kernel counts once, whatever it
+ * allocates inside). For tests. */
+int64_t rt_cpu_allocation_count(void);
+
 /* Shared loop helpers. */
 static inline float rt_cpu_half_load(hlo_dtype dtype, uint16_t bits) {
   return dtype == HLO_F16 ? hlo_f16_to_f32(bits) : hlo_bf16_to_f32(bits);
