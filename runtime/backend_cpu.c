@@ -41,13 +41,16 @@ int64_t rt_cpu_allocation_count(void) { return atomic_load(&allocations); }
 
 static void counted(int64_t count) { atomic_fetch_add(&allocations, count); }
 
+static char *new_arena(int64_t bytes) {
+  counted(1);
+  return aligned_alloc(64, (size_t)bytes);
+}
+
 static char *take_arena(rt_executable *exe) {
   int64_t bytes = exe->plan->arena_bytes;
   if (!bytes) return NULL;
   char *arena = atomic_exchange(&exe->spare, NULL);
-  if (arena) return arena;
-  counted(1);
-  return aligned_alloc(64, (size_t)bytes);
+  return arena ? arena : new_arena(bytes);
 }
 
 static void give_arena(rt_executable *exe, char *arena) {
