@@ -81,6 +81,7 @@ typedef struct rt_cpu_plan {
   int64_t arena_bytes;  /* all reused buffers together */
   int64_t buffer_count; /* distinct buffers after reuse (for tests and reports) */
   int64_t buffer_bytes; /* all buffers and scratch before reuse (for reports) */
+  int64_t peak_live_bytes; /* the most bytes live at one step: the least any arena could be */
   int max_operands;
   bool dynamic;         /* some shape is dynamic: every step takes the reference path */
 } rt_cpu_plan;

@@ -354,6 +354,25 @@ static bool list_frees(rt_cpu_plan *plan, const liveness *l) {
   return ok;
 }
 
+/* The most bytes live at one step: no placement can use a smaller arena, so it says how
+ * close first fit came. */
+static bool peak_live_bytes(const block *blocks, int count, int n, int64_t *peak) {
+  int64_t *change = calloc((size_t)n + 2, sizeof(int64_t));
+  if (!change) return false;
+  for (int b = 0; b < count; b++) {
+    change[blocks[b].first] += blocks[b].size;
+    change[blocks[b].last + 1] -= blocks[b].size;
+  }
+  int64_t live = 0;
+  *peak = 0;
+  for (int i = 0; i <= n; i++) {
+    live += change[i];
+    if (live > *peak) *peak = live;
+  }
+  free(change);
+  return true;
+}
+
 /* Arena offsets for every buffer and scratch block. */
 static bool place(rt_cpu_plan *plan, const liveness *l) {
   block *blocks = malloc(sizeof(block) * (size_t)(l->storage_count + l->n + 1));
@@ -366,6 +385,10 @@ static bool place(rt_cpu_plan *plan, const liveness *l) {
     if (plan->steps[i].fast_scratch)
       blocks[count++] = (block){.storage = -1 - i, .first = i, .last = i, .size = aligned(plan->steps[i].scratch_bytes)};
   for (int b = 0; b < count; b++) plan->buffer_bytes += blocks[b].size;
+  if (!peak_live_bytes(blocks, count, l->n, &plan->peak_live_bytes)) {
+    free(blocks);
+    return false;
+  }
   if (!place_blocks(blocks, count, &plan->arena_bytes, &plan->buffer_count)) {
     free(blocks);
     return false;

@@ -181,7 +181,10 @@ static void test_planned_steps(void) {
 static void test_arena_smaller_than_buffers(void) {
   hlo_module *module;
   rt_cpu_plan *plan = plan_of(training_step, &module);
-  if (plan) CHECK_MSG(plan->arena_bytes < plan->buffer_bytes, "%lld >= %lld", (long long)plan->arena_bytes, (long long)plan->buffer_bytes);
+  if (plan) {
+    CHECK_MSG(plan->arena_bytes < plan->buffer_bytes, "%lld >= %lld", (long long)plan->arena_bytes, (long long)plan->buffer_bytes);
+    CHECK(plan->peak_live_bytes <= plan->arena_bytes); /* no placement beats the live bytes */
+  }
   rt_cpu_plan_free(plan);
   hlo_module_free(module);
 }
