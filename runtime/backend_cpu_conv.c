@@ -9,7 +9,13 @@
  * depthwise convolution (one input feature per group, few outputs) has no product worth
  * BLAS: its taps are summed straight from the gather table instead.
  * Groups follow XLA: feature groups split input and output features; batch groups split the
- * input batch and the output features. (batch, group) pairs are the parallel items.
+ * input batch and the output features. (batch, group) pairs are the parallel items, run in
+ * at most one chunk per thread, each chunk with its own column matrix.
+ *
+ * The copies to canonical order, the result before its store and the column matrices live
+ * in scratch the plan sized from the shapes (conv_setup) and placed in the arena: the
+ * kernel allocates nothing. Called without a plan (rt_cpu_pick_conv) it allocates that
+ * scratch itself.
  *
  * Zero times a finite weight adds nothing, so this equals the reference's rule of skipping
  * padded taps; a kernel holding inf or NaN would turn those zeros into NaN, so such a

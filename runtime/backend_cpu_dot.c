@@ -1,7 +1,8 @@
 /* dot through BLAS. Operands are seen as [batch][M][K] and [batch][K][N] (or [batch][N][K],
- * passed with the transpose flag instead of copied); rt_work_view from the reference
+ * passed with the transpose flag instead of copied); rt_work_view_into from the reference
  * kernels makes the packing copy only when an operand is not already in one of those
- * orders, and converts f16/bf16 to f32 (the result is rounded once on store). The result's
+ * orders, and converts f16/bf16 to f32 (the result is rounded once on store); copies and
+ * an unstored result go in the step's planned scratch (dot_setup sizes it). The result's
  * dims are [batch, lhs free, rhs free]: row-major [batch][M][N] already. lhs as [batch][K][M]
  * goes by the transpose flag as well. Each (batch, block
  * of 64 rows) is one sgemm/dgemm call and one item of the parallel loop, with OpenBLAS
