@@ -38,18 +38,24 @@ void hlo_sb_append(hlo_strbuf *sb, const char *text, size_t len) {
 
 void hlo_sb_puts(hlo_strbuf *sb, const char *text) { hlo_sb_append(sb, text, strlen(text)); }
 
+/* Formats straight into the spare capacity, and only when that is too short grows the
+ * buffer and formats again: printing a module (which every compile does, to clone it) made
+ * half its formatting calls only to measure. */
 void hlo_sb_printf(hlo_strbuf *sb, const char *format, ...) {
+  reserve(sb, 64);
   va_list args;
   va_start(args, format);
   va_list again;
   va_copy(again, args);
-  int needed = vsnprintf(NULL, 0, format, args);
+  size_t room = sb->cap - sb->len;
+  int needed = vsnprintf(sb->data + sb->len, room, format, args);
   va_end(args);
-  if (needed > 0) {
+  if (needed > 0 && (size_t)needed >= room) {
     reserve(sb, (size_t)needed);
     vsnprintf(sb->data + sb->len, (size_t)needed + 1, format, again);
-    sb->len += (size_t)needed;
   }
+  if (needed > 0) sb->len += (size_t)needed;
+  sb->data[sb->len] = 0;
   va_end(again);
 }
 

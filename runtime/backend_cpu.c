@@ -32,11 +32,25 @@ struct rt_executable {
   _Atomic(char *) spare;
 };
 
+/* Values and arenas executes have allocated, process-wide; tests read it to check that an
+ * execute allocates what its plan says (arena, results, the reference path's values) and
+ * nothing per step. */
+static _Atomic int64_t allocations;
+
+int64_t rt_cpu_allocation_count(void) { return atomic_load(&allocations); }
+
+static void counted(int64_t count) { atomic_fetch_add(&allocations, count); }
+
+static char *new_arena(int64_t bytes) {
+  counted(1);
+  return aligned_alloc(64, (size_t)bytes);
+}
+
 static char *take_arena(rt_executable *exe) {
   int64_t bytes = exe->plan->arena_bytes;
   if (!bytes) return NULL;
   char *arena = atomic_exchange(&exe->spare, NULL);
-  return arena ? arena : aligned_alloc(64, (size_t)bytes);
+  return arena ? arena : new_arena(bytes);
 }
 
 static void give_arena(rt_executable *exe, char *arena) {
@@ -120,6 +134,7 @@ static rt_value *detach(const cell *cells, int count, rt_value *value) {
 /* An owned value for the caller: owned cells are passed on, views copied. */
 static rt_value *hand_out(cell *c) {
   if (c->owned) return rt_value_retain(c->value);
+  counted(1);
   return rt_value_copy(c->value);
 }
 
@@ -144,6 +159,29 @@ static hlo_status check_args(const hlo_comp *entry, rt_value *const *args, int a
   return HLO_OK;
 }
 
+/* A fast step with a tuple result writes each element into its own buffer; the tuple itself
+ * is never a value (only its PART steps read it), so it lives on the stack for the call. */
+static hlo_status run_parts(const rt_cpu_step *step, char *arena, rt_value **ops, rt_eval *eval) {
+  enum { MAX_PARTS = 8 };
+  const hlo_instr *instr = step->instr;
+  rt_value part_cells[MAX_PARTS];
+  rt_value *parts[MAX_PARTS];
+  if (step->part_count > MAX_PARTS)
+    return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "%%%s: %d tuple elements", instr->name, step->part_count);
+  for (int p = 0; p < step->part_count; p++) {
+    const hlo_shape *shape = &instr->shape.tuple[p];
+    part_cells[p] = (rt_value){.refcount = 1, .data = arena + step->part_offsets[p]};
+    part_cells[p].shape = hlo_shape_make(shape->dtype, shape->rank, shape->dims);
+    part_cells[p].count = hlo_shape_elements(&part_cells[p].shape);
+    parts[p] = &part_cells[p];
+  }
+  rt_value tuple = {.refcount = 1, .shape = {.dtype = HLO_TUPLE}, .tuple_count = step->part_count, .tuple = parts};
+  if (!step->fast(instr, (const rt_value *const *)ops, &tuple))
+    return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in %s %%%s", hlo_opcode_name(instr->opcode),
+                        instr->name);
+  return HLO_OK;
+}
+
 static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char *arena,
                            rt_value *const *args, rt_value **ops, rt_eval *eval) {
   const hlo_instr *instr = step->instr;
@@ -155,6 +193,7 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
       if (arg->shape.dtype == HLO_TUPLE) { /* copied: the caller's elements are not ours to retain */
         c->value = rt_value_copy(arg);
         c->owned = true;
+        counted(1);
         break;
       }
       set_view(c, &arg->shape, arg->data);
@@ -186,6 +225,7 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
         ok = ok && elements[k];
       }
       c->value = ok ? rt_value_new_tuple(instr->operand_count, elements) : NULL;
+      counted(1);
       if (!c->value)
         for (int k = 0; k < instr->operand_count; k++) rt_value_release(elements[k]);
       free(elements);
@@ -193,21 +233,30 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
       c->owned = true;
       break;
     }
+    case RT_STEP_PART:
+      set_view(c, &instr->shape, arena + step->offset);
+      break;
     case RT_STEP_FAST:
+      if (step->part_count) return run_parts(step, arena, ops, eval);
       if (step->output) {
         c->value = rt_value_new(&instr->shape);
+        counted(1);
         if (!c->value)
           return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory for the result of %%%s", instr->name);
         c->owned = true;
       } else {
         set_view(c, &instr->shape, arena + step->offset);
       }
-      if (!step->fast(instr, (const rt_value *const *)ops, c->value))
+      bool ok = step->fast_scratch
+                    ? step->fast_scratch(instr, (const rt_value *const *)ops, c->value, arena + step->scratch_offset)
+                    : step->fast(instr, (const rt_value *const *)ops, c->value);
+      if (!ok)
         return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in %s %%%s",
                             hlo_opcode_name(instr->opcode), instr->name);
       break;
     case RT_STEP_SLOW: {
       rt_value *out = NULL;
+      counted(1);
       hlo_status status = step->slow(eval, instr, ops, &out);
       if (status != HLO_OK) {
         rt_value_release(out);

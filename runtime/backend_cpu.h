@@ -23,6 +23,19 @@ rt_cpu_kernel rt_cpu_pick_reduce(const hlo_instr *instr);
 rt_cpu_kernel rt_cpu_pick_dot(const hlo_instr *instr);
 rt_cpu_kernel rt_cpu_pick_conv(const hlo_instr *instr);
 
+/* A fast kernel that needs working memory besides its result (operand copies in a canonical
+ * order, im2col matrices): scratch is the step's own stretch of the arena, sized at plan time
+ * by the picker (*scratch_bytes), holding garbage. Planning it with the results, instead of
+ * allocating it on every call, is what keeps a step to no allocations: large fresh
+ * allocations are mmaps whose pages fault in again on every call. */
+typedef bool (*rt_cpu_scratch_kernel)(const hlo_instr *instr, const rt_value *const *in, rt_value *out,
+                                      void *scratch);
+rt_cpu_scratch_kernel rt_cpu_pick_conv_scratch(const hlo_instr *instr, int64_t *scratch_bytes);
+rt_cpu_scratch_kernel rt_cpu_pick_dot_scratch(const hlo_instr *instr, int64_t *scratch_bytes);
+/* batch-norm-training and batch-norm-grad as fast kernels whose out is a tuple of the three
+ * result arrays (each in the arena): NULL when instr is not one they handle. */
+rt_cpu_kernel rt_cpu_pick_batch_norm_parts(const hlo_instr *instr);
+
 /* The reference path for everything else (backend_cpu_fallback.c): the kernel, or NULL for
  * an opcode neither path runs. Control flow evaluates its computations with the reference
  * evaluator. */
@@ -37,7 +50,9 @@ typedef enum rt_cpu_step_kind {
   RT_STEP_CONST,  /* a view of the literal's bytes */
   RT_STEP_ALIAS,  /* a view of operand 0's bytes: reshape, bitcast, copy, get-tuple-element */
   RT_STEP_TUPLE,  /* a new tuple of its operands (copies of views) */
-  RT_STEP_FAST,   /* a fast kernel into an assigned buffer, or into an output value */
+  RT_STEP_FAST,   /* a fast kernel into an assigned buffer, or into an output value; a tuple
+                   * result (batch-norm) is one buffer per element, read only through PART */
+  RT_STEP_PART,   /* get-tuple-element of a FAST tuple: a view of that element's buffer */
   RT_STEP_SLOW,   /* a reference kernel making a new value */
 } rt_cpu_step_kind;
 
@@ -45,10 +60,17 @@ typedef struct rt_cpu_step {
   const hlo_instr *instr;
   rt_cpu_step_kind kind;
   rt_cpu_kernel fast;
+  rt_cpu_scratch_kernel fast_scratch; /* FAST: runs instead of fast when set */
   rt_kernel slow;
-  int storage;      /* the step whose memory holds this result (itself unless an alias) */
+  /* the storage holding this result: a step index (itself, or what an alias views), or
+   * step_count + i for element i of the FAST tuple results, numbered in step order */
+  int storage;
   bool output;      /* FAST: a result of the entry, written into a value of its own */
-  int64_t offset;   /* FAST, not output: byte offset of its buffer in the arena */
+  bool in_place;    /* FAST: its buffer is an operand's, which dies here (elementwise ops) */
+  int64_t offset;   /* FAST array not output, and PART: byte offset of its buffer in the arena */
+  int part_count;   /* FAST tuple: its elements, whose buffers are at part_offsets */
+  int64_t *part_offsets;
+  int64_t scratch_bytes, scratch_offset; /* fast_scratch's working memory in the arena */
   int free_count;   /* storages whose last reader is this step */
   int *frees;
 } rt_cpu_step;
@@ -58,6 +80,8 @@ typedef struct rt_cpu_plan {
   rt_cpu_step *steps;   /* in execution order; step i is entry->instrs[i] */
   int64_t arena_bytes;  /* all reused buffers together */
   int64_t buffer_count; /* distinct buffers after reuse (for tests and reports) */
+  int64_t buffer_bytes; /* all buffers and scratch before reuse (for reports) */
+  int64_t peak_live_bytes; /* the most bytes live at one step: the least any arena could be */
   int max_operands;
   bool dynamic;         /* some shape is dynamic: every step takes the reference path */
 } rt_cpu_plan;
@@ -66,6 +90,11 @@ typedef struct rt_cpu_plan {
  * naming the op and the instruction) when some instruction cannot run. */
 rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, hlo_diag *diag);
 void rt_cpu_plan_free(rt_cpu_plan *plan);
+
+/* Allocations made by cpu executes so far, process-wide: fresh arenas, the entry's results,
+ * values of the reference path and tuples (a reference kernel counts once, whatever it
+ * allocates inside). For tests. */
+int64_t rt_cpu_allocation_count(void);
 
 /* Shared loop helpers. */
 static inline float rt_cpu_half_load(hlo_dtype dtype, uint16_t bits) {

@@ -67,19 +67,15 @@ static void grad_features(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
-static hlo_status run(rt_eval *eval, const hlo_instr *instr, rt_value *const *args, rt_value **out, bool grad) {
+/* Computes into parts, the three result arrays. */
+static void compute(const hlo_instr *instr, const rt_value *const *args, rt_value *const *parts) {
+  bool grad = instr->opcode == HLO_OP_BATCH_NORM_GRAD;
   const rt_value *x = args[0];
   bn_job j = {.x = x->data, .scale = args[1]->data, .epsilon = (double)(float)instr->epsilon};
   j.features = x->shape.dims[instr->index];
   j.stride = 1;
   for (int d = (int)instr->index + 1; d < x->shape.rank; d++) j.stride *= x->shape.dims[d];
   j.outer = j.features > 0 && j.stride > 0 ? x->count / (j.features * j.stride) : 0;
-  rt_value *parts[3];
-  for (int i = 0; i < 3; i++) parts[i] = rt_value_new(&instr->shape.tuple[i]);
-  if (!parts[0] || !parts[1] || !parts[2]) {
-    for (int i = 0; i < 3; i++) rt_value_release(parts[i]);
-    return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in %%%s", instr->name);
-  }
   j.y = parts[0]->data;
   if (grad) {
     j.mean_in = args[2]->data;
@@ -95,6 +91,17 @@ static hlo_status run(rt_eval *eval, const hlo_instr *instr, rt_value *const *ar
   int64_t per_feature = j.outer * j.stride;
   int64_t grain = per_feature >= RT_CPU_GRAIN ? 1 : RT_CPU_GRAIN / (per_feature ? per_feature : 1);
   rt_parallel_for(j.features, grain, grad ? grad_features : training_features, &j);
+}
+
+/* The reference kernels' signature: a new tuple. */
+static hlo_status run(rt_eval *eval, const hlo_instr *instr, rt_value *const *args, rt_value **out) {
+  rt_value *parts[3];
+  for (int i = 0; i < 3; i++) parts[i] = rt_value_new(&instr->shape.tuple[i]);
+  if (!parts[0] || !parts[1] || !parts[2]) {
+    for (int i = 0; i < 3; i++) rt_value_release(parts[i]);
+    return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in %%%s", instr->name);
+  }
+  compute(instr, (const rt_value *const *)args, parts);
   *out = rt_value_new_tuple(3, parts);
   if (!*out) {
     for (int i = 0; i < 3; i++) rt_value_release(parts[i]);
@@ -103,29 +110,31 @@ static hlo_status run(rt_eval *eval, const hlo_instr *instr, rt_value *const *ar
   return HLO_OK;
 }
 
-static hlo_status training(rt_eval *eval, const hlo_instr *instr, rt_value *const *args, rt_value **out) {
-  return run(eval, instr, args, out, false);
+/* The fast kernels' signature: out is a tuple of the three arrays, in planned buffers. */
+static bool into_parts(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+  compute(instr, in, out->tuple);
+  return true;
 }
 
-static hlo_status grad(rt_eval *eval, const hlo_instr *instr, rt_value *const *args, rt_value **out) {
-  return run(eval, instr, args, out, true);
-}
-
-rt_kernel rt_cpu_pick_batch_norm(const hlo_instr *instr) {
+static bool handles(const hlo_instr *instr) {
   bool is_grad = instr->opcode == HLO_OP_BATCH_NORM_GRAD;
-  if (instr->opcode != HLO_OP_BATCH_NORM_TRAINING && !is_grad) return NULL;
+  if (instr->opcode != HLO_OP_BATCH_NORM_TRAINING && !is_grad) return false;
   if (instr->operand_count != (is_grad ? 5 : 3) || !hlo_shape_is_tuple(&instr->shape) || instr->shape.tuple_count != 3)
-    return NULL;
+    return false;
   const hlo_shape *x = &instr->operands[0]->shape;
-  if (x->dtype != HLO_F32 || instr->index < 0 || instr->index >= x->rank) return NULL;
+  if (x->dtype != HLO_F32 || instr->index < 0 || instr->index >= x->rank) return false;
   for (int k = 0; k < instr->operand_count; k++) {
     const hlo_shape *s = &instr->operands[k]->shape;
-    if (s->dtype != HLO_F32 || hlo_shape_is_dynamic(s)) return NULL;
+    if (s->dtype != HLO_F32 || hlo_shape_is_dynamic(s)) return false;
     bool vector = s->rank == 1 && s->dims[0] == x->dims[instr->index];
     bool whole = hlo_shape_equal(s, x);
-    if (k == 0 || (is_grad && k == 4) ? !whole : !vector) return NULL;
+    if (k == 0 || (is_grad && k == 4) ? !whole : !vector) return false;
   }
   for (int i = 0; i < 3; i++)
-    if (instr->shape.tuple[i].dtype != HLO_F32) return NULL;
-  return is_grad ? grad : training;
+    if (instr->shape.tuple[i].dtype != HLO_F32) return false;
+  return true;
 }
+
+rt_kernel rt_cpu_pick_batch_norm(const hlo_instr *instr) { return handles(instr) ? run : NULL; }
+
+rt_cpu_kernel rt_cpu_pick_batch_norm_parts(const hlo_instr *instr) { return handles(instr) ? into_parts : NULL; }

@@ -9,7 +9,13 @@
  * depthwise convolution (one input feature per group, few outputs) has no product worth
  * BLAS: its taps are summed straight from the gather table instead.
  * Groups follow XLA: feature groups split input and output features; batch groups split the
- * input batch and the output features. (batch, group) pairs are the parallel items.
+ * input batch and the output features. (batch, group) pairs are the parallel items, run in
+ * at most one chunk per thread, each chunk with its own column matrix.
+ *
+ * The copies to canonical order, the result before its store and the column matrices live
+ * in scratch the plan sized from the shapes (conv_setup) and placed in the arena: the
+ * kernel allocates nothing. Called without a plan (rt_cpu_pick_conv) it allocates that
+ * scratch itself.
  *
  * Zero times a finite weight adds nothing, so this equals the reference's rule of skipping
  * padded taps; a kernel holding inf or NaN would turn those zeros into NaN, so such a
@@ -43,15 +49,15 @@ typedef struct conv_job {
   bool f64;
   const void *x, *w;
   void *y;
-  bool failed;
+  char *cols;        /* one im2col matrix per chunk, col_bytes apart */
+  int64_t col_bytes;
+  int64_t items, chunks;
 } conv_job;
 
 /* source[t][p]: where tap t of the window at output position p reads, per XLA's window
  * rule: padded position p*stride + j*rhs_dilate (j = t, or reversed), minus pad_low, is an
  * input element when it lands inside the dilated input on a multiple of lhs_dilate. */
-static bool fill_source(conv_geom *g, const hlo_window *w) {
-  g->source = malloc(sizeof(int64_t) * (size_t)(g->tap_count * g->out_plane + 1));
-  if (!g->source) return false;
+static void fill_source(conv_geom *g, const hlo_window *w) {
   int64_t tap[HLO_MAX_RANK] = {0};
   for (int64_t t = 0; t < g->tap_count; t++) {
     int64_t pos[HLO_MAX_RANK] = {0};
@@ -76,7 +82,6 @@ static bool fill_source(conv_geom *g, const hlo_window *w) {
       tap[d] = 0;
     }
   }
-  return true;
 }
 
 /* Up to this many output positions, one gemv per position replaces the GEMM: with so few
@@ -86,15 +91,9 @@ static bool fill_source(conv_geom *g, const hlo_window *w) {
 enum { GEMV_POSITIONS = 2 };
 
 #define DEFINE_ITEMS(T, GEMM, GEMV)                                                            \
-  static void items_##T(conv_job *j, int64_t begin, int64_t end) {                             \
+  static void items_##T(conv_job *j, int64_t begin, int64_t end, T *col) {                     \
     const conv_geom *g = j->g;                                                                 \
     int64_t depth = g->group_features * g->tap_count;                                          \
-    bool gather = !g->direct && !g->depthwise;                                                 \
-    T *col = gather ? malloc(sizeof(T) * (size_t)(depth * g->out_plane + 1)) : NULL;           \
-    if (gather && !col) {                                                                      \
-      j->failed = true;                                                                        \
-      return;                                                                                  \
-    }                                                                                          \
     const T *x = j->x, *w = j->w;                                                              \
     T *y = j->y;                                                                               \
     for (int64_t item = begin; item < end; item++) {                                           \
@@ -138,16 +137,21 @@ enum { GEMV_POSITIONS = 2 };
       GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->group_out, (int)g->out_plane, (int)depth, 1, \
            w + grp * g->group_out * depth, (int)depth, b, (int)g->out_plane, 0, out, (int)g->out_plane); \
     }                                                                                          \
-    free(col);                                                                                 \
   }
 
 DEFINE_ITEMS(float, cblas_sgemm, cblas_sgemv)
 DEFINE_ITEMS(double, cblas_dgemm, cblas_dgemv)
 
-static void conv_items(void *ctx, int64_t begin, int64_t end) {
+/* Chunk c runs its share of the (batch, group) items with im2col matrix c: chunks are few
+ * (at most the threads), so their matrices fit in the step's planned scratch. */
+static void conv_chunks(void *ctx, int64_t begin, int64_t end) {
   conv_job *j = ctx;
-  if (j->f64) items_double(j, begin, end);
-  else items_float(j, begin, end);
+  for (int64_t c = begin; c < end; c++) {
+    int64_t first = c * j->items / j->chunks, last = (c + 1) * j->items / j->chunks;
+    void *col = j->cols + c * j->col_bytes;
+    if (j->f64) items_double(j, first, last, col);
+    else items_float(j, first, last, col);
+  }
 }
 
 static bool finite_values(const rt_value *v) {
@@ -182,104 +186,158 @@ static bool reference_conv(const hlo_instr *instr, const rt_value *const *in, rt
   return true;
 }
 
-static bool conv_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+/* What one convolution needs, worked out from the shapes alone, so the plan can size the
+ * scratch at compile time and the kernel lays it out the same way: the work-type copies of
+ * operands not already in canonical order, the result before its store when that is not in
+ * place, the tap table, and one im2col matrix per chunk. */
+typedef struct conv_setup {
+  conv_geom g;
+  int in_perm[HLO_MAX_RANK], k_perm[HLO_MAX_RANK], out_perm[HLO_MAX_RANK];
+  hlo_dtype work;
+  bool in_place;
+  int64_t items, chunks, grain;
+  int64_t x_at, w_at, y_at, source_at, cols_at, col_bytes, bytes; /* scratch offsets, 0 = unused */
+} conv_setup;
+
+static int64_t rounded(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+
+static void conv_setup_for(const hlo_instr *instr, conv_setup *s) {
   const hlo_conv_dims *cd = instr->conv;
   const hlo_window *w = instr->window;
-  const hlo_shape *xs = &in[0]->shape, *ks = &in[1]->shape;
-  int in_perm[HLO_MAX_RANK], k_perm[HLO_MAX_RANK], out_perm[HLO_MAX_RANK];
-  conv_geom g = {.spatial = cd->spatial_count};
-  in_perm[0] = (int)cd->input_batch;
-  in_perm[1] = (int)cd->input_feature;
-  k_perm[0] = (int)cd->kernel_output_feature;
-  k_perm[1] = (int)cd->kernel_input_feature;
-  out_perm[0] = (int)cd->output_batch;
-  out_perm[1] = (int)cd->output_feature;
-  g.in_plane = g.tap_count = g.out_plane = 1;
+  const hlo_shape *xs = &instr->operands[0]->shape, *ks = &instr->operands[1]->shape, *ys = &instr->shape;
+  conv_geom *g = &s->g;
+  *s = (conv_setup){.g = {.spatial = cd->spatial_count}};
+  s->in_perm[0] = (int)cd->input_batch;
+  s->in_perm[1] = (int)cd->input_feature;
+  s->k_perm[0] = (int)cd->kernel_output_feature;
+  s->k_perm[1] = (int)cd->kernel_input_feature;
+  s->out_perm[0] = (int)cd->output_batch;
+  s->out_perm[1] = (int)cd->output_feature;
+  g->in_plane = g->tap_count = g->out_plane = 1;
   bool direct = true;
-  for (int d = 0; d < g.spatial; d++) {
-    in_perm[2 + d] = (int)cd->input_spatial[d];
-    k_perm[2 + d] = (int)cd->kernel_spatial[d];
-    out_perm[2 + d] = (int)cd->output_spatial[d];
-    g.in[d] = xs->dims[cd->input_spatial[d]];
-    g.taps[d] = ks->dims[cd->kernel_spatial[d]];
-    g.out[d] = out->shape.dims[cd->output_spatial[d]];
-    g.in_plane *= g.in[d];
-    g.tap_count *= g.taps[d];
-    g.out_plane *= g.out[d];
+  for (int d = 0; d < g->spatial; d++) {
+    s->in_perm[2 + d] = (int)cd->input_spatial[d];
+    s->k_perm[2 + d] = (int)cd->kernel_spatial[d];
+    s->out_perm[2 + d] = (int)cd->output_spatial[d];
+    g->in[d] = xs->dims[cd->input_spatial[d]];
+    g->taps[d] = ks->dims[cd->kernel_spatial[d]];
+    g->out[d] = ys->dims[cd->output_spatial[d]];
+    g->in_plane *= g->in[d];
+    g->tap_count *= g->taps[d];
+    g->out_plane *= g->out[d];
     const hlo_window_dim *wd = &w->dims[d];
-    direct = direct && g.taps[d] == 1 && wd->stride == 1 && wd->pad_low == 0 && wd->pad_high == 0 &&
-             wd->lhs_dilate == 1 && g.in[d] == g.out[d];
+    direct = direct && g->taps[d] == 1 && wd->stride == 1 && wd->pad_low == 0 && wd->pad_high == 0 &&
+             wd->lhs_dilate == 1 && g->in[d] == g->out[d];
   }
-  g.direct = direct;
-  g.in_batch = xs->dims[cd->input_batch];
-  g.features = xs->dims[cd->input_feature];
-  g.out_features = ks->dims[cd->kernel_output_feature];
-  g.group_features = ks->dims[cd->kernel_input_feature];
-  g.out_batch = out->shape.dims[cd->output_batch];
-  g.feature_groups = instr->feature_group_count;
-  g.batch_groups = instr->batch_group_count;
-  g.groups = g.feature_groups * g.batch_groups;
-  g.group_out = g.out_features / g.groups;
-  g.depthwise = !g.direct && g.group_features == 1 && g.group_out <= 4;
-  hlo_dtype work = rt_work_dtype(out->shape.dtype);
-  size_t size = hlo_dtype_size(work);
-  bool in_place = out->shape.dtype == work;
-  for (int d = 0; d < out->shape.rank; d++) in_place = in_place && out_perm[d] == d;
-  void *y = in_place ? out->data : malloc((size_t)(out->count + 1) * size);
-  void *x_copy = NULL, *w_copy = NULL;
-  const void *x = y ? rt_work_view(in[0], in_perm, work, &x_copy) : NULL;
-  const void *k = x ? rt_work_view(in[1], k_perm, work, &w_copy) : NULL;
-  bool ok = k && (g.direct || fill_source(&g, w)), zeros_read = false;
-  if (ok) {
-    int64_t depth = g.group_features * g.tap_count;
-    if (depth == 0) {
-      memset(y, 0, (size_t)out->count * size);
-    } else if (out->count > 0) {
-      conv_job job = {.g = &g, .f64 = work == HLO_F64, .x = x, .w = k, .y = y};
-      int64_t per_item = g.group_out * g.out_plane * depth;
-      int64_t grain = per_item >= (1 << 18) ? 1 : (1 << 18) / (per_item ? per_item : 1);
-      rt_parallel_for(g.out_batch * g.groups, grain, conv_items, &job);
-      ok = !job.failed;
-      /* padding zeros only exist where the gather runs (the depthwise sum skips them) */
-      zeros_read = !g.direct && !g.depthwise;
-    }
+  g->direct = direct;
+  g->in_batch = xs->dims[cd->input_batch];
+  g->features = xs->dims[cd->input_feature];
+  g->out_features = ks->dims[cd->kernel_output_feature];
+  g->group_features = ks->dims[cd->kernel_input_feature];
+  g->out_batch = ys->dims[cd->output_batch];
+  g->feature_groups = instr->feature_group_count;
+  g->batch_groups = instr->batch_group_count;
+  g->groups = g->feature_groups * g->batch_groups;
+  g->group_out = g->out_features / g->groups;
+  g->depthwise = !g->direct && g->group_features == 1 && g->group_out <= 4;
+  s->work = rt_work_dtype(ys->dtype);
+  int64_t size = (int64_t)hlo_dtype_size(s->work);
+  s->in_place = ys->dtype == s->work;
+  for (int d = 0; d < ys->rank; d++) s->in_place = s->in_place && s->out_perm[d] == d;
+  int64_t depth = g->group_features * g->tap_count;
+  int64_t per_item = g->group_out * g->out_plane * depth;
+  s->items = g->out_batch * g->groups;
+  s->grain = per_item >= (1 << 18) ? 1 : (1 << 18) / (per_item ? per_item : 1);
+  s->chunks = (s->items + s->grain - 1) / s->grain;
+  if (s->chunks > rt_parallel_threads()) s->chunks = rt_parallel_threads();
+  bool gather = !g->direct && !g->depthwise;
+  /* offset 0 is never handed out, so 0 can mean "not needed" */
+  int64_t at = 64;
+  if (rt_work_view_copies(xs, s->in_perm, s->work)) s->x_at = at, at += rounded(hlo_shape_elements(xs) * size);
+  if (rt_work_view_copies(ks, s->k_perm, s->work)) s->w_at = at, at += rounded(hlo_shape_elements(ks) * size);
+  if (!s->in_place) s->y_at = at, at += rounded(hlo_shape_elements(ys) * size);
+  if (!g->direct) s->source_at = at, at += rounded(g->tap_count * g->out_plane * (int64_t)sizeof(int64_t));
+  if (gather) {
+    s->col_bytes = rounded(depth * g->out_plane * size);
+    s->cols_at = at, at += s->col_bytes * s->chunks;
   }
-  if (ok && zeros_read && !finite_work(y, out->count, work == HLO_F64) && !finite_values(in[1])) {
-    free(g.source);
-    free(x_copy);
-    free(w_copy);
-    if (!in_place) free(y);
+  s->bytes = at;
+}
+
+/* The convolution with all its working memory in scratch (conv_setup's bytes). */
+static bool conv_run(const hlo_instr *instr, const rt_value *const *in, rt_value *out, void *scratch) {
+  conv_setup s;
+  conv_setup_for(instr, &s);
+  conv_geom *g = &s.g;
+  char *base = scratch;
+  size_t size = hlo_dtype_size(s.work);
+  void *y = s.in_place ? out->data : base + s.y_at;
+  const void *x = rt_work_view_into(in[0], s.in_perm, s.work, base + s.x_at);
+  const void *k = rt_work_view_into(in[1], s.k_perm, s.work, base + s.w_at);
+  if (!g->direct) {
+    g->source = (int64_t *)(base + s.source_at);
+    fill_source(g, instr->window);
+  }
+  int64_t depth = g->group_features * g->tap_count;
+  bool zeros_read = false;
+  if (depth == 0) {
+    memset(y, 0, (size_t)out->count * size);
+  } else if (out->count > 0) {
+    conv_job job = {.g = g, .f64 = s.work == HLO_F64, .x = x, .w = k, .y = y, .cols = base + s.cols_at,
+                    .col_bytes = s.col_bytes, .items = s.items, .chunks = s.chunks};
+    rt_parallel_for(s.chunks, 1, conv_chunks, &job);
+    /* padding zeros only exist where the gather runs (the depthwise sum skips them) */
+    zeros_read = !g->direct && !g->depthwise;
+  }
+  if (zeros_read && !finite_work(y, out->count, s.work == HLO_F64) && !finite_values(in[1]))
     return reference_conv(instr, in, out);
-  }
-  if (ok && !in_place) rt_work_store(out, out_perm, y, work);
-  free(g.source);
-  free(x_copy);
-  free(w_copy);
-  if (!in_place) free(y);
+  if (!s.in_place) rt_work_store(out, s.out_perm, y, s.work);
+  return true;
+}
+
+/* The same, for callers without planned memory: the scratch is allocated here. */
+static bool conv_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+  conv_setup s;
+  conv_setup_for(instr, &s);
+  void *scratch = malloc((size_t)s.bytes);
+  bool ok = scratch && conv_run(instr, in, out, scratch);
+  free(scratch);
   return ok;
 }
 
-rt_cpu_kernel rt_cpu_pick_conv(const hlo_instr *instr) {
+static bool supported(const hlo_instr *instr);
+
+rt_cpu_scratch_kernel rt_cpu_pick_conv_scratch(const hlo_instr *instr, int64_t *scratch_bytes) {
+  if (!supported(instr)) return NULL;
+  conv_setup s;
+  conv_setup_for(instr, &s);
+  *scratch_bytes = s.bytes;
+  return conv_run;
+}
+
+static bool supported(const hlo_instr *instr) {
   if (instr->opcode != HLO_OP_CONVOLUTION || !instr->conv || !instr->window || instr->operand_count != 2)
-    return NULL;
+    return false;
   hlo_dtype t = instr->shape.dtype;
-  if (t != HLO_F32 && t != HLO_F64 && t != HLO_F16 && t != HLO_BF16) return NULL;
+  if (t != HLO_F32 && t != HLO_F64 && t != HLO_F16 && t != HLO_BF16) return false;
   const hlo_shape *x = &instr->operands[0]->shape, *k = &instr->operands[1]->shape;
-  if (!hlo_shape_is_array(x) || !hlo_shape_is_array(k) || x->dtype != t || k->dtype != t) return NULL;
+  if (!hlo_shape_is_array(x) || !hlo_shape_is_array(k) || x->dtype != t || k->dtype != t) return false;
   const hlo_conv_dims *cd = instr->conv;
   int rank = cd->spatial_count + 2;
   if (cd->spatial_count < 0 || x->rank != rank || k->rank != rank || instr->shape.rank != rank ||
       instr->window->rank != cd->spatial_count)
-    return NULL;
+    return false;
   int64_t fg = instr->feature_group_count, bg = instr->batch_group_count;
-  if (fg < 1 || bg < 1 || (fg > 1 && bg > 1) || k->dims[cd->kernel_output_feature] % (fg * bg)) return NULL;
+  if (fg < 1 || bg < 1 || (fg > 1 && bg > 1) || k->dims[cd->kernel_output_feature] % (fg * bg)) return false;
   for (int d = 0; d < cd->spatial_count; d++) {
     const hlo_window_dim *wd = &instr->window->dims[d];
-    if (wd->stride < 1 || wd->lhs_dilate < 1 || wd->rhs_dilate < 1) return NULL;
+    if (wd->stride < 1 || wd->lhs_dilate < 1 || wd->rhs_dilate < 1) return false;
   }
   /* BLAS takes int sizes; im2col columns must fit too */
   if (hlo_shape_elements(x) > INT32_MAX / 16 || hlo_shape_elements(k) > INT32_MAX ||
       hlo_shape_elements(&instr->shape) > INT32_MAX)
-    return NULL;
-  return conv_kernel;
+    return false;
+  return true;
 }
+
+rt_cpu_kernel rt_cpu_pick_conv(const hlo_instr *instr) { return supported(instr) ? conv_kernel : NULL; }

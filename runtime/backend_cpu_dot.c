@@ -1,7 +1,8 @@
 /* dot through BLAS. Operands are seen as [batch][M][K] and [batch][K][N] (or [batch][N][K],
- * passed with the transpose flag instead of copied); rt_work_view from the reference
+ * passed with the transpose flag instead of copied); rt_work_view_into from the reference
  * kernels makes the packing copy only when an operand is not already in one of those
- * orders, and converts f16/bf16 to f32 (the result is rounded once on store). The result's
+ * orders, and converts f16/bf16 to f32 (the result is rounded once on store); copies and
+ * an unstored result go in the step's planned scratch (dot_setup sizes it). The result's
  * dims are [batch, lhs free, rhs free]: row-major [batch][M][N] already. lhs as [batch][K][M]
  * goes by the transpose flag as well. Each (batch, block
  * of 64 rows) is one sgemm/dgemm call and one item of the parallel loop, with OpenBLAS
@@ -95,73 +96,108 @@ static void order(const hlo_shape *s, const hlo_ints *batch, const hlo_ints *con
     for (int i = 0; i < contracting->count; i++) perm[at++] = (int)contracting->values[i];
 }
 
-static bool dot_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+/* What one dot needs, from the shapes alone (the plan sizes the scratch with it): operand
+ * orders, the matrix sizes, and where copies and the unstored result go in the scratch. */
+typedef struct dot_setup {
+  int a_perm[HLO_MAX_RANK], b_perm[HLO_MAX_RANK];
+  bool a_transposed, b_transposed, in_place;
+  hlo_dtype work;
+  int64_t m, n, k, batch;
+  int64_t a_at, b_at, c_at, bytes; /* scratch offsets, 0 = unused */
+} dot_setup;
+
+static int64_t rounded(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+
+static void dot_setup_for(const hlo_instr *instr, dot_setup *s) {
   const hlo_dot_dims *dd = instr->dot;
-  const rt_value *lhs = in[0], *rhs = in[1];
-  hlo_dtype work = rt_work_dtype(out->shape.dtype);
+  const hlo_shape *lhs = &instr->operands[0]->shape, *rhs = &instr->operands[1]->shape;
+  *s = (dot_setup){.batch = 1, .k = 1, .work = rt_work_dtype(instr->shape.dtype)};
   int lhs_perm[HLO_MAX_RANK], lhs_t_perm[HLO_MAX_RANK], rhs_perm[HLO_MAX_RANK], rhs_t_perm[HLO_MAX_RANK];
-  int64_t m, n, batch = 1, k = 1;
-  order(&lhs->shape, &dd->lhs_batch, &dd->lhs_contracting, true, lhs_perm, &m);
-  order(&lhs->shape, &dd->lhs_batch, &dd->lhs_contracting, false, lhs_t_perm, &m);
-  order(&rhs->shape, &dd->rhs_batch, &dd->rhs_contracting, false, rhs_perm, &n);
-  order(&rhs->shape, &dd->rhs_batch, &dd->rhs_contracting, true, rhs_t_perm, &n);
-  for (int i = 0; i < dd->lhs_batch.count; i++) batch *= lhs->shape.dims[dd->lhs_batch.values[i]];
-  for (int i = 0; i < dd->lhs_contracting.count; i++) k *= lhs->shape.dims[dd->lhs_contracting.values[i]];
-  size_t size = hlo_dtype_size(work);
-  bool in_place = out->shape.dtype == work;
-  void *c = in_place ? out->data : malloc((size_t)(out->count + 1) * size);
-  if (!c) return false;
-  if (m * n * batch == 0) {
+  order(lhs, &dd->lhs_batch, &dd->lhs_contracting, true, lhs_perm, &s->m);
+  order(lhs, &dd->lhs_batch, &dd->lhs_contracting, false, lhs_t_perm, &s->m);
+  order(rhs, &dd->rhs_batch, &dd->rhs_contracting, false, rhs_perm, &s->n);
+  order(rhs, &dd->rhs_batch, &dd->rhs_contracting, true, rhs_t_perm, &s->n);
+  for (int i = 0; i < dd->lhs_batch.count; i++) s->batch *= lhs->dims[dd->lhs_batch.values[i]];
+  for (int i = 0; i < dd->lhs_contracting.count; i++) s->k *= lhs->dims[dd->lhs_contracting.values[i]];
+  s->in_place = instr->shape.dtype == s->work;
+  s->b_transposed = rhs->dtype == s->work && is_identity(rhs_t_perm, rhs->rank) && !is_identity(rhs_perm, rhs->rank);
+  /* a [k][m] lhs (a weight gradient, x^T dy) is passed transposed too; with m == 1 both
+   * orders are the same bytes, and gemv reads A as a plain vector */
+  s->a_transposed = s->m > 1 && lhs->dtype == s->work && is_identity(lhs_t_perm, lhs->rank) &&
+                    !is_identity(lhs_perm, lhs->rank);
+  memcpy(s->a_perm, s->a_transposed ? lhs_t_perm : lhs_perm, sizeof s->a_perm);
+  memcpy(s->b_perm, s->b_transposed ? rhs_t_perm : rhs_perm, sizeof s->b_perm);
+  int64_t size = (int64_t)hlo_dtype_size(s->work), at = 64; /* offset 0 means unused */
+  bool computes = s->m * s->n * s->batch != 0 && s->k != 0;
+  if (computes && rt_work_view_copies(lhs, s->a_perm, s->work)) s->a_at = at, at += rounded(hlo_shape_elements(lhs) * size);
+  if (computes && rt_work_view_copies(rhs, s->b_perm, s->work)) s->b_at = at, at += rounded(hlo_shape_elements(rhs) * size);
+  if (!s->in_place) s->c_at = at, at += rounded(hlo_shape_elements(&instr->shape) * size);
+  s->bytes = at;
+}
+
+/* The dot with all its working memory in scratch (dot_setup's bytes). */
+static bool dot_run(const hlo_instr *instr, const rt_value *const *in, rt_value *out, void *scratch) {
+  dot_setup s;
+  dot_setup_for(instr, &s);
+  char *base = scratch;
+  size_t size = hlo_dtype_size(s.work);
+  void *c = s.in_place ? out->data : base + s.c_at;
+  if (s.m * s.n * s.batch == 0) {
     /* nothing to compute */
-  } else if (k == 0) {
-    memset(c, 0, (size_t)(m * n * batch) * size);
+  } else if (s.k == 0) {
+    memset(c, 0, (size_t)(s.m * s.n * s.batch) * size);
   } else {
-    void *a_copy = NULL, *b_copy = NULL;
-    bool b_transposed = rhs->shape.dtype == work && is_identity(rhs_t_perm, rhs->shape.rank) &&
-                        !is_identity(rhs_perm, rhs->shape.rank);
-    /* a [k][m] lhs (a weight gradient, x^T dy) is passed transposed too; with m == 1 both
-     * orders are the same bytes, and gemv reads A as a plain vector */
-    bool a_transposed = m > 1 && lhs->shape.dtype == work && is_identity(lhs_t_perm, lhs->shape.rank) &&
-                        !is_identity(lhs_perm, lhs->shape.rank);
-    const void *a = rt_work_view(lhs, a_transposed ? lhs_t_perm : lhs_perm, work, &a_copy);
-    const void *b = rt_work_view(rhs, b_transposed ? rhs_t_perm : rhs_perm, work, &b_copy);
-    if (!a || !b) {
-      free(a_copy);
-      free(b_copy);
-      if (!in_place) free(c);
-      return false;
-    }
-    dot_job j = {.f64 = work == HLO_F64, .a = a, .b = b, .c = c, .m = m, .n = n, .k = k,
+    const void *a = rt_work_view_into(in[0], s.a_perm, s.work, base + s.a_at);
+    const void *b = rt_work_view_into(in[1], s.b_perm, s.work, base + s.b_at);
+    int64_t m = s.m, n = s.n, k = s.k;
+    dot_job j = {.f64 = s.work == HLO_F64, .a = a, .b = b, .c = c, .m = m, .n = n, .k = k,
                  .blocks = m == 1 ? (n + COL_BLOCK - 1) / COL_BLOCK : (m + ROW_BLOCK - 1) / ROW_BLOCK,
-                 .a_transposed = a_transposed, .b_transposed = b_transposed};
+                 .a_transposed = s.a_transposed, .b_transposed = s.b_transposed};
     /* an item is at most ROW_BLOCK * n * k multiply-adds (COL_BLOCK * k for gemv); about a
      * million make a task */
     int64_t per_item = m == 1 ? (n < COL_BLOCK ? n : COL_BLOCK) * k : (m < ROW_BLOCK ? m : ROW_BLOCK) * n * k;
     int64_t grain = per_item >= (1 << 20) ? 1 : (1 << 20) / (per_item ? per_item : 1);
-    rt_parallel_for(batch * j.blocks, grain, dot_items, &j);
-    free(a_copy);
-    free(b_copy);
+    rt_parallel_for(s.batch * j.blocks, grain, dot_items, &j);
   }
-  if (!in_place) {
+  if (!s.in_place) {
     int identity[HLO_MAX_RANK];
     for (int d = 0; d < HLO_MAX_RANK; d++) identity[d] = d;
-    rt_work_store(out, identity, c, work);
-    free(c);
+    rt_work_store(out, identity, c, s.work);
   }
   return true;
 }
 
-rt_cpu_kernel rt_cpu_pick_dot(const hlo_instr *instr) {
-  if (instr->opcode != HLO_OP_DOT || !instr->dot || instr->operand_count != 2) return NULL;
+/* The same, for callers without planned memory: the scratch is allocated here. */
+static bool dot_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+  dot_setup s;
+  dot_setup_for(instr, &s);
+  void *scratch = malloc((size_t)s.bytes);
+  bool ok = scratch && dot_run(instr, in, out, scratch);
+  free(scratch);
+  return ok;
+}
+
+static bool supported(const hlo_instr *instr) {
+  if (instr->opcode != HLO_OP_DOT || !instr->dot || instr->operand_count != 2) return false;
   hlo_dtype t = instr->shape.dtype;
-  if (t != HLO_F32 && t != HLO_F64 && t != HLO_F16 && t != HLO_BF16) return NULL;
+  if (t != HLO_F32 && t != HLO_F64 && t != HLO_F16 && t != HLO_BF16) return false;
   const hlo_shape *l = &instr->operands[0]->shape, *r = &instr->operands[1]->shape;
-  if (!hlo_shape_is_array(l) || !hlo_shape_is_array(r) || l->dtype != t || r->dtype != t) return NULL;
+  if (!hlo_shape_is_array(l) || !hlo_shape_is_array(r) || l->dtype != t || r->dtype != t) return false;
   const hlo_dot_dims *dd = instr->dot;
   if (dd->lhs_batch.count != dd->rhs_batch.count || dd->lhs_contracting.count != dd->rhs_contracting.count)
-    return NULL;
+    return false;
   /* BLAS takes int sizes */
   if (hlo_shape_elements(l) > INT32_MAX || hlo_shape_elements(r) > INT32_MAX || hlo_shape_elements(&instr->shape) > INT32_MAX)
-    return NULL;
-  return dot_kernel;
+    return false;
+  return true;
+}
+
+rt_cpu_kernel rt_cpu_pick_dot(const hlo_instr *instr) { return supported(instr) ? dot_kernel : NULL; }
+
+rt_cpu_scratch_kernel rt_cpu_pick_dot_scratch(const hlo_instr *instr, int64_t *scratch_bytes) {
+  if (!supported(instr)) return NULL;
+  dot_setup s;
+  dot_setup_for(instr, &s);
+  *scratch_bytes = s.bytes;
+  return dot_run;
 }

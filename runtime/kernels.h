@@ -49,6 +49,11 @@ hlo_dtype rt_work_dtype(hlo_dtype storage);
  * own data when it already is that (*owned NULL), else a copy in *owned for the caller to
  * free. NULL when out of memory. */
 const void *rt_work_view(const rt_value *value, const int *perm, hlo_dtype work, void **owned);
+/* Whether rt_work_view of a value of this shape copies; if so, rt_work_view_into writes the
+ * copy into space (hlo_shape_elements(shape) work-type elements) instead of a new
+ * allocation, so a caller with planned memory allocates nothing. */
+bool rt_work_view_copies(const hlo_shape *shape, const int *perm, hlo_dtype work);
+const void *rt_work_view_into(const rt_value *value, const int *perm, hlo_dtype work, void *space);
 /* The inverse: stores a dense work-type array whose dimension j is out's dimension perm[j]. */
 void rt_work_store(rt_value *out, const int *perm, const void *data, hlo_dtype work);
 /* A float matrix product through packed operands (work f32 or f64): A (m x k) is packed by

@@ -115,12 +115,16 @@ static permuted_view view_of(const hlo_shape *shape, const int *perm) {
     }                                                                                   \
   } while (0)
 
-static void *work_copy(const rt_value *value, const int *perm, hlo_dtype work) {
+static void work_fill(const rt_value *value, const int *perm, hlo_dtype work, char *dst) {
   permuted_view view = view_of(&value->shape, perm);
   size_t size = hlo_dtype_size(work);
-  char *dst = malloc((size_t)(view.count > 0 ? view.count : 1) * size);
-  if (!dst) return NULL;
   FOR_EACH_ROW(view, n, stride, at, done, load_row(value, at, stride, n, work, dst + (size_t)done * size));
+}
+
+static void *work_copy(const rt_value *value, const int *perm, hlo_dtype work) {
+  int64_t count = hlo_shape_elements(&value->shape);
+  char *dst = malloc((size_t)(count > 0 ? count : 1) * hlo_dtype_size(work));
+  if (dst) work_fill(value, perm, work, dst);
   return dst;
 }
 
@@ -135,6 +139,16 @@ const void *rt_work_view(const rt_value *value, const int *perm, hlo_dtype work,
   if (value->shape.dtype == work && is_identity(perm, value->shape.rank)) return value->data;
   *owned = work_copy(value, perm, work);
   return *owned;
+}
+
+bool rt_work_view_copies(const hlo_shape *shape, const int *perm, hlo_dtype work) {
+  return shape->dtype != work || !is_identity(perm, shape->rank);
+}
+
+const void *rt_work_view_into(const rt_value *value, const int *perm, hlo_dtype work, void *space) {
+  if (!rt_work_view_copies(&value->shape, perm, work)) return value->data;
+  work_fill(value, perm, work, space);
+  return space;
 }
 
 void rt_work_store(rt_value *out, const int *perm, const void *data, hlo_dtype work) {
