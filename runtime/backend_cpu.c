@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cblas.h>
 
@@ -18,11 +19,31 @@
 #include "hlo/print.h"
 #include "hlo/verify.h"
 
-/* Arenas up to this size are kept by the executable between executes: a fresh allocation
- * that large is an mmap whose pages fault in (zeroed by the kernel) on every step, which cost
- * more than the small steps' arithmetic. Bigger arenas are allocated per execute, so an
- * executable left in the compile cache does not hold gigabytes. */
-enum { SPARE_ARENA_MAX = 256 << 20 };
+/* Executables keep their arena between executes: a fresh allocation that large is an mmap
+ * whose pages fault in (zeroed by the kernel) on every step, which cost more than small
+ * steps' arithmetic and gigabytes of page faults for a big training step. What all
+ * executables keep together is bounded (LATCH_KEEP_ARENA_MB, default half the machine's
+ * memory): past it an arena is freed after its execute, so the compile cache cannot hold
+ * more than that in idle arenas. */
+static _Atomic int64_t kept_arena_bytes;
+
+static int64_t keep_arena_budget(void) {
+  static _Atomic int64_t budget = -1;
+  int64_t known = atomic_load(&budget);
+  if (known >= 0) return known;
+  const char *text = getenv("LATCH_KEEP_ARENA_MB");
+  char *end = NULL;
+  long long mb = text && *text ? strtoll(text, &end, 10) : -1;
+  int64_t bytes;
+  if (mb >= 0 && end && *end == '\0') {
+    bytes = (int64_t)mb << 20;
+  } else {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    bytes = pages > 0 && page > 0 ? (int64_t)pages * page / 2 : (int64_t)1 << 30;
+  }
+  atomic_store(&budget, bytes);
+  return bytes;
+}
 
 struct rt_executable {
   hlo_module *module;
@@ -50,14 +71,19 @@ static char *take_arena(rt_executable *exe) {
   int64_t bytes = exe->plan->arena_bytes;
   if (!bytes) return NULL;
   char *arena = atomic_exchange(&exe->spare, NULL);
-  return arena ? arena : new_arena(bytes);
+  if (!arena) return new_arena(bytes);
+  atomic_fetch_sub(&kept_arena_bytes, bytes);
+  return arena;
 }
 
 static void give_arena(rt_executable *exe, char *arena) {
-  char *empty = NULL;
-  if (arena && exe->plan->arena_bytes <= SPARE_ARENA_MAX &&
-      atomic_compare_exchange_strong(&exe->spare, &empty, arena))
-    return;
+  if (!arena) return;
+  int64_t bytes = exe->plan->arena_bytes;
+  if (atomic_fetch_add(&kept_arena_bytes, bytes) + bytes <= keep_arena_budget()) {
+    char *empty = NULL;
+    if (atomic_compare_exchange_strong(&exe->spare, &empty, arena)) return;
+  }
+  atomic_fetch_sub(&kept_arena_bytes, bytes);
   free(arena);
 }
 
@@ -315,7 +341,9 @@ static hlo_status cpu_execute(rt_executable *exe, rt_value *const *args, int arg
 
 static void cpu_destroy(rt_executable *exe) {
   if (!exe) return;
-  free(atomic_load(&exe->spare));
+  char *spare = atomic_load(&exe->spare);
+  if (spare) atomic_fetch_sub(&kept_arena_bytes, exe->plan->arena_bytes);
+  free(spare);
   rt_cpu_plan_free(exe->plan);
   hlo_module_free(exe->module);
   free(exe);

@@ -3,6 +3,8 @@
  * that an execute allocates what the plan says and nothing per step. Every case also runs
  * against the reference evaluator: a plan decision must never change a result. */
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cpu_util.h"
 #include "runtime/backend_cpu.h"
@@ -176,6 +178,40 @@ static void test_planned_steps(void) {
   hlo_module_free(module);
 }
 
+/* Allocations of three executes of the training step, in this process. */
+static void count_allocations(int64_t counts[3]) {
+  hlo_diag diag = {0};
+  hlo_module *module = parse(training_step);
+  rt_executable *exe = module ? rt_backend_cpu.compile(module, &diag) : NULL;
+  rt_value *args[5] = {0};
+  for (int i = 0; exe && i < 5; i++) args[i] = rt_random_value(&module->entry->params[i]->shape, 3, (uint64_t)i, &diag);
+  for (int run = 0; run < 3; run++) {
+    int64_t before = rt_cpu_allocation_count();
+    rt_value *result = NULL;
+    counts[run] = exe && rt_backend_cpu.execute(exe, args, 5, &result, &diag) == HLO_OK ? rt_cpu_allocation_count() - before : -1;
+    rt_value_release(result);
+  }
+  for (int i = 0; i < 5; i++) rt_value_release(args[i]);
+  if (exe) rt_backend_cpu.destroy(exe);
+  hlo_module_free(module);
+}
+
+/* LATCH_KEEP_ARENA_MB=0: no arena is kept, so every execute allocates its own (one more than
+ * the 4 results). In a child process: the budget is read once per process. */
+static void test_keep_no_arena(void) {
+  pid_t child = fork();
+  CHECK(child >= 0);
+  if (child == 0) {
+    setenv("LATCH_KEEP_ARENA_MB", "0", 1);
+    int64_t counts[3];
+    count_allocations(counts);
+    _exit(counts[0] == 5 && counts[1] == 5 && counts[2] == 5 ? 0 : 1);
+  }
+  int status = 0;
+  CHECK(waitpid(child, &status, 0) == child);
+  CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "with no arena kept, an execute did not allocate 5 times");
+}
+
 /* Same-shape results of a training step reuse buffers: the arena holds far less than all the
  * buffers and scratch placed end to end. */
 static void test_arena_smaller_than_buffers(void) {
@@ -236,6 +272,7 @@ static void test_direct_convolutions(void) {
 }
 
 int main(void) {
+  RUN(test_keep_no_arena); /* first: its child must read the budget before this process does */
   RUN(test_in_place);
   RUN(test_planned_steps);
   RUN(test_arena_smaller_than_buffers);
