@@ -3,7 +3,9 @@
  * may run on many threads at once. Parallelism is inside kernels (TBB, runtime/parallel.cc);
  * OpenBLAS is held to one thread so the two never oversubscribe the cores: big matrix
  * products are split across TBB tasks instead (backend_cpu_dot.c). Its serialized form is
- * the HLO text after the passes; deserialize compiles that again. */
+ * the HLO text of the module it was compiled from (before the passes); deserialize compiles
+ * that again, so the executable can bind other sizes (backend_cpu_bind.c) whether it was
+ * compiled here or loaded from the disk cache: origins are positions in that text. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +27,9 @@
 enum { SPARE_ARENA_MAX = 256 << 20 };
 
 struct rt_executable {
-  hlo_module *module;
+  hlo_module *module;   /* what runs: the optimized module, or a bound copy of its entry */
+  hlo_module *source;   /* compiled: the module before the passes, origins numbered; bound: NULL */
+  rt_executable *bound_from; /* bound: the compiled executable sharing its computations */
   rt_cpu_plan *plan;
   /* one arena kept from a finished execute, taken whole by the next (a thread that finds
    * it taken allocates its own): executes running at once never share buffers */
@@ -55,28 +59,42 @@ typedef struct cell {
   rt_value view;
 } cell;
 
-static rt_executable *cpu_compile_owned(hlo_module *module, hlo_diag *diag) {
-  if (!module) return NULL;
-  if (hlo_verify_module(module, diag) != HLO_OK) {
-    hlo_module_free(module);
-    return NULL;
-  }
-  hlo_pass_run_all(module);
-  openblas_set_num_threads(1);
-  rt_cpu_plan *plan = rt_cpu_plan_build(module, diag);
-  if (!plan) {
-    hlo_module_free(module);
-    return NULL;
-  }
+static rt_executable *new_executable(hlo_module *module, rt_cpu_plan *plan, hlo_diag *diag) {
   rt_executable *exe = calloc(1, sizeof *exe);
   if (!exe) {
-    rt_cpu_plan_free(plan);
-    hlo_module_free(module);
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
     return NULL;
   }
   exe->module = module;
   exe->plan = plan;
+  return exe;
+}
+
+/* Takes source; the passes run on a copy, each instruction remembering its source
+ * instruction (origin) so that bind can map it to another binding of source. */
+static rt_executable *cpu_compile_owned(hlo_module *source, hlo_diag *diag) {
+  if (!source) return NULL;
+  if (hlo_verify_module(source, diag) != HLO_OK) {
+    hlo_module_free(source);
+    return NULL;
+  }
+  hlo_module_number_origins(source);
+  hlo_module *module = hlo_module_clone(source, diag);
+  if (!module) {
+    hlo_module_free(source);
+    return NULL;
+  }
+  hlo_pass_run_all(module);
+  openblas_set_num_threads(1);
+  rt_cpu_plan *plan = rt_cpu_plan_build(module, diag);
+  rt_executable *exe = plan ? new_executable(module, plan, diag) : NULL;
+  if (!exe) {
+    rt_cpu_plan_free(plan);
+    hlo_module_free(module);
+    hlo_module_free(source);
+    return NULL;
+  }
+  exe->source = source;
   return exe;
 }
 
@@ -264,16 +282,37 @@ static hlo_status cpu_execute(rt_executable *exe, rt_value *const *args, int arg
   return status;
 }
 
+/* The new executable for binding runs the compiled one's passes' result with shapes,
+ * kernels and buffers for the binding's sizes; nothing is compiled. A bound executable
+ * binds through the one it was bound from. */
+static rt_executable *cpu_bind(rt_executable *exe, const hlo_module *binding, hlo_diag *diag) {
+  rt_executable *compiled = exe->bound_from ? exe->bound_from : exe;
+  hlo_module *bound = rt_cpu_bind_module(compiled->source, compiled->module, binding, diag);
+  if (!bound) return NULL;
+  rt_cpu_plan *plan = rt_cpu_plan_build(bound, diag);
+  rt_executable *bound_exe = plan ? new_executable(bound, plan, diag) : NULL;
+  if (!bound_exe) {
+    rt_cpu_plan_free(plan);
+    rt_cpu_bound_module_free(bound);
+    return NULL;
+  }
+  bound_exe->bound_from = compiled;
+  return bound_exe;
+}
+
 static void cpu_destroy(rt_executable *exe) {
   if (!exe) return;
   free(atomic_load(&exe->spare));
   rt_cpu_plan_free(exe->plan);
-  hlo_module_free(exe->module);
+  if (exe->bound_from) rt_cpu_bound_module_free(exe->module);
+  else hlo_module_free(exe->module);
+  hlo_module_free(exe->source);
   free(exe);
 }
 
+/* A bound executable has no source of its own: its module, compiled again, is its equal. */
 static hlo_status cpu_serialize(const rt_executable *exe, void **bytes, size_t *len, hlo_diag *diag) {
-  return rt_module_text_bytes(exe->module, bytes, len, diag);
+  return rt_module_text_bytes(exe->source ? exe->source : exe->module, bytes, len, diag);
 }
 
 static rt_executable *cpu_deserialize(const void *bytes, size_t len, hlo_diag *diag) {
@@ -282,10 +321,11 @@ static rt_executable *cpu_deserialize(const void *bytes, size_t len, hlo_diag *d
 
 const rt_backend rt_backend_cpu = {
     .name = "cpu",
-    .version = "1",
+    .version = "2",
     .compile = cpu_compile,
     .execute = cpu_execute,
     .destroy = cpu_destroy,
     .serialize = cpu_serialize,
     .deserialize = cpu_deserialize,
+    .bind = cpu_bind,
 };
