@@ -14,7 +14,6 @@
 
 #include "backend.h"
 #include "backend_cpu.h"
-#include "hlo/clone.h"
 #include "hlo/parse.h"
 #include "hlo/pass.h"
 #include "hlo/print.h"
@@ -70,20 +69,24 @@ static rt_executable *new_executable(hlo_module *module, rt_cpu_plan *plan, hlo_
   return exe;
 }
 
-/* Takes source; the passes run on a copy, each instruction remembering its source
- * instruction (origin) so that bind can map it to another binding of source. */
-static rt_executable *cpu_compile_owned(hlo_module *source, hlo_diag *diag) {
+/* Compiles a module's text: parsed twice, once kept as the source (what serialize writes and
+ * bind compares a binding with) and once for the passes, each instruction of both numbered
+ * by its position in the text (origin) so that bind can map an optimized instruction to its
+ * counterpart in another binding of the source. */
+static rt_executable *cpu_compile_text(const char *text, size_t len, const char *where, hlo_diag *diag) {
+  hlo_module *source = hlo_parse_module(text, len, where, diag);
   if (!source) return NULL;
   if (hlo_verify_module(source, diag) != HLO_OK) {
     hlo_module_free(source);
     return NULL;
   }
-  hlo_module_number_origins(source);
-  hlo_module *module = hlo_module_clone(source, diag);
+  hlo_module *module = hlo_parse_module(text, len, where, diag);
   if (!module) {
     hlo_module_free(source);
     return NULL;
   }
+  hlo_module_number_origins(source);
+  hlo_module_number_origins(module);
   hlo_pass_run_all(module);
   openblas_set_num_threads(1);
   rt_cpu_plan *plan = rt_cpu_plan_build(module, diag);
@@ -99,7 +102,14 @@ static rt_executable *cpu_compile_owned(hlo_module *source, hlo_diag *diag) {
 }
 
 static rt_executable *cpu_compile(const hlo_module *module, hlo_diag *diag) {
-  return cpu_compile_owned(hlo_module_clone(module, diag), diag);
+  char *text = hlo_module_to_text(module);
+  if (!text) {
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory printing module %s", module->name);
+    return NULL;
+  }
+  rt_executable *exe = cpu_compile_text(text, strlen(text), "<compile>", diag);
+  free(text);
+  return exe;
 }
 
 static void set_view(cell *c, const hlo_shape *shape, void *data) {
@@ -316,7 +326,7 @@ static hlo_status cpu_serialize(const rt_executable *exe, void **bytes, size_t *
 }
 
 static rt_executable *cpu_deserialize(const void *bytes, size_t len, hlo_diag *diag) {
-  return cpu_compile_owned(hlo_parse_module(bytes, len, "<cache entry>", diag), diag);
+  return cpu_compile_text(bytes, len, "<cache entry>", diag);
 }
 
 const rt_backend rt_backend_cpu = {
