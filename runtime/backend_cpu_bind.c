@@ -30,9 +30,8 @@ static const hlo_instr **flatten(const hlo_module *module, int32_t *count) {
   return all;
 }
 
-static hlo_status refuse(hlo_diag *diag, const char *format, const char *name, const char *detail) {
-  return hlo_diag_set(diag, HLO_ERR_UNSUPPORTED, format, name, detail);
-}
+/* Every refusal is HLO_ERR_UNSUPPORTED: the caller compiles the binding instead. */
+#define REFUSE(diag, ...) hlo_diag_set((diag), HLO_ERR_UNSUPPORTED, "cannot bind: " __VA_ARGS__)
 
 static bool same_operands(const hlo_instr *a, const hlo_instr *b) {
   for (int k = 0; k < a->operand_count; k++)
@@ -43,21 +42,19 @@ static bool same_operands(const hlo_instr *a, const hlo_instr *b) {
 
 static hlo_status check_same_graph(const hlo_module *source, const hlo_module *binding, hlo_diag *diag) {
   if (source->comp_count != binding->comp_count || source->entry->id != binding->entry->id)
-    return hlo_diag_set(diag, HLO_ERR_UNSUPPORTED, "cannot bind: %s has other computations than the compiled %s",
-                        binding->name, source->name);
+    return REFUSE(diag, "%s has other computations than the compiled %s", binding->name, source->name);
   for (int c = 0; c < source->comp_count; c++) {
     const hlo_comp *s = source->comps[c], *b = binding->comps[c];
     if (s->instr_count != b->instr_count || s->param_count != b->param_count || !s->root || !b->root ||
         s->root->id != b->root->id)
-      return refuse(diag, "cannot bind: computation %s%s is not the compiled one's structure", b->name, "");
+      return REFUSE(diag, "computation %s is not the compiled one's structure", b->name);
     for (int i = 0; i < s->instr_count; i++) {
       const hlo_instr *x = s->instrs[i], *y = b->instrs[i];
       const char *which = NULL;
       if (!hlo_instr_same_attrs(x, y, false, &which))
-        return refuse(diag, "cannot bind: instruction %%%s differs from the compiled graph in its %s", y->name, which);
+        return REFUSE(diag, "instruction %%%s differs from the compiled graph in its %s", y->name, which);
       if (!same_operands(x, y))
-        return refuse(diag, "cannot bind: instruction %%%s has other operands than in the compiled graph%s", y->name,
-                      "");
+        return REFUSE(diag, "instruction %%%s has other operands than in the compiled graph", y->name);
     }
   }
   return HLO_OK;
@@ -116,8 +113,8 @@ static hlo_status check_replacements(const hlo_comp *bound_entry, const hlo_comp
     for (int k = 0; k < compiled->operand_count; k++) {
       if (!hlo_shape_equal(&compiled->operands[k]->shape, &source->operands[k]->shape)) continue;
       if (hlo_shape_equal(&bound->operands[k]->shape, &binding->operands[k]->shape)) continue;
-      return hlo_diag_set(diag, HLO_ERR_UNSUPPORTED,
-                          "cannot bind: the passes gave %%%s the operand %%%s in place of %%%s, which is the same "
+      return REFUSE(diag,
+                          "the passes gave %%%s the operand %%%s in place of %%%s, which is the same "
                           "only at the compiled sizes (%s here, against %s)",
                           bound->name, bound->operands[k]->name, binding->operands[k]->name,
                           hlo_shape_text(&bound->operands[k]->shape).s, hlo_shape_text(&binding->operands[k]->shape).s);
@@ -149,8 +146,7 @@ static hlo_status check_callees(const hlo_module *bound, const hlo_instr **at_bi
     for (int i = 0; called[c] && i < comp->instr_count && status == HLO_OK; i++) {
       const hlo_instr *instr = comp->instrs[i];
       if (instr->origin >= 1 && instr->origin <= count && !hlo_shape_equal(&instr->shape, &at_binding[instr->origin - 1]->shape))
-        status = refuse(diag, "cannot bind: computation %s, called by the graph, has other shapes at these sizes%s",
-                        comp->name, "");
+        status = REFUSE(diag, "computation %s, called by the graph, has other shapes at these sizes", comp->name);
     }
   }
   free(called);
@@ -159,11 +155,10 @@ static hlo_status check_callees(const hlo_module *bound, const hlo_instr **at_bi
 
 static hlo_status check_signature(const hlo_comp *bound_entry, const hlo_comp *binding_entry, hlo_diag *diag) {
   if (!hlo_shape_equal(&bound_entry->root->shape, &binding_entry->root->shape))
-    return refuse(diag, "cannot bind: the result of %s would be %s", binding_entry->name,
-                  hlo_shape_text(&bound_entry->root->shape).s);
+    return REFUSE(diag, "the result of %s would be %s", binding_entry->name, hlo_shape_text(&bound_entry->root->shape).s);
   for (int p = 0; p < binding_entry->param_count; p++)
     if (!bound_entry->params[p] || !hlo_shape_equal(&bound_entry->params[p]->shape, &binding_entry->params[p]->shape))
-      return refuse(diag, "cannot bind: parameter %s of %s changed", binding_entry->params[p]->name, binding_entry->name);
+      return REFUSE(diag, "parameter %s of %s changed", binding_entry->params[p]->name, binding_entry->name);
   return HLO_OK;
 }
 
@@ -181,7 +176,7 @@ void rt_cpu_bound_module_free(hlo_module *bound) {
 hlo_module *rt_cpu_bind_module(const hlo_module *source, const hlo_module *optimized, const hlo_module *binding,
                                hlo_diag *diag) {
   if (!source || !optimized || !binding || !binding->entry || !source->entry) {
-    hlo_diag_set(diag, HLO_ERR_UNSUPPORTED, "cannot bind: this executable keeps no graph to bind");
+    REFUSE(diag, "this executable keeps no graph to bind");
     return NULL;
   }
   if (check_same_graph(source, binding, diag) != HLO_OK) return NULL;
@@ -210,7 +205,7 @@ hlo_module *rt_cpu_bind_module(const hlo_module *source, const hlo_module *optim
   if (status == HLO_OK && hlo_verify_shapes(bound->entry, diag) != HLO_OK) {
     char why[sizeof diag->message];
     memcpy(why, diag->message, sizeof why);
-    status = hlo_diag_set(diag, HLO_ERR_UNSUPPORTED, "cannot bind: %s", why);
+    status = REFUSE(diag, "%s", why);
   }
   free(at_binding);
   free(at_source);

@@ -5,7 +5,8 @@
 #include <stdio.h>
 
 #include "cpu_util.h"
-#include "hlo/print.h"
+#include "hlo/clone.h"
+#include "hlo/pass.h"
 
 /* relu(x @ w) through a call the passes inline, its first 3 columns sliced (a slice whose
  * limit is the batch), summed over the batch after a transpose (a reduce that keeps its
@@ -210,7 +211,38 @@ static void test_refusals(void) {
                  "structure");
 }
 
+/* Origins number instructions by position; clones keep them, inlined copies carry their
+ * callee instruction's. */
+static void test_origins(void) {
+  hlo_module *module = parse(mlp_text(3));
+  if (!module) return;
+  int32_t count = hlo_module_number_origins(module);
+  int32_t total = 0;
+  for (int c = 0; c < module->comp_count; c++) total += module->comps[c]->instr_count;
+  CHECK_EQ_INT(count, total);
+  CHECK_EQ_INT(module->comps[0]->instrs[0]->origin, 1);
+  hlo_diag diag = {0};
+  hlo_module *copy = hlo_module_clone(module, &diag);
+  CHECK(copy != NULL);
+  for (int c = 0; copy && c < copy->comp_count; c++)
+    for (int i = 0; i < copy->comps[c]->instr_count; i++)
+      CHECK_EQ_INT(copy->comps[c]->instrs[i]->origin, module->comps[c]->instrs[i]->origin);
+  hlo_module_free(copy);
+  const hlo_comp *act = hlo_module_find_comp(module, "act");
+  const hlo_instr *maximum = act ? act->root : NULL;
+  CHECK(maximum && maximum->opcode == HLO_OP_MAXIMUM);
+  CHECK_EQ_INT(hlo_pass_inline_calls(module), 1);
+  int carried = 0;
+  for (int i = 0; maximum && i < module->entry->instr_count; i++) {
+    const hlo_instr *instr = module->entry->instrs[i];
+    if (instr->opcode == HLO_OP_MAXIMUM) carried += instr->origin == maximum->origin;
+  }
+  CHECK_EQ_INT(carried, 1);
+  hlo_module_free(module);
+}
+
 int main(void) {
+  RUN(test_origins);
   RUN(test_bind_batches);
   RUN(test_bind_from_bound);
   RUN(test_bind_after_deserialize);
