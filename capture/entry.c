@@ -6,6 +6,7 @@
 
 #include "function.h"
 #include "hlo/verify.h"
+#include "minify/auto.h"
 
 /* ---- building ---- */
 
@@ -336,10 +337,13 @@ static bool same_bindings(const int64_t *a, const int64_t *b, int n) {
 }
 
 /* The entry's executable bound to module (the template at this call's sizes), or NULL when
- * its backend cannot bind or refuses these sizes (the caller then compiles). */
-static rt_executable *bind_entry(const cap_entry *e, const hlo_module *module, const rt_backend **by) {
+ * its backend cannot bind or refuses these sizes (the caller then compiles). Under
+ * LATCH_CHECK=accuracy every binding is compiled, so that each is checked against the fp64
+ * reference at its own sizes. */
+static rt_executable *bind_entry(const latch_runtime *rt, const cap_entry *e, const hlo_module *module,
+                                 const rt_backend **by) {
   cap_exe *compiled = e->cached ? cache_entry_value(e->cached) : NULL;
-  if (!compiled || !compiled->backend->bind) return NULL;
+  if (!compiled || !compiled->backend->bind || rt->check_mode == MIN_MODE_ACCURACY) return NULL;
   hlo_diag diag = {0};
   *by = compiled->backend;
   return compiled->backend->bind(compiled->exe, module, &diag);
@@ -414,7 +418,7 @@ static cap_spec specialize(latch_runtime *rt, cap_entry *e, const int64_t *bindi
       } else {
         hlo_diag diag = {0};
         hlo_module *module = cap_graph_lower(&g, &diag);
-        spec.bound = module ? bind_entry(e, module, &spec.bound_by) : NULL;
+        spec.bound = module ? bind_entry(rt, e, module, &spec.bound_by) : NULL;
         hlo_module_free(module);
         *kind = CAP_RUN_INSTANTIATED;
         if (!spec.bound) {

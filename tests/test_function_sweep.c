@@ -207,6 +207,44 @@ static void test_disk_sweep(void) {
   CHECK(system(command) == 0);
 }
 
+/* Under LATCH_CHECK=accuracy the cpu backend's bindings are compiled, each one checked
+ * against the fp64 reference, instead of bound. */
+static void test_checked_sweep_compiles(void) {
+  latch_options options;
+  latch_options_init(&options);
+  options.backend = "cpu";
+  options.eager = false;
+  options.check = "accuracy";
+  latch_runtime *rt = latch_open(&options);
+  CHECK_MSG(rt != NULL, "%s", latch_last_error());
+  if (!rt) return;
+  model m = {fu_ramp(rt, 2, FDIMS(16, 32), 0.001, -0.2), fu_ramp(rt, 1, FDIMS(32), 0.01, -0.1),
+             fu_ramp(rt, 2, FDIMS(32, 10), -0.002, 0.3), fu_ramp(rt, 1, FDIMS(10), 0.05, 0)};
+  latch_function_options o = fu_options(LATCH_TRACE_ONCE, LATCH_SHAPES_AUTOMATIC);
+  latch_function *f = latch_function_new_step(rt, mlp, &m, &o);
+  for (int64_t b = 1; b <= 8; b++) {
+    latch_tensor *x = fu_ramp(rt, 2, FDIMS(b, 16), 0.0007, 0), *y = NULL;
+    CHECK_EQ_INT(latch_call(f, &x, 1, NULL, 0, &y, 1), LATCH_OK);
+    latch_release(y);
+    latch_release(x);
+  }
+  latch_function_stats s;
+  latch_stats r;
+  latch_function_get_stats(f, &s);
+  latch_get_stats(rt, &r);
+  CHECK_EQ_INT(s.traces, 2);
+  CHECK_EQ_INT(s.specializations, 6);
+  CHECK_EQ_INT(s.instantiations, 0);
+  CHECK_EQ_INT(r.compiles, 8);
+  CHECK_EQ_INT(r.check_failures, 0);
+  latch_function_free(f);
+  latch_release(m.w1);
+  latch_release(m.w2);
+  latch_release(m.b1);
+  latch_release(m.b2);
+  latch_close(rt);
+}
+
 static void test_static_sweep(void) { sweep("mlp", mlp, 2, FDIMS(0, 16), LATCH_SHAPES_STATIC, false, REFERENCE); }
 
 int main(void) {
@@ -214,5 +252,6 @@ int main(void) {
   RUN(test_cnn_sweep);
   RUN(test_static_sweep);
   RUN(test_disk_sweep);
+  RUN(test_checked_sweep_compiles);
   return TEST_REPORT();
 }
