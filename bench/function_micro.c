@@ -3,7 +3,9 @@
  *   - guard evaluation per call (from latch_function_stats.guard_ns) for 1, 4 and 16 inputs;
  *   - dispatch overhead per call on a tiny graph (everything but the backend's execute, from
  *     latch_stats.execute_ns) for trace-once hits against trace-every on the same graph;
- *   - backend compiles and traces of an MLP batch sweep 1..64 under static and automatic.
+ *   - backend compiles and traces of an MLP batch sweep 1..64 under static and automatic,
+ *     and what each other binding of the symbolic entry cost without a compile (template,
+ *     lowering, and on the cpu backend binding the entry's executable to the new sizes).
  * Each figure is the best of ROUNDS rounds (the least disturbed by other processes on a
  * shared machine). guard_ns includes the two clock reads that time it; their cost is
  * printed too. */
@@ -128,7 +130,7 @@ static void sweep(latch_shape_policy shapes) {
   latch_function_get_stats(f, &s);
   latch_get_stats(rt, &rs);
   printf("  %-9s traces %3llu  recompiles %3llu  backend compiles %3llu (%.2f ms)  specializations %llu  "
-         "instantiations %llu (%.1f us each)  sweep %.2f ms\n",
+         "instantiations %llu (%.1f us each, no compile)  sweep %.2f ms\n",
          shapes == LATCH_SHAPES_STATIC ? "static" : "automatic", (unsigned long long)s.traces,
          (unsigned long long)s.recompiles, (unsigned long long)rs.compiles, (double)rs.compile_ns / 1e6,
          (unsigned long long)s.specializations, (unsigned long long)s.instantiations,

@@ -14,27 +14,43 @@
 #include "cap.h"
 #include "minify/auto.h"
 #include "runtime/accuracy.h"
+#include "runtime/random_fill.h"
 
-/* Shells around the READY parameter values, as sync.c makes them: the backend's retains and
- * releases then touch only this thread's memory. Freed with free(), never released. */
-static rt_value **views_of(const cap_graph *g) {
-  rt_value **views = calloc((size_t)g->param_count + 1, sizeof *views);
-  for (int i = 0; views && i < g->param_count; i++) {
-    views[i] = malloc(sizeof *views[i]);
-    if (!views[i]) {
-      for (int k = 0; k < i; k++) free(views[k]);
-      free(views);
-      return NULL;
-    }
-    *views[i] = *g->params[i]->value;
-    views[i]->refcount = 1;
-  }
-  return views;
+static void free_views(rt_value **views, rt_value **owned, int count) {
+  for (int i = 0; views && i < count; i++) free(views[i]);
+  for (int i = 0; owned && i < count; i++) rt_value_release(owned[i]);
+  free(views);
+  free(owned);
 }
 
-static void free_views(rt_value **views, int count) {
-  for (int i = 0; views && i < count; i++) free(views[i]);
-  free(views);
+/* Shells around the READY parameter values, as sync.c makes them: the backend's retains and
+ * releases then touch only this thread's memory. Freed with free(), never released. A
+ * parameter with no value (a stand-in: a symbolic trace instantiated for a new binding is
+ * compiled from shapes alone) is checked on seeded random data of its shape, kept in
+ * owned. */
+static rt_value **views_of(const cap_graph *g, const hlo_module *module, rt_value ***owned) {
+  rt_value **views = calloc((size_t)g->param_count + 1, sizeof *views);
+  *owned = calloc((size_t)g->param_count + 1, sizeof **owned);
+  bool ok = views && *owned;
+  for (int i = 0; ok && i < g->param_count; i++) {
+    const rt_value *value = g->params[i]->value;
+    if (!value) {
+      hlo_diag diag = {0};
+      value = (*owned)[i] = rt_random_value(&module->entry->params[i]->shape, 1, (uint64_t)i, &diag);
+    }
+    views[i] = value ? malloc(sizeof *views[i]) : NULL;
+    ok = views[i] != NULL;
+    if (ok) {
+      *views[i] = *value;
+      views[i]->refcount = 1;
+    }
+  }
+  if (!ok) {
+    free_views(views, *owned, g->param_count);
+    *owned = NULL;
+    return NULL;
+  }
+  return views;
 }
 
 /* Runs exe once and compares with the fp64 reference; false with the reason in why. */
@@ -83,7 +99,8 @@ static void report_failure(latch_runtime *rt, const hlo_module *module, rt_value
 void *cap_compile_checked(latch_runtime *rt, const cap_graph *g, hlo_diag *diag) {
   hlo_module *module = cap_graph_lower(g, diag);
   if (!module) return NULL;
-  rt_value **views = views_of(g);
+  rt_value **owned = NULL;
+  rt_value **views = views_of(g, module, &owned);
   if (!views) {
     hlo_module_free(module);
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
@@ -108,7 +125,7 @@ void *cap_compile_checked(latch_runtime *rt, const cap_graph *g, hlo_diag *diag)
     backend = &rt_backend_reference;
     exe = backend->compile(module, diag);
   }
-  free_views(views, g->param_count);
+  free_views(views, owned, g->param_count);
   hlo_module_free(module);
   if (!exe) return NULL;
   cap_exe *value = malloc(sizeof *value);

@@ -6,6 +6,7 @@
 
 #include "function.h"
 #include "hlo/verify.h"
+#include "minify/auto.h"
 
 /* ---- building ---- */
 
@@ -239,6 +240,13 @@ cap_entry *cap_entry_build(cap_trace *trace, latch_tensor *const *outputs, int o
 void cap_entry_free(latch_runtime *rt, cap_entry *e) {
   if (!e) return;
   guard_program_free(e->program);
+  /* bound executables share the entry's executable: they go first */
+  for (int s = 0; s < e->spec_count; s++) {
+    if (e->specs[s].bound) e->specs[s].bound_by->destroy(e->specs[s].bound);
+    free(e->specs[s].bindings);
+    if (e->specs[s].cached) cache_table_release(rt->cache, e->specs[s].cached);
+    hlo_module_free(e->specs[s].module);
+  }
   if (e->cached) cache_table_release(rt->cache, e->cached);
   for (int p = 0; e->params && p < e->param_count; p++) cap_node_release(e->params[p].node);
   for (int j = 0; e->outputs && j < e->output_count; j++) cap_node_release(e->outputs[j].node);
@@ -248,11 +256,6 @@ void cap_entry_free(latch_runtime *rt, cap_entry *e) {
     free(e->nodes[i].attrs);
     free(e->nodes[i].dims);
     free(e->nodes[i].attr_exprs);
-  }
-  for (int s = 0; s < e->spec_count; s++) {
-    free(e->specs[s].bindings);
-    if (e->specs[s].cached) cache_table_release(rt->cache, e->specs[s].cached);
-    hlo_module_free(e->specs[s].module);
   }
   pthread_mutex_destroy(&e->spec_lock);
   free(e->specs);
@@ -374,13 +377,27 @@ static bool same_bindings(const int64_t *a, const int64_t *b, int n) {
   return n == 0 || memcmp(a, b, sizeof(int64_t) * (size_t)n) == 0;
 }
 
+/* The entry's executable bound to module (the template at this call's sizes), or NULL when
+ * its backend cannot bind or refuses these sizes (the caller then compiles). Under
+ * LATCH_CHECK=accuracy every binding is compiled, so that each is checked against the fp64
+ * reference at its own sizes. */
+static rt_executable *bind_entry(const latch_runtime *rt, const cap_entry *e, const hlo_module *module,
+                                 const rt_backend **by) {
+  cap_exe *compiled = e->cached ? cache_entry_value(e->cached) : NULL;
+  if (!compiled || !compiled->backend->bind || rt->check_mode == MIN_MODE_ACCURACY) return NULL;
+  hlo_diag diag = {0};
+  *by = compiled->backend;
+  return compiled->backend->bind(compiled->exe, module, &diag);
+}
+
 /* What runs a binding the trace did not see. The template is instantiated with this call's
  * sizes (nodes, then HLO through the usual lowering); a backend that can run a module
- * without compiling it (execute_module) runs that module, and the rest compile it like any
- * graph, keyed in the shared cache. Either way the result is kept per binding. */
+ * without compiling it (execute_module) runs that module, one that can bind its compiled
+ * executable to other sizes (bind) does so, and the rest compile it like any graph, keyed
+ * in the shared cache. Either way the result is kept per binding. */
 static cap_spec specialize(latch_runtime *rt, cap_entry *e, const int64_t *bindings, cap_node *const *params,
                            cap_run_kind *kind, latch_status *status) {
-  cap_spec none = {NULL, NULL, NULL};
+  cap_spec none = {NULL, NULL, NULL, NULL, NULL};
   pthread_mutex_lock(&e->spec_lock);
   for (int s = 0; s < e->spec_count; s++)
     if (same_bindings(e->specs[s].bindings, bindings, e->symbol_count)) {
@@ -440,9 +457,16 @@ static cap_spec specialize(latch_runtime *rt, cap_entry *e, const int64_t *bindi
         if (!spec.module) cap_set_error("call: instantiating a symbolic trace: %s", diag.message);
         *kind = CAP_RUN_INSTANTIATED;
       } else {
-        bool compiled = false;
-        spec.cached = cap_graph_executable(rt, &g, &compiled, status);
-        *kind = CAP_RUN_SPECIALIZED;
+        hlo_diag diag = {0};
+        hlo_module *module = cap_graph_lower(&g, &diag);
+        spec.bound = module ? bind_entry(rt, e, module, &spec.bound_by) : NULL;
+        hlo_module_free(module);
+        *kind = CAP_RUN_INSTANTIATED;
+        if (!spec.bound) {
+          bool compiled = false;
+          spec.cached = cap_graph_executable(rt, &g, &compiled, status);
+          *kind = CAP_RUN_SPECIALIZED;
+        }
       }
       cap_graph_free(&g);
     }
@@ -454,7 +478,7 @@ static cap_spec specialize(latch_runtime *rt, cap_entry *e, const int64_t *bindi
   free(proxies);
   free(made);
   free(roots);
-  if (!spec.cached && !spec.module) {
+  if (!spec.cached && !spec.module && !spec.bound) {
     if (*status == LATCH_OK) *status = LATCH_ERR_INTERNAL;
     return none;
   }
@@ -476,6 +500,7 @@ static cap_spec specialize(latch_runtime *rt, cap_entry *e, const int64_t *bindi
   free(copy);
   if (spec.cached) cache_table_release(rt->cache, spec.cached);
   hlo_module_free(spec.module);
+  if (spec.bound) spec.bound_by->destroy(spec.bound);
   cap_set_error("call: out of memory");
   *status = LATCH_ERR_INTERNAL;
   return none;
@@ -523,18 +548,20 @@ latch_status cap_entry_run(latch_runtime *rt, cap_entry *e, latch_tensor *const 
     views[p] = &shells[p];
   }
   if (status == LATCH_OK && e->root_count) {
-    cap_spec run = {NULL, e->cached, NULL};
+    cap_spec run = {NULL, e->cached, NULL, NULL, NULL};
     if (e->nodes && !same_bindings(bindings, e->hint_bindings, e->symbol_count)) {
       uint64_t start = cap_now_ns();
       run = specialize(rt, e, bindings, params, kind, &status);
       if (*kind == CAP_RUN_INSTANTIATED) *instantiate_ns = cap_now_ns() - start;
     }
-    if (run.cached || run.module) {
+    if (run.cached || run.module || run.bound) {
       rt_value *result = NULL;
       hlo_diag diag = {0};
       uint64_t start = cap_now_ns();
       if (run.module) {
         status = (latch_status)rt->backend->execute_module(run.module, views, n, &result, &diag);
+      } else if (run.bound) {
+        status = (latch_status)run.bound_by->execute(run.bound, views, n, &result, &diag);
       } else {
         cap_exe *exe = cache_entry_value(run.cached);
         status = (latch_status)exe->backend->execute(exe->exe, views, n, &result, &diag);

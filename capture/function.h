@@ -46,12 +46,16 @@ typedef struct cap_tmpl_node {
   guard_expr *attr_exprs; /* a slice's attrs when its start or stop is symbolic, else NULL */
 } cap_tmpl_node;
 
-/* What runs one binding of a symbolic entry other than the trace's own: a compiled
- * specialization, or (backends with execute_module) the binding's module itself. */
+/* What runs one binding of a symbolic entry other than the trace's own: the entry's
+ * executable bound to it (backends with bind; it shares the entry's executable, so it is
+ * destroyed first), the binding's module itself (backends with execute_module), or else a
+ * compiled specialization. */
 typedef struct cap_spec {
   int64_t *bindings;
   cache_entry *cached;
   hlo_module *module;
+  rt_executable *bound;
+  const rt_backend *bound_by; /* the backend whose executable bound is */
 } cap_spec;
 
 typedef struct cap_entry {
@@ -93,7 +97,7 @@ bool cap_entry_check(const cap_entry *entry, const guard_tensor *inputs, latch_t
 typedef enum cap_run_kind {
   CAP_RUN_PLAIN,        /* the trace's executable, or one made for this binding before */
   CAP_RUN_SPECIALIZED,  /* a new binding: a backend compile of the instantiated template */
-  CAP_RUN_INSTANTIATED, /* a new binding: the template's module built, run without compiling */
+  CAP_RUN_INSTANTIATED, /* a new binding: the template's module built, run or bound without compiling */
 } cap_run_kind;
 
 /* Runs the entry on a call. params: the parameter nodes to use (the trace's first run), or

@@ -9,6 +9,17 @@
 #include "parse.h"
 #include "print.h"
 
+/* Origins are not text: they are carried by position, which the printer and parser keep
+ * (computations and instructions in order). */
+static void keep_origins(hlo_module *copy, const hlo_module *module) {
+  if (copy->comp_count != module->comp_count) return;
+  for (int c = 0; c < module->comp_count; c++)
+    if (copy->comps[c]->instr_count != module->comps[c]->instr_count) return;
+  for (int c = 0; c < module->comp_count; c++)
+    for (int i = 0; i < module->comps[c]->instr_count; i++)
+      copy->comps[c]->instrs[i]->origin = module->comps[c]->instrs[i]->origin;
+}
+
 hlo_module *hlo_module_clone(const hlo_module *module, hlo_diag *diag) {
   char *text = hlo_module_to_text(module);
   if (!text) {
@@ -17,5 +28,6 @@ hlo_module *hlo_module_clone(const hlo_module *module, hlo_diag *diag) {
   }
   hlo_module *copy = hlo_parse_module(text, strlen(text), "<clone>", diag);
   free(text);
+  if (copy) keep_origins(copy, module);
   return copy;
 }

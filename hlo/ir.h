@@ -119,6 +119,12 @@ typedef struct hlo_instr {
   hlo_comp **called;
   hlo_comp *parent;
   int id; /* index in parent->instrs */
+  /* Where this instruction came from, for backends that rebind a compiled graph to other
+   * sizes (runtime/backend.h, bind): 0 for none, else 1 + the instruction's position in the
+   * module a backend was handed, counted over computations in order, then instructions in
+   * order (hlo_module_number_origins). Clones keep it; passes that copy an instruction
+   * (inlining) copy it; instructions passes create get 0. Never printed, never hashed. */
+  int32_t origin;
 
   /* Attributes; which ones an opcode uses is in the comments. */
   int64_t parameter_number; /* parameter */
@@ -190,6 +196,14 @@ bool hlo_comp_sort(hlo_comp *comp, hlo_diag *diag);
 /* Reorders module->comps so callees come before callers; false on recursion. */
 bool hlo_module_sort(hlo_module *module, hlo_diag *diag);
 hlo_ints hlo_ints_copy(hlo_arena *arena, int count, const int64_t *values);
+/* Sets every instruction's origin to 1 + its position (see hlo_instr.origin); returns the
+ * count of instructions. */
+int32_t hlo_module_number_origins(hlo_module *module);
+/* Whether a and b agree on every attribute other than their shapes and operands (opcode,
+ * called computations by index, dimensions, windows, literals, raw attributes, ...).
+ * sizes_too: also compare the size attributes a graph instantiated at other sizes may
+ * change (slice starts and limits). On a difference, *which names the attribute. */
+bool hlo_instr_same_attrs(const hlo_instr *a, const hlo_instr *b, bool sizes_too, const char **which);
 /* A raw attribute's value by name, or NULL. */
 const char *hlo_instr_raw_attr(const hlo_instr *instr, const char *name);
 

@@ -34,7 +34,8 @@ static bool inline_one(hlo_comp *comp, hlo_instr *call) {
       ok = false;
       break;
     }
-    /* every attribute as in src; identity and operands as appended */
+    /* every attribute as in src, origin included (a backend binding other sizes finds the
+     * copy's shape through it); identity and operands as appended */
     hlo_instr own = *copy;
     *copy = *src;
     copy->name = own.name;

@@ -19,4 +19,10 @@ hlo_status hlo_verify_module(const hlo_module *module, hlo_diag *diag);
  * after hlo_infer_shape accepted instr: it relies on the operand counts being right. */
 hlo_status hlo_verify_calls(const hlo_instr *instr, unsigned flags, hlo_diag *diag);
 
+/* The last of hlo_verify_module's checks on one computation alone: each instruction's
+ * declared shape is its inferred shape, and its called computations fit it. For a
+ * computation whose links are already known sound but whose shapes were rewritten (a cpu
+ * executable bound to other sizes shares called computations with another module). */
+hlo_status hlo_verify_shapes(const hlo_comp *comp, hlo_diag *diag);
+
 #endif

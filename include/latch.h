@@ -340,13 +340,15 @@ typedef struct latch_function_stats {
   uint64_t recompiles;      /* traces that added an entry after the first */
   uint64_t fallback_calls;  /* traces past the recompile limit or forced by a value read */
   /* A symbolic entry (one traced with symbolic dims) runs every binding its guards accept.
-   * On a backend that can run a module without compiling it (the reference evaluator), a
-   * new binding's module is built from the kept template: an instantiation, no compile. A
-   * backend that compiles static shapes compiles one executable per new binding: a
-   * specialization, counted in latch_stats.compiles too. */
+   * A new binding's module is built from the kept template and, with no compile, either
+   * bound to the entry's one executable (the cpu backend: shapes, kernels and buffers are
+   * worked out for the binding's sizes) or run directly (the reference evaluator): an
+   * instantiation. Where neither is possible (a backend with neither, or a binding the
+   * compiled graph's decisions do not hold for) the binding is compiled: a specialization,
+   * counted in latch_stats.compiles too. */
   uint64_t specializations;
   uint64_t instantiations;
-  uint64_t instantiate_ns;  /* building modules from templates (lowering and verifying) */
+  uint64_t instantiate_ns;  /* building modules from templates, lowering, verifying, binding */
   uint64_t entries;
   uint64_t guard_checks;    /* guard programs evaluated */
   uint64_t guard_ns;        /* time in guard evaluation, timed on one call in 8 and scaled */

@@ -34,9 +34,23 @@ typedef struct rt_backend {
    * compile work, as execute would run its executable. A traced function with symbolic dims
    * keeps its graph as a template and, for a binding it has not run yet, builds that
    * binding's module from the template (shapes computed from the symbols) and runs it here;
-   * a backend without it gets one compiled specialization per binding instead. */
+   * a backend without it binds its compiled executable to the binding's module (bind, below),
+ * or failing that compiles one specialization per binding. */
   hlo_status (*execute_module)(const hlo_module *module, rt_value *const *args, int arg_count, rt_value **result,
                                hlo_diag *diag);
+  /* Optional (NULL: the backend compiles each size of a graph on its own): an executable
+   * for binding, made from exe without compiling. binding is the graph exe was compiled
+   * from instantiated at other sizes: the same computations, instruction counts, opcodes,
+   * operands and attributes, only shapes and size attributes (slice starts and limits)
+   * differ. A traced function with symbolic dims compiles its trace's graph once and binds
+   * it for every other binding of its symbols: the passes and their decisions are kept,
+   * while shapes, kernel choices and buffer sizes are worked out again for these sizes
+   * (microseconds, not a compile). NULL with diag when binding cannot be proven to compute
+   * the same function as compiling binding would (another attribute differs, or a pass
+   * decision held only at exe's sizes): the caller compiles binding instead.
+   * Lifetime: the result shares exe's read-only parts, so exe must outlive it (destroy the
+   * bound executable first). binding may be freed once bind returns. */
+  rt_executable *(*bind)(rt_executable *exe, const hlo_module *binding, hlo_diag *diag);
 } rt_backend;
 
 /* A module's HLO text as a malloc'd buffer: the serialized form of backends whose executable

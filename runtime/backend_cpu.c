@@ -3,7 +3,9 @@
  * may run on many threads at once. Parallelism is inside kernels (TBB, runtime/parallel.cc);
  * OpenBLAS is held to one thread so the two never oversubscribe the cores: big matrix
  * products are split across TBB tasks instead (backend_cpu_dot.c). Its serialized form is
- * the HLO text after the passes; deserialize compiles that again. */
+ * the HLO text of the module it was compiled from (before the passes); deserialize compiles
+ * that again, so the executable can bind other sizes (backend_cpu_bind.c) whether it was
+ * compiled here or loaded from the disk cache: origins are positions in that text. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +15,6 @@
 
 #include "backend.h"
 #include "backend_cpu.h"
-#include "hlo/clone.h"
 #include "hlo/parse.h"
 #include "hlo/pass.h"
 #include "hlo/print.h"
@@ -46,7 +47,9 @@ static int64_t keep_arena_budget(void) {
 }
 
 struct rt_executable {
-  hlo_module *module;
+  hlo_module *module;   /* what runs: the optimized module, or a bound copy of its entry */
+  hlo_module *source;   /* compiled: the module before the passes, origins numbered; bound: NULL */
+  rt_executable *bound_from; /* bound: the compiled executable sharing its computations */
   rt_cpu_plan *plan;
   /* one arena kept from a finished execute, taken whole by the next (a thread that finds
    * it taken allocates its own): executes running at once never share buffers */
@@ -95,23 +98,9 @@ typedef struct cell {
   rt_value view;
 } cell;
 
-static rt_executable *cpu_compile_owned(hlo_module *module, hlo_diag *diag) {
-  if (!module) return NULL;
-  if (hlo_verify_module(module, diag) != HLO_OK) {
-    hlo_module_free(module);
-    return NULL;
-  }
-  hlo_pass_run_all(module);
-  openblas_set_num_threads(1);
-  rt_cpu_plan *plan = rt_cpu_plan_build(module, diag);
-  if (!plan) {
-    hlo_module_free(module);
-    return NULL;
-  }
+static rt_executable *new_executable(hlo_module *module, rt_cpu_plan *plan, hlo_diag *diag) {
   rt_executable *exe = calloc(1, sizeof *exe);
   if (!exe) {
-    rt_cpu_plan_free(plan);
-    hlo_module_free(module);
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
     return NULL;
   }
@@ -120,8 +109,47 @@ static rt_executable *cpu_compile_owned(hlo_module *module, hlo_diag *diag) {
   return exe;
 }
 
+/* Compiles a module's text: parsed twice, once kept as the source (what serialize writes and
+ * bind compares a binding with) and once for the passes, each instruction of both numbered
+ * by its position in the text (origin) so that bind can map an optimized instruction to its
+ * counterpart in another binding of the source. */
+static rt_executable *cpu_compile_text(const char *text, size_t len, const char *where, hlo_diag *diag) {
+  hlo_module *source = hlo_parse_module(text, len, where, diag);
+  if (!source) return NULL;
+  if (hlo_verify_module(source, diag) != HLO_OK) {
+    hlo_module_free(source);
+    return NULL;
+  }
+  hlo_module *module = hlo_parse_module(text, len, where, diag);
+  if (!module) {
+    hlo_module_free(source);
+    return NULL;
+  }
+  hlo_module_number_origins(source);
+  hlo_module_number_origins(module);
+  hlo_pass_run_all(module);
+  openblas_set_num_threads(1);
+  rt_cpu_plan *plan = rt_cpu_plan_build(module, diag);
+  rt_executable *exe = plan ? new_executable(module, plan, diag) : NULL;
+  if (!exe) {
+    rt_cpu_plan_free(plan);
+    hlo_module_free(module);
+    hlo_module_free(source);
+    return NULL;
+  }
+  exe->source = source;
+  return exe;
+}
+
 static rt_executable *cpu_compile(const hlo_module *module, hlo_diag *diag) {
-  return cpu_compile_owned(hlo_module_clone(module, diag), diag);
+  char *text = hlo_module_to_text(module);
+  if (!text) {
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory printing module %s", module->name);
+    return NULL;
+  }
+  rt_executable *exe = cpu_compile_text(text, strlen(text), "<compile>", diag);
+  free(text);
+  return exe;
 }
 
 static void set_view(cell *c, const hlo_shape *shape, void *data) {
@@ -339,30 +367,52 @@ static hlo_status cpu_execute(rt_executable *exe, rt_value *const *args, int arg
   return status;
 }
 
+/* The new executable for binding runs the compiled one's passes' result with shapes,
+ * kernels and buffers for the binding's sizes; nothing is compiled. A bound executable
+ * binds through the one it was bound from. */
+static rt_executable *cpu_bind(rt_executable *exe, const hlo_module *binding, hlo_diag *diag) {
+  rt_executable *compiled = exe->bound_from ? exe->bound_from : exe;
+  hlo_module *bound = rt_cpu_bind_module(compiled->source, compiled->module, binding, diag);
+  if (!bound) return NULL;
+  rt_cpu_plan *plan = rt_cpu_plan_build(bound, diag);
+  rt_executable *bound_exe = plan ? new_executable(bound, plan, diag) : NULL;
+  if (!bound_exe) {
+    rt_cpu_plan_free(plan);
+    rt_cpu_bound_module_free(bound);
+    return NULL;
+  }
+  bound_exe->bound_from = compiled;
+  return bound_exe;
+}
+
 static void cpu_destroy(rt_executable *exe) {
   if (!exe) return;
   char *spare = atomic_load(&exe->spare);
   if (spare) atomic_fetch_sub(&kept_arena_bytes, exe->plan->arena_bytes);
   free(spare);
   rt_cpu_plan_free(exe->plan);
-  hlo_module_free(exe->module);
+  if (exe->bound_from) rt_cpu_bound_module_free(exe->module);
+  else hlo_module_free(exe->module);
+  hlo_module_free(exe->source);
   free(exe);
 }
 
+/* A bound executable has no source of its own: its module, compiled again, is its equal. */
 static hlo_status cpu_serialize(const rt_executable *exe, void **bytes, size_t *len, hlo_diag *diag) {
-  return rt_module_text_bytes(exe->module, bytes, len, diag);
+  return rt_module_text_bytes(exe->source ? exe->source : exe->module, bytes, len, diag);
 }
 
 static rt_executable *cpu_deserialize(const void *bytes, size_t len, hlo_diag *diag) {
-  return cpu_compile_owned(hlo_parse_module(bytes, len, "<cache entry>", diag), diag);
+  return cpu_compile_text(bytes, len, "<cache entry>", diag);
 }
 
 const rt_backend rt_backend_cpu = {
     .name = "cpu",
-    .version = "1",
+    .version = "2",
     .compile = cpu_compile,
     .execute = cpu_execute,
     .destroy = cpu_destroy,
     .serialize = cpu_serialize,
     .deserialize = cpu_deserialize,
+    .bind = cpu_bind,
 };

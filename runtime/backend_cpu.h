@@ -96,6 +96,14 @@ void rt_cpu_plan_free(rt_cpu_plan *plan);
  * allocates inside). For tests. */
 int64_t rt_cpu_allocation_count(void);
 
+/* (backend_cpu_bind.c) The optimized module of a compile of source, rebuilt for binding:
+ * source at other sizes. Its entry is its own; its other computations are optimized's, which
+ * must outlive it; free it with rt_cpu_bound_module_free. NULL with diag (HLO_ERR_UNSUPPORTED
+ * and why) when the compile's decisions cannot be shown to hold at the binding's sizes. */
+hlo_module *rt_cpu_bind_module(const hlo_module *source, const hlo_module *optimized, const hlo_module *binding,
+                               hlo_diag *diag);
+void rt_cpu_bound_module_free(hlo_module *bound);
+
 /* Shared loop helpers. */
 static inline float rt_cpu_half_load(hlo_dtype dtype, uint16_t bits) {
   return dtype == HLO_F16 ? hlo_f16_to_f32(bits) : hlo_bf16_to_f32(bits);

@@ -2,9 +2,14 @@
  * policy: at most two traces per function (static first, then the batch symbolic), every
  * result equal to trace-every's, and the backend compiles counted: two on the reference
  * backend (it runs the symbolic entry's other bindings from the template without
- * compiling), one per batch size on a backend that compiles static shapes only (simulated
- * here by the reference backend without its execute_module). */
+ * compiling), two on the cpu backend (it binds the symbolic entry's one executable to each
+ * other batch size), one per batch size on a backend that compiles static shapes only
+ * (simulated here by the reference backend without its execute_module). On the cpu
+ * backend trace-every runs on the cpu backend too, so equal results mean binding computes
+ * what compiling each size computes, bit for bit. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "capture/cap.h"
 #include "function_util.h"
@@ -50,13 +55,16 @@ static latch_status cnn(void *user, latch_tensor *const *in, int n, latch_tensor
  * trace-once function's stats and backend compiles. */
 static rt_backend static_only;
 
+typedef enum backend_kind { REFERENCE, STATIC_ONLY, CPU } backend_kind;
+
 static void sweep(const char *name, latch_step_fn step, int rank, const int64_t *sample_dims, latch_shape_policy shapes,
-                  bool check_traces, bool symbolic_backend) {
+                  bool check_traces, backend_kind backend) {
   latch_runtime *rt_once = fu_open(), *rt_every = fu_open();
   static_only = rt_backend_reference;
   static_only.name = "reference-static-only";
   static_only.execute_module = NULL;
-  if (!symbolic_backend) rt_once->backend = &static_only;
+  if (backend == STATIC_ONLY) rt_once->backend = &static_only;
+  if (backend == CPU) rt_once->backend = rt_every->backend = &rt_backend_cpu;
   model m[2];
   latch_runtime *rts[2] = {rt_once, rt_every};
   for (int k = 0; k < 2; k++) {
@@ -104,8 +112,9 @@ static void sweep(const char *name, latch_step_fn step, int rank, const int64_t 
     CHECK_EQ_INT(s.hits, 64 - s.traces);
     /* Every compile is a trace's graph or a specialization of the symbolic entry. */
     CHECK_EQ_INT(r1.compiles, s.traces + s.specializations);
-    if (symbolic_backend) {
+    if (backend != STATIC_ONLY) {
       CHECK_EQ_INT(r1.compiles, 2);
+      CHECK_EQ_INT(s.specializations, 0);
       CHECK_EQ_INT(s.instantiations, 62);
     } else {
       CHECK_EQ_INT(s.specializations, 62);
@@ -130,20 +139,119 @@ static void sweep(const char *name, latch_step_fn step, int rank, const int64_t 
 }
 
 static void test_mlp_sweep(void) {
-  sweep("mlp", mlp, 2, FDIMS(0, 16), LATCH_SHAPES_AUTOMATIC, true, true);
-  sweep("mlp", mlp, 2, FDIMS(0, 16), LATCH_SHAPES_AUTOMATIC, true, false);
+  sweep("mlp", mlp, 2, FDIMS(0, 16), LATCH_SHAPES_AUTOMATIC, true, REFERENCE);
+  sweep("mlp", mlp, 2, FDIMS(0, 16), LATCH_SHAPES_AUTOMATIC, true, STATIC_ONLY);
+  sweep("mlp", mlp, 2, FDIMS(0, 16), LATCH_SHAPES_AUTOMATIC, true, CPU);
 }
 
 static void test_cnn_sweep(void) {
-  sweep("cnn", cnn, 4, FDIMS(0, 1, 8, 8), LATCH_SHAPES_AUTOMATIC, true, true);
-  sweep("cnn", cnn, 4, FDIMS(0, 1, 8, 8), LATCH_SHAPES_AUTOMATIC, true, false);
+  sweep("cnn", cnn, 4, FDIMS(0, 1, 8, 8), LATCH_SHAPES_AUTOMATIC, true, REFERENCE);
+  sweep("cnn", cnn, 4, FDIMS(0, 1, 8, 8), LATCH_SHAPES_AUTOMATIC, true, STATIC_ONLY);
+  sweep("cnn", cnn, 4, FDIMS(0, 1, 8, 8), LATCH_SHAPES_AUTOMATIC, true, CPU);
 }
 
-static void test_static_sweep(void) { sweep("mlp", mlp, 2, FDIMS(0, 16), LATCH_SHAPES_STATIC, false, true); }
+/* One runtime on the cpu backend with the disk cache in dir: the MLP sweep 1..64 under the
+ * automatic policy; outputs[b - 1] keeps each batch's last element. */
+static void disk_sweep(const char *dir, float *outputs, latch_stats *stats, latch_function_stats *fstats) {
+  latch_options options;
+  latch_options_init(&options);
+  options.backend = "cpu";
+  options.eager = false;
+  options.cache = "disk";
+  options.cache_dir = dir;
+  latch_runtime *rt = latch_open(&options);
+  CHECK_MSG(rt != NULL, "%s", latch_last_error());
+  if (!rt) return;
+  model m = {fu_ramp(rt, 2, FDIMS(16, 32), 0.001, -0.2), fu_ramp(rt, 1, FDIMS(32), 0.01, -0.1),
+             fu_ramp(rt, 2, FDIMS(32, 10), -0.002, 0.3), fu_ramp(rt, 1, FDIMS(10), 0.05, 0)};
+  latch_function_options o = fu_options(LATCH_TRACE_ONCE, LATCH_SHAPES_AUTOMATIC);
+  latch_function *f = latch_function_new_step(rt, mlp, &m, &o);
+  for (int64_t b = 1; b <= 64; b++) {
+    latch_tensor *x = fu_ramp(rt, 2, FDIMS(b, 16), 0.0007, -0.3 + 0.01 * (double)b), *y = NULL;
+    CHECK_EQ_INT(latch_call(f, &x, 1, NULL, 0, &y, 1), LATCH_OK);
+    float all[64 * 10];
+    CHECK(y && latch_read(y, all, sizeof(float) * (size_t)(b * 10)) == LATCH_OK);
+    outputs[b - 1] = all[b * 10 - 1];
+    latch_release(y);
+    latch_release(x);
+  }
+  latch_function_get_stats(f, fstats);
+  latch_get_stats(rt, stats);
+  latch_function_free(f);
+  latch_release(m.w1);
+  latch_release(m.w2);
+  latch_release(m.b1);
+  latch_release(m.b2);
+  latch_close(rt);
+}
+
+/* A second process finds the two executables on disk, compiles nothing, and still binds
+ * every other batch size: the loaded executables bind as the compiled ones did. */
+static void test_disk_sweep(void) {
+  char dir[] = "/tmp/latch-sweep-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  float cold[64], warm[64];
+  latch_stats s1, s2;
+  latch_function_stats f1, f2;
+  disk_sweep(dir, cold, &s1, &f1);
+  disk_sweep(dir, warm, &s2, &f2);
+  CHECK_EQ_INT(s1.compiles, 2);
+  CHECK_EQ_INT(s2.compiles, 0);
+  CHECK_EQ_INT(f2.instantiations, 62);
+  CHECK_EQ_INT(f2.specializations, 0);
+  CHECK(memcmp(cold, warm, sizeof cold) == 0);
+  printf("mlp sweep 1..64 on cpu with the disk cache: %llu compiles cold, %llu warm, %llu bindings warm\n",
+         (unsigned long long)s1.compiles, (unsigned long long)s2.compiles, (unsigned long long)f2.instantiations);
+  char command[128];
+  snprintf(command, sizeof command, "rm -rf %s", dir);
+  CHECK(system(command) == 0);
+}
+
+/* Under LATCH_CHECK=accuracy the cpu backend's bindings are compiled, each one checked
+ * against the fp64 reference, instead of bound. */
+static void test_checked_sweep_compiles(void) {
+  latch_options options;
+  latch_options_init(&options);
+  options.backend = "cpu";
+  options.eager = false;
+  options.check = "accuracy";
+  latch_runtime *rt = latch_open(&options);
+  CHECK_MSG(rt != NULL, "%s", latch_last_error());
+  if (!rt) return;
+  model m = {fu_ramp(rt, 2, FDIMS(16, 32), 0.001, -0.2), fu_ramp(rt, 1, FDIMS(32), 0.01, -0.1),
+             fu_ramp(rt, 2, FDIMS(32, 10), -0.002, 0.3), fu_ramp(rt, 1, FDIMS(10), 0.05, 0)};
+  latch_function_options o = fu_options(LATCH_TRACE_ONCE, LATCH_SHAPES_AUTOMATIC);
+  latch_function *f = latch_function_new_step(rt, mlp, &m, &o);
+  for (int64_t b = 1; b <= 8; b++) {
+    latch_tensor *x = fu_ramp(rt, 2, FDIMS(b, 16), 0.0007, 0), *y = NULL;
+    CHECK_EQ_INT(latch_call(f, &x, 1, NULL, 0, &y, 1), LATCH_OK);
+    latch_release(y);
+    latch_release(x);
+  }
+  latch_function_stats s;
+  latch_stats r;
+  latch_function_get_stats(f, &s);
+  latch_get_stats(rt, &r);
+  CHECK_EQ_INT(s.traces, 2);
+  CHECK_EQ_INT(s.specializations, 6);
+  CHECK_EQ_INT(s.instantiations, 0);
+  CHECK_EQ_INT(r.compiles, 8);
+  CHECK_EQ_INT(r.check_failures, 0);
+  latch_function_free(f);
+  latch_release(m.w1);
+  latch_release(m.w2);
+  latch_release(m.b1);
+  latch_release(m.b2);
+  latch_close(rt);
+}
+
+static void test_static_sweep(void) { sweep("mlp", mlp, 2, FDIMS(0, 16), LATCH_SHAPES_STATIC, false, REFERENCE); }
 
 int main(void) {
   RUN(test_mlp_sweep);
   RUN(test_cnn_sweep);
   RUN(test_static_sweep);
+  RUN(test_disk_sweep);
+  RUN(test_checked_sweep_compiles);
   return TEST_REPORT();
 }
