@@ -148,7 +148,7 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
                            rt_value *const *args, rt_value **ops, rt_eval *eval) {
   const hlo_instr *instr = step->instr;
   cell *c = &cells[instr->id];
-  for (int k = 0; k < instr->operand_count; k++) ops[k] = cells[instr->operands[k]->id].value;
+  for (int k = 0; k < rt_cpu_step_input_count(step); k++) ops[k] = cells[rt_cpu_step_input(step, k)].value;
   switch (step->kind) {
     case RT_STEP_PARAM: {
       rt_value *arg = args[instr->parameter_number];
@@ -193,7 +193,10 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
       c->owned = true;
       break;
     }
+    case RT_STEP_INSIDE:
+      break;
     case RT_STEP_FAST:
+    case RT_STEP_FUSED:
       if (step->output) {
         c->value = rt_value_new(&instr->shape);
         if (!c->value)
@@ -202,7 +205,8 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
       } else {
         set_view(c, &instr->shape, arena + step->offset);
       }
-      if (!step->fast(instr, (const rt_value *const *)ops, c->value))
+      if (step->kind == RT_STEP_FUSED ? !rt_cpu_fusion_run(step->fusion, (const rt_value *const *)ops, c->value)
+                                      : !step->fast(instr, (const rt_value *const *)ops, c->value))
         return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in %s %%%s",
                             hlo_opcode_name(instr->opcode), instr->name);
       break;

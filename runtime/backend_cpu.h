@@ -39,13 +39,18 @@ typedef enum rt_cpu_step_kind {
   RT_STEP_TUPLE,  /* a new tuple of its operands (copies of views) */
   RT_STEP_FAST,   /* a fast kernel into an assigned buffer, or into an output value */
   RT_STEP_SLOW,   /* a reference kernel making a new value */
+  RT_STEP_FUSED,  /* a fused group (backend_cpu_fusion.c) into an assigned buffer or output */
+  RT_STEP_INSIDE, /* computed inside a fused step, or a broadcast folded into its loads: no result */
 } rt_cpu_step_kind;
+
+typedef struct rt_cpu_fusion rt_cpu_fusion;
 
 typedef struct rt_cpu_step {
   const hlo_instr *instr;
   rt_cpu_step_kind kind;
   rt_cpu_kernel fast;
   rt_kernel slow;
+  rt_cpu_fusion *fusion; /* FUSED: the group's program and the steps it reads */
   int storage;      /* the step whose memory holds this result (itself unless an alias) */
   bool output;      /* FAST: a result of the entry, written into a value of its own */
   int64_t offset;   /* FAST, not output: byte offset of its buffer in the arena */
@@ -66,6 +71,21 @@ typedef struct rt_cpu_plan {
  * naming the op and the instruction) when some instruction cannot run. */
 rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, hlo_diag *diag);
 void rt_cpu_plan_free(rt_cpu_plan *plan);
+
+/* Fusion (backend_cpu_fusion.c), run on a plan whose steps are classified and not yet
+ * assigned buffers: turns groups of elementwise steps into one FUSED step each (at the
+ * group's last instruction) and marks the rest INSIDE. Decided from the module's shapes
+ * alone, so a plan built again for other sizes decides again. */
+hlo_status rt_cpu_fuse(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag);
+void rt_cpu_fusion_free(rt_cpu_fusion *fusion);
+/* Runs a fused group (backend_cpu_fused.c): in[k] is the value of the step's input k. */
+bool rt_cpu_fusion_run(const rt_cpu_fusion *fusion, const rt_value *const *in, rt_value *out);
+/* The steps a step reads, by instruction id: a fused step's inputs, else the operands. */
+int rt_cpu_step_input_count(const rt_cpu_step *step);
+int rt_cpu_step_input(const rt_cpu_step *step, int k);
+static inline bool rt_cpu_step_writes_buffer(const rt_cpu_step *step) {
+  return step->kind == RT_STEP_FAST || step->kind == RT_STEP_FUSED;
+}
 
 /* Shared loop helpers. */
 static inline float rt_cpu_half_load(hlo_dtype dtype, uint16_t bits) {

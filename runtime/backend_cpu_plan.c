@@ -184,20 +184,20 @@ static hlo_status assign(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *dia
     const hlo_instr *instr = step->instr;
     step->storage = step->kind == RT_STEP_ALIAS ? plan->steps[instr->operands[0]->id].storage : i;
     last[i] = i;
-    for (int k = 0; k < instr->operand_count; k++) {
-      int s = plan->steps[instr->operands[k]->id].storage;
+    for (int k = 0; k < rt_cpu_step_input_count(step); k++) {
+      int s = plan->steps[rt_cpu_step_input(step, k)].storage;
       if (last[s] < i) last[s] = i;
     }
   }
   const hlo_instr *root = entry->root;
   if (status == HLO_OK) {
     last[plan->steps[root->id].storage] = n;
-    if (plan->steps[root->id].kind == RT_STEP_FAST) plan->steps[root->id].output = true;
+    if (rt_cpu_step_writes_buffer(&plan->steps[root->id])) plan->steps[root->id].output = true;
     if (root->opcode == HLO_OP_TUPLE)
       for (int k = 0; k < root->operand_count; k++) {
         rt_cpu_step *element = &plan->steps[root->operands[k]->id];
         last[element->storage] = n;
-        if (element->kind == RT_STEP_FAST) element->output = true;
+        if (rt_cpu_step_writes_buffer(element)) element->output = true;
       }
     /* an alias's own index is no storage: only storages are freed */
     for (int i = 0; i < n; i++)
@@ -219,7 +219,7 @@ static hlo_status assign(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *dia
   for (int i = 0; status == HLO_OK && i < n; i++) {
     rt_cpu_step *step = &plan->steps[i];
     step->offset = -1;
-    if (step->kind != RT_STEP_FAST || step->output) continue;
+    if (!rt_cpu_step_writes_buffer(step) || step->output) continue;
     int64_t bytes = hlo_shape_bytes(&step->instr->shape);
     bytes = bytes ? (bytes + ALIGN - 1) / ALIGN * ALIGN : ALIGN;
     blocks[block_count++] = (block){.step = i, .first = i, .last = last[i], .size = bytes};
@@ -263,7 +263,7 @@ rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, hlo_diag *diag) {
     classify(step);
     if (step->instr->operand_count > plan->max_operands) plan->max_operands = step->instr->operand_count;
   }
-  if (assign(plan, entry, diag) != HLO_OK) {
+  if (rt_cpu_fuse(plan, entry, diag) != HLO_OK || assign(plan, entry, diag) != HLO_OK) {
     rt_cpu_plan_free(plan);
     return NULL;
   }
@@ -272,7 +272,10 @@ rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, hlo_diag *diag) {
 
 void rt_cpu_plan_free(rt_cpu_plan *plan) {
   if (!plan) return;
-  for (int i = 0; plan->steps && i < plan->step_count; i++) free(plan->steps[i].frees);
+  for (int i = 0; plan->steps && i < plan->step_count; i++) {
+    free(plan->steps[i].frees);
+    rt_cpu_fusion_free(plan->steps[i].fusion);
+  }
   free(plan->steps);
   free(plan);
 }
