@@ -72,6 +72,17 @@ typedef struct rt_cpu_plan {
 rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, hlo_diag *diag);
 void rt_cpu_plan_free(rt_cpu_plan *plan);
 
+/* Work run on a part [begin, end) of a kernel's f32 output right after the kernel wrote it,
+ * while it is still in cache, inside the same parallel task. */
+typedef struct rt_cpu_epilogue {
+  void (*run)(const void *ctx, int64_t begin, int64_t end);
+  const void *ctx;
+} rt_cpu_epilogue;
+/* The dot kernel with an epilogue over each block it computes (epilogue may be NULL). */
+bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in, rt_value *out,
+                              const rt_cpu_epilogue *epilogue);
+bool rt_cpu_is_dot_kernel(rt_cpu_kernel kernel);
+
 /* Fusion (backend_cpu_fusion.c), run on a plan whose steps are classified and not yet
  * assigned buffers: turns groups of elementwise steps into one FUSED step each (at the
  * group's last instruction) and marks the rest INSIDE. Decided from the module's shapes

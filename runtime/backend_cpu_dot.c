@@ -26,6 +26,7 @@ typedef struct dot_job {
   void *c;
   int64_t m, n, k, blocks;
   bool a_transposed, b_transposed;
+  const rt_cpu_epilogue *epilogue; /* f32 only: c is the output itself */
 } dot_job;
 
 /* m == 1: items are (batch, block of COL_BLOCK output columns); c[cols] = a . B[:, cols]. */
@@ -45,6 +46,7 @@ static void gemv_items(const dot_job *j, int64_t begin, int64_t end) {
     else
       cblas_sgemv(CblasRowMajor, tb, rows, width, 1.0f, (const float *)j->b + b_at, ld, (const float *)j->a + a_at, 1,
                   0.0f, (float *)j->c + c_at, 1);
+    if (j->epilogue) j->epilogue->run(j->epilogue->ctx, c_at, c_at + cols);
   }
 }
 
@@ -69,6 +71,7 @@ static void dot_items(void *ctx, int64_t begin, int64_t end) {
     else
       cblas_sgemm(CblasRowMajor, ta, tb, (int)rows, (int)j->n, (int)j->k, 1.0f, (const float *)j->a + a_at,
                   lda, (const float *)j->b + b_at, ldb, 0.0f, (float *)j->c + c_at, (int)j->n);
+    if (j->epilogue) j->epilogue->run(j->epilogue->ctx, c_at, c_at + rows * j->n);
   }
 }
 
@@ -95,7 +98,8 @@ static void order(const hlo_shape *s, const hlo_ints *batch, const hlo_ints *con
     for (int i = 0; i < contracting->count; i++) perm[at++] = (int)contracting->values[i];
 }
 
-static bool dot_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in, rt_value *out,
+                              const rt_cpu_epilogue *epilogue) {
   const hlo_dot_dims *dd = instr->dot;
   const rt_value *lhs = in[0], *rhs = in[1];
   hlo_dtype work = rt_work_dtype(out->shape.dtype);
@@ -111,10 +115,14 @@ static bool dot_kernel(const hlo_instr *instr, const rt_value *const *in, rt_val
   bool in_place = out->shape.dtype == work;
   void *c = in_place ? out->data : malloc((size_t)(out->count + 1) * size);
   if (!c) return false;
+  /* a work buffer is no output yet: then the epilogue runs after the store */
+  const rt_cpu_epilogue *late = in_place ? NULL : epilogue;
+  if (!in_place) epilogue = NULL;
   if (m * n * batch == 0) {
     /* nothing to compute */
   } else if (k == 0) {
     memset(c, 0, (size_t)(m * n * batch) * size);
+    if (epilogue) epilogue->run(epilogue->ctx, 0, m * n * batch);
   } else {
     void *a_copy = NULL, *b_copy = NULL;
     bool b_transposed = rhs->shape.dtype == work && is_identity(rhs_t_perm, rhs->shape.rank) &&
@@ -133,7 +141,7 @@ static bool dot_kernel(const hlo_instr *instr, const rt_value *const *in, rt_val
     }
     dot_job j = {.f64 = work == HLO_F64, .a = a, .b = b, .c = c, .m = m, .n = n, .k = k,
                  .blocks = m == 1 ? (n + COL_BLOCK - 1) / COL_BLOCK : (m + ROW_BLOCK - 1) / ROW_BLOCK,
-                 .a_transposed = a_transposed, .b_transposed = b_transposed};
+                 .a_transposed = a_transposed, .b_transposed = b_transposed, .epilogue = epilogue};
     /* an item is at most ROW_BLOCK * n * k multiply-adds (COL_BLOCK * k for gemv); about a
      * million make a task */
     int64_t per_item = m == 1 ? (n < COL_BLOCK ? n : COL_BLOCK) * k : (m < ROW_BLOCK ? m : ROW_BLOCK) * n * k;
@@ -147,9 +155,16 @@ static bool dot_kernel(const hlo_instr *instr, const rt_value *const *in, rt_val
     for (int d = 0; d < HLO_MAX_RANK; d++) identity[d] = d;
     rt_work_store(out, identity, c, work);
     free(c);
+    if (late) late->run(late->ctx, 0, out->count);
   }
   return true;
 }
+
+static bool dot_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+  return rt_cpu_dot_with_epilogue(instr, in, out, NULL);
+}
+
+bool rt_cpu_is_dot_kernel(rt_cpu_kernel kernel) { return kernel == dot_kernel; }
 
 rt_cpu_kernel rt_cpu_pick_dot(const hlo_instr *instr) {
   if (instr->opcode != HLO_OP_DOT || !instr->dot || instr->operand_count != 2) return NULL;

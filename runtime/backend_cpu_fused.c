@@ -131,8 +131,8 @@ static void run_tile(const rt_cpu_fusion *f, const rt_value *const *inputs, void
     float *dst = last && direct ? direct : in->tile >= 0 ? tiles[in->tile] : NULL;
     switch (in->code) {
       case FU_LOAD:
-        if (!dst) { /* linear f32: the input itself */
-          reg[in->dst] = (const float *)inputs[in->input]->data + begin;
+        if (!dst) { /* linear f32: the input itself, or the head's result in the output */
+          reg[in->dst] = (const float *)(in->input < 0 ? out : inputs[in->input]->data) + begin;
           continue;
         }
         load(in, inputs[in->input]->data, begin, len, dst);
@@ -170,20 +170,44 @@ static void run_tile(const rt_cpu_fusion *f, const rt_value *const *inputs, void
   }
 }
 
-static void run_tiles(void *ctx, int64_t first, int64_t end) {
+/* Elements [begin, end) on this thread, a tile at a time. */
+static void run_range(const void *ctx, int64_t begin, int64_t end) {
   const fused_job *job = ctx;
-  const rt_cpu_fusion *f = job->f;
   float tiles[FUSION_MAX_TILES][FUSION_TILE];
   const float *reg[FUSION_MAX_REGS];
-  for (int64_t t = first; t < end; t++) {
-    int64_t begin = t * FUSION_TILE;
-    int len = (int)(f->count - begin < FUSION_TILE ? f->count - begin : FUSION_TILE);
-    run_tile(f, job->in, job->out, begin, len, tiles, reg);
+  for (int64_t at = begin; at < end; at += FUSION_TILE) {
+    int len = (int)(end - at < FUSION_TILE ? end - at : FUSION_TILE);
+    run_tile(job->f, job->in, job->out, at, len, tiles, reg);
   }
+}
+
+static void run_tiles(void *ctx, int64_t first, int64_t end) {
+  const fused_job *job = ctx;
+  int64_t count = job->f->count, last = end * FUSION_TILE;
+  run_range(ctx, first * FUSION_TILE, last < count ? last : count);
+}
+
+/* The head into out (viewed in the head's own dims); a dot runs the program on each block
+ * it finishes. */
+static bool run_head(const fused_job *job, const rt_value *const *in, rt_value *out, bool *done) {
+  const rt_cpu_fusion *f = job->f;
+  const hlo_shape *shape = &f->head->shape;
+  rt_value view = {.refcount = 1, .shape = hlo_shape_make(shape->dtype, shape->rank, shape->dims),
+                   .count = out->count, .data = out->data};
+  const rt_value *args[2] = {in[f->head_args[0]], in[f->head_args[1]]};
+  if (rt_cpu_is_dot_kernel(f->head_kernel)) {
+    rt_cpu_epilogue epilogue = {.run = run_range, .ctx = job};
+    *done = true;
+    return rt_cpu_dot_with_epilogue(f->head, args, &view, &epilogue);
+  }
+  return f->head_kernel(f->head, args, &view);
 }
 
 bool rt_cpu_fusion_run(const rt_cpu_fusion *fusion, const rt_value *const *in, rt_value *out) {
   fused_job job = {.f = fusion, .in = in, .out = out->data};
+  bool done = false;
+  if (fusion->head && !run_head(&job, in, out, &done)) return false;
+  if (done) return true;
   int64_t tiles = (fusion->count + FUSION_TILE - 1) / FUSION_TILE;
   /* more work per element than one plain kernel: a smaller grain pays for a task */
   int64_t grain = RT_CPU_GRAIN / FUSION_TILE / (fusion->instr_count < 4 ? 1 : fusion->instr_count / 4);

@@ -145,6 +145,7 @@ typedef struct builder {
   int *reg_of;    /* per instruction id: its register in this group, valid where stamp == root */
   int *stamp;
   int *folded;    /* per broadcast: folds by this group's members */
+  const uses *uses;
   bool folds;     /* some load goes through a broadcast or is an immediate */
   bool failed;
 } builder;
@@ -197,13 +198,32 @@ static int load_constant(builder *b, const hlo_instr *constant) {
   return add_instr(b, (fusion_instr){.code = FU_IMM, .imm = *(const float *)constant->literal->data});
 }
 
+/* A dot or convolution the group may run itself, as its head: an f32 result in its own
+ * buffer that only this group reads. */
+static bool can_be_head(const builder *b, const rt_cpu_step *step) {
+  const hlo_instr *instr = step->instr;
+  bool product = instr->opcode == HLO_OP_DOT || instr->opcode == HLO_OP_CONVOLUTION;
+  return product && step->kind == RT_STEP_FAST && !b->f->head && b->f->out_dtype == HLO_F32 &&
+         instr->operand_count == 2 && plain_array(&instr->shape, HLO_F32) &&
+         hlo_shape_elements(&instr->shape) == b->f->count && b->uses->count[instr->id] == 1 &&
+         !b->uses->result[instr->id];
+}
+
 /* The register of operand o of a member, which is no member of this group. */
 static int load(builder *b, const hlo_instr *o) {
   if (b->stamp[o->id] == b->root) return b->reg_of[o->id];
   const rt_cpu_step *step = &b->plan->steps[o->id];
   int reg;
   int64_t inner, period;
-  if (scalar_f32_constant(step)) {
+  if (can_be_head(b, step)) {
+    rt_cpu_fusion *f = b->f;
+    f->head = o;
+    f->head_kernel = step->fast;
+    f->head_args[0] = input_index(b, o->operands[0]->id);
+    f->head_args[1] = input_index(b, o->operands[1]->id);
+    b->folds = true;
+    reg = add_instr(b, (fusion_instr){.code = FU_LOAD, .input = -1, .dtype = HLO_F32, .linear = true});
+  } else if (scalar_f32_constant(step)) {
     reg = load_constant(b, o);
   } else if (o->opcode == HLO_OP_BROADCAST && o->operand_count == 1 && loadable_type(o->shape.dtype) &&
              broadcast_mapping(o, &inner, &period)) {
@@ -342,6 +362,7 @@ static rt_cpu_fusion *build_program(builder *b, int root, int size, bool *oom) {
 static void apply(rt_cpu_plan *plan, const int *group, int root, rt_cpu_fusion *f) {
   for (int i = 0; i < root; i++)
     if (group[i] == root) plan->steps[i].kind = RT_STEP_INSIDE;
+  if (f->head) plan->steps[f->head->id].kind = RT_STEP_INSIDE;
   rt_cpu_step *step = &plan->steps[root];
   step->kind = RT_STEP_FUSED;
   step->fusion = f;
@@ -358,7 +379,7 @@ hlo_status rt_cpu_fuse(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag)
   if (!oom) {
     for (int i = 0; i < n; i++) stamp[i] = -1;
     find_groups(plan, &u, group, size);
-    builder b = {.plan = plan, .group = group, .reg_of = reg_of, .stamp = stamp, .folded = u.folded};
+    builder b = {.plan = plan, .group = group, .reg_of = reg_of, .stamp = stamp, .folded = u.folded, .uses = &u};
     for (int root = 0; root < n && !oom; root++) {
       if (group[root] != root) continue;
       int *before = malloc(sizeof(int) * ((size_t)n + 1)); /* folds are undone with the group */

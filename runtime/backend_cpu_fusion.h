@@ -18,7 +18,8 @@ enum {
 };
 
 typedef enum fusion_code {
-  FU_LOAD,     /* input `input` read linearly, or through a broadcast: index (i / inner) % period */
+  FU_LOAD,     /* input `input` read linearly, or through a broadcast: index (i / inner) % period;
+                  input -1: the head's result, already in the output (read in place) */
   FU_IMM,      /* the constant imm in every element */
   FU_UNARY,    /* op (an elementwise unary opcode) of a */
   FU_BINARY,   /* op (add, subtract, multiply, divide, maximum, minimum) of a, b */
@@ -53,6 +54,11 @@ struct rt_cpu_fusion {
   int64_t count;        /* elements of the result */
   hlo_dtype out_dtype;  /* F32 or PRED */
   int members;          /* instructions of the module the group computes (for reports) */
+  /* A dot or convolution whose one user is the group (else NULL): it runs first, into the
+   * output, and the program is its epilogue, in the dot's own tasks block by block. */
+  const hlo_instr *head;
+  rt_cpu_kernel head_kernel;
+  int head_args[2];     /* its operands, as indices into inputs */
 };
 
 #endif

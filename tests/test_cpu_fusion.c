@@ -332,7 +332,143 @@ static void test_arena_shrinks(void) {
   rt_cpu_plan_free(fused);
 }
 
+/* ---- dot and convolution epilogues ---- */
+
+static bool close_values(const rt_value *want, const rt_value *got, double tol, char *why, size_t size) {
+  if (want->shape.dtype == HLO_TUPLE) {
+    for (int i = 0; i < want->tuple_count; i++)
+      if (got->shape.dtype != HLO_TUPLE || !close_values(want->tuple[i], got->tuple[i], tol, why, size)) return false;
+    return true;
+  }
+  if (!hlo_shape_equal(&want->shape, &got->shape)) {
+    snprintf(why, size, "shapes differ");
+    return false;
+  }
+  for (int64_t i = 0; i < want->count; i++) {
+    double a = rt_get_f64(want, i), b = rt_get_f64(got, i);
+    if (!(a == b || (isnan(a) && isnan(b)) || fabs(a - b) <= tol * (1 + fabs(a)))) {
+      snprintf(why, size, "element %lld: reference %.9g, cpu %.9g", (long long)i, a, b);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* Runs hlo on both backends with seeded inputs (the first salted with NaN and inf when
+ * asked); sums may differ in order (BLAS), so within 1e-4. Returns the cpu plan's count of
+ * fused steps with a head. */
+static int compare_products(const char *hlo, uint64_t seed, bool specials) {
+  hlo_diag diag = {0};
+  hlo_module *module = hlo_parse_module(hlo, strlen(hlo), "ep", &diag);
+  CHECK_MSG(module != NULL, "%s\n%s", diag.message, hlo);
+  if (!module) return 0;
+  int n = module->entry->param_count;
+  rt_value *args[8] = {0};
+  rng r = {seed};
+  for (int i = 0; i < n && i < 8; i++) {
+    args[i] = rt_random_value(&module->entry->params[i]->shape, seed, (uint64_t)i, &diag);
+    if (specials && i == 0) salt(args[i], &r);
+  }
+  rt_executable *ref = rt_backend_reference.compile(module, &diag);
+  rt_executable *cpu = rt_backend_cpu.compile(module, &diag);
+  rt_value *want = NULL, *got = NULL;
+  CHECK(ref && rt_backend_reference.execute(ref, args, n, &want, &diag) == HLO_OK);
+  CHECK_MSG(cpu && rt_backend_cpu.execute(cpu, args, n, &got, &diag) == HLO_OK, "%s", diag.message);
+  char why[256] = "";
+  CHECK_MSG(want && got && close_values(want, got, 1e-4, why, sizeof why), "seed %llu: %s\n%s",
+            (unsigned long long)seed, why, hlo);
+  int heads = 0;
+  hlo_pass_run_all(module);
+  rt_cpu_plan *plan = rt_cpu_plan_build(module, &diag);
+  for (int i = 0; plan && i < plan->step_count; i++) heads += plan->steps[i].kind == RT_STEP_FUSED && plan->steps[i].fusion->head;
+  rt_cpu_plan_free(plan);
+  rt_value_release(want);
+  rt_value_release(got);
+  for (int i = 0; i < n; i++) rt_value_release(args[i]);
+  rt_backend_reference.destroy(ref);
+  rt_backend_cpu.destroy(cpu);
+  hlo_module_free(module);
+  return heads;
+}
+
+static const char *const epilogues[] = {
+    /* bias and relu */
+    " z = f32[] constant(0)\n zb = f32[%lld,%lld] broadcast(z), dimensions={}\n ROOT r = f32[%lld,%lld] maximum(a, zb)\n",
+    /* tanh gelu */
+    " h = f32[] constant(0.5)\n hb = f32[%lld,%lld] broadcast(h), dimensions={}\n"
+    " t = f32[%lld,%lld] tanh(a)\n o = f32[%lld,%lld] add(t, hb)\n ROOT r = f32[%lld,%lld] multiply(a, o)\n",
+    /* residual add */
+    " ROOT r = f32[%lld,%lld] add(a, res)\n",
+    /* the product is a result too: no head */
+    " ROOT r = (f32[%lld,%lld], f32[%lld,%lld]) tuple(a, d)\n",
+};
+
+static void test_dot_epilogues(void) {
+  static const int64_t ms[] = {1, 3, 70, 130}, ns[] = {1, 7, 300}, ks[] = {1, 5, 33};
+  int heads = 0, cases = 0;
+  for (int mi = 0; mi < 4; mi++)
+    for (int ni = 0; ni < 3; ni++)
+      for (int ki = 0; ki < 3; ki++)
+        for (int e = 0; e < 4; e++) {
+          long long m = ms[mi], n = ns[ni], k = ks[ki];
+          bool transposed = (mi + ni + ki + e) % 2;
+          char text[4096];
+          int len = snprintf(text, sizeof text,
+                             "HloModule ep\nENTRY e {\n x = f32[%lld,%lld] parameter(0)\n w = f32[%lld,%lld] parameter(1)\n"
+                             " b = f32[%lld] parameter(2)\n res = f32[%lld,%lld] parameter(3)\n"
+                             " d = f32[%lld,%lld] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={%d}\n"
+                             " bb = f32[%lld,%lld] broadcast(b), dimensions={1}\n a = f32[%lld,%lld] add(d, bb)\n",
+                             m, k, transposed ? n : k, transposed ? k : n, n, m, n, m, n, transposed ? 1 : 0, m, n, m, n);
+          snprintf(text + len, sizeof text - (size_t)len, epilogues[e], m, n, m, n, m, n, m, n, m, n);
+          strncat(text, "}\n", sizeof text - strlen(text) - 1);
+          int got = compare_products(text, (uint64_t)(cases + 1), cases % 3 == 0);
+          CHECK_MSG(got == (e == 3 ? 0 : 1), "%d heads in\n%s", got, text);
+          heads += got;
+          cases++;
+        }
+  printf("%d dot epilogue cases, %d fused with their dot\n", cases, heads);
+}
+
+static void test_conv_epilogues(void) {
+  int cases = 0;
+  for (int groups = 1; groups <= 2; groups++)
+    for (int size = 1; size <= 9; size += 4)
+      for (int relu = 0; relu < 2; relu++) {
+        long long c = 4, o = 6, s = size, batch = 2;
+        char text[4096];
+        snprintf(text, sizeof text,
+                 "HloModule ep\nENTRY e {\n x = f32[%lld,%lld,%lld,%lld] parameter(0)\n k = f32[%lld,%lld,3,3] parameter(1)\n"
+                 " b = f32[%lld] parameter(2)\n"
+                 " y = f32[%lld,%lld,%lld,%lld] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01,"
+                 " feature_group_count=%d\n"
+                 " bb = f32[%lld,%lld,%lld,%lld] broadcast(b), dimensions={1}\n a = f32[%lld,%lld,%lld,%lld] add(y, bb)\n"
+                 " z = f32[] constant(%s)\n zb = f32[%lld,%lld,%lld,%lld] broadcast(z), dimensions={}\n"
+                 " ROOT r = f32[%lld,%lld,%lld,%lld] maximum(a, zb)\n}\n",
+                 batch, c, s, s, o, c / groups, o, batch, o, s, s, groups, batch, o, s, s, batch, o, s, s,
+                 relu ? "0" : "-inf", batch, o, s, s, batch, o, s, s);
+        CHECK_EQ_INT(compare_products(text, (uint64_t)(100 + cases), cases % 2 == 0), 1);
+        cases++;
+      }
+}
+
+/* dot + bias + relu: one step, the product and the epilogue's intermediates take no buffer. */
+static void test_dot_epilogue_is_one_step(void) {
+  const char *hlo = "HloModule m\nENTRY e {\n x = f32[64,256] parameter(0)\n w = f32[256,512] parameter(1)\n"
+                    " b = f32[512] parameter(2)\n d = f32[64,512] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                    " bb = f32[64,512] broadcast(b), dimensions={1}\n a = f32[64,512] add(d, bb)\n"
+                    " z = f32[] constant(0)\n zb = f32[64,512] broadcast(z), dimensions={}\n"
+                    " ROOT r = f32[64,512] maximum(a, zb)\n}\n";
+  rt_cpu_plan *plan = plan_of(hlo);
+  CHECK_EQ_INT(count_kind(plan, RT_STEP_FUSED), 1);
+  CHECK_EQ_INT(count_kind(plan, RT_STEP_FAST), 0);
+  CHECK_EQ_INT(plan ? plan->arena_bytes : -1, 0);
+  rt_cpu_plan_free(plan);
+}
+
 int main(void) {
+  RUN(test_dot_epilogue_is_one_step);
+  RUN(test_dot_epilogues);
+  RUN(test_conv_epilogues);
   RUN(test_chain_is_one_step);
   RUN(test_no_fusion_across_shared_values);
   RUN(test_arena_shrinks);
