@@ -121,10 +121,10 @@ typedef struct fused_job {
   void *out;
 } fused_job;
 
-/* One tile: elements [begin, begin + len). */
-static void run_tile(const rt_cpu_fusion *f, const rt_value *const *inputs, void *out, int64_t begin, int len,
-                     float (*tiles)[FUSION_TILE], const float **reg) {
-  float *direct = f->out_dtype == HLO_F32 ? (float *)out + begin : NULL;
+/* One tile: elements [begin, begin + len) of the group's value, which the last instruction
+ * writes straight into direct when it is not NULL. Returns where the value is. */
+static const float *run_tile(const rt_cpu_fusion *f, const rt_value *const *inputs, void *out, int64_t begin,
+                             int len, float (*tiles)[FUSION_TILE], const float **reg, float *direct) {
   for (int k = 0; k < f->instr_count; k++) {
     const fusion_instr *in = &f->instrs[k];
     bool last = k == f->instr_count - 1 && in->dst == f->result && in->tile >= 0;
@@ -161,13 +161,7 @@ static void run_tile(const rt_cpu_fusion *f, const rt_value *const *inputs, void
     }
     reg[in->dst] = dst;
   }
-  const float *value = reg[f->result];
-  if (direct) {
-    if (value != direct) memcpy(direct, value, sizeof(float) * (size_t)len);
-  } else {
-    uint8_t *bits = (uint8_t *)out + begin;
-    for (int j = 0; j < len; j++) bits[j] = value[j] != 0;
-  }
+  return reg[f->result];
 }
 
 /* Elements [begin, end) on this thread, a tile at a time. */
@@ -175,9 +169,41 @@ static void run_range(const void *ctx, int64_t begin, int64_t end) {
   const fused_job *job = ctx;
   float tiles[FUSION_MAX_TILES][FUSION_TILE];
   const float *reg[FUSION_MAX_REGS];
+  const rt_cpu_fusion *f = job->f;
   for (int64_t at = begin; at < end; at += FUSION_TILE) {
     int len = (int)(end - at < FUSION_TILE ? end - at : FUSION_TILE);
-    run_tile(job->f, job->in, job->out, at, len, tiles, reg);
+    float *direct = f->out_dtype == HLO_F32 ? (float *)job->out + at : NULL;
+    const float *value = run_tile(f, job->in, job->out, at, len, tiles, reg, direct);
+    if (direct) {
+      if (value != direct) memcpy(direct, value, sizeof(float) * (size_t)len);
+    } else {
+      uint8_t *bits = (uint8_t *)job->out + at;
+      for (int j = 0; j < len; j++) bits[j] = value[j] != 0;
+    }
+  }
+}
+
+/* Reduce outputs [first, end): each folds its run of the group's values in order, so the
+ * sums round as the plain reduce kernel's do. */
+static void reduce_outputs(void *ctx, int64_t first, int64_t end) {
+  const fused_job *job = ctx;
+  const rt_cpu_fusion *f = job->f;
+  float tiles[FUSION_MAX_TILES][FUSION_TILE];
+  const float *reg[FUSION_MAX_REGS];
+  float init = *(const float *)job->in[f->tail_init]->data, *y = job->out;
+  for (int64_t o = first; o < end; o++) {
+    float acc = init;
+    for (int64_t at = o * f->inner; at < (o + 1) * f->inner; at += FUSION_TILE) {
+      int len = (int)((o + 1) * f->inner - at < FUSION_TILE ? (o + 1) * f->inner - at : FUSION_TILE);
+      const float *v = run_tile(f, job->in, job->out, at, len, tiles, reg, NULL);
+      switch (f->reducer) {
+        case HLO_OP_ADD: for (int j = 0; j < len; j++) acc = acc + v[j]; break;
+        case HLO_OP_MULTIPLY: for (int j = 0; j < len; j++) acc = acc * v[j]; break;
+        case HLO_OP_MAXIMUM: for (int j = 0; j < len; j++) acc = max_f32(acc, v[j]); break;
+        default: for (int j = 0; j < len; j++) acc = min_f32(acc, v[j]); break;
+      }
+    }
+    y[o] = acc;
   }
 }
 
@@ -208,6 +234,11 @@ bool rt_cpu_fusion_run(const rt_cpu_fusion *fusion, const rt_value *const *in, r
   bool done = false;
   if (fusion->head && !run_head(&job, in, out, &done)) return false;
   if (done) return true;
+  if (fusion->tail) {
+    int64_t grain = RT_CPU_GRAIN / (fusion->inner ? fusion->inner : 1) / (fusion->instr_count < 4 ? 1 : fusion->instr_count / 4);
+    rt_parallel_for(out->count, grain < 1 ? 1 : grain, reduce_outputs, &job);
+    return true;
+  }
   int64_t tiles = (fusion->count + FUSION_TILE - 1) / FUSION_TILE;
   /* more work per element than one plain kernel: a smaller grain pays for a task */
   int64_t grain = RT_CPU_GRAIN / FUSION_TILE / (fusion->instr_count < 4 ? 1 : fusion->instr_count / 4);

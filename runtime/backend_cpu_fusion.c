@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "backend_cpu_fusion.h"
+#include "kernels.h"
 
 enum { MAX_REGS = FUSION_MAX_REGS };
 
@@ -201,6 +202,7 @@ static int load_constant(builder *b, const hlo_instr *constant) {
 /* A dot or convolution the group may run itself, as its head: an f32 result in its own
  * buffer that only this group reads. */
 static bool can_be_head(const builder *b, const rt_cpu_step *step) {
+  if (b->f->tail) return false; /* the output is the reduce's, too small to hold a product */
   const hlo_instr *instr = step->instr;
   bool product = instr->opcode == HLO_OP_DOT || instr->opcode == HLO_OP_CONVOLUTION;
   return product && step->kind == RT_STEP_FAST && !b->f->head && b->f->out_dtype == HLO_F32 &&
@@ -329,6 +331,32 @@ void rt_cpu_fusion_free(rt_cpu_fusion *fusion) {
   free(fusion);
 }
 
+/* The reduce that may absorb the group rooted at root: its one user, an f32 reduce with a
+ * simple reducer over the innermost dims (each output one contiguous run), or NULL. */
+static const hlo_instr *reduce_tail(const rt_cpu_plan *plan, const uses *u, int root, hlo_opcode *reducer,
+                                    int64_t *inner) {
+  const hlo_instr *x = plan->steps[root].instr;
+  if (u->count[root] != 1 || u->result[root] || !plain_array(&x->shape, HLO_F32)) return NULL;
+  const rt_cpu_step *step = &plan->steps[u->last_user[root]];
+  const hlo_instr *r = step->instr;
+  if (r->opcode != HLO_OP_REDUCE || step->kind != RT_STEP_FAST || r->operand_count != 2 || r->operands[0] != x ||
+      r->operands[1] == x || !plain_array(&r->shape, HLO_F32) || r->called_count != 1)
+    return NULL;
+  *reducer = rt_simple_reducer(r->called[0]);
+  if (*reducer != HLO_OP_ADD && *reducer != HLO_OP_MULTIPLY && *reducer != HLO_OP_MAXIMUM &&
+      *reducer != HLO_OP_MINIMUM)
+    return NULL;
+  bool reduced[HLO_MAX_RANK] = {false}, seen_kept = false;
+  for (int k = 0; k < r->dimensions.count; k++) reduced[r->dimensions.values[k]] = true;
+  *inner = 1;
+  for (int d = x->shape.rank - 1; d >= 0; d--) {
+    if (reduced[d] && seen_kept) return NULL; /* not innermost: the kernel walks it instead */
+    if (reduced[d]) *inner *= x->shape.dims[d];
+    else seen_kept = true;
+  }
+  return r;
+}
+
 /* The program of the group rooted at step root, or NULL when it cannot be one or would gain
  * nothing over the plain kernel (one op without folded loads). *oom on allocation failure. */
 static rt_cpu_fusion *build_program(builder *b, int root, int size, bool *oom) {
@@ -349,8 +377,10 @@ static rt_cpu_fusion *build_program(builder *b, int root, int size, bool *oom) {
   b->f = f;
   b->folds = false;
   b->failed = false;
+  f->tail = reduce_tail(b->plan, b->uses, root, &f->reducer, &f->inner);
+  if (f->tail) f->tail_init = input_index(b, f->tail->operands[1]->id);
   f->result = emit(b, instr);
-  bool worth = size >= 2 || b->folds;
+  bool worth = size >= 2 || b->folds || f->tail;
   if (b->failed || !worth || !assign_tiles(f)) {
     rt_cpu_fusion_free(f);
     return NULL;
@@ -363,6 +393,10 @@ static void apply(rt_cpu_plan *plan, const int *group, int root, rt_cpu_fusion *
   for (int i = 0; i < root; i++)
     if (group[i] == root) plan->steps[i].kind = RT_STEP_INSIDE;
   if (f->head) plan->steps[f->head->id].kind = RT_STEP_INSIDE;
+  if (f->tail) { /* the group's value is never stored: the reduce's step runs the group */
+    plan->steps[root].kind = RT_STEP_INSIDE;
+    root = f->tail->id;
+  }
   rt_cpu_step *step = &plan->steps[root];
   step->kind = RT_STEP_FUSED;
   step->fusion = f;

@@ -59,6 +59,13 @@ struct rt_cpu_fusion {
   const hlo_instr *head;
   rt_cpu_kernel head_kernel;
   int head_args[2];     /* its operands, as indices into inputs */
+  /* A reduce whose operand is the group's value (else NULL): the FUSED step is the reduce's,
+   * and each output folds its run of `inner` consecutive values as the program makes them,
+   * tile by tile, in the reduce kernel's order. */
+  const hlo_instr *tail;
+  hlo_opcode reducer;   /* add, multiply, maximum or minimum */
+  int64_t inner;
+  int tail_init;        /* the init value, as an index into inputs */
 };
 
 #endif
