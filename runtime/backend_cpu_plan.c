@@ -1,5 +1,6 @@
 /* The cpu backend's execution plan: what kind of step each entry instruction is, which
- * kernel runs it, and where its result lives.
+ * kernel runs it, and where its result lives. Fusion (backend_cpu_fusion.c) runs between
+ * classifying the steps and placing their buffers, so fused-away results take none.
  *
  * Buffer assignment: a fast step's result goes at an offset of one per-execute arena. Its
  * bytes are reused once the last step that reads it has run: liveness is counted per

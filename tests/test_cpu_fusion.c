@@ -447,6 +447,18 @@ static void test_dot_epilogues(void) {
           heads += got;
           cases++;
         }
+  /* batched (attention scores): blocks of every batch, scaled and masked */
+  for (int m = 1; m <= 70; m += 69) {
+    char text[2048];
+    snprintf(text, sizeof text,
+             "HloModule ep\nENTRY e {\n x = f32[3,%d,9] parameter(0)\n w = f32[3,9,11] parameter(1)\n"
+             " mask = f32[3,%d,11] parameter(2)\n"
+             " d = f32[3,%d,11] dot(x, w), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={1}\n"
+             " c = f32[] constant(0.125)\n cb = f32[3,%d,11] broadcast(c), dimensions={}\n"
+             " s = f32[3,%d,11] multiply(d, cb)\n ROOT r = f32[3,%d,11] add(s, mask)\n}\n",
+             m, m, m, m, m, m);
+    CHECK_EQ_INT(compare_products(text, (uint64_t)(500 + m), m == 1), 1);
+  }
   printf("%d dot epilogue cases, %d fused with their dot\n", cases, heads);
 }
 
