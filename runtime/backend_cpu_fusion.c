@@ -145,7 +145,8 @@ typedef struct builder {
   rt_cpu_fusion *f;
   int *reg_of;    /* per instruction id: its register in this group, valid where stamp == root */
   int *stamp;
-  int *folded;    /* per broadcast: folds by this group's members */
+  int folds_of[MAX_REGS]; /* the broadcasts this group folded into loads, counted when it is applied */
+  int fold_count;
   const uses *uses;
   bool folds;     /* some load goes through a broadcast or is an immediate */
   bool failed;
@@ -237,7 +238,7 @@ static int load(builder *b, const hlo_instr *o) {
       reg = add_instr(b, (fusion_instr){.code = FU_LOAD, .input = input_index(b, x->id), .dtype = x->shape.dtype,
                                         .inner = inner, .period = period});
     }
-    b->folded[o->id]++;
+    if (b->fold_count < MAX_REGS) b->folds_of[b->fold_count++] = o->id;
   } else {
     int64_t count = hlo_shape_elements(&o->shape);
     if (!hlo_shape_is_array(&o->shape) || !loadable_type(o->shape.dtype) || (count != b->f->count && count != 1)) {
@@ -377,6 +378,7 @@ static rt_cpu_fusion *build_program(builder *b, int root, int size, bool *oom) {
   b->f = f;
   b->folds = false;
   b->failed = false;
+  b->fold_count = 0;
   f->tail = reduce_tail(b->plan, b->uses, root, &f->reducer, &f->inner);
   if (f->tail) f->tail_init = input_index(b, f->tail->operands[1]->id);
   f->result = emit(b, instr);
@@ -385,11 +387,18 @@ static rt_cpu_fusion *build_program(builder *b, int root, int size, bool *oom) {
     rt_cpu_fusion_free(f);
     return NULL;
   }
+  /* built in room for the largest program; an executable keeps only what this one uses */
+  fusion_instr *instrs = realloc(f->instrs, sizeof(fusion_instr) * (size_t)(f->instr_count + 1));
+  int *inputs = realloc(f->inputs, sizeof(int) * (size_t)(f->input_count + 1));
+  if (instrs) f->instrs = instrs;
+  if (inputs) f->inputs = inputs;
   return f;
 }
 
-/* Turns the group rooted at root into one FUSED step, its other members into INSIDE. */
-static void apply(rt_cpu_plan *plan, const int *group, int root, rt_cpu_fusion *f) {
+/* Turns the group rooted at root into one FUSED step, its other members into INSIDE, and
+ * counts the broadcasts it folded. */
+static void apply(rt_cpu_plan *plan, const int *group, int root, rt_cpu_fusion *f, const builder *b, int *folded) {
+  for (int k = 0; k < b->fold_count; k++) folded[b->folds_of[k]]++;
   for (int i = 0; i < root; i++)
     if (group[i] == root) plan->steps[i].kind = RT_STEP_INSIDE;
   if (f->head) plan->steps[f->head->id].kind = RT_STEP_INSIDE;
@@ -413,25 +422,20 @@ hlo_status rt_cpu_fuse(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag)
   if (!oom) {
     for (int i = 0; i < n; i++) stamp[i] = -1;
     find_groups(plan, &u, group, size);
-    builder b = {.plan = plan, .group = group, .reg_of = reg_of, .stamp = stamp, .folded = u.folded, .uses = &u};
+    builder *b = calloc(1, sizeof *b);
+    oom = !b;
+    if (b) *b = (builder){.plan = plan, .group = group, .reg_of = reg_of, .stamp = stamp, .uses = &u};
     for (int root = 0; root < n && !oom; root++) {
       if (group[root] != root) continue;
-      int *before = malloc(sizeof(int) * ((size_t)n + 1)); /* folds are undone with the group */
-      if (!before) {
-        oom = true;
-        break;
-      }
-      memcpy(before, u.folded, sizeof(int) * (size_t)n);
-      rt_cpu_fusion *f = build_program(&b, root, size[root], &oom);
+      rt_cpu_fusion *f = build_program(b, root, size[root], &oom);
       if (f) {
-        apply(plan, group, root, f);
+        apply(plan, group, root, f, b, u.folded);
       } else {
-        memcpy(u.folded, before, sizeof(int) * (size_t)n);
         for (int i = 0; i <= root; i++)
           if (group[i] == root) group[i] = -1;
       }
-      free(before);
     }
+    free(b);
     /* a broadcast every user folded is never read */
     for (int i = 0; i < n && !oom; i++)
       if (u.folded[i] > 0 && u.folded[i] == u.count[i] && !u.result[i]) plan->steps[i].kind = RT_STEP_INSIDE;
