@@ -412,9 +412,27 @@ static void apply(rt_cpu_plan *plan, const int *group, int root, rt_cpu_fusion *
   if (f->input_count > plan->max_operands) plan->max_operands = f->input_count;
 }
 
+/* A broadcast that only adds dims of size 1 (a weight seen as [1, k, n] for a batched
+ * matmul) keeps its operand's bytes in order: a view serves, where a copy would cross the
+ * whole tensor on every execute. */
+static bool bitcast_broadcast(const rt_cpu_step *step) {
+  const hlo_instr *instr = step->instr;
+  if (instr->opcode != HLO_OP_BROADCAST || step->kind != RT_STEP_FAST || instr->operand_count != 1) return false;
+  const hlo_shape *in = &instr->operands[0]->shape, *out = &instr->shape;
+  if (!hlo_shape_is_array(in) || in->dtype != out->dtype || !hlo_shape_is_default_layout(in) ||
+      !hlo_shape_is_default_layout(out) || hlo_shape_elements(in) != hlo_shape_elements(out) ||
+      instr->dimensions.count != in->rank)
+    return false;
+  for (int d = 1; d < in->rank; d++)
+    if (instr->dimensions.values[d] <= instr->dimensions.values[d - 1]) return false;
+  return true;
+}
+
 hlo_status rt_cpu_fuse(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag) {
   if (getenv("LATCH_NO_FUSION")) return HLO_OK; /* for measuring what fusion gains */
   int n = plan->step_count;
+  for (int i = 0; i < n; i++)
+    if (bitcast_broadcast(&plan->steps[i])) plan->steps[i].kind = RT_STEP_ALIAS;
   uses u;
   int *group = malloc(sizeof(int) * ((size_t)n + 1)), *size = calloc((size_t)n + 1, sizeof(int));
   int *reg_of = malloc(sizeof(int) * ((size_t)n + 1)), *stamp = malloc(sizeof(int) * ((size_t)n + 1));

@@ -498,7 +498,22 @@ static void test_dot_epilogue_is_one_step(void) {
   rt_cpu_plan_free(plan);
 }
 
+/* A broadcast adding only size-1 dims (a weight for a batch-1 batched matmul) is a view of
+ * its operand, not a copy; the product still matches the reference. */
+static void test_unit_broadcast_is_a_view(void) {
+  const char *hlo = "HloModule m\nENTRY e {\n x = f32[1,4,3] parameter(0)\n w = f32[3,5] parameter(1)\n"
+                    " wb = f32[1,3,5] broadcast(w), dimensions={1,2}\n"
+                    " ROOT d = f32[1,4,5] dot(x, wb), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2},"
+                    " rhs_contracting_dims={1}\n}\n";
+  rt_cpu_plan *plan = plan_of(hlo);
+  CHECK_EQ_INT(count_kind(plan, RT_STEP_ALIAS), 1);
+  CHECK_EQ_INT(plan ? plan->arena_bytes : -1, 0);
+  rt_cpu_plan_free(plan);
+  compare_products(hlo, 9, false);
+}
+
 int main(void) {
+  RUN(test_unit_broadcast_is_a_view);
   RUN(test_dot_epilogue_is_one_step);
   RUN(test_dot_epilogues);
   RUN(test_conv_epilogues);
