@@ -221,10 +221,24 @@ static bool run_head(const fused_job *job, const rt_value *const *in, rt_value *
   rt_value view = {.refcount = 1, .shape = hlo_shape_make(shape->dtype, shape->rank, shape->dims),
                    .count = out->count, .data = out->data};
   const rt_value *args[2] = {in[f->head_args[0]], in[f->head_args[1]]};
-  if (rt_cpu_is_dot_kernel(f->head_kernel)) {
-    rt_cpu_epilogue epilogue = {.run = run_range, .ctx = job};
+  /* nothing to run after the product when the program only names it */
+  bool bare = f->instr_count == 1 && f->instrs[0].code == FU_LOAD && f->instrs[0].input < 0;
+  rt_cpu_epilogue epilogue = {.run = run_range, .ctx = job};
+  if (f->flat) { /* [rows, k] x the weight, into [rows, n] */
+    const rt_value *lhs = args[0];
+    int64_t k = lhs->shape.dims[lhs->shape.rank - 1], flat[2] = {f->flat_rows, k};
+    int64_t out_flat[2] = {f->flat_rows, f->flat_rows ? out->count / f->flat_rows : 0};
+    rt_value lhs_view = {.refcount = 1, .shape = hlo_shape_make(HLO_F32, 2, flat), .count = lhs->count,
+                         .data = lhs->data};
+    rt_value out_view = {.refcount = 1, .shape = hlo_shape_make(HLO_F32, 2, out_flat), .count = out->count,
+                         .data = out->data};
+    const rt_value *flat_args[2] = {&lhs_view, args[1]};
     *done = true;
-    return rt_cpu_dot_with_epilogue(f->head, args, &view, &epilogue);
+    return rt_cpu_dot_with_epilogue(&f->flat_instr, flat_args, &out_view, bare ? NULL : &epilogue);
+  }
+  if (rt_cpu_is_dot_kernel(f->head_kernel)) {
+    *done = true;
+    return rt_cpu_dot_with_epilogue(f->head, args, &view, bare ? NULL : &epilogue);
   }
   return f->head_kernel(f->head, args, &view);
 }

@@ -200,6 +200,50 @@ static int load_constant(builder *b, const hlo_instr *constant) {
   return add_instr(b, (fusion_instr){.code = FU_IMM, .imm = *(const float *)constant->literal->data});
 }
 
+static bool leading(const hlo_ints *dims, int count) {
+  if (dims->count != count) return false;
+  for (int d = 0; d < count; d++)
+    if (dims->values[d] != d) return false;
+  return true;
+}
+
+/* The batched matmul of [batch..., m, k] by a [k, n] (or [n, k]) weight broadcast along the
+ * batch dims: the broadcast operand when dot is one, else NULL. Row-major, that product is
+ * the plain [batch * m, k] x weight one, so the weight need not be copied batch times. */
+static const hlo_instr *shared_weight(const rt_cpu_plan *plan, const hlo_instr *dot) {
+  if (dot->opcode != HLO_OP_DOT || !dot->dot || dot->operand_count != 2 || !plain_array(&dot->shape, HLO_F32))
+    return NULL;
+  const hlo_dot_dims *dd = dot->dot;
+  const hlo_instr *lhs = dot->operands[0], *rhs = dot->operands[1];
+  int nb = dd->lhs_batch.count;
+  if (nb < 1 || !leading(&dd->lhs_batch, nb) || !leading(&dd->rhs_batch, nb) || dd->lhs_contracting.count != 1 ||
+      dd->rhs_contracting.count != 1 || !plain_array(&lhs->shape, HLO_F32) || lhs->shape.rank != nb + 2 ||
+      dd->lhs_contracting.values[0] != nb + 1 || lhs->shape.dims[nb + 1] == 0)
+    return NULL;
+  const rt_cpu_step *b = &plan->steps[rhs->id];
+  if (rhs->opcode != HLO_OP_BROADCAST || b->kind != RT_STEP_FAST || rhs->operand_count != 1 ||
+      rhs->shape.rank != nb + 2 || rhs->dimensions.count != 2 || rhs->dimensions.values[0] != nb ||
+      rhs->dimensions.values[1] != nb + 1 || !plain_array(&rhs->operands[0]->shape, HLO_F32) ||
+      !hlo_shape_is_default_layout(&rhs->shape))
+    return NULL;
+  return rhs;
+}
+
+/* Makes f's dot head read the weight under its broadcast: one plain matmul. */
+static void flatten_head(builder *b, rt_cpu_fusion *f, const hlo_instr *bcast) {
+  const hlo_instr *dot = f->head;
+  int nb = dot->dot->lhs_batch.count;
+  f->flat = true;
+  f->head_args[1] = input_index(b, bcast->operands[0]->id);
+  f->flat_rows = hlo_shape_elements(&dot->operands[0]->shape) / dot->operands[0]->shape.dims[nb + 1]; /* k > 0 */
+  f->flat_contracting[0] = 1;
+  f->flat_contracting[1] = dot->dot->rhs_contracting.values[0] - nb;
+  f->flat_dims = (hlo_dot_dims){.lhs_contracting = {1, &f->flat_contracting[0]}, .rhs_contracting = {1, &f->flat_contracting[1]}};
+  f->flat_instr = *dot;
+  f->flat_instr.dot = &f->flat_dims;
+  if (b->fold_count < MAX_REGS) b->folds_of[b->fold_count++] = bcast->id;
+}
+
 /* A dot or convolution the group may run itself, as its head: an f32 result in its own
  * buffer that only this group reads. */
 static bool can_be_head(const builder *b, const rt_cpu_step *step) {
@@ -223,7 +267,9 @@ static int load(builder *b, const hlo_instr *o) {
     f->head = o;
     f->head_kernel = step->fast;
     f->head_args[0] = input_index(b, o->operands[0]->id);
-    f->head_args[1] = input_index(b, o->operands[1]->id);
+    const hlo_instr *weight = shared_weight(b->plan, o);
+    if (weight) flatten_head(b, f, weight);
+    else f->head_args[1] = input_index(b, o->operands[1]->id);
     b->folds = true;
     reg = add_instr(b, (fusion_instr){.code = FU_LOAD, .input = -1, .dtype = HLO_F32, .linear = true});
   } else if (scalar_f32_constant(step)) {
@@ -395,13 +441,40 @@ static rt_cpu_fusion *build_program(builder *b, int root, int size, bool *oom) {
   return f;
 }
 
+/* A group of a dot alone, run flat on its shared weight: its program only names the result. */
+static rt_cpu_fusion *head_only(builder *b, int id, const hlo_instr *weight, bool *oom) {
+  const hlo_instr *dot = b->plan->steps[id].instr;
+  rt_cpu_fusion *f = calloc(1, sizeof *f);
+  if (f) {
+    f->inputs = malloc(sizeof(int) * 4);
+    f->instrs = malloc(sizeof(fusion_instr) * 2);
+  }
+  if (!f || !f->inputs || !f->instrs) {
+    rt_cpu_fusion_free(f);
+    *oom = true;
+    return NULL;
+  }
+  f->count = hlo_shape_elements(&dot->shape);
+  f->out_dtype = HLO_F32;
+  f->head = dot;
+  f->head_kernel = b->plan->steps[id].fast;
+  b->f = f;
+  b->fold_count = 0;
+  f->head_args[0] = input_index(b, dot->operands[0]->id);
+  flatten_head(b, f, weight);
+  f->instrs[0] = (fusion_instr){.code = FU_LOAD, .input = -1, .dtype = HLO_F32, .linear = true, .tile = -1};
+  f->instr_count = f->reg_count = 1;
+  f->members = 1;
+  return f;
+}
+
 /* Turns the group rooted at root into one FUSED step, its other members into INSIDE, and
  * counts the broadcasts it folded. */
 static void apply(rt_cpu_plan *plan, const int *group, int root, rt_cpu_fusion *f, const builder *b, int *folded) {
   for (int k = 0; k < b->fold_count; k++) folded[b->folds_of[k]]++;
   for (int i = 0; i < root; i++)
     if (group[i] == root) plan->steps[i].kind = RT_STEP_INSIDE;
-  if (f->head) plan->steps[f->head->id].kind = RT_STEP_INSIDE;
+  if (f->head && f->head->id != root) plan->steps[f->head->id].kind = RT_STEP_INSIDE;
   if (f->tail) { /* the group's value is never stored: the reduce's step runs the group */
     plan->steps[root].kind = RT_STEP_INSIDE;
     root = f->tail->id;
@@ -452,6 +525,14 @@ hlo_status rt_cpu_fuse(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag)
         for (int i = 0; i <= root; i++)
           if (group[i] == root) group[i] = -1;
       }
+    }
+    /* dots with a shared weight that no group took as its head: a group of their own */
+    for (int i = 0; i < n && !oom && b; i++) {
+      const rt_cpu_step *step = &plan->steps[i];
+      const hlo_instr *weight = step->kind == RT_STEP_FAST ? shared_weight(plan, step->instr) : NULL;
+      if (!weight) continue;
+      rt_cpu_fusion *f = head_only(b, i, weight, &oom);
+      if (f) apply(plan, group, i, f, b, u.folded);
     }
     free(b);
     /* a broadcast every user folded is never read */

@@ -59,6 +59,13 @@ struct rt_cpu_fusion {
   const hlo_instr *head;
   rt_cpu_kernel head_kernel;
   int head_args[2];     /* its operands, as indices into inputs */
+  /* A dot head whose rhs was a weight broadcast along the leading batch dims: it runs as one
+   * plain [rows, k] x weight product, reading the weight itself (head_args[1]). */
+  bool flat;
+  int64_t flat_rows;
+  int64_t flat_contracting[2];
+  hlo_dot_dims flat_dims;
+  hlo_instr flat_instr; /* the head with flat_dims */
   /* A reduce whose operand is the group's value (else NULL): the FUSED step is the reduce's,
    * and each output folds its run of `inner` consecutive values as the program makes them,
    * tile by tile, in the reduce kernel's order. */

@@ -512,7 +512,43 @@ static void test_unit_broadcast_is_a_view(void) {
   compare_products(hlo, 9, false);
 }
 
+/* A batched matmul by a weight broadcast along the batch dims runs as one plain matmul on
+ * the weight itself: no broadcast step is left, with an epilogue or without. */
+static void test_shared_weight_dot(void) {
+  int cases = 0;
+  for (int transposed = 0; transposed < 2; transposed++)
+    for (int two_batch = 0; two_batch < 2; two_batch++)
+      for (int epilogue = 0; epilogue < 2; epilogue++)
+        for (int m = 1; m <= 70; m += 23) {
+          char batch[32], lhs[64], out[64], text[2048];
+          snprintf(batch, sizeof batch, two_batch ? "2,3" : "4");
+          snprintf(lhs, sizeof lhs, "%s,%d,6", batch, m);
+          snprintf(out, sizeof out, "%s,%d,5", batch, m);
+          const char *dims = two_batch ? "{0,1}" : "{0}";
+          int nb = two_batch ? 2 : 1;
+          int len = snprintf(text, sizeof text,
+                             "HloModule sw\nENTRY e {\n x = f32[%s] parameter(0)\n w = f32[%s] parameter(1)\n"
+                             " wb = f32[%s,%s] broadcast(w), dimensions={%d,%d}\n"
+                             " d = f32[%s] dot(x, wb), lhs_batch_dims=%s, rhs_batch_dims=%s, lhs_contracting_dims={%d},"
+                             " rhs_contracting_dims={%d}\n",
+                             lhs, transposed ? "5,6" : "6,5", batch, transposed ? "5,6" : "6,5", nb, nb + 1, out, dims,
+                             dims, nb + 1, transposed ? nb + 1 : nb);
+          if (epilogue)
+            snprintf(text + len, sizeof text - (size_t)len, " ROOT r = f32[%s] tanh(d)\n}\n", out);
+          else
+            snprintf(text + len, sizeof text - (size_t)len, " ROOT r = f32[%s] transpose(d), dimensions={%s}\n}\n", out,
+                     two_batch ? "0,1,2,3" : "0,1,2");
+          CHECK_EQ_INT(compare_products(text, (uint64_t)(700 + cases), cases % 2 == 0), 1);
+          rt_cpu_plan *plan = plan_of(text);
+          /* wb (step 2) is never computed: the dot reads w */
+          CHECK_EQ_INT(plan ? (int)plan->steps[2].kind : -1, RT_STEP_INSIDE);
+          rt_cpu_plan_free(plan);
+          cases++;
+        }
+}
+
 int main(void) {
+  RUN(test_shared_weight_dot);
   RUN(test_unit_broadcast_is_a_view);
   RUN(test_dot_epilogue_is_one_step);
   RUN(test_dot_epilogues);
