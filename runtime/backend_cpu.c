@@ -240,7 +240,7 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
                            rt_value *const *args, rt_value **ops, rt_eval *eval) {
   const hlo_instr *instr = step->instr;
   cell *c = &cells[instr->id];
-  for (int k = 0; k < instr->operand_count; k++) ops[k] = cells[instr->operands[k]->id].value;
+  for (int k = 0; k < rt_cpu_step_input_count(step); k++) ops[k] = cells[rt_cpu_step_input(step, k)].value;
   switch (step->kind) {
     case RT_STEP_PARAM: {
       rt_value *arg = args[instr->parameter_number];
@@ -290,7 +290,10 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
     case RT_STEP_PART:
       set_view(c, &instr->shape, arena + step->offset);
       break;
+    case RT_STEP_INSIDE:
+      break;
     case RT_STEP_FAST:
+    case RT_STEP_FUSED:
       if (step->part_count) return run_parts(step, arena, ops, eval);
       if (step->output) {
         c->value = rt_value_new(&instr->shape);
@@ -301,9 +304,11 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
       } else {
         set_view(c, &instr->shape, arena + step->offset);
       }
-      bool ok = step->fast_scratch
-                    ? step->fast_scratch(instr, (const rt_value *const *)ops, c->value, arena + step->scratch_offset)
-                    : step->fast(instr, (const rt_value *const *)ops, c->value);
+      void *scratch = step->scratch_bytes ? arena + step->scratch_offset : NULL;
+      const rt_value *const *in = (const rt_value *const *)ops;
+      bool ok = step->kind == RT_STEP_FUSED ? rt_cpu_fusion_run(step->fusion, in, c->value, scratch)
+                : step->fast_scratch       ? step->fast_scratch(instr, in, c->value, scratch)
+                                           : step->fast(instr, in, c->value);
       if (!ok)
         return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in %s %%%s",
                             hlo_opcode_name(instr->opcode), instr->name);

@@ -54,7 +54,11 @@ typedef enum rt_cpu_step_kind {
                    * result (batch-norm) is one buffer per element, read only through PART */
   RT_STEP_PART,   /* get-tuple-element of a FAST tuple: a view of that element's buffer */
   RT_STEP_SLOW,   /* a reference kernel making a new value */
+  RT_STEP_FUSED,  /* a fused group (backend_cpu_fusion.c) into an assigned buffer or output */
+  RT_STEP_INSIDE, /* computed inside a fused step, or a broadcast folded into its loads: no result */
 } rt_cpu_step_kind;
+
+typedef struct rt_cpu_fusion rt_cpu_fusion;
 
 typedef struct rt_cpu_step {
   const hlo_instr *instr;
@@ -62,6 +66,7 @@ typedef struct rt_cpu_step {
   rt_cpu_kernel fast;
   rt_cpu_scratch_kernel fast_scratch; /* FAST: runs instead of fast when set */
   rt_kernel slow;
+  rt_cpu_fusion *fusion; /* FUSED: the group's program and the steps it reads */
   /* the storage holding this result: a step index (itself, or what an alias views), or
    * step_count + i for element i of the FAST tuple results, numbered in step order */
   int storage;
@@ -70,7 +75,7 @@ typedef struct rt_cpu_step {
   int64_t offset;   /* FAST array not output, and PART: byte offset of its buffer in the arena */
   int part_count;   /* FAST tuple: its elements, whose buffers are at part_offsets */
   int64_t *part_offsets;
-  int64_t scratch_bytes, scratch_offset; /* fast_scratch's working memory in the arena */
+  int64_t scratch_bytes, scratch_offset; /* fast_scratch's (or a FUSED head's) working memory in the arena */
   int free_count;   /* storages whose last reader is this step */
   int *frees;
 } rt_cpu_step;
@@ -103,6 +108,34 @@ int64_t rt_cpu_allocation_count(void);
 hlo_module *rt_cpu_bind_module(const hlo_module *source, const hlo_module *optimized, const hlo_module *binding,
                                hlo_diag *diag);
 void rt_cpu_bound_module_free(hlo_module *bound);
+
+/* Work run on a part [begin, end) of a kernel's f32 output right after the kernel wrote it,
+ * while it is still in cache, inside the same parallel task. */
+typedef struct rt_cpu_epilogue {
+  void (*run)(const void *ctx, int64_t begin, int64_t end);
+  const void *ctx;
+} rt_cpu_epilogue;
+/* The dot kernel with an epilogue over each block it computes (epilogue may be NULL), its
+ * working memory in scratch (rt_cpu_pick_dot_scratch's bytes), or allocated when NULL. */
+bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in, rt_value *out,
+                              const rt_cpu_epilogue *epilogue, void *scratch);
+bool rt_cpu_is_dot_kernel(rt_cpu_scratch_kernel kernel);
+
+/* Fusion (backend_cpu_fusion.c), run on a plan whose steps are classified and not yet
+ * assigned buffers: turns groups of elementwise steps into one FUSED step each (at the
+ * group's last instruction) and marks the rest INSIDE. Decided from the module's shapes
+ * alone, so a plan built again for other sizes decides again. */
+hlo_status rt_cpu_fuse(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag);
+void rt_cpu_fusion_free(rt_cpu_fusion *fusion);
+/* Runs a fused group (backend_cpu_fused.c): in[k] is the value of the step's input k;
+ * scratch: the head's working memory (the FUSED step's scratch_bytes). */
+bool rt_cpu_fusion_run(const rt_cpu_fusion *fusion, const rt_value *const *in, rt_value *out, void *scratch);
+/* The steps a step reads, by instruction id: a fused step's inputs, else the operands. */
+int rt_cpu_step_input_count(const rt_cpu_step *step);
+int rt_cpu_step_input(const rt_cpu_step *step, int k);
+static inline bool rt_cpu_step_writes_buffer(const rt_cpu_step *step) {
+  return step->kind == RT_STEP_FAST || step->kind == RT_STEP_FUSED;
+}
 
 /* Shared loop helpers. */
 static inline float rt_cpu_half_load(hlo_dtype dtype, uint16_t bits) {

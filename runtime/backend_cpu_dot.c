@@ -27,6 +27,7 @@ typedef struct dot_job {
   void *c;
   int64_t m, n, k, blocks;
   bool a_transposed, b_transposed;
+  const rt_cpu_epilogue *epilogue; /* f32 only: c is the output itself */
 } dot_job;
 
 /* m == 1: items are (batch, block of COL_BLOCK output columns); c[cols] = a . B[:, cols]. */
@@ -46,6 +47,7 @@ static void gemv_items(const dot_job *j, int64_t begin, int64_t end) {
     else
       cblas_sgemv(CblasRowMajor, tb, rows, width, 1.0f, (const float *)j->b + b_at, ld, (const float *)j->a + a_at, 1,
                   0.0f, (float *)j->c + c_at, 1);
+    if (j->epilogue) j->epilogue->run(j->epilogue->ctx, c_at, c_at + cols);
   }
 }
 
@@ -70,6 +72,7 @@ static void dot_items(void *ctx, int64_t begin, int64_t end) {
     else
       cblas_sgemm(CblasRowMajor, ta, tb, (int)rows, (int)j->n, (int)j->k, 1.0f, (const float *)j->a + a_at,
                   lda, (const float *)j->b + b_at, ldb, 0.0f, (float *)j->c + c_at, (int)j->n);
+    if (j->epilogue) j->epilogue->run(j->epilogue->ctx, c_at, c_at + rows * j->n);
   }
 }
 
@@ -132,27 +135,36 @@ static void dot_setup_for(const hlo_instr *instr, dot_setup *s) {
   if (computes && rt_work_view_copies(lhs, s->a_perm, s->work)) s->a_at = at, at += rounded(hlo_shape_elements(lhs) * size);
   if (computes && rt_work_view_copies(rhs, s->b_perm, s->work)) s->b_at = at, at += rounded(hlo_shape_elements(rhs) * size);
   if (!s->in_place) s->c_at = at, at += rounded(hlo_shape_elements(&instr->shape) * size);
-  s->bytes = at;
+  s->bytes = at > 64 ? at : 0; /* nothing to copy or store: no scratch at all */
 }
 
-/* The dot with all its working memory in scratch (dot_setup's bytes). */
-static bool dot_run(const hlo_instr *instr, const rt_value *const *in, rt_value *out, void *scratch) {
+bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in, rt_value *out,
+                              const rt_cpu_epilogue *epilogue, void *scratch) {
   dot_setup s;
   dot_setup_for(instr, &s);
+  void *own = NULL;
   char *base = scratch;
+  if (!base && s.bytes) {
+    if (!(own = malloc((size_t)s.bytes))) return false;
+    base = own;
+  }
   size_t size = hlo_dtype_size(s.work);
   void *c = s.in_place ? out->data : base + s.c_at;
+  /* a work buffer is no output yet: then the epilogue runs after the store */
+  const rt_cpu_epilogue *late = s.in_place ? NULL : epilogue;
+  if (!s.in_place) epilogue = NULL;
   if (s.m * s.n * s.batch == 0) {
     /* nothing to compute */
   } else if (s.k == 0) {
     memset(c, 0, (size_t)(s.m * s.n * s.batch) * size);
+    if (epilogue) epilogue->run(epilogue->ctx, 0, s.m * s.n * s.batch);
   } else {
-    const void *a = rt_work_view_into(in[0], s.a_perm, s.work, base + s.a_at);
-    const void *b = rt_work_view_into(in[1], s.b_perm, s.work, base + s.b_at);
+    const void *a = rt_work_view_into(in[0], s.a_perm, s.work, s.a_at ? base + s.a_at : NULL);
+    const void *b = rt_work_view_into(in[1], s.b_perm, s.work, s.b_at ? base + s.b_at : NULL);
     int64_t m = s.m, n = s.n, k = s.k;
     dot_job j = {.f64 = s.work == HLO_F64, .a = a, .b = b, .c = c, .m = m, .n = n, .k = k,
                  .blocks = m == 1 ? (n + COL_BLOCK - 1) / COL_BLOCK : (m + ROW_BLOCK - 1) / ROW_BLOCK,
-                 .a_transposed = s.a_transposed, .b_transposed = s.b_transposed};
+                 .a_transposed = s.a_transposed, .b_transposed = s.b_transposed, .epilogue = epilogue};
     /* an item is at most ROW_BLOCK * n * k multiply-adds (COL_BLOCK * k for gemv); about a
      * million make a task */
     int64_t per_item = m == 1 ? (n < COL_BLOCK ? n : COL_BLOCK) * k : (m < ROW_BLOCK ? m : ROW_BLOCK) * n * k;
@@ -163,19 +175,23 @@ static bool dot_run(const hlo_instr *instr, const rt_value *const *in, rt_value 
     int identity[HLO_MAX_RANK];
     for (int d = 0; d < HLO_MAX_RANK; d++) identity[d] = d;
     rt_work_store(out, identity, c, s.work);
+    if (late) late->run(late->ctx, 0, out->count);
   }
+  free(own);
   return true;
 }
 
-/* The same, for callers without planned memory: the scratch is allocated here. */
-static bool dot_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
-  dot_setup s;
-  dot_setup_for(instr, &s);
-  void *scratch = malloc((size_t)s.bytes);
-  bool ok = scratch && dot_run(instr, in, out, scratch);
-  free(scratch);
-  return ok;
+/* The dot with all its working memory in scratch (dot_setup's bytes). */
+static bool dot_run(const hlo_instr *instr, const rt_value *const *in, rt_value *out, void *scratch) {
+  return rt_cpu_dot_with_epilogue(instr, in, out, NULL, scratch);
 }
+
+/* The same, for callers without planned memory: the scratch is allocated. */
+static bool dot_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
+  return rt_cpu_dot_with_epilogue(instr, in, out, NULL, NULL);
+}
+
+bool rt_cpu_is_dot_kernel(rt_cpu_scratch_kernel kernel) { return kernel == dot_run; }
 
 static bool supported(const hlo_instr *instr) {
   if (instr->opcode != HLO_OP_DOT || !instr->dot || instr->operand_count != 2) return false;

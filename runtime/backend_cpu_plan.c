@@ -1,5 +1,6 @@
 /* The cpu backend's execution plan: what kind of step each entry instruction is, which
- * kernel runs it, and where its result lives.
+ * kernel runs it, and where its result lives. Fusion (backend_cpu_fusion.c) runs between
+ * classifying the steps and placing their buffers, so fused-away results take none.
  *
  * Buffer assignment: a fast step's result goes at an offset of one per-execute arena. Its
  * bytes are reused once the last step that reads it has run: liveness is counted per
@@ -272,11 +273,11 @@ static void find_storages(rt_cpu_plan *plan, liveness *l) {
     else step->storage = i;
     l->last[i] = i;
     for (int p = 0; p < step->part_count; p++) l->last[l->part_first[i] + p] = i;
-    for (int k = 0; k < instr->operand_count; k++) {
-      int s = plan->steps[instr->operands[k]->id].storage;
+    for (int k = 0; k < rt_cpu_step_input_count(step); k++) {
+      int s = plan->steps[rt_cpu_step_input(step, k)].storage;
       if (l->last[s] < i) l->last[s] = i;
     }
-    if (step->kind == RT_STEP_FAST && step->part_count == 0) l->size[i] = aligned(hlo_shape_bytes(&instr->shape));
+    if (rt_cpu_step_writes_buffer(step) && step->part_count == 0) l->size[i] = aligned(hlo_shape_bytes(&instr->shape));
   }
 }
 
@@ -288,7 +289,7 @@ static void mark_outputs(rt_cpu_plan *plan, liveness *l, const hlo_instr *root) 
   for (int k = 0; k < count; k++) {
     rt_cpu_step *result = &plan->steps[results[k]->id];
     l->last[result->storage] = l->n;
-    if (result->kind == RT_STEP_FAST && result->part_count == 0) {
+    if (rt_cpu_step_writes_buffer(result) && result->part_count == 0) {
       result->output = true;
       l->size[result->storage] = 0;
     }
@@ -382,7 +383,7 @@ static bool place(rt_cpu_plan *plan, const liveness *l) {
   for (int s = 0; s < l->storage_count; s++)
     if (l->size[s]) blocks[count++] = (block){.storage = s, .first = l->owner[s], .last = l->last[s], .size = l->size[s]};
   for (int i = 0; i < l->n; i++)
-    if (plan->steps[i].fast_scratch)
+    if (rt_cpu_step_writes_buffer(&plan->steps[i]) && plan->steps[i].scratch_bytes)
       blocks[count++] = (block){.storage = -1 - i, .first = i, .last = i, .size = aligned(plan->steps[i].scratch_bytes)};
   for (int b = 0; b < count; b++) plan->buffer_bytes += blocks[b].size;
   if (!peak_live_bytes(blocks, count, l->n, &plan->peak_live_bytes)) {
@@ -402,7 +403,7 @@ static bool place(rt_cpu_plan *plan, const liveness *l) {
   for (int i = 0; ok && i < l->n; i++) {
     rt_cpu_step *step = &plan->steps[i];
     step->offset = -1;
-    bool in_arena = (step->kind == RT_STEP_FAST && !step->output && !step->part_count) || step->kind == RT_STEP_PART;
+    bool in_arena = (rt_cpu_step_writes_buffer(step) && !step->output && !step->part_count) || step->kind == RT_STEP_PART;
     if (in_arena) step->offset = offsets[step->storage];
     if (step->part_count) {
       step->part_offsets = malloc(sizeof(int64_t) * (size_t)step->part_count);
@@ -465,7 +466,7 @@ rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, hlo_diag *diag) {
     if (step->instr->operand_count > plan->max_operands) plan->max_operands = step->instr->operand_count;
   }
   free(read_whole);
-  if (assign(plan, entry, diag) != HLO_OK) {
+  if (rt_cpu_fuse(plan, entry, diag) != HLO_OK || assign(plan, entry, diag) != HLO_OK) {
     rt_cpu_plan_free(plan);
     return NULL;
   }
@@ -477,6 +478,7 @@ void rt_cpu_plan_free(rt_cpu_plan *plan) {
   for (int i = 0; plan->steps && i < plan->step_count; i++) {
     free(plan->steps[i].frees);
     free(plan->steps[i].part_offsets);
+    rt_cpu_fusion_free(plan->steps[i].fusion);
   }
   free(plan->steps);
   free(plan);

@@ -80,6 +80,8 @@ static void expect_in_place(const char *text, const char *name, bool in_place) {
 }
 
 static void test_in_place(void) {
+  /* in-place is decided for unfused steps: fusion would take these f32 chains whole */
+  setenv("LATCH_NO_FUSION", "1", 1);
   /* b's operand a dies at b: b writes over it, and c over b */
   const char *chain = "HloModule m\nENTRY e {\n x = f32[37] parameter(0)\n a = f32[37] exponential(x)\n"
                       " b = f32[37] negate(a)\n ROOT c = f32[37] tanh(b)\n}\n";
@@ -120,6 +122,7 @@ static void test_in_place(void) {
                     " d = f32[8,8] dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n ROOT c = f32[8,8] negate(d)\n}\n";
   expect_in_place(dot, "d", false);
   expect_in_place(dot, "c", false); /* d is the root's operand but c is the root: its own value */
+  unsetenv("LATCH_NO_FUSION");
 }
 
 /* Conv, dot and batch-norm run as planned fast steps (scratch and tuple elements in the
