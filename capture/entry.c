@@ -387,7 +387,11 @@ static rt_executable *bind_entry(const latch_runtime *rt, const cap_entry *e, co
   if (!compiled || !compiled->backend->bind || rt->check_mode == MIN_MODE_ACCURACY) return NULL;
   hlo_diag diag = {0};
   *by = compiled->backend;
-  return compiled->backend->bind(compiled->exe, module, &diag);
+  rt_executable *bound = compiled->backend->bind(compiled->exe, module, &diag);
+  if (!bound && cap_log_has("recompiles"))
+    fprintf(stderr, "latch: recompile: %s cannot bind its executable to these sizes (%s), so it compiles them\n",
+            module->name, diag.message);
+  return bound;
 }
 
 /* What runs a binding the trace did not see. The template is instantiated with this call's

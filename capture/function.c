@@ -50,7 +50,7 @@ struct latch_function {
 
 enum { GUARD_SAMPLE = 8 };
 
-static bool log_has(const char *word) {
+bool cap_log_has(const char *word) {
   const char *text = getenv("LATCH_LOG");
   if (!text) return false;
   size_t n = strlen(word);
@@ -119,8 +119,8 @@ static latch_function *make(latch_runtime *rt, latch_fn fn, latch_step_fn step, 
     memcpy(f->marks, options->marks, sizeof *f->marks * (size_t)options->mark_count);
   }
   f->options.marks = f->marks;
-  f->log_recompiles = log_has("recompiles");
-  f->log_guards = log_has("guards");
+  f->log_recompiles = cap_log_has("recompiles");
+  f->log_guards = cap_log_has("guards");
   pthread_mutex_init(&f->lock, NULL);
   pthread_rwlockattr_t attr;
   pthread_rwlockattr_init(&attr);

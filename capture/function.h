@@ -106,5 +106,7 @@ latch_status cap_entry_run(latch_runtime *rt, cap_entry *entry, latch_tensor *co
                            const int64_t *bindings, cap_node *const *params, latch_tensor **outputs,
                            cap_run_kind *kind, uint64_t *instantiate_ns);
 cap_node *cap_seed_node(uint64_t seed); /* random.c */
+/* Whether LATCH_LOG's comma-separated list names word ("recompiles", "guards"). */
+bool cap_log_has(const char *word);
 
 #endif
