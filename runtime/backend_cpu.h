@@ -137,6 +137,9 @@ static inline bool rt_cpu_step_writes_buffer(const rt_cpu_step *step) {
   return step->kind == RT_STEP_FAST || step->kind == RT_STEP_FUSED;
 }
 
+/* The floating-point unary opcodes the elementwise kernels (and fused groups) compute. */
+bool rt_cpu_float_unary(hlo_opcode op);
+
 /* Shared loop helpers. */
 static inline float rt_cpu_half_load(hlo_dtype dtype, uint16_t bits) {
   return dtype == HLO_F16 ? hlo_f16_to_f32(bits) : hlo_bf16_to_f32(bits);

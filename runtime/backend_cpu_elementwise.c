@@ -25,7 +25,7 @@ static bool is_half(hlo_dtype t) { return t == HLO_F16 || t == HLO_BF16; }
 
 /* ---- unary ---- */
 
-static bool float_unary(hlo_opcode op) {
+bool rt_cpu_float_unary(hlo_opcode op) {
   switch (op) {
     case HLO_OP_ABS: case HLO_OP_NEGATE: case HLO_OP_SQRT: case HLO_OP_RSQRT: case HLO_OP_EXP:
     case HLO_OP_LOG: case HLO_OP_TANH: case HLO_OP_LOGISTIC: case HLO_OP_FLOOR: case HLO_OP_CEIL:
@@ -468,7 +468,7 @@ rt_cpu_kernel rt_cpu_pick_elementwise(const hlo_instr *instr) {
   if (hlo_opcode_is_elementwise_unary(op)) {
     hlo_dtype t = instr->operands[0]->shape.dtype;
     if (t != shape->dtype || !same_dims(shape, &instr->operands[0]->shape)) return NULL;
-    if (hlo_dtype_is_float(t)) return float_unary(op) ? unary_kernel : NULL;
+    if (hlo_dtype_is_float(t)) return rt_cpu_float_unary(op) ? unary_kernel : NULL;
     if (t == HLO_S32 || t == HLO_S64)
       return op == HLO_OP_NEGATE || op == HLO_OP_ABS || op == HLO_OP_NOT ? unary_kernel : NULL;
     return t == HLO_PRED && op == HLO_OP_NOT ? unary_kernel : NULL;

@@ -24,18 +24,6 @@ static bool plain_array(const hlo_shape *shape, hlo_dtype dtype) {
   return hlo_shape_is_array(shape) && shape->dtype == dtype && hlo_shape_is_default_layout(shape);
 }
 
-static bool float_unary(hlo_opcode op) {
-  switch (op) {
-    case HLO_OP_ABS: case HLO_OP_NEGATE: case HLO_OP_SQRT: case HLO_OP_RSQRT: case HLO_OP_EXP:
-    case HLO_OP_LOG: case HLO_OP_TANH: case HLO_OP_LOGISTIC: case HLO_OP_FLOOR: case HLO_OP_CEIL:
-    case HLO_OP_SIN: case HLO_OP_COS: case HLO_OP_EXPM1: case HLO_OP_LOG1P:
-    case HLO_OP_ROUND_NEAREST_EVEN: case HLO_OP_ROUND_NEAREST_AFZ: case HLO_OP_SIGN: case HLO_OP_ERF:
-      return true;
-    default:
-      return false;
-  }
-}
-
 static bool float_binary(hlo_opcode op) {
   switch (op) {
     case HLO_OP_ADD: case HLO_OP_SUBTRACT: case HLO_OP_MULTIPLY: case HLO_OP_DIVIDE:
@@ -59,7 +47,7 @@ static bool fusible(const rt_cpu_step *step) {
     return is_view_op(op) && (plain_array(&instr->shape, HLO_F32) || plain_array(&instr->shape, HLO_PRED));
   if (step->kind != RT_STEP_FAST) return false;
   bool f32_out = plain_array(&instr->shape, HLO_F32);
-  if (float_unary(op)) return f32_out && operand_type(instr, 0) == HLO_F32;
+  if (rt_cpu_float_unary(op)) return f32_out && operand_type(instr, 0) == HLO_F32;
   if (float_binary(op)) return f32_out && operand_type(instr, 0) == HLO_F32 && operand_type(instr, 1) == HLO_F32;
   switch (op) {
     case HLO_OP_COMPARE:

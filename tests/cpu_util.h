@@ -1,6 +1,8 @@
 /* Helpers for the cpu backend's tests: compile HLO text on a backend, run it, compare. */
 #ifndef LATCH_CPU_UTIL_H
 #define LATCH_CPU_UTIL_H
+#include <math.h>
+
 #include "eval_util.h"
 #include "runtime/backend.h"
 
@@ -18,6 +20,24 @@ static inline rt_value *run_on(const rt_backend *backend, const char *text, rt_v
   backend->execute(exe, args, count, &result, diag);
   backend->destroy(exe);
   return result;
+}
+
+/* Whether got matches want (tuples element by element) within 1e-4 relative to 1 + |want|,
+ * NaN matching NaN: the cpu backend against the reference, up to summation order. */
+static inline bool cpu_agree(const rt_value *want, const rt_value *got) {
+  if (!want || !got || want->shape.dtype != got->shape.dtype) return false;
+  if (want->shape.dtype == HLO_TUPLE) {
+    if (want->tuple_count != got->tuple_count) return false;
+    for (int i = 0; i < want->tuple_count; i++)
+      if (!cpu_agree(want->tuple[i], got->tuple[i])) return false;
+    return true;
+  }
+  if (want->count != got->count) return false;
+  for (int64_t i = 0; i < want->count; i++) {
+    double a = rt_get_f64(want, i), b = rt_get_f64(got, i);
+    if (!(a == b || (isnan(a) && isnan(b)) || fabs(a - b) <= 1e-4 * (1 + fabs(a)))) return false;
+  }
+  return true;
 }
 
 /* Runs text on the cpu backend (args released here) and checks the array result against

@@ -402,20 +402,6 @@ static void test_batch_norm(void) {
  * them: batch-group (weight gradient) and base-dilated (input gradient) convolutions,
  * reversed kernels, batch-norm-training and -grad; random sizes, seeded inputs, compared with
  * the reference within 1e-4 relative to 1 + |reference|. */
-static bool agree(const rt_value *want, const rt_value *got) {
-  if (want->shape.dtype == HLO_TUPLE) {
-    for (int i = 0; i < want->tuple_count; i++)
-      if (!agree(want->tuple[i], got->tuple[i])) return false;
-    return true;
-  }
-  if (want->count != got->count) return false;
-  for (int64_t i = 0; i < want->count; i++) {
-    double a = rt_get_f64(want, i), b = rt_get_f64(got, i);
-    if (!(a == b || fabs(a - b) <= 1e-4 * (1 + fabs(a)))) return false;
-  }
-  return true;
-}
-
 static void compare_text(const char *text, int seed) {
   hlo_diag diag = {0};
   hlo_module *module = hlo_parse_module(text, strlen(text), "t", &diag);
@@ -427,7 +413,7 @@ static void compare_text(const char *text, int seed) {
   hlo_module_free(module);
   rt_value *want = run_on(&rt_backend_reference, text, args, n, &diag);
   rt_value *got = run_on(&rt_backend_cpu, text, args, n, &diag);
-  CHECK_MSG(want && got && agree(want, got), "seed %d: %s\n%s", seed, diag.message, text);
+  CHECK_MSG(want && got && cpu_agree(want, got), "seed %d: %s\n%s", seed, diag.message, text);
   rt_value_release(want);
   rt_value_release(got);
   for (int i = 0; i < n && i < 8; i++) rt_value_release(args[i]);

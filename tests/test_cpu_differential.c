@@ -17,20 +17,10 @@
 #include "hlo/print.h"
 #include "runtime/backend.h"
 #include "runtime/random_fill.h"
+#include "rng_util.h"
 #include "test.h"
 
 enum { GRAPHS = 4000, MAX_NODES = 64 };
-
-typedef struct rng {
-  uint64_t state;
-} rng;
-
-static uint64_t next(rng *r) {
-  r->state += 0x9e3779b97f4a7c15u;
-  return rt_mix64(r->state);
-}
-static int pick(rng *r, int n) { return n <= 0 ? 0 : (int)(next(r) % (uint64_t)n); }
-static bool chance(rng *r, int percent) { return pick(r, 100) < percent; }
 
 typedef struct node {
   hlo_instr *instr;

@@ -20,19 +20,10 @@
 #include "runtime/backend.h"
 #include "runtime/backend_cpu_fusion.h"
 #include "runtime/random_fill.h"
+#include "rng_util.h"
 #include "test.h"
 
 enum { GRAPHS = 600, MAX_VALUES = 64 };
-
-typedef struct rng {
-  uint64_t state;
-} rng;
-
-static uint64_t next(rng *r) {
-  r->state += 0x9e3779b97f4a7c15u;
-  return rt_mix64(r->state);
-}
-static int pick(rng *r, int n) { return n <= 0 ? 0 : (int)(next(r) % (uint64_t)n); }
 
 typedef struct text {
   char buf[16384];

@@ -33,22 +33,6 @@ static const rt_cpu_step *step_named(const rt_cpu_plan *plan, const char *name) 
   return NULL;
 }
 
-static bool agree(const rt_value *want, const rt_value *got) {
-  if (!want || !got || want->shape.dtype != got->shape.dtype) return false;
-  if (want->shape.dtype == HLO_TUPLE) {
-    if (want->tuple_count != got->tuple_count) return false;
-    for (int i = 0; i < want->tuple_count; i++)
-      if (!agree(want->tuple[i], got->tuple[i])) return false;
-    return true;
-  }
-  if (want->count != got->count) return false;
-  for (int64_t i = 0; i < want->count; i++) {
-    double a = rt_get_f64(want, i), b = rt_get_f64(got, i);
-    if (!(a == b || (isnan(a) && isnan(b)) || fabs(a - b) <= 1e-4 * (1 + fabs(a)))) return false;
-  }
-  return true;
-}
-
 /* Runs text on both backends with seeded arguments and checks they agree. */
 static void same_as_reference(const char *text, int seed) {
   hlo_module *module = parse(text);
@@ -61,7 +45,7 @@ static void same_as_reference(const char *text, int seed) {
   hlo_module_free(module);
   rt_value *want = run_on(&rt_backend_reference, text, args, n, &diag);
   rt_value *got = run_on(&rt_backend_cpu, text, args, n, &diag);
-  CHECK_MSG(want && got && agree(want, got), "seed %d: %s\n%s", seed, diag.message, text);
+  CHECK_MSG(want && got && cpu_agree(want, got), "seed %d: %s\n%s", seed, diag.message, text);
   rt_value_release(want);
   rt_value_release(got);
   for (int i = 0; i < n && i < 8; i++) rt_value_release(args[i]);
