@@ -202,10 +202,12 @@ static void salt(rt_value *v, rng *r) {
     if (pick(r, 16) == 0) data[i] = specials[pick(r, 7)];
 }
 
-static bool same_values(const rt_value *want, const rt_value *got, char *why, size_t size) {
+/* got equals want within tol relative to 1 + |want| (0: exactly), NaN matching NaN; why says
+ * where not. */
+static bool close_values(const rt_value *want, const rt_value *got, double tol, char *why, size_t size) {
   if (want->shape.dtype == HLO_TUPLE) {
     for (int i = 0; i < want->tuple_count; i++)
-      if (got->shape.dtype != HLO_TUPLE || !same_values(want->tuple[i], got->tuple[i], why, size)) return false;
+      if (got->shape.dtype != HLO_TUPLE || !close_values(want->tuple[i], got->tuple[i], tol, why, size)) return false;
     return true;
   }
   if (!hlo_shape_equal(&want->shape, &got->shape)) {
@@ -214,7 +216,7 @@ static bool same_values(const rt_value *want, const rt_value *got, char *why, si
   }
   for (int64_t i = 0; i < want->count; i++) {
     double a = rt_get_f64(want, i), b = rt_get_f64(got, i);
-    if (a != b && !(isnan(a) && isnan(b))) {
+    if (!(a == b || (isnan(a) && isnan(b)) || fabs(a - b) <= tol * (1 + fabs(a)))) {
       snprintf(why, size, "element %lld: reference %.9g, cpu %.9g", (long long)i, a, b);
       return false;
     }
@@ -246,7 +248,7 @@ static void run_graph(uint64_t seed) {
   hlo_status b = cpu ? rt_backend_cpu.execute(cpu, args, 11, &got, &diag) : HLO_ERR_INTERNAL;
   CHECK_MSG(b == HLO_OK, "seed %llu: cpu failed: %s", (unsigned long long)seed, diag.message);
   char why[256] = "";
-  bool same = a == HLO_OK && b == HLO_OK && same_values(want, got, why, sizeof why);
+  bool same = a == HLO_OK && b == HLO_OK && close_values(want, got, 0, why, sizeof why);
   CHECK_MSG(same, "seed %llu: %s\n%s", (unsigned long long)seed, why, g.t.buf);
   /* count the graphs where fusion happened, so the test shows it exercised the fused path */
   rt_cpu_plan *plan = rt_cpu_plan_build(module, &diag);
@@ -346,25 +348,6 @@ static void test_arena_shrinks(void) {
 
 /* ---- dot and convolution epilogues ---- */
 
-static bool close_values(const rt_value *want, const rt_value *got, double tol, char *why, size_t size) {
-  if (want->shape.dtype == HLO_TUPLE) {
-    for (int i = 0; i < want->tuple_count; i++)
-      if (got->shape.dtype != HLO_TUPLE || !close_values(want->tuple[i], got->tuple[i], tol, why, size)) return false;
-    return true;
-  }
-  if (!hlo_shape_equal(&want->shape, &got->shape)) {
-    snprintf(why, size, "shapes differ");
-    return false;
-  }
-  for (int64_t i = 0; i < want->count; i++) {
-    double a = rt_get_f64(want, i), b = rt_get_f64(got, i);
-    if (!(a == b || (isnan(a) && isnan(b)) || fabs(a - b) <= tol * (1 + fabs(a)))) {
-      snprintf(why, size, "element %lld: reference %.9g, cpu %.9g", (long long)i, a, b);
-      return false;
-    }
-  }
-  return true;
-}
 
 /* Runs hlo on both backends with seeded inputs (the first salted with NaN and inf when
  * asked); sums may differ in order (BLAS), so within 1e-4. Returns the cpu plan's count of

@@ -18,6 +18,19 @@ typedef struct model {
   latch_tensor *w1, *b1, *w2, *b2; /* MLP: [16,32] [32] [32,10] [10]; CNN: conv [4,1,3,3], -, fc [64,10], [10] */
 } model;
 
+/* The MLP's weights, made on rt. */
+static model mlp_weights(latch_runtime *rt) {
+  return (model){fu_ramp(rt, 2, FDIMS(16, 32), 0.001, -0.2), fu_ramp(rt, 1, FDIMS(32), 0.01, -0.1),
+                 fu_ramp(rt, 2, FDIMS(32, 10), -0.002, 0.3), fu_ramp(rt, 1, FDIMS(10), 0.05, 0)};
+}
+
+static void model_release(model *m) {
+  latch_release(m->w1);
+  latch_release(m->b1);
+  latch_release(m->w2);
+  latch_release(m->b2);
+}
+
 static latch_status mlp(void *user, latch_tensor *const *in, int n, latch_tensor **out, int on) {
   (void)n, (void)on;
   model *m = user;
@@ -70,8 +83,7 @@ static void sweep(const char *name, latch_step_fn step, int rank, const int64_t 
   for (int k = 0; k < 2; k++) {
     latch_runtime *rt = rts[k];
     if (step == mlp) {
-      m[k] = (model){fu_ramp(rt, 2, FDIMS(16, 32), 0.001, -0.2), fu_ramp(rt, 1, FDIMS(32), 0.01, -0.1),
-                     fu_ramp(rt, 2, FDIMS(32, 10), -0.002, 0.3), fu_ramp(rt, 1, FDIMS(10), 0.05, 0)};
+      m[k] = mlp_weights(rt);
     } else {
       m[k] = (model){fu_ramp(rt, 4, FDIMS(4, 1, 3, 3), 0.03, -0.5), NULL, fu_ramp(rt, 2, FDIMS(64, 10), -0.001, 0.3),
                      fu_ramp(rt, 1, FDIMS(10), 0.05, 0)};
@@ -128,12 +140,7 @@ static void sweep(const char *name, latch_step_fn step, int rank, const int64_t 
          worst);
   latch_function_free(once);
   latch_function_free(every);
-  for (int k = 0; k < 2; k++) {
-    latch_release(m[k].w1);
-    latch_release(m[k].b1);
-    latch_release(m[k].w2);
-    latch_release(m[k].b2);
-  }
+  for (int k = 0; k < 2; k++) model_release(&m[k]);
   latch_close(rt_once);
   latch_close(rt_every);
 }
@@ -162,8 +169,7 @@ static void disk_sweep(const char *dir, float *outputs, latch_stats *stats, latc
   latch_runtime *rt = latch_open(&options);
   CHECK_MSG(rt != NULL, "%s", latch_last_error());
   if (!rt) return;
-  model m = {fu_ramp(rt, 2, FDIMS(16, 32), 0.001, -0.2), fu_ramp(rt, 1, FDIMS(32), 0.01, -0.1),
-             fu_ramp(rt, 2, FDIMS(32, 10), -0.002, 0.3), fu_ramp(rt, 1, FDIMS(10), 0.05, 0)};
+  model m = mlp_weights(rt);
   latch_function_options o = fu_options(LATCH_TRACE_ONCE, LATCH_SHAPES_AUTOMATIC);
   latch_function *f = latch_function_new_step(rt, mlp, &m, &o);
   for (int64_t b = 1; b <= 64; b++) {
@@ -178,10 +184,7 @@ static void disk_sweep(const char *dir, float *outputs, latch_stats *stats, latc
   latch_function_get_stats(f, fstats);
   latch_get_stats(rt, stats);
   latch_function_free(f);
-  latch_release(m.w1);
-  latch_release(m.w2);
-  latch_release(m.b1);
-  latch_release(m.b2);
+  model_release(&m);
   latch_close(rt);
 }
 
@@ -218,8 +221,7 @@ static void test_checked_sweep_compiles(void) {
   latch_runtime *rt = latch_open(&options);
   CHECK_MSG(rt != NULL, "%s", latch_last_error());
   if (!rt) return;
-  model m = {fu_ramp(rt, 2, FDIMS(16, 32), 0.001, -0.2), fu_ramp(rt, 1, FDIMS(32), 0.01, -0.1),
-             fu_ramp(rt, 2, FDIMS(32, 10), -0.002, 0.3), fu_ramp(rt, 1, FDIMS(10), 0.05, 0)};
+  model m = mlp_weights(rt);
   latch_function_options o = fu_options(LATCH_TRACE_ONCE, LATCH_SHAPES_AUTOMATIC);
   latch_function *f = latch_function_new_step(rt, mlp, &m, &o);
   for (int64_t b = 1; b <= 8; b++) {
@@ -238,10 +240,7 @@ static void test_checked_sweep_compiles(void) {
   CHECK_EQ_INT(r.compiles, 8);
   CHECK_EQ_INT(r.check_failures, 0);
   latch_function_free(f);
-  latch_release(m.w1);
-  latch_release(m.w2);
-  latch_release(m.b1);
-  latch_release(m.b2);
+  model_release(&m);
   latch_close(rt);
 }
 
