@@ -26,6 +26,9 @@ typedef struct dot_job {
   const void *a, *b;
   void *c;
   int64_t m, n, k, blocks;
+  /* m > 1: each row block is split into col_blocks blocks of col_width columns (1 block of
+   * n unless the rows alone give the threads too few items) */
+  int64_t col_blocks, col_width;
   bool a_transposed, b_transposed;
   const rt_cpu_epilogue *epilogue; /* f32 only: c is the output itself */
 } dot_job;
@@ -58,22 +61,42 @@ static void dot_items(void *ctx, int64_t begin, int64_t end) {
     return;
   }
   for (int64_t item = begin; item < end; item++) {
-    int64_t batch = item / j->blocks, r0 = (item % j->blocks) * ROW_BLOCK;
+    int64_t batch = item / j->blocks, block = item % j->blocks;
+    int64_t r0 = block / j->col_blocks * ROW_BLOCK, c0 = block % j->col_blocks * j->col_width;
     int64_t rows = j->m - r0 < ROW_BLOCK ? j->m - r0 : ROW_BLOCK;
-    /* A is [m][k], or [k][m] whose rows r0.. are columns r0.. */
+    int64_t cols = j->n - c0 < j->col_width ? j->n - c0 : j->col_width;
+    /* A is [m][k], or [k][m] whose rows r0.. are columns r0..; B is [k][n], or [n][k]
+     * whose rows c0.. are columns c0.. */
     int64_t a_at = j->a_transposed ? batch * j->m * j->k + r0 : (batch * j->m + r0) * j->k;
-    int64_t b_at = batch * j->k * j->n, c_at = (batch * j->m + r0) * j->n;
+    int64_t b_at = batch * j->k * j->n + (j->b_transposed ? c0 * j->k : c0), c_at = (batch * j->m + r0) * j->n + c0;
     enum CBLAS_TRANSPOSE ta = j->a_transposed ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE tb = j->b_transposed ? CblasTrans : CblasNoTrans;
     int lda = (int)(j->a_transposed ? j->m : j->k), ldb = (int)(j->b_transposed ? j->k : j->n);
     if (j->f64)
-      cblas_dgemm(CblasRowMajor, ta, tb, (int)rows, (int)j->n, (int)j->k, 1.0, (const double *)j->a + a_at,
+      cblas_dgemm(CblasRowMajor, ta, tb, (int)rows, (int)cols, (int)j->k, 1.0, (const double *)j->a + a_at,
                   lda, (const double *)j->b + b_at, ldb, 0.0, (double *)j->c + c_at, (int)j->n);
     else
-      cblas_sgemm(CblasRowMajor, ta, tb, (int)rows, (int)j->n, (int)j->k, 1.0f, (const float *)j->a + a_at,
+      cblas_sgemm(CblasRowMajor, ta, tb, (int)rows, (int)cols, (int)j->k, 1.0f, (const float *)j->a + a_at,
                   lda, (const float *)j->b + b_at, ldb, 0.0f, (float *)j->c + c_at, (int)j->n);
-    if (j->epilogue) j->epilogue->run(j->epilogue->ctx, c_at, c_at + rows * j->n);
+    if (j->epilogue && cols == j->n) j->epilogue->run(j->epilogue->ctx, c_at, c_at + rows * j->n);
+    else if (j->epilogue) /* a column block is one run per row */
+      for (int64_t r = 0; r < rows; r++) j->epilogue->run(j->epilogue->ctx, c_at + r * j->n, c_at + r * j->n + cols);
   }
+}
+
+/* A short product (a sequence of 32 tokens through a Linear layer, at batch 1) is one row
+ * block: one thread would compute it all while the others wait. Its columns are split too,
+ * two blocks per idle thread, no narrower than MIN_COLS, when there is enough work. */
+static void split_columns(dot_job *j, int64_t batch) {
+  enum { MIN_COLS = 128, MIN_WORK = 1 << 20 };
+  int64_t row_items = batch * j->blocks, threads = rt_parallel_threads();
+  if (row_items >= threads || j->n < 2 * MIN_COLS || j->m * j->n * j->k < MIN_WORK) return;
+  int64_t want = (threads + row_items - 1) / row_items * 2, most = j->n / MIN_COLS;
+  int64_t col_blocks = want < most ? want : most;
+  j->col_width = (j->n + col_blocks - 1) / col_blocks;
+  j->col_width = (j->col_width + 15) / 16 * 16; /* whole vectors per block */
+  j->col_blocks = (j->n + j->col_width - 1) / j->col_width;
+  j->blocks *= j->col_blocks;
 }
 
 static bool is_identity(const int *perm, int rank) {
@@ -164,10 +187,12 @@ bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in,
     int64_t m = s.m, n = s.n, k = s.k;
     dot_job j = {.f64 = s.work == HLO_F64, .a = a, .b = b, .c = c, .m = m, .n = n, .k = k,
                  .blocks = m == 1 ? (n + COL_BLOCK - 1) / COL_BLOCK : (m + ROW_BLOCK - 1) / ROW_BLOCK,
+                 .col_blocks = 1, .col_width = n,
                  .a_transposed = s.a_transposed, .b_transposed = s.b_transposed, .epilogue = epilogue};
-    /* an item is at most ROW_BLOCK * n * k multiply-adds (COL_BLOCK * k for gemv); about a
-     * million make a task */
-    int64_t per_item = m == 1 ? (n < COL_BLOCK ? n : COL_BLOCK) * k : (m < ROW_BLOCK ? m : ROW_BLOCK) * n * k;
+    if (m > 1) split_columns(&j, s.batch);
+    /* an item is at most ROW_BLOCK * col_width * k multiply-adds (COL_BLOCK * k for gemv);
+     * about a million make a task */
+    int64_t per_item = m == 1 ? (n < COL_BLOCK ? n : COL_BLOCK) * k : (m < ROW_BLOCK ? m : ROW_BLOCK) * j.col_width * k;
     int64_t grain = per_item >= (1 << 20) ? 1 : (1 << 20) / (per_item ? per_item : 1);
     rt_parallel_for(s.batch * j.blocks, grain, dot_items, &j);
   }

@@ -19,6 +19,7 @@
 #include "hlo/pass.h"
 #include "runtime/backend.h"
 #include "runtime/backend_cpu_fusion.h"
+#include "runtime/parallel.h"
 #include "runtime/random_fill.h"
 #include "rng_util.h"
 #include "test.h"
@@ -421,6 +422,27 @@ static void test_dot_epilogues(void) {
           heads += got;
           cases++;
         }
+  /* short and wide: one row block split into column blocks across the threads (main asks
+   * for two), every epilogue run per row of each block */
+  static const int64_t wide[][3] = {{33, 700, 64}, {2, 700, 800}, {64, 1000, 40}, {5, 301, 700}};
+  for (int w = 0; w < 4; w++)
+    for (int e = 0; e < 4; e++)
+      for (int transposed = 0; transposed < 2; transposed++) {
+        long long m = wide[w][0], n = wide[w][1], k = wide[w][2];
+        char text[4096];
+        int len = snprintf(text, sizeof text,
+                           "HloModule ep\nENTRY e {\n x = f32[%lld,%lld] parameter(0)\n w = f32[%lld,%lld] parameter(1)\n"
+                           " b = f32[%lld] parameter(2)\n res = f32[%lld,%lld] parameter(3)\n"
+                           " d = f32[%lld,%lld] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={%d}\n"
+                           " bb = f32[%lld,%lld] broadcast(b), dimensions={1}\n a = f32[%lld,%lld] add(d, bb)\n",
+                           m, k, transposed ? n : k, transposed ? k : n, n, m, n, m, n, transposed, m, n, m, n);
+        snprintf(text + len, sizeof text - (size_t)len, epilogues[e], m, n, m, n, m, n, m, n, m, n);
+        strncat(text, "}\n", sizeof text - strlen(text) - 1);
+        int got = compare_products(text, (uint64_t)(1000 + cases), false);
+        CHECK_MSG(got == (e == 3 ? 0 : 1), "%d heads in\n%s", got, text);
+        heads += got;
+        cases++;
+      }
   /* batched (attention scores): blocks of every batch, scaled and masked */
   for (int m = 1; m <= 70; m += 69) {
     char text[2048];
@@ -522,6 +544,7 @@ static void test_shared_weight_dot(void) {
 }
 
 int main(void) {
+  rt_parallel_request_threads(2); /* so that short, wide products are split over threads */
   RUN(test_shared_weight_dot);
   RUN(test_unit_broadcast_is_a_view);
   RUN(test_dot_epilogue_is_one_step);
