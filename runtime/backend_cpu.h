@@ -20,8 +20,6 @@ typedef bool (*rt_cpu_kernel)(const hlo_instr *instr, const rt_value *const *in,
 rt_cpu_kernel rt_cpu_pick_elementwise(const hlo_instr *instr);
 rt_cpu_kernel rt_cpu_pick_layout(const hlo_instr *instr);
 rt_cpu_kernel rt_cpu_pick_reduce(const hlo_instr *instr);
-rt_cpu_kernel rt_cpu_pick_dot(const hlo_instr *instr);
-rt_cpu_kernel rt_cpu_pick_conv(const hlo_instr *instr);
 
 /* A fast kernel that needs working memory besides its result (operand copies in a canonical
  * order, im2col matrices): scratch is the step's own stretch of the arena, sized at plan time
@@ -116,7 +114,7 @@ typedef struct rt_cpu_epilogue {
   const void *ctx;
 } rt_cpu_epilogue;
 /* The dot kernel with an epilogue over each block it computes (epilogue may be NULL), its
- * working memory in scratch (rt_cpu_pick_dot_scratch's bytes), or allocated when NULL. */
+ * working memory in scratch (rt_cpu_pick_dot_scratch's bytes; NULL when they are 0). */
 bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in, rt_value *out,
                               const rt_cpu_epilogue *epilogue, void *scratch);
 bool rt_cpu_is_dot_kernel(rt_cpu_scratch_kernel kernel);

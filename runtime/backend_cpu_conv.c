@@ -14,8 +14,7 @@
  *
  * The copies to canonical order, the result before its store and the column matrices live
  * in scratch the plan sized from the shapes (conv_setup) and placed in the arena: the
- * kernel allocates nothing. Called without a plan (rt_cpu_pick_conv) it allocates that
- * scratch itself.
+ * kernel allocates nothing.
  *
  * Zero times a finite weight adds nothing, so this equals the reference's rule of skipping
  * padded taps; a kernel holding inf or NaN would turn those zeros into NaN, so such a
@@ -295,16 +294,6 @@ static bool conv_run(const hlo_instr *instr, const rt_value *const *in, rt_value
   return true;
 }
 
-/* The same, for callers without planned memory: the scratch is allocated here. */
-static bool conv_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
-  conv_setup s;
-  conv_setup_for(instr, &s);
-  void *scratch = malloc((size_t)s.bytes);
-  bool ok = scratch && conv_run(instr, in, out, scratch);
-  free(scratch);
-  return ok;
-}
-
 static bool supported(const hlo_instr *instr);
 
 rt_cpu_scratch_kernel rt_cpu_pick_conv_scratch(const hlo_instr *instr, int64_t *scratch_bytes) {
@@ -339,5 +328,3 @@ static bool supported(const hlo_instr *instr) {
     return false;
   return true;
 }
-
-rt_cpu_kernel rt_cpu_pick_conv(const hlo_instr *instr) { return supported(instr) ? conv_kernel : NULL; }

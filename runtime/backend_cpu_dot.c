@@ -165,12 +165,7 @@ bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in,
                               const rt_cpu_epilogue *epilogue, void *scratch) {
   dot_setup s;
   dot_setup_for(instr, &s);
-  void *own = NULL;
   char *base = scratch;
-  if (!base && s.bytes) {
-    if (!(own = malloc((size_t)s.bytes))) return false;
-    base = own;
-  }
   size_t size = hlo_dtype_size(s.work);
   void *c = s.in_place ? out->data : base + s.c_at;
   /* a work buffer is no output yet: then the epilogue runs after the store */
@@ -202,18 +197,12 @@ bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in,
     rt_work_store(out, identity, c, s.work);
     if (late) late->run(late->ctx, 0, out->count);
   }
-  free(own);
   return true;
 }
 
 /* The dot with all its working memory in scratch (dot_setup's bytes). */
 static bool dot_run(const hlo_instr *instr, const rt_value *const *in, rt_value *out, void *scratch) {
   return rt_cpu_dot_with_epilogue(instr, in, out, NULL, scratch);
-}
-
-/* The same, for callers without planned memory: the scratch is allocated. */
-static bool dot_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
-  return rt_cpu_dot_with_epilogue(instr, in, out, NULL, NULL);
 }
 
 bool rt_cpu_is_dot_kernel(rt_cpu_scratch_kernel kernel) { return kernel == dot_run; }
@@ -232,8 +221,6 @@ static bool supported(const hlo_instr *instr) {
     return false;
   return true;
 }
-
-rt_cpu_kernel rt_cpu_pick_dot(const hlo_instr *instr) { return supported(instr) ? dot_kernel : NULL; }
 
 rt_cpu_scratch_kernel rt_cpu_pick_dot_scratch(const hlo_instr *instr, int64_t *scratch_bytes) {
   if (!supported(instr)) return NULL;

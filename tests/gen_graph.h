@@ -8,20 +8,7 @@
 #include <stdlib.h>
 
 #include "hlo/build.h"
-#include "runtime/random_fill.h"
-
-typedef struct gen_rng {
-  uint64_t state;
-} gen_rng;
-
-static inline uint64_t gen_next(gen_rng *r) {
-  r->state += 0x9e3779b97f4a7c15ull;
-  return rt_mix64(r->state);
-}
-
-static inline int gen_below(gen_rng *r, int n) {
-  return (int)(gen_next(r) % (uint64_t)n);
-}
+#include "rng_util.h"
 
 typedef struct gen_pool {
   hlo_instr **items;
@@ -29,15 +16,15 @@ typedef struct gen_pool {
 } gen_pool;
 
 /* A recent value: graphs get deep rather than wide, as real ones are. */
-static inline hlo_instr *gen_pick(gen_rng *r, const gen_pool *pool) {
+static inline hlo_instr *gen_pick(rng *r, const gen_pool *pool) {
   int window = pool->count < 24 ? pool->count : 24;
-  return pool->items[pool->count - 1 - gen_below(r, window)];
+  return pool->items[pool->count - 1 - pick(r, window)];
 }
 
 /* A module with ops instructions besides parameters and constants, the culprit at a random
  * position among them; *culprit_position gets that position. */
 static inline hlo_module *gen_graph(uint64_t seed, int ops, hlo_opcode culprit, int *culprit_position) {
-  gen_rng r = {seed * 7919 + 1};
+  rng r = {seed * 7919 + 1};
   hlo_diag d = {HLO_OK, ""};
   hlo_module *m = hlo_module_new("generated");
   hlo_comp *sum = hlo_build_scalar_reducer(m, HLO_OP_ADD, HLO_F32);
@@ -53,24 +40,24 @@ static inline hlo_module *gen_graph(uint64_t seed, int ops, hlo_opcode culprit, 
     (i < 4 ? &a : &b)->items[(i < 4 ? &a : &b)->count++] = p;
   }
   hlo_instr *zero = hlo_build_constant_scalar(e, HLO_F32, 0, &d);
-  int position = 1 + gen_below(&r, ops - 2);
+  int position = 1 + pick(&r, ops - 2);
   *culprit_position = position;
   static const hlo_opcode unary[] = {HLO_OP_TANH, HLO_OP_NEGATE, HLO_OP_ABS, HLO_OP_LOGISTIC};
   static const hlo_opcode binary[] = {HLO_OP_ADD, HLO_OP_MULTIPLY, HLO_OP_SUBTRACT, HLO_OP_MAXIMUM, HLO_OP_MINIMUM};
   while (made < ops) {
-    bool in_a = b.count == 0 || gen_below(&r, 3) != 0;
+    bool in_a = b.count == 0 || pick(&r, 3) != 0;
     gen_pool *pool = in_a ? &a : &b, *other = in_a ? &b : &a;
     hlo_instr *x = gen_pick(&r, pool), *y = NULL;
-    int kind = gen_below(&r, 10);
+    int kind = pick(&r, 10);
     if (made == position) {
       y = hlo_build_unary(e, culprit, x, &d);
     } else if (kind < 3) {
-      y = hlo_build_unary(e, unary[gen_below(&r, 4)], x, &d);
+      y = hlo_build_unary(e, unary[pick(&r, 4)], x, &d);
     } else if (kind < 8) {
-      y = hlo_build_binary(e, binary[gen_below(&r, 5)], x, gen_pick(&r, pool), &d);
+      y = hlo_build_binary(e, binary[pick(&r, 5)], x, gen_pick(&r, pool), &d);
       /* Squash half of them: products and sums of products would otherwise grow until f32
        * and f64 disagree wildly and no accuracy check can see anything. */
-      if (y && made + 1 < ops && made + 1 != position && gen_below(&r, 2) == 0) {
+      if (y && made + 1 < ops && made + 1 != position && pick(&r, 2) == 0) {
         all[all_count++] = y;
         made++;
         y = hlo_build_unary(e, HLO_OP_TANH, y, &d);
