@@ -65,7 +65,7 @@ latch_tensor *cap_wrap(latch_runtime *rt, cap_node *node) {
     if (ctx->trace) cap_trace_new_node(ctx->trace, node);
     if (rt && (rt->options.eager || ctx->eager)) cap_sync_nodes(rt, 1, &node, &t);
   }
-  if (node->state != CAP_READY) list_append(cap_ctx_current(), t);
+  if (node->state != CAP_READY) list_append(ctx, t);
   return t;
 }
 
