@@ -185,6 +185,12 @@ typedef struct bench_session {
   bench_config config; /* resolved: batch and size filled */
   bench_instance in;
   latch_function *fn; /* once mode */
+  /* between bench_session_begin and _end: the last step's outputs, the counters before the
+   * timed steps, whether a warm-up step ran */
+  latch_tensor *outputs[BENCH_MAX_OUTPUTS];
+  latch_stats before;
+  latch_function_stats fn_before;
+  bool warmed;
 } bench_session;
 
 /* Makes the model for config in rt; function (NULL: the defaults) configures once mode's
@@ -196,6 +202,12 @@ latch_status bench_session_batch(bench_session *s, int batch);
 /* warmup then repeat timed steps at the current inputs; result->function holds the
  * function's counters over these steps only. */
 latch_status bench_session_run(bench_session *s, int warmup, int repeat, const char *output_npy, bench_result *result);
+/* bench_session_run in parts, so that sessions of several modes can take their timed steps
+ * in turn: begin (the warm-up steps), step (one timed step, at most repeat of them), end
+ * (counters and output 0; close the session after a failed part without calling end). */
+latch_status bench_session_begin(bench_session *s, int warmup, int repeat, bench_result *result);
+latch_status bench_session_step(bench_session *s, bench_result *result);
+latch_status bench_session_end(bench_session *s, const char *output_npy, bench_result *result);
 void bench_session_close(bench_session *s);
 double bench_median(const double *values, int count);
 /* Largest |a - b| and that over the largest |b|; false when the shapes differ. */

@@ -615,6 +615,78 @@ static int run_sweep(const options *o, const char *backend) {
   return exit_code;
 }
 
+/* One model in every mode asked for, each in a runtime and model of its own: the modes
+ * warm up one after another, then take their timed steps in turn (eager, every, once,
+ * eager, ...), so that a machine getting slower or faster for a while weighs on every mode
+ * alike; then each mode's output is checked against the first's. The status: 0, or the
+ * failing part's. */
+static latch_status run_model(const options *o, model_run *r) {
+  latch_runtime *rts[BENCH_MODE_COUNT] = {0};
+  bench_session sessions[BENCH_MODE_COUNT];
+  bool open[BENCH_MODE_COUNT] = {false};
+  latch_status s = LATCH_OK;
+  int failed = -1, last = -1;
+  bool disagree = false;
+  r->finite = true;
+  for (int m = 0; m < BENCH_MODE_COUNT; m++) {
+    if (!o->modes[m]) continue;
+    last = m;
+    if (s != LATCH_OK) continue;
+    fprintf(stderr, "bench: %s %s ...\n", r->model->name, bench_mode_name((bench_mode)m));
+    rts[m] = bench_open((bench_mode)m, NULL);
+    if (!rts[m]) s = LATCH_ERR_INPUT;
+    if (s == LATCH_OK) {
+      s = bench_session_open(&sessions[m], rts[m], r->model, &o->config, (bench_mode)m, NULL);
+      open[m] = true;
+    }
+    if (s == LATCH_OK) s = bench_session_begin(&sessions[m], o->warmup, o->repeat, &r->results[m]);
+    if (s != LATCH_OK) failed = m;
+  }
+  for (int i = 0; s == LATCH_OK && i < o->repeat; i++)
+    for (int m = 0; s == LATCH_OK && m < BENCH_MODE_COUNT; m++)
+      if (open[m] && (s = bench_session_step(&sessions[m], &r->results[m])) != LATCH_OK) failed = m;
+  int base = -1;
+  for (int m = 0; m < BENCH_MODE_COUNT; m++) {
+    if (!open[m]) continue;
+    /* --output takes the last mode's output; every mode's agree, so any would do. */
+    if (s == LATCH_OK && (s = bench_session_end(&sessions[m], last == m ? o->output : NULL, &r->results[m])) != LATCH_OK)
+      failed = m;
+    bench_session_close(&sessions[m]);
+    if (s != LATCH_OK) continue;
+    r->ran[m] = true;
+    r->finite = r->finite && bench_finite(&r->results[m]);
+    if (base < 0) {
+      base = m;
+      r->agree[m] = true;
+    } else {
+      bench_compare(&r->results[m], &r->results[base], &r->max_abs[m], &r->max_rel[m]);
+      r->agree[m] = r->max_rel[m] <= AGREE_REL;
+    }
+    fprintf(stderr, "bench: %s %s: median %.3f ms, first step %.3f ms\n", r->model->name,
+            bench_mode_name((bench_mode)m), median_of(&r->results[m]), r->results[m].first_ms);
+    if (!r->agree[m]) {
+      fprintf(stderr, "latch: error: bench: %s: %s and %s disagree: max abs diff %g, max rel diff %g\n",
+              r->model->name, bench_mode_name((bench_mode)m), bench_mode_name((bench_mode)base), r->max_abs[m],
+              r->max_rel[m]);
+      disagree = true;
+    }
+  }
+  for (int m = 0; m < BENCH_MODE_COUNT; m++)
+    if (rts[m]) latch_close(rts[m]);
+  if (failed >= 0) {
+    snprintf(r->error, sizeof r->error, "%s mode: %s", bench_mode_name((bench_mode)failed), bench_error());
+    fprintf(stderr, "latch: error: bench: %s: %s\n", r->model->name, r->error);
+    for (int m = 0; m < BENCH_MODE_COUNT; m++) r->ran[m] = false;
+    return s;
+  }
+  /* A model whose outputs are not finite makes its timings meaningless: report it. */
+  if (!r->finite) {
+    fprintf(stderr, "latch: error: bench: %s: non-finite outputs\n", r->model->name);
+    return LATCH_ERR_INTERNAL;
+  }
+  return disagree ? LATCH_ERR_INTERNAL : LATCH_OK;
+}
+
 int bench_zoo_main(int argc, char **argv) {
   options o;
   int status = parse(argc, argv, &o);
@@ -632,48 +704,9 @@ int bench_zoo_main(int argc, char **argv) {
   snprintf(backend, sizeof backend, "%s", lo.backend ? lo.backend : "reference");
   int exit_code = 0;
   for (int i = 0; i < o.model_count; i++) {
-    model_run *r = &runs[i];
-    r->model = o.models[i];
-    r->finite = true;
-    int base = -1;
-    for (int m = 0; m < BENCH_MODE_COUNT; m++) {
-      if (!o.modes[m]) continue;
-      fprintf(stderr, "bench: %s %s ...\n", r->model->name, bench_mode_name((bench_mode)m));
-      /* --output takes the last mode's output; every mode's agree, so any would do. */
-      int last = m;
-      for (int k = m + 1; k < BENCH_MODE_COUNT; k++)
-        if (o.modes[k]) last = k;
-      latch_status s = bench_run(r->model, &o.config, (bench_mode)m, NULL, o.warmup, o.repeat,
-                                 last == m ? o.output : NULL, &r->results[m]);
-      if (s != LATCH_OK) {
-        snprintf(r->error, sizeof r->error, "%s mode: %s", bench_mode_name((bench_mode)m), bench_error());
-        fprintf(stderr, "latch: error: bench: %s: %s\n", r->model->name, r->error);
-        if ((int)s > exit_code) exit_code = (int)s;
-        break;
-      }
-      r->ran[m] = true;
-      r->finite = r->finite && bench_finite(&r->results[m]);
-      if (base < 0) {
-        base = m;
-        r->agree[m] = true;
-      } else {
-        bench_compare(&r->results[m], &r->results[base], &r->max_abs[m], &r->max_rel[m]);
-        r->agree[m] = r->max_rel[m] <= AGREE_REL;
-      }
-      fprintf(stderr, "bench: %s %s: median %.3f ms, first step %.3f ms\n", r->model->name,
-              bench_mode_name((bench_mode)m), median_of(&r->results[m]), r->results[m].first_ms);
-      if (!r->agree[m]) {
-        fprintf(stderr, "latch: error: bench: %s: %s and %s disagree: max abs diff %g, max rel diff %g\n",
-                r->model->name, bench_mode_name((bench_mode)m), bench_mode_name((bench_mode)base), r->max_abs[m],
-                r->max_rel[m]);
-        exit_code = 3;
-      }
-    }
-    /* A model whose outputs are not finite makes its timings meaningless: report it. */
-    if (!r->error[0] && !r->finite) {
-      fprintf(stderr, "latch: error: bench: %s: non-finite outputs\n", r->model->name);
-      exit_code = 3;
-    }
+    runs[i].model = o.models[i];
+    latch_status s = run_model(&o, &runs[i]);
+    if ((int)s > exit_code) exit_code = (int)s;
   }
   print_table(&o, runs, o.model_count, backend);
   if (o.json && !write_json(o.json, &o, runs, o.model_count, backend)) {

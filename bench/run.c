@@ -160,6 +160,7 @@ latch_status bench_session_batch(bench_session *s, int batch) {
 }
 
 void bench_session_close(bench_session *s) {
+  release_outputs(s->outputs, BENCH_MAX_OUTPUTS);
   if (s->fn) latch_function_free(s->fn);
   bench_instance_free(&s->in);
   memset(s, 0, sizeof *s);
@@ -177,13 +178,12 @@ static latch_function_stats function_since(latch_function *fn, const latch_funct
   return a;
 }
 
-latch_status bench_session_run(bench_session *s, int warmup, int repeat, const char *output_npy, bench_result *result) {
+latch_status bench_session_begin(bench_session *s, int warmup, int repeat, bench_result *result) {
   memset(result, 0, sizeof *result);
   result->mode = s->mode;
   if (warmup < 0 || repeat < 1) return bench_set_error("repeat must be at least 1, warm-up at least 0"), LATCH_ERR_INPUT;
   latch_runtime *rt = s->rt;
   bench_instance *in = &s->in;
-  latch_function *fn = s->fn;
   latch_options options;
   latch_options_init(&options);
   snprintf(result->backend, sizeof result->backend, "%s", s->mode == BENCH_REFERENCE ? "reference" : options.backend);
@@ -200,31 +200,49 @@ latch_status bench_session_run(bench_session *s, int warmup, int repeat, const c
    * every span. */
   if (status == LATCH_OK && latch_sync(rt) != LATCH_OK)
     status = (bench_set_error("sync: %s", latch_last_error()), LATCH_ERR_INTERNAL);
-  latch_function_stats fn_before = {0};
-  if (fn) latch_function_get_stats(fn, &fn_before);
-  latch_tensor *outputs[BENCH_MAX_OUTPUTS] = {0};
-  latch_stats before;
-  latch_get_stats(rt, &before);
+  memset(s->outputs, 0, sizeof s->outputs);
+  memset(&s->fn_before, 0, sizeof s->fn_before);
+  if (s->fn) latch_function_get_stats(s->fn, &s->fn_before);
+  latch_get_stats(rt, &s->before);
   for (int i = 0; status == LATCH_OK && i < warmup; i++) {
     double ms;
-    status = one_step(rt, in, fn, outputs, NULL, &ms, NULL);
+    status = one_step(rt, in, s->fn, s->outputs, NULL, &ms, NULL);
     if (i == 0) result->first_ms = ms;
-    if (status == LATCH_OK) carry_state(in, outputs);
-    if (status == LATCH_OK && i + 1 < warmup) release_outputs(outputs, in->output_count);
+    if (status == LATCH_OK) carry_state(in, s->outputs);
+    if (status == LATCH_OK && i + 1 < warmup) release_outputs(s->outputs, in->output_count);
   }
-  result->warmup = counters_since(rt, &before);
-  latch_get_stats(rt, &before);
-  for (int i = 0; status == LATCH_OK && i < repeat; i++) {
-    release_outputs(outputs, in->output_count);
-    status = one_step(rt, in, fn, outputs, &result->trace_ms[i], &result->step_ms[i], &result->cpu_ms[i]);
-    if (status == LATCH_OK) carry_state(in, outputs);
-    if (status == LATCH_OK) result->steps = i + 1;
-    if (warmup == 0 && i == 0) result->first_ms = result->step_ms[0];
-  }
-  result->timed = counters_since(rt, &before);
-  if (status == LATCH_OK) status = keep_output(outputs[0], result, output_npy);
-  release_outputs(outputs, BENCH_MAX_OUTPUTS);
-  if (fn) result->function = function_since(fn, &fn_before);
+  result->warmup = counters_since(rt, &s->before);
+  latch_get_stats(rt, &s->before);
+  s->warmed = warmup > 0;
+  return status;
+}
+
+latch_status bench_session_step(bench_session *s, bench_result *result) {
+  bench_instance *in = &s->in;
+  int i = result->steps;
+  release_outputs(s->outputs, in->output_count);
+  latch_status status = one_step(s->rt, in, s->fn, s->outputs, &result->trace_ms[i], &result->step_ms[i], &result->cpu_ms[i]);
+  if (status != LATCH_OK) return status;
+  carry_state(in, s->outputs);
+  result->steps = i + 1;
+  if (!s->warmed && i == 0) result->first_ms = result->step_ms[0];
+  return LATCH_OK;
+}
+
+latch_status bench_session_end(bench_session *s, const char *output_npy, bench_result *result) {
+  result->timed = counters_since(s->rt, &s->before);
+  latch_status status = s->outputs[0] ? keep_output(s->outputs[0], result, output_npy)
+                                      : (bench_set_error("no step ran"), LATCH_ERR_INTERNAL);
+  release_outputs(s->outputs, BENCH_MAX_OUTPUTS);
+  if (s->fn) result->function = function_since(s->fn, &s->fn_before);
+  return status;
+}
+
+latch_status bench_session_run(bench_session *s, int warmup, int repeat, const char *output_npy, bench_result *result) {
+  latch_status status = bench_session_begin(s, warmup, repeat, result);
+  for (int i = 0; status == LATCH_OK && i < repeat; i++) status = bench_session_step(s, result);
+  if (status == LATCH_OK) return bench_session_end(s, output_npy, result);
+  release_outputs(s->outputs, BENCH_MAX_OUTPUTS);
   return status;
 }
 

@@ -89,55 +89,77 @@ static void fill_source(conv_geom *g, const hlo_window *w) {
  * at small inputs have 1x1 or 2x2 outputs and most of the weights). */
 enum { GEMV_POSITIONS = 2 };
 
+/* The pieces of one (batch, group) item, over element type T: the depthwise sum, the im2col
+ * gather of features [f0, f1), and the product for output features [r0, r1) at positions
+ * [p0, p1). A whole item is all three over full ranges; a split item runs the gather and then
+ * the product in blocks on every thread. */
 #define DEFINE_ITEMS(T, GEMM, GEMV)                                                            \
+  static void depthwise_##T(const conv_job *j, int64_t n, int64_t grp) {                       \
+    const conv_geom *g = j->g;                                                                 \
+    const T *planes = item_planes_##T(j, n, grp);                                              \
+    for (int64_t o = 0; o < g->group_out; o++) {                                               \
+      T *yo = (T *)j->y + (n * g->out_features + grp * g->group_out + o) * g->out_plane;       \
+      const T *wo = (const T *)j->w + (grp * g->group_out + o) * g->tap_count;                 \
+      for (int64_t p = 0; p < g->out_plane; p++) yo[p] = 0;                                    \
+      for (int64_t t = 0; t < g->tap_count; t++) {                                             \
+        const int64_t *src = g->source + t * g->out_plane;                                     \
+        T wt = wo[t];                                                                          \
+        for (int64_t p = 0; p < g->out_plane; p++)                                             \
+          if (src[p] >= 0) yo[p] += wt * planes[src[p]];                                       \
+      }                                                                                        \
+    }                                                                                          \
+  }                                                                                            \
+  static void gather_##T(const conv_job *j, const T *planes, int64_t f0, int64_t f1, T *col) { \
+    const conv_geom *g = j->g;                                                                 \
+    for (int64_t f = f0; f < f1; f++) {                                                        \
+      const T *plane = planes + f * g->in_plane;                                               \
+      T *row = col + f * g->tap_count * g->out_plane;                                          \
+      for (int64_t i = 0; i < g->tap_count * g->out_plane; i++) {                              \
+        int64_t at = g->source[i];                                                             \
+        row[i] = at >= 0 ? plane[at] : 0;                                                      \
+      }                                                                                        \
+    }                                                                                          \
+  }                                                                                            \
+  static void product_##T(const conv_job *j, int64_t n, int64_t grp, const T *b, int64_t r0,   \
+                          int64_t r1, int64_t p0, int64_t p1) {                                \
+    const conv_geom *g = j->g;                                                                 \
+    int64_t depth = g->group_features * g->tap_count, ld = g->out_plane;                       \
+    const T *w = (const T *)j->w + (grp * g->group_out + r0) * depth;                          \
+    T *out = (T *)j->y + (n * g->out_features + grp * g->group_out + r0) * ld;                 \
+    if (g->out_plane <= GEMV_POSITIONS) {                                                      \
+      for (int64_t p = p0; p < p1; p++)                                                        \
+        GEMV(CblasRowMajor, CblasNoTrans, (int)(r1 - r0), (int)depth, 1, w, (int)depth, b + p, (int)ld, 0, \
+             out + p, (int)ld);                                                                \
+      return;                                                                                  \
+    }                                                                                          \
+    GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(r1 - r0), (int)(p1 - p0), (int)depth, 1, w, \
+         (int)depth, b + p0, (int)ld, 0, out + p0, (int)ld);                                   \
+  }                                                                                            \
   static void items_##T(conv_job *j, int64_t begin, int64_t end, T *col) {                     \
     const conv_geom *g = j->g;                                                                 \
-    int64_t depth = g->group_features * g->tap_count;                                          \
-    const T *x = j->x, *w = j->w;                                                              \
-    T *y = j->y;                                                                               \
     for (int64_t item = begin; item < end; item++) {                                           \
       int64_t n = item / g->groups, grp = item % g->groups;                                    \
-      int64_t in_n = g->batch_groups > 1 ? grp * g->out_batch + n : n;                         \
-      int64_t in_f = g->feature_groups > 1 ? grp * g->group_features : 0;                      \
-      const T *planes = x + (in_n * g->features + in_f) * g->in_plane;                         \
-      const T *b = planes;                                                                     \
-      if (g->depthwise) { /* one input feature: sum the taps straight from the table */        \
-        for (int64_t o = 0; o < g->group_out; o++) {                                           \
-          T *yo = y + (n * g->out_features + grp * g->group_out + o) * g->out_plane;           \
-          const T *wo = w + (grp * g->group_out + o) * g->tap_count;                           \
-          for (int64_t p = 0; p < g->out_plane; p++) yo[p] = 0;                                \
-          for (int64_t t = 0; t < g->tap_count; t++) {                                         \
-            const int64_t *src = g->source + t * g->out_plane;                                 \
-            T wt = wo[t];                                                                      \
-            for (int64_t p = 0; p < g->out_plane; p++)                                         \
-              if (src[p] >= 0) yo[p] += wt * planes[src[p]];                                   \
-          }                                                                                    \
-        }                                                                                      \
+      if (g->depthwise) {                                                                      \
+        depthwise_##T(j, n, grp);                                                              \
         continue;                                                                              \
       }                                                                                        \
-      if (!g->direct) {                                                                        \
-        for (int64_t f = 0; f < g->group_features; f++) {                                      \
-          const T *plane = planes + f * g->in_plane;                                           \
-          T *row = col + f * g->tap_count * g->out_plane;                                      \
-          for (int64_t i = 0; i < g->tap_count * g->out_plane; i++) {                          \
-            int64_t at = g->source[i];                                                         \
-            row[i] = at >= 0 ? plane[at] : 0;                                                  \
-          }                                                                                    \
-        }                                                                                      \
-        b = col;                                                                               \
-      }                                                                                        \
-      T *out = y + (n * g->out_features + grp * g->group_out) * g->out_plane;                  \
-      if (g->out_plane <= GEMV_POSITIONS) {                                                    \
-        for (int64_t p = 0; p < g->out_plane; p++)                                             \
-          GEMV(CblasRowMajor, CblasNoTrans, (int)g->group_out, (int)depth, 1, w + grp * g->group_out * depth, \
-               (int)depth, b + p, (int)g->out_plane, 0, out + p, (int)g->out_plane);            \
-        continue;                                                                              \
-      }                                                                                        \
-      GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->group_out, (int)g->out_plane, (int)depth, 1, \
-           w + grp * g->group_out * depth, (int)depth, b, (int)g->out_plane, 0, out, (int)g->out_plane); \
+      const T *planes = item_planes_##T(j, n, grp);                                            \
+      if (!g->direct) gather_##T(j, planes, 0, g->group_features, col);                        \
+      product_##T(j, n, grp, g->direct ? planes : col, 0, g->group_out, 0, g->out_plane);       \
     }                                                                                          \
   }
 
+/* The input planes of item (n, grp): its batch (a batch group's) and its group's features. */
+#define DEFINE_PLANES(T)                                                                       \
+  static const T *item_planes_##T(const conv_job *j, int64_t n, int64_t grp) {                 \
+    const conv_geom *g = j->g;                                                                 \
+    int64_t in_n = g->batch_groups > 1 ? grp * g->out_batch + n : n;                           \
+    int64_t in_f = g->feature_groups > 1 ? grp * g->group_features : 0;                        \
+    return (const T *)j->x + (in_n * g->features + in_f) * g->in_plane;                        \
+  }
+
+DEFINE_PLANES(float)
+DEFINE_PLANES(double)
 DEFINE_ITEMS(float, cblas_sgemm, cblas_sgemv)
 DEFINE_ITEMS(double, cblas_dgemm, cblas_dgemv)
 
@@ -150,6 +172,55 @@ static void conv_chunks(void *ctx, int64_t begin, int64_t end) {
     void *col = j->cols + c * j->col_bytes;
     if (j->f64) items_double(j, first, last, col);
     else items_float(j, first, last, col);
+  }
+}
+
+/* Fewer items than threads (a batch-1 convolution is one item) would leave threads idle:
+ * each item is split instead, its gather over input features and its product over blocks
+ * of output features or of positions (the longer side), on every thread, one item after
+ * another, with im2col matrix 0. */
+typedef struct split_item {
+  conv_job *j;
+  int64_t n, grp;
+  const void *planes; /* the item's input planes */
+  bool by_rows;       /* blocks of output features, else of positions */
+  int64_t blocks, extent;
+} split_item;
+
+static void split_gather(void *ctx, int64_t begin, int64_t end) {
+  const split_item *si = ctx;
+  if (si->j->f64) gather_double(si->j, si->planes, begin, end, (double *)si->j->cols);
+  else gather_float(si->j, si->planes, begin, end, (float *)si->j->cols);
+}
+
+static void split_product(void *ctx, int64_t begin, int64_t end) {
+  const split_item *si = ctx;
+  const conv_geom *g = si->j->g;
+  const void *b = g->direct ? si->planes : si->j->cols;
+  for (int64_t block = begin; block < end; block++) {
+    int64_t lo = block * si->extent / si->blocks, hi = (block + 1) * si->extent / si->blocks;
+    int64_t r0 = si->by_rows ? lo : 0, r1 = si->by_rows ? hi : g->group_out;
+    int64_t p0 = si->by_rows ? 0 : lo, p1 = si->by_rows ? g->out_plane : hi;
+    if (si->j->f64) product_double(si->j, si->n, si->grp, b, r0, r1, p0, p1);
+    else product_float(si->j, si->n, si->grp, b, r0, r1, p0, p1);
+  }
+}
+
+static void run_split_items(conv_job *j, int threads) {
+  enum { MIN_BLOCK = 16, GATHER_GRAIN = 1 << 16 };
+  const conv_geom *g = j->g;
+  bool by_rows = g->group_out >= g->out_plane || g->out_plane <= GEMV_POSITIONS;
+  int64_t extent = by_rows ? g->group_out : g->out_plane, blocks = 2 * (int64_t)threads;
+  if (blocks > extent / MIN_BLOCK) blocks = extent / MIN_BLOCK;
+  if (blocks < 1) blocks = 1;
+  int64_t per_feature = g->tap_count * g->out_plane;
+  for (int64_t item = 0; item < j->items; item++) {
+    int64_t n = item / g->groups, grp = item % g->groups;
+    split_item si = {.j = j, .n = n, .grp = grp, .by_rows = by_rows, .blocks = blocks, .extent = extent};
+    si.planes = j->f64 ? (const void *)item_planes_double(j, n, grp) : (const void *)item_planes_float(j, n, grp);
+    if (!g->direct)
+      rt_parallel_for(g->group_features, per_feature >= GATHER_GRAIN ? 1 : GATHER_GRAIN / per_feature, split_gather, &si);
+    rt_parallel_for(blocks, 1, split_product, &si);
   }
 }
 
@@ -284,7 +355,9 @@ static bool conv_run(const hlo_instr *instr, const rt_value *const *in, rt_value
   } else if (out->count > 0) {
     conv_job job = {.g = g, .f64 = s.work == HLO_F64, .x = x, .w = k, .y = y, .cols = base + s.cols_at,
                     .col_bytes = s.col_bytes, .items = s.items, .chunks = s.chunks};
-    rt_parallel_for(s.chunks, 1, conv_chunks, &job);
+    int threads = rt_parallel_threads();
+    if (s.items < threads && !g->depthwise) run_split_items(&job, threads);
+    else rt_parallel_for(s.chunks, 1, conv_chunks, &job);
     /* padding zeros only exist where the gather runs (the depthwise sum skips them) */
     zeros_read = !g->direct && !g->depthwise;
   }

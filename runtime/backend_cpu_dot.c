@@ -7,9 +7,14 @@
  * goes by the transpose flag as well. Each (batch, block
  * of 64 rows) is one sgemm/dgemm call and one item of the parallel loop, with OpenBLAS
  * itself single-threaded, so large products use every core and small ones stay on the
- * caller's thread. A single-row product (batch-1 Linear layers) goes to gemv instead, split
- * into column blocks: gemm would pack the whole weight matrix first, for one row of
- * arithmetic, so the weights would cross memory three times instead of once. */
+ * caller's thread. A single-row product (batch-1 Linear layers) goes to gemv instead: gemm
+ * would pack the whole weight matrix first, for one row of arithmetic, so the weights would
+ * cross memory three times instead of once. gemv's items must read the weights in long
+ * runs: a [n][k] matrix is split into blocks of rows (output columns), a large [k][n] one
+ * (a weight stored [in, out]) into blocks of rows too, each summing its share of k into
+ * partial results in scratch that are added up afterwards, in a fixed order; split into
+ * column blocks instead, each item read a few hundred bytes from every row, one page apart,
+ * and ran at a third of the memory's speed. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +26,18 @@
 
 enum { ROW_BLOCK = 64, COL_BLOCK = 256 };
 
+/* A [k][n] gemv of at least SPLIT_WORK elements is split into at most MAX_K_BLOCKS blocks of
+ * k, each at least SPLIT_WORK elements; the count depends on the shape alone, so results do
+ * not change with the number of threads. */
+enum { SPLIT_WORK = 1 << 20, MAX_K_BLOCKS = 16 };
+
+static int64_t k_blocks_for(int64_t batch, int64_t m, int64_t n, int64_t k, bool b_transposed) {
+  if (batch != 1 || m != 1 || b_transposed || n * k < 2 * SPLIT_WORK) return 0;
+  int64_t blocks = n * k / SPLIT_WORK;
+  if (blocks > MAX_K_BLOCKS) blocks = MAX_K_BLOCKS;
+  return blocks < k ? blocks : k;
+}
+
 typedef struct dot_job {
   bool f64;
   const void *a, *b;
@@ -31,6 +48,8 @@ typedef struct dot_job {
   int64_t col_blocks, col_width;
   bool a_transposed, b_transposed;
   const rt_cpu_epilogue *epilogue; /* f32 only: c is the output itself */
+  int64_t k_blocks; /* > 0: a [k][n] gemv summed in k_blocks blocks of k into partials */
+  void *partials;   /* [k_blocks][n] */
 } dot_job;
 
 /* m == 1: items are (batch, block of COL_BLOCK output columns); c[cols] = a . B[:, cols]. */
@@ -52,6 +71,40 @@ static void gemv_items(const dot_job *j, int64_t begin, int64_t end) {
                   0.0f, (float *)j->c + c_at, 1);
     if (j->epilogue) j->epilogue->run(j->epilogue->ctx, c_at, c_at + cols);
   }
+}
+
+/* Items are blocks of k: partials[block] = a[k0..k1] . B[k0..k1][all n], a contiguous run of
+ * whole rows. */
+static void k_block_items(void *ctx, int64_t begin, int64_t end) {
+  const dot_job *j = ctx;
+  for (int64_t block = begin; block < end; block++) {
+    int64_t k0 = block * j->k / j->k_blocks, k1 = (block + 1) * j->k / j->k_blocks;
+    if (j->f64)
+      cblas_dgemv(CblasRowMajor, CblasTrans, (int)(k1 - k0), (int)j->n, 1.0, (const double *)j->b + k0 * j->n,
+                  (int)j->n, (const double *)j->a + k0, 1, 0.0, (double *)j->partials + block * j->n, 1);
+    else
+      cblas_sgemv(CblasRowMajor, CblasTrans, (int)(k1 - k0), (int)j->n, 1.0f, (const float *)j->b + k0 * j->n,
+                  (int)j->n, (const float *)j->a + k0, 1, 0.0f, (float *)j->partials + block * j->n, 1);
+  }
+}
+
+/* Items are columns: c = the sum of the partials in block order, then the epilogue. */
+static void k_block_sums(void *ctx, int64_t begin, int64_t end) {
+  const dot_job *j = ctx;
+  for (int64_t col = begin; col < end; col++) {
+    if (j->f64) {
+      const double *p = (const double *)j->partials + col;
+      double sum = p[0];
+      for (int64_t block = 1; block < j->k_blocks; block++) sum += p[block * j->n];
+      ((double *)j->c)[col] = sum;
+    } else {
+      const float *p = (const float *)j->partials + col;
+      float sum = p[0];
+      for (int64_t block = 1; block < j->k_blocks; block++) sum += p[block * j->n];
+      ((float *)j->c)[col] = sum;
+    }
+  }
+  if (j->epilogue) j->epilogue->run(j->epilogue->ctx, begin, end);
 }
 
 static void dot_items(void *ctx, int64_t begin, int64_t end) {
@@ -129,7 +182,8 @@ typedef struct dot_setup {
   bool a_transposed, b_transposed, in_place;
   hlo_dtype work;
   int64_t m, n, k, batch;
-  int64_t a_at, b_at, c_at, bytes; /* scratch offsets, 0 = unused */
+  int64_t k_blocks;                    /* k_blocks_for's */
+  int64_t a_at, b_at, c_at, partials_at, bytes; /* scratch offsets, 0 = unused */
 } dot_setup;
 
 static int64_t rounded(int64_t bytes) { return (bytes + 63) / 64 * 64; }
@@ -158,6 +212,8 @@ static void dot_setup_for(const hlo_instr *instr, dot_setup *s) {
   if (computes && rt_work_view_copies(lhs, s->a_perm, s->work)) s->a_at = at, at += rounded(hlo_shape_elements(lhs) * size);
   if (computes && rt_work_view_copies(rhs, s->b_perm, s->work)) s->b_at = at, at += rounded(hlo_shape_elements(rhs) * size);
   if (!s->in_place) s->c_at = at, at += rounded(hlo_shape_elements(&instr->shape) * size);
+  s->k_blocks = computes ? k_blocks_for(s->batch, s->m, s->n, s->k, s->b_transposed) : 0;
+  if (s->k_blocks) s->partials_at = at, at += rounded(s->k_blocks * s->n * size);
   s->bytes = at > 64 ? at : 0; /* nothing to copy or store: no scratch at all */
 }
 
@@ -184,12 +240,19 @@ bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in,
                  .blocks = m == 1 ? (n + COL_BLOCK - 1) / COL_BLOCK : (m + ROW_BLOCK - 1) / ROW_BLOCK,
                  .col_blocks = 1, .col_width = n,
                  .a_transposed = s.a_transposed, .b_transposed = s.b_transposed, .epilogue = epilogue};
-    if (m > 1) split_columns(&j, s.batch);
-    /* an item is at most ROW_BLOCK * col_width * k multiply-adds (COL_BLOCK * k for gemv);
-     * about a million make a task */
-    int64_t per_item = m == 1 ? (n < COL_BLOCK ? n : COL_BLOCK) * k : (m < ROW_BLOCK ? m : ROW_BLOCK) * j.col_width * k;
-    int64_t grain = per_item >= (1 << 20) ? 1 : (1 << 20) / (per_item ? per_item : 1);
-    rt_parallel_for(s.batch * j.blocks, grain, dot_items, &j);
+    if (s.k_blocks) {
+      j.k_blocks = s.k_blocks;
+      j.partials = base + s.partials_at;
+      rt_parallel_for(s.k_blocks, 1, k_block_items, &j);
+      rt_parallel_for(n, 4096, k_block_sums, &j);
+    } else {
+      if (m > 1) split_columns(&j, s.batch);
+      /* an item is at most ROW_BLOCK * col_width * k multiply-adds (COL_BLOCK * k for gemv);
+       * about a million make a task */
+      int64_t per_item = m == 1 ? (n < COL_BLOCK ? n : COL_BLOCK) * k : (m < ROW_BLOCK ? m : ROW_BLOCK) * j.col_width * k;
+      int64_t grain = per_item >= (1 << 20) ? 1 : (1 << 20) / (per_item ? per_item : 1);
+      rt_parallel_for(s.batch * j.blocks, grain, dot_items, &j);
+    }
   }
   if (!s.in_place) {
     int identity[HLO_MAX_RANK];

@@ -182,6 +182,37 @@ static void test_transpose_tiled(void) {
              " ROOT t = f64[17,40] transpose(x), dimensions={1,0}\n}\n", c, want2, 0);
 }
 
+/* A large single-row product against a [k][n] matrix (a weight stored [in, out]) is summed
+ * in blocks of k into partials then added up: a and B hold small integers from a hash of
+ * their indices (no pattern whose sum over a block of k vanishes), so every sum is exact
+ * and c[j] is computed here by plain loops. K x N is
+ * 16.8M elements (16 blocks, uneven) for f32, 2.2M (2 blocks) for f64. */
+static void expect_split_gemv(hlo_dtype dtype, const char *type, int64_t k, int64_t n) {
+  double *a = malloc(sizeof(double) * (size_t)k), *b = malloc(sizeof(double) * (size_t)(k * n));
+  double *want = calloc((size_t)n, sizeof(double));
+  for (int64_t i = 0; i < k; i++) a[i] = (double)((uint32_t)(i * 2654435761u) >> 29) - 3;
+  for (int64_t i = 0; i < k; i++)
+    for (int64_t j = 0; j < n; j++) {
+      b[i * n + j] = (double)((uint32_t)((i * n + j) * 2246822519u) >> 29) - 4;
+      want[j] += a[i] * b[i * n + j];
+    }
+  char text[512];
+  snprintf(text, sizeof text,
+           "HloModule m\nENTRY e {\n a = %s[1,%lld] parameter(0)\n b = %s[%lld,%lld] parameter(1)\n"
+           " ROOT d = %s[1,%lld] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+           type, (long long)k, type, (long long)k, (long long)n, type, (long long)n);
+  rt_value *args[] = {make_value(dtype, 2, (int64_t[]){1, k}, a), make_value(dtype, 2, (int64_t[]){k, n}, b)};
+  expect_cpu(__LINE__, text, args, 2, want, n, 0);
+  free(a);
+  free(b);
+  free(want);
+}
+
+static void test_split_gemv(void) {
+  expect_split_gemv(HLO_F32, "f32", 4099, 4097);
+  expect_split_gemv(HLO_F64, "f64", 1100, 2001);
+}
+
 /* Single-row products take the gemv path, in column blocks of 256: 300 columns are two
  * blocks. a = [1, 2, 3], B[k][j] = (k + 1) * j, so c[j] = (1 + 4 + 9) * j = 14j; batch b of
  * the batched f64 case scales B by (b + 1): 14j(b + 1). */
@@ -492,6 +523,7 @@ int main(void) {
   RUN(test_reduce);
   RUN(test_dot);
   RUN(test_gemv);
+  RUN(test_split_gemv);
   RUN(test_transpose_tiled);
   RUN(test_conv);
   RUN(test_control_and_tuples);

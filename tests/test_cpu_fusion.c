@@ -423,9 +423,10 @@ static void test_dot_epilogues(void) {
           cases++;
         }
   /* short and wide: one row block split into column blocks across the threads (main asks
-   * for two), every epilogue run per row of each block */
-  static const int64_t wide[][3] = {{33, 700, 64}, {2, 700, 800}, {64, 1000, 40}, {5, 301, 700}};
-  for (int w = 0; w < 4; w++)
+   * for two), every epilogue run per row of each block; a single row against a [k][n]
+   * matrix of 2.2M elements is summed in blocks of k, the epilogue run after the sums */
+  static const int64_t wide[][3] = {{33, 700, 64}, {2, 700, 800}, {64, 1000, 40}, {5, 301, 700}, {1, 1100, 2000}};
+  for (int w = 0; w < 5; w++)
     for (int e = 0; e < 4; e++)
       for (int transposed = 0; transposed < 2; transposed++) {
         long long m = wide[w][0], n = wide[w][1], k = wide[w][2];
@@ -456,6 +457,28 @@ static void test_dot_epilogues(void) {
     CHECK_EQ_INT(compare_products(text, (uint64_t)(500 + m), m == 1), 1);
   }
   printf("%d dot epilogue cases, %d fused with their dot\n", cases, heads);
+}
+
+/* A batch-1 convolution is one item: its gather and product are split over the threads,
+ * by output features (64 outputs at 1x1 and 5x5 positions, gemv at 1 position) or by
+ * positions (9x9 and 12x12 outputs), with a 1x1 window reading the plane as it is. */
+static void test_batch1_conv_split(void) {
+  static const int sizes[] = {1, 5, 9, 12};
+  int cases = 0;
+  for (int si = 0; si < 4; si++)
+    for (int window = 1; window <= 3; window += 2) {
+      long long c = 5, o = 64, s = sizes[si], pad = window / 2;
+      char text[4096];
+      snprintf(text, sizeof text,
+               "HloModule ep\nENTRY e {\n x = f32[1,%lld,%lld,%lld] parameter(0)\n k = f32[%lld,%lld,%d,%d] parameter(1)\n"
+               " b = f32[%lld] parameter(2)\n"
+               " y = f32[1,%lld,%lld,%lld] convolution(x, k), window={size=%dx%d pad=%lld_%lldx%lld_%lld}, dim_labels=bf01_oi01->bf01\n"
+               " bb = f32[1,%lld,%lld,%lld] broadcast(b), dimensions={1}\n"
+               " ROOT a = f32[1,%lld,%lld,%lld] add(y, bb)\n}\n",
+               c, s, s, o, c, window, window, o, o, s, s, window, window, pad, pad, pad, pad, o, s, s, o, s, s);
+      CHECK_EQ_INT(compare_products(text, (uint64_t)(300 + cases), cases % 2 == 0), 1);
+      cases++;
+    }
 }
 
 static void test_conv_epilogues(void) {
@@ -550,6 +573,7 @@ int main(void) {
   RUN(test_dot_epilogue_is_one_step);
   RUN(test_dot_epilogues);
   RUN(test_conv_epilogues);
+  RUN(test_batch1_conv_split);
   RUN(test_chain_is_one_step);
   RUN(test_no_fusion_across_shared_values);
   RUN(test_arena_shrinks);
