@@ -671,11 +671,11 @@ static hlo_status contraction_type(infer_ctx *c, hlo_dtype *result) {
 
 static hlo_status check_dot_dims(infer_ctx *c, const char *side, const hlo_shape *x,
                                  const hlo_ints *batch, const hlo_ints *contracting) {
-  char what[48];
-  snprintf(what, sizeof what, "%s_batch_dims", side);
-  if (check_dim_list(c, what, batch, x->rank, false)) return HLO_ERR_INPUT;
-  snprintf(what, sizeof what, "%s_contracting_dims", side);
-  if (check_dim_list(c, what, contracting, x->rank, false)) return HLO_ERR_INPUT;
+  /* the attribute names as literals: formatting them on every call cost more than the check */
+  bool lhs = strcmp(side, "lhs") == 0;
+  if (check_dim_list(c, lhs ? "lhs_batch_dims" : "rhs_batch_dims", batch, x->rank, false)) return HLO_ERR_INPUT;
+  if (check_dim_list(c, lhs ? "lhs_contracting_dims" : "rhs_contracting_dims", contracting, x->rank, false))
+    return HLO_ERR_INPUT;
   for (int i = 0; i < contracting->count; i++)
     if (contains(batch, contracting->values[i]))
       return fail(c, "%s dim %lld is both a batch and a contracting dim", side, (long long)contracting->values[i]);
