@@ -47,7 +47,7 @@ hlo_instr *cap_lower_full(hlo_comp *comp, hlo_dtype dtype, int rank, const int64
 hlo_instr *cap_lower_reduce(hlo_comp *comp, hlo_instr *x, hlo_opcode op, double init, int count, const int64_t *dims,
                             hlo_diag *diag) {
   hlo_dtype dtype = x->shape.dtype;
-  hlo_comp *reducer = hlo_build_scalar_reducer(comp->module, op, dtype);
+  hlo_comp *reducer = hlo_shared_scalar_reducer(comp->module, op, dtype);
   hlo_instr *start = cap_lower_scalar(comp, dtype, init, diag);
   if (!reducer || !start) {
     if (!reducer)

@@ -29,7 +29,7 @@ static hlo_instr *limit(hlo_comp *comp, hlo_dtype dtype, bool lowest, hlo_diag *
 
 static hlo_instr *reduce_with(hlo_comp *comp, hlo_instr *x, hlo_opcode op, hlo_instr *init, int count,
                               const int64_t *dims, hlo_diag *diag) {
-  hlo_comp *reducer = hlo_build_scalar_reducer(comp->module, op, x->shape.dtype);
+  hlo_comp *reducer = hlo_shared_scalar_reducer(comp->module, op, x->shape.dtype);
   if (!init || !reducer) return NULL;
   return hlo_build_reduce(comp, x, init, count, dims, reducer, diag);
 }
@@ -278,7 +278,7 @@ static hlo_instr *lower_pool(hlo_comp *comp, const cap_node *node, hlo_instr *x,
   }
   hlo_dtype dtype = x->shape.dtype;
   hlo_opcode op = avg ? HLO_OP_ADD : HLO_OP_MAXIMUM;
-  hlo_comp *reducer = hlo_build_scalar_reducer(comp->module, op, dtype);
+  hlo_comp *reducer = hlo_shared_scalar_reducer(comp->module, op, dtype);
   hlo_instr *init = avg ? cap_lower_scalar(comp, dtype, 0, diag) : limit(comp, dtype, true, diag);
   if (!reducer || !init) return NULL;
   hlo_instr *out = hlo_build_reduce_window(comp, x, init, &window, reducer, diag);

@@ -501,3 +501,22 @@ hlo_comp *hlo_build_scalar_reducer(hlo_module *module, hlo_opcode op, hlo_dtype 
   move_first(module, comp);
   return comp;
 }
+
+/* comp is (x, y) -> op(x, y) over scalars of dtype, as hlo_build_scalar_reducer makes it. */
+static bool is_scalar_reducer(const hlo_comp *comp, hlo_opcode op, hlo_dtype dtype) {
+  const hlo_instr *root = comp->root;
+  return !comp->is_entry && comp->instr_count == 3 && comp->param_count == 2 && root && root->opcode == op &&
+         root->operand_count == 2 && root->operands[0] == comp->params[0] && root->operands[1] == comp->params[1] &&
+         root->shape.dtype == dtype && root->shape.rank == 0 && comp->params[0]->shape.dtype == dtype &&
+         comp->params[0]->shape.rank == 0 && comp->params[1]->shape.dtype == dtype && comp->params[1]->shape.rank == 0;
+}
+
+hlo_comp *hlo_shared_scalar_reducer(hlo_module *module, hlo_opcode op, hlo_dtype dtype) {
+  /* reducers are moved to the front as they are made */
+  for (int c = 0; c < module->comp_count; c++) {
+    const hlo_comp *comp = module->comps[c];
+    if (comp->instr_count != 3) break;
+    if (is_scalar_reducer(comp, op, dtype)) return module->comps[c];
+  }
+  return hlo_build_scalar_reducer(module, op, dtype);
+}

@@ -19,6 +19,9 @@ hlo_comp *hlo_build_computation(hlo_module *module, const char *name, bool entry
  * in the module so it precedes every caller. NULL when op is not a binary elementwise op or
  * dtype is not an array type. */
 hlo_comp *hlo_build_scalar_reducer(hlo_module *module, hlo_opcode op, hlo_dtype dtype);
+/* The same, but an identical reducer the module already has is returned instead of a new
+ * one (reducers are pure, so reduces may share them, as XLA's own modules do). */
+hlo_comp *hlo_shared_scalar_reducer(hlo_module *module, hlo_opcode op, hlo_dtype dtype);
 /* Makes root the computation's result; it must belong to comp. */
 hlo_status hlo_comp_set_root(hlo_comp *comp, hlo_instr *root, hlo_diag *diag);
 

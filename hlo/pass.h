@@ -16,8 +16,12 @@ int hlo_pass_dce(hlo_module *module);
 int hlo_pass_cse(hlo_module *module);
 /* Rewrites exact identities: x*1, x+0 and x-0 for integers, convert to the same type,
  * no-op reshape/broadcast/transpose/slice, reshape of reshape, transpose of transpose,
- * and folds scalar arithmetic on constants. Returns the number of rewrites. */
+ * a transpose that moves only size-1 dims -> reshape, and folds scalar arithmetic on constants. Returns the number of rewrites. */
 int hlo_pass_simplify(hlo_module *module);
+/* A transpose that moves only size-1 dims (the others keep their order), with default
+ * layouts: the same bytes in the same order, a reshape. simplify makes it one; binding a
+ * compiled graph to other sizes must check that it still is one. */
+bool hlo_transpose_is_bitcast(const hlo_instr *transpose);
 /* Replaces each call by a copy of its computation's instructions, parameters mapped to the
  * call's operands (the called computation itself stays; DCE leaves the dead call). Backends
  * then run the callee's ops with their own kernels: the cpu backend ran calls, such as the

@@ -4,6 +4,8 @@
  *   convert to the operand's own type, reshape/broadcast/transpose/slice that change
  *   nothing -> the operand
  *   reshape(reshape(x)) -> reshape(x); transpose(transpose(x)) -> one transpose (or x)
+ *   a transpose that moves only size-1 dims -> reshape (split and merged attention heads
+ *   of a one-token step: [B, 1, H, d] <-> [B, H, 1, d]), which backends run as a view
  *   dot(transpose(x), y) -> dot(x, y) with the transpose folded into the dimension numbers,
  *   when the free dims keep their order (so the result is laid out the same): the dot
  *   kernel reads either operand order, while a big transpose is a strided, cache-hostile
@@ -156,6 +158,31 @@ static bool fold_dot_transpose(hlo_instr *instr, int k) {
   return true;
 }
 
+bool hlo_transpose_is_bitcast(const hlo_instr *t) {
+  if (t->opcode != HLO_OP_TRANSPOSE || t->operand_count != 1) return false;
+  const hlo_shape *in = &t->operands[0]->shape;
+  if (!hlo_shape_is_array(in) || !hlo_shape_is_default_layout(in) || !hlo_shape_is_default_layout(&t->shape) ||
+      hlo_shape_is_dynamic(in) || t->dimensions.count != in->rank)
+    return false;
+  int64_t last = -1;
+  for (int d = 0; d < t->dimensions.count; d++) {
+    int64_t from = t->dimensions.values[d];
+    if (from < 0 || from >= in->rank) return false;
+    if (in->dims[from] == 1) continue;
+    if (from < last) return false;
+    last = from;
+  }
+  return true;
+}
+
+/* transpose -> reshape, in place: the same result, read as a view. */
+static bool transpose_to_reshape(hlo_instr *instr) {
+  if (!hlo_transpose_is_bitcast(instr) || is_identity(&instr->dimensions)) return false;
+  instr->opcode = HLO_OP_RESHAPE;
+  instr->dimensions = (hlo_ints){0};
+  return true;
+}
+
 /* What instr can be replaced by, or NULL; in-place rewrites set *changed. */
 static hlo_instr *simplify(hlo_instr *instr, bool *changed) {
   hlo_instr **ops = instr->operands;
@@ -189,7 +216,10 @@ static hlo_instr *simplify(hlo_instr *instr, bool *changed) {
     case HLO_OP_TRANSPOSE: {
       if (is_identity(&instr->dimensions) && same_array(instr, ops[0])) return ops[0];
       hlo_instr *inner = ops[0];
-      if (inner->opcode != HLO_OP_TRANSPOSE || !hlo_shape_is_default_layout(&inner->shape)) return NULL;
+      if (inner->opcode != HLO_OP_TRANSPOSE || !hlo_shape_is_default_layout(&inner->shape)) {
+        *changed = transpose_to_reshape(instr) || *changed;
+        return NULL;
+      }
       /* result dim i = inner dim outer[i] = x dim inner_perm[outer[i]] */
       int rank = instr->dimensions.count;
       int64_t composed[HLO_MAX_RANK];

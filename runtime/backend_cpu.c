@@ -6,6 +6,7 @@
  * the HLO text of the module it was compiled from (before the passes); deserialize compiles
  * that again, so the executable can bind other sizes (backend_cpu_bind.c) whether it was
  * compiled here or loaded from the disk cache: origins are positions in that text. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,9 +52,14 @@ struct rt_executable {
   hlo_module *source;   /* compiled: the module before the passes, origins numbered; bound: NULL */
   rt_executable *bound_from; /* bound: the compiled executable sharing its computations */
   rt_cpu_plan *plan;
-  /* one arena kept from a finished execute, taken whole by the next (a thread that finds
-   * it taken allocates its own): executes running at once never share buffers */
-  _Atomic(char *) spare;
+  /* compiled executables only: one arena kept from a finished execute, of pool_bytes, for
+   * this executable and every one bound from it (bindings of one graph differ in size a
+   * little, a cache one longer each step, and should not fault in fresh pages each time).
+   * An execute takes it whole when it is large enough (a thread that finds it taken or too
+   * small allocates its own): executes running at once never share buffers. */
+  pthread_mutex_t pool_lock;
+  char *pool;
+  int64_t pool_bytes;
 };
 
 /* Values and arenas executes have allocated, process-wide; tests read it to check that an
@@ -70,24 +76,51 @@ static char *new_arena(int64_t bytes) {
   return aligned_alloc(64, (size_t)bytes);
 }
 
-static char *take_arena(rt_executable *exe) {
-  int64_t bytes = exe->plan->arena_bytes;
-  if (!bytes) return NULL;
-  char *arena = atomic_exchange(&exe->spare, NULL);
-  if (!arena) return new_arena(bytes);
-  atomic_fetch_sub(&kept_arena_bytes, bytes);
-  return arena;
+static rt_executable *family_of(rt_executable *exe) { return exe->bound_from ? exe->bound_from : exe; }
+
+/* An arena of at least the plan's bytes; *capacity is its size. A bound executable's own
+ * allocation has a quarter more, so that the next few bindings fit in it too. */
+static char *take_arena(rt_executable *exe, int64_t *capacity) {
+  int64_t need = exe->plan->arena_bytes;
+  *capacity = 0;
+  if (!need) return NULL;
+  rt_executable *family = family_of(exe);
+  char *arena = NULL;
+  pthread_mutex_lock(&family->pool_lock);
+  if (family->pool && family->pool_bytes >= need) {
+    arena = family->pool;
+    *capacity = family->pool_bytes;
+    family->pool = NULL;
+    family->pool_bytes = 0;
+  }
+  pthread_mutex_unlock(&family->pool_lock);
+  if (arena) {
+    atomic_fetch_sub(&kept_arena_bytes, *capacity);
+    return arena;
+  }
+  *capacity = exe->bound_from ? need + need / 4 : need;
+  return new_arena(*capacity);
 }
 
-static void give_arena(rt_executable *exe, char *arena) {
+/* Keeps arena in its family's pool if the budget allows and the pool holds none as large;
+ * frees whichever is not kept. */
+static void give_arena(rt_executable *exe, char *arena, int64_t capacity) {
   if (!arena) return;
-  int64_t bytes = exe->plan->arena_bytes;
-  if (atomic_fetch_add(&kept_arena_bytes, bytes) + bytes <= keep_arena_budget()) {
-    char *empty = NULL;
-    if (atomic_compare_exchange_strong(&exe->spare, &empty, arena)) return;
+  rt_executable *family = family_of(exe);
+  char *dropped = arena;
+  int64_t dropped_bytes = capacity;
+  if (atomic_fetch_add(&kept_arena_bytes, capacity) + capacity <= keep_arena_budget()) {
+    pthread_mutex_lock(&family->pool_lock);
+    if (!family->pool || family->pool_bytes < capacity) {
+      dropped = family->pool;
+      dropped_bytes = family->pool_bytes;
+      family->pool = arena;
+      family->pool_bytes = capacity;
+    }
+    pthread_mutex_unlock(&family->pool_lock);
   }
-  atomic_fetch_sub(&kept_arena_bytes, bytes);
-  free(arena);
+  if (dropped) atomic_fetch_sub(&kept_arena_bytes, dropped_bytes);
+  free(dropped);
 }
 
 /* One step's result during an execute. Views (of arguments, constants, buffers, other
@@ -106,6 +139,7 @@ static rt_executable *new_executable(hlo_module *module, rt_cpu_plan *plan, hlo_
   }
   exe->module = module;
   exe->plan = plan;
+  pthread_mutex_init(&exe->pool_lock, NULL);
   return exe;
 }
 
@@ -346,7 +380,8 @@ static hlo_status cpu_execute(rt_executable *exe, rt_value *const *args, int arg
   int n = plan->step_count;
   cell *cells = calloc((size_t)n + 1, sizeof(cell));
   rt_value **ops = calloc((size_t)plan->max_operands + 1, sizeof(rt_value *));
-  char *arena = take_arena(exe);
+  int64_t capacity;
+  char *arena = take_arena(exe, &capacity);
   if (!cells || !ops || (plan->arena_bytes && !arena))
     status = hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory: %lld bytes of buffers for %s",
                           (long long)plan->arena_bytes, exe->module->name);
@@ -368,7 +403,7 @@ static hlo_status cpu_execute(rt_executable *exe, rt_value *const *args, int arg
     if (cells[i].owned) rt_value_release(cells[i].value);
   free(cells);
   free(ops);
-  give_arena(exe, arena);
+  give_arena(exe, arena, capacity);
   return status;
 }
 
@@ -392,9 +427,9 @@ static rt_executable *cpu_bind(rt_executable *exe, const hlo_module *binding, hl
 
 static void cpu_destroy(rt_executable *exe) {
   if (!exe) return;
-  char *spare = atomic_load(&exe->spare);
-  if (spare) atomic_fetch_sub(&kept_arena_bytes, exe->plan->arena_bytes);
-  free(spare);
+  if (exe->pool) atomic_fetch_sub(&kept_arena_bytes, exe->pool_bytes);
+  free(exe->pool);
+  pthread_mutex_destroy(&exe->pool_lock);
   rt_cpu_plan_free(exe->plan);
   if (exe->bound_from) rt_cpu_bound_module_free(exe->module);
   else hlo_module_free(exe->module);

@@ -8,6 +8,8 @@
  *     reshape or slice removed, two instructions merged) still has the replaced one's shape
  *     (check_replacements);
  *   - computations the entry still calls (reducers) keep their shapes (check_callees);
+ *   - a transpose the passes made a reshape (it moved only size-1 dims) still moves only
+ *     size-1 dims (check_bitcasts);
  *   - every shape is what inference gives from its operands (hlo_verify_shapes).
  * Called computations, literals and attribute structs are shared with the compiled module,
  * which must outlive the bound one. */
@@ -15,6 +17,7 @@
 #include <string.h>
 
 #include "backend_cpu.h"
+#include "hlo/pass.h"
 #include "hlo/verify.h"
 
 /* Every instruction of module by position (origin - 1). */
@@ -123,6 +126,16 @@ static hlo_status check_replacements(const hlo_comp *bound_entry, const hlo_comp
   return HLO_OK;
 }
 
+static hlo_status check_bitcasts(const hlo_instr **at_source, const hlo_instr **at_binding, int32_t count,
+                                 hlo_diag *diag) {
+  for (int32_t i = 0; i < count; i++)
+    if (at_source[i]->opcode == HLO_OP_TRANSPOSE && hlo_transpose_is_bitcast(at_source[i]) &&
+        !hlo_transpose_is_bitcast(at_binding[i]))
+      return REFUSE(diag, "the transpose %%%s moves only size-1 dims at the compiled sizes, not at these",
+                    at_binding[i]->name);
+  return HLO_OK;
+}
+
 static void mark_called(const hlo_comp *comp, bool *called) {
   for (int i = 0; i < comp->instr_count; i++)
     for (int c = 0; c < comp->instrs[i]->called_count; c++) {
@@ -200,6 +213,7 @@ hlo_module *rt_cpu_bind_module(const hlo_module *source, const hlo_module *optim
   }
   if (status == HLO_OK) status = check_signature(bound->entry, binding->entry, diag);
   if (status == HLO_OK) status = check_callees(bound, at_binding, count, diag);
+  if (status == HLO_OK) status = check_bitcasts(at_source, at_binding, count, diag);
   if (status == HLO_OK)
     status = check_replacements(bound->entry, optimized->entry, at_source, at_binding, count, diag);
   if (status == HLO_OK && hlo_verify_shapes(bound->entry, diag) != HLO_OK) {

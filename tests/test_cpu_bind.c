@@ -7,6 +7,7 @@
 #include "cpu_util.h"
 #include "hlo/clone.h"
 #include "hlo/pass.h"
+#include "runtime/backend_cpu.h"
 
 /* relu(x @ w) through a call the passes inline, its first 3 columns sliced (a slice whose
  * limit is the batch), summed over the batch after a transpose (a reduce that keeps its
@@ -206,9 +207,55 @@ static void test_refusals(void) {
   snprintf(at4, sizeof at4, reshape_text, 4LL);
   snprintf(at8, sizeof at8, reshape_text, 8LL);
   expect_refusal(at4, at8, "only at the compiled sizes");
+  /* a transpose that moves only a size-1 dim (the heads of a one-token step) is a reshape
+   * at the compiled sizes, a real transpose once that dim grows */
+  const char *heads_text =
+      "HloModule bind_heads\n"
+      "ENTRY e {\n  x = f32[2,%1$lld,3,4] parameter(0)\n"
+      "  ROOT t = f32[2,3,%1$lld,4] transpose(x), dimensions={0,2,1,3}\n}\n";
+  char at1[512], at5[512];
+  snprintf(at1, sizeof at1, heads_text, 1LL);
+  snprintf(at5, sizeof at5, heads_text, 5LL);
+  expect_refusal(at1, at5, "moves only size-1 dims at the compiled sizes");
   /* an extra instruction */
   expect_refusal(compiled, replace(mlp_text(5), "  z = f32[] constant(0)\n  r", "  z = f32[] constant(0)\n  z2 = f32[] constant(0)\n  r"),
                  "structure");
+}
+
+/* Executables bound from one compiled graph share its kept arena: a binding a little
+ * larger than the last runs in the arena the last one left (a bound executable allocates a
+ * quarter more than it needs), so it allocates only its result, not its buffers. */
+static void test_bindings_share_the_arena(void) {
+  enum { RESULT = 3 }; /* the result: a tuple and its two arrays */
+  rt_executable *exe = compile_text(mlp_text(40));
+  hlo_diag diag;
+  rt_executable *b40 = exe ? bind_text(exe, mlp_text(40), &diag) : NULL;
+  rt_executable *b41 = exe ? bind_text(exe, mlp_text(41), &diag) : NULL;
+  rt_executable *b64 = exe ? bind_text(exe, mlp_text(64), &diag) : NULL;
+  CHECK_MSG(b40 && b41 && b64, "bind: %s", diag.message);
+  if (b40 && b41 && b64) {
+    rt_value *r = run(b40, 40); /* a fresh arena, kept by the family, and the result */
+    rt_value_release(r);
+    int64_t before = rt_cpu_allocation_count();
+    r = run(b41, 41);
+    expect_mlp(r, 41);
+    rt_value_release(r);
+    CHECK_EQ_INT(rt_cpu_allocation_count() - before, RESULT); /* the result only */
+    before = rt_cpu_allocation_count();
+    r = run(b64, 64); /* too large for the kept arena: one of its own */
+    expect_mlp(r, 64);
+    rt_value_release(r);
+    CHECK_EQ_INT(rt_cpu_allocation_count() - before, RESULT + 1);
+    before = rt_cpu_allocation_count();
+    r = run(b40, 40); /* the larger arena was kept in place of the smaller */
+    expect_mlp(r, 40);
+    rt_value_release(r);
+    CHECK_EQ_INT(rt_cpu_allocation_count() - before, RESULT);
+  }
+  rt_backend_cpu.destroy(b64);
+  rt_backend_cpu.destroy(b41);
+  rt_backend_cpu.destroy(b40);
+  rt_backend_cpu.destroy(exe);
 }
 
 /* Origins number instructions by position; clones keep them, inlined copies carry their
@@ -247,5 +294,6 @@ int main(void) {
   RUN(test_bind_from_bound);
   RUN(test_bind_after_deserialize);
   RUN(test_refusals);
+  RUN(test_bindings_share_the_arena);
   return TEST_REPORT();
 }

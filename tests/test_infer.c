@@ -208,6 +208,15 @@ static void reductions(void) {
   hlo_comp *add = hlo_build_scalar_reducer(module, HLO_OP_ADD, HLO_F32);
   hlo_comp *add_int = hlo_build_scalar_reducer(module, HLO_OP_ADD, HLO_S32);
   CHECK(hlo_build_scalar_reducer(module, HLO_OP_AND, HLO_F32) == NULL);
+  /* the shared form hands back an identical reducer the module has, or makes one */
+  int comps = module->comp_count;
+  CHECK(hlo_shared_scalar_reducer(module, HLO_OP_ADD, HLO_F32) == add);
+  CHECK(hlo_shared_scalar_reducer(module, HLO_OP_ADD, HLO_S32) == add_int);
+  CHECK_EQ_INT(module->comp_count, comps);
+  hlo_comp *max = hlo_shared_scalar_reducer(module, HLO_OP_MAXIMUM, HLO_F32);
+  CHECK(max && max != add && max->root->opcode == HLO_OP_MAXIMUM);
+  CHECK(hlo_shared_scalar_reducer(module, HLO_OP_MAXIMUM, HLO_F32) == max);
+  CHECK_EQ_INT(module->comp_count, comps + 1);
   int64_t d234[3] = {2, 3, 4}, kept[2] = {0, 2}, dup[2] = {1, 1};
   hlo_instr *x = param(HLO_F32, 3, d234), *zero = hlo_build_constant_scalar(comp, HLO_F32, 0, &diag);
   CHECK_STR(shape_of(hlo_build_reduce(comp, x, zero, 2, kept, add, &diag)), "f32[3]");

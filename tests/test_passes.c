@@ -192,6 +192,33 @@ static void test_dot_transpose(void) {
 /* Calls are inlined, nested ones too (inner is inlined into outer first, then outer into
  * the entry), with parameters mapped by number (outer takes (b, a) and computes
  * inner(a, b) * a = (a - b) * a); values stay bit-identical: -((x - y) * x) = 3, -6, -7.5. */
+/* A transpose that moves only size-1 dims ([2, 1, 3, 4] -> [2, 3, 1, 4], the heads of a
+ * one-token step) is a reshape, the same values in the same order; one that reorders dims
+ * larger than 1 stays a transpose. */
+static void test_bitcast_transpose(void) {
+  double values[24];
+  for (int i = 0; i < 24; i++) values[i] = i * 1.5 - 7;
+  const char *moves_one = "HloModule m\nENTRY e {\n x = f32[2,1,3,4] parameter(0)\n"
+                          " ROOT t = f32[2,3,1,4] transpose(x), dimensions={0,2,1,3}\n}\n";
+  rt_value *a[] = {make_value(HLO_F32, 4, (int64_t[]){2, 1, 3, 4}, values)};
+  int n;
+  hlo_module *m = check_same(moves_one, hlo_pass_simplify, a, 1, &n);
+  CHECK_EQ_INT(n, 1);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_TRANSPOSE), 0);
+  CHECK(m->entry->root->opcode == HLO_OP_RESHAPE && m->entry->root->shape.dims[1] == 3);
+  CHECK(!hlo_transpose_is_bitcast(m->entry->root));
+  hlo_module_free(m);
+  rt_value_release(a[0]);
+  const char *reorders = "HloModule m\nENTRY e {\n x = f32[2,1,3,4] parameter(0)\n"
+                         " ROOT t = f32[2,4,1,3] transpose(x), dimensions={0,3,1,2}\n}\n";
+  rt_value *b[] = {make_value(HLO_F32, 4, (int64_t[]){2, 1, 3, 4}, values)};
+  m = check_same(reorders, hlo_pass_simplify, b, 1, &n);
+  CHECK_EQ_INT(n, 0);
+  CHECK(m->entry->root->opcode == HLO_OP_TRANSPOSE && !hlo_transpose_is_bitcast(m->entry->root));
+  hlo_module_free(m);
+  rt_value_release(b[0]);
+}
+
 static void test_inline_calls(void) {
   const char *text =
       "HloModule m\ninner {\n p = f32[3] parameter(0)\n q = f32[3] parameter(1)\n ROOT d = f32[3] subtract(p, q)\n}\n"
@@ -234,6 +261,7 @@ int main(void) {
   RUN(test_simplify);
   RUN(test_fold);
   RUN(test_dot_transpose);
+  RUN(test_bitcast_transpose);
   RUN(test_inline_calls);
   RUN(test_layout_kept);
   return TEST_REPORT();
