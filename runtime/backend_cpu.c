@@ -98,7 +98,7 @@ static char *take_arena(rt_executable *exe, int64_t *capacity) {
     atomic_fetch_sub(&kept_arena_bytes, *capacity);
     return arena;
   }
-  *capacity = exe->bound_from ? need + need / 4 : need;
+  *capacity = exe->bound_from ? (need + need / 4 + 63) / 64 * 64 : need; /* aligned_alloc takes whole alignments */
   return new_arena(*capacity);
 }
 

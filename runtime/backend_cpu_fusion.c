@@ -138,6 +138,11 @@ typedef struct builder {
   const uses *uses;
   bool folds;     /* some load goes through a broadcast or is an immediate */
   bool failed;
+  /* where programs are built, in room for the largest; a program that is kept gets copies
+   * of its own size (most groups tried are not kept, and allocating the room for each was
+   * a fifth of planning a small graph) */
+  fusion_instr instr_room[MAX_REGS];
+  int input_room[MAX_REGS];
 } builder;
 
 static int add_instr(builder *b, fusion_instr instr) {
@@ -411,15 +416,12 @@ static const hlo_instr *reduce_tail(const rt_cpu_plan *plan, const uses *u, int 
 static rt_cpu_fusion *build_program(builder *b, int root, int size, bool *oom) {
   const hlo_instr *instr = b->plan->steps[root].instr;
   rt_cpu_fusion *f = calloc(1, sizeof *f);
-  if (f) {
-    f->inputs = malloc(sizeof(int) * MAX_REGS);
-    f->instrs = malloc(sizeof(fusion_instr) * MAX_REGS);
-  }
-  if (!f || !f->inputs || !f->instrs) {
-    rt_cpu_fusion_free(f);
+  if (!f) {
     *oom = true;
     return NULL;
   }
+  f->inputs = b->input_room;
+  f->instrs = b->instr_room;
   f->count = hlo_shape_elements(&instr->shape);
   f->out_dtype = instr->shape.dtype;
   b->root = root;
@@ -431,15 +433,20 @@ static rt_cpu_fusion *build_program(builder *b, int root, int size, bool *oom) {
   if (f->tail) f->tail_init = input_index(b, f->tail->operands[1]->id);
   f->result = emit(b, instr);
   bool worth = size >= 2 || b->folds || f->tail;
-  if (b->failed || !worth || !assign_tiles(f)) {
+  bool kept = !b->failed && worth && assign_tiles(f);
+  fusion_instr *instrs = kept ? malloc(sizeof(fusion_instr) * (size_t)(f->instr_count + 1)) : NULL;
+  int *inputs = kept ? malloc(sizeof(int) * (size_t)(f->input_count + 1)) : NULL;
+  if (kept && instrs && inputs) {
+    memcpy(instrs, f->instrs, sizeof(fusion_instr) * (size_t)f->instr_count);
+    memcpy(inputs, f->inputs, sizeof(int) * (size_t)f->input_count);
+  }
+  f->instrs = instrs;
+  f->inputs = inputs;
+  if (kept && (!instrs || !inputs)) *oom = true;
+  if (!kept || *oom) {
     rt_cpu_fusion_free(f);
     return NULL;
   }
-  /* built in room for the largest program; an executable keeps only what this one uses */
-  fusion_instr *instrs = realloc(f->instrs, sizeof(fusion_instr) * (size_t)(f->instr_count + 1));
-  int *inputs = realloc(f->inputs, sizeof(int) * (size_t)(f->input_count + 1));
-  if (instrs) f->instrs = instrs;
-  if (inputs) f->inputs = inputs;
   return f;
 }
 

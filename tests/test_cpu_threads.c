@@ -4,6 +4,7 @@
  * fast kernels large enough to go parallel, a BLAS dot, buffers reused between steps and a
  * reference-path op (clamp). */
 #include <pthread.h>
+#include <stdio.h>
 
 #include "cpu_util.h"
 
@@ -86,7 +87,65 @@ static void test_four_threads(void) {
   rt_backend_cpu.destroy(exe);
 }
 
+/* Executables bound from one compiled graph share one kept arena: four threads each run a
+ * binding of its own (rows 61..64 of x @ w, then tanh) at once; each result must equal what
+ * its binding gives alone. */
+static const char *bound_text(int rows) {
+  static char text[512];
+  snprintf(text, sizeof text,
+           "HloModule b\nENTRY e {\n a = f32[%d,300] parameter(0)\n b = f32[300,64] parameter(1)\n"
+           " d = f32[%d,64] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+           " t = f32[%d,64] tanh(d)\n ROOT e = f32[%d,64] exponential(t)\n}\n",
+           rows, rows, rows, rows);
+  return text;
+}
+
+static void test_bound_family(void) {
+  hlo_diag diag = {0};
+  const char *at64 = bound_text(64);
+  hlo_module *module = hlo_parse_module(at64, strlen(at64), "b", &diag);
+  rt_executable *exe = module ? rt_backend_cpu.compile(module, &diag) : NULL;
+  hlo_module_free(module);
+  CHECK_MSG(exe != NULL, "%s", diag.message);
+  if (!exe) return;
+  rt_value *b = rt_value_new_array(HLO_F32, 2, (int64_t[]){300, 64});
+  for (int64_t i = 0; i < b->count; i++) rt_set_f64(b, i, (double)((i * 53) % 97) / 970.0 - 0.05);
+  worker workers[THREADS];
+  rt_executable *bound[THREADS] = {0};
+  rt_value *wants[THREADS] = {0};
+  for (int i = 0; i < THREADS; i++) {
+    int rows = 61 + i;
+    const char *text = bound_text(rows);
+    hlo_module *binding = hlo_parse_module(text, strlen(text), "b", &diag);
+    bound[i] = binding ? rt_backend_cpu.bind(exe, binding, &diag) : NULL;
+    hlo_module_free(binding);
+    CHECK_MSG(bound[i] != NULL, "bind %d: %s", rows, diag.message);
+    rt_value *a = rt_value_new_array(HLO_F32, 2, (int64_t[]){rows, 300});
+    for (int64_t k = 0; k < a->count; k++) rt_set_f64(a, k, (double)((k * 37 + i) % 101) / 101.0 - 0.5);
+    workers[i] = (worker){.exe = bound[i], .args = {a, b}};
+    if (bound[i]) CHECK_EQ_INT(rt_backend_cpu.execute(bound[i], workers[i].args, 2, &wants[i], &diag), HLO_OK);
+    workers[i].want = wants[i];
+  }
+  pthread_t threads[THREADS];
+  bool all = true;
+  for (int i = 0; i < THREADS; i++) all = all && bound[i] && wants[i];
+  for (int i = 0; all && i < THREADS; i++) CHECK(pthread_create(&threads[i], NULL, work, &workers[i]) == 0);
+  for (int i = 0; all && i < THREADS; i++) {
+    pthread_join(threads[i], NULL);
+    CHECK_EQ_INT(workers[i].failures, 0);
+    CHECK_EQ_INT(workers[i].mismatches, 0);
+  }
+  for (int i = 0; i < THREADS; i++) {
+    rt_value_release(wants[i]);
+    rt_value_release(workers[i].args[0]);
+    rt_backend_cpu.destroy(bound[i]);
+  }
+  rt_value_release(b);
+  rt_backend_cpu.destroy(exe);
+}
+
 int main(void) {
   RUN(test_four_threads);
+  RUN(test_bound_family);
   return TEST_REPORT();
 }
