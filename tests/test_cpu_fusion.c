@@ -353,7 +353,16 @@ static void test_arena_shrinks(void) {
 /* Runs hlo on both backends with seeded inputs (the first salted with NaN and inf when
  * asked); sums may differ in order (BLAS), so within 1e-4. Returns the cpu plan's count of
  * fused steps with a head. */
+/* Runs hlo on the reference and the cpu backend with seeded inputs and checks they agree;
+ * specials salts input 0 with NaN, infinities and signed zeros, inf_weight makes input 1's
+ * first element +inf. Returns the number of fused steps with a head (dot or convolution). */
+static int compare_inputs(const char *hlo, uint64_t seed, bool specials, bool inf_weight);
+
 static int compare_products(const char *hlo, uint64_t seed, bool specials) {
+  return compare_inputs(hlo, seed, specials, false);
+}
+
+static int compare_inputs(const char *hlo, uint64_t seed, bool specials, bool inf_weight) {
   hlo_diag diag = {0};
   hlo_module *module = hlo_parse_module(hlo, strlen(hlo), "ep", &diag);
   CHECK_MSG(module != NULL, "%s\n%s", diag.message, hlo);
@@ -364,6 +373,7 @@ static int compare_products(const char *hlo, uint64_t seed, bool specials) {
   for (int i = 0; i < n && i < 8; i++) {
     args[i] = rt_random_value(&module->entry->params[i]->shape, seed, (uint64_t)i, &diag);
     if (specials && i == 0) salt(args[i], &r);
+    if (inf_weight && i == 1 && args[i]->count > 0) ((float *)args[i]->data)[0] = INFINITY;
   }
   rt_executable *ref = rt_backend_reference.compile(module, &diag);
   rt_executable *cpu = rt_backend_cpu.compile(module, &diag);
@@ -481,6 +491,37 @@ static void test_batch1_conv_split(void) {
     }
 }
 
+/* A fused convolution whose outputs are not all finite: a padding zero times an infinite
+ * weight is NaN in im2col's product but no term at all in the reference (which skips padded
+ * taps), so the convolution is computed again by the reference kernel, and the epilogue must
+ * run on that; an infinite input with finite weights gives non-finite outputs the kernel got
+ * right. Batch 2 (items over threads) and batch 1 (one item split over threads), with relu
+ * (maps -inf to 0) and a compare-and-select epilogue (maps NaN to 0, so a NaN the epilogue
+ * saw before the check would vanish). */
+static void test_conv_epilogue_nonfinite(void) {
+  static const char *const tails[] = {
+      " z = f32[] constant(0)\n zb = f32[%lld,8,5,5] broadcast(z), dimensions={}\n"
+      " ROOT r = f32[%lld,8,5,5] maximum(a, zb)\n",
+      " z = f32[] constant(0)\n zb = f32[%lld,8,5,5] broadcast(z), dimensions={}\n"
+      " c = pred[%lld,8,5,5] compare(a, zb), direction=GT\n ROOT r = f32[%lld,8,5,5] select(c, a, zb)\n"};
+  int cases = 0;
+  for (long long batch = 1; batch <= 2; batch++)
+    for (int t = 0; t < 2; t++)
+      for (int inf_weight = 0; inf_weight < 2; inf_weight++) {
+        char text[4096];
+        int len = snprintf(text, sizeof text,
+                           "HloModule ep\nENTRY e {\n x = f32[%lld,3,5,5] parameter(0)\n k = f32[8,3,3,3] parameter(1)\n"
+                           " b = f32[8] parameter(2)\n"
+                           " y = f32[%lld,8,5,5] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+                           " bb = f32[%lld,8,5,5] broadcast(b), dimensions={1}\n a = f32[%lld,8,5,5] add(y, bb)\n",
+                           batch, batch, batch, batch);
+        snprintf(text + len, sizeof text - (size_t)len, tails[t], batch, batch, batch);
+        strncat(text, "}\n", sizeof text - strlen(text) - 1);
+        CHECK_EQ_INT(compare_inputs(text, (uint64_t)(700 + cases), !inf_weight, inf_weight), 1);
+        cases++;
+      }
+}
+
 static void test_conv_epilogues(void) {
   int cases = 0;
   for (int groups = 1; groups <= 2; groups++)
@@ -574,6 +615,7 @@ int main(void) {
   RUN(test_dot_epilogues);
   RUN(test_conv_epilogues);
   RUN(test_batch1_conv_split);
+  RUN(test_conv_epilogue_nonfinite);
   RUN(test_chain_is_one_step);
   RUN(test_no_fusion_across_shared_values);
   RUN(test_arena_shrinks);
