@@ -20,6 +20,7 @@ typedef bool (*rt_cpu_kernel)(const hlo_instr *instr, const rt_value *const *in,
 rt_cpu_kernel rt_cpu_pick_elementwise(const hlo_instr *instr);
 rt_cpu_kernel rt_cpu_pick_layout(const hlo_instr *instr);
 rt_cpu_kernel rt_cpu_pick_reduce(const hlo_instr *instr);
+rt_cpu_kernel rt_cpu_pick_gather(const hlo_instr *instr);
 
 /* A fast kernel that needs working memory besides its result (operand copies in a canonical
  * order, im2col matrices): scratch is the step's own stretch of the arena, sized at plan time

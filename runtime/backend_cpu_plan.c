@@ -88,6 +88,7 @@ static rt_cpu_kernel pick_fast(const hlo_instr *instr) {
   rt_cpu_kernel k = rt_cpu_pick_elementwise(instr);
   if (!k) k = rt_cpu_pick_layout(instr);
   if (!k) k = rt_cpu_pick_reduce(instr);
+  if (!k) k = rt_cpu_pick_gather(instr);
   return k; /* dot and convolution: pick_scratch */
 }
 

@@ -182,6 +182,53 @@ static void test_transpose_tiled(void) {
              " ROOT t = f64[17,40] transpose(x), dimensions={1,0}\n}\n", c, want2, 0);
 }
 
+/* An embedding lookup (a gather of whole rows) copies rows: table row r is (10r, 10r+1,
+ * 10r+2); ids outside [0, 5) are clamped into it as XLA's gather clamps start indices (-1
+ * reads row 0, 7 and 9 read row 4). s32 ids [2,3] with the index vector implied, s64 ids
+ * [4,1] with it as their last dim, u8 ids, and an f64 table. The kernel is the plan's
+ * fast step, not the reference's. */
+static void test_gather_rows(void) {
+  double table[15], want[18];
+  for (int r = 0; r < 5; r++)
+    for (int c = 0; c < 3; c++) table[r * 3 + c] = 10 * r + c;
+  const int rows[6] = {0, 4, 2, 0, 4, 1};
+  for (int i = 0; i < 6; i++)
+    for (int c = 0; c < 3; c++) want[i * 3 + c] = 10 * rows[i] + c;
+  const char *s32 = "HloModule m\nENTRY e {\n t = f32[5,3] parameter(0)\n i = s32[2,3] parameter(1)\n"
+                    " ROOT g = f32[2,3,3] gather(t, i), offset_dims={2}, collapsed_slice_dims={0},"
+                    " start_index_map={0}, index_vector_dim=2, slice_sizes={1,3}\n}\n";
+  rt_value *a[] = {f32v(2, (int64_t[]){5, 3}, table), make_value(HLO_S32, 2, (int64_t[]){2, 3}, (double[]){0, 4, 2, -1, 7, 1})};
+  EXPECT_CPU(s32, a, want, 0);
+  const char *s64 = "HloModule m\nENTRY e {\n t = f64[5,3] parameter(0)\n i = s64[4,1] parameter(1)\n"
+                    " ROOT g = f64[4,3] gather(t, i), offset_dims={1}, collapsed_slice_dims={0},"
+                    " start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}\n}\n";
+  rt_value *b[] = {make_value(HLO_F64, 2, (int64_t[]){5, 3}, table), make_value(HLO_S64, 2, (int64_t[]){4, 1}, (double[]){4, 2, -1, 9})};
+  const double want_b[12] = {40, 41, 42, 20, 21, 22, 0, 1, 2, 40, 41, 42};
+  EXPECT_CPU(s64, b, want_b, 0);
+  const char *u8 = "HloModule m\nENTRY e {\n t = f32[5,3] parameter(0)\n i = u8[3] parameter(1)\n"
+                   " ROOT g = f32[3,3] gather(t, i), offset_dims={1}, collapsed_slice_dims={0},"
+                   " start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}\n}\n";
+  rt_value *c[] = {f32v(2, (int64_t[]){5, 3}, table), make_value(HLO_U8, 1, (int64_t[]){3}, (double[]){3, 200, 0})};
+  const double want_c[9] = {30, 31, 32, 40, 41, 42, 0, 1, 2};
+  EXPECT_CPU(u8, c, want_c, 0);
+  /* the reference evaluator clamps alike */
+  hlo_diag diag = {0};
+  rt_value *r[] = {f32v(2, (int64_t[]){5, 3}, table), make_value(HLO_S32, 2, (int64_t[]){2, 3}, (double[]){0, 4, 2, -1, 7, 1})};
+  rt_value *ref = run_on(&rt_backend_reference, s32, r, 2, &diag);
+  CHECK_MSG(ref != NULL, "%s", diag.message);
+  if (ref) expect_values(__LINE__, ref, want, 18, 0);
+  rt_value_release(ref);
+  rt_value_release(r[0]);
+  rt_value_release(r[1]);
+  /* the plan runs it as a fast step */
+  hlo_module *module = hlo_parse_module(s32, strlen(s32), "t", &diag);
+  rt_cpu_plan *plan = module ? rt_cpu_plan_build(module, &diag) : NULL;
+  CHECK_MSG(plan != NULL, "%s", diag.message);
+  if (plan) CHECK_EQ_INT(plan->steps[module->entry->root->id].kind, RT_STEP_FAST);
+  rt_cpu_plan_free(plan);
+  hlo_module_free(module);
+}
+
 /* A large single-row product against a [k][n] matrix (a weight stored [in, out]) is summed
  * in blocks of k into partials then added up: a and B hold small integers from a hash of
  * their indices (no pattern whose sum over a block of k vanishes), so every sum is exact
@@ -523,6 +570,7 @@ int main(void) {
   RUN(test_reduce);
   RUN(test_dot);
   RUN(test_gemv);
+  RUN(test_gather_rows);
   RUN(test_split_gemv);
   RUN(test_transpose_tiled);
   RUN(test_conv);
