@@ -10,7 +10,8 @@
  * BLAS: its taps are summed straight from the gather table instead.
  * Groups follow XLA: feature groups split input and output features; batch groups split the
  * input batch and the output features. (batch, group) pairs are the parallel items, run in
- * at most one chunk per thread, each chunk with its own column matrix.
+ * at most one chunk per thread, each chunk with its own column matrix; with fewer items
+ * than threads (batch 1) each item's gather and product are split over the threads instead.
  *
  * The copies to canonical order, the result before its store and the column matrices live
  * in scratch the plan sized from the shapes (conv_setup) and placed in the arena: the
