@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backend_cpu_fusion.h"
+#include "erf_f32.h"
 #include "parallel.h"
 
 static inline float max_f32(float a, float b) {
@@ -79,7 +80,7 @@ static void unary(hlo_opcode op, const float *a, int len, float *r) {
     case HLO_OP_COS: LOOP(cosf(x));
     case HLO_OP_EXPM1: LOOP(expm1f(x));
     case HLO_OP_LOG1P: LOOP(log1pf(x));
-    case HLO_OP_ERF: LOOP(erff(x));
+    case HLO_OP_ERF: LOOP(rt_erf_f32(x));
     case HLO_OP_ROUND_NEAREST_EVEN: LOOP(nearbyintf(x));
     case HLO_OP_ROUND_NEAREST_AFZ: LOOP(roundf(x));
     case HLO_OP_SIGN: LOOP(isnan(x) ? x : copysignf(x != 0 ? 1.0f : 0.0f, x));

@@ -6,7 +6,8 @@
  * in the middle of a chain; inputs salted with NaN, infinities and signed zeros; sizes that
  * are empty, tiny, and odd multiples of nothing (bigger than a tile, so threads split them).
  * The reference evaluator computes the same f32 formulas one op at a time, so results must
- * agree exactly (NaN with NaN).
+ * agree exactly (NaN with NaN), but for graphs with erf (a rational function here, libm's
+ * erff there): within 1e-5.
  *
  * Plan inspection: a chain becomes one step, its intermediates take no buffer, and nothing
  * fuses across a value with two users or a result of the entry. */
@@ -249,7 +250,10 @@ static void run_graph(uint64_t seed) {
   hlo_status b = cpu ? rt_backend_cpu.execute(cpu, args, 11, &got, &diag) : HLO_ERR_INTERNAL;
   CHECK_MSG(b == HLO_OK, "seed %llu: cpu failed: %s", (unsigned long long)seed, diag.message);
   char why[256] = "";
-  bool same = a == HLO_OK && b == HLO_OK && close_values(want, got, 0, why, sizeof why);
+  /* f32 erf is a rational function on the cpu backend (runtime/erf_f32.h, within 7 ulps of
+   * libm's erff, which the reference calls): graphs with one agree to 1e-5, the rest exactly */
+  bool has_erf = strstr(g.t.buf, " erf(") != NULL;
+  bool same = a == HLO_OK && b == HLO_OK && close_values(want, got, has_erf ? 1e-5 : 0, why, sizeof why);
   CHECK_MSG(same, "seed %llu: %s\n%s", (unsigned long long)seed, why, g.t.buf);
   /* count the graphs where fusion happened, so the test shows it exercised the fused path */
   rt_cpu_plan *plan = rt_cpu_plan_build(module, &diag);
