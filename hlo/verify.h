@@ -24,5 +24,9 @@ hlo_status hlo_verify_calls(const hlo_instr *instr, unsigned flags, hlo_diag *di
  * computation whose links are already known sound but whose shapes were rewritten (a cpu
  * executable bound to other sizes shares called computations with another module). */
 hlo_status hlo_verify_shapes(const hlo_comp *comp, hlo_diag *diag);
+/* The same for the instructions i with only[i] set (only NULL: all): a bound executable's
+ * instructions whose shape, operand shapes and slice bounds are the compiled ones' infer
+ * as they did at compile time. */
+hlo_status hlo_verify_some_shapes(const hlo_comp *comp, const bool *only, hlo_diag *diag);
 
 #endif

@@ -10,7 +10,9 @@
  *   - computations the entry still calls (reducers) keep their shapes (check_callees);
  *   - a transpose the passes made a reshape (it moved only size-1 dims) still moves only
  *     size-1 dims (check_bitcasts);
- *   - every shape is what inference gives from its operands (hlo_verify_shapes).
+ *   - every shape is what inference gives from its operands (hlo_verify_some_shapes: those
+ *     of instructions whose shape, operand shapes or slice bounds moved; the rest infer as
+ *     they did when the compiled module was verified).
  * Called computations, literals and attribute structs are shared with the compiled module,
  * which must outlive the bound one. */
 #include <stdlib.h>
@@ -136,6 +138,25 @@ static hlo_status check_bitcasts(const hlo_instr **at_source, const hlo_instr **
   return HLO_OK;
 }
 
+static bool same_ints(const hlo_ints *a, const hlo_ints *b) {
+  return a->count == b->count && (a->count == 0 || !memcmp(a->values, b->values, sizeof(int64_t) * (size_t)a->count));
+}
+
+/* moved[i]: bound instruction i has a shape, an operand shape or slice bounds other than the
+ * compiled one's, so its shape must be inferred again. */
+static bool *moved_instructions(const hlo_comp *bound, const hlo_comp *compiled) {
+  bool *moved = calloc((size_t)bound->instr_count + 1, sizeof(bool));
+  for (int i = 0; moved && i < bound->instr_count; i++) {
+    const hlo_instr *b = bound->instrs[i], *c = compiled->instrs[i];
+    bool m = !hlo_shape_equal(&b->shape, &c->shape);
+    for (int k = 0; !m && k < b->operand_count; k++) m = !hlo_shape_equal(&b->operands[k]->shape, &c->operands[k]->shape);
+    if (!m && b->opcode == HLO_OP_SLICE)
+      m = !same_ints(&b->slice_starts, &c->slice_starts) || !same_ints(&b->slice_limits, &c->slice_limits);
+    moved[i] = m;
+  }
+  return moved;
+}
+
 static void mark_called(const hlo_comp *comp, bool *called) {
   for (int i = 0; i < comp->instr_count; i++)
     for (int c = 0; c < comp->instrs[i]->called_count; c++) {
@@ -216,11 +237,14 @@ hlo_module *rt_cpu_bind_module(const hlo_module *source, const hlo_module *optim
   if (status == HLO_OK) status = check_bitcasts(at_source, at_binding, count, diag);
   if (status == HLO_OK)
     status = check_replacements(bound->entry, optimized->entry, at_source, at_binding, count, diag);
-  if (status == HLO_OK && hlo_verify_shapes(bound->entry, diag) != HLO_OK) {
+  bool *moved = status == HLO_OK ? moved_instructions(bound->entry, optimized->entry) : NULL;
+  if (status == HLO_OK && !moved) status = hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory binding");
+  if (status == HLO_OK && hlo_verify_some_shapes(bound->entry, moved, diag) != HLO_OK) {
     char why[sizeof diag->message];
     memcpy(why, diag->message, sizeof why);
     status = REFUSE(diag, "%s", why);
   }
+  free(moved);
   free(at_binding);
   free(at_source);
   if (status != HLO_OK) {
