@@ -179,6 +179,14 @@ static void expect_refusal(const char *compiled_text, const char *binding_text, 
   rt_backend_cpu.destroy(exe);
 }
 
+/* expect_refusal for text (one size, %1$lld) compiled at one size and bound to another. */
+static void expect_refusal_between(const char *text, long long compiled_size, long long bound_size, const char *why) {
+  char compiled[512], bound[512];
+  snprintf(compiled, sizeof compiled, text, compiled_size);
+  snprintf(bound, sizeof bound, text, bound_size);
+  expect_refusal(compiled, bound, why);
+}
+
 static char *replace(const char *text, const char *from, const char *to) {
   static char out[2048];
   const char *at = strstr(text, from);
@@ -199,24 +207,16 @@ static void test_refusals(void) {
   /* a pass decision that held only at the compiled sizes: at batch 4 the reshape
    * f32[4,4] -> f32[4,4] is a no-op the passes removed, so its user reads x directly; at
    * batch 8 the reshape reorders rows and the user must not read x. */
-  const char *reshape_text =
-      "HloModule bind_reshape\n"
-      "ENTRY e {\n  x = f32[%1$lld,4] parameter(0)\n  r = f32[4,%1$lld] reshape(x)\n"
-      "  ROOT s = f32[1,%1$lld] slice(r), slice={[0:1], [0:%1$lld]}\n}\n";
-  char at4[512], at8[512];
-  snprintf(at4, sizeof at4, reshape_text, 4LL);
-  snprintf(at8, sizeof at8, reshape_text, 8LL);
-  expect_refusal(at4, at8, "only at the compiled sizes");
+  expect_refusal_between("HloModule bind_reshape\n"
+                         "ENTRY e {\n  x = f32[%1$lld,4] parameter(0)\n  r = f32[4,%1$lld] reshape(x)\n"
+                         "  ROOT s = f32[1,%1$lld] slice(r), slice={[0:1], [0:%1$lld]}\n}\n",
+                         4, 8, "only at the compiled sizes");
   /* a transpose that moves only a size-1 dim (the heads of a one-token step) is a reshape
    * at the compiled sizes, a real transpose once that dim grows */
-  const char *heads_text =
-      "HloModule bind_heads\n"
-      "ENTRY e {\n  x = f32[2,%1$lld,3,4] parameter(0)\n"
-      "  ROOT t = f32[2,3,%1$lld,4] transpose(x), dimensions={0,2,1,3}\n}\n";
-  char at1[512], at5[512];
-  snprintf(at1, sizeof at1, heads_text, 1LL);
-  snprintf(at5, sizeof at5, heads_text, 5LL);
-  expect_refusal(at1, at5, "moves only size-1 dims at the compiled sizes");
+  expect_refusal_between("HloModule bind_heads\n"
+                         "ENTRY e {\n  x = f32[2,%1$lld,3,4] parameter(0)\n"
+                         "  ROOT t = f32[2,3,%1$lld,4] transpose(x), dimensions={0,2,1,3}\n}\n",
+                         1, 5, "moves only size-1 dims at the compiled sizes");
   /* an extra instruction */
   expect_refusal(compiled, replace(mlp_text(5), "  z = f32[] constant(0)\n  r", "  z = f32[] constant(0)\n  z2 = f32[] constant(0)\n  r"),
                  "structure");
