@@ -71,6 +71,11 @@ typedef enum cap_state { CAP_PENDING = 0, CAP_READY, CAP_ERROR } cap_state;
 
 /* Bump when a lowering changes what a node computes: it seeds every node hash. */
 #define CAP_HASH_FORMAT     1
+/* Bump when the HLO a graph lowers to changes, even to an equal function (reducers shared,
+ * instructions reordered): it is part of every graph key, since a cached executable keeps
+ * the HLO it was compiled from and binding it to other sizes compares that HLO with the
+ * graph lowered anew. 2: reducers shared within a module. */
+#define CAP_LOWERING_FORMAT 2
 #define CAP_INLINE_OPERANDS 3
 
 typedef struct cap_node {

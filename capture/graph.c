@@ -1,8 +1,8 @@
 /* Cutting a graph: the walk from the roots that finds the pending nodes to compute and the
  * READY leaves they read, and the graph's key.
  *
- * The key is XXH3-128 over the backend's name and version, the roots' node hashes and the
- * walk's event stream. Node hashes already cover every op, attribute and shape below the
+ * The key is XXH3-128 over the lowering's format (CAP_LOWERING_FORMAT), the backend's name
+ * and version, the roots' node hashes and the walk's event stream. Node hashes already cover every op, attribute and shape below the
  * roots, unfolded as trees; what they cannot tell apart is how that tree is cut and shared:
  * two different leaves of one shape hash alike (x + y versus x + x), and a node made from
  * an operand that was pending then but is READY now is a parameter now. So the walk records
@@ -194,6 +194,8 @@ latch_status cap_graph_collect(cap_graph *g, const rt_backend *backend, int coun
   }
   XXH3_128bits_reset_withSeed(state, CAP_HASH_FORMAT);
   XXH3_128bits_update(state, "G", 1);
+  uint32_t lowering = CAP_LOWERING_FORMAT;
+  XXH3_128bits_update(state, &lowering, sizeof lowering);
   XXH3_128bits_update(state, backend->name, strlen(backend->name) + 1);
   XXH3_128bits_update(state, backend->version, strlen(backend->version) + 1);
   uint64_t header[3] = {(uint64_t)g->root_count, (uint64_t)g->event_count, (uint64_t)g->alias_count};
