@@ -5,6 +5,7 @@
 
 #include "eval_util.h"
 #include "runtime/backend.h"
+#include "runtime/random_fill.h"
 
 /* Parses text, compiles and runs it on backend; the result or NULL (message in diag). args
  * are borrowed. */
@@ -58,5 +59,25 @@ static inline void expect_cpu(int line, const char *text, rt_value **args, int c
 /* For modules without parameters. */
 #define EXPECT_CPU0(text, want, tol) \
   expect_cpu(__LINE__, (text), NULL, 0, (want), (int64_t)(sizeof(want) / sizeof *(want)), (tol))
+
+/* Runs text on the reference and the cpu backend with arguments seeded by seed (at most 8
+ * parameters) and checks the results agree (cpu_agree). */
+static inline void expect_same_as_reference(const char *text, int seed) {
+  hlo_diag diag = {0};
+  hlo_module *module = hlo_parse_module(text, strlen(text), "t", &diag);
+  CHECK_MSG(module != NULL, "%s\n%s", diag.message, text);
+  if (!module) return;
+  int n = module->entry->param_count;
+  rt_value *args[8] = {0};
+  for (int i = 0; i < n && i < 8; i++)
+    args[i] = rt_random_value(&module->entry->params[i]->shape, (uint64_t)seed, (uint64_t)i, &diag);
+  hlo_module_free(module);
+  rt_value *want = run_on(&rt_backend_reference, text, args, n, &diag);
+  rt_value *got = run_on(&rt_backend_cpu, text, args, n, &diag);
+  CHECK_MSG(want && got && cpu_agree(want, got), "seed %d: %s\n%s", seed, diag.message, text);
+  rt_value_release(want);
+  rt_value_release(got);
+  for (int i = 0; i < n && i < 8; i++) rt_value_release(args[i]);
+}
 
 #endif

@@ -479,24 +479,7 @@ static void test_batch_norm(void) {
 /* Ops the graph generator of test_cpu_differential does not build, as a training step uses
  * them: batch-group (weight gradient) and base-dilated (input gradient) convolutions,
  * reversed kernels, batch-norm-training and -grad; random sizes, seeded inputs, compared with
- * the reference within 1e-4 relative to 1 + |reference|. */
-static void compare_text(const char *text, int seed) {
-  hlo_diag diag = {0};
-  hlo_module *module = hlo_parse_module(text, strlen(text), "t", &diag);
-  CHECK_MSG(module != NULL, "%s\n%s", diag.message, text);
-  if (!module) return;
-  int n = module->entry->param_count;
-  rt_value *args[8] = {0};
-  for (int i = 0; i < n && i < 8; i++) args[i] = rt_random_value(&module->entry->params[i]->shape, (uint64_t)seed, (uint64_t)i, &diag);
-  hlo_module_free(module);
-  rt_value *want = run_on(&rt_backend_reference, text, args, n, &diag);
-  rt_value *got = run_on(&rt_backend_cpu, text, args, n, &diag);
-  CHECK_MSG(want && got && cpu_agree(want, got), "seed %d: %s\n%s", seed, diag.message, text);
-  rt_value_release(want);
-  rt_value_release(got);
-  for (int i = 0; i < n && i < 8; i++) rt_value_release(args[i]);
-}
-
+ * the reference within 1e-4 relative to 1 + |reference| (expect_same_as_reference). */
 static void test_training_ops(void) {
   char text[2048];
   for (int seed = 0; seed < 60; seed++) {
@@ -513,7 +496,7 @@ static void test_training_ops(void) {
              (long long)features, (long long)groups, (long long)taps, (long long)taps,
              (long long)out, (long long)out, (long long)(batch / groups), (long long)groups,
              (long long)taps, (long long)taps, (long long)pad, (long long)pad, (long long)pad, (long long)pad, (long long)groups);
-    compare_text(text, seed);
+    expect_same_as_reference(text, seed);
     /* input gradient: base dilation 2 with a reversed kernel, feature groups */
     int64_t c = groups * features, in = size, dil = (in - 1) * 2 + 1 + 2 * pad + 1 - taps + 1;
     snprintf(text, sizeof text,
@@ -525,7 +508,7 @@ static void test_training_ops(void) {
              (long long)c, (long long)features, (long long)taps, (long long)taps, (long long)c, (long long)dil, (long long)dil,
              (long long)taps, (long long)taps, (long long)pad, (long long)(pad + 1), (long long)pad, (long long)(pad + 1),
              (long long)groups);
-    compare_text(text, seed);
+    expect_same_as_reference(text, seed);
     /* batch-norm-training, then its gradient, features along dim 1 */
     snprintf(text, sizeof text,
              "HloModule m\nENTRY e {\n x = f32[%lld,%lld,%lld] parameter(0)\n s = f32[%lld] parameter(1)\n o = f32[%lld] parameter(2)\n"
@@ -538,7 +521,7 @@ static void test_training_ops(void) {
              (long long)c, (long long)c, (long long)batch, (long long)c, (long long)size, (long long)c, (long long)c,
              (long long)batch, (long long)c, (long long)size, (long long)c, (long long)c,
              (long long)batch, (long long)c, (long long)size, (long long)c, (long long)c);
-    compare_text(text, seed);
+    expect_same_as_reference(text, seed);
   }
 }
 

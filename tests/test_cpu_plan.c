@@ -33,24 +33,6 @@ static const rt_cpu_step *step_named(const rt_cpu_plan *plan, const char *name) 
   return NULL;
 }
 
-/* Runs text on both backends with seeded arguments and checks they agree. */
-static void same_as_reference(const char *text, int seed) {
-  hlo_module *module = parse(text);
-  if (!module) return;
-  hlo_diag diag = {0};
-  int n = module->entry->param_count;
-  rt_value *args[8] = {0};
-  for (int i = 0; i < n && i < 8; i++)
-    args[i] = rt_random_value(&module->entry->params[i]->shape, (uint64_t)seed, (uint64_t)i, &diag);
-  hlo_module_free(module);
-  rt_value *want = run_on(&rt_backend_reference, text, args, n, &diag);
-  rt_value *got = run_on(&rt_backend_cpu, text, args, n, &diag);
-  CHECK_MSG(want && got && cpu_agree(want, got), "seed %d: %s\n%s", seed, diag.message, text);
-  rt_value_release(want);
-  rt_value_release(got);
-  for (int i = 0; i < n && i < 8; i++) rt_value_release(args[i]);
-}
-
 /* Expects step `name` of text to write in place (or not), and the results to match. */
 static void expect_in_place(const char *text, const char *name, bool in_place) {
   hlo_module *module;
@@ -60,7 +42,7 @@ static void expect_in_place(const char *text, const char *name, bool in_place) {
   if (step) CHECK_MSG(step->in_place == in_place, "%s: in_place %d, want %d\n%s", name, step->in_place, in_place, text);
   rt_cpu_plan_free(plan);
   hlo_module_free(module);
-  same_as_reference(text, 1);
+  expect_same_as_reference(text, 1);
 }
 
 static void test_in_place(void) {
@@ -143,7 +125,7 @@ static void test_planned_steps(void) {
   CHECK(step_named(plan, "y")->kind == RT_STEP_PART && step_named(plan, "var")->kind == RT_STEP_PART);
   rt_cpu_plan_free(plan);
   hlo_module_free(module);
-  same_as_reference(training_step, 2);
+  expect_same_as_reference(training_step, 2);
 
   /* three executes of one executable: the first allocates the arena, each allocates the
    * root tuple, its fast element d, and copies of the two statistics it views */
@@ -246,7 +228,7 @@ static void test_direct_convolutions(void) {
                (long long)batch, (long long)(channels * mult), (long long)oh, (long long)ow, (long long)stride,
                (long long)stride, (long long)pad, (long long)pad, (long long)pad, (long long)pad, (long long)dil,
                (long long)dil, (long long)channels);
-    same_as_reference(text, seed);
+    expect_same_as_reference(text, seed);
     /* 1x1, stride 1 (no gather at all) or strided (a gather of one tap) */
     int64_t out_f = 1 + (int64_t)(r >> 36) % 9, h1 = (h - 1) / stride + 1, w1 = (w - 1) / stride + 1;
     snprintf(text, sizeof text,
@@ -254,7 +236,7 @@ static void test_direct_convolutions(void) {
              " ROOT c = f32[%lld,%lld,%lld,%lld] convolution(x, k), window={size=1x1 stride=%lldx%lld}, dim_labels=bf01_oi01->bf01\n}\n",
              (long long)batch, (long long)channels, (long long)h, (long long)w, (long long)out_f, (long long)channels,
              (long long)batch, (long long)out_f, (long long)h1, (long long)w1, (long long)stride, (long long)stride);
-    same_as_reference(text, seed);
+    expect_same_as_reference(text, seed);
   }
 }
 
