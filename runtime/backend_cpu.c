@@ -73,7 +73,7 @@ static void counted(int64_t count) { atomic_fetch_add(&allocations, count); }
 
 static char *new_arena(int64_t bytes) {
   counted(1);
-  return aligned_alloc(64, (size_t)bytes);
+  return aligned_alloc(RT_CPU_ALIGN, (size_t)bytes);
 }
 
 static rt_executable *family_of(rt_executable *exe) { return exe->bound_from ? exe->bound_from : exe; }
@@ -98,7 +98,7 @@ static char *take_arena(rt_executable *exe, int64_t *capacity) {
     atomic_fetch_sub(&kept_arena_bytes, *capacity);
     return arena;
   }
-  *capacity = exe->bound_from ? (need + need / 4 + 63) / 64 * 64 : need; /* aligned_alloc takes whole alignments */
+  *capacity = exe->bound_from ? rt_cpu_aligned(need + need / 4) : need;
   return new_arena(*capacity);
 }
 

@@ -148,5 +148,9 @@ static inline uint16_t rt_cpu_half_store(hlo_dtype dtype, float value) {
 }
 /* Below this many elements a loop stays on the calling thread. */
 enum { RT_CPU_GRAIN = 1 << 15 };
+/* Buffers and arenas are cut at this alignment (a cache line; aligned_alloc's size must be a
+ * multiple of it). */
+enum { RT_CPU_ALIGN = 64 };
+static inline int64_t rt_cpu_aligned(int64_t bytes) { return (bytes + RT_CPU_ALIGN - 1) / RT_CPU_ALIGN * RT_CPU_ALIGN; }
 
 #endif

@@ -270,8 +270,6 @@ typedef struct conv_setup {
   int64_t x_at, w_at, y_at, source_at, cols_at, col_bytes, bytes; /* scratch offsets, 0 = unused */
 } conv_setup;
 
-static int64_t rounded(int64_t bytes) { return (bytes + 63) / 64 * 64; }
-
 static void conv_setup_for(const hlo_instr *instr, conv_setup *s) {
   const hlo_conv_dims *cd = instr->conv;
   const hlo_window *w = instr->window;
@@ -324,12 +322,12 @@ static void conv_setup_for(const hlo_instr *instr, conv_setup *s) {
   bool gather = !g->direct && !g->depthwise;
   /* offset 0 is never handed out, so 0 can mean "not needed" */
   int64_t at = 64;
-  if (rt_work_view_copies(xs, s->in_perm, s->work)) s->x_at = at, at += rounded(hlo_shape_elements(xs) * size);
-  if (rt_work_view_copies(ks, s->k_perm, s->work)) s->w_at = at, at += rounded(hlo_shape_elements(ks) * size);
-  if (!s->in_place) s->y_at = at, at += rounded(hlo_shape_elements(ys) * size);
-  if (!g->direct) s->source_at = at, at += rounded(g->tap_count * g->out_plane * (int64_t)sizeof(int64_t));
+  if (rt_work_view_copies(xs, s->in_perm, s->work)) s->x_at = at, at += rt_cpu_aligned(hlo_shape_elements(xs) * size);
+  if (rt_work_view_copies(ks, s->k_perm, s->work)) s->w_at = at, at += rt_cpu_aligned(hlo_shape_elements(ks) * size);
+  if (!s->in_place) s->y_at = at, at += rt_cpu_aligned(hlo_shape_elements(ys) * size);
+  if (!g->direct) s->source_at = at, at += rt_cpu_aligned(g->tap_count * g->out_plane * (int64_t)sizeof(int64_t));
   if (gather) {
-    s->col_bytes = rounded(depth * g->out_plane * size);
+    s->col_bytes = rt_cpu_aligned(depth * g->out_plane * size);
     s->cols_at = at, at += s->col_bytes * s->chunks;
   }
   s->bytes = at;

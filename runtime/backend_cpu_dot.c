@@ -186,8 +186,6 @@ typedef struct dot_setup {
   int64_t a_at, b_at, c_at, partials_at, bytes; /* scratch offsets, 0 = unused */
 } dot_setup;
 
-static int64_t rounded(int64_t bytes) { return (bytes + 63) / 64 * 64; }
-
 static void dot_setup_for(const hlo_instr *instr, dot_setup *s) {
   const hlo_dot_dims *dd = instr->dot;
   const hlo_shape *lhs = &instr->operands[0]->shape, *rhs = &instr->operands[1]->shape;
@@ -209,11 +207,11 @@ static void dot_setup_for(const hlo_instr *instr, dot_setup *s) {
   memcpy(s->b_perm, s->b_transposed ? rhs_t_perm : rhs_perm, sizeof s->b_perm);
   int64_t size = (int64_t)hlo_dtype_size(s->work), at = 64; /* offset 0 means unused */
   bool computes = s->m * s->n * s->batch != 0 && s->k != 0;
-  if (computes && rt_work_view_copies(lhs, s->a_perm, s->work)) s->a_at = at, at += rounded(hlo_shape_elements(lhs) * size);
-  if (computes && rt_work_view_copies(rhs, s->b_perm, s->work)) s->b_at = at, at += rounded(hlo_shape_elements(rhs) * size);
-  if (!s->in_place) s->c_at = at, at += rounded(hlo_shape_elements(&instr->shape) * size);
+  if (computes && rt_work_view_copies(lhs, s->a_perm, s->work)) s->a_at = at, at += rt_cpu_aligned(hlo_shape_elements(lhs) * size);
+  if (computes && rt_work_view_copies(rhs, s->b_perm, s->work)) s->b_at = at, at += rt_cpu_aligned(hlo_shape_elements(rhs) * size);
+  if (!s->in_place) s->c_at = at, at += rt_cpu_aligned(hlo_shape_elements(&instr->shape) * size);
   s->k_blocks = computes ? k_blocks_for(s->batch, s->m, s->n, s->k, s->b_transposed) : 0;
-  if (s->k_blocks) s->partials_at = at, at += rounded(s->k_blocks * s->n * size);
+  if (s->k_blocks) s->partials_at = at, at += rt_cpu_aligned(s->k_blocks * s->n * size);
   s->bytes = at > 64 ? at : 0; /* nothing to copy or store: no scratch at all */
 }
 

@@ -22,7 +22,6 @@
 
 #include "backend_cpu.h"
 
-enum { ALIGN = 64 };
 
 static hlo_status unsupported(hlo_diag *diag, const hlo_instr *instr, const char *why) {
   return hlo_diag_set(diag, HLO_ERR_UNSUPPORTED, "the cpu backend cannot run %s (instruction %%%s in %s)%s",
@@ -219,7 +218,7 @@ static bool place_blocks(block *blocks, int count, int64_t *arena_bytes, int64_t
   return true;
 }
 
-static int64_t aligned(int64_t bytes) { return bytes ? (bytes + ALIGN - 1) / ALIGN * ALIGN : ALIGN; }
+static int64_t aligned(int64_t bytes) { return bytes ? rt_cpu_aligned(bytes) : RT_CPU_ALIGN; }
 
 /* Liveness and placement, worked on together by assign. Storages are the steps (0..n-1)
  * and the elements of FAST tuples (n..); owner[s] is the step that writes storage s. */
