@@ -32,6 +32,13 @@ int hlo_pass_inline_calls(hlo_module *module);
  * total rewrites. */
 int hlo_pass_run_all(hlo_module *module);
 
+/* Rewrites dot(L, W), L [M, K] made by reshapes and concatenations or broadcasts that
+ * repeat the values of a V [M, ...] along K, as dot(V, W summed over the repeats): the
+ * weight is read once by a reduce instead of multiplied J times by equal values. Not
+ * exact (each group of W's rows is summed before the products): for backends that accept
+ * reassociated sums. Returns the number of dots rewritten. */
+int hlo_pass_dot_of_repeats(hlo_module *module);
+
 /* Points every use of from (operands of comp's instructions, and the root) at to. */
 void hlo_replace_uses(hlo_comp *comp, hlo_instr *from, hlo_instr *to);
 

@@ -162,6 +162,9 @@ static rt_executable *cpu_compile_text(const char *text, size_t len, const char 
   hlo_module_number_origins(source);
   hlo_module_number_origins(module);
   hlo_pass_run_all(module);
+  /* reassociates sums (the weight summed over repeated inputs first), within rounding of
+   * the graph as written, as BLAS's blocking is */
+  hlo_pass_dot_of_repeats(module);
   openblas_set_num_threads(1);
   rt_cpu_plan *plan = rt_cpu_plan_build(module, diag);
   rt_executable *exe = plan ? new_executable(module, plan, diag) : NULL;

@@ -70,6 +70,27 @@ typedef struct reduce_job {
   int64_t inner;  /* contiguous reduced run per output */
 } reduce_job;
 
+/* Where the reduce's row (all dims but the last, row-major) goes in the output. */
+static int64_t output_of(const hlo_shape *s, const int64_t *out_strides, int64_t row) {
+  int64_t base = 0;
+  for (int d = s->rank - 2; d >= 0; d--) {
+    base += (row % s->dims[d]) * out_strides[d];
+    row /= s->dims[d];
+  }
+  return base;
+}
+
+/* A row-major walk split over the input's first dim, when it is kept: each item's rows
+ * combine into their own outputs, each output in the walk's order. */
+typedef struct walk_job {
+  hlo_opcode op;
+  const void *x;
+  const hlo_shape *shape;
+  const int64_t *out_strides;
+  void *y;
+  int64_t rows_per_item; /* rows (all dims but the last) per index of the first dim */
+} walk_job;
+
 #define DEFINE_REDUCE(T)                                                                    \
   static void inner_##T(void *ctx, int64_t begin, int64_t end) {                            \
     const reduce_job *j = ctx;                                                              \
@@ -88,36 +109,64 @@ typedef struct reduce_job {
       y[o] = acc;                                                                           \
     }                                                                                       \
   }                                                                                         \
-  /* Row-major walk: out_strides[d] is 0 for reduced dims. */                               \
+  /* Row-major walk of the rows from begin to end (rows: all dims but the last); out_strides[d] \
+   * is 0 for reduced dims. Outputs start at init (set by the caller). */                  \
   static void walk_##T(hlo_opcode op, const T *x, const hlo_shape *s, const int64_t *out_strides, T *y, \
-                       int64_t out_count, T init) {                                         \
-    for (int64_t o = 0; o < out_count; o++) y[o] = init;                                    \
+                       int64_t begin, int64_t end) {                                        \
     int last = s->rank - 1;                                                                 \
-    int64_t n = s->dims[last], rows = 1, os = out_strides[last];                            \
-    for (int d = 0; d < last; d++) rows *= s->dims[d];                                      \
-    if (n == 0) return;                                                                     \
-    for (int64_t row = 0; row < rows; row++) {                                              \
-      int64_t base = 0, rest = row;                                                         \
-      for (int d = last - 1; d >= 0; d--) {                                                 \
-        base += (rest % s->dims[d]) * out_strides[d];                                       \
-        rest /= s->dims[d];                                                                 \
-      }                                                                                     \
+    int64_t n = s->dims[last], os = out_strides[last];                                      \
+    for (int64_t row = begin; row < end;) {                                                 \
+      int64_t base = output_of(s, out_strides, row);                                        \
       const T *xr = x + row * n;                                                            \
+      T *yr = y + base;                                                                     \
       if (os == 0) {                                                                        \
-        T acc = y[base];                                                                    \
+        T acc = *yr;                                                                        \
         for (int64_t i = 0; i < n; i++) acc = combine_##T(op, acc, xr[i]);                  \
-        y[base] = acc;                                                                      \
+        *yr = acc;                                                                          \
+        row++;                                                                              \
+      } else if (os == 1 && op == HLO_OP_ADD) {                                             \
+        /* a kept last dim: vector loops, four rows of one output row at a time, each sum   \
+         * still taken in row order */                                                      \
+        int64_t rows = 1;                                                                   \
+        while (rows < 4 && row + rows < end && output_of(s, out_strides, row + rows) == base) rows++; \
+        const T *x1 = xr + n, *x2 = xr + 2 * n, *x3 = xr + 3 * n;                           \
+        if (rows == 3) rows = 2; /* then one */                                             \
+        if (rows == 4)                                                                      \
+          for (int64_t i = 0; i < n; i++) yr[i] = (T)((T)((T)((T)(yr[i] + xr[i]) + x1[i]) + x2[i]) + x3[i]); \
+        else if (rows == 2)                                                                 \
+          for (int64_t i = 0; i < n; i++) yr[i] = (T)((T)(yr[i] + xr[i]) + x1[i]);          \
+        else                                                                                \
+          for (int64_t i = 0; i < n; i++) yr[i] = (T)(yr[i] + xr[i]);                       \
+        row += rows;                                                                        \
       } else {                                                                              \
-        T *yr = y + base;                                                                   \
         for (int64_t i = 0; i < n; i++) yr[i * os] = combine_##T(op, yr[i * os], xr[i]);    \
+        row++;                                                                              \
       }                                                                                     \
     }                                                                                       \
+  }                                                                                         \
+  static void walk_items_##T(void *ctx, int64_t begin, int64_t end) {                       \
+    const walk_job *j = ctx;                                                                \
+    walk_##T(j->op, j->x, j->shape, j->out_strides, j->y, begin * j->rows_per_item,         \
+             end * j->rows_per_item);                                                       \
   }
 
 DEFINE_REDUCE(float)
 DEFINE_REDUCE(double)
 DEFINE_REDUCE(int32_t)
 DEFINE_REDUCE(int64_t)
+
+/* Every element of out set to *init (out's element type: 4 or 8 bytes). */
+static void fill(rt_value *out, const void *init) {
+  if (hlo_dtype_size(out->shape.dtype) == 4) {
+    uint32_t v, *y = out->data;
+    memcpy(&v, init, sizeof v);
+    for (int64_t i = 0; i < out->count; i++) y[i] = v;
+  } else {
+    uint64_t v, *y = out->data;
+    memcpy(&v, init, sizeof v);
+    for (int64_t i = 0; i < out->count; i++) y[i] = v;
+  }
+}
 
 static bool reduce_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
   hlo_opcode op = rt_simple_reducer(instr->called[0]);
@@ -144,12 +193,17 @@ static bool reduce_kernel(const hlo_instr *instr, const rt_value *const *in, rt_
   int64_t out_strides[HLO_MAX_RANK], kept_strides[HLO_MAX_RANK];
   hlo_shape_strides(&out->shape, kept_strides);
   for (int d = 0, k = 0; d < s->rank; d++) out_strides[d] = reduced[d] ? 0 : kept_strides[k++];
-  switch (t) {
-    case HLO_F32: walk_float(op, in[0]->data, s, out_strides, out->data, out->count, *(const float *)in[1]->data); break;
-    case HLO_F64: walk_double(op, in[0]->data, s, out_strides, out->data, out->count, *(const double *)in[1]->data); break;
-    case HLO_S32: walk_int32_t(op, in[0]->data, s, out_strides, out->data, out->count, *(const int32_t *)in[1]->data); break;
-    default: walk_int64_t(op, in[0]->data, s, out_strides, out->data, out->count, *(const int64_t *)in[1]->data); break;
-  }
+  fill(out, in[1]->data);
+  int64_t last = s->dims[s->rank - 1], rows = last ? in[0]->count / last : 0;
+  if (rows == 0) return true;
+  /* the first dim kept: its slices reduce apart, on as many threads as the work allows */
+  int64_t items = reduced[0] || s->rank == 1 ? 1 : s->dims[0];
+  walk_job j = {.op = op, .x = in[0]->data, .shape = s, .out_strides = out_strides, .y = out->data,
+                .rows_per_item = rows / items};
+  int64_t per_item = in[0]->count / items, grain = RT_CPU_GRAIN / (per_item ? per_item : 1);
+  void (*fn)(void *, int64_t, int64_t) = t == HLO_F32 ? walk_items_float : t == HLO_F64 ? walk_items_double
+                                         : t == HLO_S32 ? walk_items_int32_t : walk_items_int64_t;
+  rt_parallel_for(items, grain > 0 ? grain : 1, fn, &j);
   return true;
 }
 

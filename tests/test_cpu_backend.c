@@ -128,6 +128,79 @@ static void test_reduce(void) {
   EXPECT_CPU(text, d, ((double[]){1, 5}), 0);
 }
 
+/* A reduce over middle dims with the first kept is split over the first dim's slices (a
+ * weight [256, 36, 4096] summed over its 36), four rows of an output row at a time: f32
+ * sums of small integers (exact in any order), max, s32 sums that wrap, f64 sums over one
+ * and two dims, and f32 sums that round, bit for bit as a loop adding in row order does
+ * (11 rows per output: four, four, two, one); against loops written here. */
+static void test_reduce_split(void) {
+  const char *reducers =
+      "HloModule m\nadd {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT s = f32[] add(x, y)\n}\n"
+      "max {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT s = f32[] maximum(x, y)\n}\n"
+      "addi {\n x = s32[] parameter(0)\n y = s32[] parameter(1)\n ROOT s = s32[] add(x, y)\n}\n"
+      "addd {\n x = f64[] parameter(0)\n y = f64[] parameter(1)\n ROOT s = f64[] add(x, y)\n}\n";
+  enum { A = 48, J = 11, N = 700 };
+  double *x = malloc(sizeof(double) * A * J * N), *sum = malloc(sizeof(double) * A * N),
+         *most = malloc(sizeof(double) * A * N), *wrapped = malloc(sizeof(double) * A * N),
+         *sum2 = malloc(sizeof(double) * A);
+  for (int i = 0; i < A * J * N; i++) x[i] = (i * 37 % 101) - 50;
+  for (int a = 0; a < A; a++) {
+    sum2[a] = 0;
+    for (int n = 0; n < N; n++) {
+      double s = 0, m = -1000;
+      uint32_t w = 7;
+      for (int j = 0; j < J; j++) {
+        double v = x[(a * J + j) * N + n];
+        s += v, m = v > m ? v : m;
+        w += (uint32_t)(int32_t)v * 50000000u;
+      }
+      sum[a * N + n] = s, most[a * N + n] = m, wrapped[a * N + n] = (double)(int32_t)w;
+      sum2[a] += s;
+    }
+  }
+  char text[2048];
+  const char *cases[][3] = {{"f32", "add", "0"}, {"f32", "max", "-1000"}};
+  for (int c = 0; c < 2; c++) {
+    rt_value *args[] = {make_value(HLO_F32, 3, (int64_t[]){A, J, N}, x)};
+    snprintf(text, sizeof text, "%sENTRY e {\n a = f32[%d,%d,%d] parameter(0)\n z = f32[] constant(%s)\n"
+             " ROOT r = f32[%d,%d] reduce(a, z), dimensions={1}, to_apply=%s\n}\n",
+             reducers, A, J, N, cases[c][2], A, N, cases[c][1]);
+    expect_cpu(__LINE__, text, args, 1, c == 0 ? sum : most, A * N, 0);
+  }
+  /* s32: each element times 50,000,000 (the product wraps), summed from 7 */
+  double *scaled = malloc(sizeof(double) * A * J * N);
+  for (int i = 0; i < A * J * N; i++) scaled[i] = (double)(int32_t)((uint32_t)(int32_t)x[i] * 50000000u);
+  rt_value *ints[] = {make_value(HLO_S32, 3, (int64_t[]){A, J, N}, scaled)};
+  snprintf(text, sizeof text, "%sENTRY e {\n a = s32[%d,%d,%d] parameter(0)\n z = s32[] constant(7)\n"
+           " ROOT r = s32[%d,%d] reduce(a, z), dimensions={1}, to_apply=addi\n}\n", reducers, A, J, N, A, N);
+  expect_cpu(__LINE__, text, ints, 1, wrapped, A * N, 0);
+  rt_value *wide[] = {make_value(HLO_F64, 3, (int64_t[]){A, J, N}, x)};
+  snprintf(text, sizeof text, "%sENTRY e {\n a = f64[%d,%d,%d] parameter(0)\n z = f64[] constant(0)\n"
+           " ROOT r = f64[%d] reduce(a, z), dimensions={1,2}, to_apply=addd\n}\n", reducers, A, J, N, A);
+  expect_cpu(__LINE__, text, wide, 1, sum2, A, 0);
+  rt_value *wide2[] = {make_value(HLO_F64, 3, (int64_t[]){A, J, N}, x)};
+  snprintf(text, sizeof text, "%sENTRY e {\n a = f64[%d,%d,%d] parameter(0)\n z = f64[] constant(0)\n"
+           " ROOT r = f64[%d,%d] reduce(a, z), dimensions={1}, to_apply=addd\n}\n", reducers, A, J, N, A, N);
+  expect_cpu(__LINE__, text, wide2, 1, sum, A * N, 0);
+  for (int i = 0; i < A * J * N; i++) x[i] = (float)((i * 37 % 101) * 0.013 - 0.6);
+  for (int a = 0; a < A; a++)
+    for (int n = 0; n < N; n++) {
+      float acc = 0.25f;
+      for (int j = 0; j < J; j++) acc = acc + (float)x[(a * J + j) * N + n];
+      sum[a * N + n] = acc;
+    }
+  rt_value *rounding[] = {make_value(HLO_F32, 3, (int64_t[]){A, J, N}, x)};
+  snprintf(text, sizeof text, "%sENTRY e {\n a = f32[%d,%d,%d] parameter(0)\n z = f32[] constant(0.25)\n"
+           " ROOT r = f32[%d,%d] reduce(a, z), dimensions={1}, to_apply=add\n}\n", reducers, A, J, N, A, N);
+  expect_cpu(__LINE__, text, rounding, 1, sum, A * N, 0);
+  free(scaled);
+  free(x);
+  free(sum);
+  free(most);
+  free(wrapped);
+  free(sum2);
+}
+
 static void test_dot(void) {
   /* [[1,2,3],[4,5,6]] x [[7,8],[9,10],[11,12]] = [[58,64],[139,154]] */
   rt_value *a[] = {f32v(2, (int64_t[]){2, 3}, (double[]){1, 2, 3, 4, 5, 6}),
@@ -551,6 +624,7 @@ int main(void) {
   RUN(test_elementwise);
   RUN(test_layout);
   RUN(test_reduce);
+  RUN(test_reduce_split);
   RUN(test_dot);
   RUN(test_gemv);
   RUN(test_gather_rows);
