@@ -58,6 +58,11 @@ static inline double fmin_d(double a, double b) {
       default: return a <= b ? a : b;                                                       \
     }                                                                                       \
   }
+/* The sum alone, for the vector loops (integers wrap) */
+#define ADD_float(a, b) ((float)((a) + (b)))
+#define ADD_double(a, b) ((double)((a) + (b)))
+#define ADD_int32_t(a, b) ((int32_t)((uint32_t)(a) + (uint32_t)(b)))
+#define ADD_int64_t(a, b) ((int64_t)((uint64_t)(a) + (uint64_t)(b)))
 COMBINE_FLOAT(float, fmax_f, fmin_f)
 COMBINE_FLOAT(double, fmax_d, fmin_d)
 COMBINE_INT(int32_t, uint32_t)
@@ -132,11 +137,12 @@ typedef struct walk_job {
         const T *x1 = xr + n, *x2 = xr + 2 * n, *x3 = xr + 3 * n;                           \
         if (rows == 3) rows = 2; /* then one */                                             \
         if (rows == 4)                                                                      \
-          for (int64_t i = 0; i < n; i++) yr[i] = (T)((T)((T)((T)(yr[i] + xr[i]) + x1[i]) + x2[i]) + x3[i]); \
+          for (int64_t i = 0; i < n; i++)                                                   \
+            yr[i] = ADD_##T(ADD_##T(ADD_##T(ADD_##T(yr[i], xr[i]), x1[i]), x2[i]), x3[i]);  \
         else if (rows == 2)                                                                 \
-          for (int64_t i = 0; i < n; i++) yr[i] = (T)((T)(yr[i] + xr[i]) + x1[i]);          \
+          for (int64_t i = 0; i < n; i++) yr[i] = ADD_##T(ADD_##T(yr[i], xr[i]), x1[i]);    \
         else                                                                                \
-          for (int64_t i = 0; i < n; i++) yr[i] = (T)(yr[i] + xr[i]);                       \
+          for (int64_t i = 0; i < n; i++) yr[i] = ADD_##T(yr[i], xr[i]);                    \
         row += rows;                                                                        \
       } else {                                                                              \
         for (int64_t i = 0; i < n; i++) yr[i * os] = combine_##T(op, yr[i * os], xr[i]);    \
