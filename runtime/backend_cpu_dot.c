@@ -4,10 +4,10 @@
  * orders, and converts f16/bf16 to f32 (the result is rounded once on store); copies and
  * an unstored result go in the step's planned scratch (dot_setup sizes it). The result's
  * dims are [batch, lhs free, rhs free]: row-major [batch][M][N] already. lhs as [batch][K][M]
- * goes by the transpose flag as well. Each (batch, block
- * of 64 rows) is one sgemm/dgemm call and one item of the parallel loop, with OpenBLAS
- * itself single-threaded, so large products use every core and small ones stay on the
- * caller's thread. A single-row product (batch-1 Linear layers) goes to gemv instead: gemm
+ * goes by the transpose flag as well. Each (batch, block of rows and columns: split_grid)
+ * is one sgemm/dgemm call and one item of the parallel loop, with OpenBLAS itself
+ * single-threaded, so large products use every core and small ones stay on the caller's
+ * thread. A single-row product (batch-1 Linear layers) goes to gemv instead: gemm
  * would pack the whole weight matrix first, for one row of arithmetic, so the weights would
  * cross memory three times instead of once. gemv's items must read the weights in long
  * runs: a [n][k] matrix is split into blocks of rows (output columns), a large [k][n] one
@@ -24,7 +24,7 @@
 #include "kernels.h"
 #include "parallel.h"
 
-enum { ROW_BLOCK = 64, COL_BLOCK = 256 };
+enum { COL_BLOCK = 256 };
 
 /* A [k][n] gemv of at least SPLIT_WORK elements is split into at most MAX_K_BLOCKS blocks of
  * k, each at least SPLIT_WORK elements; the count depends on the shape alone, so results do
@@ -43,9 +43,9 @@ typedef struct dot_job {
   const void *a, *b;
   void *c;
   int64_t m, n, k, blocks;
-  /* m > 1: each row block is split into col_blocks blocks of col_width columns (1 block of
-   * n unless the rows alone give the threads too few items) */
-  int64_t col_blocks, col_width;
+  /* m > 1: each matrix is split into a grid of blocks of row_height rows by col_width
+   * columns, col_blocks across (split_grid) */
+  int64_t row_height, col_blocks, col_width;
   bool a_transposed, b_transposed;
   const rt_cpu_epilogue *epilogue; /* f32 only: c is the output itself */
   int64_t k_blocks; /* > 0: a [k][n] gemv summed in k_blocks blocks of k into partials */
@@ -115,8 +115,8 @@ static void dot_items(void *ctx, int64_t begin, int64_t end) {
   }
   for (int64_t item = begin; item < end; item++) {
     int64_t batch = item / j->blocks, block = item % j->blocks;
-    int64_t r0 = block / j->col_blocks * ROW_BLOCK, c0 = block % j->col_blocks * j->col_width;
-    int64_t rows = j->m - r0 < ROW_BLOCK ? j->m - r0 : ROW_BLOCK;
+    int64_t r0 = block / j->col_blocks * j->row_height, c0 = block % j->col_blocks * j->col_width;
+    int64_t rows = j->m - r0 < j->row_height ? j->m - r0 : j->row_height;
     int64_t cols = j->n - c0 < j->col_width ? j->n - c0 : j->col_width;
     /* A is [m][k], or [k][m] whose rows r0.. are columns r0..; B is [k][n], or [n][k]
      * whose rows c0.. are columns c0.. */
@@ -137,19 +137,32 @@ static void dot_items(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
-/* A short product (a sequence of 32 tokens through a Linear layer, at batch 1) is one row
- * block: one thread would compute it all while the others wait. Its columns are split too,
- * two blocks per idle thread, no narrower than MIN_COLS, when there is enough work. */
-static void split_columns(dot_job *j, int64_t batch) {
-  enum { MIN_COLS = 128, MIN_WORK = 1 << 20 };
-  int64_t row_items = batch * j->blocks, threads = rt_parallel_threads();
-  if (row_items >= threads || j->n < 2 * MIN_COLS || j->m * j->n * j->k < MIN_WORK) return;
-  int64_t want = (threads + row_items - 1) / row_items * 2, most = j->n / MIN_COLS;
-  int64_t col_blocks = want < most ? want : most;
-  j->col_width = (j->n + col_blocks - 1) / col_blocks;
-  j->col_width = (j->col_width + 15) / 16 * 16; /* whole vectors per block */
+static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
+
+/* Each matrix of a product large enough to share is split into `parts` blocks, so that the
+ * items (batch times parts) are a multiple of the threads and come out even; one matrix of
+ * a batch at least as large as the threads is one item. BLAS packs an item's rows of A and
+ * its columns of B again for each call, so the grid of R row blocks by C column blocks is
+ * the one with R * C = parts that packs least: A C times over, B R times, m * C + n * R. (A
+ * split of rows alone, 64 at a time, packed the weight of a Linear layer over 256 tokens
+ * four times: a tenth of bert_base's step; and 136 rows made three items for two threads.)
+ * Columns come in whole vectors and no narrower than MIN_COLS, rows no fewer than MIN_ROWS. */
+static void split_grid(dot_job *j, int64_t batch) {
+  enum { MIN_COLS = 128, MIN_ROWS = 16, MIN_WORK = 1 << 20 };
+  int64_t threads = rt_parallel_threads();
+  int64_t parts = j->m * j->n * j->k < MIN_WORK ? 1 : threads / gcd(batch, threads);
+  int64_t most_cols = j->n / MIN_COLS > 1 ? j->n / MIN_COLS : 1, most_rows = j->m / MIN_ROWS > 1 ? j->m / MIN_ROWS : 1;
+  int64_t rows = 1, cols = 1, cost = -1;
+  for (int64_t c = 1; c <= parts; c++) {
+    if (parts % c || c > most_cols || parts / c > most_rows) continue;
+    int64_t r = parts / c, packed = j->m * c + j->n * r;
+    if (cost < 0 || packed < cost) rows = r, cols = c, cost = packed;
+  }
+  j->row_height = (j->m + rows - 1) / rows;
+  j->col_width = (j->n + cols - 1) / cols;
+  if (cols > 1) j->col_width = (j->col_width + 15) / 16 * 16; /* whole vectors per block */
   j->col_blocks = (j->n + j->col_width - 1) / j->col_width;
-  j->blocks *= j->col_blocks;
+  j->blocks = (j->m + j->row_height - 1) / j->row_height * j->col_blocks;
 }
 
 static bool is_identity(const int *perm, int rank) {
@@ -235,8 +248,7 @@ bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in,
     const void *b = rt_work_view_into(in[1], s.b_perm, s.work, s.b_at ? base + s.b_at : NULL);
     int64_t m = s.m, n = s.n, k = s.k;
     dot_job j = {.f64 = s.work == HLO_F64, .a = a, .b = b, .c = c, .m = m, .n = n, .k = k,
-                 .blocks = m == 1 ? (n + COL_BLOCK - 1) / COL_BLOCK : (m + ROW_BLOCK - 1) / ROW_BLOCK,
-                 .col_blocks = 1, .col_width = n,
+                 .blocks = (n + COL_BLOCK - 1) / COL_BLOCK, /* gemv's; split_grid sets the rest */
                  .a_transposed = s.a_transposed, .b_transposed = s.b_transposed, .epilogue = epilogue};
     if (s.k_blocks) {
       j.k_blocks = s.k_blocks;
@@ -244,10 +256,10 @@ bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in,
       rt_parallel_for(s.k_blocks, 1, k_block_items, &j);
       rt_parallel_for(n, 4096, k_block_sums, &j);
     } else {
-      if (m > 1) split_columns(&j, s.batch);
-      /* an item is at most ROW_BLOCK * col_width * k multiply-adds (COL_BLOCK * k for gemv);
-       * about a million make a task */
-      int64_t per_item = m == 1 ? (n < COL_BLOCK ? n : COL_BLOCK) * k : (m < ROW_BLOCK ? m : ROW_BLOCK) * j.col_width * k;
+      if (m > 1) split_grid(&j, s.batch);
+      /* an item is at most row_height * col_width * k multiply-adds (COL_BLOCK * k for
+       * gemv); about a million make a task */
+      int64_t per_item = m == 1 ? (n < COL_BLOCK ? n : COL_BLOCK) * k : j.row_height * j.col_width * k;
       int64_t grain = per_item >= (1 << 20) ? 1 : (1 << 20) / (per_item ? per_item : 1);
       rt_parallel_for(s.batch * j.blocks, grain, dot_items, &j);
     }
