@@ -201,6 +201,58 @@ static void test_reduce_split(void) {
   free(sum2);
 }
 
+/* Pooling windows (over the last two dims) against loops written here: max 3x3 stride 2
+ * with padding 1 (resnet's stem), sums of 2x3 windows with uneven strides and padding on
+ * f64 and s32, and windows that fall wholly in padding (the init value). */
+typedef struct pool_case {
+  const char *type, *reducer, *init;
+  int64_t kh, kw, sh, sw, ph0, ph1, pw0, pw1;
+  bool max;
+} pool_case;
+
+static void test_pool(void) {
+  const char *reducers =
+      "HloModule m\nmax {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT s = f32[] maximum(x, y)\n}\n"
+      "addd {\n x = f64[] parameter(0)\n y = f64[] parameter(1)\n ROOT s = f64[] add(x, y)\n}\n"
+      "addi {\n x = s32[] parameter(0)\n y = s32[] parameter(1)\n ROOT s = s32[] add(x, y)\n}\n";
+  pool_case cases[] = {{"f32", "max", "-1000", 3, 3, 2, 2, 1, 1, 1, 1, true},
+                       {"f64", "addd", "0.5", 2, 3, 1, 2, 0, 1, 1, 2, false},
+                       {"s32", "addi", "3", 2, 3, 1, 2, 0, 1, 1, 2, false},
+                       {"f32", "max", "-1000", 2, 2, 2, 2, 0, 4, 0, 3, true}};
+  enum { B = 2, C = 3, H = 7, W = 6 };
+  double x[B * C * H * W], want[B * C * 16 * 16];
+  for (int i = 0; i < B * C * H * W; i++) x[i] = (i * 7919 % 101) - 50;
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    const pool_case *pc = &cases[c];
+    int64_t oh = (H + pc->ph0 + pc->ph1 - pc->kh) / pc->sh + 1, ow = (W + pc->pw0 + pc->pw1 - pc->kw) / pc->sw + 1;
+    double init = atof(pc->init);
+    for (int64_t p = 0; p < B * C; p++)
+      for (int64_t i = 0; i < oh; i++)
+        for (int64_t k = 0; k < ow; k++) {
+          double acc = init;
+          for (int64_t a = 0; a < pc->kh; a++)
+            for (int64_t b = 0; b < pc->kw; b++) {
+              int64_t h = i * pc->sh + a - pc->ph0, w = k * pc->sw + b - pc->pw0;
+              if (h < 0 || h >= H || w < 0 || w >= W) continue;
+              double v = x[(p * H + h) * W + w];
+              acc = pc->max ? (v > acc ? v : acc) : acc + v;
+            }
+          want[(p * oh + i) * ow + k] = acc;
+        }
+    char text[2048];
+    snprintf(text, sizeof text,
+             "%sENTRY e {\n a = %s[%d,%d,%d,%d] parameter(0)\n z = %s[] constant(%s)\n"
+             " ROOT r = %s[%d,%d,%lld,%lld] reduce-window(a, z), window={size=1x1x%lldx%lld stride=1x1x%lldx%lld "
+             "pad=0_0x0_0x%lld_%lldx%lld_%lld}, to_apply=%s\n}\n",
+             reducers, pc->type, B, C, H, W, pc->type, pc->init, pc->type, B, C, (long long)oh, (long long)ow,
+             (long long)pc->kh, (long long)pc->kw, (long long)pc->sh, (long long)pc->sw, (long long)pc->ph0,
+             (long long)pc->ph1, (long long)pc->pw0, (long long)pc->pw1, pc->reducer);
+    hlo_dtype type = pc->type[0] == 's' ? HLO_S32 : pc->type[1] == '6' ? HLO_F64 : HLO_F32;
+    rt_value *args[] = {make_value(type, 4, (int64_t[]){B, C, H, W}, x)};
+    expect_cpu(__LINE__, text, args, 1, want, B * C * oh * ow, 0);
+  }
+}
+
 static void test_dot(void) {
   /* [[1,2,3],[4,5,6]] x [[7,8],[9,10],[11,12]] = [[58,64],[139,154]] */
   rt_value *a[] = {f32v(2, (int64_t[]){2, 3}, (double[]){1, 2, 3, 4, 5, 6}),
@@ -625,6 +677,7 @@ int main(void) {
   RUN(test_layout);
   RUN(test_reduce);
   RUN(test_reduce_split);
+  RUN(test_pool);
   RUN(test_dot);
   RUN(test_gemv);
   RUN(test_gather_rows);
