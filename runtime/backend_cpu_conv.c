@@ -12,6 +12,9 @@
  * input batch and the output features. (batch, group) pairs are the parallel items, run in
  * at most one chunk per thread, each chunk with its own column matrix; with fewer items
  * than threads (batch 1) each item's gather and product are split over the threads instead.
+ * A batch of small planes (fewer than FOLD_POSITIONS positions, one group) is folded into
+ * one product over the whole batch instead: per image, BLAS packed the kernel again for a
+ * product only a few columns wide (resnet's late stages at 32x32 inputs: 16, 4 and 1).
  *
  * The copies to canonical order, the result before its store and the column matrices live
  * in scratch the plan sized from the shapes (conv_setup) and placed in the arena: the
@@ -52,6 +55,11 @@ typedef struct conv_job {
   char *cols;        /* one im2col matrix per chunk, col_bytes apart */
   int64_t col_bytes;
   int64_t items, chunks;
+  /* folded: the batch's columns side by side in cols, the product in tmp, split into
+   * fold_blocks blocks of output features (fold_by_rows) or of columns */
+  void *tmp;
+  int64_t fold_blocks;
+  bool fold_by_rows;
 } conv_job;
 
 /* source[t][p]: where tap t of the window at output position p reads, per XLA's window
@@ -159,10 +167,81 @@ enum { GEMV_POSITIONS = 2 };
     return (const T *)j->x + (in_n * g->features + in_f) * g->in_plane;                        \
   }
 
+/* A batch of small planes folded into one product (conv_setup's folded): the gather lays
+ * the batch's columns side by side, col[(feature, tap)][n * positions + p], one product
+ * computes tmp[out feature][n * positions + p] with the kernel packed once instead of once
+ * per image, and the scatter puts each image's rows in place. Gather items are input
+ * features, product items blocks, scatter items output features. */
+#define DEFINE_FOLDED(T, GEMM)                                                                 \
+  static void fold_gather_##T(void *ctx, int64_t begin, int64_t end) {                         \
+    const conv_job *j = ctx;                                                                   \
+    const conv_geom *g = j->g;                                                                 \
+    int64_t positions = g->out_plane, width = g->out_batch * positions;                        \
+    for (int64_t f = begin; f < end; f++)                                                      \
+      for (int64_t n = 0; n < g->out_batch; n++) {                                             \
+        const T *plane = (const T *)j->x + (n * g->features + f) * g->in_plane;                \
+        for (int64_t t = 0; t < g->tap_count; t++) {                                           \
+          T *row = (T *)j->cols + (f * g->tap_count + t) * width + n * positions;              \
+          if (g->direct) {                                                                     \
+            memcpy(row, plane, sizeof(T) * (size_t)positions);                                 \
+            continue;                                                                          \
+          }                                                                                    \
+          const int64_t *src = g->source + t * positions;                                      \
+          for (int64_t p = 0; p < positions; p++) row[p] = src[p] >= 0 ? plane[src[p]] : 0;     \
+        }                                                                                      \
+      }                                                                                        \
+  }                                                                                            \
+  static void fold_product_##T(void *ctx, int64_t begin, int64_t end) {                        \
+    const conv_job *j = ctx;                                                                   \
+    const conv_geom *g = j->g;                                                                 \
+    int64_t depth = g->features * g->tap_count, width = g->out_batch * g->out_plane;           \
+    int64_t extent = j->fold_by_rows ? g->out_features : width;                                \
+    for (int64_t block = begin; block < end; block++) {                                        \
+      int64_t lo = block * extent / j->fold_blocks, hi = (block + 1) * extent / j->fold_blocks; \
+      int64_t r0 = j->fold_by_rows ? lo : 0, rows = j->fold_by_rows ? hi - lo : g->out_features; \
+      int64_t c0 = j->fold_by_rows ? 0 : lo, cols = j->fold_by_rows ? width : hi - lo;          \
+      GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)cols, (int)depth, 1,     \
+           (const T *)j->w + r0 * depth, (int)depth, (const T *)j->cols + c0, (int)width, 0,   \
+           (T *)j->tmp + r0 * width + c0, (int)width);                                         \
+    }                                                                                          \
+  }                                                                                            \
+  static void fold_scatter_##T(void *ctx, int64_t begin, int64_t end) {                        \
+    const conv_job *j = ctx;                                                                   \
+    const conv_geom *g = j->g;                                                                 \
+    int64_t positions = g->out_plane, width = g->out_batch * positions;                        \
+    for (int64_t o = begin; o < end; o++)                                                      \
+      for (int64_t n = 0; n < g->out_batch; n++)                                               \
+        memcpy((T *)j->y + (n * g->out_features + o) * positions, (const T *)j->tmp + o * width + n * positions, \
+               sizeof(T) * (size_t)positions);                                                 \
+  }
+
 DEFINE_PLANES(float)
 DEFINE_PLANES(double)
 DEFINE_ITEMS(float, cblas_sgemm, cblas_sgemv)
 DEFINE_ITEMS(double, cblas_dgemm, cblas_dgemv)
+DEFINE_FOLDED(float, cblas_sgemm)
+DEFINE_FOLDED(double, cblas_dgemm)
+
+/* The folded convolution: gather, product, scatter, each over every thread. The product's
+ * blocks split whichever side packs less again: each block packs its rows of the kernel
+ * and its columns of col, so blocks of output features repack col and blocks of columns
+ * repack the kernel. */
+static void run_folded(conv_job *j, int threads) {
+  enum { GRAIN = 1 << 15 };
+  const conv_geom *g = j->g;
+  int64_t depth = g->features * g->tap_count, width = g->out_batch * g->out_plane;
+  j->fold_by_rows = g->out_features > width;
+  j->fold_blocks = threads;
+  int64_t extent = j->fold_by_rows ? g->out_features : width;
+  if (j->fold_blocks > extent / 16) j->fold_blocks = extent / 16 > 1 ? extent / 16 : 1;
+  if (g->out_features * width * depth < (1 << 20)) j->fold_blocks = 1;
+  int64_t per_feature = g->tap_count * width, per_output = width;
+  int64_t gather_grain = per_feature >= GRAIN ? 1 : GRAIN / per_feature;
+  int64_t scatter_grain = per_output >= GRAIN ? 1 : GRAIN / per_output;
+  rt_parallel_for(g->features, gather_grain, j->f64 ? fold_gather_double : fold_gather_float, j);
+  rt_parallel_for(j->fold_blocks, 1, j->f64 ? fold_product_double : fold_product_float, j);
+  rt_parallel_for(g->out_features, scatter_grain, j->f64 ? fold_scatter_double : fold_scatter_float, j);
+}
 
 /* Chunk c runs its share of the (batch, group) items with im2col matrix c: chunks are few
  * (at most the threads), so their matrices fit in the step's planned scratch. */
@@ -267,8 +346,12 @@ typedef struct conv_setup {
   hlo_dtype work;
   bool in_place;
   int64_t items, chunks, grain;
-  int64_t x_at, w_at, y_at, source_at, cols_at, col_bytes, bytes; /* scratch offsets, 0 = unused */
+  int64_t x_at, w_at, y_at, source_at, cols_at, col_bytes, tmp_at, bytes; /* scratch offsets, 0 = unused */
+  /* a batch of planes smaller than FOLD_POSITIONS, one group: one product for the batch */
+  bool folded;
 } conv_setup;
+
+enum { FOLD_POSITIONS = 256 };
 
 static void conv_setup_for(const hlo_instr *instr, conv_setup *s) {
   const hlo_conv_dims *cd = instr->conv;
@@ -320,13 +403,18 @@ static void conv_setup_for(const hlo_instr *instr, conv_setup *s) {
   s->chunks = (s->items + s->grain - 1) / s->grain;
   if (s->chunks > rt_parallel_threads()) s->chunks = rt_parallel_threads();
   bool gather = !g->direct && !g->depthwise;
+  s->folded = g->groups == 1 && !g->depthwise && g->out_batch > 1 && g->out_plane < FOLD_POSITIONS && depth > 0;
   /* offset 0 is never handed out, so 0 can mean "not needed" */
   int64_t at = 64;
   if (rt_work_view_copies(xs, s->in_perm, s->work)) s->x_at = at, at += rt_cpu_aligned(hlo_shape_elements(xs) * size);
   if (rt_work_view_copies(ks, s->k_perm, s->work)) s->w_at = at, at += rt_cpu_aligned(hlo_shape_elements(ks) * size);
   if (!s->in_place) s->y_at = at, at += rt_cpu_aligned(hlo_shape_elements(ys) * size);
   if (!g->direct) s->source_at = at, at += rt_cpu_aligned(g->tap_count * g->out_plane * (int64_t)sizeof(int64_t));
-  if (gather) {
+  if (s->folded) {
+    s->col_bytes = rt_cpu_aligned(depth * g->out_batch * g->out_plane * size);
+    s->cols_at = at, at += s->col_bytes;
+    s->tmp_at = at, at += rt_cpu_aligned(g->out_features * g->out_batch * g->out_plane * size);
+  } else if (gather) {
     s->col_bytes = rt_cpu_aligned(depth * g->out_plane * size);
     s->cols_at = at, at += s->col_bytes * s->chunks;
   }
@@ -353,9 +441,10 @@ static bool conv_run(const hlo_instr *instr, const rt_value *const *in, rt_value
     memset(y, 0, (size_t)out->count * size);
   } else if (out->count > 0) {
     conv_job job = {.g = g, .f64 = s.work == HLO_F64, .x = x, .w = k, .y = y, .cols = base + s.cols_at,
-                    .col_bytes = s.col_bytes, .items = s.items, .chunks = s.chunks};
+                    .col_bytes = s.col_bytes, .items = s.items, .chunks = s.chunks, .tmp = base + s.tmp_at};
     int threads = rt_parallel_threads();
-    if (s.items < threads && !g->depthwise) run_split_items(&job, threads);
+    if (s.folded) run_folded(&job, threads);
+    else if (s.items < threads && !g->depthwise) run_split_items(&job, threads);
     else rt_parallel_for(s.chunks, 1, conv_chunks, &job);
     /* padding zeros only exist where the gather runs (the depthwise sum skips them) */
     zeros_read = !g->direct && !g->depthwise;

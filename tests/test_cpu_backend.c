@@ -417,6 +417,58 @@ static void test_gemv(void) {
              " rhs_contracting_dims={1}\n}\n", c, want2, 0);
 }
 
+/* A batch of small planes runs as one product (folded): 3x3 windows with padding 1 and
+ * stride 1 or 2, and a 1x1 window read in place, over batches of 3, in f32 and f64, against
+ * loops written here (small integers: exact); then larger ones against the reference, with
+ * the product split over output features (more of them than columns) or over columns. */
+static void test_folded_conv(void) {
+  enum { N = 3, F = 2, H = 5, W = 4, O = 4 };
+  double x[N * F * H * W], k3[O * F * 9], k1[O * F], want[N * O * H * W];
+  for (int i = 0; i < N * F * H * W; i++) x[i] = (i * 7 % 11) - 5;
+  for (int i = 0; i < O * F * 9; i++) k3[i] = (i * 5 % 7) - 3;
+  for (int i = 0; i < O * F; i++) k1[i] = i - 3;
+  for (int t = 0; t < 2; t++) {
+    const char *type = t ? "f64" : "f32";
+    for (int window = 0; window < 3; window++) { /* 3x3 stride 1, 3x3 stride 2, 1x1 */
+      int64_t size = window == 2 ? 1 : 3, stride = window == 1 ? 2 : 1, pad = window == 2 ? 0 : 1;
+      int64_t oh = (H + 2 * pad - size) / stride + 1, ow = (W + 2 * pad - size) / stride + 1;
+      const double *k = window == 2 ? k1 : k3;
+      for (int n = 0; n < N; n++)
+        for (int o = 0; o < O; o++)
+          for (int64_t i = 0; i < oh; i++)
+            for (int64_t j = 0; j < ow; j++) {
+              double sum = 0;
+              for (int f = 0; f < F; f++)
+                for (int64_t a = 0; a < size; a++)
+                  for (int64_t b = 0; b < size; b++) {
+                    int64_t h = i * stride + a - pad, w = j * stride + b - pad;
+                    if (h >= 0 && h < H && w >= 0 && w < W)
+                      sum += x[((n * F + f) * H + h) * W + w] * k[((o * F + f) * size + a) * size + b];
+                  }
+              want[((n * O + o) * oh + i) * ow + j] = sum;
+            }
+      char text[1024];
+      snprintf(text, sizeof text,
+               "HloModule m\nENTRY e {\n x = %1$s[%2$d,%3$d,%4$d,%5$d] parameter(0)\n k = %1$s[%6$d,%3$d,%7$lld,%7$lld] parameter(1)\n"
+               " ROOT y = %1$s[%2$d,%6$d,%8$lld,%9$lld] convolution(x, k), window={size=%7$lldx%7$lld stride=%10$lldx%10$lld "
+               "pad=%11$lld_%11$lldx%11$lld_%11$lld}, dim_labels=bf01_oi01->bf01\n}\n",
+               type, N, F, H, W, O, (long long)size, (long long)oh, (long long)ow, (long long)stride, (long long)pad);
+      hlo_dtype dt = t ? HLO_F64 : HLO_F32;
+      rt_value *args[] = {make_value(dt, 4, (int64_t[]){N, F, H, W}, x),
+                          make_value(dt, 4, (int64_t[]){O, F, size, size}, k)};
+      expect_cpu(__LINE__, text, args, 2, want, N * O * oh * ow, 0);
+    }
+  }
+  /* 64 outputs of 8x8 planes over 4 images (256 columns: split by columns), 256 outputs of
+   * 2x2 planes over 8 (32 columns: split by output features), a 1x1 window in place */
+  expect_same_as_reference("HloModule m\nENTRY e {\n x = f32[4,32,8,8] parameter(0)\n k = f32[64,32,3,3] parameter(1)\n"
+                           " ROOT y = f32[4,64,8,8] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n}\n", 1);
+  expect_same_as_reference("HloModule m\nENTRY e {\n x = f32[8,128,4,4] parameter(0)\n k = f32[256,128,3,3] parameter(1)\n"
+                           " ROOT y = f32[8,256,2,2] convolution(x, k), window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n}\n", 2);
+  expect_same_as_reference("HloModule m\nENTRY e {\n x = f32[8,256,2,2] parameter(0)\n k = f32[512,256,1,1] parameter(1)\n"
+                           " ROOT y = f32[8,512,2,2] convolution(x, k), window={size=1x1}, dim_labels=bf01_oi01->bf01\n}\n", 3);
+}
+
 static void test_conv(void) {
   const char *head = "HloModule m\nENTRY e {\n x = f32[1,1,5] parameter(0)\n k = f32[1,1,3] parameter(1)\n ROOT c = ";
   char text[512];
@@ -684,6 +736,7 @@ int main(void) {
   RUN(test_split_gemv);
   RUN(test_transpose_tiled);
   RUN(test_conv);
+  RUN(test_folded_conv);
   RUN(test_control_and_tuples);
   RUN(test_errors_and_serialize);
   RUN(test_batch_norm);
