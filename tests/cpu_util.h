@@ -23,6 +23,24 @@ static inline rt_value *run_on(const rt_backend *backend, const char *text, rt_v
   return result;
 }
 
+/* text parsed, or NULL after a failed check naming the parser's message. */
+static inline hlo_module *parse_checked(const char *text) {
+  hlo_diag diag = {0};
+  hlo_module *module = hlo_parse_module(text, strlen(text), "test", &diag);
+  CHECK_MSG(module != NULL, "parse: %s\n%s", diag.message, text);
+  return module;
+}
+
+/* text compiled on the cpu backend, or NULL after a failed check. */
+static inline rt_executable *compile_checked(const char *text) {
+  hlo_diag diag = {0};
+  hlo_module *module = parse_checked(text);
+  rt_executable *exe = module ? rt_backend_cpu.compile(module, &diag) : NULL;
+  CHECK_MSG(exe != NULL || !module, "compile: %s", diag.message);
+  hlo_module_free(module);
+  return exe;
+}
+
 /* Whether got matches want (tuples element by element) within 1e-4 relative to 1 + |want|,
  * NaN matching NaN: the cpu backend against the reference, up to summation order. */
 static inline bool cpu_agree(const rt_value *want, const rt_value *got) {

@@ -31,26 +31,10 @@ static char *mlp_text(int64_t n) {
   return text;
 }
 
-static hlo_module *parse(const char *text) {
-  hlo_diag diag = {0};
-  hlo_module *module = hlo_parse_module(text, strlen(text), "test", &diag);
-  CHECK_MSG(module != NULL, "parse: %s", diag.message);
-  return module;
-}
-
-static rt_executable *compile_text(const char *text) {
-  hlo_diag diag = {0};
-  hlo_module *module = parse(text);
-  rt_executable *exe = module ? rt_backend_cpu.compile(module, &diag) : NULL;
-  CHECK_MSG(exe != NULL, "compile: %s", diag.message);
-  hlo_module_free(module);
-  return exe;
-}
-
 /* bind's result, or NULL with the message in diag. */
 static rt_executable *bind_text(rt_executable *exe, const char *text, hlo_diag *diag) {
   hlo_diag_clear(diag);
-  hlo_module *binding = parse(text);
+  hlo_module *binding = parse_checked(text);
   rt_executable *bound = binding ? rt_backend_cpu.bind(exe, binding, diag) : NULL;
   hlo_module_free(binding); /* the bound executable must not need it */
   return bound;
@@ -109,7 +93,7 @@ static void check_bound(rt_executable *exe, int64_t n) {
   if (!bound) return;
   rt_value *got = run(bound, n);
   expect_mlp(got, n);
-  rt_executable *fresh = compile_text(mlp_text(n));
+  rt_executable *fresh = compile_checked(mlp_text(n));
   rt_value *want = fresh ? run(fresh, n) : NULL;
   CHECK_MSG(got && want && same_bits(got, want), "batch %lld: bound and compiled results differ", (long long)n);
   rt_value_release(got);
@@ -119,7 +103,7 @@ static void check_bound(rt_executable *exe, int64_t n) {
 }
 
 static void test_bind_batches(void) {
-  rt_executable *exe = compile_text(mlp_text(3));
+  rt_executable *exe = compile_checked(mlp_text(3));
   if (!exe) return;
   rt_value *own = run(exe, 3);
   expect_mlp(own, 3);
@@ -134,7 +118,7 @@ static void test_bind_batches(void) {
 /* Binding what was itself bound binds the compiled executable: several bound ones live
  * side by side and each runs its own size. */
 static void test_bind_from_bound(void) {
-  rt_executable *exe = compile_text(mlp_text(3));
+  rt_executable *exe = compile_checked(mlp_text(3));
   hlo_diag diag;
   rt_executable *b8 = exe ? bind_text(exe, mlp_text(8), &diag) : NULL;
   rt_executable *b9 = b8 ? bind_text(b8, mlp_text(9), &diag) : NULL;
@@ -153,7 +137,7 @@ static void test_bind_from_bound(void) {
 
 /* The executable loaded from its serialized form (the disk cache's) binds as well. */
 static void test_bind_after_deserialize(void) {
-  rt_executable *exe = compile_text(mlp_text(3));
+  rt_executable *exe = compile_checked(mlp_text(3));
   void *bytes = NULL;
   size_t len = 0;
   hlo_diag diag = {0};
@@ -168,7 +152,7 @@ static void test_bind_after_deserialize(void) {
 }
 
 static void expect_refusal(const char *compiled_text, const char *binding_text, const char *why) {
-  rt_executable *exe = compile_text(compiled_text);
+  rt_executable *exe = compile_checked(compiled_text);
   if (!exe) return;
   hlo_diag diag;
   rt_executable *bound = bind_text(exe, binding_text, &diag);
@@ -227,7 +211,7 @@ static void test_refusals(void) {
  * quarter more than it needs), so it allocates only its result, not its buffers. */
 static void test_bindings_share_the_arena(void) {
   enum { RESULT = 3 }; /* the result: a tuple and its two arrays */
-  rt_executable *exe = compile_text(mlp_text(40));
+  rt_executable *exe = compile_checked(mlp_text(40));
   hlo_diag diag;
   rt_executable *b40 = exe ? bind_text(exe, mlp_text(40), &diag) : NULL;
   rt_executable *b41 = exe ? bind_text(exe, mlp_text(41), &diag) : NULL;
@@ -261,7 +245,7 @@ static void test_bindings_share_the_arena(void) {
 /* Origins number instructions by position; clones keep them, inlined copies carry their
  * callee instruction's. */
 static void test_origins(void) {
-  hlo_module *module = parse(mlp_text(3));
+  hlo_module *module = parse_checked(mlp_text(3));
   if (!module) return;
   int32_t count = hlo_module_number_origins(module);
   int32_t total = 0;

@@ -11,17 +11,10 @@
 #include "runtime/random_fill.h"
 #include "test.h"
 
-static hlo_module *parse(const char *text) {
-  hlo_diag diag = {0};
-  hlo_module *module = hlo_parse_module(text, strlen(text), "t", &diag);
-  CHECK_MSG(module != NULL, "%s\n%s", diag.message, text);
-  return module;
-}
-
 /* The plan of text (no passes, so step i is instruction i); NULL after a failed check. */
 static rt_cpu_plan *plan_of(const char *text, hlo_module **module) {
   hlo_diag diag = {0};
-  *module = parse(text);
+  *module = parse_checked(text);
   rt_cpu_plan *plan = *module ? rt_cpu_plan_build(*module, &diag) : NULL;
   CHECK_MSG(!*module || plan != NULL, "%s", diag.message);
   return plan;
@@ -130,7 +123,7 @@ static void test_planned_steps(void) {
   /* three executes of one executable: the first allocates the arena, each allocates the
    * root tuple, its fast element d, and copies of the two statistics it views */
   hlo_diag diag = {0};
-  module = parse(training_step);
+  module = parse_checked(training_step);
   rt_executable *exe = module ? rt_backend_cpu.compile(module, &diag) : NULL;
   CHECK_MSG(exe != NULL, "%s", diag.message);
   rt_value *args[5] = {0};
@@ -150,7 +143,7 @@ static void test_planned_steps(void) {
 /* Allocations of three executes of the training step, in this process. */
 static void count_allocations(int64_t counts[3]) {
   hlo_diag diag = {0};
-  hlo_module *module = parse(training_step);
+  hlo_module *module = parse_checked(training_step);
   rt_executable *exe = module ? rt_backend_cpu.compile(module, &diag) : NULL;
   rt_value *args[5] = {0};
   for (int i = 0; exe && i < 5; i++) args[i] = rt_random_value(&module->entry->params[i]->shape, 3, (uint64_t)i, &diag);

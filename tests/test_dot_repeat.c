@@ -67,22 +67,6 @@ static void expect_pool(const rt_value *got, int64_t n) {
   free(want);
 }
 
-static hlo_module *parse(const char *text) {
-  hlo_diag diag = {0};
-  hlo_module *module = hlo_parse_module(text, strlen(text), "t", &diag);
-  CHECK_MSG(module != NULL, "%s", diag.message);
-  return module;
-}
-
-static rt_executable *compile_text(const char *text) {
-  hlo_diag diag = {0};
-  hlo_module *module = parse(text);
-  rt_executable *exe = module ? rt_backend_cpu.compile(module, &diag) : NULL;
-  CHECK_MSG(exe != NULL, "compile: %s", diag.message);
-  hlo_module_free(module);
-  return exe;
-}
-
 static int count_op(const hlo_comp *comp, hlo_opcode op) {
   int n = 0;
   for (int i = 0; i < comp->instr_count; i++) n += comp->instrs[i]->opcode == op;
@@ -98,7 +82,7 @@ static const hlo_instr *find_op(const hlo_comp *comp, hlo_opcode op) {
 /* The pass on the pool graph: the dot takes v itself and w summed over each 3x3 block
  * (w seen as [4, 9, 5], reduced over dim 1, shaped [4, 1, 1, 5]); the copies are gone. */
 static void test_rewritten(void) {
-  hlo_module *m = parse(pool_text(2, "f32"));
+  hlo_module *m = parse_checked(pool_text(2, "f32"));
   if (!m) return;
   hlo_pass_run_all(m);
   CHECK_EQ_INT(hlo_pass_dot_of_repeats(m), 1);
@@ -115,7 +99,7 @@ static void test_rewritten(void) {
   CHECK_EQ_INT(hlo_pass_dot_of_repeats(m), 0); /* a fixed point */
   hlo_module_free(m);
   /* one row: the product reads the weight once already */
-  m = parse(pool_text(1, "f32"));
+  m = parse_checked(pool_text(1, "f32"));
   if (m) CHECK_EQ_INT(hlo_pass_dot_of_repeats(m), 0);
   hlo_module_free(m);
 }
@@ -125,7 +109,7 @@ static void test_rewritten(void) {
 static void test_values(void) {
   for (int t = 0; t < 2; t++) {
     hlo_dtype type = t ? HLO_F64 : HLO_F32;
-    rt_executable *exe = compile_text(pool_text(3, t ? "f64" : "f32"));
+    rt_executable *exe = compile_checked(pool_text(3, t ? "f64" : "f32"));
     if (!exe) continue;
     rt_value *got = run_pool(&rt_backend_cpu, exe, 3, type);
     expect_pool(got, 3);
@@ -138,12 +122,12 @@ static void test_values(void) {
 /* Compiled at batch 8, bound to 1, 3 and 20: the rewritten dot takes its shape from the
  * dot it replaced (one row runs the rewritten graph too: the passes ran at 8). */
 static void test_bound(void) {
-  rt_executable *exe = compile_text(pool_text(8, "f32"));
+  rt_executable *exe = compile_checked(pool_text(8, "f32"));
   if (!exe) return;
   int64_t sizes[] = {1, 3, 20};
   for (int s = 0; s < 3; s++) {
     hlo_diag diag = {0};
-    hlo_module *binding = parse(pool_text(sizes[s], "f32"));
+    hlo_module *binding = parse_checked(pool_text(sizes[s], "f32"));
     rt_executable *bound = binding ? rt_backend_cpu.bind(exe, binding, &diag) : NULL;
     hlo_module_free(binding);
     CHECK_MSG(bound != NULL, "bind to %lld: %s", (long long)sizes[s], diag.message);
@@ -168,7 +152,7 @@ static void test_broadcasts(void) {
   const char *texts[] = {after, between};
   int64_t reduced_dim[] = {2, 2}, view_rank[] = {3, 4};
   for (int t = 0; t < 2; t++) {
-    hlo_module *m = parse(texts[t]);
+    hlo_module *m = parse_checked(texts[t]);
     if (!m) continue;
     CHECK_EQ_INT(hlo_pass_dot_of_repeats(m), 1);
     const hlo_instr *reduce = find_op(m->entry, HLO_OP_REDUCE);
@@ -219,7 +203,7 @@ static void test_left_alone(void) {
       "  ROOT d = s32[2,4] dot(l, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
   };
   for (size_t t = 0; t < sizeof texts / sizeof *texts; t++) {
-    hlo_module *m = parse(texts[t]);
+    hlo_module *m = parse_checked(texts[t]);
     if (!m) continue;
     CHECK_MSG(hlo_pass_dot_of_repeats(m) == 0, "text %zu was rewritten", t);
     hlo_module_free(m);
