@@ -366,6 +366,7 @@ static void store(latch_tensor *h, cap_node *fresh) {
       old->value != fresh->value && old->dtype == fresh->dtype && old->rank == fresh->rank &&
       !memcmp(old->dims, fresh->dims, sizeof(int64_t) * old->rank)) {
     memcpy(old->value->data, fresh->value->data, (size_t)hlo_shape_bytes(&old->value->shape));
+    rt_value_touch(old->value);
     return;
   }
   h->node = cap_node_retain(fresh);

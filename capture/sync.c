@@ -88,6 +88,7 @@ void cap_write_back(latch_tensor *handle) {
   if (node->state == CAP_READY && atomic_load(&target->refs) == 1 && target->value->refcount == 1 &&
       target->value != node->value && node->value->refcount == 1) {
     memcpy(target->value->data, node->value->data, (size_t)hlo_shape_bytes(&target->value->shape));
+    rt_value_touch(target->value);
     cap_node_release(node);
     handle->node = target;
     return;

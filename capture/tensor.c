@@ -372,6 +372,7 @@ static latch_status assign(latch_tensor *dst, latch_tensor *src) {
     /* Both values exist: copy into dst's buffer when nothing else can see it. */
     if (atomic_load(&old->refs) == 1 && old->value->refcount == 1 && old->value != node->value) {
       memcpy(old->value->data, node->value->data, (size_t)hlo_shape_bytes(&old->value->shape));
+      rt_value_touch(old->value);
       return LATCH_OK;
     }
   }
@@ -385,6 +386,7 @@ static latch_status assign(latch_tensor *dst, latch_tensor *src) {
     cap_node *target = dst->alias_of;
     if (target && atomic_load(&target->refs) == 1 && target->value->refcount == 1) {
       memcpy(target->value->data, node->value->data, (size_t)hlo_shape_bytes(&target->value->shape));
+      rt_value_touch(target->value);
       cap_node_release(dst->node);
       dst->node = target;
       dst->alias_of = NULL;

@@ -8,8 +8,9 @@
  * itself, the way an adaptive average pool grows a 1x1 feature map to 6x6 or 7x7 before a
  * classifier flattens it (alexnet, vgg16 at small images): the product then reads a weight
  * J times larger than the values it multiplies. The rewrite reads the weight once, in a
- * streaming reduce, and multiplies a J-times smaller one. A single row (M = 1) is left as
- * it is: its product already reads the weight once, at the same cost as the reduce.
+ * streaming reduce, and multiplies a J-times smaller one. A single row (M = 1) is rewritten
+ * only when the weight is a parameter: its product already reads the weight once, at the
+ * same cost as the reduce, but a reduce of a parameter alone can be kept across calls.
  *
  * Not exact: the sum over each group of k is taken before the products, so results differ
  * by rounding (a reassociated float sum, as a BLAS's own blocking does). Backends opt in;
@@ -137,8 +138,15 @@ static const hlo_instr *source_of(const hlo_instr *instr, repeat_form *form, int
   return instr;
 }
 
+/* Whether instr is a parameter, or a reshape of one. */
+static bool is_parameter(const hlo_instr *instr) {
+  while (instr->opcode == HLO_OP_RESHAPE && instr->operand_count == 1) instr = instr->operands[0];
+  return instr->opcode == HLO_OP_PARAMETER;
+}
+
 /* Whether dot is a plain matrix product the rewrite handles and gains on: lhs [M, K] . rhs
- * [K, N] or [N, K], floats, nothing empty, M > 1. *k_first: the rhs is [K, N]. */
+ * [K, N] or [N, K], floats, nothing empty, and M > 1 or a weight that is a parameter.
+ * *k_first: the rhs is [K, N]. */
 static bool plain_product(const hlo_instr *dot, bool *k_first) {
   const hlo_dot_dims *dd = dot->dot;
   if (!dd || dot->operand_count != 2 || dd->lhs_batch.count || dd->rhs_batch.count) return false;
@@ -151,8 +159,11 @@ static bool plain_product(const hlo_instr *dot, bool *k_first) {
   if (dd->lhs_contracting.count != 1 || dd->lhs_contracting.values[0] != 1 || dd->rhs_contracting.count != 1)
     return false;
   *k_first = dd->rhs_contracting.values[0] == 0;
-  /* one row reads the weight once either way, one multiply-add per element against one add */
-  return lhs->shape.dims[0] > 1;
+  /* One row reads the weight once either way, one multiply-add per element against one
+   * add, unless the sum is kept: a backend may keep a reduce of a parameter alone from one
+   * call to the next while the argument's contents are the same (the cpu backend does), and
+   * then only the summed weight is read. */
+  return lhs->shape.dims[0] > 1 || is_parameter(rhs);
 }
 
 /* The contracting entries of form (those after the lhs rows) with adjacent entries of one

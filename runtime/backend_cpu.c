@@ -60,6 +60,7 @@ struct rt_executable {
   pthread_mutex_t pool_lock;
   char *pool;
   int64_t pool_bytes;
+  uint64_t pool_plan; /* the plan of the execute that gave the pool back (its kept results) */
 };
 
 /* Values and arenas executes have allocated, process-wide; tests read it to check that an
@@ -68,6 +69,10 @@ struct rt_executable {
 static _Atomic int64_t allocations;
 
 int64_t rt_cpu_allocation_count(void) { return atomic_load(&allocations); }
+
+static _Atomic int64_t kept_reuses;
+
+int64_t rt_cpu_kept_reuse_count(void) { return atomic_load(&kept_reuses); }
 
 static void counted(int64_t count) { atomic_fetch_add(&allocations, count); }
 
@@ -79,27 +84,30 @@ static char *new_arena(int64_t bytes) {
 static rt_executable *family_of(rt_executable *exe) { return exe->bound_from ? exe->bound_from : exe; }
 
 /* An arena of at least the plan's bytes; *capacity is its size. A bound executable's own
- * allocation has a quarter more, so that the next few bindings fit in it too. */
+ * allocation has a quarter more, so that the next few bindings fit in it too. Its kept
+ * results count only if this plan's execute gave it back: otherwise their stamps are
+ * cleared. */
 static char *take_arena(rt_executable *exe, int64_t *capacity) {
-  int64_t need = exe->plan->arena_bytes;
+  const rt_cpu_plan *plan = exe->plan;
+  int64_t need = plan->arena_bytes;
   *capacity = 0;
   if (!need) return NULL;
   rt_executable *family = family_of(exe);
   char *arena = NULL;
+  bool kept = false;
   pthread_mutex_lock(&family->pool_lock);
   if (family->pool && family->pool_bytes >= need) {
     arena = family->pool;
     *capacity = family->pool_bytes;
+    kept = family->pool_plan == plan->id;
     family->pool = NULL;
     family->pool_bytes = 0;
   }
   pthread_mutex_unlock(&family->pool_lock);
-  if (arena) {
-    atomic_fetch_sub(&kept_arena_bytes, *capacity);
-    return arena;
-  }
-  *capacity = exe->bound_from ? rt_cpu_aligned(need + need / 4) : need;
-  return new_arena(*capacity);
+  if (arena) atomic_fetch_sub(&kept_arena_bytes, *capacity);
+  else *capacity = exe->bound_from ? rt_cpu_aligned(need + need / 4) : need, arena = new_arena(*capacity);
+  if (arena && !kept && plan->kept_count) memset(arena + plan->kept_at, 0, sizeof(uint64_t) * (size_t)plan->kept_count);
+  return arena;
 }
 
 /* Keeps arena in its family's pool if the budget allows and the pool holds none as large;
@@ -116,6 +124,7 @@ static void give_arena(rt_executable *exe, char *arena, int64_t capacity) {
       dropped_bytes = family->pool_bytes;
       family->pool = arena;
       family->pool_bytes = capacity;
+      family->pool_plan = exe->plan->id;
     }
     pthread_mutex_unlock(&family->pool_lock);
   }
@@ -341,6 +350,13 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
       } else {
         set_view(c, &instr->shape, arena + step->offset);
       }
+      uint64_t *kept = step->kept_param >= 0 ? (uint64_t *)(arena + step->stamp_offset) : NULL;
+      uint64_t stamp = kept ? args[step->kept_param]->stamp : 0;
+      if (kept && stamp && *kept == stamp) { /* computed from these contents already */
+        atomic_fetch_add(&kept_reuses, 1);
+        break;
+      }
+      if (kept) *kept = 0;
       void *scratch = step->scratch_bytes ? arena + step->scratch_offset : NULL;
       const rt_value *const *in = (const rt_value *const *)ops;
       bool ok = step->kind == RT_STEP_FUSED ? rt_cpu_fusion_run(step->fusion, in, c->value, scratch)
@@ -349,6 +365,7 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
       if (!ok)
         return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in %s %%%s",
                             hlo_opcode_name(instr->opcode), instr->name);
+      if (kept) *kept = stamp;
       break;
     case RT_STEP_SLOW: {
       rt_value *out = NULL;

@@ -77,6 +77,12 @@ typedef struct rt_cpu_step {
   int64_t scratch_bytes, scratch_offset; /* fast_scratch's (or a FUSED head's) working memory in the arena */
   int free_count;   /* storages whose last reader is this step */
   int *frees;
+  /* kept (kept_param >= 0; -1 otherwise): a reduce of parameter kept_param alone (through
+   * reshapes), its buffer never reused: the arena keeps the result from one execute to the
+   * next, with the argument's stamp (rt_value.stamp) at stamp_offset, and a later execute
+   * whose argument has the same stamp skips the step */
+  int kept_param;
+  int64_t stamp_offset;
 } rt_cpu_step;
 
 typedef struct rt_cpu_plan {
@@ -88,12 +94,20 @@ typedef struct rt_cpu_plan {
   int64_t peak_live_bytes; /* the most bytes live at one step: the least any arena could be */
   int max_operands;
   bool dynamic;         /* some shape is dynamic: every step takes the reference path */
+  /* kept steps: their stamps and buffers are the arena's last kept_bytes, from kept_at;
+   * an arena last run by another plan (id) holds no kept results */
+  uint64_t id;
+  int kept_count;
+  int64_t kept_at, kept_bytes;
 } rt_cpu_plan;
 
 /* Builds the plan for module's entry (after passes); NULL with diag (HLO_ERR_UNSUPPORTED
  * naming the op and the instruction) when some instruction cannot run. */
 rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, hlo_diag *diag);
 void rt_cpu_plan_free(rt_cpu_plan *plan);
+
+/* Kept steps skipped so far, process-wide (for tests). */
+int64_t rt_cpu_kept_reuse_count(void);
 
 /* Allocations made by cpu executes so far, process-wide: fresh arenas, the entry's results,
  * values of the reference path and tuples (a reference kernel counts once, whatever it

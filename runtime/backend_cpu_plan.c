@@ -17,6 +17,7 @@
  * only. An elementwise op whose operand's buffer dies at that op writes its result over it:
  * each element is read before the same element is written, and no later step reads the
  * operand. Entry parameters, constants and the reference path's values are never written. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -294,6 +295,34 @@ static void mark_outputs(rt_cpu_plan *plan, liveness *l, const hlo_instr *root) 
   }
 }
 
+/* The parameter step a reduce's operand views (through reshapes, bitcasts and copies), or
+ * -1. */
+static int viewed_parameter(const rt_cpu_plan *plan, const hlo_instr *operand) {
+  const rt_cpu_step *s = &plan->steps[operand->id];
+  while (s->kind == RT_STEP_ALIAS && s->instr->opcode != HLO_OP_GET_TUPLE_ELEMENT)
+    s = &plan->steps[s->instr->operands[0]->id];
+  return s->kind == RT_STEP_PARAM && hlo_shape_is_array(&s->instr->shape) ? (int)s->instr->parameter_number : -1;
+}
+
+/* A fast reduce of one parameter (a weight summed by hlo_pass_dot_of_repeats) and a
+ * constant init is kept: its result depends on that argument alone, so an execute given
+ * the same contents again (the same stamp) need not compute it. Its storage is taken out of
+ * liveness (no reuse, no in-place writes over it) and placed after the others. */
+static void mark_kept(rt_cpu_plan *plan, liveness *l) {
+  for (int i = 0; i < l->n; i++) {
+    rt_cpu_step *step = &plan->steps[i];
+    const hlo_instr *instr = step->instr;
+    step->kept_param = -1;
+    if (instr->opcode != HLO_OP_REDUCE || step->kind != RT_STEP_FAST || step->output || step->part_count ||
+        step->fast_scratch || instr->operand_count != 2 || plan->steps[instr->operands[1]->id].kind != RT_STEP_CONST)
+      continue;
+    step->kept_param = viewed_parameter(plan, instr->operands[0]);
+    if (step->kept_param < 0) continue;
+    plan->kept_count++;
+    l->last[step->storage] = l->n; /* alive to the end: no one writes over it */
+  }
+}
+
 /* Whether step i's fast kernel may write over operand k: an elementwise kernel (same index
  * in and out) and an operand of the result's size whose buffer dies at this step. */
 static bool may_overwrite(const rt_cpu_plan *plan, const liveness *l, int i, int k) {
@@ -379,7 +408,8 @@ static bool place(rt_cpu_plan *plan, const liveness *l) {
   int count = 0;
   plan->buffer_bytes = 0;
   for (int s = 0; s < l->storage_count; s++)
-    if (l->size[s]) blocks[count++] = (block){.storage = s, .first = l->owner[s], .last = l->last[s], .size = l->size[s]};
+    if (l->size[s] && !(s < l->n && plan->steps[s].kept_param >= 0))
+      blocks[count++] = (block){.storage = s, .first = l->owner[s], .last = l->last[s], .size = l->size[s]};
   for (int i = 0; i < l->n; i++)
     if (rt_cpu_step_writes_buffer(&plan->steps[i]) && plan->steps[i].scratch_bytes)
       blocks[count++] = (block){.storage = -1 - i, .first = i, .last = i, .size = aligned(plan->steps[i].scratch_bytes)};
@@ -398,6 +428,17 @@ static bool place(rt_cpu_plan *plan, const liveness *l) {
     if (blocks[b].storage >= 0) offsets[blocks[b].storage] = blocks[b].offset;
     else plan->steps[-1 - blocks[b].storage].scratch_offset = blocks[b].offset;
   }
+  /* kept: a stamp each, then their buffers, after everything else */
+  plan->kept_at = plan->arena_bytes;
+  int64_t at = plan->kept_at + aligned((int64_t)sizeof(uint64_t) * plan->kept_count);
+  for (int i = 0, k = 0; ok && plan->kept_count && i < l->n; i++) {
+    rt_cpu_step *step = &plan->steps[i];
+    if (step->kept_param < 0) continue;
+    step->stamp_offset = plan->kept_at + (int64_t)sizeof(uint64_t) * k++;
+    offsets[i] = at;
+    at += l->size[i];
+  }
+  if (plan->kept_count) plan->kept_bytes = at - plan->kept_at, plan->arena_bytes = at;
   for (int i = 0; ok && i < l->n; i++) {
     rt_cpu_step *step = &plan->steps[i];
     step->offset = -1;
@@ -420,6 +461,7 @@ static hlo_status assign(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *dia
   if (ok) {
     find_storages(plan, &l);
     mark_outputs(plan, &l, entry->root);
+    mark_kept(plan, &l);
     write_in_place(plan, &l);
     ok = list_frees(plan, &l) && place(plan, &l);
   }
@@ -439,6 +481,8 @@ rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, hlo_diag *diag) {
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory planning");
     return NULL;
   }
+  static _Atomic uint64_t last_id;
+  plan->id = atomic_fetch_add(&last_id, 1) + 1;
   for (int i = 0; i < entry->instr_count; i++)
     if (is_dynamic(&entry->instrs[i]->shape)) plan->dynamic = true;
   if (plan->dynamic) return plan; /* the whole entry runs on the reference evaluator */

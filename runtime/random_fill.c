@@ -70,6 +70,7 @@ void rt_random_fill(rt_value *value, uint64_t seed, uint64_t stream) {
   } else {
     for (int64_t i = 0; i < value->count; i++) rt_set_i64(value, i, (int64_t)(next(&g) >> 61));
   }
+  rt_value_touch(value); /* it may be filled again after a backend has read it */
 }
 
 rt_value *rt_random_value(const hlo_shape *shape, uint64_t seed, uint64_t stream, hlo_diag *diag) {

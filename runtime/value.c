@@ -1,11 +1,16 @@
 #include "value.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+static _Atomic uint64_t last_stamp;
+
+void rt_value_touch(rt_value *value) { value->stamp = atomic_fetch_add(&last_stamp, 1) + 1; }
+
 static rt_value *alloc_value(void) {
   rt_value *value = calloc(1, sizeof *value);
-  if (value) value->refcount = 1;
+  if (value) value->refcount = 1, rt_value_touch(value);
   return value;
 }
 

@@ -16,6 +16,13 @@ typedef struct rt_value {
   /* Tuple values: shape.dtype == HLO_TUPLE, elements owned (one reference each). */
   int tuple_count;
   struct rt_value **tuple;
+  /* Which contents data holds: a number no other value or contents had, given when the
+   * value is made and again by rt_value_touch after each write into an existing value
+   * (filling a new value before anyone reads it needs none). 0 (views made by hand) is
+   * unknown. Backends may keep results computed from an argument while its stamp is the
+   * same (the cpu backend's kept reduces). Copies of the struct (a shell around shared
+   * data) carry the data's stamp. */
+  uint64_t stamp;
 } rt_value;
 
 /* A zero-filled array of this (array) shape; the layout is dropped. NULL if too large. */
@@ -24,6 +31,8 @@ rt_value *rt_value_new_array(hlo_dtype dtype, int rank, const int64_t *dims);
 /* A tuple taking over one reference to each element. */
 rt_value *rt_value_new_tuple(int count, rt_value **elements);
 rt_value *rt_value_retain(rt_value *value);
+/* A new stamp for value: call after writing into the data of a value others may have read. */
+void rt_value_touch(rt_value *value);
 void rt_value_release(rt_value *value);
 /* A deep copy with its own data. */
 rt_value *rt_value_copy(const rt_value *value);

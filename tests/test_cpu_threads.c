@@ -1,8 +1,9 @@
 /* One cpu executable run from four threads at once: each run must give the result one
  * thread gets alone. Executables are immutable after compile and every run allocates its
  * own buffers, so this also runs clean under ThreadSanitizer (make tsan). The module mixes
- * fast kernels large enough to go parallel, a BLAS dot, buffers reused between steps and a
- * reference-path op (clamp). */
+ * fast kernels large enough to go parallel, a BLAS dot, buffers reused between steps, a
+ * reference-path op (clamp) and a kept reduce of a parameter (b summed over its rows, kept
+ * in whichever arena ran it, reused by later runs on any thread). */
 #include <pthread.h>
 #include <stdio.h>
 
@@ -18,7 +19,8 @@ static const char *const text =
     " lo = f32[] constant(-0.5)\n hi = f32[] constant(2)\n c = f32[64,64] clamp(lo, m, hi)\n"
     " z = f32[] constant(0)\n r = f32[64] reduce(c, z), dimensions={1}, to_apply=add\n"
     " big = f32[64,300] exponential(a)\n s = f32[64] reduce(big, z), dimensions={1}, to_apply=add\n"
-    " ROOT out = (f32[64], f32[64]) tuple(r, s)\n}\n";
+    " k = f32[64] reduce(b, z), dimensions={0}, to_apply=add\n rk = f32[64] add(r, k)\n"
+    " ROOT out = (f32[64], f32[64]) tuple(rk, s)\n}\n";
 
 typedef struct worker {
   rt_executable *exe;

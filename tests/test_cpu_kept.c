@@ -1,0 +1,233 @@
+/* Kept reduces: the cpu backend keeps the result of a reduce of one parameter alone in its
+ * arena, with the argument's stamp, and skips the step while an execute's argument has the
+ * same stamp. Checked: stamps (new values, copies, touches); reuse and recomputation on the
+ * backend (same value, a value written and touched, a copy, a view without a stamp, an
+ * arena last run by a bound executable); and through traced functions whose weight is
+ * assigned in place between calls, or updated inside each call. Results against sums worked
+ * out here. */
+#include <stdio.h>
+
+#include "cpu_util.h"
+#include "function_util.h"
+#include "runtime/backend_cpu.h"
+
+static void test_stamps(void) {
+  rt_value *a = rt_value_new_array(HLO_F32, 1, (int64_t[]){4}), *b = rt_value_new_array(HLO_F32, 1, (int64_t[]){4});
+  CHECK(a->stamp != 0 && b->stamp != 0 && a->stamp != b->stamp);
+  rt_value *copy = rt_value_copy(a);
+  CHECK(copy->stamp != a->stamp && copy->stamp != 0);
+  uint64_t before = a->stamp;
+  rt_value_touch(a);
+  CHECK(a->stamp != before && a->stamp != 0 && a->stamp != copy->stamp);
+  rt_value shell = *a; /* a shell around the same data carries its stamp */
+  CHECK(shell.stamp == a->stamp);
+  rt_value_release(a);
+  rt_value_release(b);
+  rt_value_release(copy);
+}
+
+/* y[i][j] = x[i][j] + s[j], s[j] = sum over g of w[g][j] (w [3, 4] seen as [3, 4], reduced
+ * over dim 0 through a reshape): the reduce reads the parameter w alone. */
+static const char *graph(int64_t n) {
+  static char text[1024];
+  snprintf(text, sizeof text,
+           "HloModule kept\nadd {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n"
+           "ENTRY e {\n  x = f32[%1$lld,4] parameter(0)\n  w = f32[12] parameter(1)\n  r = f32[3,4] reshape(w)\n"
+           "  z = f32[] constant(0)\n  s = f32[4] reduce(r, z), dimensions={0}, to_apply=add\n"
+           "  b = f32[%1$lld,4] broadcast(s), dimensions={1}\n  ROOT y = f32[%1$lld,4] add(x, b)\n}\n",
+           (long long)n);
+  return text;
+}
+
+/* Runs exe on x = i (row-major index) and w; checks y and how many kept steps were skipped. */
+static void expect_run(int line, rt_executable *exe, int64_t n, rt_value *w, int64_t reuses) {
+  double xs[64 * 4];
+  for (int64_t i = 0; i < n * 4; i++) xs[i] = (double)i;
+  rt_value *x = make_value(HLO_F32, 2, (int64_t[]){n, 4}, xs);
+  rt_value *args[] = {x, w}, *result = NULL;
+  hlo_diag diag = {0};
+  int64_t before = rt_cpu_kept_reuse_count();
+  hlo_status status = rt_backend_cpu.execute(exe, args, 2, &result, &diag);
+  CHECK_MSG(status == HLO_OK, "line %d: %s", line, diag.message);
+  CHECK_MSG(rt_cpu_kept_reuse_count() - before == reuses, "line %d: %lld kept steps skipped, want %lld", line,
+            (long long)(rt_cpu_kept_reuse_count() - before), (long long)reuses);
+  double want[64 * 4];
+  for (int64_t i = 0; i < n; i++)
+    for (int j = 0; j < 4; j++) {
+      double s = 0;
+      for (int g = 0; g < 3; g++) s += rt_get_f64(w, g * 4 + j);
+      want[i * 4 + j] = xs[i * 4 + j] + s;
+    }
+  if (result) expect_values(line, result, want, n * 4, 0);
+  rt_value_release(result);
+  rt_value_release(x);
+}
+
+static void test_reuse(void) {
+  rt_executable *exe = compile_checked(graph(2));
+  if (!exe) return;
+  double ws[12];
+  for (int i = 0; i < 12; i++) ws[i] = i - 4;
+  rt_value *w = make_value(HLO_F32, 1, (int64_t[]){12}, ws);
+  expect_run(__LINE__, exe, 2, w, 0); /* first: computed */
+  expect_run(__LINE__, exe, 2, w, 1); /* same contents: kept */
+  expect_run(__LINE__, exe, 2, w, 1);
+  ((float *)w->data)[5] = 100; /* written in place and touched: computed again */
+  rt_value_touch(w);
+  expect_run(__LINE__, exe, 2, w, 0);
+  expect_run(__LINE__, exe, 2, w, 1);
+  rt_value *copy = rt_value_copy(w); /* equal contents, another value: computed */
+  expect_run(__LINE__, exe, 2, copy, 0);
+  rt_value view = *w; /* a view made by hand: no stamp, never kept */
+  view.stamp = 0;
+  expect_run(__LINE__, exe, 2, &view, 0);
+  expect_run(__LINE__, exe, 2, &view, 0);
+  /* a bound executable runs in the family's arena with its own plan: the compiled one
+   * computes again after it */
+  hlo_diag diag = {0};
+  hlo_module *binding = parse_checked(graph(5));
+  rt_executable *bound = binding ? rt_backend_cpu.bind(exe, binding, &diag) : NULL;
+  hlo_module_free(binding);
+  CHECK_MSG(bound != NULL, "bind: %s", diag.message);
+  if (bound) {
+    expect_run(__LINE__, exe, 2, w, 0);
+    expect_run(__LINE__, bound, 5, w, 0);
+    expect_run(__LINE__, bound, 5, w, 1);
+    expect_run(__LINE__, exe, 2, w, 0);
+    rt_backend_cpu.destroy(bound);
+  }
+  rt_value_release(copy);
+  rt_value_release(w);
+  rt_backend_cpu.destroy(exe);
+}
+
+/* y = flatten(x grown 4 -> 4x3 by copies) @ w at batch 1: the weight's sum over each
+ * group of 3 rows is kept from call to call, and follows w when it is assigned. */
+static latch_status classifier(void *user, latch_tensor *const *in, int in_count, latch_tensor **out, int out_count) {
+  (void)user, (void)in_count, (void)out_count;
+  latch_tensor *x3 = latch_reshape(in[0], 3, (int64_t[]){1, 4, 1});
+  latch_tensor *copies[3] = {x3, x3, x3};
+  latch_tensor *grown = latch_concat(3, copies, 2);
+  latch_tensor *flat = latch_reshape(grown, 2, (int64_t[]){1, 12});
+  out[0] = latch_matmul(flat, in[1]);
+  latch_release(x3);
+  latch_release(grown);
+  latch_release(flat);
+  return out[0] ? LATCH_OK : LATCH_ERR_INTERNAL;
+}
+
+/* The classifier, then w -= 1 in place (a training step's update, written back after the
+ * call): each call must see the weights the previous one left. */
+static latch_status classifier_step(void *user, latch_tensor *const *in, int in_count, latch_tensor **out,
+                                    int out_count) {
+  latch_status status = classifier(user, in, in_count, out, out_count);
+  latch_tensor *one = latch_scalar((latch_runtime *)user, LATCH_F32, 1);
+  latch_tensor *next = latch_binary(LATCH_SUB, in[1], one);
+  if (status == LATCH_OK) status = latch_assign(in[1], next);
+  latch_release(one);
+  latch_release(next);
+  return status;
+}
+
+static void expect_classifier(int line, latch_function *f, latch_tensor *x, latch_tensor *w, const float *xs,
+                              const float *ws) {
+  latch_tensor *in[] = {x, w}, *y = NULL;
+  CHECK_EQ_INT(latch_call(f, in, 2, NULL, 0, &y, 1), LATCH_OK);
+  double *got = fu_read(y), want[5];
+  for (int j = 0; j < 5; j++) {
+    want[j] = 0;
+    for (int k = 0; k < 12; k++) want[j] += xs[k / 3] * ws[k * 5 + j];
+  }
+  for (int j = 0; got && j < 5; j++) CHECK_MSG(got[j] == want[j], "line %d: y[%d] = %g, want %g", line, j, got[j], want[j]);
+  CHECK_MSG(got != NULL, "line %d: no result", line);
+  free(got);
+  latch_release(y);
+}
+
+static void test_traced_weights(void) {
+  latch_options options;
+  latch_options_init(&options);
+  options.backend = "cpu";
+  latch_runtime *rt = latch_open(&options);
+  latch_function_options fo = fu_options(LATCH_TRACE_ONCE, LATCH_SHAPES_STATIC);
+  latch_function *f = rt ? latch_function_new_step(rt, classifier, NULL, &fo) : NULL;
+  CHECK(f != NULL);
+  if (!f) {
+    latch_close(rt);
+    return;
+  }
+  float xs[4] = {1, -2, 0.5f, 3}, ws[60], ws2[60];
+  for (int i = 0; i < 60; i++) ws[i] = (float)(i % 7) - 3, ws2[i] = (float)(i % 5) * 0.5f;
+  latch_tensor *x = latch_from_host(rt, LATCH_F32, 2, (int64_t[]){1, 4}, xs);
+  latch_tensor *w = latch_from_host(rt, LATCH_F32, 2, (int64_t[]){12, 5}, ws);
+  expect_classifier(__LINE__, f, x, w, xs, ws);
+  int64_t before = rt_cpu_kept_reuse_count();
+  expect_classifier(__LINE__, f, x, w, xs, ws);
+  expect_classifier(__LINE__, f, x, w, xs, ws);
+  CHECK_MSG(rt_cpu_kept_reuse_count() - before == 2, "%lld kept steps skipped, want 2",
+            (long long)(rt_cpu_kept_reuse_count() - before));
+  latch_tensor *w2 = latch_from_host(rt, LATCH_F32, 2, (int64_t[]){12, 5}, ws2);
+  CHECK_EQ_INT(latch_assign(w, w2), LATCH_OK); /* w's contents change: the sum follows */
+  latch_release(w2);
+  expect_classifier(__LINE__, f, x, w, xs, ws2);
+  expect_classifier(__LINE__, f, x, w, xs, ws2);
+  /* updated inside the function, call after call */
+  latch_function *g = latch_function_new_step(rt, classifier_step, rt, &fo);
+  CHECK(g != NULL);
+  for (int call = 0; g && call < 4; call++) {
+    expect_classifier(__LINE__, g, x, w, xs, ws2);
+    for (int i = 0; i < 60; i++) ws2[i] -= 1;
+  }
+  latch_function_free(g);
+  latch_release(x);
+  latch_release(w);
+  latch_function_free(f);
+  latch_close(rt);
+}
+
+/* Lazy ops, no traced function: the classifier's graph is compiled once by hash and run by
+ * each read; w -= 1 assigned lazily is written back into w's buffer when it runs, and the
+ * next read must see it. */
+static void test_lazy_weights(void) {
+  latch_options options;
+  latch_options_init(&options);
+  options.backend = "cpu";
+  options.eager = false;
+  latch_runtime *rt = latch_open(&options);
+  CHECK(rt != NULL);
+  if (!rt) return;
+  float xs[4] = {2, -1, 0.25f, 1}, ws[60];
+  for (int i = 0; i < 60; i++) ws[i] = (float)(i % 9) - 4;
+  latch_tensor *x = latch_from_host(rt, LATCH_F32, 2, (int64_t[]){1, 4}, xs);
+  latch_tensor *w = latch_from_host(rt, LATCH_F32, 2, (int64_t[]){12, 5}, ws);
+  latch_tensor *one = latch_scalar(rt, LATCH_F32, 1);
+  for (int step = 0; step < 3; step++) {
+    latch_tensor *in[] = {x, w}, *y = NULL;
+    CHECK_EQ_INT(classifier(NULL, in, 2, &y, 1), LATCH_OK);
+    double *got = fu_read(y);
+    for (int j = 0; got && j < 5; j++) {
+      double want = 0;
+      for (int k = 0; k < 12; k++) want += xs[k / 3] * ws[k * 5 + j];
+      CHECK_MSG(got[j] == want, "step %d: y[%d] = %g, want %g", step, j, got[j], want);
+    }
+    free(got);
+    latch_release(y);
+    latch_tensor *next = latch_binary(LATCH_SUB, w, one);
+    CHECK_EQ_INT(latch_assign(w, next), LATCH_OK);
+    latch_release(next);
+    CHECK_EQ_INT(latch_sync(rt), LATCH_OK);
+    for (int i = 0; i < 60; i++) ws[i] -= 1;
+  }
+  latch_release(one);
+  latch_release(x);
+  latch_release(w);
+  latch_close(rt);
+}
+
+int main(void) {
+  RUN(test_stamps);
+  RUN(test_reuse);
+  RUN(test_traced_weights);
+  RUN(test_lazy_weights);
+  return TEST_REPORT();
+}
