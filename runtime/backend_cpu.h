@@ -94,11 +94,11 @@ typedef struct rt_cpu_plan {
   int64_t peak_live_bytes; /* the most bytes live at one step: the least any arena could be */
   int max_operands;
   bool dynamic;         /* some shape is dynamic: every step takes the reference path */
-  /* kept steps: their stamps and buffers are the arena's last kept_bytes, from kept_at;
+  /* kept steps: their stamps (kept_count of them, from kept_at) and buffers end the arena;
    * an arena last run by another plan (id) holds no kept results */
   uint64_t id;
   int kept_count;
-  int64_t kept_at, kept_bytes;
+  int64_t kept_at;
 } rt_cpu_plan;
 
 /* Builds the plan for module's entry (after passes); NULL with diag (HLO_ERR_UNSUPPORTED

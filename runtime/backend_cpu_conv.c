@@ -118,14 +118,15 @@ enum { GEMV_POSITIONS = 2 };
       }                                                                                        \
     }                                                                                          \
   }                                                                                            \
-  static void gather_##T(const conv_job *j, const T *planes, int64_t f0, int64_t f1, T *col) { \
+  /* row (feature f, tap t) of col starts at col + (f * taps + t) * ld */                     \
+  static void gather_##T(const conv_job *j, const T *planes, int64_t f0, int64_t f1, T *col, int64_t ld) { \
     const conv_geom *g = j->g;                                                                 \
     for (int64_t f = f0; f < f1; f++) {                                                        \
       const T *plane = planes + f * g->in_plane;                                               \
-      T *row = col + f * g->tap_count * g->out_plane;                                          \
-      for (int64_t i = 0; i < g->tap_count * g->out_plane; i++) {                              \
-        int64_t at = g->source[i];                                                             \
-        row[i] = at >= 0 ? plane[at] : 0;                                                      \
+      for (int64_t t = 0; t < g->tap_count; t++) {                                             \
+        const int64_t *src = g->source + t * g->out_plane;                                     \
+        T *row = col + (f * g->tap_count + t) * ld;                                            \
+        for (int64_t p = 0; p < g->out_plane; p++) row[p] = src[p] >= 0 ? plane[src[p]] : 0;    \
       }                                                                                        \
     }                                                                                          \
   }                                                                                            \
@@ -153,7 +154,7 @@ enum { GEMV_POSITIONS = 2 };
         continue;                                                                              \
       }                                                                                        \
       const T *planes = item_planes_##T(j, n, grp);                                            \
-      if (!g->direct) gather_##T(j, planes, 0, g->group_features, col);                        \
+      if (!g->direct) gather_##T(j, planes, 0, g->group_features, col, g->out_plane);          \
       product_##T(j, n, grp, g->direct ? planes : col, 0, g->group_out, 0, g->out_plane);       \
     }                                                                                          \
   }
@@ -177,19 +178,16 @@ enum { GEMV_POSITIONS = 2 };
     const conv_job *j = ctx;                                                                   \
     const conv_geom *g = j->g;                                                                 \
     int64_t positions = g->out_plane, width = g->out_batch * positions;                        \
-    for (int64_t f = begin; f < end; f++)                                                      \
-      for (int64_t n = 0; n < g->out_batch; n++) {                                             \
-        const T *plane = (const T *)j->x + (n * g->features + f) * g->in_plane;                \
-        for (int64_t t = 0; t < g->tap_count; t++) {                                           \
-          T *row = (T *)j->cols + (f * g->tap_count + t) * width + n * positions;              \
-          if (g->direct) {                                                                     \
-            memcpy(row, plane, sizeof(T) * (size_t)positions);                                 \
-            continue;                                                                          \
-          }                                                                                    \
-          const int64_t *src = g->source + t * positions;                                      \
-          for (int64_t p = 0; p < positions; p++) row[p] = src[p] >= 0 ? plane[src[p]] : 0;     \
-        }                                                                                      \
+    for (int64_t n = 0; n < g->out_batch; n++) {                                               \
+      const T *planes = item_planes_##T(j, n, 0);                                              \
+      T *col = (T *)j->cols + n * positions;                                                   \
+      if (!g->direct) {                                                                        \
+        gather_##T(j, planes, begin, end, col, width);                                         \
+        continue;                                                                              \
       }                                                                                        \
+      for (int64_t f = begin; f < end; f++) /* one tap: the plane is its row */                \
+        memcpy(col + f * width, planes + f * g->in_plane, sizeof(T) * (size_t)positions);      \
+    }                                                                                          \
   }                                                                                            \
   static void fold_product_##T(void *ctx, int64_t begin, int64_t end) {                        \
     const conv_job *j = ctx;                                                                   \
@@ -269,8 +267,9 @@ typedef struct split_item {
 
 static void split_gather(void *ctx, int64_t begin, int64_t end) {
   const split_item *si = ctx;
-  if (si->j->f64) gather_double(si->j, si->planes, begin, end, (double *)si->j->cols);
-  else gather_float(si->j, si->planes, begin, end, (float *)si->j->cols);
+  int64_t ld = si->j->g->out_plane;
+  if (si->j->f64) gather_double(si->j, si->planes, begin, end, (double *)si->j->cols, ld);
+  else gather_float(si->j, si->planes, begin, end, (float *)si->j->cols, ld);
 }
 
 static void split_product(void *ctx, int64_t begin, int64_t end) {

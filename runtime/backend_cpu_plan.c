@@ -438,7 +438,7 @@ static bool place(rt_cpu_plan *plan, const liveness *l) {
     offsets[i] = at;
     at += l->size[i];
   }
-  if (plan->kept_count) plan->kept_bytes = at - plan->kept_at, plan->arena_bytes = at;
+  if (plan->kept_count) plan->arena_bytes = at;
   for (int i = 0; ok && i < l->n; i++) {
     rt_cpu_step *step = &plan->steps[i];
     step->offset = -1;

@@ -68,6 +68,11 @@ COMBINE_FLOAT(double, fmax_d, fmin_d)
 COMBINE_INT(int32_t, uint32_t)
 COMBINE_INT(int64_t, uint64_t)
 
+/* The kernel instance for element type t, of those DEFINE_REDUCE, DEFINE_WINDOW and
+ * DEFINE_POOL make per type. */
+#define BY_TYPE(t, kernel) \
+  ((t) == HLO_F32 ? kernel##_float : (t) == HLO_F64 ? kernel##_double : (t) == HLO_S32 ? kernel##_int32_t : kernel##_int64_t)
+
 typedef struct reduce_job {
   hlo_opcode op;
   const void *x, *init;
@@ -161,19 +166,6 @@ DEFINE_REDUCE(double)
 DEFINE_REDUCE(int32_t)
 DEFINE_REDUCE(int64_t)
 
-/* Every element of out set to *init (out's element type: 4 or 8 bytes). */
-static void fill(rt_value *out, const void *init) {
-  if (hlo_dtype_size(out->shape.dtype) == 4) {
-    uint32_t v, *y = out->data;
-    memcpy(&v, init, sizeof v);
-    for (int64_t i = 0; i < out->count; i++) y[i] = v;
-  } else {
-    uint64_t v, *y = out->data;
-    memcpy(&v, init, sizeof v);
-    for (int64_t i = 0; i < out->count; i++) y[i] = v;
-  }
-}
-
 static bool reduce_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
   hlo_opcode op = rt_simple_reducer(instr->called[0]);
   const hlo_shape *s = &in[0]->shape;
@@ -191,15 +183,14 @@ static bool reduce_kernel(const hlo_instr *instr, const rt_value *const *in, rt_
   if (trailing || s->rank == 0) {
     reduce_job j = {.op = op, .x = in[0]->data, .init = in[1]->data, .y = out->data, .inner = inner};
     int64_t grain = RT_CPU_GRAIN / (inner ? inner : 1);
-    void (*fn)(void *, int64_t, int64_t) = t == HLO_F32 ? inner_float : t == HLO_F64 ? inner_double
-                                           : t == HLO_S32 ? inner_int32_t : inner_int64_t;
+    void (*fn)(void *, int64_t, int64_t) = BY_TYPE(t, inner);
     rt_parallel_for(out->count, grain > 0 ? grain : 1, fn, &j);
     return true;
   }
   int64_t out_strides[HLO_MAX_RANK], kept_strides[HLO_MAX_RANK];
   hlo_shape_strides(&out->shape, kept_strides);
   for (int d = 0, k = 0; d < s->rank; d++) out_strides[d] = reduced[d] ? 0 : kept_strides[k++];
-  fill(out, in[1]->data);
+  rt_value_fill(out, in[1]->data);
   int64_t last = s->dims[s->rank - 1], rows = last ? in[0]->count / last : 0;
   if (rows == 0) return true;
   /* the first dim kept: its slices reduce apart, on as many threads as the work allows */
@@ -207,8 +198,7 @@ static bool reduce_kernel(const hlo_instr *instr, const rt_value *const *in, rt_
   walk_job j = {.op = op, .x = in[0]->data, .shape = s, .out_strides = out_strides, .y = out->data,
                 .rows_per_item = rows / items};
   int64_t per_item = in[0]->count / items, grain = RT_CPU_GRAIN / (per_item ? per_item : 1);
-  void (*fn)(void *, int64_t, int64_t) = t == HLO_F32 ? walk_items_float : t == HLO_F64 ? walk_items_double
-                                         : t == HLO_S32 ? walk_items_int32_t : walk_items_int64_t;
+  void (*fn)(void *, int64_t, int64_t) = BY_TYPE(t, walk_items);
   rt_parallel_for(items, grain > 0 ? grain : 1, fn, &j);
   return true;
 }
@@ -319,13 +309,11 @@ static bool reduce_window_kernel(const hlo_instr *instr, const rt_value *const *
     int64_t rows = out->shape.dims[r - 1] ? out->count / out->shape.dims[r - 1] : 0;
     int64_t per_row = out->shape.dims[r - 1] * w->dims[r - 2].size * w->dims[r - 1].size;
     int64_t grain = RT_CPU_GRAIN / (per_row ? per_row : 1);
-    void (*pool)(void *, int64_t, int64_t) = t == HLO_F32 ? pool_float : t == HLO_F64 ? pool_double
-                                             : t == HLO_S32 ? pool_int32_t : pool_int64_t;
+    void (*pool)(void *, int64_t, int64_t) = BY_TYPE(t, pool);
     rt_parallel_for(rows, grain > 0 ? grain : 1, pool, &j);
     return true;
   }
-  void (*fn)(void *, int64_t, int64_t) = t == HLO_F32 ? window_float : t == HLO_F64 ? window_double
-                                         : t == HLO_S32 ? window_int32_t : window_int64_t;
+  void (*fn)(void *, int64_t, int64_t) = BY_TYPE(t, window);
   int64_t taps = 1;
   for (int d = 0; d < instr->window->rank; d++) taps *= instr->window->dims[d].size;
   int64_t grain = RT_CPU_GRAIN / (taps ? taps : 1);

@@ -446,12 +446,6 @@ RT_KERNEL(rt_kernel_concatenate) {
  * low[i] + j * (interior[i] + 1). Negative low or high crop, so only the elements that
  * land inside the result are copied. */
 
-static void fill(rt_value *result, const rt_value *value) {
-  size_t size = hlo_dtype_size(result->shape.dtype);
-  char *d = result->data;
-  for (int64_t i = 0; i < result->count; i++) memcpy(d + i * (int64_t)size, value->data, size);
-}
-
 RT_KERNEL(rt_kernel_pad) {
   const rt_value *x = args[0], *pad_value = args[1];
   rt_value *result = new_result(eval, instr);
@@ -461,7 +455,7 @@ RT_KERNEL(rt_kernel_pad) {
   if (!same_dtype(x, result) || !same_dtype(pad_value, result) || pad_value->count != 1 ||
       result->shape.rank != rank || (rank > 0 && (!padding || padding->rank != rank)))
     return fail(eval, instr, result, "needs an operand, a scalar of its type and padding= for every dimension");
-  fill(result, pad_value);
+  rt_value_fill(result, pad_value->data);
   box b = box_for(x);
   int64_t result_strides[HLO_MAX_RANK], x_strides[HLO_MAX_RANK], dst = 0, src = 0;
   row_major_strides(result, result_strides);

@@ -61,6 +61,25 @@ void rt_value_release(rt_value *value) {
   free(value);
 }
 
+#define FILL_AS(U)                                                                          \
+  do {                                                                                      \
+    U v, *d = value->data;                                                                  \
+    memcpy(&v, element, sizeof v);                                                          \
+    for (int64_t i = 0; i < value->count; i++) d[i] = v;                                    \
+  } while (0)
+
+void rt_value_fill(rt_value *value, const void *element) {
+  size_t size = hlo_dtype_size(value->shape.dtype);
+  switch (size) {
+    case 1: memset(value->data, *(const uint8_t *)element, (size_t)value->count); break;
+    case 2: FILL_AS(uint16_t); break;
+    case 4: FILL_AS(uint32_t); break;
+    case 8: FILL_AS(uint64_t); break;
+    default:
+      for (int64_t i = 0; i < value->count; i++) memcpy((char *)value->data + i * (int64_t)size, element, size);
+  }
+}
+
 rt_value *rt_value_copy(const rt_value *value) {
   if (value->shape.dtype == HLO_TUPLE) {
     rt_value **elements = calloc((size_t)(value->tuple_count ? value->tuple_count : 1), sizeof(rt_value *));

@@ -34,6 +34,8 @@ rt_value *rt_value_retain(rt_value *value);
 /* A new stamp for value: call after writing into the data of a value others may have read. */
 void rt_value_touch(rt_value *value);
 void rt_value_release(rt_value *value);
+/* Every element of the array value set to the bytes at element (one element of its type). */
+void rt_value_fill(rt_value *value, const void *element);
 /* A deep copy with its own data. */
 rt_value *rt_value_copy(const rt_value *value);
 
