@@ -53,10 +53,7 @@ static void *work(void *arg) {
 
 static void test_four_threads(void) {
   hlo_diag diag = {0};
-  hlo_module *module = hlo_parse_module(text, strlen(text), "t", &diag);
-  rt_executable *exe = module ? rt_backend_cpu.compile(module, &diag) : NULL;
-  hlo_module_free(module);
-  CHECK_MSG(exe != NULL, "%s", diag.message);
+  rt_executable *exe = compile_checked(text);
   if (!exe) return;
   rt_value *a = rt_value_new_array(HLO_F32, 2, (int64_t[]){64, 300});
   rt_value *b = rt_value_new_array(HLO_F32, 2, (int64_t[]){300, 64});
@@ -104,11 +101,7 @@ static const char *bound_text(int rows) {
 
 static void test_bound_family(void) {
   hlo_diag diag = {0};
-  const char *at64 = bound_text(64);
-  hlo_module *module = hlo_parse_module(at64, strlen(at64), "b", &diag);
-  rt_executable *exe = module ? rt_backend_cpu.compile(module, &diag) : NULL;
-  hlo_module_free(module);
-  CHECK_MSG(exe != NULL, "%s", diag.message);
+  rt_executable *exe = compile_checked(bound_text(64));
   if (!exe) return;
   rt_value *b = rt_value_new_array(HLO_F32, 2, (int64_t[]){300, 64});
   for (int64_t i = 0; i < b->count; i++) rt_set_f64(b, i, (double)((i * 53) % 97) / 970.0 - 0.05);
@@ -117,8 +110,7 @@ static void test_bound_family(void) {
   rt_value *wants[THREADS] = {0};
   for (int i = 0; i < THREADS; i++) {
     int rows = 61 + i;
-    const char *text = bound_text(rows);
-    hlo_module *binding = hlo_parse_module(text, strlen(text), "b", &diag);
+    hlo_module *binding = parse_checked(bound_text(rows));
     bound[i] = binding ? rt_backend_cpu.bind(exe, binding, &diag) : NULL;
     hlo_module_free(binding);
     CHECK_MSG(bound[i] != NULL, "bind %d: %s", rows, diag.message);
