@@ -16,7 +16,7 @@ CXXFLAGS += -std=c++17 $(CFLAGS_COMMON)
 # for the one C++ file, since the C compiler drives the link.
 LDLIBS = -lxxhash -lck -ltbb -lopenblas -lstdc++ -lm -lpthread
 
-LIB_C = $(sort $(wildcard hlo/*.c guards/*.c cache/*.c runtime/*.c minify/*.c capture/*.c))
+LIB_C = $(sort $(wildcard hlo/*.c guards/*.c cache/*.c runtime/*.c runtime/reference/*.c runtime/cpu/*.c minify/*.c capture/*.c))
 LIB_CXX = $(sort $(wildcard runtime/*.cc))
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/obj/%.o) $(LIB_CXX:%.cc=$(BUILD)/obj/%.o)
 # bench/: the model zoo and harness, written against include/latch.h alone; linked into the
@@ -58,7 +58,7 @@ $(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT) $(wildcard tests/*.h) $(BUILD)/libbe
 	$(CC) $(CFLAGS) -o $@ $< $(TEST_SUPPORT) $(BUILD)/libbench.a $(BUILD)/liblatch.a $(LDLIBS)
 
 test: all $(TEST_BIN)
-	@BUILD=$(BUILD) SAN="$(SAN)" sh tests/run.sh $(TEST_BIN) tests/test_embed.sh tests/test_compare_torch.sh tests/test_zoo_sweep.sh
+	@BUILD=$(BUILD) SAN="$(SAN)" sh tests/run.sh $(TEST_BIN) tests/test_embed.sh tests/test_layers.sh tests/test_compare_torch.sh tests/test_zoo_sweep.sh
 
 sanitize:
 	$(MAKE) BUILD=build-san OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "bench/bench.h"
+#include "bench.h"
 #include "latch.h"
 
 enum { ROUNDS = 7 };

@@ -2,7 +2,7 @@
  * steps spell out their gradients, as a frontend's autograd would emit them). */
 #include <stdlib.h>
 
-#include "bench/layers.h"
+#include "layers.h"
 
 latch_tensor *bench_cross_entropy(latch_runtime *rt, latch_tensor *logits, latch_tensor *labels, latch_tensor **grad) {
   (void)rt;

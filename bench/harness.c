@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/bench.h"
+#include "bench.h"
 
 #define MAX_MODELS 32
 /* Outputs of two modes agree when the largest difference is within this fraction of the

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "bench/layers.h"
+#include "layers.h"
 
 bench_linear_w bench_linear_make(bench_store *s, const char *prefix, int64_t in, int64_t out, bool bias) {
   bench_linear_w w = {0};

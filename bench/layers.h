@@ -3,7 +3,7 @@
  * arguments and returns a new reference; errors poison the result (see latch.h). */
 #ifndef BENCH_LAYERS_H
 #define BENCH_LAYERS_H
-#include "bench/bench.h"
+#include "bench.h"
 
 /* x = expr, releasing the old x: the usual way a model drops its temporaries. */
 #define BENCH_THEN(x, expr)              \

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "bench/bench.h"
+#include "bench.h"
 
 const char *bench_mode_name(bench_mode mode) {
   static const char *const names[] = {"eager", "every", "once", "reference"};

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "disk_compile.h"
+#include "cache.h"
 #include "disk_internal.h"
 
 static double now_seconds(void) {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "disk.h"
+#include "cache.h"
 
 hlo_status cache_mode_from_env(cache_mode default_mode, cache_mode *mode, hlo_diag *diag) {
   const char *value = getenv("LATCH_CACHE");

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "cache/disk.h"
+#include "cache.h"
 
 /* ---- entry format (disk_format.c) ----
  *

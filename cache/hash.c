@@ -12,7 +12,7 @@
  *
  * Change anything here and the pinned key in tests/test_hash.c changes: bump
  * CACHE_HASH_FORMAT so on-disk caches written by older builds stop matching. */
-#include "hash.h"
+#include "cache.h"
 
 #include <stdlib.h>
 #include <string.h>

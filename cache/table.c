@@ -28,7 +28,7 @@
  * written once per insert, not once per hit). An entry hit since the last insert thus always
  * outranks the entry that insert added. When the table is full, an insert scans the entries for
  * the oldest stamp: O(capacity), on a path that has just paid for a compile. */
-#include "table.h"
+#include "cache.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

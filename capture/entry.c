@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "function.h"
-#include "hlo/verify.h"
-#include "minify/auto.h"
+#include "capture.h"
+#include "hlo/hlo.h"
+#include "minify/minify.h"
 
 /* ---- building ---- */
 
@@ -564,12 +564,12 @@ latch_status cap_entry_run(latch_runtime *rt, cap_entry *e, latch_tensor *const 
       hlo_diag diag = {0};
       uint64_t start = cap_now_ns();
       if (run.module) {
-        status = (latch_status)rt->backend->execute_module(run.module, views, n, &result, &diag);
+        status = cap_status(rt->backend->execute_module(run.module, views, n, &result, &diag));
       } else if (run.bound) {
-        status = (latch_status)run.bound_by->execute(run.bound, views, n, &result, &diag);
+        status = cap_status(run.bound_by->execute(run.bound, views, n, &result, &diag));
       } else {
         cap_exe *exe = cache_entry_value(run.cached);
-        status = (latch_status)exe->backend->execute(exe->exe, views, n, &result, &diag);
+        status = cap_status(exe->backend->execute(exe->exe, views, n, &result, &diag));
       }
       atomic_fetch_add(&rt->execute_ns, cap_now_ns() - start);
       atomic_fetch_add(&rt->syncs, 1);

@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "function.h"
-#include "runtime/random_fill.h"
+#include "capture.h"
+#include "runtime/runtime.h"
 
 typedef struct entry_list {
   int count;

@@ -15,9 +15,8 @@
 
 #include <xxhash.h>
 
-#include "cap.h"
-#include "hlo/build.h"
-#include "hlo/strbuf.h"
+#include "capture.h"
+#include "hlo/hlo.h"
 
 enum {
   EV_NEW_NODE = 0xFFFFFFFFu,

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cap.h"
-#include "hlo/build.h"
+#include "capture.h"
+#include "hlo/hlo.h"
 
 hlo_instr *cap_lower_convert(hlo_comp *comp, hlo_instr *x, hlo_dtype dtype, hlo_diag *diag) {
   if (!x || x->shape.dtype == dtype) return x;

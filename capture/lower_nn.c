@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cap.h"
-#include "hlo/build.h"
+#include "capture.h"
+#include "hlo/hlo.h"
 
 /* The lowest (or highest) value of dtype: the identity of max (or min). */
 static hlo_instr *limit(hlo_comp *comp, hlo_dtype dtype, bool lowest, hlo_diag *diag) {

@@ -9,7 +9,7 @@
 
 #include <xxhash.h>
 
-#include "cap.h"
+#include "capture.h"
 
 static _Thread_local cap_ctx thread_ctx;
 

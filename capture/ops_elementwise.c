@@ -3,8 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops.h"
-#include "trace.h"
+#include "capture.h"
 
 static const char *const unary_names[] = {
     [LATCH_NEG] = "neg",         [LATCH_ABS] = "abs",     [LATCH_SIGN] = "sign",   [LATCH_FLOOR] = "floor",

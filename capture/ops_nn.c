@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ops.h"
+#include "capture.h"
 
 static bool is_float(const latch_tensor *t) { return hlo_dtype_is_float((hlo_dtype)t->node->dtype); }
 

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ops.h"
+#include "capture.h"
 
 static const char *dims_text(int rank, const int64_t *dims, char *buffer, int size) {
   int at = snprintf(buffer, (size_t)size, "[");

@@ -7,7 +7,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "cap.h"
+#include "capture.h"
 
 /* Under AddressSanitizer recycled memory would hide use-after-free bugs: no caching there. */
 #if defined(__SANITIZE_ADDRESS__)

@@ -5,10 +5,9 @@
  * finalizer applied twice, in u32 arithmetic that every backend has. */
 #include <string.h>
 
-#include "hlo/build.h"
-#include "ops.h"
-#include "runtime/random_fill.h"
-#include "function.h"
+#include "hlo/hlo.h"
+#include "capture.h"
+#include "runtime/runtime.h"
 
 /* The seed as graph data: u32[2] {low half, high half}. */
 cap_node *cap_seed_node(uint64_t seed) {

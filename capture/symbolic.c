@@ -6,7 +6,7 @@
  * equal expressions need no guard. */
 #include <string.h>
 
-#include "trace.h"
+#include "capture.h"
 
 static int64_t hint(cap_trace *t, const guard_expr *e) { return guard_set_hint(t->guards, e); }
 static guard_expr constant(int64_t v) { return guard_expr_const(v); }

@@ -3,9 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cap.h"
-#include "trace.h"
-#include "hlo/print.h"
+#include "capture.h"
+#include "hlo/hlo.h"
 
 typedef struct compile_job {
   latch_runtime *rt;
@@ -109,7 +108,7 @@ cache_entry *cap_graph_executable(latch_runtime *rt, const cap_graph *g, bool *c
   *status = LATCH_OK;
   if (!entry) {
     cap_set_error("sync: %s", diag.message[0] ? diag.message : "compile failed");
-    *status = diag.status ? (latch_status)diag.status : LATCH_ERR_INTERNAL;
+    *status = diag.status ? cap_status(diag.status) : LATCH_ERR_INTERNAL;
   }
   return entry;
 }
@@ -123,7 +122,7 @@ latch_status cap_exe_run(latch_runtime *rt, const cap_exe *exe, rt_value *const 
   rt_value *result = NULL;
   if (status == LATCH_OK) {
     uint64_t start = cap_now_ns();
-    status = (latch_status)exe->backend->execute(exe->exe, views, exe->param_count, &result, &diag);
+    status = cap_status(exe->backend->execute(exe->exe, views, exe->param_count, &result, &diag));
     atomic_fetch_add(&rt->execute_ns, cap_now_ns() - start);
     if (status != LATCH_OK) cap_set_error("sync: %s", diag.message);
   } else {

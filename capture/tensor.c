@@ -6,10 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cap.h"
-#include "trace.h"
-#include "runtime/npy.h"
-#include "runtime/random_fill.h"
+#include "capture.h"
+#include "runtime/runtime.h"
 
 /* ---- the per-thread list ---- */
 
@@ -337,7 +335,7 @@ latch_status latch_save_npy(latch_tensor *t, const char *path) {
   hlo_diag diag = {0};
   if (rt_npy_write(path, t->node->value, &diag) != HLO_OK) {
     cap_set_error("save_npy: %s", diag.message);
-    return (latch_status)diag.status;
+    return cap_status(diag.status);
   }
   return LATCH_OK;
 }

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trace.h"
+#include "capture.h"
 
 static atomic_uint trace_counter = 1;
 

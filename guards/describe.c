@@ -2,7 +2,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "program.h"
+#include "guards.h"
 
 const char *guard_rel_name(guard_rel rel) {
   static const char *const names[] = {"==", "!=", "<", "<=", ">", ">="};

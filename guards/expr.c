@@ -1,6 +1,6 @@
 /* Polynomial arithmetic in canonical form. Terms are kept sorted by (degree, symbols), so
  * merging like terms is a sorted merge and equality is a memberwise compare. */
-#include "expr.h"
+#include "guards.h"
 
 #include <string.h>
 

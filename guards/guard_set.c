@@ -1,6 +1,6 @@
 /* Collecting guards while a trace runs. Facts are appended in the order tracing learns them;
  * program.c orders them for checking. */
-#include "guard_set.h"
+#include "guards.h"
 
 #include <stdlib.h>
 #include <string.h>

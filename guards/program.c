@@ -1,5 +1,5 @@
 /* Compiling a guard set into its check order, and running the checks. */
-#include "program.h"
+#include "guards.h"
 
 #include <inttypes.h>
 #include <stdio.h>

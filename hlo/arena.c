@@ -1,4 +1,4 @@
-#include "arena.h"
+#include "hlo.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,15 +1,13 @@
 /* The builder fills a draft instruction on the stack, lets shape inference and the call
  * checks judge it, and only then appends it to the computation: a rejected op leaves no
  * trace but its message. */
-#include "build.h"
+#include "hlo.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "infer.h"
-#include "verify.h"
 
 /* ---- names ---- */
 

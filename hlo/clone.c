@@ -1,13 +1,11 @@
 /* Cloning through the text form: the printer and parser already round-trip every module
  * exactly (a tested fixed point), so a structural copier would be a second, untested way to
  * say the same thing. Parsing runs at several hundred MB/s, far below compile costs. */
-#include "clone.h"
+#include "hlo.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "parse.h"
-#include "print.h"
 
 /* Origins are not text: they are carried by position, which the printer and parser keep
  * (computations and instructions in order). */

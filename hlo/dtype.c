@@ -1,4 +1,4 @@
-#include "dtype.h"
+#include "hlo.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* Shape inference, one function per op family. Every check that fails says which op,
  * which instruction, what did not fit and the operand shapes, because that message is all a
  * user sees when a frontend emits a bad graph. */
-#include "infer.h"
+#include "hlo.h"
 
 #include <ctype.h>
 #include <stdarg.h>

@@ -5,7 +5,7 @@
  * stay in microseconds. A field added to hlo_instr must be added here. */
 #include <string.h>
 
-#include "ir.h"
+#include "hlo.h"
 
 int32_t hlo_module_number_origins(hlo_module *module) {
   int32_t next = 0;

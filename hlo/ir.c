@@ -1,4 +1,4 @@
-#include "ir.h"
+#include "hlo.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* The HLO text parser's structure: modules, computations, instructions, operands, and the
  * name resolution that lets operands and computations be used before they are defined.
  * Shapes, attributes and constants have their own files. */
-#include "parse.h"
+#include "hlo.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "parse_internal.h"
-#include "strbuf.h"
 
 /* ---- one computation body ---- */
 

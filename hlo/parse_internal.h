@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ir.h"
-#include "lex.h"
+#include "hlo.h"
+#include "lex_internal.h"
 
 /* A stretch of the input text. */
 typedef struct hlo_span {

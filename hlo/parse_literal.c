@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "parse.h"
+#include "hlo.h"
 #include "parse_internal.h"
 
 /* Elided constants are filled, not read, so nothing in the text bounds their size. */

@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pass.h"
-#include "print.h"
+#include "hlo.h"
 
 enum { MAX_CONSTANT_ELEMENTS = 256 }; /* larger constants are rarely duplicated; printing them costs */
 

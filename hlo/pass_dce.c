@@ -3,7 +3,7 @@
  * once) but no longer belong to the computation. */
 #include <stdlib.h>
 
-#include "pass.h"
+#include "hlo.h"
 
 static int dce_comp(hlo_comp *comp) {
   int count = comp->instr_count;

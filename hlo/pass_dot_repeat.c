@@ -24,8 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "build.h"
-#include "pass.h"
+#include "hlo.h"
 
 enum { MAX_FORM = 2 * HLO_MAX_RANK };
 

@@ -4,8 +4,7 @@
  * called reducers) are shared with the originals, which live in the same module arena. */
 #include <stdlib.h>
 
-#include "build.h"
-#include "pass.h"
+#include "hlo.h"
 
 /* Copies callee's instructions into comp for call; false when out of memory. */
 static bool inline_one(hlo_comp *comp, hlo_instr *call) {

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pass.h"
+#include "hlo.h"
 
 /* Every element of a constant (or a broadcast of one) equals value. */
 static bool all_equal(const hlo_instr *instr, double value) {

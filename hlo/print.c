@@ -1,7 +1,7 @@
 /* The HLO text printer. Attributes print in XLA's spelling and, where XLA omits defaults,
  * omit them too; everything the IR keeps verbatim (raw attributes, raw constant text) goes
  * out verbatim, so nothing the parser read is lost. */
-#include "print.h"
+#include "hlo.h"
 
 #include <inttypes.h>
 #include <math.h>

@@ -1,4 +1,4 @@
-#include "shape.h"
+#include "hlo.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "strbuf.h"
+#include "hlo.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,13 +1,12 @@
 /* The verifier walks each computation once: structure first (so later checks can trust
  * pointers), then each instruction's called computations and inferred shape. */
-#include "verify.h"
+#include "hlo.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "infer.h"
 
 /* ---- called computations ---- */
 

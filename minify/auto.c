@@ -1,14 +1,12 @@
 /* min_auto_repro (auto.h). */
-#include "auto.h"
+#include "minify.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "minify.h"
-#include "repro.h"
-#include "runtime/accuracy.h"
+#include "runtime/runtime.h"
 
 hlo_status min_auto_repro(const min_auto_request *request, char *path, size_t size, hlo_diag *diag) {
   char made[] = "/tmp/latch-repro-XXXXXX";

@@ -1,14 +1,12 @@
 /* Building candidates from plans (candidate.h). The module is cloned and edited in place:
  * an instruction turned into a parameter or constant keeps its name and shape, so its users
  * need no rewiring, and the instruction order (operands first) stays valid. */
-#include "candidate.h"
+#include "minify_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "hlo/build.h"
-#include "hlo/clone.h"
-#include "hlo/verify.h"
+#include "hlo/hlo.h"
 
 void min_plan_live(const hlo_module *module, const min_plan *plan, bool *live) {
   const hlo_comp *entry = module->entry;

@@ -7,9 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "driver.h"
-#include "hlo/clone.h"
-#include "values.h"
+#include "minify_internal.h"
+#include "hlo/hlo.h"
 
 /* Reference values kept per module beyond those asked for, so most promotions on the same
  * module need no second evaluation. */

@@ -1,3 +1,81 @@
+/* minify/: shrinking a failing module to a small repro: candidate checks isolated in child
+ * processes, reduction strategies, the embedded (LATCH_CHECK) entry point and the repro
+ * writer. The layer's one header; private to the folder: minify_internal.h. Uses hlo/,
+ * runtime/ (and its backends through rt_backend), cache/. */
+#ifndef MIN_MINIFY_H
+#define MIN_MINIFY_H
+#include <stdbool.h>
+#include <stdio.h>
+#include <stddef.h>
+
+#include "hlo/hlo.h"
+#include "runtime/runtime.h"
+
+/* ---- isolate.c ---- */
+/* Checking one candidate: does this module still fail, and the same way? Each check runs in
+ * a child process (fork) with a time limit, so a backend that crashes or hangs on a
+ * candidate is an outcome ("crashes with SIGABRT", "hangs") rather than the end of the
+ * minifier. */
+
+typedef enum min_kind {
+  MIN_PASS = 0,      /* no failure */
+  MIN_COMPILE_ERROR, /* the backend's compile returned an error */
+  MIN_EXECUTE_ERROR, /* compiled, but running it returned an error */
+  MIN_ACCURACY,      /* ran, but the outputs fail the accuracy check */
+  MIN_CRASH,         /* the check's process died of a signal, or exited without an answer */
+  MIN_HANG,          /* the check ran past the time limit and was killed */
+  MIN_COMMAND,       /* the --test command says "still failing" */
+  MIN_CHECK_ERROR,   /* the check itself could not run (the reference evaluator failed) */
+} min_kind;
+
+typedef struct min_outcome {
+  min_kind kind;
+  hlo_status status; /* compile and execute errors */
+  hlo_opcode opcode; /* the op a compile or execute error names; HLO_OP_COUNT if none */
+  int signal;        /* crash: the signal, 0 when the process exited without an answer */
+  int exit_code;     /* crash without a signal; the --test command's exit status */
+  char message[1024];
+} min_outcome;
+
+typedef enum min_check_kind { MIN_CHECK_COMPILE, MIN_CHECK_ACCURACY, MIN_CHECK_COMMAND } min_check_kind;
+
+/* What a check does. */
+typedef struct min_predicate {
+  min_check_kind kind;
+  const rt_backend *backend; /* compile and accuracy */
+  double tol;                /* accuracy: the check's tol (RT_ACCURACY_DEFAULT_TOL) */
+  /* command: run through /bin/sh with the candidate's .hlo path appended as its last
+   * argument and LATCH_MINIFY_INPUTS naming the candidate's inputs directory. Exit 0 means
+   * "still failing" (llvm-reduce's convention) unless command_nonzero (hlo_bisect's:
+   * a non-zero exit means failing). */
+  const char *command;
+  bool command_nonzero;
+  const char *work_dir; /* command: where candidates are written */
+  double timeout_s;     /* per check; the child is killed past it */
+} min_predicate;
+
+/* Runs the check on module with inputs in a child process. The returned status is an error
+ * only when the check could not be started (fork, pipe, writing the candidate). */
+hlo_status min_check(const min_predicate *predicate, const hlo_module *module, rt_value *const *inputs,
+                     int input_count, min_outcome *outcome, hlo_diag *diag);
+
+/* The same check in this process, no fork and no time limit: what `latch run --check` and
+ * the child do. Crashes and hangs of the backend crash or hang the caller. */
+void min_check_inline(const min_predicate *predicate, const hlo_module *module, rt_value *const *inputs,
+                      int input_count, min_outcome *outcome);
+
+/* Whether got is the failure want is: same kind; for compile and execute errors the same
+ * status and the same op; for crashes the same signal (or exit code). */
+bool min_outcome_same(const min_outcome *want, const min_outcome *got);
+/* One line: "compile error (unsupported) on cosine: ...", "crash (signal 6, SIGABRT)". */
+void min_outcome_describe(const min_outcome *outcome, char *buffer, int size);
+
+/* The op a backend message is about: the first %word naming an instruction of module, else
+ * the first opcode name, else the first bare word naming an instruction; HLO_OP_COUNT if
+ * none. */
+hlo_opcode min_opcode_in_message(const hlo_module *module, const char *message);
+
+/* ---- minify.c ---- */
 /* The minifier: shrinks a module that fails a check (a compile error, an accuracy failure,
  * a crash or hang of the backend, or an external test command) to a small module that fails
  * the same way, with inputs, and writes it as a repro directory.
@@ -16,11 +94,6 @@
  *   constant  the same with constants holding the reference values (small values only)
  * Every candidate is checked in a child process with a time limit (check.h) and memoized by
  * its canonical hash (cache_hash_module); the final repro is checked again several times. */
-#ifndef MIN_MINIFY_H
-#define MIN_MINIFY_H
-#include <stdio.h>
-
-#include "check.h"
 
 typedef enum min_strategy { MIN_DCE, MIN_TRUNCATE, MIN_OUTPUTS, MIN_PROMOTE, MIN_CONSTANT, MIN_STRATEGY_COUNT } min_strategy;
 
@@ -56,5 +129,52 @@ typedef struct min_report {
 hlo_status min_minify(const hlo_module *module, rt_value *const *inputs, int input_count, const min_options *options,
                       min_report *report, hlo_diag *diag);
 void min_report_free(min_report *report);
+
+/* ---- auto.c ---- */
+/* The one call the capture layer makes when a compiled graph fails its check: minify the
+ * graph and leave a repro directory, quietly, so the caller can print one warning line with
+ * the path and go on with reference results. */
+
+typedef struct min_auto_request {
+  const hlo_module *module;   /* the failing graph */
+  rt_value *const *inputs;    /* its inputs, in the parameters' declared types */
+  int input_count;
+  const rt_backend *backend;  /* the backend that failed */
+  min_check_kind kind;        /* MIN_CHECK_COMPILE or MIN_CHECK_ACCURACY */
+  double tol;                 /* accuracy tolerance; 0 gives RT_ACCURACY_DEFAULT_TOL */
+  double timeout_s;           /* per check; 0 gives 30 s */
+  const char *dir;            /* the repro directory; NULL makes a new /tmp/latch-repro-XXXXXX */
+} min_auto_request;
+
+/* LATCH_CHECK's values: off (or unset, or empty), compile, accuracy (which implies compile). */
+typedef enum min_check_mode { MIN_MODE_OFF = 0, MIN_MODE_COMPILE, MIN_MODE_ACCURACY } min_check_mode;
+/* Parses text (NULL is off); HLO_ERR_INPUT naming the three values on anything else. */
+hlo_status min_check_mode_parse(const char *text, min_check_mode *mode, hlo_diag *diag);
+
+/* Minifies and writes the repro; its directory goes to path (size bytes). HLO_ERR_INPUT when
+ * the graph does not fail the check again (a flaky failure that did not come back). */
+hlo_status min_auto_repro(const min_auto_request *request, char *path, size_t size, hlo_diag *diag);
+
+/* ---- repro.c ---- */
+/* Repro directories: the module as HLO text, its inputs as .npy files, one command that
+ * reproduces the failure, and a report of the minification. */
+
+struct min_report;
+struct min_predicate;
+
+/* Writes dir/hlo_name (HLO text) and dir/inputs/I.npy for each input; dir is created. */
+hlo_status min_write_case(const char *dir, const char *hlo_name, const hlo_module *module, rt_value *const *inputs,
+                          int input_count, hlo_diag *diag);
+
+/* What repro.sh runs. */
+typedef struct min_repro_info {
+  const char *backend;   /* --backend NAME for latch run */
+  const char *latch_bin; /* the latch binary the minifier ran as, recorded as a fallback; may be NULL */
+  const char *source;    /* the original module's file, for the report; may be NULL */
+} min_repro_info;
+
+/* The whole repro directory: repro.hlo, inputs/, repro.sh, report.txt. */
+hlo_status min_write_repro(const char *dir, const struct min_report *report, const struct min_predicate *predicate,
+                           const min_repro_info *info, hlo_diag *diag);
 
 #endif

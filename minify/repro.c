@@ -1,5 +1,5 @@
 /* Writing repro directories (repro.h). */
-#include "repro.h"
+#include "minify.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -7,9 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "hlo/print.h"
-#include "minify.h"
-#include "runtime/npy.h"
+#include "hlo/hlo.h"
+#include "runtime/runtime.h"
 
 static hlo_status make_dir(const char *path, hlo_diag *diag) {
   if (mkdir(path, 0777) != 0 && errno != EEXIST)

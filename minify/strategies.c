@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver.h"
+#include "minify_internal.h"
 
 typedef struct plan_buf {
   min_plan plan;

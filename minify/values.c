@@ -1,7 +1,7 @@
 /* Reference values through the evaluator's observer hook (values.h). */
-#include "values.h"
+#include "minify_internal.h"
 
-#include "runtime/eval.h"
+#include "runtime/reference/reference.h"
 
 typedef struct collector {
   const bool *want;

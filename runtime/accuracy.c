@@ -1,12 +1,11 @@
 /* The accuracy check of accuracy.h. */
-#include "accuracy.h"
+#include "runtime.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "eval.h"
 
 typedef struct leaves {
   const rt_value **items;
@@ -131,17 +130,5 @@ hlo_status rt_accuracy_compare(const rt_value *result, const rt_value *declared,
   flatten(fp64, &l[2]);
   hlo_status status = compare_leaves(l, tol, verdict);
   free(items);
-  return status;
-}
-
-hlo_status rt_accuracy_check(const hlo_module *module, rt_value *const *args, int arg_count, const rt_value *result,
-                             double tol, rt_accuracy_verdict *verdict, hlo_diag *diag) {
-  rt_value *declared = NULL, *fp64 = NULL;
-  rt_eval_options declared_options = {.fp64 = false}, fp64_options = {.fp64 = true};
-  hlo_status status = rt_evaluate(module, args, arg_count, &declared_options, &declared, diag);
-  if (status == HLO_OK) status = rt_evaluate(module, args, arg_count, &fp64_options, &fp64, diag);
-  if (status == HLO_OK) status = rt_accuracy_compare(result, declared, fp64, tol, verdict, diag);
-  rt_value_release(declared);
-  rt_value_release(fp64);
   return status;
 }

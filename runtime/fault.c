@@ -1,13 +1,12 @@
 /* Test-only fault injection around a backend (fault.h). */
-#include "fault.h"
+#include "runtime.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "hlo/build.h"
-#include "hlo/clone.h"
+#include "hlo/hlo.h"
 
 /* The executable of the wrapper: the inner backend's, which it runs and destroys. */
 struct rt_executable {

@@ -1,5 +1,5 @@
 /* Backend fingerprints for the on-disk compile cache (see fingerprint.h). */
-#include "fingerprint.h"
+#include "runtime.h"
 
 #include <stdio.h>
 #include <string.h>

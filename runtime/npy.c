@@ -3,7 +3,7 @@
  * (2, 3), }) padded with spaces and a newline, then the raw elements. The header is parsed
  * here with a small cursor rather than anything general: NumPy writes one fixed form, but
  * other writers vary spacing, quotes and key order, so those are tolerated. */
-#include "npy.h"
+#include "runtime.h"
 
 #include <errno.h>
 #include <stdbool.h>

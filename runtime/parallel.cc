@@ -2,7 +2,7 @@
 // and kept: creating arenas per call would cost more than small loops take. An arena (not
 // tbb::global_control) limits only latch's own loops, so a host program using TBB for
 // itself keeps its settings.
-#include "parallel.h"
+#include "runtime.h"
 
 #include <atomic>
 #include <cstdlib>

@@ -1,5 +1,5 @@
 /* Seeded inputs: splitmix64 streams turned into values with exact integer arithmetic. */
-#include "random_fill.h"
+#include "runtime.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-#include "value.h"
+#include "runtime.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>

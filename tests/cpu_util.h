@@ -4,8 +4,9 @@
 #include <math.h>
 
 #include "eval_util.h"
-#include "runtime/backend.h"
-#include "runtime/random_fill.h"
+#include "runtime/runtime.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/reference/reference.h"
 
 /* Parses text, compiles and runs it on backend; the result or NULL (message in diag). args
  * are borrowed. */

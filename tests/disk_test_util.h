@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cache/disk.h"
+#include "cache/cache.h"
 #include "cache/disk_internal.h"
 
 /* A fresh directory under /tmp; removed by remove_tree. */

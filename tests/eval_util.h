@@ -5,8 +5,8 @@
 #include <stdarg.h>
 #include <stdlib.h>
 
-#include "hlo/parse.h"
-#include "runtime/eval.h"
+#include "hlo/hlo.h"
+#include "runtime/reference/reference.h"
 #include "test.h"
 
 /* A value of dtype and dims filled from doubles (converted with the element type's rules). */

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "hlo/build.h"
+#include "hlo/hlo.h"
 #include "rng_util.h"
 
 typedef struct gen_pool {

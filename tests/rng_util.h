@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "runtime/random_fill.h"
+#include "runtime/runtime.h"
 
 typedef struct rng {
   uint64_t state;

@@ -1,6 +1,7 @@
 /* The accuracy check on hand-made results whose errors are worked out by hand. */
 #include "eval_util.h"
-#include "runtime/accuracy.h"
+#include "runtime/runtime.h"
+#include "runtime/reference/reference.h"
 
 static rt_value *vec(hlo_dtype dtype, int n, const double *x) {
   int64_t dims[1] = {n};

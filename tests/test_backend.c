@@ -2,7 +2,9 @@
 #include <stdlib.h>
 
 #include "eval_util.h"
-#include "runtime/backend.h"
+#include "runtime/runtime.h"
+#include "runtime/reference/reference.h"
+#include "capture/capture.h"
 
 static const char *const affine =
     "HloModule affine\n"
@@ -21,10 +23,10 @@ static void check_doubles(const rt_value *got, const double *want, int count) {
 }
 
 static void test_find(void) {
-  CHECK(rt_backend_find("reference") == &rt_backend_reference);
-  CHECK(rt_backend_find("no-such-backend") == NULL);
-  CHECK(rt_backend_find(NULL) == NULL);
-  CHECK(strstr(rt_backend_names(), "reference") != NULL);
+  CHECK(cap_backend_find("reference") == &rt_backend_reference);
+  CHECK(cap_backend_find("no-such-backend") == NULL);
+  CHECK(cap_backend_find(NULL) == NULL);
+  CHECK(strstr(cap_backend_names(), "reference") != NULL);
 }
 
 static void test_compile_execute_roundtrip(void) {

@@ -6,12 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cache/hash.h"
-#include "capture/cap.h"
+#include "cache/cache.h"
+#include "capture/capture.h"
 #include "capture_util.h"
-#include "hlo/parse.h"
-#include "hlo/print.h"
-#include "hlo/verify.h"
+#include "hlo/hlo.h"
 
 static latch_runtime *open_rt(bool eager) {
   latch_options options;

@@ -8,7 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "runtime/npy.h"
+#include "runtime/runtime.h"
 #include "test.h"
 
 static char temp_dir[64];

@@ -3,9 +3,10 @@
  * grouped, strided, dilated and padded convolutions, dot batch dims), compile errors,
  * serialization and buffer reuse in the plan. */
 #include "cpu_util.h"
-#include "hlo/pass.h"
-#include "runtime/backend_cpu.h"
-#include "runtime/random_fill.h"
+#include "hlo/hlo.h"
+#include "runtime/cpu/cpu_internal.h"
+#include "runtime/runtime.h"
+#include "capture/capture.h"
 
 static rt_value *f32v(int rank, const int64_t *dims, const double *v) { return make_value(HLO_F32, rank, dims, v); }
 
@@ -623,8 +624,8 @@ static void test_errors_and_serialize(void) {
   free(bytes);
   rt_backend_cpu.destroy(again);
   rt_backend_cpu.destroy(exe);
-  CHECK(rt_backend_find("cpu") == &rt_backend_cpu);
-  CHECK(strstr(rt_backend_names(), "cpu") != NULL);
+  CHECK(cap_backend_find("cpu") == &rt_backend_cpu);
+  CHECK(strstr(cap_backend_names(), "cpu") != NULL);
 }
 
 /* batch-norm-training on x = [[1,3],[5,7]] with features along dim 1: feature 0 holds

@@ -5,9 +5,8 @@
 #include <stdio.h>
 
 #include "cpu_util.h"
-#include "hlo/clone.h"
-#include "hlo/pass.h"
-#include "runtime/backend_cpu.h"
+#include "hlo/hlo.h"
+#include "runtime/cpu/cpu_internal.h"
 
 /* relu(x @ w) through a call the passes inline, its first 3 columns sliced (a slice whose
  * limit is the batch), summed over the batch after a transpose (a reduce that keeps its

@@ -10,7 +10,9 @@
 #include <stdlib.h>
 
 #include "cpu_util.h"
-#include "runtime/random_fill.h"
+#include "runtime/runtime.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/reference/reference.h"
 
 static const char *const skipped[] = {"llama", "maxtext", "mobilenet", "sharded_computation"};
 

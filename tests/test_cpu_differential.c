@@ -13,12 +13,12 @@
  * 48, enough for the parallel loops) so 4,000 graphs take seconds. */
 #include <stdlib.h>
 
-#include "hlo/build.h"
-#include "hlo/print.h"
-#include "runtime/backend.h"
-#include "runtime/random_fill.h"
+#include "hlo/hlo.h"
+#include "runtime/runtime.h"
 #include "rng_util.h"
 #include "test.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/reference/reference.h"
 
 enum { GRAPHS = 4000, MAX_NODES = 64 };
 

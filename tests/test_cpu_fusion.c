@@ -1,4 +1,4 @@
-/* Elementwise fusion in the cpu backend (runtime/backend_cpu_fusion.c, backend_cpu_fused.c).
+/* Elementwise fusion in the cpu backend (runtime/cpu/fusion.c, fused.c).
  *
  * Differential: seeded random chains of f32 elementwise ops with broadcasts (scalar, row,
  * column, inner block, one that cannot fold), converts from pred and s32 and to pred,
@@ -16,14 +16,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "hlo/parse.h"
-#include "hlo/pass.h"
-#include "runtime/backend.h"
-#include "runtime/backend_cpu_fusion.h"
-#include "runtime/parallel.h"
-#include "runtime/random_fill.h"
+#include "hlo/hlo.h"
+#include "runtime/runtime.h"
+#include "runtime/cpu/fusion_internal.h"
 #include "rng_util.h"
 #include "test.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/reference/reference.h"
 
 enum { GRAPHS = 600, MAX_VALUES = 64 };
 

@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include "cpu_util.h"
-#include "runtime/backend_cpu.h"
-#include "runtime/random_fill.h"
+#include "runtime/cpu/cpu_internal.h"
+#include "runtime/runtime.h"
 #include "test.h"
 
 /* The plan of text (no passes, so step i is instruction i); NULL after a failed check. */

@@ -8,6 +8,8 @@
 #include <stdio.h>
 
 #include "cpu_util.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/reference/reference.h"
 
 enum { THREADS = 4, RUNS = 6 };
 

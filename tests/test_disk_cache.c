@@ -8,10 +8,11 @@
 #include <sys/time.h>
 #include <sys/wait.h>
 
-#include "cache/disk_compile.h"
+#include "cache/cache.h"
 #include "disk_test_util.h"
-#include "runtime/fingerprint.h"
+#include "runtime/runtime.h"
 #include "test.h"
+#include "runtime/reference/reference.h"
 
 static const char *const FP = "backend=test/1 latch=0 arch=x cpu= options=";
 

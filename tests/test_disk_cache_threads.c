@@ -6,8 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "cache/disk_compile.h"
-#include "cache/table.h"
+#include "cache/cache.h"
 #include "disk_test_util.h"
 #include "test.h"
 

@@ -7,8 +7,8 @@
 #include <stdio.h>
 
 #include "cpu_util.h"
-#include "hlo/pass.h"
-#include "hlo/verify.h"
+#include "hlo/hlo.h"
+#include "runtime/cpu/cpu.h"
 
 /* relu(flatten(v grown 1x1 -> 3x3 by two concatenations of copies) @ w + b): v [n, 4, 1, 1],
  * w [36, 5], b [5]. */

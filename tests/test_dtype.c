@@ -1,5 +1,5 @@
 /* Element type names and half-precision rounding, against values worked out by hand. */
-#include "hlo/dtype.h"
+#include "hlo/hlo.h"
 #include "test.h"
 
 static void names_round_trip(void) {

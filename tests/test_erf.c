@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cpu_util.h"
-#include "runtime/erf_f32.h"
+#include "runtime/cpu/erf_f32_internal.h"
 
 /* The distance in representable floats between a and b. */
 static int64_t ulps_apart(float a, float b) {

@@ -4,7 +4,8 @@
 #include <unistd.h>
 
 #include "eval_util.h"
-#include "runtime/fault.h"
+#include "runtime/runtime.h"
+#include "runtime/reference/reference.h"
 
 static const char *const text =
     "HloModule m\nENTRY e {\n  x = f32[2] parameter(0)\n  n = f32[2] negate(x)\n  ROOT a = f32[2] add(n, x)\n}\n";

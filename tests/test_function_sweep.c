@@ -11,8 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/cap.h"
+#include "capture/capture.h"
 #include "function_util.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/reference/reference.h"
 
 typedef struct model {
   latch_tensor *w1, *b1, *w2, *b2; /* MLP: [16,32] [32] [32,10] [10]; CNN: conv [4,1,3,3], -, fc [64,10], [10] */

@@ -9,8 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "capture/cap.h"
+#include "capture/capture.h"
 #include "function_util.h"
+#include "runtime/cpu/cpu.h"
 
 enum { THREADS = 4, CALLS = 40, K = 4, N = 3 };
 

@@ -1,7 +1,7 @@
 /* Symbolic sizes, guard sets and guard programs, with expectations worked out by hand. */
 #include <stdlib.h>
 
-#include "guards/program.h"
+#include "guards/guards.h"
 #include "test.h"
 
 static char *expr_text(guard_expr e) {

@@ -4,8 +4,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cache/hash.h"
-#include "hlo/parse.h"
+#include "cache/cache.h"
+#include "hlo/hlo.h"
 #include "test.h"
 
 /* ---- building modules by hand ---- */

@@ -2,8 +2,7 @@
  * XLA's operation semantics, and error messages that name the op and the shapes. */
 #include <stdlib.h>
 
-#include "hlo/build.h"
-#include "hlo/infer.h"
+#include "hlo/hlo.h"
 #include "test.h"
 
 static hlo_module *module;

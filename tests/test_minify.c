@@ -5,12 +5,11 @@
 #include <unistd.h>
 
 #include "eval_util.h"
-#include "hlo/print.h"
-#include "minify/auto.h"
-#include "minify/candidate.h"
+#include "hlo/hlo.h"
 #include "minify/minify.h"
-#include "runtime/accuracy.h"
-#include "runtime/fault.h"
+#include "minify/minify_internal.h"
+#include "runtime/runtime.h"
+#include "runtime/reference/reference.h"
 
 /* x=(1,2,3), y=(1,1,1): a=(2,3,4), b=(4,9,16), c=cos(b), d=tanh(c). */
 static const char *const small =

@@ -6,9 +6,9 @@
 
 #include "gen_graph.h"
 #include "minify/minify.h"
-#include "runtime/accuracy.h"
-#include "runtime/fault.h"
+#include "runtime/runtime.h"
 #include "test.h"
+#include "runtime/reference/reference.h"
 
 enum { CASES = 100, OPS = 1000, MAX_CHECKS = 50 };
 

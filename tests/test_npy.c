@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "runtime/npy.h"
+#include "runtime/runtime.h"
 #include "test.h"
 
 static char temp_dir[64];

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "latch.h"
-#include "runtime/parallel.h"
+#include "runtime/runtime.h"
 #include "test.h"
 
 static void test_threads_option(void) {

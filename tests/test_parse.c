@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "hlo/parse.h"
+#include "hlo/hlo.h"
 #include "test.h"
 
 static const char *corpus_dir(void) {

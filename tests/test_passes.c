@@ -1,9 +1,7 @@
 /* The hlo/ passes: each test checks the rewritten graph (which instructions remain, what the
  * root is) and that the reference evaluator computes the same values before and after. */
 #include "eval_util.h"
-#include "hlo/pass.h"
-#include "hlo/print.h"
-#include "hlo/verify.h"
+#include "hlo/hlo.h"
 
 static hlo_module *parse(const char *text) {
   hlo_diag diag = {0};

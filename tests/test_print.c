@@ -3,8 +3,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "hlo/build.h"
-#include "hlo/print.h"
+#include "hlo/hlo.h"
 #include "test.h"
 
 static hlo_diag diag;

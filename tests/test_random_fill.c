@@ -2,7 +2,7 @@
  * ranges, independent streams, tuples and tokens. */
 #include <stdlib.h>
 
-#include "runtime/random_fill.h"
+#include "runtime/runtime.h"
 #include "test.h"
 
 static rt_value *random_array(hlo_dtype dtype, int64_t count, uint64_t seed, uint64_t stream) {

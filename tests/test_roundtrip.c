@@ -4,9 +4,7 @@
 #include <dirent.h>
 #include <stdlib.h>
 
-#include "hlo/parse.h"
-#include "hlo/print.h"
-#include "hlo/verify.h"
+#include "hlo/hlo.h"
 #include "test.h"
 
 static int compare_names(const void *a, const void *b) {

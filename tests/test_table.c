@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cache/table.h"
+#include "cache/cache.h"
 #include "test.h"
 
 /* ---- values: counted, and poisoned when destroyed so a use after free shows ---- */

@@ -2,8 +2,7 @@
  * computation and the instruction. */
 #include <stdlib.h>
 
-#include "hlo/build.h"
-#include "hlo/verify.h"
+#include "hlo/hlo.h"
 #include "test.h"
 
 static hlo_module *module;

@@ -3,9 +3,8 @@
 #define LATCH_CLI_H
 #include <stdbool.h>
 
-#include "hlo/diag.h"
-#include "hlo/ir.h"
-#include "runtime/value.h"
+#include "hlo/hlo.h"
+#include "runtime/runtime.h"
 
 /* Exit status: the hlo_status of the failure, so scripts (and the minifier) can tell a bad
  * input (1) from an unsupported op or type (2) from an internal failure (3). */

@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "bench/bench.h"
-#include "capture/cap.h"
+#include "capture/capture.h"
 #include "cli.h"
 
 void cmd_bench_usage(void) {

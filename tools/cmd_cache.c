@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cache/disk.h"
+#include "cache/cache.h"
 #include "cli.h"
 
 void cmd_cache_usage(void) {

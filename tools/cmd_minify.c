@@ -10,9 +10,8 @@
 
 #include "cli.h"
 #include "minify/minify.h"
-#include "minify/repro.h"
-#include "runtime/accuracy.h"
-#include "runtime/fault.h"
+#include "runtime/runtime.h"
+#include "capture/capture.h"
 
 void cmd_minify_usage(void) {
   fputs("usage: latch minify FILE [--inputs DIR | --seed N]\n"
@@ -137,9 +136,9 @@ static int parse_options(int argc, char **argv, minify_flags *f, min_options *o,
   } else {
     p->kind = strcmp(f->check, "accuracy") == 0 ? MIN_CHECK_ACCURACY : MIN_CHECK_COMPILE;
     const char *name = f->backend ? f->backend : "reference";
-    const rt_backend *backend = rt_backend_find(name);
+    const rt_backend *backend = cap_backend_find(name);
     if (!backend) {
-      cli_error("minify: unknown backend '%s'; backends: %s", name, rt_backend_names());
+      cli_error("minify: unknown backend '%s'; backends: %s", name, cap_backend_names());
       return CLI_USAGE;
     }
     hlo_diag diag;

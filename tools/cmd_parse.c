@@ -6,9 +6,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
-#include "hlo/parse.h"
-#include "hlo/print.h"
-#include "hlo/verify.h"
+#include "hlo/hlo.h"
 
 void cmd_parse_usage(void) {
   fputs("usage: latch parse FILE... [--print]\n"

@@ -10,15 +10,11 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "hlo/parse.h"
-#include "hlo/verify.h"
-#include "runtime/backend.h"
-#include "runtime/accuracy.h"
-#include "runtime/eval.h"
-#include "runtime/fault.h"
-#include "runtime/npy.h"
-#include "runtime/random_fill.h"
+#include "hlo/hlo.h"
+#include "runtime/runtime.h"
+#include "runtime/reference/reference.h"
 #include "run_cache.h"
+#include "capture/capture.h"
 
 void cmd_run_usage(void) {
   fputs("usage: latch run FILE [--inputs DIR] [--seed N] [--output DIR] [--backend NAME] [--fp64]\n"
@@ -104,8 +100,8 @@ static int parse_options(int argc, char **argv, run_options *o) {
     cli_error("run: --seed makes random inputs; it cannot be combined with --inputs");
     return CLI_USAGE;
   }
-  if (o->backend && !rt_backend_find(o->backend)) {
-    cli_error("run: unknown backend '%s'; backends: %s", o->backend, rt_backend_names());
+  if (o->backend && !cap_backend_find(o->backend)) {
+    cli_error("run: unknown backend '%s'; backends: %s", o->backend, cap_backend_names());
     return CLI_USAGE;
   }
   if (o->check && strcmp(o->check, "compile") != 0 && strcmp(o->check, "accuracy") != 0) {
@@ -378,7 +374,7 @@ static hlo_status execute(const run_options *o, const hlo_module *module, rt_val
     rt_eval_options options = {.fp64 = o->fp64 != NULL};
     return rt_evaluate(module, args, entry->param_count, &options, result, diag);
   }
-  c->backend = rt_backend_find(o->backend ? o->backend : "reference");
+  c->backend = cap_backend_find(o->backend ? o->backend : "reference");
   if (checking) {
     /* Checks and injected faults compile afresh: a cached executable would hide the
      * compile being checked, and a faulty one must never reach the shared cache. */

@@ -3,10 +3,8 @@
  * not wait for the write and fsync. */
 #ifndef LATCH_RUN_CACHE_H
 #define LATCH_RUN_CACHE_H
-#include "cache/disk.h"
-#include "cache/disk_compile.h"
-#include "runtime/backend.h"
-#include "runtime/fingerprint.h"
+#include "cache/cache.h"
+#include "runtime/runtime.h"
 
 typedef struct run_cache {
   cache_mode mode;

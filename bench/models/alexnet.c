@@ -2,7 +2,7 @@
  * pool to 6x6, three linear layers (dropout is the identity at inference). */
 #include <stdlib.h>
 
-#include "bench/models/models.h"
+#include "models.h"
 
 typedef struct alexnet {
   bench_store store;

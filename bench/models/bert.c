@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "bench/models/models.h"
+#include "models.h"
 
 typedef struct bert_layer {
   bench_linear_w q, k, v, attn_out, inter, out;

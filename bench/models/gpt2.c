@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "bench/models/models.h"
+#include "models.h"
 
 #define GPT2_LAYERS 4
 #define GPT2_POSITIONS 1024

@@ -1,7 +1,7 @@
 /* mlp: 784 -> 512 -> 512 -> 10 with ReLU; the keys are bench/torch_zoo.py's MLP (fc1, fc2, fc3). */
 #include <stdlib.h>
 
-#include "bench/models/models.h"
+#include "models.h"
 
 typedef struct mlp {
   bench_store store;

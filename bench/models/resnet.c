@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "bench/models/models.h"
+#include "models.h"
 
 typedef struct block {
   bench_conv_w conv[3];

@@ -4,8 +4,8 @@
  * with S even; the output is the loss before the update. */
 #include <stdlib.h>
 
-#include "bench/models/models.h"
-#include "bench/models/train_common.h"
+#include "models.h"
+#include "train_common.h"
 
 #define LEARNING_RATE 0.05
 

@@ -3,8 +3,8 @@
  * The output is the loss before the update. */
 #include <stdlib.h>
 
-#include "bench/models/models.h"
-#include "bench/models/train_common.h"
+#include "models.h"
+#include "train_common.h"
 
 #define LAYERS 3
 #define LEARNING_RATE 0.05

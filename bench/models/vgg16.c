@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "bench/models/models.h"
+#include "models.h"
 
 /* Channels per conv; 0 is a max pool. The features index advances by 2 per conv (conv,
  * ReLU) and by 1 per pool, as in torchvision's Sequential. */

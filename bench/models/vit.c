@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "bench/models/models.h"
+#include "models.h"
 
 typedef struct vit_layer {
   bench_ln_w ln1, ln2;

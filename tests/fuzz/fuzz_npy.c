@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/npy.h"
+#include "runtime/runtime.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   hlo_diag diag;

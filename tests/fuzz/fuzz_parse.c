@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hlo/parse.h"
+#include "hlo/hlo.h"
 
 /* Invariants a caller relies on without checking: an entry, a root in every computation,
  * resolved operands and callees, parameters numbered 0..n-1. */

@@ -1,0 +1,212 @@
+/* The runtime: options and their environment variables, the backend, the shared compile
+ * cache, statistics, and the per-thread last error. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capture.h"
+#include "minify/minify.h"
+#include "runtime/runtime.h"
+
+static _Thread_local char last_error[1024];
+
+const char *latch_last_error(void) { return last_error; }
+
+void cap_set_error(const char *format, ...) {
+  va_list ap;
+  va_start(ap, format);
+  vsnprintf(last_error, sizeof last_error, format, ap);
+  va_end(ap);
+}
+
+/* A non-negative integer variable; false (with the error set) when present but unreadable. */
+static bool env_int(const char *name, int *out) {
+  const char *text = getenv(name);
+  if (!text || !*text) return true;
+  char *end;
+  errno = 0;
+  long value = strtol(text, &end, 10);
+  if (errno || *end || value < 0 || value > 1 << 30) {
+    cap_set_error("%s=%s: expected a non-negative integer", name, text);
+    return false;
+  }
+  *out = (int)value;
+  return true;
+}
+
+static bool env_bool(const char *name, bool *out) {
+  const char *text = getenv(name);
+  if (!text || !*text) return true;
+  if (!strcmp(text, "1") || !strcmp(text, "true") || !strcmp(text, "yes"))
+    *out = true;
+  else if (!strcmp(text, "0") || !strcmp(text, "false") || !strcmp(text, "no"))
+    *out = false;
+  else {
+    cap_set_error("%s=%s: expected 1 or 0", name, text);
+    return false;
+  }
+  return true;
+}
+
+latch_status latch_options_init(latch_options *options) {
+  memset(options, 0, sizeof *options);
+  options->backend = cap_backend_find("cpu") ? "cpu" : "reference";
+  options->cache_capacity = 2048;
+  const char *backend = getenv("LATCH_BACKEND");
+  if (backend && *backend) options->backend = backend;
+  bool ok = env_int("LATCH_THREADS", &options->threads);
+  ok = env_int("LATCH_CACHE_CAPACITY", &options->cache_capacity) && ok;
+  ok = env_bool("LATCH_EAGER", &options->eager) && ok;
+  options->cache = "memory";
+  const char *cache = getenv("LATCH_CACHE");
+  if (cache && *cache) options->cache = cache;
+  const char *dir = getenv("LATCH_CACHE_DIR");
+  options->cache_dir = dir && *dir ? dir : NULL;
+  const char *check = getenv("LATCH_CHECK");
+  options->check = check && *check ? check : "off";
+  options->check_tol = RT_ACCURACY_DEFAULT_TOL;
+  const char *tol = getenv("LATCH_CHECK_TOL");
+  if (tol && *tol) {
+    char *end;
+    double value = strtod(tol, &end);
+    if (*end || !(value >= 0)) {
+      cap_set_error("LATCH_CHECK_TOL=%s: expected a non-negative number", tol);
+      ok = false;
+    } else {
+      options->check_tol = value;
+    }
+  }
+  return ok ? LATCH_OK : LATCH_ERR_INPUT;
+}
+
+static void destroy_exe(void *value) {
+  cap_exe *exe = value;
+  exe->backend->destroy(exe->exe);
+  free(exe);
+}
+
+/* The disk cache under the memory table. Trouble with the directory itself only costs the
+ * cache (cache_disk_open warns and misses); a bad LATCH_CACHE_MAX_BYTES is an error. */
+static latch_status open_disk(latch_runtime *rt, const char *dir, hlo_diag *diag) {
+  if (!dir) {
+    if (cache_disk_default_dir(rt->cache_dir, sizeof rt->cache_dir, diag) != HLO_OK) return LATCH_ERR_INPUT;
+  } else {
+    snprintf(rt->cache_dir, sizeof rt->cache_dir, "%s", dir);
+  }
+  rt->options.cache_dir = rt->cache_dir;
+  if (rt_fingerprint(rt->backend, "", rt->fingerprint, sizeof rt->fingerprint) >= sizeof rt->fingerprint) {
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "backend fingerprint too long");
+    return LATCH_ERR_INTERNAL;
+  }
+  rt->disk = cache_disk_open(rt->cache_dir, 0, diag);
+  return rt->disk ? LATCH_OK : LATCH_ERR_INPUT;
+}
+
+latch_runtime *latch_open(const latch_options *options) {
+  latch_options defaults;
+  if (!options) {
+    if (latch_options_init(&defaults) != LATCH_OK) return NULL;
+    options = &defaults;
+  }
+  const char *name = options->backend ? options->backend : "reference";
+  const rt_backend *backend = cap_backend_find(name);
+  if (!backend) {
+    cap_set_error("unknown backend '%s' (backends: %s)", name, cap_backend_names());
+    return NULL;
+  }
+  const char *cache = options->cache && *options->cache ? options->cache : "memory";
+  if (strcmp(cache, "off") && strcmp(cache, "memory") && strcmp(cache, "disk")) {
+    cap_set_error("latch_open: unknown cache mode '%s' (off, memory or disk)", cache);
+    return NULL;
+  }
+  min_check_mode check_mode = MIN_MODE_OFF;
+  hlo_diag check_diag = {0};
+  if (min_check_mode_parse(options->check, &check_mode, &check_diag) != HLO_OK) {
+    cap_set_error("latch_open: %s", check_diag.message);
+    return NULL;
+  }
+  /* LATCH_FAULT (tests only) makes the backend misbehave on demand. */
+  backend = rt_fault_from_env(backend, &check_diag);
+  if (!backend) {
+    cap_set_error("latch_open: %s", check_diag.message);
+    return NULL;
+  }
+  if (options->cache_capacity < 1 || options->threads < 0) {
+    cap_set_error("latch_open: cache_capacity must be at least 1 and threads non-negative");
+    return NULL;
+  }
+  latch_runtime *rt = calloc(1, sizeof *rt);
+  if (!rt) {
+    cap_set_error("latch_open: out of memory");
+    return NULL;
+  }
+  rt->options = *options;
+  snprintf(rt->backend_name, sizeof rt->backend_name, "%s", backend->name);
+  rt->options.backend = rt->backend_name; /* the caller's string need not outlive the call */
+  rt->backend = backend;
+  if (options->threads > 0) rt_parallel_request_threads(options->threads);
+  snprintf(rt->cache_mode, sizeof rt->cache_mode, "%s", cache);
+  rt->options.cache = rt->cache_mode;
+  rt->options.cache_dir = NULL;
+  rt->options.check = NULL; /* the caller's string need not outlive the call */
+  rt->check_mode = check_mode;
+  rt->check_tol = options->check_tol > 0 ? options->check_tol : RT_ACCURACY_DEFAULT_TOL;
+  pthread_mutex_init(&rt->repro_lock, NULL);
+  hlo_diag diag = {0};
+  bool off = strcmp(cache, "off") == 0;
+  rt->cache = cache_table_new(off ? 1 : (size_t)options->cache_capacity, destroy_exe, &diag);
+  if (rt->cache && strcmp(cache, "disk") == 0 && open_disk(rt, options->cache_dir, &diag) != LATCH_OK) {
+    cache_table_free(rt->cache);
+    rt->cache = NULL;
+  }
+  if (!rt->cache) {
+    cap_set_error("latch_open: %s", diag.message);
+    free(rt);
+    return NULL;
+  }
+  return rt;
+}
+
+void latch_close(latch_runtime *rt) {
+  if (!rt) return;
+  cache_table_free(rt->cache);
+  cache_disk_close(rt->disk);
+  pthread_mutex_destroy(&rt->repro_lock);
+  free(rt);
+  cap_pool_drain();
+}
+
+void latch_get_stats(latch_runtime *rt, latch_stats *stats) {
+  memset(stats, 0, sizeof *stats);
+  cache_stats cs;
+  cache_table_stats(rt->cache, &cs);
+  stats->syncs = atomic_load(&rt->syncs);
+  stats->ops_traced = atomic_load(&rt->ops_traced);
+  stats->nodes_synced = atomic_load(&rt->nodes_synced);
+  stats->cache_hits = cs.hits;
+  stats->cache_misses = cs.misses;
+  stats->compiles = atomic_load(&rt->compiles);
+  stats->disk_loads = atomic_load(&rt->disk_loads);
+  stats->check_failures = atomic_load(&rt->check_failures);
+  if (rt->disk) {
+    cache_disk_stats ds;
+    cache_disk_get_stats(rt->disk, &ds);
+    stats->disk_writes = ds.writes;
+  }
+  stats->compile_failures = cs.compile_failures;
+  stats->evictions = cs.evictions;
+  stats->cache_entries = cs.entries;
+  stats->compile_ns = cs.compile_ns;
+  stats->key_ns = atomic_load(&rt->key_ns);
+  stats->execute_ns = atomic_load(&rt->execute_ns);
+}
+
+const char *latch_last_repro(latch_runtime *rt) {
+  static _Thread_local char copy[4096];
+  pthread_mutex_lock(&rt->repro_lock);
+  snprintf(copy, sizeof copy, "%s", rt->last_repro);
+  pthread_mutex_unlock(&rt->repro_lock);
+  return copy;
+}

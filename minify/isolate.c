@@ -1,0 +1,285 @@
+/* Candidate checks in a child process with a time limit (check.h). */
+#include "minify.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/runtime.h"
+#include "runtime/reference/reference.h"
+
+static void set_message(min_outcome *outcome, const char *message) {
+  snprintf(outcome->message, sizeof outcome->message, "%s", message);
+}
+
+void min_check_inline(const min_predicate *predicate, const hlo_module *module, rt_value *const *inputs,
+                      int input_count, min_outcome *outcome) {
+  memset(outcome, 0, sizeof *outcome);
+  outcome->opcode = HLO_OP_COUNT;
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  const rt_backend *backend = predicate->backend;
+  rt_executable *exe = backend->compile(module, &diag);
+  if (!exe) {
+    outcome->kind = MIN_COMPILE_ERROR;
+    outcome->status = diag.status == HLO_OK ? HLO_ERR_INTERNAL : diag.status;
+    outcome->opcode = min_opcode_in_message(module, diag.message);
+    set_message(outcome, diag.message);
+    return;
+  }
+  if (predicate->kind == MIN_CHECK_ACCURACY) {
+    rt_value *result = NULL;
+    if (backend->execute(exe, inputs, input_count, &result, &diag) != HLO_OK) {
+      outcome->kind = MIN_EXECUTE_ERROR;
+      outcome->status = diag.status == HLO_OK ? HLO_ERR_INTERNAL : diag.status;
+      outcome->opcode = min_opcode_in_message(module, diag.message);
+      set_message(outcome, diag.message);
+    } else {
+      rt_accuracy_verdict verdict;
+      if (rt_accuracy_check(module, inputs, input_count, result, predicate->tol, &verdict, &diag) != HLO_OK) {
+        outcome->kind = MIN_CHECK_ERROR;
+        outcome->status = diag.status;
+        set_message(outcome, diag.message);
+      } else if (!verdict.passed) {
+        outcome->kind = MIN_ACCURACY;
+        set_message(outcome, verdict.message);
+      }
+    }
+    rt_value_release(result);
+  }
+  backend->destroy(exe);
+}
+
+/* Blocks until all of size is written or the pipe breaks. */
+static void write_all(int fd, const void *data, size_t size) {
+  const char *bytes = data;
+  while (size > 0) {
+    ssize_t n = write(fd, bytes, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    bytes += n;
+    size -= (size_t)n;
+  }
+}
+
+static size_t read_all(int fd, void *data, size_t size) {
+  char *bytes = data;
+  size_t got = 0;
+  while (got < size) {
+    ssize_t n = read(fd, bytes + got, size - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += (size_t)n;
+  }
+  return got;
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The child's side: its own process group (so a timeout kills whatever it started), quiet
+ * standard streams (a crashing backend's noise is not the minifier's output), then the
+ * check; the answer goes back through the pipe. Never returns. */
+static void child(const min_predicate *predicate, const hlo_module *module, rt_value *const *inputs,
+                  int input_count, const char *hlo_path, const char *inputs_dir, int fd) {
+  setpgid(0, 0);
+  int null_fd = open("/dev/null", O_RDWR);
+  if (null_fd >= 0) {
+    dup2(null_fd, STDIN_FILENO);
+    dup2(null_fd, STDOUT_FILENO);
+    dup2(null_fd, STDERR_FILENO);
+    if (null_fd > STDERR_FILENO) close(null_fd);
+  }
+  if (predicate->kind == MIN_CHECK_COMMAND) {
+    close(fd);
+    char script[4096];
+    snprintf(script, sizeof script, "%s \"$@\"", predicate->command);
+    setenv("LATCH_MINIFY_INPUTS", inputs_dir, 1);
+    execl("/bin/sh", "sh", "-c", script, "sh", hlo_path, (char *)NULL);
+    _exit(127);
+  }
+  min_outcome outcome;
+  min_check_inline(predicate, module, inputs, input_count, &outcome);
+  write_all(fd, &outcome, sizeof outcome);
+  _exit(0);
+}
+
+/* Waits for the child's answer or its end, up to the time limit; true when it finished. */
+static bool wait_for(int fd, double timeout_s) {
+  double deadline = now_s() + (timeout_s > 0 ? timeout_s : 1e9);
+  for (;;) {
+    double left = deadline - now_s();
+    if (left <= 0) return false;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int ready = poll(&p, 1, left > 1e6 ? 1000000000 : (int)(left * 1000) + 1);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready != 0) return true;
+  }
+}
+
+static void command_outcome(const min_predicate *predicate, int status, min_outcome *outcome) {
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  outcome->exit_code = code;
+  bool failing = predicate->command_nonzero ? code != 0 : code == 0;
+  outcome->kind = failing ? MIN_COMMAND : MIN_PASS;
+  snprintf(outcome->message, sizeof outcome->message, "the test command exited with %d", code);
+}
+
+hlo_status min_check(const min_predicate *predicate, const hlo_module *module, rt_value *const *inputs,
+                     int input_count, min_outcome *outcome, hlo_diag *diag) {
+  memset(outcome, 0, sizeof *outcome);
+  outcome->opcode = HLO_OP_COUNT;
+  char hlo_path[4096] = "", inputs_dir[4096] = "";
+  if (predicate->kind == MIN_CHECK_COMMAND) {
+    snprintf(hlo_path, sizeof hlo_path, "%s/candidate.hlo", predicate->work_dir);
+    snprintf(inputs_dir, sizeof inputs_dir, "%s/inputs", predicate->work_dir);
+    if (min_write_case(predicate->work_dir, "candidate.hlo", module, inputs, input_count, diag) != HLO_OK)
+      return diag->status;
+  }
+  int fds[2];
+  if (pipe(fds) != 0) return hlo_diag_set(diag, HLO_ERR_INTERNAL, "pipe: %s", strerror(errno));
+  fflush(NULL); /* the child must not write out the parent's buffered output again */
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return hlo_diag_set(diag, HLO_ERR_INTERNAL, "fork: %s", strerror(errno));
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    child(predicate, module, inputs, input_count, hlo_path, inputs_dir, fds[1]);
+  }
+  close(fds[1]);
+  setpgid(pid, pid); /* also here: whichever of parent and child runs first */
+  bool finished = wait_for(fds[0], predicate->timeout_s);
+  int status = 0;
+  if (!finished) {
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    close(fds[0]);
+    outcome->kind = MIN_HANG;
+    snprintf(outcome->message, sizeof outcome->message, "no answer within %g s; killed", predicate->timeout_s);
+    return HLO_OK;
+  }
+  min_outcome answer;
+  size_t got = read_all(fds[0], &answer, sizeof answer);
+  close(fds[0]);
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  kill(-pid, SIGKILL); /* anything the check left running in its group */
+  if (predicate->kind == MIN_CHECK_COMMAND) {
+    command_outcome(predicate, status, outcome);
+  } else if (got == sizeof answer) {
+    *outcome = answer;
+  } else {
+    outcome->kind = MIN_CRASH;
+    outcome->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    outcome->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+    if (outcome->signal)
+      snprintf(outcome->message, sizeof outcome->message, "killed by signal %d (%s)", outcome->signal,
+               strsignal(outcome->signal));
+    else
+      snprintf(outcome->message, sizeof outcome->message, "exited with %d without an answer", outcome->exit_code);
+  }
+  return HLO_OK;
+}
+
+bool min_outcome_same(const min_outcome *want, const min_outcome *got) {
+  if (want->kind != got->kind) return false;
+  switch (want->kind) {
+    case MIN_COMPILE_ERROR:
+    case MIN_EXECUTE_ERROR: return want->status == got->status && want->opcode == got->opcode;
+    case MIN_CRASH: return want->signal == got->signal && (want->signal || want->exit_code == got->exit_code);
+    case MIN_ACCURACY:
+    case MIN_HANG:
+    case MIN_COMMAND: return true;
+    default: return false;
+  }
+}
+
+static const char *status_name(hlo_status status) {
+  switch (status) {
+    case HLO_ERR_INPUT: return "input error";
+    case HLO_ERR_UNSUPPORTED: return "unsupported";
+    case HLO_ERR_INTERNAL: return "internal error";
+    default: return "ok";
+  }
+}
+
+void min_outcome_describe(const min_outcome *o, char *buffer, int size) {
+  const char *op = o->opcode < HLO_OP_COUNT ? hlo_opcode_name(o->opcode) : "no op named";
+  switch (o->kind) {
+    case MIN_PASS: snprintf(buffer, (size_t)size, "passes"); break;
+    case MIN_COMPILE_ERROR:
+      snprintf(buffer, (size_t)size, "compile error (%s) on %s: %s", status_name(o->status), op, o->message);
+      break;
+    case MIN_EXECUTE_ERROR:
+      snprintf(buffer, (size_t)size, "execute error (%s) on %s: %s", status_name(o->status), op, o->message);
+      break;
+    case MIN_ACCURACY: snprintf(buffer, (size_t)size, "accuracy failure: %s", o->message); break;
+    case MIN_CRASH: snprintf(buffer, (size_t)size, "crash: %s", o->message); break;
+    case MIN_HANG: snprintf(buffer, (size_t)size, "hang: %s", o->message); break;
+    case MIN_COMMAND: snprintf(buffer, (size_t)size, "still failing: %s", o->message); break;
+    case MIN_CHECK_ERROR: snprintf(buffer, (size_t)size, "the check could not run: %s", o->message); break;
+  }
+}
+
+static bool word_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+         c == '-';
+}
+
+static const hlo_instr *find_instr(const hlo_module *module, const char *word, size_t len) {
+  for (int c = 0; c < module->comp_count; c++)
+    for (int i = 0; i < module->comps[c]->instr_count; i++) {
+      const char *name = module->comps[c]->instrs[i]->name;
+      if (strlen(name) == len && memcmp(name, word, len) == 0) return module->comps[c]->instrs[i];
+    }
+  return NULL;
+}
+
+/* One pass over the message's words: pass 0 takes %name words naming an instruction, pass 1
+ * opcode names, pass 2 bare words naming an instruction. */
+static hlo_opcode scan_message(const hlo_module *module, const char *message, int pass) {
+  for (const char *p = message; *p;) {
+    if (!word_char(*p)) {
+      p++;
+      continue;
+    }
+    const char *start = p;
+    bool sigil = start > message && start[-1] == '%';
+    while (word_char(*p)) p++;
+    size_t len = (size_t)(p - start);
+    while (len > 0 && (start[len - 1] == '.' || start[len - 1] == '-')) len--; /* sentence punctuation */
+    if (pass == 1) {
+      hlo_opcode op = hlo_opcode_from_name(start, len);
+      if (op != HLO_OP_COUNT) return op;
+      continue;
+    }
+    if (pass == 0 && !sigil) continue;
+    const hlo_instr *instr = module ? find_instr(module, start, len) : NULL;
+    if (instr) return instr->opcode;
+  }
+  return HLO_OP_COUNT;
+}
+
+hlo_opcode min_opcode_in_message(const hlo_module *module, const char *message) {
+  /* HLO text marks instruction names with %, which makes them the surest; bare words may be
+   * English ("x" is a word and a parameter's name), so they come last. */
+  for (int pass = 0; pass < 3; pass++) {
+    hlo_opcode op = scan_message(module, message, pass);
+    if (op != HLO_OP_COUNT) return op;
+  }
+  return HLO_OP_COUNT;
+}

@@ -1,0 +1,475 @@
+/* The cpu backend: compile runs the hlo/ passes over a copy of the module and builds a plan
+ * (plan.c); execute walks the plan with per-call state only, so one executable
+ * may run on many threads at once. Parallelism is inside kernels (TBB, runtime/parallel.cc);
+ * OpenBLAS is held to one thread so the two never oversubscribe the cores: big matrix
+ * products are split across TBB tasks instead (dot.c). Its serialized form is
+ * the HLO text of the module it was compiled from (before the passes); deserialize compiles
+ * that again, so the executable can bind other sizes (bind.c) whether it was
+ * compiled here or loaded from the disk cache: origins are positions in that text. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cblas.h>
+
+#include "runtime/runtime.h"
+#include "cpu_internal.h"
+#include "hlo/hlo.h"
+
+/* Executables keep their arena between executes: a fresh allocation that large is an mmap
+ * whose pages fault in (zeroed by the kernel) on every step, which cost more than small
+ * steps' arithmetic and gigabytes of page faults for a big training step. What all
+ * executables keep together is bounded (LATCH_KEEP_ARENA_MB, default half the machine's
+ * memory): past it an arena is freed after its execute, so the compile cache cannot hold
+ * more than that in idle arenas. */
+static _Atomic int64_t kept_arena_bytes;
+
+static int64_t keep_arena_budget(void) {
+  static _Atomic int64_t budget = -1;
+  int64_t known = atomic_load(&budget);
+  if (known >= 0) return known;
+  const char *text = getenv("LATCH_KEEP_ARENA_MB");
+  char *end = NULL;
+  long long mb = text && *text ? strtoll(text, &end, 10) : -1;
+  int64_t bytes;
+  if (mb >= 0 && end && *end == '\0') {
+    bytes = (int64_t)mb << 20;
+  } else {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    bytes = pages > 0 && page > 0 ? (int64_t)pages * page / 2 : (int64_t)1 << 30;
+  }
+  atomic_store(&budget, bytes);
+  return bytes;
+}
+
+struct rt_executable {
+  hlo_module *module;   /* what runs: the optimized module, or a bound copy of its entry */
+  hlo_module *source;   /* compiled: the module before the passes, origins numbered; bound: NULL */
+  rt_executable *bound_from; /* bound: the compiled executable sharing its computations */
+  rt_cpu_plan *plan;
+  /* compiled executables only: one arena kept from a finished execute, of pool_bytes, for
+   * this executable and every one bound from it (bindings of one graph differ in size a
+   * little, a cache one longer each step, and should not fault in fresh pages each time).
+   * An execute takes it whole when it is large enough (a thread that finds it taken or too
+   * small allocates its own): executes running at once never share buffers. */
+  pthread_mutex_t pool_lock;
+  char *pool;
+  int64_t pool_bytes;
+  uint64_t pool_plan; /* the plan of the execute that gave the pool back (its kept results) */
+};
+
+/* Values and arenas executes have allocated, process-wide; tests read it to check that an
+ * execute allocates what its plan says (arena, results, the reference path's values) and
+ * nothing per step. */
+static _Atomic int64_t allocations;
+
+int64_t rt_cpu_allocation_count(void) { return atomic_load(&allocations); }
+
+static _Atomic int64_t kept_reuses;
+
+int64_t rt_cpu_kept_reuse_count(void) { return atomic_load(&kept_reuses); }
+
+static void counted(int64_t count) { atomic_fetch_add(&allocations, count); }
+
+static char *new_arena(int64_t bytes) {
+  counted(1);
+  return aligned_alloc(RT_CPU_ALIGN, (size_t)bytes);
+}
+
+static rt_executable *family_of(rt_executable *exe) { return exe->bound_from ? exe->bound_from : exe; }
+
+/* An arena of at least the plan's bytes; *capacity is its size. A bound executable's own
+ * allocation has a quarter more, so that the next few bindings fit in it too. Its kept
+ * results count only if this plan's execute gave it back: otherwise their stamps are
+ * cleared. */
+static char *take_arena(rt_executable *exe, int64_t *capacity) {
+  const rt_cpu_plan *plan = exe->plan;
+  int64_t need = plan->arena_bytes;
+  *capacity = 0;
+  if (!need) return NULL;
+  rt_executable *family = family_of(exe);
+  char *arena = NULL;
+  bool kept = false;
+  pthread_mutex_lock(&family->pool_lock);
+  if (family->pool && family->pool_bytes >= need) {
+    arena = family->pool;
+    *capacity = family->pool_bytes;
+    kept = family->pool_plan == plan->id;
+    family->pool = NULL;
+    family->pool_bytes = 0;
+  }
+  pthread_mutex_unlock(&family->pool_lock);
+  if (arena) atomic_fetch_sub(&kept_arena_bytes, *capacity);
+  else *capacity = exe->bound_from ? rt_cpu_aligned(need + need / 4) : need, arena = new_arena(*capacity);
+  if (arena && !kept && plan->kept_count) memset(arena + plan->kept_at, 0, sizeof(uint64_t) * (size_t)plan->kept_count);
+  return arena;
+}
+
+/* Keeps arena in its family's pool if the budget allows and the pool holds none as large;
+ * frees whichever is not kept. */
+static void give_arena(rt_executable *exe, char *arena, int64_t capacity) {
+  if (!arena) return;
+  rt_executable *family = family_of(exe);
+  char *dropped = arena;
+  int64_t dropped_bytes = capacity;
+  if (atomic_fetch_add(&kept_arena_bytes, capacity) + capacity <= keep_arena_budget()) {
+    pthread_mutex_lock(&family->pool_lock);
+    if (!family->pool || family->pool_bytes < capacity) {
+      dropped = family->pool;
+      dropped_bytes = family->pool_bytes;
+      family->pool = arena;
+      family->pool_bytes = capacity;
+      family->pool_plan = exe->plan->id;
+    }
+    pthread_mutex_unlock(&family->pool_lock);
+  }
+  if (dropped) atomic_fetch_sub(&kept_arena_bytes, dropped_bytes);
+  free(dropped);
+}
+
+/* One step's result during an execute. Views (of arguments, constants, buffers, other
+ * results) live in the cell itself and are never released; owned values are. */
+typedef struct cell {
+  rt_value *value;
+  bool owned;
+  rt_value view;
+} cell;
+
+static rt_executable *new_executable(hlo_module *module, rt_cpu_plan *plan, hlo_diag *diag) {
+  rt_executable *exe = calloc(1, sizeof *exe);
+  if (!exe) {
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
+    return NULL;
+  }
+  exe->module = module;
+  exe->plan = plan;
+  pthread_mutex_init(&exe->pool_lock, NULL);
+  return exe;
+}
+
+/* Compiles a module's text: parsed twice, once kept as the source (what serialize writes and
+ * bind compares a binding with) and once for the passes, each instruction of both numbered
+ * by its position in the text (origin) so that bind can map an optimized instruction to its
+ * counterpart in another binding of the source. */
+static rt_executable *cpu_compile_text(const char *text, size_t len, const char *where, hlo_diag *diag) {
+  hlo_module *source = hlo_parse_module(text, len, where, diag);
+  if (!source) return NULL;
+  if (hlo_verify_module(source, diag) != HLO_OK) {
+    hlo_module_free(source);
+    return NULL;
+  }
+  hlo_module *module = hlo_parse_module(text, len, where, diag);
+  if (!module) {
+    hlo_module_free(source);
+    return NULL;
+  }
+  hlo_module_number_origins(source);
+  hlo_module_number_origins(module);
+  hlo_pass_run_all(module);
+  /* reassociates sums (the weight summed over repeated inputs first), within rounding of
+   * the graph as written, as BLAS's blocking is */
+  hlo_pass_dot_of_repeats(module);
+  openblas_set_num_threads(1);
+  rt_cpu_plan *plan = rt_cpu_plan_build(module, diag);
+  rt_executable *exe = plan ? new_executable(module, plan, diag) : NULL;
+  if (!exe) {
+    rt_cpu_plan_free(plan);
+    hlo_module_free(module);
+    hlo_module_free(source);
+    return NULL;
+  }
+  exe->source = source;
+  return exe;
+}
+
+static rt_executable *cpu_compile(const hlo_module *module, hlo_diag *diag) {
+  char *text = hlo_module_to_text(module);
+  if (!text) {
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory printing module %s", module->name);
+    return NULL;
+  }
+  rt_executable *exe = cpu_compile_text(text, strlen(text), "<compile>", diag);
+  free(text);
+  return exe;
+}
+
+static void set_view(cell *c, const hlo_shape *shape, void *data) {
+  c->view = (rt_value){.refcount = 1};
+  c->view.shape = hlo_shape_make(shape->dtype, shape->rank, shape->dims);
+  c->view.count = hlo_shape_elements(&c->view.shape);
+  c->view.data = data;
+  c->value = &c->view;
+  c->owned = false;
+}
+
+static bool is_view(const cell *cells, int count, const rt_value *value) {
+  uintptr_t p = (uintptr_t)value, lo = (uintptr_t)cells, hi = (uintptr_t)(cells + count);
+  return p >= lo && p < hi;
+}
+
+/* A reference kernel may hand back (retained) one of its operands, or a tuple holding
+ * one: views must not outlive their step, so those become copies. */
+static rt_value *detach(const cell *cells, int count, rt_value *value) {
+  if (!value) return NULL;
+  if (is_view(cells, count, value)) {
+    rt_value *copy = rt_value_copy(value);
+    rt_value_release(value); /* undoes the kernel's retain; a view's count never hits 0 */
+    return copy;
+  }
+  for (int i = 0; i < value->tuple_count; i++) {
+    value->tuple[i] = detach(cells, count, value->tuple[i]);
+    if (!value->tuple[i]) {
+      rt_value_release(value);
+      return NULL;
+    }
+  }
+  return value;
+}
+
+/* An owned value for the caller: owned cells are passed on, views copied. */
+static rt_value *hand_out(cell *c) {
+  if (c->owned) return rt_value_retain(c->value);
+  counted(1);
+  return rt_value_copy(c->value);
+}
+
+static hlo_status check_args(const hlo_comp *entry, rt_value *const *args, int arg_count, hlo_diag *diag) {
+  if (arg_count != entry->param_count)
+    return hlo_diag_set(diag, HLO_ERR_INPUT, "computation %s takes %d arguments, got %d", entry->name,
+                        entry->param_count, arg_count);
+  for (int i = 0; i < arg_count; i++) {
+    const hlo_shape *want = &entry->params[i]->shape;
+    const rt_value *have = args[i];
+    bool ok = have != NULL;
+    if (ok && want->dtype == HLO_TUPLE) ok = have->shape.dtype == HLO_TUPLE && have->tuple_count == want->tuple_count;
+    else if (ok) ok = have->shape.dtype == want->dtype && have->shape.rank == want->rank;
+    for (int d = 0; ok && want->dtype != HLO_TUPLE && d < want->rank; d++) ok = have->shape.dims[d] == want->dims[d];
+    if (!ok) {
+      char want_text[128], have_text[128];
+      return hlo_diag_set(diag, HLO_ERR_INPUT, "argument %d of %s: expected %s, got %s", i, entry->name,
+                          hlo_shape_str(want, want_text, sizeof want_text),
+                          have ? hlo_shape_str(&have->shape, have_text, sizeof have_text) : "nothing");
+    }
+  }
+  return HLO_OK;
+}
+
+/* A fast step with a tuple result writes each element into its own buffer; the tuple itself
+ * is never a value (only its PART steps read it), so it lives on the stack for the call. */
+static hlo_status run_parts(const rt_cpu_step *step, char *arena, rt_value **ops, rt_eval *eval) {
+  enum { MAX_PARTS = 8 };
+  const hlo_instr *instr = step->instr;
+  rt_value part_cells[MAX_PARTS];
+  rt_value *parts[MAX_PARTS];
+  if (step->part_count > MAX_PARTS)
+    return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "%%%s: %d tuple elements", instr->name, step->part_count);
+  for (int p = 0; p < step->part_count; p++) {
+    const hlo_shape *shape = &instr->shape.tuple[p];
+    part_cells[p] = (rt_value){.refcount = 1, .data = arena + step->part_offsets[p]};
+    part_cells[p].shape = hlo_shape_make(shape->dtype, shape->rank, shape->dims);
+    part_cells[p].count = hlo_shape_elements(&part_cells[p].shape);
+    parts[p] = &part_cells[p];
+  }
+  rt_value tuple = {.refcount = 1, .shape = {.dtype = HLO_TUPLE}, .tuple_count = step->part_count, .tuple = parts};
+  if (!step->fast(instr, (const rt_value *const *)ops, &tuple))
+    return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in %s %%%s", hlo_opcode_name(instr->opcode),
+                        instr->name);
+  return HLO_OK;
+}
+
+static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char *arena,
+                           rt_value *const *args, rt_value **ops, rt_eval *eval) {
+  const hlo_instr *instr = step->instr;
+  cell *c = &cells[instr->id];
+  for (int k = 0; k < rt_cpu_step_input_count(step); k++) ops[k] = cells[rt_cpu_step_input(step, k)].value;
+  switch (step->kind) {
+    case RT_STEP_PARAM: {
+      rt_value *arg = args[instr->parameter_number];
+      if (arg->shape.dtype == HLO_TUPLE) { /* copied: the caller's elements are not ours to retain */
+        c->value = rt_value_copy(arg);
+        c->owned = true;
+        counted(1);
+        break;
+      }
+      set_view(c, &arg->shape, arg->data);
+      break;
+    }
+    case RT_STEP_CONST:
+      set_view(c, &instr->literal->shape, instr->literal->data);
+      break;
+    case RT_STEP_ALIAS:
+      if (instr->opcode == HLO_OP_GET_TUPLE_ELEMENT) {
+        const rt_value *tuple = ops[0];
+        if (tuple->shape.dtype != HLO_TUPLE || instr->index < 0 || instr->index >= tuple->tuple_count)
+          return hlo_diag_set(eval->diag, HLO_ERR_INPUT, "get-tuple-element %%%s: index %lld out of range",
+                              instr->name, (long long)instr->index);
+        c->view = *tuple->tuple[instr->index];
+        c->view.refcount = 1;
+        c->value = &c->view;
+        c->owned = false;
+      } else {
+        set_view(c, &instr->shape, ops[0]->data);
+      }
+      break;
+    case RT_STEP_TUPLE: {
+      rt_value **elements = calloc((size_t)instr->operand_count + 1, sizeof(rt_value *));
+      if (!elements) return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in tuple %%%s", instr->name);
+      bool ok = true;
+      for (int k = 0; k < instr->operand_count; k++) {
+        elements[k] = hand_out(&cells[instr->operands[k]->id]);
+        ok = ok && elements[k];
+      }
+      c->value = ok ? rt_value_new_tuple(instr->operand_count, elements) : NULL;
+      counted(1);
+      if (!c->value)
+        for (int k = 0; k < instr->operand_count; k++) rt_value_release(elements[k]);
+      free(elements);
+      if (!c->value) return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in tuple %%%s", instr->name);
+      c->owned = true;
+      break;
+    }
+    case RT_STEP_PART:
+      set_view(c, &instr->shape, arena + step->offset);
+      break;
+    case RT_STEP_INSIDE:
+      break;
+    case RT_STEP_FAST:
+    case RT_STEP_FUSED:
+      if (step->part_count) return run_parts(step, arena, ops, eval);
+      if (step->output) {
+        c->value = rt_value_new(&instr->shape);
+        counted(1);
+        if (!c->value)
+          return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory for the result of %%%s", instr->name);
+        c->owned = true;
+      } else {
+        set_view(c, &instr->shape, arena + step->offset);
+      }
+      uint64_t *kept = step->kept_param >= 0 ? (uint64_t *)(arena + step->stamp_offset) : NULL;
+      uint64_t stamp = kept ? args[step->kept_param]->stamp : 0;
+      if (kept && stamp && *kept == stamp) { /* computed from these contents already */
+        atomic_fetch_add(&kept_reuses, 1);
+        break;
+      }
+      if (kept) *kept = 0;
+      void *scratch = step->scratch_bytes ? arena + step->scratch_offset : NULL;
+      const rt_value *const *in = (const rt_value *const *)ops;
+      bool ok = step->kind == RT_STEP_FUSED ? rt_cpu_fusion_run(step->fusion, in, c->value, scratch)
+                : step->fast_scratch       ? step->fast_scratch(instr, in, c->value, scratch)
+                                           : step->fast(instr, in, c->value);
+      if (!ok)
+        return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in %s %%%s",
+                            hlo_opcode_name(instr->opcode), instr->name);
+      if (kept) *kept = stamp;
+      break;
+    case RT_STEP_SLOW: {
+      rt_value *out = NULL;
+      counted(1);
+      hlo_status status = step->slow(eval, instr, ops, &out);
+      if (status != HLO_OK) {
+        rt_value_release(out);
+        return status;
+      }
+      if (!out)
+        return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "%s %%%s produced no value",
+                            hlo_opcode_name(instr->opcode), instr->name);
+      c->value = detach(cells, count, out);
+      if (!c->value) return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in %%%s", instr->name);
+      c->owned = true;
+      break;
+    }
+  }
+  return HLO_OK;
+}
+
+static hlo_status cpu_execute(rt_executable *exe, rt_value *const *args, int arg_count, rt_value **result,
+                              hlo_diag *diag) {
+  *result = NULL;
+  const hlo_comp *entry = exe->module->entry;
+  const rt_cpu_plan *plan = exe->plan;
+  hlo_status status = check_args(entry, args, arg_count, diag);
+  if (status != HLO_OK) return status;
+  rt_eval_options options = {.fp64 = false};
+  if (plan->dynamic) return rt_evaluate(exe->module, args, arg_count, &options, result, diag);
+  rt_eval eval = {.options = &options, .diag = diag, .call_depth = 0};
+  int n = plan->step_count;
+  cell *cells = calloc((size_t)n + 1, sizeof(cell));
+  rt_value **ops = calloc((size_t)plan->max_operands + 1, sizeof(rt_value *));
+  int64_t capacity;
+  char *arena = take_arena(exe, &capacity);
+  if (!cells || !ops || (plan->arena_bytes && !arena))
+    status = hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory: %lld bytes of buffers for %s",
+                          (long long)plan->arena_bytes, exe->module->name);
+  for (int i = 0; i < n && status == HLO_OK; i++) {
+    const rt_cpu_step *step = &plan->steps[i];
+    status = run_step(step, cells, n, arena, args, ops, &eval);
+    for (int f = 0; f < step->free_count; f++) {
+      cell *dead = &cells[step->frees[f]];
+      if (dead->owned) rt_value_release(dead->value);
+      dead->value = NULL;
+      dead->owned = false;
+    }
+  }
+  if (status == HLO_OK) {
+    *result = hand_out(&cells[entry->root->id]);
+    if (!*result) status = hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory copying the result");
+  }
+  for (int i = 0; cells && i < n; i++)
+    if (cells[i].owned) rt_value_release(cells[i].value);
+  free(cells);
+  free(ops);
+  give_arena(exe, arena, capacity);
+  return status;
+}
+
+/* The new executable for binding runs the compiled one's passes' result with shapes,
+ * kernels and buffers for the binding's sizes; nothing is compiled. A bound executable
+ * binds through the one it was bound from. */
+static rt_executable *cpu_bind(rt_executable *exe, const hlo_module *binding, hlo_diag *diag) {
+  rt_executable *compiled = exe->bound_from ? exe->bound_from : exe;
+  hlo_module *bound = rt_cpu_bind_module(compiled->source, compiled->module, binding, diag);
+  if (!bound) return NULL;
+  rt_cpu_plan *plan = rt_cpu_plan_build(bound, diag);
+  rt_executable *bound_exe = plan ? new_executable(bound, plan, diag) : NULL;
+  if (!bound_exe) {
+    rt_cpu_plan_free(plan);
+    rt_cpu_bound_module_free(bound);
+    return NULL;
+  }
+  bound_exe->bound_from = compiled;
+  return bound_exe;
+}
+
+static void cpu_destroy(rt_executable *exe) {
+  if (!exe) return;
+  if (exe->pool) atomic_fetch_sub(&kept_arena_bytes, exe->pool_bytes);
+  free(exe->pool);
+  pthread_mutex_destroy(&exe->pool_lock);
+  rt_cpu_plan_free(exe->plan);
+  if (exe->bound_from) rt_cpu_bound_module_free(exe->module);
+  else hlo_module_free(exe->module);
+  hlo_module_free(exe->source);
+  free(exe);
+}
+
+/* A bound executable has no source of its own: its module, compiled again, is its equal. */
+static hlo_status cpu_serialize(const rt_executable *exe, void **bytes, size_t *len, hlo_diag *diag) {
+  return rt_module_text_bytes(exe->source ? exe->source : exe->module, bytes, len, diag);
+}
+
+static rt_executable *cpu_deserialize(const void *bytes, size_t len, hlo_diag *diag) {
+  return cpu_compile_text(bytes, len, "<cache entry>", diag);
+}
+
+const rt_backend rt_backend_cpu = {
+    .name = "cpu",
+    .version = "2",
+    .compile = cpu_compile,
+    .execute = cpu_execute,
+    .destroy = cpu_destroy,
+    .serialize = cpu_serialize,
+    .deserialize = cpu_deserialize,
+    .bind = cpu_bind,
+};

@@ -1,0 +1,13 @@
+/* runtime/cpu/: the fast cpu backend: passes, fusion, buffer planning, typed parallel
+ * kernels (BLAS for dot and convolution), executables bound to new sizes, the reference
+ * kernels as its fallback. The layer's one header: everything else here is private
+ * (cpu_internal.h, fusion_internal.h, erf_f32_internal.h). Uses runtime/,
+ * runtime/reference/, hlo/, tbb and BLAS. */
+#ifndef RT_CPU_H
+#define RT_CPU_H
+#include "runtime/runtime.h"
+
+/* The backend (backend.c). */
+extern const rt_backend rt_backend_cpu;
+
+#endif

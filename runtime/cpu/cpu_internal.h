@@ -1,0 +1,171 @@
+/* The cpu backend's insides, shared by its files (backend_cpu*.c): the execution plan and
+ * the fast kernels. Nothing outside the backend includes this. */
+#ifndef RT_BACKEND_CPU_H
+#define RT_BACKEND_CPU_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/cpu/cpu.h"
+#include "runtime/reference/reference.h"
+#include "hlo/hlo.h"
+#include "runtime/runtime.h"
+
+/* A fast kernel: reads its operands (arrays in the instruction's declared operand shapes)
+ * and writes every element of out, whose shape is the instruction's and whose data is a
+ * reused buffer holding garbage. Picked at compile time only for shapes it handles, so it
+ * checks nothing again. false only when scratch memory ran out. */
+typedef bool (*rt_cpu_kernel)(const hlo_instr *instr, const rt_value *const *in, rt_value *out);
+
+/* Each picker returns the fast kernel for instr, or NULL when it has none for this opcode,
+ * these element types or shapes (the reference kernel then runs). */
+rt_cpu_kernel rt_cpu_pick_elementwise(const hlo_instr *instr);
+rt_cpu_kernel rt_cpu_pick_layout(const hlo_instr *instr);
+rt_cpu_kernel rt_cpu_pick_reduce(const hlo_instr *instr);
+rt_cpu_kernel rt_cpu_pick_gather(const hlo_instr *instr);
+
+/* A fast kernel that needs working memory besides its result (operand copies in a canonical
+ * order, im2col matrices): scratch is the step's own stretch of the arena, sized at plan time
+ * by the picker (*scratch_bytes), holding garbage. Planning it with the results, instead of
+ * allocating it on every call, is what keeps a step to no allocations: large fresh
+ * allocations are mmaps whose pages fault in again on every call. */
+typedef bool (*rt_cpu_scratch_kernel)(const hlo_instr *instr, const rt_value *const *in, rt_value *out,
+                                      void *scratch);
+rt_cpu_scratch_kernel rt_cpu_pick_conv_scratch(const hlo_instr *instr, int64_t *scratch_bytes);
+rt_cpu_scratch_kernel rt_cpu_pick_dot_scratch(const hlo_instr *instr, int64_t *scratch_bytes);
+/* batch-norm-training and batch-norm-grad as fast kernels whose out is a tuple of the three
+ * result arrays (each in the arena): NULL when instr is not one they handle. */
+rt_cpu_kernel rt_cpu_pick_batch_norm_parts(const hlo_instr *instr);
+
+/* The reference path for everything else (fallback.c): the kernel, or NULL for
+ * an opcode neither path runs. Control flow evaluates its computations with the reference
+ * evaluator. */
+rt_kernel rt_cpu_slow_kernel(hlo_opcode opcode);
+/* Typed, parallel kernels for ops that make tuples (batchnorm.c): they have the
+ * reference kernels' signature and replace them; NULL when instr is not one they handle. */
+rt_kernel rt_cpu_pick_batch_norm(const hlo_instr *instr);
+
+/* How a step gets its result. */
+typedef enum rt_cpu_step_kind {
+  RT_STEP_PARAM,  /* a view of the caller's argument */
+  RT_STEP_CONST,  /* a view of the literal's bytes */
+  RT_STEP_ALIAS,  /* a view of operand 0's bytes: reshape, bitcast, copy, get-tuple-element */
+  RT_STEP_TUPLE,  /* a new tuple of its operands (copies of views) */
+  RT_STEP_FAST,   /* a fast kernel into an assigned buffer, or into an output value; a tuple
+                   * result (batch-norm) is one buffer per element, read only through PART */
+  RT_STEP_PART,   /* get-tuple-element of a FAST tuple: a view of that element's buffer */
+  RT_STEP_SLOW,   /* a reference kernel making a new value */
+  RT_STEP_FUSED,  /* a fused group (fusion.c) into an assigned buffer or output */
+  RT_STEP_INSIDE, /* computed inside a fused step, or a broadcast folded into its loads: no result */
+} rt_cpu_step_kind;
+
+typedef struct rt_cpu_fusion rt_cpu_fusion;
+
+typedef struct rt_cpu_step {
+  const hlo_instr *instr;
+  rt_cpu_step_kind kind;
+  rt_cpu_kernel fast;
+  rt_cpu_scratch_kernel fast_scratch; /* FAST: runs instead of fast when set */
+  rt_kernel slow;
+  rt_cpu_fusion *fusion; /* FUSED: the group's program and the steps it reads */
+  /* the storage holding this result: a step index (itself, or what an alias views), or
+   * step_count + i for element i of the FAST tuple results, numbered in step order */
+  int storage;
+  bool output;      /* FAST: a result of the entry, written into a value of its own */
+  bool in_place;    /* FAST: its buffer is an operand's, which dies here (elementwise ops) */
+  int64_t offset;   /* FAST array not output, and PART: byte offset of its buffer in the arena */
+  int part_count;   /* FAST tuple: its elements, whose buffers are at part_offsets */
+  int64_t *part_offsets;
+  int64_t scratch_bytes, scratch_offset; /* fast_scratch's (or a FUSED head's) working memory in the arena */
+  int free_count;   /* storages whose last reader is this step */
+  int *frees;
+  /* kept (kept_param >= 0; -1 otherwise): a reduce of parameter kept_param alone (through
+   * reshapes), its buffer never reused: the arena keeps the result from one execute to the
+   * next, with the argument's stamp (rt_value.stamp) at stamp_offset, and a later execute
+   * whose argument has the same stamp skips the step */
+  int kept_param;
+  int64_t stamp_offset;
+} rt_cpu_step;
+
+typedef struct rt_cpu_plan {
+  int step_count;
+  rt_cpu_step *steps;   /* in execution order; step i is entry->instrs[i] */
+  int64_t arena_bytes;  /* all reused buffers together */
+  int64_t buffer_count; /* distinct buffers after reuse (for tests and reports) */
+  int64_t buffer_bytes; /* all buffers and scratch before reuse (for reports) */
+  int64_t peak_live_bytes; /* the most bytes live at one step: the least any arena could be */
+  int max_operands;
+  bool dynamic;         /* some shape is dynamic: every step takes the reference path */
+  /* kept steps: their stamps (kept_count of them, from kept_at) and buffers end the arena;
+   * an arena last run by another plan (id) holds no kept results */
+  uint64_t id;
+  int kept_count;
+  int64_t kept_at;
+} rt_cpu_plan;
+
+/* Builds the plan for module's entry (after passes); NULL with diag (HLO_ERR_UNSUPPORTED
+ * naming the op and the instruction) when some instruction cannot run. */
+rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, hlo_diag *diag);
+void rt_cpu_plan_free(rt_cpu_plan *plan);
+
+/* Kept steps skipped so far, process-wide (for tests). */
+int64_t rt_cpu_kept_reuse_count(void);
+
+/* Allocations made by cpu executes so far, process-wide: fresh arenas, the entry's results,
+ * values of the reference path and tuples (a reference kernel counts once, whatever it
+ * allocates inside). For tests. */
+int64_t rt_cpu_allocation_count(void);
+
+/* (bind.c) The optimized module of a compile of source, rebuilt for binding:
+ * source at other sizes. Its entry is its own; its other computations are optimized's, which
+ * must outlive it; free it with rt_cpu_bound_module_free. NULL with diag (HLO_ERR_UNSUPPORTED
+ * and why) when the compile's decisions cannot be shown to hold at the binding's sizes. */
+hlo_module *rt_cpu_bind_module(const hlo_module *source, const hlo_module *optimized, const hlo_module *binding,
+                               hlo_diag *diag);
+void rt_cpu_bound_module_free(hlo_module *bound);
+
+/* Work run on a part [begin, end) of a kernel's f32 output right after the kernel wrote it,
+ * while it is still in cache, inside the same parallel task. */
+typedef struct rt_cpu_epilogue {
+  void (*run)(const void *ctx, int64_t begin, int64_t end);
+  const void *ctx;
+} rt_cpu_epilogue;
+/* The dot kernel with an epilogue over each block it computes (epilogue may be NULL), its
+ * working memory in scratch (rt_cpu_pick_dot_scratch's bytes; NULL when they are 0). */
+bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in, rt_value *out,
+                              const rt_cpu_epilogue *epilogue, void *scratch);
+bool rt_cpu_is_dot_kernel(rt_cpu_scratch_kernel kernel);
+
+/* Fusion (fusion.c), run on a plan whose steps are classified and not yet
+ * assigned buffers: turns groups of elementwise steps into one FUSED step each (at the
+ * group's last instruction) and marks the rest INSIDE. Decided from the module's shapes
+ * alone, so a plan built again for other sizes decides again. */
+hlo_status rt_cpu_fuse(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag);
+void rt_cpu_fusion_free(rt_cpu_fusion *fusion);
+/* Runs a fused group (fused.c): in[k] is the value of the step's input k;
+ * scratch: the head's working memory (the FUSED step's scratch_bytes). */
+bool rt_cpu_fusion_run(const rt_cpu_fusion *fusion, const rt_value *const *in, rt_value *out, void *scratch);
+/* The steps a step reads, by instruction id: a fused step's inputs, else the operands. */
+int rt_cpu_step_input_count(const rt_cpu_step *step);
+int rt_cpu_step_input(const rt_cpu_step *step, int k);
+static inline bool rt_cpu_step_writes_buffer(const rt_cpu_step *step) {
+  return step->kind == RT_STEP_FAST || step->kind == RT_STEP_FUSED;
+}
+
+/* The floating-point unary opcodes the elementwise kernels (and fused groups) compute. */
+bool rt_cpu_float_unary(hlo_opcode op);
+
+/* Shared loop helpers. */
+static inline float rt_cpu_half_load(hlo_dtype dtype, uint16_t bits) {
+  return dtype == HLO_F16 ? hlo_f16_to_f32(bits) : hlo_bf16_to_f32(bits);
+}
+static inline uint16_t rt_cpu_half_store(hlo_dtype dtype, float value) {
+  return dtype == HLO_F16 ? hlo_f32_to_f16(value) : hlo_f32_to_bf16(value);
+}
+/* Below this many elements a loop stays on the calling thread. */
+enum { RT_CPU_GRAIN = 1 << 15 };
+/* Buffers and arenas are cut at this alignment (a cache line; aligned_alloc's size must be a
+ * multiple of it). */
+enum { RT_CPU_ALIGN = 64 };
+static inline int64_t rt_cpu_aligned(int64_t bytes) { return (bytes + RT_CPU_ALIGN - 1) / RT_CPU_ALIGN * RT_CPU_ALIGN; }
+
+#endif

@@ -1,0 +1,304 @@
+/* dot through BLAS. Operands are seen as [batch][M][K] and [batch][K][N] (or [batch][N][K],
+ * passed with the transpose flag instead of copied); rt_work_view_into from the reference
+ * kernels makes the packing copy only when an operand is not already in one of those
+ * orders, and converts f16/bf16 to f32 (the result is rounded once on store); copies and
+ * an unstored result go in the step's planned scratch (dot_setup sizes it). The result's
+ * dims are [batch, lhs free, rhs free]: row-major [batch][M][N] already. lhs as [batch][K][M]
+ * goes by the transpose flag as well. Each (batch, block of rows and columns: split_grid)
+ * is one sgemm/dgemm call and one item of the parallel loop, with OpenBLAS itself
+ * single-threaded, so large products use every core and small ones stay on the caller's
+ * thread. A single-row product (batch-1 Linear layers) goes to gemv instead: gemm
+ * would pack the whole weight matrix first, for one row of arithmetic, so the weights would
+ * cross memory three times instead of once. gemv's items must read the weights in long
+ * runs: a [n][k] matrix is split into blocks of rows (output columns), a large [k][n] one
+ * (a weight stored [in, out]) into blocks of rows too, each summing its share of k into
+ * partial results in scratch that are added up afterwards, in a fixed order; split into
+ * column blocks instead, each item read a few hundred bytes from every row, one page apart,
+ * and ran at a third of the memory's speed. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "cpu_internal.h"
+#include "runtime/reference/reference.h"
+#include "runtime/runtime.h"
+
+enum { COL_BLOCK = 256 };
+
+/* A [k][n] gemv of at least SPLIT_WORK elements is split into at most MAX_K_BLOCKS blocks of
+ * k, each at least SPLIT_WORK elements; the count depends on the shape alone, so results do
+ * not change with the number of threads. */
+enum { SPLIT_WORK = 1 << 20, MAX_K_BLOCKS = 16 };
+
+static int64_t k_blocks_for(int64_t batch, int64_t m, int64_t n, int64_t k, bool b_transposed) {
+  if (batch != 1 || m != 1 || b_transposed || n * k < 2 * SPLIT_WORK) return 0;
+  int64_t blocks = n * k / SPLIT_WORK;
+  if (blocks > MAX_K_BLOCKS) blocks = MAX_K_BLOCKS;
+  return blocks < k ? blocks : k;
+}
+
+typedef struct dot_job {
+  bool f64;
+  const void *a, *b;
+  void *c;
+  int64_t m, n, k, blocks;
+  /* m > 1: each matrix is split into a grid of blocks of row_height rows by col_width
+   * columns, col_blocks across (split_grid) */
+  int64_t row_height, col_blocks, col_width;
+  bool a_transposed, b_transposed;
+  const rt_cpu_epilogue *epilogue; /* f32 only: c is the output itself */
+  int64_t k_blocks; /* > 0: a [k][n] gemv summed in k_blocks blocks of k into partials */
+  void *partials;   /* [k_blocks][n] */
+} dot_job;
+
+/* m == 1: items are (batch, block of COL_BLOCK output columns); c[cols] = a . B[:, cols]. */
+static void gemv_items(const dot_job *j, int64_t begin, int64_t end) {
+  for (int64_t item = begin; item < end; item++) {
+    int64_t batch = item / j->blocks, c0 = (item % j->blocks) * COL_BLOCK;
+    int cols = (int)(j->n - c0 < COL_BLOCK ? j->n - c0 : COL_BLOCK);
+    int64_t a_at = batch * j->k, c_at = batch * j->n + c0;
+    /* B is [k][n] (columns c0.. of the row-major matrix, read transposed) or [n][k] (rows) */
+    int64_t b_at = batch * j->k * j->n + (j->b_transposed ? c0 * j->k : c0);
+    enum CBLAS_TRANSPOSE tb = j->b_transposed ? CblasNoTrans : CblasTrans;
+    int rows = (int)(j->b_transposed ? cols : j->k), width = (int)(j->b_transposed ? j->k : cols);
+    int ld = (int)(j->b_transposed ? j->k : j->n);
+    if (j->f64)
+      cblas_dgemv(CblasRowMajor, tb, rows, width, 1.0, (const double *)j->b + b_at, ld, (const double *)j->a + a_at, 1,
+                  0.0, (double *)j->c + c_at, 1);
+    else
+      cblas_sgemv(CblasRowMajor, tb, rows, width, 1.0f, (const float *)j->b + b_at, ld, (const float *)j->a + a_at, 1,
+                  0.0f, (float *)j->c + c_at, 1);
+    if (j->epilogue) j->epilogue->run(j->epilogue->ctx, c_at, c_at + cols);
+  }
+}
+
+/* Items are blocks of k: partials[block] = a[k0..k1] . B[k0..k1][all n], a contiguous run of
+ * whole rows. */
+static void k_block_items(void *ctx, int64_t begin, int64_t end) {
+  const dot_job *j = ctx;
+  for (int64_t block = begin; block < end; block++) {
+    int64_t k0 = block * j->k / j->k_blocks, k1 = (block + 1) * j->k / j->k_blocks;
+    if (j->f64)
+      cblas_dgemv(CblasRowMajor, CblasTrans, (int)(k1 - k0), (int)j->n, 1.0, (const double *)j->b + k0 * j->n,
+                  (int)j->n, (const double *)j->a + k0, 1, 0.0, (double *)j->partials + block * j->n, 1);
+    else
+      cblas_sgemv(CblasRowMajor, CblasTrans, (int)(k1 - k0), (int)j->n, 1.0f, (const float *)j->b + k0 * j->n,
+                  (int)j->n, (const float *)j->a + k0, 1, 0.0f, (float *)j->partials + block * j->n, 1);
+  }
+}
+
+/* Items are columns: c = the sum of the partials in block order, then the epilogue. */
+static void k_block_sums(void *ctx, int64_t begin, int64_t end) {
+  const dot_job *j = ctx;
+  for (int64_t col = begin; col < end; col++) {
+    if (j->f64) {
+      const double *p = (const double *)j->partials + col;
+      double sum = p[0];
+      for (int64_t block = 1; block < j->k_blocks; block++) sum += p[block * j->n];
+      ((double *)j->c)[col] = sum;
+    } else {
+      const float *p = (const float *)j->partials + col;
+      float sum = p[0];
+      for (int64_t block = 1; block < j->k_blocks; block++) sum += p[block * j->n];
+      ((float *)j->c)[col] = sum;
+    }
+  }
+  if (j->epilogue) j->epilogue->run(j->epilogue->ctx, begin, end);
+}
+
+static void dot_items(void *ctx, int64_t begin, int64_t end) {
+  const dot_job *j = ctx;
+  if (j->m == 1) {
+    gemv_items(j, begin, end);
+    return;
+  }
+  for (int64_t item = begin; item < end; item++) {
+    int64_t batch = item / j->blocks, block = item % j->blocks;
+    int64_t r0 = block / j->col_blocks * j->row_height, c0 = block % j->col_blocks * j->col_width;
+    int64_t rows = j->m - r0 < j->row_height ? j->m - r0 : j->row_height;
+    int64_t cols = j->n - c0 < j->col_width ? j->n - c0 : j->col_width;
+    /* A is [m][k], or [k][m] whose rows r0.. are columns r0..; B is [k][n], or [n][k]
+     * whose rows c0.. are columns c0.. */
+    int64_t a_at = j->a_transposed ? batch * j->m * j->k + r0 : (batch * j->m + r0) * j->k;
+    int64_t b_at = batch * j->k * j->n + (j->b_transposed ? c0 * j->k : c0), c_at = (batch * j->m + r0) * j->n + c0;
+    enum CBLAS_TRANSPOSE ta = j->a_transposed ? CblasTrans : CblasNoTrans;
+    enum CBLAS_TRANSPOSE tb = j->b_transposed ? CblasTrans : CblasNoTrans;
+    int lda = (int)(j->a_transposed ? j->m : j->k), ldb = (int)(j->b_transposed ? j->k : j->n);
+    if (j->f64)
+      cblas_dgemm(CblasRowMajor, ta, tb, (int)rows, (int)cols, (int)j->k, 1.0, (const double *)j->a + a_at,
+                  lda, (const double *)j->b + b_at, ldb, 0.0, (double *)j->c + c_at, (int)j->n);
+    else
+      cblas_sgemm(CblasRowMajor, ta, tb, (int)rows, (int)cols, (int)j->k, 1.0f, (const float *)j->a + a_at,
+                  lda, (const float *)j->b + b_at, ldb, 0.0f, (float *)j->c + c_at, (int)j->n);
+    if (j->epilogue && cols == j->n) j->epilogue->run(j->epilogue->ctx, c_at, c_at + rows * j->n);
+    else if (j->epilogue) /* a column block is one run per row */
+      for (int64_t r = 0; r < rows; r++) j->epilogue->run(j->epilogue->ctx, c_at + r * j->n, c_at + r * j->n + cols);
+  }
+}
+
+static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
+
+/* Each matrix of a product large enough to share is split into `parts` blocks, so that the
+ * items (batch times parts) are a multiple of the threads and come out even; one matrix of
+ * a batch at least as large as the threads is one item. BLAS packs an item's rows of A and
+ * its columns of B again for each call, so the grid of R row blocks by C column blocks is
+ * the one with R * C = parts that packs least: A C times over, B R times, m * C + n * R. (A
+ * split of rows alone, 64 at a time, packed the weight of a Linear layer over 256 tokens
+ * four times: a tenth of bert_base's step; and 136 rows made three items for two threads.)
+ * Columns come in whole vectors and no narrower than MIN_COLS, rows no fewer than MIN_ROWS. */
+static void split_grid(dot_job *j, int64_t batch) {
+  enum { MIN_COLS = 128, MIN_ROWS = 16, MIN_WORK = 1 << 20 };
+  int64_t threads = rt_parallel_threads();
+  int64_t parts = j->m * j->n * j->k < MIN_WORK ? 1 : threads / gcd(batch, threads);
+  int64_t most_cols = j->n / MIN_COLS > 1 ? j->n / MIN_COLS : 1, most_rows = j->m / MIN_ROWS > 1 ? j->m / MIN_ROWS : 1;
+  int64_t rows = 1, cols = 1, cost = -1;
+  for (int64_t c = 1; c <= parts; c++) {
+    if (parts % c || c > most_cols || parts / c > most_rows) continue;
+    int64_t r = parts / c, packed = j->m * c + j->n * r;
+    if (cost < 0 || packed < cost) rows = r, cols = c, cost = packed;
+  }
+  j->row_height = (j->m + rows - 1) / rows;
+  j->col_width = (j->n + cols - 1) / cols;
+  if (cols > 1) j->col_width = (j->col_width + 15) / 16 * 16; /* whole vectors per block */
+  j->col_blocks = (j->n + j->col_width - 1) / j->col_width;
+  j->blocks = (j->m + j->row_height - 1) / j->row_height * j->col_blocks;
+}
+
+static bool is_identity(const int *perm, int rank) {
+  for (int i = 0; i < rank; i++)
+    if (perm[i] != i) return false;
+  return true;
+}
+
+/* perm = batch dims, then the free dims in order, then the contracting dims (free_first),
+ * or batch, contracting, free. */
+static void order(const hlo_shape *s, const hlo_ints *batch, const hlo_ints *contracting, bool free_first,
+                  int *perm, int64_t *free_size) {
+  bool used[HLO_MAX_RANK] = {false};
+  int at = 0;
+  *free_size = 1;
+  for (int i = 0; i < batch->count; i++) used[batch->values[i]] = true, perm[at++] = (int)batch->values[i];
+  for (int i = 0; i < contracting->count; i++) used[contracting->values[i]] = true;
+  if (!free_first)
+    for (int i = 0; i < contracting->count; i++) perm[at++] = (int)contracting->values[i];
+  for (int d = 0; d < s->rank; d++)
+    if (!used[d]) perm[at++] = d, *free_size *= s->dims[d];
+  if (free_first)
+    for (int i = 0; i < contracting->count; i++) perm[at++] = (int)contracting->values[i];
+}
+
+/* What one dot needs, from the shapes alone (the plan sizes the scratch with it): operand
+ * orders, the matrix sizes, and where copies and the unstored result go in the scratch. */
+typedef struct dot_setup {
+  int a_perm[HLO_MAX_RANK], b_perm[HLO_MAX_RANK];
+  bool a_transposed, b_transposed, in_place;
+  hlo_dtype work;
+  int64_t m, n, k, batch;
+  int64_t k_blocks;                    /* k_blocks_for's */
+  int64_t a_at, b_at, c_at, partials_at, bytes; /* scratch offsets, 0 = unused */
+} dot_setup;
+
+static void dot_setup_for(const hlo_instr *instr, dot_setup *s) {
+  const hlo_dot_dims *dd = instr->dot;
+  const hlo_shape *lhs = &instr->operands[0]->shape, *rhs = &instr->operands[1]->shape;
+  *s = (dot_setup){.batch = 1, .k = 1, .work = rt_work_dtype(instr->shape.dtype)};
+  int lhs_perm[HLO_MAX_RANK], lhs_t_perm[HLO_MAX_RANK], rhs_perm[HLO_MAX_RANK], rhs_t_perm[HLO_MAX_RANK];
+  order(lhs, &dd->lhs_batch, &dd->lhs_contracting, true, lhs_perm, &s->m);
+  order(lhs, &dd->lhs_batch, &dd->lhs_contracting, false, lhs_t_perm, &s->m);
+  order(rhs, &dd->rhs_batch, &dd->rhs_contracting, false, rhs_perm, &s->n);
+  order(rhs, &dd->rhs_batch, &dd->rhs_contracting, true, rhs_t_perm, &s->n);
+  for (int i = 0; i < dd->lhs_batch.count; i++) s->batch *= lhs->dims[dd->lhs_batch.values[i]];
+  for (int i = 0; i < dd->lhs_contracting.count; i++) s->k *= lhs->dims[dd->lhs_contracting.values[i]];
+  s->in_place = instr->shape.dtype == s->work;
+  s->b_transposed = rhs->dtype == s->work && is_identity(rhs_t_perm, rhs->rank) && !is_identity(rhs_perm, rhs->rank);
+  /* a [k][m] lhs (a weight gradient, x^T dy) is passed transposed too; with m == 1 both
+   * orders are the same bytes, and gemv reads A as a plain vector */
+  s->a_transposed = s->m > 1 && lhs->dtype == s->work && is_identity(lhs_t_perm, lhs->rank) &&
+                    !is_identity(lhs_perm, lhs->rank);
+  memcpy(s->a_perm, s->a_transposed ? lhs_t_perm : lhs_perm, sizeof s->a_perm);
+  memcpy(s->b_perm, s->b_transposed ? rhs_t_perm : rhs_perm, sizeof s->b_perm);
+  int64_t size = (int64_t)hlo_dtype_size(s->work), at = 64; /* offset 0 means unused */
+  bool computes = s->m * s->n * s->batch != 0 && s->k != 0;
+  if (computes && rt_work_view_copies(lhs, s->a_perm, s->work)) s->a_at = at, at += rt_cpu_aligned(hlo_shape_elements(lhs) * size);
+  if (computes && rt_work_view_copies(rhs, s->b_perm, s->work)) s->b_at = at, at += rt_cpu_aligned(hlo_shape_elements(rhs) * size);
+  if (!s->in_place) s->c_at = at, at += rt_cpu_aligned(hlo_shape_elements(&instr->shape) * size);
+  s->k_blocks = computes ? k_blocks_for(s->batch, s->m, s->n, s->k, s->b_transposed) : 0;
+  if (s->k_blocks) s->partials_at = at, at += rt_cpu_aligned(s->k_blocks * s->n * size);
+  s->bytes = at > 64 ? at : 0; /* nothing to copy or store: no scratch at all */
+}
+
+bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in, rt_value *out,
+                              const rt_cpu_epilogue *epilogue, void *scratch) {
+  dot_setup s;
+  dot_setup_for(instr, &s);
+  char *base = scratch;
+  size_t size = hlo_dtype_size(s.work);
+  void *c = s.in_place ? out->data : base + s.c_at;
+  /* a work buffer is no output yet: then the epilogue runs after the store */
+  const rt_cpu_epilogue *late = s.in_place ? NULL : epilogue;
+  if (!s.in_place) epilogue = NULL;
+  if (s.m * s.n * s.batch == 0) {
+    /* nothing to compute */
+  } else if (s.k == 0) {
+    memset(c, 0, (size_t)(s.m * s.n * s.batch) * size);
+    if (epilogue) epilogue->run(epilogue->ctx, 0, s.m * s.n * s.batch);
+  } else {
+    const void *a = rt_work_view_into(in[0], s.a_perm, s.work, s.a_at ? base + s.a_at : NULL);
+    const void *b = rt_work_view_into(in[1], s.b_perm, s.work, s.b_at ? base + s.b_at : NULL);
+    int64_t m = s.m, n = s.n, k = s.k;
+    dot_job j = {.f64 = s.work == HLO_F64, .a = a, .b = b, .c = c, .m = m, .n = n, .k = k,
+                 .blocks = (n + COL_BLOCK - 1) / COL_BLOCK, /* gemv's; split_grid sets the rest */
+                 .a_transposed = s.a_transposed, .b_transposed = s.b_transposed, .epilogue = epilogue};
+    if (s.k_blocks) {
+      j.k_blocks = s.k_blocks;
+      j.partials = base + s.partials_at;
+      rt_parallel_for(s.k_blocks, 1, k_block_items, &j);
+      rt_parallel_for(n, 4096, k_block_sums, &j);
+    } else {
+      if (m > 1) split_grid(&j, s.batch);
+      /* an item is at most row_height * col_width * k multiply-adds (COL_BLOCK * k for
+       * gemv); about a million make a task */
+      int64_t per_item = m == 1 ? (n < COL_BLOCK ? n : COL_BLOCK) * k : j.row_height * j.col_width * k;
+      int64_t grain = per_item >= (1 << 20) ? 1 : (1 << 20) / (per_item ? per_item : 1);
+      rt_parallel_for(s.batch * j.blocks, grain, dot_items, &j);
+    }
+  }
+  if (!s.in_place) {
+    int identity[HLO_MAX_RANK];
+    for (int d = 0; d < HLO_MAX_RANK; d++) identity[d] = d;
+    rt_work_store(out, identity, c, s.work);
+    if (late) late->run(late->ctx, 0, out->count);
+  }
+  return true;
+}
+
+/* The dot with all its working memory in scratch (dot_setup's bytes). */
+static bool dot_run(const hlo_instr *instr, const rt_value *const *in, rt_value *out, void *scratch) {
+  return rt_cpu_dot_with_epilogue(instr, in, out, NULL, scratch);
+}
+
+bool rt_cpu_is_dot_kernel(rt_cpu_scratch_kernel kernel) { return kernel == dot_run; }
+
+static bool supported(const hlo_instr *instr) {
+  if (instr->opcode != HLO_OP_DOT || !instr->dot || instr->operand_count != 2) return false;
+  hlo_dtype t = instr->shape.dtype;
+  if (t != HLO_F32 && t != HLO_F64 && t != HLO_F16 && t != HLO_BF16) return false;
+  const hlo_shape *l = &instr->operands[0]->shape, *r = &instr->operands[1]->shape;
+  if (!hlo_shape_is_array(l) || !hlo_shape_is_array(r) || l->dtype != t || r->dtype != t) return false;
+  const hlo_dot_dims *dd = instr->dot;
+  if (dd->lhs_batch.count != dd->rhs_batch.count || dd->lhs_contracting.count != dd->rhs_contracting.count)
+    return false;
+  /* BLAS takes int sizes */
+  if (hlo_shape_elements(l) > INT32_MAX || hlo_shape_elements(r) > INT32_MAX || hlo_shape_elements(&instr->shape) > INT32_MAX)
+    return false;
+  return true;
+}
+
+rt_cpu_scratch_kernel rt_cpu_pick_dot_scratch(const hlo_instr *instr, int64_t *scratch_bytes) {
+  if (!supported(instr)) return NULL;
+  dot_setup s;
+  dot_setup_for(instr, &s);
+  *scratch_bytes = s.bytes;
+  return dot_run;
+}

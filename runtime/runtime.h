@@ -1,0 +1,278 @@
+/* runtime/: what every backend shares: values and buffers, the backend interface (rt_backend),
+ * the parallel-for shim, .npy files, fingerprints, seeded random fill, the accuracy rule and
+ * test-only fault injection. The backends live in its subfolders (reference/, cpu/), each
+ * behind its own header; nothing here includes them. Uses hlo/ and tbb. */
+#ifndef RT_RUNTIME_H
+#define RT_RUNTIME_H
+#include <stdint.h>
+#include <stddef.h>
+#include <stdbool.h>
+
+#include "hlo/hlo.h"
+
+/* ---- value.c ---- */
+/* Runtime values: dense row-major arrays (or tuples of values), reference counted. */
+
+typedef struct rt_value {
+  int refcount;
+  /* Array values: shape.dtype is the storage type, shape.tuple is unused. The layout is
+   * always row-major (logical order), whatever the HLO layout says. */
+  hlo_shape shape;
+  void *data;     /* hlo_shape_bytes(&shape) bytes, owned */
+  int64_t count;  /* elements */
+  /* Tuple values: shape.dtype == HLO_TUPLE, elements owned (one reference each). */
+  int tuple_count;
+  struct rt_value **tuple;
+  /* Which contents data holds: a number no other value or contents had, given when the
+   * value is made and again by rt_value_touch after each write into an existing value
+   * (filling a new value before anyone reads it needs none). 0 (views made by hand) is
+   * unknown. Backends may keep results computed from an argument while its stamp is the
+   * same (the cpu backend's kept reduces). Copies of the struct (a shell around shared
+   * data) carry the data's stamp. */
+  uint64_t stamp;
+} rt_value;
+
+/* A zero-filled array of this (array) shape; the layout is dropped. NULL if too large. */
+rt_value *rt_value_new(const hlo_shape *shape);
+rt_value *rt_value_new_array(hlo_dtype dtype, int rank, const int64_t *dims);
+/* A tuple taking over one reference to each element. */
+rt_value *rt_value_new_tuple(int count, rt_value **elements);
+rt_value *rt_value_retain(rt_value *value);
+/* A new stamp for value: call after writing into the data of a value others may have read. */
+void rt_value_touch(rt_value *value);
+void rt_value_release(rt_value *value);
+/* Every element of the array value set to the bytes at element (one element of its type). */
+void rt_value_fill(rt_value *value, const void *element);
+/* A deep copy with its own data. */
+rt_value *rt_value_copy(const rt_value *value);
+
+/* Element access by flat row-major index, converting to and from wide types. Floats read
+ * as double (f16/bf16 widened exactly); writing a double rounds to the element type
+ * (round-to-nearest-even); writing integers wraps to the element width, as HLO does. */
+double rt_get_f64(const rt_value *value, int64_t index);
+int64_t rt_get_i64(const rt_value *value, int64_t index);  /* unsigned 64 reinterpreted */
+uint64_t rt_get_u64(const rt_value *value, int64_t index);
+void rt_set_f64(rt_value *value, int64_t index, double element);
+void rt_set_i64(rt_value *value, int64_t index, int64_t element);
+void rt_set_u64(rt_value *value, int64_t index, uint64_t element);
+/* Copies one element between values of the same dtype. */
+void rt_copy_element(rt_value *dst, int64_t dst_index, const rt_value *src, int64_t src_index);
+
+/* Row-major index helpers. */
+int64_t rt_flat_index(const hlo_shape *shape, const int64_t *coords);
+/* Advances coords to the next index in row-major order; false after the last. */
+int rt_next_coords(const hlo_shape *shape, int64_t *coords);
+
+/* ---- backend.c ---- */
+/* Backends: what compiles an HLO module into an executable and runs it. capture/ and the
+ * minifier see every backend through this table only: each backend fills one rt_backend in
+ * its own folder (runtime/reference/, runtime/cpu/), and a new backend is one more entry in
+ * the list capture/backends.c keeps, where the runtime is opened.
+ *
+ * An executable owns everything it needs (its own copy of the module, buffers, plans): the
+ * module passed to compile may be freed right after. Executables are immutable once built
+ * and may be run by several threads at once. */
+
+typedef struct rt_executable rt_executable;
+
+typedef struct rt_backend {
+  const char *name;    /* "reference", "cpu" */
+  const char *version; /* bumped when generated code or serialized form changes */
+  /* NULL with diag on failure. A module this backend cannot handle is HLO_ERR_UNSUPPORTED
+   * with a message naming the op and the instruction: a compile error the minifier can
+   * shrink. */
+  rt_executable *(*compile)(const hlo_module *module, hlo_diag *diag);
+  /* Runs the entry computation: args borrowed, in the parameters' declared types; *result
+   * is a new reference (a tuple value when the entry's root is a tuple). */
+  hlo_status (*execute)(rt_executable *exe, rt_value *const *args, int arg_count,
+                        rt_value **result, hlo_diag *diag);
+  void (*destroy)(rt_executable *exe);
+  /* Bytes that deserialize gives back as an equal executable (the on-disk cache's value):
+   * a malloc'd buffer in *bytes, its length in *len. */
+  hlo_status (*serialize)(const rt_executable *exe, void **bytes, size_t *len, hlo_diag *diag);
+  rt_executable *(*deserialize)(const void *bytes, size_t len, hlo_diag *diag);
+  /* Optional (NULL when the backend must compile first): runs a module directly, with no
+   * compile work, as execute would run its executable. A traced function with symbolic dims
+   * keeps its graph as a template and, for a binding it has not run yet, builds that
+   * binding's module from the template (shapes computed from the symbols) and runs it here;
+   * a backend without it binds its compiled executable to the binding's module (bind, below),
+ * or failing that compiles one specialization per binding. */
+  hlo_status (*execute_module)(const hlo_module *module, rt_value *const *args, int arg_count, rt_value **result,
+                               hlo_diag *diag);
+  /* Optional (NULL: the backend compiles each size of a graph on its own): an executable
+   * for binding, made from exe without compiling. binding is the graph exe was compiled
+   * from instantiated at other sizes: the same computations, instruction counts, opcodes,
+   * operands and attributes, only shapes and size attributes (slice starts and limits)
+   * differ. A traced function with symbolic dims compiles its trace's graph once and binds
+   * it for every other binding of its symbols: the passes and their decisions are kept,
+   * while shapes, kernel choices and buffer sizes are worked out again for these sizes
+   * (microseconds, not a compile). NULL with diag when binding cannot be proven to compute
+   * the same function as compiling binding would (another attribute differs, or a pass
+   * decision held only at exe's sizes): the caller compiles binding instead.
+   * Lifetime: the result shares exe's read-only parts, so exe must outlive it (destroy the
+   * bound executable first). binding may be freed once bind returns. */
+  rt_executable *(*bind)(rt_executable *exe, const hlo_module *binding, hlo_diag *diag);
+} rt_backend;
+
+/* A module's HLO text as a malloc'd buffer: the serialized form of backends whose executable
+ * is rebuilt from the module (the reference and cpu backends). */
+hlo_status rt_module_text_bytes(const hlo_module *module, void **bytes, size_t *len, hlo_diag *diag);
+
+
+/* ---- parallel.cc ---- */
+/* The parallel-for behind the cpu backend's kernels: a C face over TBB (parallel.cc). */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Calls fn(ctx, begin, end) over disjoint ranges covering [0, n), each about grain items or
+ * more, possibly on several threads at once; returns when all are done. n <= grain runs
+ * inline on the caller's thread, so small work never pays for a task. Thread count: the
+ * LATCH_THREADS environment variable when set (read once), else every core. */
+void rt_parallel_for(int64_t n, int64_t grain, void (*fn)(void *ctx, int64_t begin, int64_t end),
+                     void *ctx);
+/* Asks for this many threads when LATCH_THREADS is not set. The count is process-wide and
+ * fixed by the first parallel loop, so only a request made before it counts. */
+void rt_parallel_request_threads(int threads);
+/* The threads rt_parallel_for may use. */
+int rt_parallel_threads(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* ---- npy.c ---- */
+/* NumPy .npy files: how latch exchanges tensors with other tools.
+ *
+ * Reads format versions 1.0, 2.0 and 3.0 with element types f2 f4 f8, i1..i8, u1..u8 and
+ * b1, either byte order, C or Fortran order (Fortran data is transposed to row-major).
+ * NumPy has no bfloat16 type code: ml_dtypes arrays are saved as '<V2', raw bytes with no
+ * type, so that descr is refused; the descr 'bfloat16' (a latch extension) is read as bf16.
+ * Writes version 1.0 (2.0 when the header needs it), little-endian, C order; bf16 values are
+ * written as exact f4 so that NumPy can read them (callers may want to say so). */
+
+/* Reads an array; NULL with a message naming the file in diag on any failure. */
+rt_value *rt_npy_read(const char *path, hlo_diag *diag);
+/* Decodes a whole .npy file held in memory; name is used in messages. */
+rt_value *rt_npy_decode(const void *bytes, size_t size, const char *name, hlo_diag *diag);
+/* Writes an array value (not a tuple). */
+hlo_status rt_npy_write(const char *path, const rt_value *value, hlo_diag *diag);
+/* The descr rt_npy_write uses for an element type ("<f4", "|b1", ...), or NULL when the
+ * type cannot be written. */
+const char *rt_npy_descr(hlo_dtype dtype);
+
+/* ---- fingerprint.c ---- */
+/* A backend fingerprint: everything besides the graph that decides what a compiled
+ * executable is, as one string. It is half of an on-disk compile-cache key (the graph's
+ * canonical hash is the other), so anything that can change generated code or the serialized
+ * form must be in it: the backend's name and version, latch's version, the caller's
+ * code-changing options, and the host's CPU architecture and vector features (a cache
+ * directory may be shared by machines, and code built for AVX-512 must not be loaded where
+ * there is none). Over-inclusion only costs a recompile; omission gives wrong hits. */
+
+/* Bump with any release: entries written by another latch are never loaded. */
+#define RT_LATCH_VERSION "0.1.0"
+
+/* "backend=NAME/VERSION latch=V arch=A cpu=F1,F2 options=O" in out, NUL-terminated. options
+ * may be NULL or "" when none. Returns the length it needed, like snprintf: a result >= size
+ * means out was cut short and must not be used as a key. RT_FINGERPRINT_MAX is enough unless
+ * options are long. */
+#define RT_FINGERPRINT_MAX 512
+size_t rt_fingerprint(const rt_backend *backend, const char *options, char *out, size_t size);
+
+/* The host's vector features, comma-separated ("sse4.2,avx,avx2,fma"), "" where latch does
+ * not know how to ask. */
+const char *rt_cpu_features(void);
+
+/* ---- random_fill.c ---- */
+/* Deterministic inputs from a seed, so a run can be repeated anywhere without input files.
+ *
+ * The same seed gives the same bytes on every machine: the generator is splitmix64 and
+ * every value is made from integers with exact arithmetic, never from libm. Each parameter
+ * has its own stream (seed and parameter number), so adding a parameter leaves the others'
+ * values alone; tuple elements get sub-streams the same way.
+ *
+ *   floats (f16 bf16 f32 f64): uniform in [-1, 1), on a grid fine enough for the type and
+ *                              coarse enough that every value is exact in it
+ *   integers:                  uniform in [0, 8): small enough to index most dims
+ *   pred:                      true or false with equal odds
+ *
+ * Dynamic dims get their bound ([<=N] is filled with N elements); unbounded ([?]) get 1. */
+
+/* Fills an array value in place from stream. */
+void rt_random_fill(rt_value *value, uint64_t seed, uint64_t stream);
+/* A new value of shape (tuples element-wise, a token as an empty tuple) filled from the
+ * stream; NULL with an error for types that are not computable or when memory runs out. */
+rt_value *rt_random_value(const hlo_shape *shape, uint64_t seed, uint64_t stream, hlo_diag *diag);
+/* splitmix64's output function, exposed for tests and derived seeds. */
+uint64_t rt_mix64(uint64_t x);
+
+/* ---- accuracy.c ---- */
+/* The accuracy check: is a backend's result as close to the truth as the reference
+ * evaluator's own result in the declared types? The truth is the reference evaluator in fp64
+ * mode on the same inputs. A floating output passes when
+ *
+ *   rmse(result - fp64) <= m * rmse(reference - fp64) + tol
+ *
+ * with m = 3 for f16 and bf16 (their rounding makes reordered sums drift more) and 2 for
+ * the others: a backend may round differently from the reference, but not much worse.
+ * NaN and infinity positions (and signs) must agree with the reference in the declared
+ * types; those positions are left out of the rmse. Integer and pred outputs must be equal.
+ * Tuples are compared output by output, nested tuples flattened in order. */
+
+#define RT_ACCURACY_DEFAULT_TOL 1e-3
+
+typedef struct rt_accuracy_verdict {
+  bool passed;
+  int failed_output; /* flat index of the first failing output, -1 when passed */
+  /* The failing output with its figures, or a summary when passed. */
+  char message[512];
+} rt_accuracy_verdict;
+
+/* Compares result against the reference in the declared types (declared) and in fp64
+ * (fp64); all three share the module's output structure. HLO_ERR_INPUT when they do not
+ * (different tuple structure or dims). */
+hlo_status rt_accuracy_compare(const rt_value *result, const rt_value *declared, const rt_value *fp64, double tol,
+                               rt_accuracy_verdict *verdict, hlo_diag *diag);
+
+
+/* ---- fault.c ---- */
+/* Fault injection, FOR TESTS ONLY: makes a backend misbehave on demand so the checks and the
+ * minifier can be tested against known bugs. Never set LATCH_FAULT in production.
+ *
+ *   compile:OPCODE       compile fails (HLO_ERR_UNSUPPORTED, naming the op and the
+ *                        instruction, as a real backend's compile error does) when the
+ *                        module contains OPCODE anywhere
+ *   accuracy:OPCODE:EPS  each floating OPCODE result r is computed as r + EPS * (|r| + 1):
+ *                        the module is rewritten (a copy) before the inner compile
+ *   crash:OPCODE         compile aborts the process (SIGABRT)
+ *   hang:OPCODE          compile sleeps forever
+ *
+ * The fault wraps an inner backend, so it applies to any backend: rt_fault_backend gives an
+ * rt_backend whose compile applies the fault and whose executables run the inner one's. */
+
+typedef enum rt_fault_kind { RT_FAULT_NONE = 0, RT_FAULT_COMPILE, RT_FAULT_ACCURACY, RT_FAULT_CRASH, RT_FAULT_HANG } rt_fault_kind;
+
+typedef struct rt_fault {
+  rt_fault_kind kind;
+  hlo_opcode opcode;
+  double eps; /* accuracy only */
+} rt_fault;
+
+/* Parses "kind:OPCODE[:EPS]"; HLO_ERR_INPUT with a message on anything else. */
+hlo_status rt_fault_parse(const char *text, rt_fault *fault, hlo_diag *diag);
+
+/* A backend that applies fault around inner. There is one wrapper per process (the fault
+ * setting is process-wide, as the environment variable is): a later call replaces the
+ * earlier configuration. Returns inner itself when fault->kind is RT_FAULT_NONE. */
+const rt_backend *rt_fault_backend(const rt_backend *inner, const rt_fault *fault);
+
+/* inner wrapped with the fault in $LATCH_FAULT, inner when it is unset or empty, NULL with
+ * diag when it does not parse. */
+const rt_backend *rt_fault_from_env(const rt_backend *inner, hlo_diag *diag);
+
+/* The module with the accuracy fault's rewrite applied (a new module), for tests. */
+hlo_module *rt_fault_perturb(const hlo_module *module, hlo_opcode opcode, double eps, hlo_diag *diag);
+
+#endif
