@@ -142,7 +142,7 @@ fuzz: $(FUZZ_BUILD)/fuzz_parse
 # seeded with three small hand-made files, run for FUZZ_SECONDS.
 NPY_FUZZ_C = runtime/npy.c runtime/value.c hlo/shape.c hlo/dtype.c hlo/arena.c hlo/diag.c hlo/strbuf.c
 
-$(FUZZ_BUILD)/fuzz_npy: tests/fuzz/fuzz_npy.c $(NPY_FUZZ_C) runtime/npy.h runtime/value.h
+$(FUZZ_BUILD)/fuzz_npy: tests/fuzz/fuzz_npy.c $(NPY_FUZZ_C) runtime/runtime.h hlo/hlo.h
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -std=c11 -g -O1 -D_GNU_SOURCE -I. -Iinclude \
 	  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
