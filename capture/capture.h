@@ -156,6 +156,12 @@ struct latch_runtime {
   char last_repro[4096]; /* the newest repro directory, "" when none */
 };
 
+/* ---- the runtime (open.c) ---- */
+/* The settings besides the graph, the backend and the build that change what a compile
+ * makes, as the fingerprint's options ("threads=8 fusion=on"); returns the length needed,
+ * like snprintf. */
+size_t cap_code_options(char *out, size_t size);
+
 /* ---- nodes (node.c) ---- */
 cap_ctx *cap_ctx_current(void);
 /* A PENDING node with room for attr_count attrs and its operands (retained); the caller

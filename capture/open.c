@@ -87,6 +87,13 @@ static void destroy_exe(void *value) {
   free(exe);
 }
 
+size_t cap_code_options(char *out, size_t size) {
+  /* The thread count decides how the cpu backend's plans split products and convolutions;
+   * LATCH_NO_FUSION (read by the backend itself) whether it fuses. */
+  int n = snprintf(out, size, "threads=%d fusion=%s", rt_parallel_threads(), getenv("LATCH_NO_FUSION") ? "off" : "on");
+  return n < 0 ? 0 : (size_t)n;
+}
+
 /* The disk cache under the memory table. Trouble with the directory itself only costs the
  * cache (cache_disk_open warns and misses); a bad LATCH_CACHE_MAX_BYTES is an error. */
 static latch_status open_disk(latch_runtime *rt, const char *dir, hlo_diag *diag) {
@@ -96,7 +103,9 @@ static latch_status open_disk(latch_runtime *rt, const char *dir, hlo_diag *diag
     snprintf(rt->cache_dir, sizeof rt->cache_dir, "%s", dir);
   }
   rt->options.cache_dir = rt->cache_dir;
-  if (rt_fingerprint(rt->backend, "", rt->fingerprint, sizeof rt->fingerprint) >= sizeof rt->fingerprint) {
+  char options[128];
+  cap_code_options(options, sizeof options);
+  if (rt_fingerprint(rt->backend, options, rt->fingerprint, sizeof rt->fingerprint) >= sizeof rt->fingerprint) {
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "backend fingerprint too long");
     return LATCH_ERR_INTERNAL;
   }

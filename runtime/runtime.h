@@ -174,7 +174,13 @@ const char *rt_npy_descr(hlo_dtype dtype);
 /* Bump with any release: entries written by another latch are never loaded. */
 #define RT_LATCH_VERSION "0.1.0"
 
-/* "backend=NAME/VERSION latch=V arch=A cpu=F1,F2 options=O" in out, NUL-terminated. options
+/* The build identity: 32 hex digits of a hash of the library's sources, the compiler's
+ * version and the flags, computed by the Makefile. A rebuild with any change to the code
+ * that lowers or compiles graphs gives another identity, so its cache entries never match
+ * the old build's: no version to bump by hand. */
+const char *rt_build_id(void);
+
+/* "backend=NAME/VERSION latch=V build=ID arch=A cpu=F1,F2 options=O" in out, NUL-terminated. options
  * may be NULL or "" when none. Returns the length it needed, like snprintf: a result >= size
  * means out was cut short and must not be used as a key. RT_FINGERPRINT_MAX is enough unless
  * options are long. */

@@ -2,6 +2,7 @@
  * deserialize wrapped as a cache codec (cache/ cannot call runtime/ itself). */
 #include "run_cache.h"
 
+#include "capture/capture.h"
 #include "cli.h"
 
 #include <inttypes.h>
@@ -39,8 +40,9 @@ rt_executable *run_cache_compile(run_cache *cache, const rt_backend *backend, co
   cache->module = module;
   cache->codec = (cache_codec){cache, codec_compile, codec_serialize, codec_deserialize};
   if (cache_mode_from_env(CACHE_MODE_DISK, &cache->mode, diag) != HLO_OK) return NULL;
-  /* latch run has no options that change generated code yet; they would go here. */
-  bool fits = rt_fingerprint(backend, "", cache->fingerprint, sizeof cache->fingerprint) < sizeof cache->fingerprint;
+  char options[128];
+  cap_code_options(options, sizeof options);
+  bool fits = rt_fingerprint(backend, options, cache->fingerprint, sizeof cache->fingerprint) < sizeof cache->fingerprint;
   if (cache->mode != CACHE_MODE_DISK)
     cache->off_reason = cache->mode == CACHE_MODE_OFF ? "LATCH_CACHE=off" : "LATCH_CACHE=memory";
   else if (!backend->serialize || !backend->deserialize)
