@@ -160,6 +160,7 @@ typedef enum cache_disk_problem {
   CACHE_DISK_READ_ERROR,  /* the filesystem refused a read */
   CACHE_DISK_WRITE_ERROR, /* the filesystem refused a write (read-only, full, no permission) */
   CACHE_DISK_DIR_ERROR,   /* the directory cannot be created or listed */
+  CACHE_DISK_UNSAFE_DIR,  /* the directory is another user's, or others may write to it */
   CACHE_DISK_PROBLEM_COUNT
 } cache_disk_problem;
 
@@ -195,7 +196,9 @@ hlo_status cache_disk_max_bytes_from_env(uint64_t *max_bytes, hlo_diag *diag);
 /* Opens (creating it with its parents) the cache directory. dir NULL: cache_disk_default_dir;
  * max_bytes 0: cache_disk_max_bytes_from_env. A directory that cannot be created gives a cache
  * that misses and skips every put, with a warning: only bad arguments, bad environment values
- * and out-of-memory give NULL (with diag). */
+ * and out-of-memory give NULL (with diag). The directory is created 0700; one owned by another
+ * user or writable by group or others is refused the same way (entries are code the process
+ * runs: whoever can write them can run code in it), as ssh refuses such a key directory. */
 cache_disk *cache_disk_open(const char *dir, uint64_t max_bytes, hlo_diag *diag);
 void cache_disk_close(cache_disk *disk);
 

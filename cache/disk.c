@@ -47,10 +47,15 @@ cache_disk *cache_disk_open(const char *dir, uint64_t max_bytes, hlo_diag *diag)
   }
   disk->max_bytes = max_bytes;
   int err = cache_disk_mkdirs(disk->dir, &disk->faults);
+  char why[160];
   if (err) {
     disk->unusable = true;
     cache_disk_warn(CACHE_DISK_DIR_ERROR, "cannot create %s: %s; compiled graphs are neither loaded nor saved",
                     disk->dir, strerror(err));
+  } else if (!cache_disk_dir_is_private(disk->dir, why, sizeof why)) {
+    disk->unusable = true;
+    cache_disk_warn(CACHE_DISK_UNSAFE_DIR, "refusing %s: %s; compiled graphs are neither loaded nor saved there",
+                    disk->dir, why);
   }
   return disk;
 }

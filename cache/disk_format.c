@@ -138,6 +138,7 @@ const char *cache_disk_problem_name(cache_disk_problem problem) {
       [CACHE_DISK_READ_ERROR] = "read error",
       [CACHE_DISK_WRITE_ERROR] = "write error",
       [CACHE_DISK_DIR_ERROR] = "directory error",
+      [CACHE_DISK_UNSAFE_DIR] = "directory not private",
   };
   return (unsigned)problem < CACHE_DISK_PROBLEM_COUNT ? names[problem] : "unknown problem";
 }

@@ -62,12 +62,13 @@ int cache_disk_mkdirs(const char *path, const cache_disk_faults *faults) {
   size_t len = strlen(path);
   if (len == 0 || len >= sizeof buf) return ENAMETOOLONG;
   memcpy(buf, path, len + 1);
-  /* Each prefix in turn; EEXIST is fine (another process may be creating the same path). */
+  /* Each prefix in turn; EEXIST is fine (another process may be creating the same path).
+   * The cache directory itself is private (0700): entries are code this process will run. */
   for (size_t i = 1; i <= len; i++) {
     if (buf[i] != '/' && buf[i] != '\0') continue;
     char saved = buf[i];
     buf[i] = '\0';
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST) return errno;
+    if (mkdir(buf, i == len ? 0700 : 0777) != 0 && errno != EEXIST) return errno;
     buf[i] = saved;
   }
   struct stat st;

@@ -529,7 +529,8 @@ static void injected_faults(void) {
 static int real_filesystem_child(const char *dir) {
   if (unshare(CLONE_NEWNS) != 0) return 77;
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return 77;
-  if (mount("tmpfs", dir, "tmpfs", 0, "size=64k") != 0) return 77;
+  /* mode: a fresh tmpfs is 1777, which the cache refuses as not private */
+  if (mount("tmpfs", dir, "tmpfs", 0, "size=64k,mode=0700") != 0) return 77;
   int failures = 0;
 #define EXPECT(cond) (failures += !(cond) ? (fprintf(stderr, "child: %s:%d: %s\n", __FILE__, __LINE__, #cond), 1) : 0)
   cache_disk_reset_warnings();
