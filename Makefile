@@ -12,9 +12,10 @@ VECTORIZE = -fvect-cost-model=dynamic
 CFLAGS_COMMON = -g $(OPT) $(VECTORIZE) $(SAN) -Wall -Wextra -Werror -D_GNU_SOURCE -I. -Iinclude -fPIC
 CFLAGS += -std=c11 $(CFLAGS_COMMON)
 CXXFLAGS += -std=c++17 $(CFLAGS_COMMON)
+# hiredis (Redis's protocol) and nettle (HMAC-SHA256) serve the compile cache's remote tier;
 # tbb and openblas serve the cpu backend (runtime/parallel.cc, runtime/cpu_*.c); stdc++ is
 # for the one C++ file, since the C compiler drives the link.
-LDLIBS = -lxxhash -lck -ltbb -lopenblas -lstdc++ -lm -lpthread
+LDLIBS = -lxxhash -lck -lhiredis -lnettle -ltbb -lopenblas -lstdc++ -lm -lpthread
 
 LIB_C = $(sort $(wildcard hlo/*.c guards/*.c cache/*.c runtime/*.c runtime/reference/*.c runtime/cpu/*.c minify/*.c capture/*.c))
 LIB_CXX = $(sort $(wildcard runtime/*.cc))

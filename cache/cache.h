@@ -161,6 +161,8 @@ typedef enum cache_disk_problem {
   CACHE_DISK_WRITE_ERROR, /* the filesystem refused a write (read-only, full, no permission) */
   CACHE_DISK_DIR_ERROR,   /* the directory cannot be created or listed */
   CACHE_DISK_UNSAFE_DIR,  /* the directory is another user's, or others may write to it */
+  CACHE_DISK_UNSIGNED,    /* remote tier, with a secret: an entry without a signature */
+  CACHE_DISK_BAD_SIGNATURE, /* remote tier, with a secret: signed with another secret, or altered */
   CACHE_DISK_PROBLEM_COUNT
 } cache_disk_problem;
 
@@ -277,6 +279,7 @@ typedef struct cache_codec {
 typedef enum cache_origin {
   CACHE_ORIGIN_DISK,     /* loaded from the disk cache */
   CACHE_ORIGIN_COMPILED, /* compiled here (and saved, when the disk cache is on) */
+  CACHE_ORIGIN_REMOTE,   /* loaded from the remote tier (remote*.c), compiled by another process */
 } cache_origin;
 
 /* The value deserialized from the entry for (key, fingerprint), or NULL on a miss. An entry the
@@ -294,5 +297,136 @@ bool cache_disk_save(cache_disk *disk, cache_key key, const char *fingerprint, c
  * compile fails. origin and seconds (time spent loading or compiling) are optional. */
 void *cache_disk_get_or_compile(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec,
                                 cache_origin *origin, double *seconds, hlo_diag *diag);
+
+/* ---- remote*.c ----
+ *
+ * The remote tier of the compile cache: entries in Redis, shared by every machine of a fleet,
+ * under the in-memory table and the disk cache (lookups go memory -> disk -> Redis ->
+ * compile; a compile is written to disk and to Redis, a remote hit to disk).
+ *
+ * An entry's Redis key is "latch:" and the 32 hex digits that name its disk file (the graph
+ * key, the fingerprint with the build identity: cache/disk.h); its value is the disk entry's
+ * bytes (cache/disk_internal.h), followed, when a secret is set, by "LATCHMAC" and an
+ * HMAC-SHA256 of those bytes under the secret. A value is used only if its checksums hold and
+ * its header names the key and fingerprint asked for; with a secret, only if it is signed
+ * with that secret. Anything else is a miss (and one warning per kind per process).
+ *
+ * One compile per key for the fleet: a process that misses takes a lease, "latch:lease:<hex>"
+ * (SET NX with an expiry); the others poll for the entry up to a bound, then compile
+ * themselves. A holder that dies only delays them until its lease expires.
+ *
+ * Failures never fail the caller: refused, lost or slow connections (every connect and every
+ * command has a deadline), error replies (wrong password, out of memory) and garbage are a
+ * miss or a skipped write, with one warning per kind per process; after failures_before_rest
+ * failures in a row the tier rests for rest_ms, answering at once. Passwords and the secret
+ * never appear in a message: messages name the server by cache_remote_name.
+ *
+ * A cache_remote may be used by many threads at once: its one connection is used under a
+ * lock, one command at a time. It connects on first use, not when opened. */
+enum { CACHE_REMOTE_TEXT_MAX = 256 };
+
+typedef struct cache_remote_config {
+  bool unix_socket;                  /* host is a socket's path */
+  char host[CACHE_REMOTE_TEXT_MAX];  /* a name, an address, or the socket's path */
+  int port;                          /* 6379 unless the URL says */
+  char user[128], password[CACHE_REMOTE_TEXT_MAX]; /* "" when none */
+  int db;                            /* SELECTed when not 0 */
+  /* Bounds, in milliseconds; the URL's query may set each (?timeout_ms=100&...). */
+  int connect_timeout_ms; /* a connection and its AUTH/SELECT: 250 */
+  int timeout_ms;         /* one command, sent and answered: 250 */
+  int lease_ms;           /* a compile lease's expiry: 10000 */
+  int wait_ms;            /* how long a miss waits for another process's compile: 10000 */
+  int rest_ms;            /* the rest after failures_before_rest failures in a row: 30000 */
+  int failures_before_rest; /* 3 */
+  char shown[CACHE_REMOTE_TEXT_MAX + 64]; /* the URL without credentials, for messages */
+} cache_remote_config;
+
+typedef struct cache_remote_stats {
+  uint64_t hits;         /* gets that returned a valid entry */
+  uint64_t misses;       /* gets that did not (rejected entries and failures included) */
+  uint64_t writes;       /* entries written */
+  uint64_t rejected;     /* entries found damaged, for another key, unsigned or mis-signed */
+  uint64_t failures;     /* connects and commands that failed (refused, lost, timed out, garbage) */
+  uint64_t rests;        /* times the tier went resting */
+  uint64_t skipped;      /* calls answered at once while resting */
+  uint64_t lease_waits;  /* misses that waited for another process's compile */
+  uint64_t wait_timeouts; /* waits that ended without the entry */
+} cache_remote_stats;
+
+typedef struct cache_remote cache_remote;
+
+/* ---- configuration ---- */
+
+/* redis://[user:password@]host[:port][/db][?name=ms&...] or unix://[user:password@]/path[?db=N&...];
+ * user and password may be %-encoded; names: connect_timeout_ms, timeout_ms, lease_ms,
+ * wait_ms, rest_ms (and db for unix). HLO_ERR_INPUT names what is wrong, never the password. */
+hlo_status cache_remote_parse_url(const char *url, cache_remote_config *config, hlo_diag *diag);
+
+/* ---- the tier ---- */
+
+/* secret NULL or "": entries are written unsigned and read whether signed or not. Connects on
+ * first use; NULL only when memory runs out (with diag). */
+cache_remote *cache_remote_open(const cache_remote_config *config, const char *secret, hlo_diag *diag);
+void cache_remote_close(cache_remote *remote);
+/* The URL without credentials. */
+const char *cache_remote_name(const cache_remote *remote);
+
+/* On a hit, *bytes is a malloc'd copy of the payload and *len its length. */
+bool cache_remote_get(cache_remote *remote, cache_key key, const char *fingerprint, void **bytes, size_t *len);
+/* Writes (replaces) the entry; false when it was not written. */
+bool cache_remote_put(cache_remote *remote, cache_key key, const char *fingerprint, const void *bytes, size_t len);
+/* Counts and warns about an entry whose payload proved useless (the backend cannot load it). */
+void cache_remote_reject(cache_remote *remote, cache_key key, const char *fingerprint, cache_disk_problem problem);
+
+typedef enum cache_lease {
+  CACHE_LEASE_WON,        /* this process compiles; release the lease after the put */
+  CACHE_LEASE_HELD,       /* another process holds it: wait for its entry */
+  CACHE_LEASE_UNAVAILABLE /* no answer from the server: compile, do not wait */
+} cache_lease;
+enum { CACHE_LEASE_TOKEN = 33 };
+cache_lease cache_remote_lease(cache_remote *remote, cache_key key, const char *fingerprint,
+                               char token[CACHE_LEASE_TOKEN]);
+/* Deletes the lease if it is still the one token names. */
+void cache_remote_release(cache_remote *remote, cache_key key, const char *fingerprint,
+                          const char token[CACHE_LEASE_TOKEN]);
+/* wait_ms and the other bounds, as configured. */
+const cache_remote_config *cache_remote_config_of(const cache_remote *remote);
+
+void cache_remote_get_stats(const cache_remote *remote, cache_remote_stats *stats);
+/* Test-only: forget which warnings were already given. */
+void cache_remote_reset_warnings(void);
+
+/* ---- the tiers together (remote_compile.c) ---- */
+
+/* cache_disk_get_or_compile with the remote tier under the disk: disk, then Redis (a hit is
+ * written to disk), then a lease and a bounded wait for another process's compile, then a
+ * compile, written to disk and Redis. disk or remote may be NULL. origin and seconds as in
+ * cache_disk_get_or_compile (CACHE_ORIGIN_REMOTE for a remote hit). */
+void *cache_tiers_get_or_compile(cache_disk *disk, cache_remote *remote, cache_key key, const char *fingerprint,
+                                 const cache_codec *codec, cache_origin *origin, double *seconds, hlo_diag *diag);
+
+/* ---- maintenance: latch cache --remote (remote_admin.c) ---- */
+
+/* Calls visit for each entry on the server (info->name is its Redis key), totalling them in
+ * summary; check: verify checksums and signature (else the header only); fix: delete the bad
+ * ones. A server that cannot be reached is HLO_ERR_INTERNAL naming it. */
+hlo_status cache_remote_scan(cache_remote *remote, bool check, bool fix, cache_disk_visit_fn visit, void *ctx,
+                             cache_disk_summary *summary, hlo_diag *diag);
+/* Deletes every entry and lease. */
+hlo_status cache_remote_clear(cache_remote *remote, cache_disk_summary *summary, hlo_diag *diag);
+
+typedef struct cache_remote_server {
+  char version[32];
+  uint64_t used_memory, maxmemory, evicted_keys;
+  char maxmemory_policy[32];
+} cache_remote_server;
+hlo_status cache_remote_server_info(cache_remote *remote, cache_remote_server *server, hlo_diag *diag);
+
+/* Copies every valid entry of the disk cache in dir to the server (push) or the other way
+ * (pull); *copied counts those written, *skipped those already there or not valid. */
+hlo_status cache_remote_push(cache_remote *remote, const char *dir, uint64_t *copied, uint64_t *skipped,
+                             hlo_diag *diag);
+hlo_status cache_remote_pull(cache_remote *remote, const char *dir, uint64_t *copied, uint64_t *skipped,
+                             hlo_diag *diag);
 
 #endif

@@ -139,6 +139,8 @@ const char *cache_disk_problem_name(cache_disk_problem problem) {
       [CACHE_DISK_WRITE_ERROR] = "write error",
       [CACHE_DISK_DIR_ERROR] = "directory error",
       [CACHE_DISK_UNSAFE_DIR] = "directory not private",
+      [CACHE_DISK_UNSIGNED] = "unsigned entry (a secret is set)",
+      [CACHE_DISK_BAD_SIGNATURE] = "signature mismatch",
   };
   return (unsigned)problem < CACHE_DISK_PROBLEM_COUNT ? names[problem] : "unknown problem";
 }

@@ -145,9 +145,10 @@ struct latch_runtime {
   const rt_backend *backend;
   cache_table *cache;
   cache_disk *disk; /* NULL unless options.cache is "disk" */
+  cache_remote *remote; /* NULL unless options.cache_url is set */
   char cache_mode[8], cache_dir[4096];
   char fingerprint[RT_FINGERPRINT_MAX]; /* the disk cache's other key half */
-  atomic_uint_fast64_t syncs, ops_traced, nodes_synced, key_ns, execute_ns, compiles, disk_loads;
+  atomic_uint_fast64_t syncs, ops_traced, nodes_synced, key_ns, execute_ns, compiles, disk_loads, remote_loads;
   atomic_uint_fast64_t rng_counter; /* seeds of random ops made outside latch_call */
   int check_mode;   /* min_check_mode from options.check */
   double check_tol;

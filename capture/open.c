@@ -64,6 +64,10 @@ latch_status latch_options_init(latch_options *options) {
   if (cache && *cache) options->cache = cache;
   const char *dir = getenv("LATCH_CACHE_DIR");
   options->cache_dir = dir && *dir ? dir : NULL;
+  const char *url = getenv("LATCH_CACHE_URL");
+  options->cache_url = url && *url ? url : NULL;
+  const char *secret = getenv("LATCH_CACHE_SECRET");
+  options->cache_secret = secret && *secret ? secret : NULL;
   const char *check = getenv("LATCH_CHECK");
   options->check = check && *check ? check : "off";
   options->check_tol = RT_ACCURACY_DEFAULT_TOL;
@@ -94,6 +98,17 @@ size_t cap_code_options(char *out, size_t size) {
   return n < 0 ? 0 : (size_t)n;
 }
 
+/* The fingerprint the disk and remote tiers key entries with, besides the graph. */
+static latch_status make_fingerprint(latch_runtime *rt, hlo_diag *diag) {
+  char options[128];
+  cap_code_options(options, sizeof options);
+  if (rt_fingerprint(rt->backend, options, rt->fingerprint, sizeof rt->fingerprint) >= sizeof rt->fingerprint) {
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "backend fingerprint too long");
+    return LATCH_ERR_INTERNAL;
+  }
+  return LATCH_OK;
+}
+
 /* The disk cache under the memory table. Trouble with the directory itself only costs the
  * cache (cache_disk_open warns and misses); a bad LATCH_CACHE_MAX_BYTES is an error. */
 static latch_status open_disk(latch_runtime *rt, const char *dir, hlo_diag *diag) {
@@ -103,14 +118,21 @@ static latch_status open_disk(latch_runtime *rt, const char *dir, hlo_diag *diag
     snprintf(rt->cache_dir, sizeof rt->cache_dir, "%s", dir);
   }
   rt->options.cache_dir = rt->cache_dir;
-  char options[128];
-  cap_code_options(options, sizeof options);
-  if (rt_fingerprint(rt->backend, options, rt->fingerprint, sizeof rt->fingerprint) >= sizeof rt->fingerprint) {
-    hlo_diag_set(diag, HLO_ERR_INTERNAL, "backend fingerprint too long");
-    return LATCH_ERR_INTERNAL;
-  }
+  if (make_fingerprint(rt, diag) != LATCH_OK) return LATCH_ERR_INTERNAL;
   rt->disk = cache_disk_open(rt->cache_dir, 0, diag);
   return rt->disk ? LATCH_OK : LATCH_ERR_INPUT;
+}
+
+/* The remote tier under the disk cache. A malformed URL is an error (a typo should not turn
+ * the fleet's cache off unseen); a server that cannot be reached only costs the tier, later. */
+static latch_status open_remote(latch_runtime *rt, const char *url, const char *secret, hlo_diag *diag) {
+  cache_remote_config config;
+  if (cache_remote_parse_url(url, &config, diag) != HLO_OK) return LATCH_ERR_INPUT;
+  if (!rt->disk && make_fingerprint(rt, diag) != LATCH_OK) return LATCH_ERR_INTERNAL;
+  rt->remote = cache_remote_open(&config, secret, diag);
+  rt->options.cache_url = NULL; /* the caller's strings need not outlive the call */
+  rt->options.cache_secret = NULL;
+  return rt->remote ? LATCH_OK : LATCH_ERR_INTERNAL;
 }
 
 latch_runtime *latch_open(const latch_options *options) {
@@ -170,6 +192,12 @@ latch_runtime *latch_open(const latch_options *options) {
     cache_table_free(rt->cache);
     rt->cache = NULL;
   }
+  if (rt->cache && !off && options->cache_url && *options->cache_url &&
+      open_remote(rt, options->cache_url, options->cache_secret, &diag) != LATCH_OK) {
+    cache_table_free(rt->cache);
+    cache_disk_close(rt->disk);
+    rt->cache = NULL;
+  }
   if (!rt->cache) {
     cap_set_error("latch_open: %s", diag.message);
     free(rt);
@@ -182,6 +210,7 @@ void latch_close(latch_runtime *rt) {
   if (!rt) return;
   cache_table_free(rt->cache);
   cache_disk_close(rt->disk);
+  cache_remote_close(rt->remote);
   pthread_mutex_destroy(&rt->repro_lock);
   free(rt);
   cap_pool_drain();
@@ -203,6 +232,12 @@ void latch_get_stats(latch_runtime *rt, latch_stats *stats) {
     cache_disk_stats ds;
     cache_disk_get_stats(rt->disk, &ds);
     stats->disk_writes = ds.writes;
+  }
+  stats->remote_loads = atomic_load(&rt->remote_loads);
+  if (rt->remote) {
+    cache_remote_stats rs;
+    cache_remote_get_stats(rt->remote, &rs);
+    stats->remote_writes = rs.writes;
   }
   stats->compile_failures = cs.compile_failures;
   stats->evictions = cs.evictions;

@@ -41,11 +41,13 @@ static void *compile_graph(void *ctx, hlo_diag *diag) {
   const cap_graph *g = job->graph;
   if (job->rt->check_mode != 0) return cap_compile_checked(job->rt, g, diag);
   rt_executable *exe;
-  if (job->rt->disk && g->backend->serialize && g->backend->deserialize) {
+  if ((job->rt->disk || job->rt->remote) && g->backend->serialize && g->backend->deserialize) {
     cache_codec codec = {job, codec_compile, codec_serialize, codec_deserialize};
     cache_origin origin = CACHE_ORIGIN_COMPILED;
-    exe = cache_disk_get_or_compile(job->rt->disk, g->key, job->rt->fingerprint, &codec, &origin, NULL, diag);
+    exe = cache_tiers_get_or_compile(job->rt->disk, job->rt->remote, g->key, job->rt->fingerprint, &codec, &origin,
+                                     NULL, diag);
     if (exe && origin == CACHE_ORIGIN_DISK) atomic_fetch_add(&job->rt->disk_loads, 1);
+    if (exe && origin == CACHE_ORIGIN_REMOTE) atomic_fetch_add(&job->rt->remote_loads, 1);
   } else {
     exe = codec_compile(job, diag);
   }

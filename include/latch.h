@@ -73,6 +73,13 @@ typedef struct latch_options {
    * on: results stay correct. Checked graphs bypass the disk cache. */
   const char *check;
   double check_tol; /* LATCH_CHECK_TOL: the accuracy check's absolute tolerance, default 1e-3 */
+  /* LATCH_CACHE_URL: a Redis server shared by a fleet, under the memory and disk caches:
+   * redis://[user:password@]host[:port][/db] or unix:///path/to.sock (README: "The compile
+   * cache shared by a fleet"). NULL or "": none. Ignored when cache is "off". */
+  const char *cache_url;
+  /* LATCH_CACHE_SECRET: entries written to Redis are signed with it (HMAC-SHA256) and only
+   * entries signed with it are used. NULL or "": none. */
+  const char *cache_secret;
 } latch_options;
 
 /* Fills the defaults, then applies the environment variables named above. An unreadable
@@ -95,6 +102,8 @@ typedef struct latch_stats {
   uint64_t compiles;       /* graphs the backend compiled (misses not answered by the disk) */
   uint64_t disk_loads;     /* misses answered by the disk cache: compiled by an earlier process */
   uint64_t disk_writes;    /* compiled graphs stored in the disk cache */
+  uint64_t remote_loads;   /* misses answered by the remote cache (LATCH_CACHE_URL): compiled elsewhere */
+  uint64_t remote_writes;  /* compiled graphs stored in the remote cache */
   uint64_t compile_ns;     /* time answering misses: compiling, or loading from disk */
   uint64_t check_failures; /* graphs that failed LATCH_CHECK and run on the reference backend */
   uint64_t key_ns;         /* time walking graphs and hashing their keys */

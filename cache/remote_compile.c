@@ -1,0 +1,106 @@
+/* Get or compile through every tier (see remote.h): disk, then Redis, then a lease so that
+ * one process of the fleet compiles while the others wait for its entry, then a compile saved
+ * to both. Whatever the remote tier does, the caller gets its value: waiting is bounded, and
+ * an answer that never comes means compiling here. */
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "cache.h"
+#include "remote_internal.h"
+
+static double now_seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void sleep_ms(double ms) {
+  struct timespec t = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)((ms - 1000.0 * (double)(time_t)(ms / 1000)) * 1e6)};
+  while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+  }
+}
+
+/* The value of the remote entry, also written to disk; NULL on a miss. */
+static void *load_remote(cache_disk *disk, cache_remote *remote, cache_key key, const char *fingerprint,
+                         const cache_codec *codec) {
+  void *bytes = NULL;
+  size_t len = 0;
+  if (!cache_remote_get(remote, key, fingerprint, &bytes, &len)) return NULL;
+  hlo_diag ignored; /* an unusable entry is the cache's problem, not the caller's */
+  hlo_diag_clear(&ignored);
+  void *value = codec->deserialize(codec->ctx, bytes, len, &ignored);
+  if (!value) cache_remote_reject(remote, key, fingerprint, CACHE_DISK_UNLOADABLE);
+  else if (disk) cache_disk_put(disk, key, fingerprint, bytes, len);
+  free(bytes);
+  return value;
+}
+
+/* Another process holds the lease: polls for its entry (2 ms, doubling to 50 ms) until the
+ * wait bound. Takes the lease over if it goes away without an entry (its holder failed or
+ * died): *won then says this process compiles. NULL when this process must compile. */
+static void *wait_for_entry(cache_disk *disk, cache_remote *remote, cache_key key, const char *fingerprint,
+                            const cache_codec *codec, char token[CACHE_LEASE_TOKEN], bool *won) {
+  double deadline = now_seconds() + cache_remote_config_of(remote)->wait_ms * 1e-3, delay = 2;
+  while (now_seconds() < deadline) {
+    sleep_ms(delay);
+    delay = delay * 2 < 50 ? delay * 2 : 50;
+    void *value = load_remote(disk, remote, key, fingerprint, codec);
+    if (value) {
+      remote_count_wait(remote, false);
+      return value;
+    }
+    cache_lease lease = cache_remote_lease(remote, key, fingerprint, token);
+    if (lease != CACHE_LEASE_HELD) {
+      *won = lease == CACHE_LEASE_WON;
+      remote_count_wait(remote, false);
+      return NULL;
+    }
+  }
+  remote_count_wait(remote, true);
+  return NULL;
+}
+
+/* Serializes once for both tiers. */
+static void save(cache_disk *disk, cache_remote *remote, cache_key key, const char *fingerprint,
+                 const cache_codec *codec, const void *value) {
+  void *bytes = NULL;
+  size_t len = 0;
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  if (codec->serialize(codec->ctx, value, &bytes, &len, &diag) != HLO_OK) {
+    cache_disk_warn(CACHE_DISK_WRITE_ERROR, "cannot serialize a compiled graph: %s; it is not saved", diag.message);
+    free(bytes);
+    return;
+  }
+  if (disk) cache_disk_put(disk, key, fingerprint, bytes, len);
+  if (remote) cache_remote_put(remote, key, fingerprint, bytes, len);
+  free(bytes);
+}
+
+void *cache_tiers_get_or_compile(cache_disk *disk, cache_remote *remote, cache_key key, const char *fingerprint,
+                                 const cache_codec *codec, cache_origin *origin, double *seconds, hlo_diag *diag) {
+  double start = now_seconds();
+  cache_origin from = CACHE_ORIGIN_DISK;
+  char token[CACHE_LEASE_TOKEN] = "";
+  bool won = false;
+  void *value = disk ? cache_disk_load(disk, key, fingerprint, codec) : NULL;
+  if (!value && remote) {
+    from = CACHE_ORIGIN_REMOTE;
+    value = load_remote(disk, remote, key, fingerprint, codec);
+    cache_lease lease = value ? CACHE_LEASE_UNAVAILABLE : cache_remote_lease(remote, key, fingerprint, token);
+    won = lease == CACHE_LEASE_WON;
+    if (lease == CACHE_LEASE_HELD) value = wait_for_entry(disk, remote, key, fingerprint, codec, token, &won);
+    /* The lease may be free because its holder just finished: its entry is there then. */
+    if (won) value = load_remote(disk, remote, key, fingerprint, codec);
+  }
+  if (!value) {
+    from = CACHE_ORIGIN_COMPILED;
+    value = codec->compile(codec->ctx, diag);
+    if (value) save(disk, remote, key, fingerprint, codec, value);
+  }
+  if (won) cache_remote_release(remote, key, fingerprint, token);
+  if (origin) *origin = from;
+  if (seconds) *seconds = now_seconds() - start;
+  return value;
+}
