@@ -10,6 +10,9 @@ PACKAGES=(
   libclang-rt-14-dev # clang's libFuzzer and sanitizer runtimes (not pulled in by clang)
   libxxhash-dev      # cache/: stable 128-bit hashes of canonical graphs
   libck-dev          # cache/: Concurrency Kit, lock-free reads of the in-memory table
+  libhiredis-dev     # cache/: Redis's protocol (command writer, reply parser) for the remote tier
+  nettle-dev         # cache/: HMAC-SHA256 signing of remote entries (LATCH_CACHE_SECRET)
+  redis-server       # tests/test_remote_cache.c and test_cli_cache_remote.c start their own servers
   libtbb-dev         # runtime/: the parallel-for shim behind the CPU kernels
   libopenblas-dev    # runtime/: BLAS for dot and convolution
   python3            # tests/test_compare_torch.sh runs bench/compare_torch.py (no torch needed)

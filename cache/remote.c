@@ -113,11 +113,12 @@ void cache_remote_get_stats(const cache_remote *remote, cache_remote_stats *stat
 /* ---- one command, with the rest and the warnings ---- */
 
 /* A failure of the server or the link (lock held): drop the connection; after enough in a
- * row, rest. */
-static void failed(cache_remote *remote, const char *why) {
+ * row, rest. quiet: a warning of its own kind was given already. */
+static void failed(cache_remote *remote, const char *why, bool quiet) {
   remote_conn_close(&remote->conn);
   atomic_fetch_add(&remote->failures, 1);
-  warn(&warned[WARN_UNAVAILABLE], remote, "%s; going on with the local tiers (after %d failures in a row the remote "
+  if (!quiet)
+    warn(&warned[WARN_UNAVAILABLE], remote, "%s; going on with the local tiers (after %d failures in a row the remote "
        "tier rests for %d ms)", why, remote->config.failures_before_rest, remote->config.rest_ms);
   if (++remote->failures_in_a_row >= remote->config.failures_before_rest) {
     remote->failures_in_a_row = 0;
@@ -149,7 +150,7 @@ static bool handshake_step(cache_remote *remote, int argc, const char **argv) {
   }
   if (reply) freeReplyObject(reply);
   if (fail == REMOTE_OK && !refused) return true;
-  failed(remote, why);
+  failed(remote, why, refused && strcmp(argv[0], "AUTH") == 0);
   return false;
 }
 
@@ -179,7 +180,7 @@ static bool connected(cache_remote *remote) {
   char why[200];
   remote_fail fail = remote_conn_open(&remote->conn, &remote->config, remote->config.connect_timeout_ms, why, sizeof why);
   if (fail != REMOTE_OK) {
-    failed(remote, why);
+    failed(remote, why, false);
     return false;
   }
   return handshake(remote);
@@ -199,11 +200,11 @@ bool remote_call(cache_remote *remote, int argc, const char **argv, const size_t
     char why[200];
     remote_fail fail = remote_conn_call(&remote->conn, argc, argv, lens, remote->config.timeout_ms, reply, why, sizeof why);
     if (fail != REMOTE_OK) {
-      failed(remote, why);
+      failed(remote, why, false);
       ok = false;
     } else if ((*reply)->type == REDIS_REPLY_ERROR && is_auth_error(*reply)) {
       warn(&warned[WARN_AUTH], remote, "the server wants authentication (%.60s)", (*reply)->str);
-      failed(remote, "authentication needed");
+      failed(remote, "authentication needed", true);
       ok = false;
     } else if ((*reply)->type == REDIS_REPLY_ERROR) {
       /* The server answers but refuses (out of memory, read-only replica, busy): no rest,
