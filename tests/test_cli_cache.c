@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "redis_test_util.h"
 #include "test.h"
 
 static char temp_dir[64], cache_dir[128];
@@ -97,7 +98,7 @@ static void usage(void) {
   CHECK_HAS(out_text, "--compile");
   CHECK_HAS(out_text, "LATCH_CACHE");
   CHECK_LATCH(1, "", "cache");
-  CHECK_HAS(err_text, "stats, ls, verify or clear");
+  CHECK_HAS(err_text, "stats, ls, verify, clear, push or pull");
   CHECK_LATCH(1, "", "cache frobnicate");
   CHECK_LATCH(1, "", "cache stats --fix");
   CHECK_LATCH(1, "", "cache ls --dir");
@@ -238,6 +239,79 @@ static void clear_removes_leftovers(void) {
   CHECK_HAS(out_text, "output 0");
 }
 
+/* latch cache --remote and push/pull against a private redis-server (one with a password):
+ * the entries a bench run wrote are counted, listed, verified (a bad one found and fixed),
+ * pulled to a directory, cleared, pushed back; passwords never appear in the output. */
+static int redis_keys(redis_server *s) {
+  redisContext *c = redis_client(s, "pw-cli-789");
+  redisReply *r = c ? redisCommand(c, "KEYS latch:*") : NULL;
+  int n = r && r->type == REDIS_REPLY_ARRAY ? (int)r->elements : -1;
+  if (r) freeReplyObject(r);
+  if (c) redisFree(c);
+  return n;
+}
+
+static void remote_actions(void) {
+  redis_server s;
+  if (!redis_start(&s, "pw-cli-789", NULL)) {
+    CHECK_MSG(false, "redis-server did not start");
+    return;
+  }
+  char url[160], env[256], pulled[200], text[64];
+  redis_url(&s, ":pw-cli-789", "", url, sizeof url);
+  snprintf(env, sizeof env, "LATCH_CACHE_URL='%s'", url);
+  snprintf(pulled, sizeof pulled, "%s/pulled", temp_dir);
+  CHECK_LATCH(1, "", "cache ls --remote"); /* no URL anywhere */
+  CHECK_HAS(err_text, "LATCH_CACHE_URL");
+  CHECK_LATCH(0, "LATCH_CACHE=memory", "bench --model mlp --mode every --repeat 1 --cache-url '%s'", url);
+  int entries = redis_keys(&s);
+  CHECK(entries > 0);
+  CHECK_LATCH(0, env, "cache stats --remote");
+  snprintf(text, sizeof text, "entries: %d\n", entries);
+  CHECK_HAS(out_text, text);
+  CHECK_HAS(out_text, "redis 7");
+  CHECK_LACKS(out_text, "pw-cli-789");
+  CHECK_LATCH(0, "", "cache ls --remote --cache-url '%s'", url);
+  CHECK_HAS(out_text, "backend=cpu");
+  CHECK_HAS(out_text, "redis://***@127.0.0.1");
+  CHECK_LATCH(0, env, "cache verify --remote");
+  CHECK_HAS(out_text, ": 0 bad");
+  redisContext *c = redis_client(&s, "pw-cli-789");
+  redisReply *r = c ? redisCommand(c, "SET latch:0123456789abcdef0123456789abcdef garbage") : NULL;
+  if (r) freeReplyObject(r);
+  if (c) redisFree(c);
+  CHECK_LATCH(1, env, "cache verify --remote");
+  CHECK_HAS(out_text, "bad: latch:0123456789abcdef0123456789abcdef");
+  CHECK_LATCH(0, env, "cache verify --remote --fix");
+  CHECK_HAS(out_text, "1 bad, 1 removed");
+  CHECK_EQ_INT(redis_keys(&s), entries);
+  char env_secret[300];
+  snprintf(env_secret, sizeof env_secret, "%s LATCH_CACHE_SECRET=s1", env);
+  CHECK_LATCH(1, env_secret, "cache verify --remote"); /* unsigned entries, under a secret */
+  CHECK_HAS(out_text, "unsigned entry");
+  CHECK_LATCH(0, env, "cache pull --dir '%s'", pulled);
+  snprintf(text, sizeof text, "pulled %d entr", entries);
+  CHECK_HAS(out_text, text);
+  CHECK_LATCH(0, "", "cache verify --dir '%s'", pulled);
+  snprintf(text, sizeof text, "verified %d entr", entries);
+  CHECK_HAS(out_text, text);
+  CHECK_LATCH(0, env, "cache clear --remote");
+  CHECK_EQ_INT(redis_keys(&s), 0);
+  CHECK_LATCH(0, env, "cache push --dir '%s'", pulled);
+  snprintf(text, sizeof text, "pushed %d entr", entries);
+  CHECK_HAS(out_text, text);
+  CHECK_EQ_INT(redis_keys(&s), entries);
+  CHECK_LATCH(0, env, "cache push --dir '%s'", pulled);
+  CHECK_HAS(out_text, "pushed 0 entries");
+  /* a wrong password: an error naming the server, never the password */
+  redis_url(&s, ":wrong-pw-000", "", url, sizeof url);
+  CHECK_LATCH(3, "", "cache stats --remote --cache-url '%s'", url);
+  CHECK_HAS(err_text, "authentication failed");
+  CHECK_LACKS(err_text, "wrong-pw-000");
+  CHECK_LACKS(out_text, "wrong-pw-000");
+  redis_stop(&s);
+}
+
 int main(void) {
   const char *env_bin = getenv("LATCH_BIN"), *build = getenv("BUILD");
   if (env_bin) snprintf(bin, sizeof bin, "%s", env_bin);
@@ -247,6 +321,8 @@ int main(void) {
   unsetenv("LATCH_CACHE_MAX_BYTES");
   unsetenv("LATCH_CACHE_TEST_FAULT");
   unsetenv("LATCH_CACHE_TEST_WRITE_DELAY_MS");
+  unsetenv("LATCH_CACHE_URL");
+  unsetenv("LATCH_CACHE_SECRET");
   snprintf(temp_dir, sizeof temp_dir, "/tmp/latch-cli-cache-XXXXXX");
   if (!mkdtemp(temp_dir)) {
     perror("mkdtemp");
@@ -258,6 +334,7 @@ int main(void) {
   RUN(damaged_and_unwritable);
   RUN(off_and_memory);
   RUN(clear_removes_leftovers);
+  RUN(remote_actions);
   char cleanup[256];
   snprintf(cleanup, sizeof cleanup, "rm -rf '%s'", temp_dir);
   if (system(cleanup) != 0) fprintf(stderr, "could not remove %s\n", temp_dir);

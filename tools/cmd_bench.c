@@ -17,6 +17,10 @@ void cmd_bench_usage(void) {
   bench_zoo_usage();
   fputs(
       "\n"
+      "  --cache-url URL  the compile cache's remote tier (Redis) for every runtime the bench opens:\n"
+      "                   redis://[user:password@]host[:port][/db] or unix:///path; sets\n"
+      "                   LATCH_CACHE_URL, which latch_options_init reads\n"
+      "\n"
       "latch bench --micro [--reps N]:\n"
       "Micro-benchmarks of lazy capture on chains of 10, 100 and 1,000 elementwise ops\n"
       "(f32[4,4] with a broadcast f32[4] operand), printing per chain length:\n"
@@ -137,7 +141,29 @@ static int bench_micro(int reps) {
   return bench_function_micro() == 0 ? CLI_OK : CLI_INTERNAL;
 }
 
+/* Takes --cache-url URL (or --cache-url=URL) out of argv into LATCH_CACHE_URL: the zoo's
+ * runtimes are opened through latch_options_init, which reads it. The new argc, or -1. */
+static int take_cache_url(int argc, char **argv) {
+  int kept = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *url = NULL;
+    if (strcmp(argv[i], "--cache-url") == 0) {
+      if (i + 1 == argc) {
+        cli_error("bench: --cache-url needs a URL");
+        return -1;
+      }
+      url = argv[++i];
+    } else if (strncmp(argv[i], "--cache-url=", 12) == 0) {
+      url = argv[i] + 12;
+    }
+    if (url) setenv("LATCH_CACHE_URL", url, 1);
+    else argv[kept++] = argv[i];
+  }
+  return kept;
+}
+
 int cmd_bench(int argc, char **argv) {
+  if ((argc = take_cache_url(argc, argv)) < 0) return CLI_USAGE;
   bool is_micro = false;
   for (int i = 0; i < argc; i++) is_micro = is_micro || strcmp(argv[i], "--micro") == 0;
   if (!is_micro) return bench_zoo_main(argc, argv);
