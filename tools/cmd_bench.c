@@ -20,6 +20,8 @@ void cmd_bench_usage(void) {
       "  --cache-url URL  the compile cache's remote tier (Redis) for every runtime the bench opens:\n"
       "                   redis://[user:password@]host[:port][/db] or unix:///path; sets\n"
       "                   LATCH_CACHE_URL, which latch_options_init reads\n"
+      "latch bench --remote-lookups N [--cache-url URL]: remote-tier lookups per second, one\n"
+      "connection (tools/bench_remote.c)\n"
       "\n"
       "latch bench --micro [--reps N]:\n"
       "Micro-benchmarks of lazy capture on chains of 10, 100 and 1,000 elementwise ops\n"
@@ -164,6 +166,14 @@ static int take_cache_url(int argc, char **argv) {
 
 int cmd_bench(int argc, char **argv) {
   if ((argc = take_cache_url(argc, argv)) < 0) return CLI_USAGE;
+  if (argc == 2 && strcmp(argv[0], "--remote-lookups") == 0) {
+    int count = atoi(argv[1]);
+    if (count < 1) {
+      cli_error("bench: --remote-lookups wants a count of at least 1");
+      return CLI_USAGE;
+    }
+    return bench_remote_lookups(count);
+  }
   bool is_micro = false;
   for (int i = 0; i < argc; i++) is_micro = is_micro || strcmp(argv[i], "--micro") == 0;
   if (!is_micro) return bench_zoo_main(argc, argv);
