@@ -23,7 +23,8 @@ trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$tmp"' EXIT
 until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.05; done
 export LATCH_CACHE=disk LATCH_CACHE_URL="redis://127.0.0.1:$port/0"
 
-# One run: prints "FIRST_MS COMPILES" summed over the models run.
+# One run: prints "FIRST_MS COMPILES LOAD_MS" summed over the models run (LOAD_MS: time
+# answering misses, compiling or loading: the part the tiers change).
 run() {
   # shellcheck disable=SC2086
   LATCH_CACHE_DIR="$1" "$LATCH" bench $MODEL_ARGS --mode every --repeat 1 --warmup 0 --json "$tmp/run.json" \
@@ -31,18 +32,20 @@ run() {
   python3 - "$tmp/run.json" <<'PY'
 import json, sys
 doc = json.load(open(sys.argv[1]))
-first = compiles = 0
+first = compiles = load = 0
 def walk(x):
-    global first, compiles
+    global first, compiles, load
     if isinstance(x, dict):
         if "first_step_ms" in x and isinstance(x.get("timed"), dict):
             first += x["first_step_ms"]
-            compiles += x["timed"].get("compiles", 0) + x.get("warmup", {}).get("compiles", 0)
+            for part in ("timed", "warmup"):
+                compiles += x.get(part, {}).get("compiles", 0)
+                load += x.get(part, {}).get("compile_ms", 0)
         for v in x.values(): walk(v)
     elif isinstance(x, list):
         for v in x: walk(v)
 walk(doc)
-print("%.1f %d" % (first, compiles))
+print("%.1f %d %.1f" % (first, compiles, load))
 PY
 }
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -55,9 +58,11 @@ for r in $(seq "$REPEATS"); do
   run "$tmp/d" >> "$tmp/fleet"                     # empty disk, warm Redis
   run "$tmp/d" >> "$tmp/local"                     # warm disk
 done
-echo "latch bench $MODEL_ARGS --mode every: time to the first result, median of $REPEATS (ms), compiles"
+echo "latch bench $MODEL_ARGS --mode every, medians of $REPEATS: time to the first result (first step, ms), of it"
+echo "compiling or loading (ms), compiles"
 for c in cold fleet local; do
-  printf '  %-11s %10s ms   compiles %s\n' "$c" "$(cut -d' ' -f1 "$tmp/$c" | median)" "$(cut -d' ' -f2 "$tmp/$c" | sort -n | uniq | tr '\n' ' ')"
+  printf '  %-6s %10s ms first result  %8s ms compile/load  compiles %s\n' "$c" "$(cut -d' ' -f1 "$tmp/$c" | median)" \
+    "$(cut -d' ' -f3 "$tmp/$c" | median)" "$(cut -d' ' -f2 "$tmp/$c" | sort -n | uniq | tr '\n' ' ')"
 done
 
 # 8 processes at once, empty disks, empty Redis.

@@ -213,6 +213,10 @@ bool cache_disk_get(cache_disk *disk, cache_key key, const char *fingerprint, vo
 /* Publishes an entry, replacing any older one, then evicts down to the size limit. Returns
  * false when the write was skipped (filesystem error, entry larger than the limit). */
 bool cache_disk_put(cache_disk *disk, cache_key key, const char *fingerprint, const void *bytes, size_t len);
+/* The same without the fsync, for a copy of an entry kept elsewhere (a remote hit): a power
+ * cut may lose it (its checksum then makes it a miss) and costs one fetch, while the fsync
+ * would cost every fleet-warm start milliseconds per graph. */
+bool cache_disk_put_copy(cache_disk *disk, cache_key key, const char *fingerprint, const void *bytes, size_t len);
 /* Removes the entry because its payload turned out to be useless (problem says why, for the
  * statistics and the warning): the next put replaces it. */
 void cache_disk_reject(cache_disk *disk, cache_key key, const char *fingerprint, cache_disk_problem problem);
@@ -285,6 +289,8 @@ typedef enum cache_origin {
 /* The value deserialized from the entry for (key, fingerprint), or NULL on a miss. An entry the
  * codec cannot deserialize is removed, counted as corrupt and warned about once: a miss. */
 void *cache_disk_load(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec);
+/* value serialized (malloc'd, the caller frees it), or NULL after one warning per process. */
+void *cache_codec_bytes(const cache_codec *codec, const void *value, size_t *len);
 /* Serializes value and puts it; false (with one warning per process) when it was not saved. A
  * caller that wants its first result soon can run the value first and save it afterwards. */
 bool cache_disk_save(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec,

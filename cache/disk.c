@@ -162,7 +162,7 @@ static void sleep_ms(int ms) {
 
 /* Writes the whole entry to a new temporary file and renames it over path; 0 or an errno. */
 static int publish(cache_disk *disk, const char *path, cache_key key, const char *fingerprint, const void *bytes,
-                   size_t len) {
+                   size_t len, bool sync) {
   char temp[PATH_MAX_BYTES];
   int fd = -1;
   int err = cache_disk_fault(&disk->faults, CACHE_OP_OPEN);
@@ -184,8 +184,8 @@ static int publish(cache_disk *disk, const char *path, cache_key key, const char
   /* Without fsync a crash of the machine could leave the renamed name pointing at a file
    * whose blocks never reached the disk: a zero-filled entry. The checksum would catch it,
    * but a warm cache that loses entries on every power cut is not much of a cache. */
-  if (!err) err = cache_disk_fault(&disk->faults, CACHE_OP_FSYNC);
-  if (!err && fsync(fd) != 0) err = errno;
+  if (!err && sync) err = cache_disk_fault(&disk->faults, CACHE_OP_FSYNC);
+  if (!err && sync && fsync(fd) != 0) err = errno;
   if (close(fd) != 0 && !err) err = errno;
   if (!err) err = cache_disk_fault(&disk->faults, CACHE_OP_RENAME);
   if (!err && rename(temp, path) != 0) err = errno;
@@ -193,7 +193,7 @@ static int publish(cache_disk *disk, const char *path, cache_key key, const char
   return err;
 }
 
-bool cache_disk_put(cache_disk *disk, cache_key key, const char *fingerprint, const void *bytes, size_t len) {
+static bool put(cache_disk *disk, cache_key key, const char *fingerprint, const void *bytes, size_t len, bool sync) {
   size_t fingerprint_len = strlen(fingerprint);
   uint64_t file_bytes = CACHE_DISK_HEADER_BYTES + (uint64_t)fingerprint_len + (uint64_t)len;
   if (disk->unusable || fingerprint_len > CACHE_DISK_FINGERPRINT_MAX || file_bytes > disk->max_bytes) {
@@ -202,7 +202,7 @@ bool cache_disk_put(cache_disk *disk, cache_key key, const char *fingerprint, co
   }
   char path[PATH_MAX_BYTES];
   entry_path(disk, key, fingerprint, path);
-  int err = publish(disk, path, key, fingerprint, bytes, len);
+  int err = publish(disk, path, key, fingerprint, bytes, len, sync);
   if (err) {
     atomic_fetch_add(&disk->write_errors, 1);
     cache_disk_warn(CACHE_DISK_WRITE_ERROR, "cannot write to %s: %s; compiled graphs are not being saved", disk->dir,
@@ -213,4 +213,12 @@ bool cache_disk_put(cache_disk *disk, cache_key key, const char *fingerprint, co
   atomic_fetch_add(&disk->bytes_written, len);
   atomic_fetch_add(&disk->evictions, cache_disk_evict(disk->dir, disk->max_bytes, CACHE_DISK_STALE_TEMP_SECONDS));
   return true;
+}
+
+bool cache_disk_put(cache_disk *disk, cache_key key, const char *fingerprint, const void *bytes, size_t len) {
+  return put(disk, key, fingerprint, bytes, len, true);
+}
+
+bool cache_disk_put_copy(cache_disk *disk, cache_key key, const char *fingerprint, const void *bytes, size_t len) {
+  return put(disk, key, fingerprint, bytes, len, false);
 }

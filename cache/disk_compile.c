@@ -23,17 +23,23 @@ void *cache_disk_load(cache_disk *disk, cache_key key, const char *fingerprint, 
   return value;
 }
 
-bool cache_disk_save(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec,
-                     const void *value) {
+void *cache_codec_bytes(const cache_codec *codec, const void *value, size_t *len) {
   void *bytes = NULL;
-  size_t len = 0;
   hlo_diag diag;
   hlo_diag_clear(&diag);
-  if (codec->serialize(codec->ctx, value, &bytes, &len, &diag) != HLO_OK) {
+  if (codec->serialize(codec->ctx, value, &bytes, len, &diag) != HLO_OK) {
     cache_disk_warn(CACHE_DISK_WRITE_ERROR, "cannot serialize a compiled graph: %s; it is not saved", diag.message);
     free(bytes);
-    return false;
+    return NULL;
   }
+  return bytes;
+}
+
+bool cache_disk_save(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec,
+                     const void *value) {
+  size_t len = 0;
+  void *bytes = cache_codec_bytes(codec, value, &len);
+  if (!bytes) return false;
   bool saved = cache_disk_put(disk, key, fingerprint, bytes, len);
   free(bytes);
   return saved;

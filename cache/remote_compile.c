@@ -31,7 +31,7 @@ static void *load_remote(cache_disk *disk, cache_remote *remote, cache_key key, 
   hlo_diag_clear(&ignored);
   void *value = codec->deserialize(codec->ctx, bytes, len, &ignored);
   if (!value) cache_remote_reject(remote, key, fingerprint, CACHE_DISK_UNLOADABLE);
-  else if (disk) cache_disk_put(disk, key, fingerprint, bytes, len);
+  else if (disk) cache_disk_put_copy(disk, key, fingerprint, bytes, len);
   free(bytes);
   return value;
 }
@@ -64,15 +64,9 @@ static void *wait_for_entry(cache_disk *disk, cache_remote *remote, cache_key ke
 /* Serializes once for both tiers. */
 static void save(cache_disk *disk, cache_remote *remote, cache_key key, const char *fingerprint,
                  const cache_codec *codec, const void *value) {
-  void *bytes = NULL;
   size_t len = 0;
-  hlo_diag diag;
-  hlo_diag_clear(&diag);
-  if (codec->serialize(codec->ctx, value, &bytes, &len, &diag) != HLO_OK) {
-    cache_disk_warn(CACHE_DISK_WRITE_ERROR, "cannot serialize a compiled graph: %s; it is not saved", diag.message);
-    free(bytes);
-    return;
-  }
+  void *bytes = cache_codec_bytes(codec, value, &len);
+  if (!bytes) return;
   if (disk) cache_disk_put(disk, key, fingerprint, bytes, len);
   if (remote) cache_remote_put(remote, key, fingerprint, bytes, len);
   free(bytes);

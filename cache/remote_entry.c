@@ -1,6 +1,7 @@
 /* A remote entry's key and value. The value is the disk entry's bytes, so a value pulled
  * from Redis is checked exactly as a file is, and, under a secret, a trailer: "LATCHMAC" and
  * the HMAC-SHA256 of the entry bytes. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,20 +9,19 @@
 
 static const char trailer_magic[8] = {'L', 'A', 'T', 'C', 'H', 'M', 'A', 'C'};
 
-void remote_entry_key(cache_key key, const char *fingerprint, char out[REMOTE_KEY_MAX]) {
+/* prefix and the 32 hex digits that name the entry's disk file. */
+static void named(const char *prefix, cache_key key, const char *fingerprint, char out[REMOTE_KEY_MAX]) {
   char name[CACHE_DISK_NAME_MAX];
   cache_disk_entry_name(key, fingerprint, name);
-  memcpy(out, "latch:", 6);
-  memcpy(out + 6, name, 32);
-  out[38] = '\0';
+  snprintf(out, REMOTE_KEY_MAX, "%s%.32s", prefix, name);
+}
+
+void remote_entry_key(cache_key key, const char *fingerprint, char out[REMOTE_KEY_MAX]) {
+  named("latch:", key, fingerprint, out);
 }
 
 void remote_lease_key(cache_key key, const char *fingerprint, char out[REMOTE_KEY_MAX]) {
-  char name[CACHE_DISK_NAME_MAX];
-  cache_disk_entry_name(key, fingerprint, name);
-  memcpy(out, "latch:lease:", 12);
-  memcpy(out + 12, name, 32);
-  out[44] = '\0';
+  named("latch:lease:", key, fingerprint, out);
 }
 
 bool remote_is_entry_key(const char *name, size_t len) {

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 
 #include "cache/remote_internal.h"
-#include "capture/cap.h"
+#include "capture/capture.h"
 #include "disk_test_util.h"
 #include "latch.h"
 #include "redis_test_util.h"
