@@ -311,7 +311,7 @@ void *cache_disk_get_or_compile(cache_disk *disk, cache_key key, const char *fin
  * compile; a compile is written to disk and to Redis, a remote hit to disk).
  *
  * An entry's Redis key is "latch:" and the 32 hex digits that name its disk file (the graph
- * key, the fingerprint with the build identity: cache/disk.h); its value is the disk entry's
+ * key, the fingerprint with the build identity: disk.c above); its value is the disk entry's
  * bytes (cache/disk_internal.h), followed, when a secret is set, by "LATCHMAC" and an
  * HMAC-SHA256 of those bytes under the secret. A value is used only if its checksums hold and
  * its header names the key and fingerprint asked for; with a secret, only if it is signed

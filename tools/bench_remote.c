@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cache/remote.h"
+#include "cache/cache.h"
 #include "cli.h"
 
 static double lookups_per_second(cache_remote *remote, cache_key key, const char *fingerprint, int count, int *hits) {
