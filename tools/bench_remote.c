@@ -24,17 +24,9 @@ static double lookups_per_second(cache_remote *remote, cache_key key, const char
 }
 
 int bench_remote_lookups(int count) {
-  const char *url = getenv("LATCH_CACHE_URL");
-  if (!url || !*url) {
-    cli_error("bench: --remote-lookups needs --cache-url URL or LATCH_CACHE_URL");
-    return CLI_USAGE;
-  }
-  cache_remote_config config;
-  hlo_diag diag;
-  hlo_diag_clear(&diag);
-  if (cache_remote_parse_url(url, &config, &diag) != HLO_OK) return cli_fail(&diag);
-  cache_remote *remote = cache_remote_open(&config, getenv("LATCH_CACHE_SECRET"), &diag);
-  if (!remote) return cli_fail(&diag);
+  cache_remote *remote = NULL;
+  int opened = cli_open_remote("bench: --remote-lookups", NULL, &remote);
+  if (opened != CLI_OK) return opened;
   enum { PAYLOAD = 4096 };
   static const char fingerprint[] = "backend=bench/0 latch=bench build=0 arch=none cpu= options=";
   cache_key key = {0x6c61746368, 0x62656e6368}, absent = {1, 2};

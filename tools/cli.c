@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -88,4 +89,19 @@ double cli_now(void) {
   struct timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
   return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+}
+
+int cli_open_remote(const char *who, const char *url_flag, cache_remote **remote) {
+  const char *url = url_flag ? url_flag : getenv("LATCH_CACHE_URL");
+  *remote = NULL;
+  if (!url || !*url) {
+    cli_error("%s need --cache-url URL or LATCH_CACHE_URL", who);
+    return CLI_USAGE;
+  }
+  cache_remote_config config;
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  if (cache_remote_parse_url(url, &config, &diag) != HLO_OK) return cli_fail(&diag);
+  *remote = cache_remote_open(&config, getenv("LATCH_CACHE_SECRET"), &diag);
+  return *remote ? CLI_OK : cli_fail(&diag);
 }

@@ -3,6 +3,7 @@
 #define LATCH_CLI_H
 #include <stdbool.h>
 
+#include "cache/cache.h"
 #include "hlo/hlo.h"
 #include "runtime/runtime.h"
 
@@ -30,6 +31,9 @@ void cli_error(const char *format, ...) __attribute__((format(printf, 1, 2)));
 int cli_fail(const hlo_diag *diag);
 /* Constants written `constant({...})` in the text: their values were made up by the parser. */
 int cli_count_elided(const hlo_module *module);
+/* The compile cache's remote tier from url_flag, else LATCH_CACHE_URL, signing with
+ * LATCH_CACHE_SECRET; who names what needs it in the error when neither is set. */
+int cli_open_remote(const char *who, const char *url_flag, cache_remote **remote);
 /* Seconds on a monotonic clock. */
 double cli_now(void);
 

@@ -261,21 +261,6 @@ static bool is_action(const char *action) {
   return false;
 }
 
-/* The remote tier from --cache-url, else LATCH_CACHE_URL; secret from LATCH_CACHE_SECRET. */
-static int open_remote(const char *url_flag, cache_remote **remote) {
-  const char *url = url_flag ? url_flag : getenv("LATCH_CACHE_URL");
-  if (!url || !*url) {
-    cli_error("cache: --remote, push and pull need --cache-url URL or LATCH_CACHE_URL");
-    return CLI_USAGE;
-  }
-  cache_remote_config config;
-  hlo_diag diag;
-  hlo_diag_clear(&diag);
-  if (cache_remote_parse_url(url, &config, &diag) != HLO_OK) return cli_fail(&diag);
-  *remote = cache_remote_open(&config, getenv("LATCH_CACHE_SECRET"), &diag);
-  return *remote ? CLI_OK : cli_fail(&diag);
-}
-
 int cmd_cache(int argc, char **argv) {
   const char *dir_flag = NULL, *fix = NULL, *help = NULL, *remote_flag = NULL, *url_flag = NULL;
   const cli_flag flags[] = {{"--help", false, &help},          {"--dir", true, &dir_flag},
@@ -307,7 +292,7 @@ int cmd_cache(int argc, char **argv) {
   else if (cache_disk_default_dir(dir, sizeof dir, &diag) != HLO_OK) return cli_fail(&diag);
   source src = {dir, NULL, dir};
   if (remote_flag || copying) {
-    if ((status = open_remote(url_flag, &src.remote)) != CLI_OK) return status;
+    if ((status = cli_open_remote("cache: --remote, push and pull", url_flag, &src.remote)) != CLI_OK) return status;
     src.name = cache_remote_name(src.remote);
   }
   if (copying) status = copy(&src, dir, strcmp(action, "push") == 0);
