@@ -20,6 +20,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 redis-server --port "$port" --bind 127.0.0.1 --dir "$tmp" --save '' --appendonly no --logfile "$tmp/redis.log" &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'exit 1' HUP INT PIPE TERM
 until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.05; done
 export LATCH_CACHE=disk LATCH_CACHE_URL="redis://127.0.0.1:$port/0"
 
