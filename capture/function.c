@@ -45,7 +45,7 @@ struct latch_function {
   atomic_bool trace_every, warned;
   atomic_uint_fast64_t call_counter;
   atomic_uint_fast64_t calls, hits, traces, recompiles, fallback_calls, specializations, instantiations, instantiate_ns, guard_checks, guard_ns,
-      trace_ns;
+      guard_timed, trace_ns;
 };
 
 enum { GUARD_SAMPLE = 8 };
@@ -171,6 +171,7 @@ void latch_function_get_stats(latch_function *f, latch_function_stats *s) {
   s->instantiate_ns = atomic_load(&f->instantiate_ns);
   s->guard_checks = atomic_load(&f->guard_checks);
   s->guard_ns = atomic_load(&f->guard_ns);
+  s->guard_timed = atomic_load(&f->guard_timed);
   s->trace_ns = atomic_load(&f->trace_ns);
   s->trace_every = atomic_load(&f->trace_every);
   entry_list *list = atomic_load_explicit(&f->list, memory_order_acquire);
@@ -510,7 +511,10 @@ static cap_entry *look_up(latch_function *f, latch_tensor *const *inputs, int in
       *have_why = true;
     }
   }
-  if (timed) atomic_fetch_add(&f->guard_ns, (cap_now_ns() - start) * GUARD_SAMPLE);
+  if (timed) {
+    atomic_fetch_add(&f->guard_ns, (cap_now_ns() - start) * GUARD_SAMPLE);
+    atomic_fetch_add(&f->guard_timed, 1);
+  }
   atomic_fetch_add(&f->guard_checks, (uint64_t)checks);
   if (gin != gin_buffer) free(gin);
   if (gs != gs_buffer) free(gs);

@@ -280,6 +280,9 @@ typedef struct hlo_instr {
    * order (hlo_module_number_origins). Clones keep it; passes that copy an instruction
    * (inlining) copy it; instructions passes create get 0. Never printed, never hashed. */
   int32_t origin;
+  /* Where the parser read it (1-based line and byte column in module->source), for the
+   * verifier's messages; 0 when it was built in code. */
+  int32_t line, col;
 
   /* Attributes; which ones an opcode uses is in the comments. */
   int64_t parameter_number; /* parameter */
@@ -327,6 +330,7 @@ struct hlo_comp {
 struct hlo_module {
   hlo_arena arena;
   const char *name;
+  const char *source; /* the file the parser read it from (messages only), or NULL */
   int comp_count, comp_capacity;
   hlo_comp **comps; /* callees before callers */
   hlo_comp *entry;
@@ -536,8 +540,21 @@ hlo_module *hlo_parse_module(const char *text, size_t len, const char *filename,
 int hlo_parse_modules(const char *text, size_t len, const char *filename, hlo_module ***modules,
                       hlo_diag *diag);
 
-/* Reads a whole file and parses it (multi-module aware). Same returns. */
+/* Reads a whole file and parses it (multi-module aware). Same returns. A directory is
+ * HLO_ERR_INPUT; a failed read HLO_ERR_INTERNAL. */
 int hlo_parse_file(const char *path, hlo_module ***modules, hlo_diag *diag);
+
+/* One module of a multi-module file parsed on its own: the module, or NULL and why. */
+typedef struct hlo_parsed {
+  hlo_module *module;
+  hlo_diag diag;
+} hlo_parsed;
+/* Reads a whole file and parses each module separately, so a syntax error in one is
+ * reported without failing the others: returns the count of modules (>= 1) and a malloc'd
+ * array of results (free with hlo_parsed_free), or -1 with diag when the file cannot be
+ * read or holds no module. */
+int hlo_parse_file_each(const char *path, hlo_parsed **results, hlo_diag *diag);
+void hlo_parsed_free(hlo_parsed *results, int count);
 
 /* Deterministic filler for elided constants `constant({...})`: fills literal->data (already
  * allocated for its shape) from seed, recursing into tuple elements. Values are small and

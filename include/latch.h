@@ -352,6 +352,8 @@ typedef struct latch_function_stats {
   uint64_t entries;
   uint64_t guard_checks;    /* guard programs evaluated */
   uint64_t guard_ns;        /* time in guard evaluation, timed on one call in 8 and scaled */
+  uint64_t guard_timed;     /* calls whose guard evaluation was timed: with 0, guard_ns is
+                               unknown (no call was sampled), not zero */
   uint64_t trace_ns;        /* time running the function under tracing and cutting graphs */
   bool trace_every;         /* fell back for good: limit reached or a value read */
 } latch_function_stats;
