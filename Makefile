@@ -87,7 +87,8 @@ bench-function: all
 
 
 # `make install PREFIX=/opt/latch`: the one public header, both libraries, the command and a
-# pkg-config file (embedders: cc app.c $$(pkg-config --cflags --libs latch)).
+# pkg-config files (embedders: cc app.c $$(pkg-config --cflags --libs latch), or latch-static
+# for the archive).
 PREFIX ?= /usr/local
 install: all
 	mkdir -p $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
@@ -95,6 +96,8 @@ install: all
 	cp $(BUILD)/liblatch.a $(BUILD)/liblatch.so $(DESTDIR)$(PREFIX)/lib/
 	cp $(BUILD)/latch $(DESTDIR)$(PREFIX)/bin/
 	printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=$${prefix}/lib\n\nName: latch\nDescription: lazy tensors recorded as XLA HLO graphs\nVersion: 0.1\nCflags: -I$${includedir}\nLibs: -L$${libdir} -llatch\nLibs.private: $(LDLIBS)\n' '$(PREFIX)' > $(DESTDIR)$(PREFIX)/lib/pkgconfig/latch.pc
+	# latch-static.pc names the archive itself: -llatch would pick liblatch.so next to it.
+	printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=$${prefix}/lib\n\nName: latch-static\nDescription: latch linked statically (liblatch.a)\nVersion: 0.1\nCflags: -I$${includedir}\nLibs: $${libdir}/liblatch.a $(LDLIBS)\n' '$(PREFIX)' > $(DESTDIR)$(PREFIX)/lib/pkgconfig/latch-static.pc
 
 # `make check-torch`: the zoo's logits against PyTorch's on the same exported weights (needs
 # python3-torch and python3-torchvision; opt-in, not part of `make test`).

@@ -196,7 +196,10 @@ void cap_write_back(latch_tensor *handle);
 latch_tensor *cap_wrap(latch_runtime *rt, cap_node *node);
 /* The error tensor for an op, message formatted; also sets latch_last_error. */
 latch_tensor *cap_error(latch_runtime *rt, const char *format, ...) __attribute__((format(printf, 2, 3)));
-/* A poisoned result when any operand is an error tensor, else NULL. */
+/* Whether non-negative dims hold at most HLO_MAX_ELEMENTS elements; false with the error
+ * set, naming op, when their product is past it (or would overflow). */
+bool cap_dims_fit(const char *op, int rank, const int64_t *dims);
+/* A poisoned result when any operand is an error tensor, or operands of two runtimes, else NULL. */
 latch_tensor *cap_poisoned(const char *op, int count, latch_tensor *const *operands);
 void cap_set_error(const char *format, ...) __attribute__((format(printf, 1, 2)));
 void cap_list_remove(latch_tensor *t);
@@ -439,6 +442,21 @@ typedef struct cap_entry {
   cap_spec *specs;
   int spec_count, spec_capacity;
 } cap_entry;
+
+/* (reasons.c) The guards that failed at a function's recompiles, counted per guard. */
+enum { CAP_REASONS = 16 };
+typedef struct cap_reason {
+  int input, dim; /* the input dim the guard is on, or -1 */
+  int times;
+  char message[256]; /* the latest failure of this guard */
+} cap_reason;
+typedef struct cap_reasons {
+  int count, total; /* distinct guards kept; failures noted */
+  cap_reason items[CAP_REASONS];
+} cap_reasons;
+void cap_reasons_note(cap_reasons *reasons, const guard_failure *why);
+/* The guard that failed most often, or NULL when none was noted. */
+const cap_reason *cap_reasons_top(const cap_reasons *reasons);
 
 /* (entry.c) Builds the entry for a finished trace whose outputs are outputs[] and whose
  * in-place updates are on the trace's inputs and captured handles. Leaves the graph's

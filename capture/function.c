@@ -43,6 +43,7 @@ struct latch_function {
   bool *auto_dynamic;
   int auto_inputs;
   atomic_bool trace_every, warned;
+  cap_reasons reasons; /* why each recompile missed; under calls_lock held alone */
   atomic_uint_fast64_t call_counter;
   atomic_uint_fast64_t calls, hits, traces, recompiles, fallback_calls, specializations, instantiations, instantiate_ns, guard_checks, guard_ns,
       guard_timed, trace_ns;
@@ -544,14 +545,17 @@ static latch_status trace_and_keep(latch_function *f, latch_tensor *const *input
   bool keep = f->options.mode == LATCH_TRACE_ONCE && !atomic_load(&f->trace_every);
   entry_list *current = atomic_load_explicit(&f->list, memory_order_acquire);
   int entries = current ? current->count : 0;
+  if (keep && entries > 0 && have_why) cap_reasons_note(&f->reasons, why);
   if (keep && entries > 0 && atomic_load(&f->recompiles) >= (uint64_t)f->options.recompile_limit) {
     keep = false;
     atomic_store(&f->trace_every, true);
+    const cap_reason *top = cap_reasons_top(&f->reasons);
     if (!atomic_exchange(&f->warned, true))
       fprintf(stderr,
               "latch: warning: '%s' reached its recompile limit (%d) and is traced on every call from now on; "
-              "the guard that keeps failing: %s\n",
-              f->name, f->options.recompile_limit, have_why ? why->message : "(none recorded)");
+              "the guard that keeps failing: %s (at %d of %d recompiles)\n",
+              f->name, f->options.recompile_limit, top ? top->message : "(none recorded)", top ? top->times : 0,
+              f->reasons.total);
   }
   if (!keep) atomic_fetch_add(&f->fallback_calls, f->options.mode == LATCH_TRACE_ONCE);
   if (keep && entries > 0 && f->log_recompiles)

@@ -108,6 +108,10 @@ void hlo_diag_clear(hlo_diag *diag);
 /* Shapes: an element type with dims and a layout, or a tuple of shapes. */
 
 #define HLO_MAX_RANK 12
+/* Element counts past this are refused (by the parser, and by capture when a tensor is
+ * made): products of the dims, and byte sizes eight or sixteen times larger, stay far from
+ * int64 overflow for everyone using the shape. */
+#define HLO_MAX_ELEMENTS ((int64_t)1 << 58)
 
 typedef enum hlo_dim_kind {
   HLO_DIM_STATIC = 0,
