@@ -151,6 +151,7 @@ struct latch_runtime {
   atomic_uint_fast64_t rng_counter; /* seeds of random ops made outside latch_call */
   int check_mode;   /* min_check_mode from options.check */
   double check_tol;
+  double check_timeout; /* seconds; the checking child is killed past it */
   atomic_uint_fast64_t check_failures;
   pthread_mutex_t repro_lock;
   char last_repro[4096]; /* the newest repro directory, "" when none */
@@ -271,6 +272,7 @@ cache_entry *cap_exe_lookup(latch_runtime *rt, const cap_graph *g, latch_status 
 latch_status cap_exe_run(latch_runtime *rt, const cap_exe *exe, rt_value *const *args, rt_value **outputs);
 
 /* ---- checks (check.c) ---- */
+#define CAP_CHECK_DEFAULT_TIMEOUT 30.0
 /* A cap_exe for graph g compiled under LATCH_CHECK: the backend's when it compiles (and,
  * for accuracy, agrees with the fp64 reference on the graph's inputs), else the reference
  * backend's after writing a repro and warning. NULL with diag only when both fail. */

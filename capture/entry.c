@@ -380,12 +380,13 @@ static bool same_bindings(const int64_t *a, const int64_t *b, int n) {
 
 /* The entry's executable bound to module (the template at this call's sizes), or NULL when
  * its backend cannot bind or refuses these sizes (the caller then compiles). Under
- * LATCH_CHECK=accuracy every binding is compiled, so that each is checked against the fp64
- * reference at its own sizes. */
+ * LATCH_CHECK every binding is compiled, so that each new executable's first compile and
+ * execution are checked (in a child process; against the fp64 reference at its own sizes
+ * under accuracy). */
 static rt_executable *bind_entry(const latch_runtime *rt, const cap_entry *e, const hlo_module *module,
                                  const rt_backend **by) {
   cap_exe *compiled = e->cached ? cache_entry_value(e->cached) : NULL;
-  if (!compiled || !compiled->backend->bind || rt->check_mode == MIN_MODE_ACCURACY) return NULL;
+  if (!compiled || !compiled->backend->bind || rt->check_mode != MIN_MODE_OFF) return NULL;
   hlo_diag diag = {0};
   *by = compiled->backend;
   rt_executable *bound = compiled->backend->bind(compiled->exe, module, &diag);

@@ -70,9 +70,14 @@ typedef struct latch_options {
    * also runs each newly compiled graph once and compares it with the reference evaluator
    * in fp64. A graph that fails is shrunk to a repro directory (under LATCH_REPRO_DIR, else
    * /tmp), one warning line names it, and the graph runs on the reference backend from then
-   * on: results stay correct. Checked graphs bypass the disk cache. */
+   * on: results stay correct. Checked graphs bypass the disk cache. The check (the first
+   * compile and first execution of each new graph) runs in a child process, so a backend
+   * that crashes or hangs there is a failure like any other, not the end of the program. */
   const char *check;
   double check_tol; /* LATCH_CHECK_TOL: the accuracy check's absolute tolerance, default 1e-3 */
+  /* LATCH_CHECK_TIMEOUT: seconds the checking child may take before it counts as a hang
+   * (also each check of the repro's minification), default 30 */
+  double check_timeout;
 } latch_options;
 
 /* Fills the defaults, then applies the environment variables named above. An unreadable

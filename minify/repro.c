@@ -106,6 +106,8 @@ static char *repro_script(const min_report *report, const min_predicate *predica
   }
   hlo_sb_puts(&sb, "\"$LATCH\" run repro.hlo --inputs inputs --backend ");
   sh_quote(&sb, info->backend);
+  /* `latch run --check compile` compiles and then runs the module: it serves the execute
+   * kind too. */
   if (predicate->kind == MIN_CHECK_ACCURACY) hlo_sb_printf(&sb, " --check accuracy --tol %g\n", predicate->tol);
   else hlo_sb_puts(&sb, " --check compile\n");
   return hlo_sb_take(&sb);
@@ -122,8 +124,7 @@ static char *report_text(const min_report *report, const min_predicate *predicat
     hlo_sb_printf(&sb, "check:      --test %s (%s means failing)\n", predicate->command,
                   predicate->command_nonzero ? "a non-zero exit" : "exit 0");
   else
-    hlo_sb_printf(&sb, "check:      %s on backend %s\n", predicate->kind == MIN_CHECK_ACCURACY ? "accuracy" : "compile",
-                  info->backend);
+    hlo_sb_printf(&sb, "check:      %s on backend %s\n", min_check_kind_name(predicate->kind), info->backend);
   hlo_sb_printf(&sb, "timeout:    %g s per check\n", predicate->timeout_s);
   if (info->latch_bin) hlo_sb_printf(&sb, "latch:      %s\n", info->latch_bin);
   hlo_sb_printf(&sb, "failure:    %s\n", failure);
