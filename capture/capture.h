@@ -74,8 +74,9 @@ typedef enum cap_state { CAP_PENDING = 0, CAP_READY, CAP_ERROR } cap_state;
 /* Bump when the HLO a graph lowers to changes, even to an equal function (reducers shared,
  * instructions reordered): it is part of every graph key, since a cached executable keeps
  * the HLO it was compiled from and binding it to other sizes compares that HLO with the
- * graph lowered anew. 2: reducers shared within a module. */
-#define CAP_LOWERING_FORMAT 2
+ * graph lowered anew. 2: reducers shared within a module. 3: a mean divides by its dims' sizes
+ * read when the graph runs (get-dimension-size), so it binds to other sizes. */
+#define CAP_LOWERING_FORMAT 3
 #define CAP_INLINE_OPERANDS 3
 
 typedef struct cap_node {
@@ -420,6 +421,19 @@ typedef struct cap_spec {
   const rt_backend *bound_by; /* the backend whose executable bound is */
 } cap_spec;
 
+/* A binding's spec as an entry keeps it (bindings.c): counted, since a call may still run it
+ * after it was dropped from the entry. */
+typedef struct cap_kept {
+  cap_spec spec;
+  atomic_int refs;    /* the entry's list holds one, each call running it one */
+  uint64_t last_used; /* under the entry's spec_lock */
+} cap_kept;
+
+/* Bindings an entry keeps, least recently used dropped past it: each holds a bound
+ * executable (its plan and module copy), a module or a compiled specialization, so a
+ * function called with ever new sizes would otherwise grow without bound. */
+enum { CAP_BINDINGS_KEPT = 64 };
+
 typedef struct cap_entry {
   guard_program *program;
   int symbol_count;
@@ -441,9 +455,22 @@ typedef struct cap_entry {
   cap_tmpl_node *nodes;
   int *roots;
   pthread_mutex_t spec_lock;
-  cap_spec *specs;
-  int spec_count, spec_capacity;
+  cap_kept **kept; /* at most CAP_BINDINGS_KEPT */
+  int kept_count, kept_capacity;
+  uint64_t kept_clock, kept_dropped; /* under spec_lock */
 } cap_entry;
+
+/* (bindings.c) The kept spec for these bindings, retained, or NULL. */
+cap_kept *cap_bindings_find(cap_entry *e, const int64_t *bindings);
+/* Keeps made (its fields move into the result) and returns it retained; past
+ * CAP_BINDINGS_KEPT the least recently used one is dropped. NULL when out of memory (made
+ * is then freed). */
+cap_kept *cap_bindings_keep(latch_runtime *rt, cap_entry *e, const cap_spec *made);
+void cap_bindings_release(latch_runtime *rt, cap_kept *kept);
+/* Drops every kept binding (they share the entry's executable: before it goes). */
+void cap_bindings_free(latch_runtime *rt, cap_entry *e);
+/* Bindings kept now, and dropped so far. */
+void cap_bindings_count(cap_entry *e, uint64_t *kept, uint64_t *dropped);
 
 /* (reasons.c) The guards that failed at a function's recompiles, counted per guard. */
 enum { CAP_REASONS = 16 };

@@ -177,6 +177,12 @@ void latch_function_get_stats(latch_function *f, latch_function_stats *s) {
   s->trace_every = atomic_load(&f->trace_every);
   entry_list *list = atomic_load_explicit(&f->list, memory_order_acquire);
   s->entries = list ? (uint64_t)list->count : 0;
+  for (int i = 0; list && i < list->count; i++) {
+    uint64_t kept, dropped;
+    cap_bindings_count(list->items[i], &kept, &dropped);
+    s->bindings_kept += kept;
+    s->bindings_dropped += dropped;
+  }
 }
 
 static latch_status invoke(latch_function *f, latch_tensor *const *inputs, int input_count, const latch_static *statics,

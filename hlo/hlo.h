@@ -442,6 +442,9 @@ hlo_instr *hlo_build_gather(hlo_comp *comp, hlo_instr *operand, hlo_instr *indic
 hlo_instr *hlo_build_scatter(hlo_comp *comp, hlo_instr *operand, hlo_instr *indices, hlo_instr *updates,
                              const hlo_scatter_dims *dims, hlo_comp *combiner, hlo_diag *diag);
 hlo_instr *hlo_build_tuple(hlo_comp *comp, int count, hlo_instr *const *elements, hlo_diag *diag);
+/* s32[]: the size of x's dimension, read when the graph runs (so a graph rebound to other
+ * sizes computes the new one). */
+hlo_instr *hlo_build_get_dimension_size(hlo_comp *comp, hlo_instr *x, int64_t dimension, hlo_diag *diag);
 hlo_instr *hlo_build_gte(hlo_comp *comp, hlo_instr *tuple, int64_t index, hlo_diag *diag);
 hlo_instr *hlo_build_call(hlo_comp *comp, hlo_comp *callee, int count, hlo_instr *const *operands,
                           hlo_diag *diag);

@@ -361,6 +361,11 @@ typedef struct latch_function_stats {
                                unknown (no call was sampled), not zero */
   uint64_t trace_ns;        /* time running the function under tracing and cutting graphs */
   bool trace_every;         /* fell back for good: limit reached or a value read */
+  /* Bindings kept for the symbolic entries (each a bound executable, a module or a compiled
+   * specialization): at most 64 per entry, the least recently used dropped past that (and
+   * built again if its sizes come back). */
+  uint64_t bindings_kept;
+  uint64_t bindings_dropped;
 } latch_function_stats;
 void latch_function_get_stats(latch_function *fn, latch_function_stats *stats);
 
