@@ -74,6 +74,17 @@ tsan:
 test-threads: $(THREAD_TEST_BIN)
 	@BUILD=$(BUILD) sh tests/run.sh $(THREAD_TEST_BIN)
 
+# `make soak` (issue 17): two processes x SOAK_THREADS threads x SOAK_CALLS calls of traced
+# functions racing on one disk cache, every result checked against eager, RSS and open files
+# flat; a few minutes, so not in `make test`.
+SOAK_CALLS ?= 12000
+SOAK_THREADS ?= 8
+$(BUILD)/soak: tests/soak/soak.c $(BUILD)/liblatch.a
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)
+
+soak: $(BUILD)/soak
+	$(BUILD)/soak $(SOAK_CALLS) $(SOAK_THREADS)
+
 # The minifier on MobileNetV2 with an injected culprit: minutes and gigabytes, so not in `make test`.
 minify-mobilenet: all
 	@BUILD=$(BUILD) sh tests/minify_mobilenet.sh
@@ -110,7 +121,7 @@ check-torch: all
 compare-torch: all
 	/usr/bin/python3 bench/compare_torch.py --latch $(BUILD)/latch $(COMPARE_ARGS)
 
-.PHONY: all test sanitize tsan test-threads clean install check-torch compare-torch bench-function minify-mobilenet
+.PHONY: all test sanitize tsan test-threads clean install check-torch compare-torch bench-function minify-mobilenet soak
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 # `make fuzz`: the parser's libFuzzer target (tests/fuzz/fuzz_parse.c) built with clang under
