@@ -12,7 +12,7 @@
 
 #include "cli_util.h"
 #include "json_util.h"
-#include "runtime/npy.h"
+#include "runtime/runtime.h"
 #include "test.h"
 
 /* y = cos(x) * 2 + 1: the cosine is the culprit the faults and the --test script pick. */
