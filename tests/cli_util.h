@@ -13,14 +13,14 @@
 static char cli_bin[1024], cli_dir[64];
 static char cli_out[1 << 16], cli_err[1 << 16];
 
-static void cli_read_text(const char *path, char *out, size_t size) {
+static inline void cli_read_text(const char *path, char *out, size_t size) {
   FILE *f = fopen(path, "rb");
   size_t len = f ? fread(out, 1, size - 1, f) : 0;
   out[len] = 0;
   if (f) fclose(f);
 }
 
-static void cli_write_text(const char *path, const char *text) {
+static inline void cli_write_text(const char *path, const char *text) {
   FILE *f = fopen(path, "w");
   if (f) {
     fputs(text, f);
@@ -29,7 +29,7 @@ static void cli_write_text(const char *path, const char *text) {
 }
 
 /* Finds the binary and makes the test's private directory; false when either fails. */
-static bool cli_setup(void) {
+static inline bool cli_setup(void) {
   const char *env_bin = getenv("LATCH_BIN"), *build = getenv("BUILD");
   if (env_bin && *env_bin) snprintf(cli_bin, sizeof cli_bin, "%s", env_bin);
   else snprintf(cli_bin, sizeof cli_bin, "%s/latch", build && *build ? build : "build");
@@ -42,14 +42,14 @@ static bool cli_setup(void) {
   return mkdtemp(cli_dir) != NULL;
 }
 
-static void cli_cleanup(void) {
+static inline void cli_cleanup(void) {
   char command[128];
   snprintf(command, sizeof command, "rm -rf '%s'", cli_dir);
   if (system(command) != 0) fprintf(stderr, "could not remove %s\n", cli_dir);
 }
 
 /* A path in the private directory; four can be live at once. */
-static const char *cli_path(const char *name) {
+static inline const char *cli_path(const char *name) {
   static char paths[4][512];
   static int next;
   char *path = paths[next++ % 4];
@@ -59,8 +59,8 @@ static const char *cli_path(const char *name) {
 
 /* Runs the shell line `ENV 'BIN' ARGS` (env may be "") with output captured; the exit
  * status, or 128 + signal when it crashed. */
-static int cli_run(const char *env, const char *format, ...) __attribute__((format(printf, 2, 3)));
-static int cli_run(const char *env, const char *format, ...) {
+static inline int cli_run(const char *env, const char *format, ...) __attribute__((format(printf, 2, 3)));
+static inline int cli_run(const char *env, const char *format, ...) {
   char args[2048], command[4096], out_path[128], err_path[128];
   va_list list;
   va_start(list, format);
@@ -78,8 +78,8 @@ static int cli_run(const char *env, const char *format, ...) {
 }
 
 /* The exit status of a plain shell line (no capture). */
-static int cli_sh(const char *format, ...) __attribute__((format(printf, 1, 2)));
-static int cli_sh(const char *format, ...) {
+static inline int cli_sh(const char *format, ...) __attribute__((format(printf, 1, 2)));
+static inline int cli_sh(const char *format, ...) {
   char command[4096];
   va_list list;
   va_start(list, format);

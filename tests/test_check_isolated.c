@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli_util.h"
 #include "latch.h"
 #include "test.h"
 
@@ -78,13 +79,6 @@ static outcome run(const char *check, const char *fault, bool as_function) {
   return o;
 }
 
-static void read_text(const char *path, char *out, size_t size) {
-  FILE *f = fopen(path, "rb");
-  size_t len = f ? fread(out, 1, size - 1, f) : 0;
-  out[len] = 0;
-  if (f) fclose(f);
-}
-
 /* The program goes on with right values; one failure; a repro whose module keeps the
  * cosine and whose report names the failure kind. */
 static void expect_survived(const char *check, const char *fault, bool as_function, const char *failure) {
@@ -97,10 +91,10 @@ static void expect_survived(const char *check, const char *fault, bool as_functi
   if (!o.repro[0]) return;
   char path[4200], text[1 << 14];
   snprintf(path, sizeof path, "%s/repro.hlo", o.repro);
-  read_text(path, text, sizeof text);
+  cli_read_text(path, text, sizeof text);
   CHECK_MSG(strstr(text, "cosine(") != NULL, "%s", text);
   snprintf(path, sizeof path, "%s/report.txt", o.repro);
-  read_text(path, text, sizeof text);
+  cli_read_text(path, text, sizeof text);
   CHECK_MSG(strstr(text, failure) != NULL, "no '%s' in %s", failure, text);
 }
 
