@@ -91,6 +91,17 @@ tsan:
 test-threads: $(THREAD_TEST_BIN)
 	@BUILD=$(BUILD) sh tests/run.sh $(THREAD_TEST_BIN)
 
+# `make soak` (issue 17): two processes x SOAK_THREADS threads x SOAK_CALLS calls of traced
+# functions racing on one disk cache, every result checked against eager, RSS and open files
+# flat; a few minutes, so not in `make test`.
+SOAK_CALLS ?= 12000
+SOAK_THREADS ?= 8
+$(BUILD)/soak: tests/soak/soak.c $(BUILD)/liblatch.a
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)
+
+soak: $(BUILD)/soak
+	$(BUILD)/soak $(SOAK_CALLS) $(SOAK_THREADS)
+
 # The minifier on MobileNetV2 with an injected culprit: minutes and gigabytes, so not in `make test`.
 minify-mobilenet: all
 	@BUILD=$(BUILD) sh tests/minify_mobilenet.sh
@@ -104,7 +115,8 @@ bench-function: all
 
 
 # `make install PREFIX=/opt/latch`: the one public header, both libraries, the command and a
-# pkg-config file (embedders: cc app.c $$(pkg-config --cflags --libs latch)).
+# pkg-config files (embedders: cc app.c $$(pkg-config --cflags --libs latch), or latch-static
+# for the archive).
 PREFIX ?= /usr/local
 install: all
 	mkdir -p $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
@@ -112,6 +124,8 @@ install: all
 	cp $(BUILD)/liblatch.a $(BUILD)/liblatch.so $(DESTDIR)$(PREFIX)/lib/
 	cp $(BUILD)/latch $(DESTDIR)$(PREFIX)/bin/
 	printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=$${prefix}/lib\n\nName: latch\nDescription: lazy tensors recorded as XLA HLO graphs\nVersion: 0.1\nCflags: -I$${includedir}\nLibs: -L$${libdir} -llatch\nLibs.private: $(LDLIBS)\n' '$(PREFIX)' > $(DESTDIR)$(PREFIX)/lib/pkgconfig/latch.pc
+	# latch-static.pc names the archive itself: -llatch would pick liblatch.so next to it.
+	printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=$${prefix}/lib\n\nName: latch-static\nDescription: latch linked statically (liblatch.a)\nVersion: 0.1\nCflags: -I$${includedir}\nLibs: $${libdir}/liblatch.a $(LDLIBS)\n' '$(PREFIX)' > $(DESTDIR)$(PREFIX)/lib/pkgconfig/latch-static.pc
 
 # `make check-torch`: the zoo's logits against PyTorch's on the same exported weights (needs
 # python3-torch and python3-torchvision; opt-in, not part of `make test`).
@@ -124,7 +138,7 @@ check-torch: all
 compare-torch: all
 	/usr/bin/python3 bench/compare_torch.py --latch $(BUILD)/latch $(COMPARE_ARGS)
 
-.PHONY: all test sanitize tsan test-threads clean install check-torch compare-torch bench-function minify-mobilenet
+.PHONY: all test sanitize tsan test-threads clean install check-torch compare-torch bench-function minify-mobilenet soak
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 # `make fuzz`: the parser's libFuzzer target (tests/fuzz/fuzz_parse.c) built with clang under

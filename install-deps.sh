@@ -16,6 +16,7 @@ PACKAGES=(
   libtbb-dev         # runtime/: the parallel-for shim behind the CPU kernels
   libopenblas-dev    # runtime/: BLAS for dot and convolution
   python3            # tests/test_compare_torch.sh runs bench/compare_torch.py (no torch needed)
+  pkg-config         # tests/test_embed.sh links the README example through latch.pc and latch-static.pc
 )
 
 # --list prints the packages, one per line (.ci/run installs them with apt-get itself).

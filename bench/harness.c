@@ -42,7 +42,7 @@ void bench_zoo_usage(void) {
          "  --model M        one or more (repeat the flag or separate with commas); 'all' = every model\n"
          "  --mode LIST      eager, every, once (a traced function: guards, then the cached graph),\n"
          "                   reference\n"
-         "                   (every on the reference backend); default eager,every\n"
+         "                   (every on the reference backend); default eager,every,once\n"
          "  --batch N        batch size (default per model), --size N: image side or sequence length\n"
          "  --weights DIR    load DIR/<state_dict key>.npy (PyTorch names) instead of seeded weights\n"
          "  --input FILE     input 0 from a .npy file; --output FILE: output 0 of the last mode run\n"
@@ -285,9 +285,21 @@ static double geomean(const double *values, int count) {
   return count ? exp(log_sum / count) : 0;
 }
 
+/* A number as JSON writes it: JSON has no NaN or infinity, so those are null. Used as
+ * json_num(x).text inside one fprintf (the temporary lives to the end of the call). */
+typedef struct json_text {
+  char text[40];
+} json_text;
+
+static json_text json_num(double value, const char *format) {
+  json_text out = {"null"};
+  if (isfinite(value)) snprintf(out.text, sizeof out.text, format, value);
+  return out;
+}
+
 static void json_number_list(FILE *f, const double *values, int count) {
   fputc('[', f);
-  for (int i = 0; i < count; i++) fprintf(f, "%s%.6f", i ? ", " : "", values[i]);
+  for (int i = 0; i < count; i++) fprintf(f, "%s%s", i ? ", " : "", json_num(values[i], "%.6f").text);
   fputc(']', f);
 }
 
@@ -307,7 +319,8 @@ static bool write_json(const char *path, const options *o, const model_run *runs
             i ? "," : "", r->model->name, any ? any->batch : 0, any ? any->size : 0,
             any && any->output_name ? any->output_name : "");
     for (int d = 0; any && d < any->output_rank; d++) fprintf(f, "%s%lld", d ? ", " : "", (long long)any->output_dims[d]);
-    fprintf(f, "], \"finite\": %s, \"error\": ", r->finite ? "true" : "false");
+    /* A model that failed has no outputs to call finite or not. */
+    fprintf(f, "], \"finite\": %s, \"error\": ", r->error[0] ? "null" : r->finite ? "true" : "false");
     if (r->error[0]) {
       fputc('"', f);
       for (const char *c = r->error; *c; c++) {
@@ -338,28 +351,33 @@ static bool write_json(const char *path, const options *o, const model_run *runs
       json_counters(f, "warmup", &x->warmup);
       if (m == BENCH_ONCE) {
         const latch_function_stats *fs = &x->function;
+        /* guard_ns is scaled from the timed calls: with none timed it is unknown, not 0. */
+        char guard_ns[32] = "null";
+        if (fs->guard_timed) snprintf(guard_ns, sizeof guard_ns, "%llu", (unsigned long long)fs->guard_ns);
         fprintf(f, ",\n        \"function\": {\"calls\": %llu, \"hits\": %llu, \"traces\": %llu, \"recompiles\": %llu, "
-                   "\"guard_ns\": %llu, \"guard_checks\": %llu, \"trace_ns\": %llu, \"trace_every\": %s}",
+                   "\"guard_ns\": %s, \"guard_timed\": %llu, \"guard_checks\": %llu, \"trace_ns\": %llu, "
+                   "\"trace_every\": %s}",
                 (unsigned long long)fs->calls, (unsigned long long)fs->hits, (unsigned long long)fs->traces,
-                (unsigned long long)fs->recompiles, (unsigned long long)fs->guard_ns,
+                (unsigned long long)fs->recompiles, guard_ns, (unsigned long long)fs->guard_timed,
                 (unsigned long long)fs->guard_checks, (unsigned long long)fs->trace_ns, fs->trace_every ? "true" : "false");
       }
-      fprintf(f, ",\n        \"max_abs_diff\": %.9g, \"max_rel_diff\": %.9g, \"agrees\": %s}", r->max_abs[m], r->max_rel[m],
-              r->agree[m] ? "true" : "false");
+      fprintf(f, ",\n        \"max_abs_diff\": %s, \"max_rel_diff\": %s, \"agrees\": %s}",
+              json_num(r->max_abs[m], "%.9g").text, json_num(r->max_rel[m], "%.9g").text, r->agree[m] ? "true" : "false");
       first = false;
     }
     fputs("},\n     \"speedup\": {", f);
     if (r->ran[BENCH_EAGER] && r->ran[BENCH_EVERY]) {
       double s = median_of(&r->results[BENCH_EAGER]) / median_of(&r->results[BENCH_EVERY]);
       double c = cpu_median_of(&r->results[BENCH_EAGER]) / cpu_median_of(&r->results[BENCH_EVERY]);
-      fprintf(f, "\"every\": %.6f, \"every_cpu\": %.6f", s, c);
+      fprintf(f, "\"every\": %s, \"every_cpu\": %s", json_num(s, "%.6f").text, json_num(c, "%.6f").text);
       cpu_speedups[speedup_count] = c;
       speedups[speedup_count++] = s;
     }
     if (r->ran[BENCH_EAGER] && r->ran[BENCH_ONCE]) {
       double s = median_of(&r->results[BENCH_EAGER]) / median_of(&r->results[BENCH_ONCE]);
       double c = cpu_median_of(&r->results[BENCH_EAGER]) / cpu_median_of(&r->results[BENCH_ONCE]);
-      fprintf(f, "%s\"once\": %.6f, \"once_cpu\": %.6f", r->ran[BENCH_EVERY] ? ", " : "", s, c);
+      fprintf(f, "%s\"once\": %s, \"once_cpu\": %s", r->ran[BENCH_EVERY] ? ", " : "", json_num(s, "%.6f").text,
+              json_num(c, "%.6f").text);
       once_cpu_speedups[once_count] = c;
       once_speedups[once_count++] = s;
     }
@@ -367,11 +385,12 @@ static bool write_json(const char *path, const options *o, const model_run *runs
   }
   fputs("\n  ],\n  \"geomean_speedup\": {", f);
   if (speedup_count)
-    fprintf(f, "\"every\": %.6f, \"every_cpu\": %.6f", geomean(speedups, speedup_count),
-            geomean(cpu_speedups, speedup_count));
+    fprintf(f, "\"every\": %s, \"every_cpu\": %s", json_num(geomean(speedups, speedup_count), "%.6f").text,
+            json_num(geomean(cpu_speedups, speedup_count), "%.6f").text);
   if (once_count)
-    fprintf(f, "%s\"once\": %.6f, \"once_cpu\": %.6f", speedup_count ? ", " : "", geomean(once_speedups, once_count),
-            geomean(once_cpu_speedups, once_count));
+    fprintf(f, "%s\"once\": %s, \"once_cpu\": %s", speedup_count ? ", " : "",
+            json_num(geomean(once_speedups, once_count), "%.6f").text,
+            json_num(geomean(once_cpu_speedups, once_count), "%.6f").text);
   fputs("}\n}\n", f);
   return fclose(f) == 0;
 }
@@ -380,7 +399,7 @@ static void print_table(const options *o, const model_run *runs, int count, cons
   printf("latch bench: backend %s, median %s ms per step over %d steps (after %d warm-up)\n", backend,
          table_uses_cpu ? "CPU" : "wall", o->repeat, o->warmup);
   printf("%-14s %5s %5s %11s %11s %11s %9s %9s %9s %7s  %s\n", "model", "batch", "size", "eager ms", "every ms",
-         "once ms", "every/eag", "once/eag", "compiles", "traces", "agree (max rel diff)");
+         "once ms", "every/eag", "once/eag", "comp e/o", "traces", "agree (max rel diff)");
   double speedups[MAX_MODELS], once_speedups[MAX_MODELS];
   int speedup_count = 0, once_count = 0;
   for (int i = 0; i < count; i++) {
@@ -417,10 +436,19 @@ static void print_table(const options *o, const model_run *runs, int count, cons
       if (r->ran[m] && &r->results[m] != any) compared++, worst = fmax(worst, r->max_rel[m]), all = all && r->agree[m];
     if (compared) snprintf(agree, sizeof agree, "%s (%.1e)%s", all ? "yes" : "NO", worst, r->finite ? "" : " non-finite");
     else if (!r->finite) snprintf(agree, sizeof agree, "non-finite");
-    unsigned long long compiles = 0;
-    for (int m = 0; m < BENCH_MODE_COUNT; m++)
-      if (r->ran[m] && m == BENCH_EVERY) compiles = r->results[m].warmup.compiles + r->results[m].timed.compiles;
-    printf("%-14s %5d %5d %11s %11s %11s %9s %9s %9llu %7s  %s\n", r->model->name, any->batch, any->size, eager, every,
+    /* Backend compiles of the two traced modes, every/once ("-" for a mode not run): eager
+     * compiles one graph per op shape, which says nothing about tracing. */
+    char compiles[32], part[2][16];
+    const bench_mode traced[2] = {BENCH_EVERY, BENCH_ONCE};
+    for (int k = 0; k < 2; k++) {
+      const bench_result *x = &r->results[traced[k]];
+      if (r->ran[traced[k]])
+        snprintf(part[k], sizeof part[k], "%llu", (unsigned long long)(x->warmup.compiles + x->timed.compiles));
+      else
+        snprintf(part[k], sizeof part[k], "-");
+    }
+    snprintf(compiles, sizeof compiles, "%s/%s", part[0], part[1]);
+    printf("%-14s %5d %5d %11s %11s %11s %9s %9s %9s %7s  %s\n", r->model->name, any->batch, any->size, eager, every,
            once, speed, once_speed, compiles, traces, agree);
   }
   char every_mean[32] = "", once_mean[32] = "";
@@ -501,7 +529,7 @@ static void sweep_row(FILE *json, int *rows, const bench_model *model, const swe
     fputs(", \"traces\": null, \"total_traces\": null", json);
   fprintf(json, ", \"cpu_median_ms\": %.6f, \"first_step_ms\": %.6f, \"compile_ms\": %.6f", cpu_median_of(r), r->first_ms,
           (double)(r->warmup.compile_ns + r->timed.compile_ns) / 1e6);
-  fprintf(json, ", \"max_rel_diff\": %.9g, \"agrees\": %s}", max_rel, agree ? "true" : "false");
+  fprintf(json, ", \"max_rel_diff\": %s, \"agrees\": %s}", json_num(max_rel, "%.9g").text, agree ? "true" : "false");
 }
 
 /* One variant over every batch size: one runtime, one model, and in once mode one traced

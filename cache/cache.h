@@ -240,6 +240,8 @@ typedef struct cache_disk_summary {
   uint64_t bad_entries;           /* entries whose check failed */
   uint64_t temps, temp_bytes;     /* temporary files */
   uint64_t removed, removed_bytes;
+  uint64_t remove_failed;         /* fix: bad entries that could not be removed */
+  int remove_errno;               /* the first such failure's errno */
 } cache_disk_summary;
 
 /* Calls visit (may be NULL) for each entry and temporary file in dir, in no particular order,

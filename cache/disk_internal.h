@@ -106,7 +106,8 @@ void cache_disk_warn(cache_disk_problem problem, const char *format, ...)
 cache_disk_problem cache_disk_read_entry(const char *path, bool check_payload, const cache_disk_faults *faults,
                                          cache_disk_entry_info *info, void **payload, int *errnum,
                                          dev_t *dev, ino_t *ino, bool touch);
-/* Unlinks path if it is still the file (dev, ino): a writer may have replaced it since. */
-void cache_disk_remove_if_same(const char *path, dev_t dev, ino_t ino);
+/* Unlinks path if it is still the file (dev, ino): a writer may have replaced it since.
+ * 0 when it was removed, else why not (an errno; EEXIST: replaced since). */
+int cache_disk_remove_if_same(const char *path, dev_t dev, ino_t ino);
 
 #endif

@@ -204,7 +204,9 @@ cache_disk_problem cache_disk_read_entry(const char *path, bool check_payload, c
   return problem;
 }
 
-void cache_disk_remove_if_same(const char *path, dev_t dev, ino_t ino) {
+int cache_disk_remove_if_same(const char *path, dev_t dev, ino_t ino) {
   struct stat st;
-  if (lstat(path, &st) == 0 && st.st_dev == dev && st.st_ino == ino) (void)unlink(path);
+  if (lstat(path, &st) != 0) return errno;
+  if (st.st_dev != dev || st.st_ino != ino) return EEXIST; /* replaced since: not ours to remove */
+  return unlink(path) == 0 ? 0 : errno;
 }

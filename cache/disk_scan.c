@@ -65,10 +65,12 @@ hlo_status cache_disk_scan(const char *dir, bool check, bool fix, cache_disk_vis
       summary->entry_bytes += info->file_bytes;
       if (info->problem) {
         summary->bad_entries++;
-        if (fix && info->problem != CACHE_DISK_READ_ERROR) {
-          cache_disk_remove_if_same(path, dev, ino);
+        int failed = fix && info->problem != CACHE_DISK_READ_ERROR ? cache_disk_remove_if_same(path, dev, ino) : -1;
+        if (failed == 0) {
           summary->removed++;
           summary->removed_bytes += info->file_bytes;
+        } else if (failed > 0 && failed != ENOENT) { /* ENOENT: someone else removed it: gone all the same */
+          if (!summary->remove_failed++) summary->remove_errno = failed;
         }
       }
     }

@@ -74,8 +74,9 @@ typedef enum cap_state { CAP_PENDING = 0, CAP_READY, CAP_ERROR } cap_state;
 /* Bump when the HLO a graph lowers to changes, even to an equal function (reducers shared,
  * instructions reordered): it is part of every graph key, since a cached executable keeps
  * the HLO it was compiled from and binding it to other sizes compares that HLO with the
- * graph lowered anew. 2: reducers shared within a module. */
-#define CAP_LOWERING_FORMAT 2
+ * graph lowered anew. 2: reducers shared within a module. 3: a mean divides by its dims' sizes
+ * read when the graph runs (get-dimension-size), so it binds to other sizes. */
+#define CAP_LOWERING_FORMAT 3
 #define CAP_INLINE_OPERANDS 3
 
 typedef struct cap_node {
@@ -152,6 +153,7 @@ struct latch_runtime {
   atomic_uint_fast64_t rng_counter; /* seeds of random ops made outside latch_call */
   int check_mode;   /* min_check_mode from options.check */
   double check_tol;
+  double check_timeout; /* seconds; the checking child is killed past it */
   atomic_uint_fast64_t check_failures;
   pthread_mutex_t repro_lock;
   char last_repro[4096]; /* the newest repro directory, "" when none */
@@ -203,7 +205,10 @@ void cap_write_back(latch_tensor *handle);
 latch_tensor *cap_wrap(latch_runtime *rt, cap_node *node);
 /* The error tensor for an op, message formatted; also sets latch_last_error. */
 latch_tensor *cap_error(latch_runtime *rt, const char *format, ...) __attribute__((format(printf, 2, 3)));
-/* A poisoned result when any operand is an error tensor, else NULL. */
+/* Whether non-negative dims hold at most HLO_MAX_ELEMENTS elements; false with the error
+ * set, naming op, when their product is past it (or would overflow). */
+bool cap_dims_fit(const char *op, int rank, const int64_t *dims);
+/* A poisoned result when any operand is an error tensor, or operands of two runtimes, else NULL. */
 latch_tensor *cap_poisoned(const char *op, int count, latch_tensor *const *operands);
 void cap_set_error(const char *format, ...) __attribute__((format(printf, 1, 2)));
 void cap_list_remove(latch_tensor *t);
@@ -275,6 +280,7 @@ cache_entry *cap_exe_lookup(latch_runtime *rt, const cap_graph *g, latch_status 
 latch_status cap_exe_run(latch_runtime *rt, const cap_exe *exe, rt_value *const *args, rt_value **outputs);
 
 /* ---- checks (check.c) ---- */
+#define CAP_CHECK_DEFAULT_TIMEOUT 30.0
 /* A cap_exe for graph g compiled under LATCH_CHECK: the backend's when it compiles (and,
  * for accuracy, agrees with the fp64 reference on the graph's inputs), else the reference
  * backend's after writing a repro and warning. NULL with diag only when both fail. */
@@ -422,6 +428,19 @@ typedef struct cap_spec {
   const rt_backend *bound_by; /* the backend whose executable bound is */
 } cap_spec;
 
+/* A binding's spec as an entry keeps it (bindings.c): counted, since a call may still run it
+ * after it was dropped from the entry. */
+typedef struct cap_kept {
+  cap_spec spec;
+  atomic_int refs;    /* the entry's list holds one, each call running it one */
+  uint64_t last_used; /* under the entry's spec_lock */
+} cap_kept;
+
+/* Bindings an entry keeps, least recently used dropped past it: each holds a bound
+ * executable (its plan and module copy), a module or a compiled specialization, so a
+ * function called with ever new sizes would otherwise grow without bound. */
+enum { CAP_BINDINGS_KEPT = 64 };
+
 typedef struct cap_entry {
   guard_program *program;
   int symbol_count;
@@ -443,9 +462,37 @@ typedef struct cap_entry {
   cap_tmpl_node *nodes;
   int *roots;
   pthread_mutex_t spec_lock;
-  cap_spec *specs;
-  int spec_count, spec_capacity;
+  cap_kept **kept; /* at most CAP_BINDINGS_KEPT */
+  int kept_count, kept_capacity;
+  uint64_t kept_clock, kept_dropped; /* under spec_lock */
 } cap_entry;
+
+/* (bindings.c) The kept spec for these bindings, retained, or NULL. */
+cap_kept *cap_bindings_find(cap_entry *e, const int64_t *bindings);
+/* Keeps made (its fields move into the result) and returns it retained; past
+ * CAP_BINDINGS_KEPT the least recently used one is dropped. NULL when out of memory (made
+ * is then freed). */
+cap_kept *cap_bindings_keep(latch_runtime *rt, cap_entry *e, const cap_spec *made);
+void cap_bindings_release(latch_runtime *rt, cap_kept *kept);
+/* Drops every kept binding (they share the entry's executable: before it goes). */
+void cap_bindings_free(latch_runtime *rt, cap_entry *e);
+/* Bindings kept now, and dropped so far. */
+void cap_bindings_count(cap_entry *e, uint64_t *kept, uint64_t *dropped);
+
+/* (reasons.c) The guards that failed at a function's recompiles, counted per guard. */
+enum { CAP_REASONS = 16 };
+typedef struct cap_reason {
+  int input, dim; /* the input dim the guard is on, or -1 */
+  int times;
+  char message[256]; /* the latest failure of this guard */
+} cap_reason;
+typedef struct cap_reasons {
+  int count, total; /* distinct guards kept; failures noted */
+  cap_reason items[CAP_REASONS];
+} cap_reasons;
+void cap_reasons_note(cap_reasons *reasons, const guard_failure *why);
+/* The guard that failed most often, or NULL when none was noted. */
+const cap_reason *cap_reasons_top(const cap_reasons *reasons);
 
 /* (entry.c) Builds the entry for a finished trace whose outputs are outputs[] and whose
  * in-place updates are on the trace's inputs and captured handles. Leaves the graph's

@@ -240,13 +240,7 @@ cap_entry *cap_entry_build(cap_trace *trace, latch_tensor *const *outputs, int o
 void cap_entry_free(latch_runtime *rt, cap_entry *e) {
   if (!e) return;
   guard_program_free(e->program);
-  /* bound executables share the entry's executable: they go first */
-  for (int s = 0; s < e->spec_count; s++) {
-    if (e->specs[s].bound) e->specs[s].bound_by->destroy(e->specs[s].bound);
-    free(e->specs[s].bindings);
-    if (e->specs[s].cached) cache_table_release(rt->cache, e->specs[s].cached);
-    hlo_module_free(e->specs[s].module);
-  }
+  cap_bindings_free(rt, e); /* bound executables share the entry's executable: they go first */
   if (e->cached) cache_table_release(rt->cache, e->cached);
   for (int p = 0; e->params && p < e->param_count; p++) cap_node_release(e->params[p].node);
   for (int j = 0; e->outputs && j < e->output_count; j++) cap_node_release(e->outputs[j].node);
@@ -258,7 +252,6 @@ void cap_entry_free(latch_runtime *rt, cap_entry *e) {
     free(e->nodes[i].attr_exprs);
   }
   pthread_mutex_destroy(&e->spec_lock);
-  free(e->specs);
   free(e->nodes);
   free(e->roots);
   free(e->params);
@@ -380,12 +373,13 @@ static bool same_bindings(const int64_t *a, const int64_t *b, int n) {
 
 /* The entry's executable bound to module (the template at this call's sizes), or NULL when
  * its backend cannot bind or refuses these sizes (the caller then compiles). Under
- * LATCH_CHECK=accuracy every binding is compiled, so that each is checked against the fp64
- * reference at its own sizes. */
+ * LATCH_CHECK every binding is compiled, so that each new executable's first compile and
+ * execution are checked (in a child process; against the fp64 reference at its own sizes
+ * under accuracy). */
 static rt_executable *bind_entry(const latch_runtime *rt, const cap_entry *e, const hlo_module *module,
                                  const rt_backend **by) {
   cap_exe *compiled = e->cached ? cache_entry_value(e->cached) : NULL;
-  if (!compiled || !compiled->backend->bind || rt->check_mode == MIN_MODE_ACCURACY) return NULL;
+  if (!compiled || !compiled->backend->bind || rt->check_mode != MIN_MODE_OFF) return NULL;
   hlo_diag diag = {0};
   *by = compiled->backend;
   rt_executable *bound = compiled->backend->bind(compiled->exe, module, &diag);
@@ -400,17 +394,10 @@ static rt_executable *bind_entry(const latch_runtime *rt, const cap_entry *e, co
  * without compiling it (execute_module) runs that module, one that can bind its compiled
  * executable to other sizes (bind) does so, and the rest compile it like any graph, keyed
  * in the shared cache. Either way the result is kept per binding. */
-static cap_spec specialize(latch_runtime *rt, cap_entry *e, const int64_t *bindings, cap_node *const *params,
-                           cap_run_kind *kind, latch_status *status) {
-  cap_spec none = {NULL, NULL, NULL, NULL, NULL};
-  pthread_mutex_lock(&e->spec_lock);
-  for (int s = 0; s < e->spec_count; s++)
-    if (same_bindings(e->specs[s].bindings, bindings, e->symbol_count)) {
-      cap_spec found = e->specs[s];
-      pthread_mutex_unlock(&e->spec_lock);
-      return found;
-    }
-  pthread_mutex_unlock(&e->spec_lock);
+static cap_kept *specialize(latch_runtime *rt, cap_entry *e, const int64_t *bindings, cap_node *const *params,
+                            cap_run_kind *kind, latch_status *status) {
+  cap_kept *found = cap_bindings_find(e, bindings);
+  if (found) return found;
   cap_node **made = calloc((size_t)e->node_count + 1, sizeof *made);
   cap_node **roots = malloc(sizeof(cap_node *) * ((size_t)e->root_count + 1));
   /* Compiling needs the parameters' shapes only, and one distinct leaf per parameter even
@@ -443,7 +430,7 @@ static cap_spec specialize(latch_runtime *rt, cap_entry *e, const int64_t *bindi
     memcpy(n->scalar, t->scalar, sizeof n->scalar);
     cap_node_finish(n);
   }
-  cap_spec spec = none;
+  cap_spec spec = {NULL, NULL, NULL, NULL, NULL};
   if (ok) {
     for (int r = 0; r < e->root_count; r++) roots[r] = made[e->roots[r]];
     cap_graph g;
@@ -485,30 +472,15 @@ static cap_spec specialize(latch_runtime *rt, cap_entry *e, const int64_t *bindi
   free(roots);
   if (!spec.cached && !spec.module && !spec.bound) {
     if (*status == LATCH_OK) *status = LATCH_ERR_INTERNAL;
-    return none;
+    return NULL;
   }
-  pthread_mutex_lock(&e->spec_lock);
-  if (e->spec_count == e->spec_capacity) {
-    int capacity = e->spec_capacity ? e->spec_capacity * 2 : 8;
-    cap_spec *grown = realloc(e->specs, sizeof *grown * (size_t)capacity);
-    if (grown) e->specs = grown, e->spec_capacity = capacity;
+  spec.bindings = (int64_t *)bindings; /* copied by cap_bindings_keep */
+  cap_kept *kept = cap_bindings_keep(rt, e, &spec);
+  if (!kept) {
+    cap_set_error("call: out of memory");
+    *status = LATCH_ERR_INTERNAL;
   }
-  int64_t *copy = malloc(sizeof(int64_t) * ((size_t)e->symbol_count + 1));
-  if (copy && e->spec_count < e->spec_capacity) {
-    memcpy(copy, bindings, sizeof(int64_t) * (size_t)e->symbol_count);
-    spec.bindings = copy;
-    e->specs[e->spec_count++] = spec;
-    pthread_mutex_unlock(&e->spec_lock);
-    return spec;
-  }
-  pthread_mutex_unlock(&e->spec_lock);
-  free(copy);
-  if (spec.cached) cache_table_release(rt->cache, spec.cached);
-  hlo_module_free(spec.module);
-  if (spec.bound) spec.bound_by->destroy(spec.bound);
-  cap_set_error("call: out of memory");
-  *status = LATCH_ERR_INTERNAL;
-  return none;
+  return kept;
 }
 
 latch_status cap_entry_run(latch_runtime *rt, cap_entry *e, latch_tensor *const *inputs, uint64_t seed,
@@ -520,6 +492,7 @@ latch_status cap_entry_run(latch_runtime *rt, cap_entry *e, latch_tensor *const 
   rt_value shell_buffer[FEW], *shells = shell_buffer, *view_buffer[FEW], **views = view_buffer;
   cap_node *root_buffer[FEW], **root_nodes = root_buffer;
   latch_status status = LATCH_OK;
+  cap_kept *held = NULL; /* the binding run, kept from being dropped while it runs */
   int n = e->param_count;
   if (n > FEW) {
     params = malloc(sizeof(cap_node *) * (size_t)n);
@@ -556,7 +529,8 @@ latch_status cap_entry_run(latch_runtime *rt, cap_entry *e, latch_tensor *const 
     cap_spec run = {NULL, e->cached, NULL, NULL, NULL};
     if (e->nodes && !same_bindings(bindings, e->hint_bindings, e->symbol_count)) {
       uint64_t start = cap_now_ns();
-      run = specialize(rt, e, bindings, params, kind, &status);
+      held = specialize(rt, e, bindings, params, kind, &status);
+      run = held ? held->spec : (cap_spec){NULL, NULL, NULL, NULL, NULL};
       if (*kind == CAP_RUN_INSTANTIATED) *instantiate_ns = cap_now_ns() - start;
     }
     if (run.cached || run.module || run.bound) {
@@ -604,6 +578,7 @@ latch_status cap_entry_run(latch_runtime *rt, cap_entry *e, latch_tensor *const 
     store(h, root_nodes[e->aliases[a].root]);
   }
 done:
+  cap_bindings_release(rt, held);
   for (int r = 0; root_nodes && r < e->root_count; r++) cap_node_release(root_nodes[r]);
   cap_node_release(seed_node);
   if (params != node_buffer) free(params);

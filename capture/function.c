@@ -43,9 +43,10 @@ struct latch_function {
   bool *auto_dynamic;
   int auto_inputs;
   atomic_bool trace_every, warned;
+  cap_reasons reasons; /* why each recompile missed; under calls_lock held alone */
   atomic_uint_fast64_t call_counter;
   atomic_uint_fast64_t calls, hits, traces, recompiles, fallback_calls, specializations, instantiations, instantiate_ns, guard_checks, guard_ns,
-      trace_ns;
+      guard_timed, trace_ns;
 };
 
 enum { GUARD_SAMPLE = 8 };
@@ -171,10 +172,17 @@ void latch_function_get_stats(latch_function *f, latch_function_stats *s) {
   s->instantiate_ns = atomic_load(&f->instantiate_ns);
   s->guard_checks = atomic_load(&f->guard_checks);
   s->guard_ns = atomic_load(&f->guard_ns);
+  s->guard_timed = atomic_load(&f->guard_timed);
   s->trace_ns = atomic_load(&f->trace_ns);
   s->trace_every = atomic_load(&f->trace_every);
   entry_list *list = atomic_load_explicit(&f->list, memory_order_acquire);
   s->entries = list ? (uint64_t)list->count : 0;
+  for (int i = 0; list && i < list->count; i++) {
+    uint64_t kept, dropped;
+    cap_bindings_count(list->items[i], &kept, &dropped);
+    s->bindings_kept += kept;
+    s->bindings_dropped += dropped;
+  }
 }
 
 static latch_status invoke(latch_function *f, latch_tensor *const *inputs, int input_count, const latch_static *statics,
@@ -510,7 +518,10 @@ static cap_entry *look_up(latch_function *f, latch_tensor *const *inputs, int in
       *have_why = true;
     }
   }
-  if (timed) atomic_fetch_add(&f->guard_ns, (cap_now_ns() - start) * GUARD_SAMPLE);
+  if (timed) {
+    atomic_fetch_add(&f->guard_ns, (cap_now_ns() - start) * GUARD_SAMPLE);
+    atomic_fetch_add(&f->guard_timed, 1);
+  }
   atomic_fetch_add(&f->guard_checks, (uint64_t)checks);
   if (gin != gin_buffer) free(gin);
   if (gs != gs_buffer) free(gs);
@@ -540,14 +551,17 @@ static latch_status trace_and_keep(latch_function *f, latch_tensor *const *input
   bool keep = f->options.mode == LATCH_TRACE_ONCE && !atomic_load(&f->trace_every);
   entry_list *current = atomic_load_explicit(&f->list, memory_order_acquire);
   int entries = current ? current->count : 0;
+  if (keep && entries > 0 && have_why) cap_reasons_note(&f->reasons, why);
   if (keep && entries > 0 && atomic_load(&f->recompiles) >= (uint64_t)f->options.recompile_limit) {
     keep = false;
     atomic_store(&f->trace_every, true);
+    const cap_reason *top = cap_reasons_top(&f->reasons);
     if (!atomic_exchange(&f->warned, true))
       fprintf(stderr,
               "latch: warning: '%s' reached its recompile limit (%d) and is traced on every call from now on; "
-              "the guard that keeps failing: %s\n",
-              f->name, f->options.recompile_limit, have_why ? why->message : "(none recorded)");
+              "the guard that keeps failing: %s (at %d of %d recompiles)\n",
+              f->name, f->options.recompile_limit, top ? top->message : "(none recorded)", top ? top->times : 0,
+              f->reasons.total);
   }
   if (!keep) atomic_fetch_add(&f->fallback_calls, f->options.mode == LATCH_TRACE_ONCE);
   if (keep && entries > 0 && f->log_recompiles)

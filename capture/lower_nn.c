@@ -287,6 +287,22 @@ static hlo_instr *lower_pool(hlo_comp *comp, const cap_node *node, hlo_instr *x,
                 diag);
 }
 
+/* The element count of x's reduced dims, in out's type and shape: a mean's divisor. Read
+ * from the dims when the graph runs (get-dimension-size), not written in as a constant, so
+ * that an executable bound to other sizes divides by their count. The product is taken in
+ * s64 and converted once, as the constant n was. */
+static hlo_instr *reduced_count(hlo_comp *comp, hlo_instr *x, int count, const int64_t *dims, const hlo_instr *out,
+                                hlo_diag *diag) {
+  hlo_instr *n = NULL;
+  for (int k = 0; k < count; k++) {
+    hlo_instr *size = hlo_build_get_dimension_size(comp, x, dims[k], diag);
+    size = size ? hlo_build_convert(comp, size, HLO_S64, diag) : NULL;
+    n = k == 0 ? size : binary(comp, HLO_OP_MULTIPLY, n, size, diag);
+  }
+  n = n ? hlo_build_convert(comp, n, out->shape.dtype, diag) : NULL;
+  return n ? cap_lower_broadcast(comp, n, out->shape.rank, out->shape.dims, diag) : NULL;
+}
+
 static hlo_instr *lower_reduce(hlo_comp *comp, const cap_node *node, hlo_instr *x, hlo_diag *diag) {
   hlo_dtype dtype = (hlo_dtype)node->dtype;
   x = cap_lower_convert(comp, x, dtype, diag);
@@ -309,7 +325,8 @@ static hlo_instr *lower_reduce(hlo_comp *comp, const cap_node *node, hlo_instr *
     default: out = cap_lower_reduce(comp, x, HLO_OP_ADD, 0, count, dims, diag); break;
   }
   if (out && node->sub == LATCH_MEAN)
-    out = binary(comp, HLO_OP_DIVIDE, out, full_like(comp, out, (double)n, diag), diag);
+    out = binary(comp, HLO_OP_DIVIDE, out, count ? reduced_count(comp, x, count, dims, out, diag)
+                                                 : full_like(comp, out, (double)n, diag), diag);
   if (out && node->attrs[1]) out = hlo_build_reshape(comp, out, node->rank, node->dims, diag);
   return out;
 }

@@ -1,6 +1,7 @@
 /* The runtime: options and their environment variables, the backend, the shared compile
  * cache, statistics, and the per-thread last error. */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,21 @@ void cap_set_error(const char *format, ...) {
   va_start(ap, format);
   vsnprintf(last_error, sizeof last_error, format, ap);
   va_end(ap);
+}
+
+/* A non-negative (positive: when positive) number variable; false (with the error set)
+ * when present but unreadable. */
+static bool env_number(const char *name, bool positive, double *out) {
+  const char *text = getenv(name);
+  if (!text || !*text) return true;
+  char *end;
+  double value = strtod(text, &end);
+  if (*end || !(positive ? value > 0 : value >= 0) || !isfinite(value)) {
+    cap_set_error("%s=%s: expected a %s number", name, text, positive ? "positive" : "non-negative");
+    return false;
+  }
+  *out = value;
+  return true;
 }
 
 /* A non-negative integer variable; false (with the error set) when present but unreadable. */
@@ -71,17 +87,9 @@ latch_status latch_options_init(latch_options *options) {
   const char *check = getenv("LATCH_CHECK");
   options->check = check && *check ? check : "off";
   options->check_tol = RT_ACCURACY_DEFAULT_TOL;
-  const char *tol = getenv("LATCH_CHECK_TOL");
-  if (tol && *tol) {
-    char *end;
-    double value = strtod(tol, &end);
-    if (*end || !(value >= 0)) {
-      cap_set_error("LATCH_CHECK_TOL=%s: expected a non-negative number", tol);
-      ok = false;
-    } else {
-      options->check_tol = value;
-    }
-  }
+  options->check_timeout = CAP_CHECK_DEFAULT_TIMEOUT;
+  ok = env_number("LATCH_CHECK_TOL", false, &options->check_tol) && ok;
+  ok = env_number("LATCH_CHECK_TIMEOUT", true, &options->check_timeout) && ok;
   return ok ? LATCH_OK : LATCH_ERR_INPUT;
 }
 
@@ -184,6 +192,7 @@ latch_runtime *latch_open(const latch_options *options) {
   rt->options.check = NULL; /* the caller's string need not outlive the call */
   rt->check_mode = check_mode;
   rt->check_tol = options->check_tol > 0 ? options->check_tol : RT_ACCURACY_DEFAULT_TOL;
+  rt->check_timeout = options->check_timeout > 0 ? options->check_timeout : CAP_CHECK_DEFAULT_TIMEOUT;
   pthread_mutex_init(&rt->repro_lock, NULL);
   hlo_diag diag = {0};
   bool off = strcmp(cache, "off") == 0;

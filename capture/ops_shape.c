@@ -152,5 +152,6 @@ latch_tensor *latch_broadcast_to(latch_tensor *x, int rank, const int64_t *dims)
   if (!ok)
     return cap_error(x->rt, "broadcast_to: %s does not broadcast to %s", cap_shape_text(x, s, sizeof s),
                      rank >= 0 && rank <= HLO_MAX_RANK && dims ? dims_text(rank, dims, d, sizeof d) : "(bad dims)");
+  if (!cap_dims_fit("broadcast_to", rank, out)) return cap_error(x->rt, "%s", latch_last_error());
   return cap_traced(x->rt, cap_node_like(CAP_BROADCAST, 0, 1, &x, 0, (hlo_dtype)x->node->dtype, rank, out));
 }

@@ -1,8 +1,13 @@
-/* LATCH_CHECK: a newly compiled graph is checked before anything runs it. With "compile", a
- * backend compile error is caught; with "accuracy", the graph is also run once on the sync's
- * own inputs and compared with the reference evaluator in fp64. A graph that fails either way
- * is minified to a repro directory (minify/auto.h), one warning line names it, and the graph
+/* LATCH_CHECK: a newly compiled graph is checked before anything runs it. With "compile", the
+ * backend must compile it and run it once on the sync's own inputs without an error; with
+ * "accuracy", the outputs of that run must also agree with the reference evaluator in fp64.
+ * That first compile and first execution happen in a child process with a time limit
+ * (minify/isolate.c, the minifier's own isolation), so a backend that crashes or hangs fails
+ * the check instead of killing or stalling the program. A graph that fails any way is
+ * minified to a repro directory (minify/auto.c), one warning line names it, and the graph
  * runs on the reference backend from then on, so the program still gets correct values.
+ * A graph that passes is compiled again in this process (what the child compiled died with
+ * it) and runs as usual.
  *
  * The check happens inside the compile-cache miss, so it costs once per graph, and a checked
  * run never reads or writes the disk cache: the compile being checked must really happen,
@@ -53,24 +58,20 @@ static rt_value **views_of(const cap_graph *g, const hlo_module *module, rt_valu
   return views;
 }
 
-/* Runs exe once and compares with the fp64 reference; false with the reason in why. */
-static bool accurate(latch_runtime *rt, const rt_backend *backend, rt_executable *exe, const hlo_module *module,
-                     rt_value **views, int count, char *why, size_t size) {
+/* The check in a child process: false with the reason in why when the backend failed it.
+ * A check that cannot be started (no fork) is run here instead, unprotected, after a
+ * warning: checking matters more than isolating it. */
+static bool check_isolated(const hlo_module *module, rt_value **views, int count, const min_predicate *predicate,
+                           char *why, size_t size) {
+  min_outcome outcome;
   hlo_diag diag = {0};
-  rt_value *result = NULL;
-  if (backend->execute(exe, views, count, &result, &diag) != HLO_OK) {
-    snprintf(why, size, "execution failed: %s", diag.message);
-    return false;
+  if (min_check(predicate, module, views, count, &outcome, &diag) != HLO_OK) {
+    fprintf(stderr, "latch: warning: the check runs unisolated: %s\n", diag.message);
+    min_check_inline(predicate, module, views, count, &outcome);
   }
-  rt_accuracy_verdict verdict;
-  hlo_status status = rt_accuracy_check(module, views, count, result, rt->check_tol, &verdict, &diag);
-  rt_value_release(result);
-  if (status != HLO_OK) {
-    snprintf(why, size, "the accuracy check could not run: %s", diag.message);
-    return false;
-  }
-  if (!verdict.passed) snprintf(why, size, "%s", verdict.message);
-  return verdict.passed;
+  if (outcome.kind == MIN_PASS) return true;
+  min_outcome_describe(&outcome, why, (int)size);
+  return false;
 }
 
 /* Minifies the failing graph and prints the one warning line. */
@@ -83,11 +84,12 @@ static void report_failure(latch_runtime *rt, const hlo_module *module, rt_value
     if (!mkdtemp(dir)) dir[0] = 0;
   }
   min_auto_request request = {.module = module, .inputs = views, .input_count = count, .backend = rt->backend,
-                              .kind = kind, .tol = rt->check_tol, .dir = dir[0] ? dir : NULL};
+                              .kind = kind, .tol = rt->check_tol, .timeout_s = rt->check_timeout,
+                              .dir = dir[0] ? dir : NULL};
   hlo_diag diag = {0};
   bool wrote = min_auto_repro(&request, path, sizeof path, &diag) == HLO_OK;
   fprintf(stderr, "latch: warning: a graph failed the %s check on the %s backend (%s); it runs on the reference "
-          "backend from now on; %s%s\n", kind == MIN_CHECK_COMPILE ? "compile" : "accuracy", rt->backend->name, why,
+          "backend from now on; %s%s\n", min_check_kind_name(kind), rt->backend->name, why,
           wrote ? "repro: " : "no repro: ", wrote ? path : diag.message);
   if (wrote) {
     pthread_mutex_lock(&rt->repro_lock);
@@ -107,21 +109,21 @@ void *cap_compile_checked(latch_runtime *rt, const cap_graph *g, hlo_diag *diag)
     return NULL;
   }
   const rt_backend *backend = rt->backend;
-  hlo_diag compile_diag = {0};
-  rt_executable *exe = backend->compile(module, &compile_diag);
-  char why[1200];
-  if (exe) atomic_fetch_add(&rt->compiles, 1);
-  min_check_kind failed = MIN_CHECK_COMPILE;
-  bool ok = exe != NULL;
-  if (!ok) snprintf(why, sizeof why, "%s", compile_diag.message);
-  if (ok && rt->check_mode == MIN_MODE_ACCURACY) {
-    ok = accurate(rt, backend, exe, module, views, g->param_count, why, sizeof why);
-    failed = MIN_CHECK_ACCURACY;
+  min_predicate predicate = {.kind = rt->check_mode == MIN_MODE_ACCURACY ? MIN_CHECK_ACCURACY : MIN_CHECK_EXECUTE,
+                             .backend = backend, .tol = rt->check_tol, .timeout_s = rt->check_timeout};
+  char why[1400];
+  bool ok = check_isolated(module, views, g->param_count, &predicate, why, sizeof why);
+  rt_executable *exe = NULL;
+  if (ok) { /* passed in the child: the same compile again, here */
+    hlo_diag compile_diag = {0};
+    exe = backend->compile(module, &compile_diag);
+    if (exe) atomic_fetch_add(&rt->compiles, 1);
+    else snprintf(why, sizeof why, "compile error on the second compile: %s", compile_diag.message);
+    ok = exe != NULL;
   }
   if (!ok) {
     atomic_fetch_add(&rt->check_failures, 1);
-    report_failure(rt, module, views, g->param_count, failed, why);
-    if (exe) backend->destroy(exe);
+    report_failure(rt, module, views, g->param_count, predicate.kind, why);
     backend = &rt_backend_reference;
     exe = backend->compile(module, diag);
   }

@@ -89,6 +89,8 @@ latch_tensor *cap_poisoned(const char *op, int count, latch_tensor *const *opera
     if (operands[i]) rt = operands[i]->rt;
   for (int i = 0; i < count; i++) {
     if (!operands[i]) return cap_error(rt, "%s: operand %d is NULL", op, i);
+    /* Two runtimes share no graph, cache or thread state: a mix is the caller's mistake. */
+    if (operands[i]->rt != rt) return cap_error(rt, "%s: operand %d belongs to another runtime than operand 0", op, i);
     const cap_node *node = operands[i]->node;
     if (node->state != CAP_ERROR) continue;
     const char *cause = strstr(node->error, "poisoned by: ");
@@ -113,6 +115,19 @@ void latch_release(latch_tensor *t) {
 
 /* ---- creation ---- */
 
+bool cap_dims_fit(const char *op, int rank, const int64_t *dims) {
+  int64_t elements = 1;
+  for (int i = 0; i < rank; i++) {
+    if (dims[i] == 0) return true; /* empty: no element, whatever the other dims */
+    if (elements > HLO_MAX_ELEMENTS / dims[i]) {
+      cap_set_error("%s: dims whose product is more than 2^58 elements (at dim %d, %lld)", op, i, (long long)dims[i]);
+      return false;
+    }
+    elements *= dims[i];
+  }
+  return true;
+}
+
 static bool check_dims(const char *op, hlo_dtype dtype, int rank, const int64_t *dims) {
   if (dtype == HLO_INVALID) {
     cap_set_error("%s: invalid dtype", op);
@@ -127,7 +142,7 @@ static bool check_dims(const char *op, hlo_dtype dtype, int rank, const int64_t 
       cap_set_error("%s: dim %d is negative (%lld)", op, i, (long long)dims[i]);
       return false;
     }
-  return true;
+  return cap_dims_fit(op, rank, dims);
 }
 
 static latch_tensor *bad(latch_runtime *rt) { return cap_error(rt, "%s", latch_last_error()); }
@@ -347,6 +362,10 @@ const void *latch_data(latch_tensor *t) { return ensure_ready(t) == LATCH_OK ? t
 static latch_status assign(latch_tensor *dst, latch_tensor *src) {
   if (!dst || !src) {
     cap_set_error("assign: NULL tensor");
+    return LATCH_ERR_INPUT;
+  }
+  if (dst->rt != src->rt) {
+    cap_set_error("assign: the destination and the source belong to different runtimes");
     return LATCH_ERR_INPUT;
   }
   cap_node *old = dst->node, *node = src->node;

@@ -448,6 +448,14 @@ hlo_instr *hlo_build_tuple(hlo_comp *comp, int count, hlo_instr *const *elements
   return commit(comp, &draft, diag);
 }
 
+hlo_instr *hlo_build_get_dimension_size(hlo_comp *comp, hlo_instr *x, int64_t dimension, hlo_diag *diag) {
+  hlo_instr draft;
+  draft_init(&draft, comp, HLO_OP_GET_DIMENSION_SIZE, 1, &x);
+  draft.index = dimension; /* in both, as the parser keeps it (ir.h) */
+  draft.dimensions = ints(comp, 1, &dimension);
+  return commit(comp, &draft, diag);
+}
+
 hlo_instr *hlo_build_gte(hlo_comp *comp, hlo_instr *tuple, int64_t index, hlo_diag *diag) {
   hlo_instr draft;
   draft_init(&draft, comp, HLO_OP_GET_TUPLE_ELEMENT, 1, &tuple);

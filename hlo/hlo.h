@@ -108,6 +108,10 @@ void hlo_diag_clear(hlo_diag *diag);
 /* Shapes: an element type with dims and a layout, or a tuple of shapes. */
 
 #define HLO_MAX_RANK 12
+/* Element counts past this are refused (by the parser, and by capture when a tensor is
+ * made): products of the dims, and byte sizes eight or sixteen times larger, stay far from
+ * int64 overflow for everyone using the shape. */
+#define HLO_MAX_ELEMENTS ((int64_t)1 << 58)
 
 typedef enum hlo_dim_kind {
   HLO_DIM_STATIC = 0,
@@ -280,6 +284,9 @@ typedef struct hlo_instr {
    * order (hlo_module_number_origins). Clones keep it; passes that copy an instruction
    * (inlining) copy it; instructions passes create get 0. Never printed, never hashed. */
   int32_t origin;
+  /* Where the parser read it (1-based line and byte column in module->source), for the
+   * verifier's messages; 0 when it was built in code. */
+  int32_t line, col;
 
   /* Attributes; which ones an opcode uses is in the comments. */
   int64_t parameter_number; /* parameter */
@@ -327,6 +334,7 @@ struct hlo_comp {
 struct hlo_module {
   hlo_arena arena;
   const char *name;
+  const char *source; /* the file the parser read it from (messages only), or NULL */
   int comp_count, comp_capacity;
   hlo_comp **comps; /* callees before callers */
   hlo_comp *entry;
@@ -434,6 +442,9 @@ hlo_instr *hlo_build_gather(hlo_comp *comp, hlo_instr *operand, hlo_instr *indic
 hlo_instr *hlo_build_scatter(hlo_comp *comp, hlo_instr *operand, hlo_instr *indices, hlo_instr *updates,
                              const hlo_scatter_dims *dims, hlo_comp *combiner, hlo_diag *diag);
 hlo_instr *hlo_build_tuple(hlo_comp *comp, int count, hlo_instr *const *elements, hlo_diag *diag);
+/* s32[]: the size of x's dimension, read when the graph runs (so a graph rebound to other
+ * sizes computes the new one). */
+hlo_instr *hlo_build_get_dimension_size(hlo_comp *comp, hlo_instr *x, int64_t dimension, hlo_diag *diag);
 hlo_instr *hlo_build_gte(hlo_comp *comp, hlo_instr *tuple, int64_t index, hlo_diag *diag);
 hlo_instr *hlo_build_call(hlo_comp *comp, hlo_comp *callee, int count, hlo_instr *const *operands,
                           hlo_diag *diag);
@@ -536,8 +547,21 @@ hlo_module *hlo_parse_module(const char *text, size_t len, const char *filename,
 int hlo_parse_modules(const char *text, size_t len, const char *filename, hlo_module ***modules,
                       hlo_diag *diag);
 
-/* Reads a whole file and parses it (multi-module aware). Same returns. */
+/* Reads a whole file and parses it (multi-module aware). Same returns. A directory is
+ * HLO_ERR_INPUT; a failed read HLO_ERR_INTERNAL. */
 int hlo_parse_file(const char *path, hlo_module ***modules, hlo_diag *diag);
+
+/* One module of a multi-module file parsed on its own: the module, or NULL and why. */
+typedef struct hlo_parsed {
+  hlo_module *module;
+  hlo_diag diag;
+} hlo_parsed;
+/* Reads a whole file and parses each module separately, so a syntax error in one is
+ * reported without failing the others: returns the count of modules (>= 1) and a malloc'd
+ * array of results (free with hlo_parsed_free), or -1 with diag when the file cannot be
+ * read or holds no module. */
+int hlo_parse_file_each(const char *path, hlo_parsed **results, hlo_diag *diag);
+void hlo_parsed_free(hlo_parsed *results, int count);
 
 /* Deterministic filler for elided constants `constant({...})`: fills literal->data (already
  * allocated for its shape) from seed, recursing into tuple elements. Values are small and

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "parse_internal.h"
 
@@ -108,6 +109,16 @@ static void settle_attributes(hlo_parser *p, hlo_instr *instr, hlo_attr_sink *si
   }
 }
 
+/* The 1-based line and byte column of pos, counted on from the last position asked for
+ * (instructions come in order, so the whole file is walked once). */
+static void locate(hlo_parser *p, size_t pos, int32_t *line, int32_t *col) {
+  if (pos < p->loc_pos || p->loc_line == 0) p->loc_pos = 0, p->loc_line_start = 0, p->loc_line = 1;
+  for (; p->loc_pos < pos; p->loc_pos++)
+    if (p->lx.text[p->loc_pos] == '\n') p->loc_line++, p->loc_line_start = p->loc_pos + 1;
+  *line = p->loc_line;
+  *col = (int32_t)(pos - p->loc_line_start) + 1;
+}
+
 /* instruction := ['ROOT'] name '=' shape opcode '(' operands ')' (',' attribute)* */
 static bool parse_instruction(hlo_parser *p, body *b) {
   bool is_root = false;
@@ -156,6 +167,7 @@ static bool parse_instruction(hlo_parser *p, body *b) {
   }
 
   hlo_instr *instr = hlo_comp_append(b->comp, opcode, name_text, operand_count, NULL);
+  locate(p, name_pos, &instr->line, &instr->col);
   hlo_names_put(&b->names, instr->name, name.len, instr);
   instr->shape = shape;
   instr->literal = literal;
@@ -437,6 +449,7 @@ static hlo_module *parse_range(const char *text, size_t begin, size_t end, const
   p->module = hlo_module_new(NULL);
   if (!p->module) abort();
   p->arena = &p->module->arena;
+  if (filename) p->module->source = hlo_arena_strdup(p->arena, filename);
   hlo_names_init(&p->comps);
   hlo_lex_init(&p->lx, text, begin, end);
 
@@ -475,53 +488,64 @@ static bool is_blank(const char *text, size_t begin, size_t end) {
   return lx.tok.kind == HLO_TOK_EOF;
 }
 
-static void free_modules(hlo_module **modules, int count) {
-  for (int i = 0; i < count; i++) hlo_module_free(modules[i]);
-  free(modules);
+static size_t segment_end_of(bool separator, size_t line, size_t len) { return separator ? line : len; }
+
+void hlo_parsed_free(hlo_parsed *results, int count) {
+  for (int i = 0; results && i < count; i++) hlo_module_free(results[i].module);
+  free(results);
 }
 
-/* The parsing work of hlo_parse_modules, on a buffer that is NUL-terminated at len. Errors
- * go to a fresh diag first so the caller's "first error wins" diag sees exactly one. */
-static int parse_buffer(const char *text, size_t len, const char *filename, hlo_module ***out,
-                        hlo_diag *diag) {
-  hlo_diag local;
-  hlo_diag_clear(&local);
-  hlo_module **modules = NULL;
+/* Each module of a buffer NUL-terminated at len on its own: results[i] holds segment i's
+ * module or its parse error, so one bad module does not hide the others. The count, or -1
+ * with diag when the text holds no module at all. */
+static int parse_each_buffer(const char *text, size_t len, const char *filename, hlo_parsed **out, hlo_diag *diag) {
+  hlo_parsed *results = NULL;
   int count = 0, cap = 0;
   size_t segment = 0, line = 0;
-  bool ok = true;
-  while (ok && line <= len) {
+  while (line <= len) {
     const char *newline = memchr(text + line, '\n', len - line);
     size_t line_end = newline ? (size_t)(newline - text) : len;
     bool separator = is_separator(text, line, line_end);
-    if (separator || line_end >= len) {
-      size_t segment_end = separator ? line : len;
-      if (!is_blank(text, segment, segment_end)) {
-        hlo_module *module = parse_range(text, segment, segment_end, filename, &local);
-        if (module) {
-          modules = hlo_p_grow(modules, &cap, count + 1, sizeof *modules);
-          modules[count++] = module;
-        } else {
-          ok = false;
-        }
-      }
-      segment = line_end + 1;
+    if ((separator || line_end >= len) && !is_blank(text, segment, segment_end_of(separator, line, len))) {
+      results = hlo_p_grow(results, &cap, count + 1, sizeof *results);
+      hlo_parsed *r = &results[count++];
+      hlo_diag_clear(&r->diag);
+      r->module = parse_range(text, segment, segment_end_of(separator, line, len), filename, &r->diag);
     }
+    if (separator || line_end >= len) segment = line_end + 1;
     line = line_end + 1;
   }
-  if (ok && count == 0) {
+  if (count == 0) {
     int l, c;
     hlo_lex_line_col(text, len, &l, &c);
-    hlo_diag_set(&local, HLO_ERR_INPUT, "%s:%d:%d: error: expected a module, found end of input",
+    hlo_diag_set(diag, HLO_ERR_INPUT, "%s:%d:%d: error: expected a module, found end of input",
                  filename ? filename : "<input>", l, c);
-    ok = false;
-  }
-  if (!ok) {
-    free_modules(modules, count);
-    hlo_diag_set(diag, local.status, "%s", local.message);
     *out = NULL;
     return -1;
   }
+  *out = results;
+  return count;
+}
+
+/* The parsing work of hlo_parse_modules: every module or the first error. */
+static int parse_buffer(const char *text, size_t len, const char *filename, hlo_module ***out,
+                        hlo_diag *diag) {
+  hlo_parsed *results = NULL;
+  int count = parse_each_buffer(text, len, filename, &results, diag);
+  *out = NULL;
+  if (count < 0) return -1;
+  int failed = -1;
+  for (int i = 0; i < count && failed < 0; i++)
+    if (!results[i].module) failed = i;
+  if (failed >= 0) {
+    hlo_diag_set(diag, results[failed].diag.status, "%s", results[failed].diag.message);
+    hlo_parsed_free(results, count);
+    return -1;
+  }
+  hlo_module **modules = malloc(sizeof *modules * (size_t)count);
+  if (!modules) abort(); /* as hlo_p_grow does */
+  for (int i = 0; i < count; i++) modules[i] = results[i].module;
+  free(results);
   *out = modules;
   return count;
 }
@@ -552,32 +576,60 @@ int hlo_parse_modules(const char *text, size_t len, const char *filename, hlo_mo
   return count;
 }
 
-int hlo_parse_file(const char *path, hlo_module ***modules, hlo_diag *diag) {
-  *modules = NULL;
+/* The whole file, NUL-terminated, in *text (malloc'd); false with diag. */
+static bool read_file(const char *path, char **text, size_t *len, hlo_diag *diag) {
+  *text = NULL;
+  *len = 0;
   FILE *file = fopen(path, "rb");
-  if (!file) {
-    hlo_diag_set(diag, HLO_ERR_INPUT, "%s: error: cannot open: %s", path, strerror(errno));
-    return -1;
+  if (!file) return hlo_diag_set(diag, HLO_ERR_INPUT, "%s: error: cannot open: %s", path, strerror(errno)), false;
+  /* fopen opens a directory for reading on Linux; only the read fails (EISDIR), which
+   * would look like an I/O error rather than the caller's mistake. */
+  struct stat st;
+  if (fstat(fileno(file), &st) == 0 && S_ISDIR(st.st_mode)) {
+    fclose(file);
+    return hlo_diag_set(diag, HLO_ERR_INPUT, "%s: error: is a directory, not an HLO file", path), false;
   }
-  size_t len = 0, cap = 1 << 16;
-  char *text = malloc(cap + 1);
-  if (!text) abort();
-  for (;;) {
-    len += fread(text + len, 1, cap - len, file);
-    if (len < cap) break;
+  size_t n = 0, cap = 1 << 16;
+  char *buffer = malloc(cap + 1);
+  bool out_of_memory = buffer == NULL;
+  while (!out_of_memory) {
+    n += fread(buffer + n, 1, cap - n, file);
+    if (n < cap) break;
     cap *= 2;
-    text = realloc(text, cap + 1);
-    if (!text) abort();
+    char *grown = realloc(buffer, cap + 1);
+    if (!grown) out_of_memory = true;
+    else buffer = grown;
   }
-  bool failed = ferror(file);
+  int read_errno = errno;
+  bool failed = out_of_memory || ferror(file);
   fclose(file);
   if (failed) {
-    free(text);
-    hlo_diag_set(diag, HLO_ERR_INTERNAL, "%s: error: read failed", path);
-    return -1;
+    free(buffer);
+    if (out_of_memory) return hlo_diag_set(diag, HLO_ERR_INTERNAL, "%s: error: out of memory reading it", path), false;
+    return hlo_diag_set(diag, HLO_ERR_INTERNAL, "%s: error: read failed: %s", path, strerror(read_errno)), false;
   }
-  text[len] = 0;
+  buffer[n] = 0;
+  *text = buffer;
+  *len = n;
+  return true;
+}
+
+int hlo_parse_file(const char *path, hlo_module ***modules, hlo_diag *diag) {
+  *modules = NULL;
+  char *text;
+  size_t len;
+  if (!read_file(path, &text, &len, diag)) return -1;
   int count = parse_buffer(text, len, path, modules, diag);
+  free(text);
+  return count;
+}
+
+int hlo_parse_file_each(const char *path, hlo_parsed **results, hlo_diag *diag) {
+  *results = NULL;
+  char *text;
+  size_t len;
+  if (!read_file(path, &text, &len, diag)) return -1;
+  int count = parse_each_buffer(text, len, path, results, diag);
   free(text);
   return count;
 }

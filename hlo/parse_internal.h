@@ -76,6 +76,10 @@ typedef struct hlo_parser {
   int64_t *ints;      /* an integer list being read */
   int int_cap;
   int depth;          /* inline computations and tuple shapes being read, for a bound */
+  /* Where the instructions' line and column are counted up to, so each is found from the
+   * last one instead of from the start (parse.c: locate). */
+  size_t loc_pos, loc_line_start;
+  int loc_line;
 } hlo_parser;
 
 /* Most nesting of tuple shapes, tuple constants and inline computations, so deep input is an

@@ -5,9 +5,6 @@
 
 #include "parse_internal.h"
 
-/* Element counts past this are refused: products of the dims (and byte sizes, eight or
- * sixteen times larger) must stay far from int64 overflow for everyone using the shape. */
-#define MAX_ELEMENTS ((int64_t)1 << 58)
 
 static bool parse_dims(hlo_parser *p, hlo_shape *shape) {
   if (hlo_p_accept(p, HLO_TOK_RBRACKET)) return true;
@@ -27,7 +24,7 @@ static bool parse_dims(hlo_parser *p, hlo_shape *shape) {
       if (p->lx.tok.kind != HLO_TOK_NUMBER) return hlo_p_expected(p, "a dimension size");
       if (!hlo_p_int(p, &size)) return false;
       if (size < 0) return hlo_p_error(p, pos, "dimension sizes cannot be negative");
-      if (size > 0 && elements > MAX_ELEMENTS / size)
+      if (size > 0 && elements > HLO_MAX_ELEMENTS / size)
         return hlo_p_error(p, pos, "shape has too many elements");
       elements *= size;
     }

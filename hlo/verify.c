@@ -244,6 +244,7 @@ typedef struct verify_ctx {
   const hlo_comp *comp;
   hlo_diag *diag;
   hlo_arena scratch; /* inferred tuple shapes */
+  const hlo_instr *at; /* the instruction being checked: its source position leads the message */
 } verify_ctx;
 
 static hlo_status comp_fail(verify_ctx *v, const char *format, ...) __attribute__((format(printf, 2, 3)));
@@ -253,6 +254,10 @@ static hlo_status comp_fail(verify_ctx *v, const char *format, ...) {
   va_start(args, format);
   vsnprintf(detail, sizeof detail, format, args);
   va_end(args);
+  const hlo_instr *at = v->at;
+  if (at && at->line > 0 && v->module && v->module->source) /* as the parser's messages read */
+    return hlo_diag_set(v->diag, HLO_ERR_INPUT, "%s:%d:%d: error: computation %s: %s", v->module->source, at->line,
+                        at->col, v->comp ? v->comp->name : "?", detail);
   return hlo_diag_set(v->diag, HLO_ERR_INPUT, "computation %s: %s", v->comp ? v->comp->name : "?", detail);
 }
 
@@ -329,6 +334,7 @@ static bool valid_layout(const hlo_shape *shape) {
 /* Pointers first: every later check follows them. */
 static hlo_status check_links(verify_ctx *v, const hlo_instr *instr, int position) {
   const hlo_comp *comp = v->comp;
+  v->at = instr;
   if (instr->parent != comp || instr->id != position)
     return comp_fail(v, "instruction %%%s is not registered at its position", instr->name);
   if (!valid_layout(&instr->shape))
@@ -357,6 +363,7 @@ static hlo_status check_links(verify_ctx *v, const hlo_instr *instr, int positio
 
 static hlo_status check_shape(verify_ctx *v, const hlo_instr *instr, unsigned flags) {
   hlo_diag inner = {HLO_OK, ""};
+  v->at = instr;
   hlo_shape inferred;
   if (hlo_infer_shape_flags(instr, flags, &inferred, &v->scratch, &inner)) return prefix_fail(v, &inner);
   if (hlo_verify_calls(instr, flags, &inner)) return prefix_fail(v, &inner);
@@ -373,12 +380,14 @@ static hlo_status check_shape(verify_ctx *v, const hlo_instr *instr, unsigned fl
 
 static hlo_status verify_comp(verify_ctx *v, const hlo_comp *comp, unsigned flags) {
   v->comp = comp;
+  v->at = NULL;
   if (comp->module != v->module) return comp_fail(v, "belongs to another module");
   if (!comp->root) return comp_fail(v, "has no root instruction");
   if (comp->root->parent != comp) return comp_fail(v, "its root %%%s is not in it", comp->root->name);
   if (comp->instr_count == 0) return comp_fail(v, "is empty");
   for (int i = 0; i < comp->instr_count; i++)
     if (check_links(v, comp->instrs[i], i)) return HLO_ERR_INPUT;
+  v->at = NULL;
   if (check_params_table(v) || check_unique_names(v)) return HLO_ERR_INPUT;
   for (int i = 0; i < comp->instr_count; i++)
     if (check_shape(v, comp->instrs[i], flags)) return HLO_ERR_INPUT;
@@ -414,7 +423,7 @@ static hlo_status check_module_shape(verify_ctx *v) {
 
 hlo_status hlo_verify_module(const hlo_module *module, hlo_diag *diag) {
   if (!module) return hlo_diag_set(diag, HLO_ERR_INPUT, "no module to verify");
-  verify_ctx v = {module, NULL, diag, {NULL, 0}};
+  verify_ctx v = {module, NULL, diag, {NULL, 0}, NULL};
   if (check_module_shape(&v)) return HLO_ERR_INPUT;
   unsigned char *reached = calloc((size_t)module->comp_count + 1, 1);
   if (!reached) abort();
@@ -434,7 +443,7 @@ hlo_status hlo_verify_module(const hlo_module *module, hlo_diag *diag) {
 }
 
 hlo_status hlo_verify_some_shapes(const hlo_comp *comp, const bool *only, hlo_diag *diag) {
-  verify_ctx v = {comp->module, comp, diag, {NULL, 0}};
+  verify_ctx v = {comp->module, comp, diag, {NULL, 0}, NULL};
   hlo_arena_init(&v.scratch);
   hlo_status status = HLO_OK;
   for (int i = 0; i < comp->instr_count && !status; i++)

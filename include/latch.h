@@ -70,7 +70,9 @@ typedef struct latch_options {
    * also runs each newly compiled graph once and compares it with the reference evaluator
    * in fp64. A graph that fails is shrunk to a repro directory (under LATCH_REPRO_DIR, else
    * /tmp), one warning line names it, and the graph runs on the reference backend from then
-   * on: results stay correct. Checked graphs bypass the disk cache. */
+   * on: results stay correct. Checked graphs bypass the disk cache. The check (the first
+   * compile and first execution of each new graph) runs in a child process, so a backend
+   * that crashes or hangs there is a failure like any other, not the end of the program. */
   const char *check;
   double check_tol; /* LATCH_CHECK_TOL: the accuracy check's absolute tolerance, default 1e-3 */
   /* LATCH_CACHE_URL: a Redis server shared by a fleet, under the memory and disk caches:
@@ -80,6 +82,9 @@ typedef struct latch_options {
   /* LATCH_CACHE_SECRET: entries written to Redis are signed with it (HMAC-SHA256) and only
    * entries signed with it are used. NULL or "": none. */
   const char *cache_secret;
+  /* LATCH_CHECK_TIMEOUT: seconds the checking child may take before it counts as a hang
+   * (also each check of the repro's minification), default 30 */
+  double check_timeout;
 } latch_options;
 
 /* Fills the defaults, then applies the environment variables named above. An unreadable
@@ -361,8 +366,15 @@ typedef struct latch_function_stats {
   uint64_t entries;
   uint64_t guard_checks;    /* guard programs evaluated */
   uint64_t guard_ns;        /* time in guard evaluation, timed on one call in 8 and scaled */
+  uint64_t guard_timed;     /* calls whose guard evaluation was timed: with 0, guard_ns is
+                               unknown (no call was sampled), not zero */
   uint64_t trace_ns;        /* time running the function under tracing and cutting graphs */
   bool trace_every;         /* fell back for good: limit reached or a value read */
+  /* Bindings kept for the symbolic entries (each a bound executable, a module or a compiled
+   * specialization): at most 64 per entry, the least recently used dropped past that (and
+   * built again if its sizes come back). */
+  uint64_t bindings_kept;
+  uint64_t bindings_dropped;
 } latch_function_stats;
 void latch_function_get_stats(latch_function *fn, latch_function_stats *stats);
 

@@ -34,14 +34,14 @@ void min_check_inline(const min_predicate *predicate, const hlo_module *module, 
     set_message(outcome, diag.message);
     return;
   }
-  if (predicate->kind == MIN_CHECK_ACCURACY) {
+  if (predicate->kind == MIN_CHECK_ACCURACY || predicate->kind == MIN_CHECK_EXECUTE) {
     rt_value *result = NULL;
     if (backend->execute(exe, inputs, input_count, &result, &diag) != HLO_OK) {
       outcome->kind = MIN_EXECUTE_ERROR;
       outcome->status = diag.status == HLO_OK ? HLO_ERR_INTERNAL : diag.status;
       outcome->opcode = min_opcode_in_message(module, diag.message);
       set_message(outcome, diag.message);
-    } else {
+    } else if (predicate->kind == MIN_CHECK_ACCURACY) {
       rt_accuracy_verdict verdict;
       if (rt_accuracy_check(module, inputs, input_count, result, predicate->tol, &verdict, &diag) != HLO_OK) {
         outcome->kind = MIN_CHECK_ERROR;
@@ -282,4 +282,14 @@ hlo_opcode min_opcode_in_message(const hlo_module *module, const char *message) 
     if (op != HLO_OP_COUNT) return op;
   }
   return HLO_OP_COUNT;
+}
+
+const char *min_check_kind_name(min_check_kind kind) {
+  switch (kind) {
+    case MIN_CHECK_COMPILE: return "compile";
+    case MIN_CHECK_ACCURACY: return "accuracy";
+    case MIN_CHECK_EXECUTE: return "compile and run";
+    case MIN_CHECK_COMMAND: return "test command";
+  }
+  return "?";
 }

@@ -37,7 +37,10 @@ typedef struct min_outcome {
   char message[1024];
 } min_outcome;
 
-typedef enum min_check_kind { MIN_CHECK_COMPILE, MIN_CHECK_ACCURACY, MIN_CHECK_COMMAND } min_check_kind;
+/* compile: the backend's compile fails. execute: compile, then run once; a compile or
+ * execute error, a crash or a hang fails (the outputs are not compared). accuracy: the same,
+ * and the outputs must pass the accuracy check. command: the --test command decides. */
+typedef enum min_check_kind { MIN_CHECK_COMPILE, MIN_CHECK_ACCURACY, MIN_CHECK_COMMAND, MIN_CHECK_EXECUTE } min_check_kind;
 
 /* What a check does. */
 typedef struct min_predicate {
@@ -63,6 +66,9 @@ hlo_status min_check(const min_predicate *predicate, const hlo_module *module, r
  * the child do. Crashes and hangs of the backend crash or hang the caller. */
 void min_check_inline(const min_predicate *predicate, const hlo_module *module, rt_value *const *inputs,
                       int input_count, min_outcome *outcome);
+
+/* "compile", "accuracy", "compile and run", "test command". */
+const char *min_check_kind_name(min_check_kind kind);
 
 /* Whether got is the failure want is: same kind; for compile and execute errors the same
  * status and the same op; for crashes the same signal (or exit code). */
@@ -140,7 +146,7 @@ typedef struct min_auto_request {
   rt_value *const *inputs;    /* its inputs, in the parameters' declared types */
   int input_count;
   const rt_backend *backend;  /* the backend that failed */
-  min_check_kind kind;        /* MIN_CHECK_COMPILE or MIN_CHECK_ACCURACY */
+  min_check_kind kind;        /* MIN_CHECK_COMPILE, MIN_CHECK_EXECUTE or MIN_CHECK_ACCURACY */
   double tol;                 /* accuracy tolerance; 0 gives RT_ACCURACY_DEFAULT_TOL */
   double timeout_s;           /* per check; 0 gives 30 s */
   const char *dir;            /* the repro directory; NULL makes a new /tmp/latch-repro-XXXXXX */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "hlo/hlo.h"
 #include "runtime/runtime.h"
@@ -65,14 +66,26 @@ static char *repro_script(const min_report *report, const min_predicate *predica
     if (*p == '\n') *p = ' ';
   hlo_sb_puts(&sb, "#!/bin/sh\n# Written by latch minify. Exits non-zero exactly when this failure reproduces:\n#   ");
   hlo_sb_puts(&sb, failure);
-  hlo_sb_puts(&sb, "\n# and 0 when it does not.\ncd \"$(dirname \"$0\")\" || exit 2\n");
+  /* 125 is git bisect run's "cannot test": 0 would say "does not reproduce" and any other
+   * non-zero status "reproduces", both untrue when nothing ran. */
+  hlo_sb_puts(&sb, "\n# 0 when it does not, 125 when it cannot run at all.\n");
+  hlo_sb_puts(&sb, "here=$(cd \"$(dirname \"$0\")\" && pwd) || exit 125\n");
   if (predicate->kind == MIN_CHECK_COMMAND) {
-    hlo_sb_puts(&sb, "export LATCH_MINIFY_INPUTS=inputs\n");
-    hlo_sb_printf(&sb, "%s repro.hlo\nstatus=$?\n", predicate->command);
+    /* The command runs where latch minify ran it, so a relative path in it (./test.sh)
+     * means what it meant then; the repro's own files are named by absolute paths. */
+    char cwd[4096];
+    if (getcwd(cwd, sizeof cwd)) {
+      hlo_sb_puts(&sb, "cd ");
+      sh_quote(&sb, cwd);
+      hlo_sb_puts(&sb, " || { echo 'repro.sh: the directory latch minify ran in is gone' >&2; exit 125; }\n");
+    }
+    hlo_sb_puts(&sb, "export LATCH_MINIFY_INPUTS=\"$here/inputs\"\n");
+    hlo_sb_printf(&sb, "%s \"$here/repro.hlo\"\nstatus=$?\n", predicate->command);
     if (predicate->command_nonzero) hlo_sb_puts(&sb, "exit $status\n");
     else hlo_sb_puts(&sb, "# the test command exits 0 while the failure is there\n[ $status -ne 0 ]\n");
     return hlo_sb_take(&sb);
   }
+  hlo_sb_puts(&sb, "cd \"$here\" || exit 125\n");
   hlo_sb_puts(&sb, "# The latch binary: $LATCH_BIN, else the one that wrote this repro, else latch on PATH.\n");
   hlo_sb_puts(&sb, "LATCH=${LATCH_BIN:-}\n");
   if (info->latch_bin) {
@@ -82,7 +95,7 @@ static char *repro_script(const min_report *report, const min_predicate *predica
     sh_quote(&sb, info->latch_bin);
     hlo_sb_puts(&sb, "; fi\n");
   }
-  hlo_sb_puts(&sb, "[ -n \"$LATCH\" ] || LATCH=$(command -v latch) || { echo 'repro.sh: no latch binary: set LATCH_BIN' >&2; exit 2; }\n");
+  hlo_sb_puts(&sb, "[ -n \"$LATCH\" ] || LATCH=$(command -v latch) || { echo 'repro.sh: no latch binary: set LATCH_BIN' >&2; exit 125; }\n");
   hlo_sb_puts(&sb, "echo \"repro.sh: running $LATCH\" >&2\n");
   /* A hang reproduces as timeout's exit status 124. */
   if (report->failure.kind == MIN_HANG) {
@@ -93,6 +106,8 @@ static char *repro_script(const min_report *report, const min_predicate *predica
   }
   hlo_sb_puts(&sb, "\"$LATCH\" run repro.hlo --inputs inputs --backend ");
   sh_quote(&sb, info->backend);
+  /* `latch run --check compile` compiles and then runs the module: it serves the execute
+   * kind too. */
   if (predicate->kind == MIN_CHECK_ACCURACY) hlo_sb_printf(&sb, " --check accuracy --tol %g\n", predicate->tol);
   else hlo_sb_puts(&sb, " --check compile\n");
   return hlo_sb_take(&sb);
@@ -109,8 +124,7 @@ static char *report_text(const min_report *report, const min_predicate *predicat
     hlo_sb_printf(&sb, "check:      --test %s (%s means failing)\n", predicate->command,
                   predicate->command_nonzero ? "a non-zero exit" : "exit 0");
   else
-    hlo_sb_printf(&sb, "check:      %s on backend %s\n", predicate->kind == MIN_CHECK_ACCURACY ? "accuracy" : "compile",
-                  info->backend);
+    hlo_sb_printf(&sb, "check:      %s on backend %s\n", min_check_kind_name(predicate->kind), info->backend);
   hlo_sb_printf(&sb, "timeout:    %g s per check\n", predicate->timeout_s);
   if (info->latch_bin) hlo_sb_printf(&sb, "latch:      %s\n", info->latch_bin);
   hlo_sb_printf(&sb, "failure:    %s\n", failure);

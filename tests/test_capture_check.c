@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli_util.h"
 #include "latch.h"
 #include "test.h"
 
@@ -67,13 +68,6 @@ static int run_repro(const char *dir, const char *fault) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-static void read_text(const char *path, char *out, size_t size) {
-  FILE *f = fopen(path, "rb");
-  size_t len = f ? fread(out, 1, size - 1, f) : 0;
-  out[len] = 0;
-  if (f) fclose(f);
-}
-
 static void check_fault(const char *check, const char *fault) {
   setenv("LATCH_FAULT", fault, 1);
   outcome o = run_program(check, 2);
@@ -86,7 +80,7 @@ static void check_fault(const char *check, const char *fault) {
   if (!o.repro[0]) return;
   char path[4200], text[1 << 14];
   snprintf(path, sizeof path, "%s/repro.hlo", o.repro);
-  read_text(path, text, sizeof text);
+  cli_read_text(path, text, sizeof text);
   CHECK(strstr(text, "cosine(") != NULL); /* the culprit alone: no multiply or add left */
   CHECK(strstr(text, "multiply(") == NULL);
   CHECK(strstr(text, "add(") == NULL);

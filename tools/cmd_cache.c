@@ -235,6 +235,8 @@ static int verify(const source *src, bool fix) {
   printf("verified %" PRIu64 " entr%s in %s: %" PRIu64 " bad", summary.entries, summary.entries == 1 ? "y" : "ies",
          src->name, summary.bad_entries);
   if (fix) printf(", %" PRIu64 " removed", summary.removed);
+  if (summary.remove_failed)
+    printf(", %" PRIu64 " could not be removed (%s)", summary.remove_failed, strerror(summary.remove_errno));
   printf("\n");
   /* Entries that could not even be read (permissions) cannot be removed by --fix either. */
   return summary.bad_entries > (fix ? summary.removed : 0) ? CLI_USAGE : CLI_OK;

@@ -23,6 +23,7 @@ void cmd_minify_usage(void) {
         "  repro.hlo    the small module, as HLO text XLA's tools read\n"
         "  inputs/      its inputs as I.npy, promoted intermediate values included\n"
         "  repro.sh     one command that exits non-zero exactly when the failure reproduces\n"
+        "               (125 when it cannot run: no latch binary)\n"
         "  report.txt   sizes before and after, strategies that worked, checks, time\n"
         "\n"
         "Checks (each candidate runs in a child process, so a crash or hang of the backend is\n"
@@ -31,7 +32,7 @@ void cmd_minify_usage(void) {
         "                    same crash signal, or a hang\n"
         "  --check accuracy  the outputs fail the accuracy check against the fp64 reference\n"
         "                    (see 'latch run --help'); --tol X sets its tolerance (0.001)\n"
-        "  --backend NAME    the backend to check (default reference)\n"
+        "  --backend NAME    the backend to check (default cpu)\n"
         "  --test CMD        an external test: run as 'CMD CANDIDATE.hlo' through sh, with\n"
         "                    LATCH_MINIFY_INPUTS naming the candidate's inputs directory; exit 0\n"
         "                    means still failing (as llvm-reduce); --test-nonzero flips that (a\n"
@@ -135,7 +136,9 @@ static int parse_options(int argc, char **argv, minify_flags *f, min_options *o,
     p->command_nonzero = f->test_nonzero != NULL;
   } else {
     p->kind = strcmp(f->check, "accuracy") == 0 ? MIN_CHECK_ACCURACY : MIN_CHECK_COMPILE;
-    const char *name = f->backend ? f->backend : "reference";
+    /* The reference evaluator is what the check compares with: checking it against itself
+     * finds nothing, so the default is the cpu backend. */
+    const char *name = f->backend ? f->backend : cap_backend_find("cpu") ? "cpu" : "reference";
     const rt_backend *backend = cap_backend_find(name);
     if (!backend) {
       cli_error("minify: unknown backend '%s'; backends: %s", name, cap_backend_names());

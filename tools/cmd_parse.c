@@ -64,53 +64,56 @@ static void print_summary(FILE *out, const hlo_module *module) {
   print_histogram(out, module);
 }
 
-/* Parses, verifies and reports one file; returns its exit status. */
+/* A module's verifier error: located ones already read "FILE:LINE:COL: error: ...". */
+static void report_invalid(const char *path, const hlo_module *module, const hlo_diag *diag) {
+  if (strstr(diag->message, "error:")) fprintf(stderr, "%s (module %s)\n", diag->message, module->name);
+  else cli_error("%s: module %s: %s", path, module->name, diag->message);
+}
+
+/* Parses, verifies and reports one file, each module on its own (a module that does not
+ * parse or verify is reported and the others still are); returns its exit status. */
 static int parse_one(const char *path, bool print_text) {
   FILE *summary = print_text ? stderr : stdout;
   hlo_diag diag;
   hlo_diag_clear(&diag);
-  hlo_module **modules = NULL;
+  hlo_parsed *parsed = NULL;
   double start = cli_now();
-  int count = hlo_parse_file(path, &modules, &diag);
+  int count = hlo_parse_file_each(path, &parsed, &diag);
   double seconds = cli_now() - start;
   if (count < 0) return cli_fail(&diag);
   struct stat st;
   double megabytes = stat(path, &st) == 0 ? (double)st.st_size / 1e6 : 0;
   start = cli_now();
-  bool *verified = calloc((size_t)count, sizeof *verified);
   hlo_diag *verify_diags = calloc((size_t)count, sizeof *verify_diags);
-  if (!verified || !verify_diags) {
-    free(verified);
-    free(verify_diags);
-    for (int m = 0; m < count; m++) hlo_module_free(modules[m]);
-    free(modules);
+  if (!verify_diags) {
+    hlo_parsed_free(parsed, count);
     cli_error("%s: out of memory", path);
     return CLI_INTERNAL;
   }
-  for (int m = 0; m < count; m++) verified[m] = hlo_verify_module(modules[m], &verify_diags[m]) == HLO_OK;
+  for (int m = 0; m < count; m++)
+    if (parsed[m].module) hlo_verify_module(parsed[m].module, &verify_diags[m]);
   double verify_seconds = cli_now() - start;
   fprintf(summary, "%s: %d module%s, parsed in %.2f ms (%.1f MB/s), verified in %.2f ms\n", path, count,
           count == 1 ? "" : "s", seconds * 1e3, seconds > 0 ? megabytes / seconds : 0.0, verify_seconds * 1e3);
-  int worst = CLI_OK;
+  int worst = CLI_OK, printed = 0;
   for (int m = 0; m < count; m++) {
-    diag = verify_diags[m];
-    if (!verified[m]) {
-      cli_error("%s: module %s: %s", path, modules[m]->name, diag.message);
-      if ((int)diag.status > worst) worst = (int)diag.status;
+    const hlo_diag *failed = !parsed[m].module ? &parsed[m].diag : verify_diags[m].status ? &verify_diags[m] : NULL;
+    if (failed) {
+      if (!parsed[m].module) cli_fail(failed);
+      else report_invalid(path, parsed[m].module, failed);
+      if ((int)failed->status > worst) worst = (int)failed->status;
       continue;
     }
-    print_summary(summary, modules[m]);
+    print_summary(summary, parsed[m].module);
     if (print_text) {
       /* The separator keeps a multi-module file parseable as one after printing. */
-      if (m > 0) fputs("// -----\n", stdout);
-      char *text = hlo_module_to_text(modules[m]);
+      if (printed++ > 0) fputs("// -----\n", stdout);
+      char *text = hlo_module_to_text(parsed[m].module);
       if (text) fputs(text, stdout);
       free(text);
     }
   }
-  for (int m = 0; m < count; m++) hlo_module_free(modules[m]);
-  free(modules);
-  free(verified);
+  hlo_parsed_free(parsed, count);
   free(verify_diags);
   return worst;
 }

@@ -30,7 +30,7 @@ void cmd_run_usage(void) {
         "                  floats uniform in [-1,1), integers in [0,8), pred random\n"
         "  --output DIR    write the outputs as DIR/0.npy, DIR/1.npy, ... (DIR is created;\n"
         "                  bf16 outputs are written as exact f32, since .npy has no bf16)\n"
-        "  --backend NAME  where to run (default reference); 'latch run --help' lists them\n"
+        "  --backend NAME  where to run (default reference; with --check, cpu)\n"
         "  --fp64          compute every floating-point value in f64; outputs come back as f64\n"
         "  --compile       compile through the backend interface even for the reference backend\n"
         "                  (its compiled form is the module itself), so the compile cache is used\n"
@@ -112,6 +112,9 @@ static int parse_options(int argc, char **argv, run_options *o) {
     cli_error("run: --check compares a backend with the fp64 reference; it cannot be combined with --fp64");
     return CLI_USAGE;
   }
+  /* Checking the reference evaluator against itself would find nothing: a check is of the
+   * cpu backend unless --backend says otherwise. */
+  if (o->check && !o->backend) o->backend = cap_backend_find("cpu") ? "cpu" : "reference";
   o->tol = RT_ACCURACY_DEFAULT_TOL;
   if (o->tol_text) {
     char *end;
@@ -336,7 +339,8 @@ static int load_module(const char *path, hlo_module **module) {
   free(modules);
   double seconds = cli_now() - start;
   if (hlo_verify_module(*module, &diag) != HLO_OK) {
-    cli_error("%s: module %s: %s", path, (*module)->name, diag.message);
+    if (strstr(diag.message, "error:")) fprintf(stderr, "%s (module %s)\n", diag.message, (*module)->name);
+    else cli_error("%s: module %s: %s", path, (*module)->name, diag.message);
     hlo_module_free(*module);
     *module = NULL;
     return diag.status == HLO_OK ? CLI_INTERNAL : (int)diag.status;

@@ -1,0 +1,169 @@
+/* LATCH_CHECK's isolation (issue 17, item 3): the first compile and first execution of each
+ * new graph run in a child process with a time limit, so a backend that crashes (abort) or
+ * hangs while compiling, or computes wrong numbers, costs a repro directory and a warning,
+ * never the program: its outputs are right each time, through a plain sync and through a
+ * traced function, on the cpu backend (the default). Faults are injected with LATCH_FAULT
+ * on the cosine. The time limit is 2 s where the fault is a hang (each hanging check costs
+ * it) and 30 s elsewhere, so that a loaded machine does not turn a slow check into a hang. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli_util.h"
+#include "latch.h"
+#include "test.h"
+
+static char base[64];
+
+/* y = cos(x * 2) + 1 on x = [0, pi/6, pi/4, pi/2]: cos of [0, pi/3, pi/2, pi] plus one. */
+static const float want[4] = {2, 1.5f, 1, 0};
+
+typedef struct outcome {
+  latch_status status;
+  float y[2][4]; /* two runs: the second reuses what the first settled on */
+  latch_stats stats;
+  char repro[4096], error[1024];
+} outcome;
+
+static latch_tensor *graph(latch_runtime *rt, latch_tensor *x) {
+  latch_tensor *two = latch_scalar(rt, LATCH_F32, 2), *one = latch_scalar(rt, LATCH_F32, 1);
+  latch_tensor *a = latch_binary(LATCH_MUL, x, two), *c = latch_unary(LATCH_COS, a);
+  latch_tensor *y = latch_binary(LATCH_ADD, c, one);
+  latch_release(two), latch_release(one), latch_release(a), latch_release(c);
+  return y;
+}
+
+static latch_status traced(void *user, latch_tensor *const *in, int n, latch_tensor **out, int m) {
+  (void)n, (void)m;
+  out[0] = graph(user, in[0]);
+  return LATCH_OK;
+}
+
+static latch_runtime *open_checked(const char *check, const char *fault, double timeout, outcome *o) {
+  latch_options options;
+  latch_options_init(&options);
+  options.check = check;
+  options.check_timeout = timeout;
+  options.cache = "memory";
+  setenv("LATCH_FAULT", fault ? fault : "", 1); /* read when the runtime opens */
+  latch_runtime *rt = latch_open(&options);
+  unsetenv("LATCH_FAULT");
+  if (!rt) {
+    o->status = LATCH_ERR_INPUT;
+    snprintf(o->error, sizeof o->error, "%s", latch_last_error());
+  }
+  return rt;
+}
+
+static outcome run(const char *check, const char *fault, bool as_function) {
+  outcome o;
+  memset(&o, 0, sizeof o);
+  latch_runtime *rt = open_checked(check, fault, fault && strncmp(fault, "hang:", 5) == 0 ? 2 : 30, &o);
+  if (!rt) return o;
+  const float pi = 3.14159265f;
+  float x_data[4] = {0, pi / 6, pi / 4, pi / 2};
+  int64_t dims[1] = {4};
+  latch_function *f = as_function ? latch_function_new_step(rt, traced, rt, NULL) : NULL;
+  for (int r = 0; r < 2 && o.status == LATCH_OK; r++) {
+    latch_tensor *x = latch_from_host(rt, LATCH_F32, 1, dims, x_data), *y = NULL;
+    if (f) o.status = latch_call(f, &x, 1, NULL, 0, &y, 1);
+    else y = graph(rt, x), o.status = latch_sync(rt);
+    if (o.status == LATCH_OK) o.status = latch_read(y, o.y[r], sizeof o.y[r]);
+    if (o.status != LATCH_OK) snprintf(o.error, sizeof o.error, "%s", latch_last_error());
+    latch_release(x), latch_release(y);
+  }
+  latch_get_stats(rt, &o.stats);
+  snprintf(o.repro, sizeof o.repro, "%s", latch_last_repro(rt));
+  latch_function_free(f);
+  latch_close(rt);
+  return o;
+}
+
+/* The program goes on with right values; one failure; a repro whose module keeps the
+ * cosine and whose report names the failure kind. */
+static void expect_survived(const char *check, const char *fault, bool as_function, const char *failure) {
+  outcome o = run(check, fault, as_function);
+  CHECK_MSG(o.status == LATCH_OK, "%s %s: %s", fault, as_function ? "function" : "sync", o.error);
+  for (int r = 0; r < 2; r++)
+    for (int i = 0; i < 4; i++) CHECK_NEAR(o.y[r][i], want[i], 1e-6);
+  CHECK_EQ_INT(o.stats.check_failures, 1);
+  CHECK_MSG(o.repro[0], "no repro for %s", fault);
+  if (!o.repro[0]) return;
+  char path[4200], text[1 << 14];
+  snprintf(path, sizeof path, "%s/repro.hlo", o.repro);
+  cli_read_text(path, text, sizeof text);
+  CHECK_MSG(strstr(text, "cosine(") != NULL, "%s", text);
+  snprintf(path, sizeof path, "%s/report.txt", o.repro);
+  cli_read_text(path, text, sizeof text);
+  CHECK_MSG(strstr(text, failure) != NULL, "no '%s' in %s", failure, text);
+}
+
+static void crash_in_compile_sync(void) { expect_survived("compile", "crash:cosine", false, "failure:    crash"); }
+static void crash_in_compile_function(void) { expect_survived("compile", "crash:cosine", true, "failure:    crash"); }
+static void hang_in_compile_sync(void) { expect_survived("compile", "hang:cosine", false, "failure:    hang"); }
+static void hang_in_compile_function(void) { expect_survived("compile", "hang:cosine", true, "failure:    hang"); }
+static void wrong_numbers_sync(void) { expect_survived("accuracy", "accuracy:cosine:0.1", false, "accuracy failure"); }
+static void wrong_numbers_function(void) { expect_survived("accuracy", "accuracy:cosine:0.1", true, "accuracy failure"); }
+/* A crash found by the compile-only check as well, under accuracy. */
+static void crash_under_accuracy(void) { expect_survived("accuracy", "crash:cosine", true, "failure:    crash"); }
+
+/* Graphs large enough that the cpu backend's loops split over threads, in the child and then
+ * in this process, several times in turn: forking after the thread pool ran must not make a
+ * clean graph look like a hang or a crash. x + 1 over 2^20 elements, then (x + 1) * 3. */
+static void clean_large_graphs_pass(void) {
+  outcome o;
+  memset(&o, 0, sizeof o);
+  latch_runtime *rt = open_checked("accuracy", NULL, 30, &o);
+  if (!rt) return;
+  int64_t dims[1] = {1 << 20};
+  float *data = malloc(sizeof(float) << 20), *out = malloc(sizeof(float) << 20);
+  for (int i = 0; i < 1 << 20; i++) data[i] = (float)(i % 7);
+  for (int round = 0; round < 3; round++) {
+    latch_tensor *x = latch_from_host(rt, LATCH_F32, 1, dims, data);
+    latch_tensor *one = latch_scalar(rt, LATCH_F32, 1 + round), *three = latch_scalar(rt, LATCH_F32, 3);
+    latch_tensor *a = latch_binary(LATCH_ADD, x, one), *b = latch_binary(LATCH_MUL, a, three);
+    CHECK(latch_sync(rt) == LATCH_OK);
+    CHECK(latch_read(b, out, sizeof(float) << 20) == LATCH_OK);
+    bool right = true;
+    for (int i = 0; i < 1 << 20 && right; i++) right = out[i] == (float)((i % 7 + 1 + round) * 3);
+    CHECK(right);
+    latch_release(x), latch_release(one), latch_release(three), latch_release(a), latch_release(b);
+  }
+  latch_get_stats(rt, &o.stats);
+  CHECK_EQ_INT(o.stats.check_failures, 0);
+  CHECK_EQ_INT(o.stats.compiles, 3);
+  free(data);
+  free(out);
+  latch_close(rt);
+}
+
+static void bad_timeout_is_an_error(void) {
+  setenv("LATCH_CHECK_TIMEOUT", "soon", 1);
+  latch_options options;
+  CHECK(latch_options_init(&options) == LATCH_ERR_INPUT);
+  CHECK(strstr(latch_last_error(), "LATCH_CHECK_TIMEOUT") != NULL);
+  setenv("LATCH_CHECK_TIMEOUT", "2.5", 1);
+  CHECK(latch_options_init(&options) == LATCH_OK && options.check_timeout == 2.5);
+  unsetenv("LATCH_CHECK_TIMEOUT");
+}
+
+int main(void) {
+  snprintf(base, sizeof base, "/tmp/latch-isolated-XXXXXX");
+  if (!mkdtemp(base)) return 1;
+  setenv("LATCH_REPRO_DIR", base, 1);
+  unsetenv("LATCH_BACKEND"); /* the default: cpu */
+  RUN(crash_in_compile_sync);
+  RUN(crash_in_compile_function);
+  RUN(hang_in_compile_sync);
+  RUN(hang_in_compile_function);
+  RUN(wrong_numbers_sync);
+  RUN(wrong_numbers_function);
+  RUN(crash_under_accuracy);
+  RUN(clean_large_graphs_pass);
+  RUN(bad_timeout_is_an_error);
+  char command[128];
+  snprintf(command, sizeof command, "rm -rf '%s'", base);
+  if (system(command) != 0) fprintf(stderr, "could not remove %s\n", base);
+  return TEST_REPORT();
+}
