@@ -13,9 +13,10 @@ CFLAGS_COMMON = -g $(OPT) $(VECTORIZE) $(SAN) -Wall -Wextra -Werror -D_GNU_SOURC
 CFLAGS += -std=c11 $(CFLAGS_COMMON)
 CXXFLAGS += -std=c++17 $(CFLAGS_COMMON)
 # hiredis (Redis's protocol) and nettle (HMAC-SHA256) serve the compile cache's remote tier;
-# tbb and openblas serve the cpu backend (runtime/parallel.cc, runtime/cpu_*.c); stdc++ is
-# for the one C++ file, since the C compiler drives the link.
-LDLIBS = -lxxhash -lck -lhiredis -lnettle -ltbb -lopenblas -lstdc++ -lm -lpthread
+# tbb and openblas serve the cpu backend (runtime/parallel.cc, runtime/cpu_*.c), oneDNN its
+# convolutions (runtime/backend_cpu_dnnl_*.c; gomp is its OpenMP runtime, whose team size
+# latch sets); stdc++ is for the one C++ file, since the C compiler drives the link.
+LDLIBS = -lxxhash -lck -lhiredis -lnettle -ltbb -lopenblas -ldnnl -lgomp -lstdc++ -lm -lpthread
 
 LIB_C = $(sort $(wildcard hlo/*.c guards/*.c cache/*.c runtime/*.c runtime/reference/*.c runtime/cpu/*.c minify/*.c capture/*.c))
 LIB_CXX = $(sort $(wildcard runtime/*.cc))

@@ -15,6 +15,7 @@ PACKAGES=(
   redis-server       # tests/test_remote_cache.c and test_cli_cache_remote.c start their own servers
   libtbb-dev         # runtime/: the parallel-for shim behind the CPU kernels
   libopenblas-dev    # runtime/: BLAS for dot and convolution
+  libdnnl-dev        # runtime/: oneDNN, convolutions with blocked layouts, weight reorders and post-ops (ISA picked at run time)
   python3            # tests/test_compare_torch.sh runs bench/compare_torch.py (no torch needed)
   pkg-config         # tests/test_embed.sh links the README example through latch.pc and latch-static.pc
 )

@@ -279,6 +279,26 @@ static hlo_status run_parts(const rt_cpu_step *step, char *arena, rt_value **ops
   return HLO_OK;
 }
 
+/* A convolution on oneDNN into its buffer (or a value of its own, as a result), with its
+ * weights kept in the arena when they are a parameter's. */
+static hlo_status run_dnnl(const rt_cpu_step *step, cell *c, char *arena, rt_value *const *args, rt_value **ops,
+                           rt_eval *eval) {
+  const hlo_instr *instr = step->instr;
+  if (step->output) {
+    c->value = rt_value_new(&instr->shape);
+    counted(1);
+    if (!c->value) return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory for the result of %%%s", instr->name);
+    c->owned = true;
+  } else {
+    set_view(c, &instr->shape, arena + step->offset);
+  }
+  bool kept = step->weight_param >= 0;
+  return rt_cpu_dnnl_step(step->dnnl, (const rt_value *const *)ops, c->value->data,
+                          step->scratch_bytes ? arena + step->scratch_offset : NULL, kept ? arena + step->weight_offset : NULL,
+                          kept ? (uint64_t *)(arena + step->stamp_offset) : NULL, kept ? args[step->weight_param]->stamp : 0,
+                          eval->diag);
+}
+
 static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char *arena,
                            rt_value *const *args, rt_value **ops, rt_eval *eval) {
   const hlo_instr *instr = step->instr;
@@ -364,6 +384,8 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
                             hlo_opcode_name(instr->opcode), instr->name);
       if (kept) *kept = stamp;
       break;
+    case RT_STEP_DNNL:
+      return run_dnnl(step, c, arena, args, ops, eval);
     case RT_STEP_SLOW: {
       rt_value *out = NULL;
       counted(1);

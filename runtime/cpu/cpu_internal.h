@@ -56,9 +56,12 @@ typedef enum rt_cpu_step_kind {
   RT_STEP_SLOW,   /* a reference kernel making a new value */
   RT_STEP_FUSED,  /* a fused group (fusion.c) into an assigned buffer or output */
   RT_STEP_INSIDE, /* computed inside a fused step, or a broadcast folded into its loads: no result */
+  RT_STEP_DNNL,   /* a convolution and its epilogue on oneDNN (backend_cpu_dnnl.h), at the
+                   * epilogue's last instruction, into an assigned buffer or output */
 } rt_cpu_step_kind;
 
 typedef struct rt_cpu_fusion rt_cpu_fusion;
+typedef struct rt_cpu_dnnl rt_cpu_dnnl;
 
 typedef struct rt_cpu_step {
   const hlo_instr *instr;
@@ -84,6 +87,13 @@ typedef struct rt_cpu_step {
    * whose argument has the same stamp skips the step */
   int kept_param;
   int64_t stamp_offset;
+  /* DNNL: its primitives; weight_param >= 0 when its weights are that parameter's (through
+   * reshapes) and oneDNN wants them in another layout: the reordered weights are kept in the
+   * arena at weight_offset, with the argument's stamp at stamp_offset, and reordered again
+   * only when an execute's argument has another stamp */
+  rt_cpu_dnnl *dnnl;
+  int weight_param;
+  int64_t weight_offset;
 } rt_cpu_step;
 
 typedef struct rt_cpu_plan {
@@ -148,8 +158,29 @@ bool rt_cpu_fusion_run(const rt_cpu_fusion *fusion, const rt_value *const *in, r
 int rt_cpu_step_input_count(const rt_cpu_step *step);
 int rt_cpu_step_input(const rt_cpu_step *step, int k);
 static inline bool rt_cpu_step_writes_buffer(const rt_cpu_step *step) {
-  return step->kind == RT_STEP_FAST || step->kind == RT_STEP_FUSED;
+  return step->kind == RT_STEP_FAST || step->kind == RT_STEP_FUSED || step->kind == RT_STEP_DNNL;
 }
+
+/* oneDNN (backend_cpu_dnnl_plan.c), run on a plan whose steps are classified, before fusion:
+ * turns the convolutions oneDNN runs, with the epilogues they absorb, into DNNL steps and
+ * plans the layouts between them. The rest stays as it was. */
+hlo_status rt_cpu_dnnl_plan(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag);
+void rt_cpu_dnnl_free(rt_cpu_dnnl *dnnl);
+/* The steps a DNNL step reads, by instruction id: the convolution's operands, then the
+ * post-ops' operands. */
+int rt_cpu_dnnl_input_count(const rt_cpu_dnnl *dnnl);
+int rt_cpu_dnnl_input(const rt_cpu_dnnl *dnnl, int k);
+/* The bytes of a DNNL step's result buffer (a blocked layout pads features) and of its
+ * reordered weights. */
+int64_t rt_cpu_dnnl_out_bytes(const rt_cpu_dnnl *dnnl);
+int64_t rt_cpu_dnnl_weights_bytes(const rt_cpu_dnnl *dnnl);
+int rt_cpu_dnnl_weights_operand(const rt_cpu_dnnl *dnnl);
+/* Runs a DNNL step (backend_cpu_dnnl_conv.c); kept is the arena's kept weights and stamp
+ * when weight_param >= 0, else NULL. */
+hlo_status rt_cpu_dnnl_step(const rt_cpu_dnnl *dnnl, const rt_value *const *in, void *out, void *scratch,
+                            char *kept, uint64_t *kept_stamp, uint64_t weight_stamp, hlo_diag *diag);
+/* Weight reorders made so far, process-wide (for tests). */
+int64_t rt_cpu_dnnl_weight_reorder_count(void);
 
 /* The floating-point unary opcodes the elementwise kernels (and fused groups) compute. */
 bool rt_cpu_float_unary(hlo_opcode op);

@@ -567,9 +567,11 @@ hlo_status rt_cpu_fuse(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag)
 int rt_cpu_step_input_count(const rt_cpu_step *step) {
   if (step->kind == RT_STEP_INSIDE) return 0;
   if (step->kind == RT_STEP_FUSED) return step->fusion->input_count;
+  if (step->kind == RT_STEP_DNNL) return rt_cpu_dnnl_input_count(step->dnnl);
   return step->instr->operand_count;
 }
 
 int rt_cpu_step_input(const rt_cpu_step *step, int k) {
+  if (step->kind == RT_STEP_DNNL) return rt_cpu_dnnl_input(step->dnnl, k);
   return step->kind == RT_STEP_FUSED ? step->fusion->inputs[k] : step->instr->operands[k]->id;
 }

@@ -276,7 +276,8 @@ static void find_storages(rt_cpu_plan *plan, liveness *l) {
       int s = plan->steps[rt_cpu_step_input(step, k)].storage;
       if (l->last[s] < i) l->last[s] = i;
     }
-    if (rt_cpu_step_writes_buffer(step) && step->part_count == 0) l->size[i] = aligned(hlo_shape_bytes(&instr->shape));
+    if (rt_cpu_step_writes_buffer(step) && step->part_count == 0)
+      l->size[i] = aligned(step->kind == RT_STEP_DNNL ? rt_cpu_dnnl_out_bytes(step->dnnl) : hlo_shape_bytes(&instr->shape));
   }
 }
 
@@ -304,6 +305,8 @@ static int viewed_parameter(const rt_cpu_plan *plan, const hlo_instr *operand) {
   return s->kind == RT_STEP_PARAM && hlo_shape_is_array(&s->instr->shape) ? (int)s->instr->parameter_number : -1;
 }
 
+static const hlo_instr *entry_instr(const rt_cpu_plan *plan, int id) { return plan->steps[id].instr; }
+
 /* A fast reduce of one parameter (a weight summed by hlo_pass_dot_of_repeats) and a
  * constant init is kept: its result depends on that argument alone, so an execute given
  * the same contents again (the same stamp) need not compute it. Its storage is taken out of
@@ -313,6 +316,12 @@ static void mark_kept(rt_cpu_plan *plan, liveness *l) {
     rt_cpu_step *step = &plan->steps[i];
     const hlo_instr *instr = step->instr;
     step->kept_param = -1;
+    step->weight_param = -1;
+    if (step->kind == RT_STEP_DNNL && rt_cpu_dnnl_weights_bytes(step->dnnl) > 0) {
+      step->weight_param = viewed_parameter(plan, entry_instr(plan, rt_cpu_dnnl_weights_operand(step->dnnl)));
+      if (step->weight_param >= 0) plan->kept_count++;
+      continue;
+    }
     if (instr->opcode != HLO_OP_REDUCE || step->kind != RT_STEP_FAST || step->output || step->part_count ||
         step->fast_scratch || instr->operand_count != 2 || plan->steps[instr->operands[1]->id].kind != RT_STEP_CONST)
       continue;
@@ -433,6 +442,12 @@ static bool place(rt_cpu_plan *plan, const liveness *l) {
   int64_t at = plan->kept_at + aligned((int64_t)sizeof(uint64_t) * plan->kept_count);
   for (int i = 0, k = 0; ok && plan->kept_count && i < l->n; i++) {
     rt_cpu_step *step = &plan->steps[i];
+    if (step->weight_param >= 0) { /* a DNNL step's reordered weights */
+      step->stamp_offset = plan->kept_at + (int64_t)sizeof(uint64_t) * k++;
+      step->weight_offset = at;
+      at += aligned(rt_cpu_dnnl_weights_bytes(step->dnnl));
+      continue;
+    }
     if (step->kept_param < 0) continue;
     step->stamp_offset = plan->kept_at + (int64_t)sizeof(uint64_t) * k++;
     offsets[i] = at;
@@ -508,7 +523,7 @@ rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, hlo_diag *diag) {
     if (step->instr->operand_count > plan->max_operands) plan->max_operands = step->instr->operand_count;
   }
   free(read_whole);
-  if (rt_cpu_fuse(plan, entry, diag) != HLO_OK || assign(plan, entry, diag) != HLO_OK) {
+  if (rt_cpu_dnnl_plan(plan, entry, diag) != HLO_OK || rt_cpu_fuse(plan, entry, diag) != HLO_OK || assign(plan, entry, diag) != HLO_OK) {
     rt_cpu_plan_free(plan);
     return NULL;
   }
@@ -521,6 +536,7 @@ void rt_cpu_plan_free(rt_cpu_plan *plan) {
     free(plan->steps[i].frees);
     free(plan->steps[i].part_offsets);
     rt_cpu_fusion_free(plan->steps[i].fusion);
+    rt_cpu_dnnl_free(plan->steps[i].dnnl);
   }
   free(plan->steps);
   free(plan);

@@ -1,0 +1,90 @@
+/* The cpu backend's convolutions through oneDNN (libdnnl, C API), shared by
+ * backend_cpu_dnnl_plan.c (which convolutions, which epilogues, which layouts) and
+ * backend_cpu_dnnl_conv.c (the primitives and running them). Nothing outside those two and
+ * the plan's hooks includes this.
+ *
+ * A DNNL step sits at the last instruction of a convolution's epilogue (the convolution
+ * itself when nothing follows it): the convolution and the elementwise ops it absorbed as
+ * post-ops are INSIDE steps. Its inputs are the convolution's two operands, then the
+ * operand of each post-op that reads one. Its result is in the arena in out_md's layout:
+ * oneDNN's blocked layout when every reader is another DNNL step, the HLO's row-major
+ * layout otherwise. */
+#ifndef RT_BACKEND_CPU_DNNL_H
+#define RT_BACKEND_CPU_DNNL_H
+#include <dnnl.h>
+
+#include "backend_cpu.h"
+
+/* What an absorbed instruction does to the value so far (x) with its operand (y). A
+ * per-feature y is a full-shape value made only of broadcasts along the feature dim of [C]
+ * arrays, scalar constants and elementwise ops over them (an unfolded batch norm's
+ * rsqrt(var + eps)): the step computes it over [C] (terms) before the convolution. */
+typedef enum rt_dnnl_post_kind {
+  RT_DNNL_BIAS,     /* x + y[feature], the convolution's own bias argument */
+  RT_DNNL_ADD_C,    /* x + y[feature], a binary post-op over a [1, C, 1, 1] operand */
+  RT_DNNL_SUB_C,    /* x - y[feature] */
+  RT_DNNL_MUL_C,    /* x * y[feature] */
+  RT_DNNL_ADD_FULL, /* x + y, y of the result's shape (the residual add) */
+  RT_DNNL_RELU,     /* max(x, 0) */
+  RT_DNNL_CLIP,     /* clamp(lo, x, hi) */
+} rt_dnnl_post_kind;
+
+enum { RT_DNNL_MAX_POSTS = 8, RT_DNNL_MAX_TERMS = 32, RT_DNNL_MAX_INPUTS = 16, RT_DNNL_MAX_MEMBERS = 64 };
+
+/* A node of a per-feature value: an input's [C] array (op PARAMETER), a scalar (CONSTANT),
+ * or an elementwise op over nodes a and b. */
+typedef struct rt_dnnl_term {
+  hlo_opcode op;
+  int a, b, input;
+  float value;
+} rt_dnnl_term;
+
+typedef struct rt_dnnl_post {
+  rt_dnnl_post_kind kind;
+  const hlo_instr *instr;   /* the absorbed instruction */
+  int term;                 /* per-feature kinds: y's root term */
+  int input;                /* ADD_FULL: y's input; per-feature y that is one input's array: that input; else -1 */
+  int64_t values_offset;    /* per-feature y computed over [C]: where, in the step's scratch */
+  float lo, hi;             /* CLIP */
+} rt_dnnl_post;
+
+/* A reorder from one memory descriptor to another, or none (prim NULL). */
+typedef struct rt_dnnl_reorder {
+  dnnl_primitive_t prim;
+  int64_t offset; /* where its result goes in the step's scratch (the weights': kept) */
+} rt_dnnl_reorder;
+
+struct rt_cpu_dnnl {
+  const hlo_instr *conv, *root;
+  int post_count;
+  rt_dnnl_post posts[RT_DNNL_MAX_POSTS];
+  int term_count, input_count, member_count;
+  rt_dnnl_term terms[RT_DNNL_MAX_TERMS];
+  const hlo_instr *inputs[RT_DNNL_MAX_INPUTS];   /* read besides the convolution's operands */
+  const hlo_instr *members[RT_DNNL_MAX_MEMBERS]; /* instructions of per-feature values */
+  bool blocked_out;          /* the result stays in oneDNN's layout (every reader is a DNNL step) */
+  /* built by rt_cpu_dnnl_build */
+  dnnl_memory_desc_t src_in_md;  /* how the source arrives: its producer's out_md, or row-major */
+  dnnl_memory_desc_t src_md, weights_in_md, weights_md, bias_md, dst_md, out_md, scratchpad_md;
+  dnnl_memory_desc_t post_md[RT_DNNL_MAX_POSTS]; /* binary post-ops' operands as they arrive */
+  dnnl_primitive_t conv_prim;
+  rt_dnnl_reorder src_reorder, weights_reorder, dst_reorder;
+  int64_t weights_bytes;     /* the reordered weights (kept in the arena when they are a parameter's) */
+  int64_t out_bytes;         /* the result's buffer in out_md */
+  int64_t scratch_bytes;     /* scratchpad, reordered source, the result before its reorder, weights */
+  int64_t scratchpad_offset, dst_offset, weights_scratch_offset;
+  int weight_param;          /* plan: the parameter the weights view (kept), or -1 */
+};
+
+/* backend_cpu_dnnl_plan.c: rt_cpu_dnnl_plan and the step's inputs are in backend_cpu.h */
+
+/* backend_cpu_dnnl_conv.c */
+/* Whether oneDNN may run this convolution: f32, 2-D, row-major, no lhs dilation or
+ * reversal, no batch groups, padding not negative. */
+bool rt_cpu_dnnl_conv_supported(const hlo_instr *conv);
+/* Builds d's primitives for its source arriving as src_in (NULL: row-major) and its
+ * full-shape post-op operands as post_in[k] (NULL: row-major). false when oneDNN refuses
+ * or would take its reference implementation (probe: nothing kept), or out of memory. */
+bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const dnnl_memory_desc_t *const *post_in);
+void rt_cpu_dnnl_release(rt_cpu_dnnl *d);
+#endif

@@ -1,0 +1,390 @@
+/* A convolution and its epilogue as one oneDNN primitive: descriptors from the HLO's shapes
+ * and dimension numbers (any dim_labels, as strides over the row-major arrays), the layouts
+ * oneDNN prefers for source, weights and result (format `any`: blocked, nChw8c on AVX2,
+ * nChw16c on AVX-512, chosen at run time), reorders where the data arrives or must leave in
+ * another layout, post-ops for the epilogue, and the scratchpad in the step's own scratch
+ * (user mode), so executes running at once share nothing but the primitives, which oneDNN
+ * allows.
+ *
+ * Weights are reordered into the primitive's layout at most once per contents: the plan keeps
+ * them in the arena beside the argument's stamp (rt_value.stamp), and an execute whose weights
+ * argument has the same stamp uses them as they are.
+ *
+ * Threads: this oneDNN is Debian's, built on OpenMP (libgomp); each run sets the calling
+ * thread's OpenMP team size to the runtime's thread count (rt_parallel_threads), so oneDNN
+ * uses what latch was given. Under ThreadSanitizer, which cannot see libgomp's
+ * synchronization, the team is one thread: concurrent executes are still checked.
+ *
+ * Padding: oneDNN's direct convolutions skip taps that fall into the padding, as the
+ * reference does, so a weight holding inf or NaN gives the reference's result. */
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "backend_cpu_dnnl.h"
+#include "parallel.h"
+
+static dnnl_engine_t engine;
+static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+
+static void make_engine(void) {
+  if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) engine = NULL;
+}
+
+static dnnl_engine_t the_engine(void) {
+  pthread_once(&engine_once, make_engine);
+  return engine;
+}
+
+/* Sets the calling thread's OpenMP team size to latch's thread count, returning the size it
+ * had (the host program's, restored after): oneDNN sizes its work split when a primitive is
+ * created and runs it with that many threads. */
+static int set_team(void) {
+  int before = omp_get_max_threads();
+#if defined(__SANITIZE_THREAD__)
+  omp_set_num_threads(1);
+#else
+  omp_set_num_threads(rt_parallel_threads());
+#endif
+  return before;
+}
+
+bool rt_cpu_dnnl_conv_supported(const hlo_instr *conv) {
+  if (conv->opcode != HLO_OP_CONVOLUTION || conv->operand_count != 2 || !conv->conv || !conv->window) return false;
+  const hlo_shape *x = &conv->operands[0]->shape, *w = &conv->operands[1]->shape, *y = &conv->shape;
+  const hlo_shape *shapes[] = {x, w, y};
+  for (int s = 0; s < 3; s++)
+    if (!hlo_shape_is_array(shapes[s]) || shapes[s]->dtype != HLO_F32 || shapes[s]->rank != 4 ||
+        !hlo_shape_is_default_layout(shapes[s]) || hlo_shape_elements(shapes[s]) == 0)
+      return false;
+  if (conv->conv->spatial_count != 2 || conv->window->rank != 2 || conv->batch_group_count != 1 ||
+      conv->feature_group_count < 1)
+    return false;
+  for (int d = 0; d < 2; d++) {
+    const hlo_window_dim *wd = &conv->window->dims[d];
+    if (wd->lhs_dilate != 1 || wd->reversal || wd->pad_low < 0 || wd->pad_high < 0 || wd->stride < 1 ||
+        wd->rhs_dilate < 1)
+      return false;
+  }
+  return the_engine() != NULL;
+}
+
+/* Row-major strides of shape's dims. */
+static void row_major(const hlo_shape *shape, int64_t *strides) {
+  int64_t s = 1;
+  for (int d = shape->rank - 1; d >= 0; d--) {
+    strides[d] = s;
+    s *= shape->dims[d];
+  }
+}
+
+/* An activation (input or result) as oneDNN's (N, C, H, W) over the row-major HLO array whose
+ * batch, feature and spatial dims are b, f, sp. */
+static bool activation_md(dnnl_memory_desc_t *md, const hlo_shape *shape, int64_t b, int64_t f, const int64_t *sp) {
+  int64_t rm[HLO_MAX_RANK];
+  row_major(shape, rm);
+  dnnl_dims_t dims = {shape->dims[b], shape->dims[f], shape->dims[sp[0]], shape->dims[sp[1]]};
+  dnnl_dims_t strides = {rm[b], rm[f], rm[sp[0]], rm[sp[1]]};
+  return dnnl_memory_desc_init_by_strides(md, 4, dims, dnnl_f32, strides) == dnnl_success;
+}
+
+/* The HLO kernel [O, I/G, KH, KW] (in its dim order) as oneDNN's (O, I, KH, KW), or with
+ * groups (G, O/G, I/G, KH, KW): output features of group g are the g-th block of O. */
+static bool weights_md(dnnl_memory_desc_t *md, const hlo_instr *conv) {
+  const hlo_shape *w = &conv->operands[1]->shape;
+  const hlo_conv_dims *c = conv->conv;
+  int64_t rm[HLO_MAX_RANK], g = conv->feature_group_count;
+  row_major(w, rm);
+  int64_t o = c->kernel_output_feature, i = c->kernel_input_feature, h = c->kernel_spatial[0], x = c->kernel_spatial[1];
+  if (g == 1) {
+    dnnl_dims_t dims = {w->dims[o], w->dims[i], w->dims[h], w->dims[x]};
+    dnnl_dims_t strides = {rm[o], rm[i], rm[h], rm[x]};
+    return dnnl_memory_desc_init_by_strides(md, 4, dims, dnnl_f32, strides) == dnnl_success;
+  }
+  dnnl_dims_t dims = {g, w->dims[o] / g, w->dims[i], w->dims[h], w->dims[x]};
+  dnnl_dims_t strides = {rm[o] * (w->dims[o] / g), rm[o], rm[i], rm[h], rm[x]};
+  return dnnl_memory_desc_init_by_strides(md, 5, dims, dnnl_f32, strides) == dnnl_success;
+}
+
+static bool any_md(dnnl_memory_desc_t *md, const dnnl_memory_desc_t *like) {
+  return dnnl_memory_desc_init_by_tag(md, like->ndims, like->dims, dnnl_f32, dnnl_format_tag_any) == dnnl_success;
+}
+
+/* Post-ops for d's epilogue; binary ones read post_md[k]. The bias is the primitive's. */
+static bool make_post_ops(rt_cpu_dnnl *d, dnnl_post_ops_t *ops) {
+  if (dnnl_post_ops_create(ops) != dnnl_success) return false;
+  bool ok = true;
+  for (int k = 0; k < d->post_count && ok; k++) {
+    const rt_dnnl_post *p = &d->posts[k];
+    switch (p->kind) {
+      case RT_DNNL_BIAS:
+        break;
+      case RT_DNNL_ADD_C: case RT_DNNL_ADD_FULL:
+        ok = dnnl_post_ops_append_binary(*ops, dnnl_binary_add, &d->post_md[k]) == dnnl_success;
+        break;
+      case RT_DNNL_SUB_C:
+        ok = dnnl_post_ops_append_binary(*ops, dnnl_binary_sub, &d->post_md[k]) == dnnl_success;
+        break;
+      case RT_DNNL_MUL_C:
+        ok = dnnl_post_ops_append_binary(*ops, dnnl_binary_mul, &d->post_md[k]) == dnnl_success;
+        break;
+      case RT_DNNL_RELU:
+        ok = dnnl_post_ops_append_eltwise(*ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) == dnnl_success;
+        break;
+      case RT_DNNL_CLIP:
+        ok = dnnl_post_ops_append_eltwise(*ops, 1.0f, dnnl_eltwise_clip_v2, p->lo, p->hi) == dnnl_success;
+        break;
+    }
+  }
+  return ok;
+}
+
+/* The binary post-ops' operand layouts: [1, C, 1, 1] for per-feature ones, and the full
+ * operand as it arrives (post_in[k], else row-major in the result's dims). */
+static bool post_mds(rt_cpu_dnnl *d, const dnnl_memory_desc_t *out_plain, const dnnl_memory_desc_t *const *post_in) {
+  for (int k = 0; k < d->post_count; k++) {
+    const rt_dnnl_post *p = &d->posts[k];
+    if (p->kind == RT_DNNL_ADD_FULL) {
+      d->post_md[k] = post_in && post_in[k] ? *post_in[k] : *out_plain;
+    } else if (p->kind == RT_DNNL_ADD_C || p->kind == RT_DNNL_SUB_C || p->kind == RT_DNNL_MUL_C) {
+      dnnl_dims_t dims = {1, out_plain->dims[1], 1, 1}, strides = {out_plain->dims[1], 1, 1, 1};
+      if (dnnl_memory_desc_init_by_strides(&d->post_md[k], 4, dims, dnnl_f32, strides) != dnnl_success) return false;
+    }
+  }
+  return true;
+}
+
+static const char *impl_name(dnnl_primitive_desc_t pd) {
+  const char *name = NULL;
+  if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) != dnnl_success || !name) return "";
+  return name;
+}
+
+/* The convolution's primitive descriptor, layouts left to oneDNN; NULL when it refuses or
+ * offers only its reference implementation (slower than the existing path). */
+static dnnl_primitive_desc_t conv_pd(rt_cpu_dnnl *d, const dnnl_memory_desc_t *x, const dnnl_memory_desc_t *w,
+                                     const dnnl_memory_desc_t *y) {
+  const hlo_instr *conv = d->conv;
+  dnnl_memory_desc_t x_any, w_any, y_any, bias;
+  bool has_bias = d->post_count > 0 && d->posts[0].kind == RT_DNNL_BIAS;
+  dnnl_dims_t bias_dims = {y->dims[1]};
+  if (!any_md(&x_any, x) || !any_md(&w_any, w) || !any_md(&y_any, y) ||
+      dnnl_memory_desc_init_by_tag(&bias, 1, bias_dims, dnnl_f32, dnnl_a) != dnnl_success)
+    return NULL;
+  dnnl_dims_t strides, dilates, pad_l, pad_r;
+  for (int s = 0; s < 2; s++) {
+    const hlo_window_dim *wd = &conv->window->dims[s];
+    strides[s] = wd->stride;
+    dilates[s] = wd->rhs_dilate - 1;
+    pad_l[s] = wd->pad_low;
+    pad_r[s] = wd->pad_high;
+  }
+  dnnl_convolution_desc_t desc;
+  if (dnnl_dilated_convolution_forward_desc_init(&desc, dnnl_forward_inference, dnnl_convolution_direct, &x_any,
+                                                 &w_any, has_bias ? &bias : NULL, &y_any, strides, dilates, pad_l,
+                                                 pad_r) != dnnl_success)
+    return NULL;
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_post_ops_t ops = NULL;
+  dnnl_primitive_desc_t pd = NULL;
+  bool ok = dnnl_primitive_attr_create(&attr) == dnnl_success &&
+            dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
+            make_post_ops(d, &ops) && dnnl_primitive_attr_set_post_ops(attr, ops) == dnnl_success &&
+            dnnl_primitive_desc_create(&pd, &desc, attr, the_engine(), NULL) == dnnl_success;
+  if (ok && strncmp(impl_name(pd), "ref", 3) == 0) ok = false;
+  if (!ok && pd) dnnl_primitive_desc_destroy(pd), pd = NULL;
+  if (ops) dnnl_post_ops_destroy(ops);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  if (pd) d->bias_md = bias;
+  return pd;
+}
+
+/* A reorder from `from` to `to` when they differ (r->prim NULL when they do not). */
+static bool make_reorder(rt_dnnl_reorder *r, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to) {
+  r->prim = NULL;
+  if (dnnl_memory_desc_equal(from, to)) return true;
+  dnnl_primitive_desc_t pd = NULL;
+  bool ok = dnnl_reorder_primitive_desc_create(&pd, from, the_engine(), to, the_engine(), NULL) == dnnl_success &&
+            dnnl_primitive_create(&r->prim, pd) == dnnl_success;
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (!ok) r->prim = NULL;
+  return ok;
+}
+
+/* A block of md's size at *at in the scratch, when needed. */
+static int64_t take(int64_t *at, bool needed, const dnnl_memory_desc_t *md) {
+  int64_t offset = *at;
+  if (needed) *at += rt_cpu_aligned((int64_t)dnnl_memory_desc_get_size(md));
+  return offset;
+}
+
+bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const dnnl_memory_desc_t *const *post_in) {
+  const hlo_instr *conv = d->conv;
+  const hlo_conv_dims *c = conv->conv;
+  dnnl_memory_desc_t x_plain, y_plain;
+  if (!activation_md(&x_plain, &conv->operands[0]->shape, c->input_batch, c->input_feature, c->input_spatial) ||
+      !activation_md(&y_plain, &conv->shape, c->output_batch, c->output_feature, c->output_spatial) ||
+      !weights_md(&d->weights_in_md, conv) || !post_mds(d, &y_plain, post_in))
+    return false;
+  d->src_in_md = src_in ? *src_in : x_plain;
+  int team = set_team();
+  dnnl_primitive_desc_t pd = conv_pd(d, &x_plain, &d->weights_in_md, &y_plain);
+  omp_set_num_threads(team);
+  if (!pd) return false;
+  d->src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+  d->weights_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  d->dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+  d->scratchpad_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  d->out_md = d->blocked_out ? d->dst_md : y_plain;
+  d->out_bytes = (int64_t)dnnl_memory_desc_get_size(&d->out_md);
+  d->weights_bytes = (int64_t)dnnl_memory_desc_get_size(&d->weights_md);
+  bool ok = dnnl_primitive_create(&d->conv_prim, pd) == dnnl_success;
+  dnnl_primitive_desc_destroy(pd);
+  ok = ok && make_reorder(&d->src_reorder, &d->src_in_md, &d->src_md) &&
+       make_reorder(&d->dst_reorder, &d->dst_md, &d->out_md) &&
+       make_reorder(&d->weights_reorder, &d->weights_in_md, &d->weights_md);
+  int64_t at = 0;
+  d->scratchpad_offset = take(&at, true, &d->scratchpad_md);
+  d->src_reorder.offset = take(&at, d->src_reorder.prim != NULL, &d->src_md);
+  d->dst_offset = take(&at, d->dst_reorder.prim != NULL, &d->dst_md);
+  d->weights_scratch_offset = take(&at, d->weights_reorder.prim != NULL, &d->weights_md);
+  for (int k = 0; k < d->post_count; k++) { /* per-feature values computed over [C] */
+    rt_dnnl_post *p = &d->posts[k];
+    p->values_offset = at;
+    if (p->term >= 0 && p->input < 0) at += rt_cpu_aligned((int64_t)sizeof(float) * y_plain.dims[1]);
+  }
+  d->scratch_bytes = at;
+  if (!ok) rt_cpu_dnnl_release(d);
+  return ok;
+}
+
+void rt_cpu_dnnl_release(rt_cpu_dnnl *d) {
+  if (!d) return;
+  dnnl_primitive_t prims[] = {d->conv_prim, d->src_reorder.prim, d->weights_reorder.prim, d->dst_reorder.prim};
+  for (size_t i = 0; i < sizeof prims / sizeof prims[0]; i++)
+    if (prims[i]) dnnl_primitive_destroy(prims[i]);
+  d->conv_prim = d->src_reorder.prim = d->weights_reorder.prim = d->dst_reorder.prim = NULL;
+}
+
+/* Reorders made of weights, process-wide (for tests). */
+static _Atomic int64_t weight_reorders;
+
+int64_t rt_cpu_dnnl_weight_reorder_count(void) { return atomic_load(&weight_reorders); }
+
+/* The memories of one run, destroyed together. */
+typedef struct run_memories {
+  dnnl_memory_t list[8 + RT_DNNL_MAX_POSTS];
+  int count;
+  bool failed;
+} run_memories;
+
+static dnnl_memory_t memory(run_memories *m, const dnnl_memory_desc_t *md, const void *data) {
+  dnnl_memory_t mem = NULL;
+  if (m->failed || dnnl_memory_create(&mem, md, the_engine(), (void *)data) != dnnl_success) {
+    m->failed = true;
+    return NULL;
+  }
+  m->list[m->count++] = mem;
+  return mem;
+}
+
+static bool reorder(dnnl_stream_t stream, run_memories *m, const rt_dnnl_reorder *r, const dnnl_memory_desc_t *from,
+                    const void *src, const dnnl_memory_desc_t *to, void *dst) {
+  dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, memory(m, from, src)}, {DNNL_ARG_TO, memory(m, to, dst)}};
+  return !m->failed && dnnl_primitive_execute(r->prim, stream, 2, args) == dnnl_success;
+}
+
+/* The weights in the primitive's layout: kept ones reordered again only for new contents
+ * (a stamp of 0 is unknown contents: always again). */
+static const void *weights(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d, const rt_value *w,
+                           char *scratch, char *kept, uint64_t *kept_stamp, uint64_t stamp, bool *ok) {
+  if (!d->weights_reorder.prim) return w->data;
+  char *to = kept ? kept : scratch + d->weights_scratch_offset;
+  if (kept && stamp && *kept_stamp == stamp) return to;
+  if (kept) *kept_stamp = 0;
+  *ok = reorder(stream, m, &d->weights_reorder, &d->weights_in_md, w->data, &d->weights_md, to);
+  if (*ok && kept) *kept_stamp = stamp;
+  atomic_fetch_add(&weight_reorders, 1);
+  return to;
+}
+
+/* Term t of d's per-feature values at feature c; in[2 + k] is d's input k. Each op as the
+ * reference computes it in f32 (maximum and minimum propagate NaN). */
+static float term_at(const rt_cpu_dnnl *d, int t, const rt_value *const *in, int64_t c) {
+  const rt_dnnl_term *x = &d->terms[t];
+  if (x->op == HLO_OP_PARAMETER) return ((const float *)in[2 + x->input]->data)[c];
+  if (x->op == HLO_OP_CONSTANT) return x->value;
+  float a = term_at(d, x->a, in, c), b = x->b >= 0 ? term_at(d, x->b, in, c) : 0;
+  switch (x->op) {
+    case HLO_OP_RSQRT: return 1.0f / sqrtf(a);
+    case HLO_OP_SQRT: return sqrtf(a);
+    case HLO_OP_NEGATE: return -a;
+    case HLO_OP_ADD: return a + b;
+    case HLO_OP_SUBTRACT: return a - b;
+    case HLO_OP_MULTIPLY: return a * b;
+    case HLO_OP_DIVIDE: return a / b;
+    case HLO_OP_MAXIMUM: return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
+    case HLO_OP_MINIMUM: return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
+    default: return NAN; /* the planner takes no other op */
+  }
+}
+
+/* Post-op k's operand: an input's data, or its per-feature value computed into scratch. */
+static const void *post_operand(const rt_cpu_dnnl *d, int k, const rt_value *const *in, char *scratch) {
+  const rt_dnnl_post *p = &d->posts[k];
+  if (p->input >= 0) return in[2 + p->input]->data;
+  float *values = (float *)(scratch + p->values_offset);
+  int64_t features = d->conv->shape.dims[d->conv->conv->output_feature];
+  for (int64_t c = 0; c < features; c++) values[c] = term_at(d, p->term, in, c);
+  return values;
+}
+
+static bool run_conv(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d, const rt_value *const *in,
+                     void *out, char *scratch, char *kept, uint64_t *kept_stamp, uint64_t stamp) {
+  bool ok = true;
+  const void *src = in[0]->data;
+  if (d->src_reorder.prim) {
+    void *to = scratch + d->src_reorder.offset;
+    ok = reorder(stream, m, &d->src_reorder, &d->src_in_md, src, &d->src_md, to);
+    src = to;
+  }
+  const void *w = ok ? weights(stream, m, d, in[1], scratch, kept, kept_stamp, stamp, &ok) : NULL;
+  void *dst = d->dst_reorder.prim ? scratch + d->dst_offset : out;
+  dnnl_exec_arg_t args[5 + RT_DNNL_MAX_POSTS];
+  int n = 0;
+  args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, memory(m, &d->src_md, src)};
+  args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, memory(m, &d->weights_md, w)};
+  args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DST, memory(m, &d->dst_md, dst)};
+  args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, memory(m, &d->scratchpad_md, scratch + d->scratchpad_offset)};
+  for (int k = 0; k < d->post_count; k++) {
+    const rt_dnnl_post *p = &d->posts[k];
+    if (p->term < 0 && p->kind != RT_DNNL_ADD_FULL) continue;
+    const void *data = post_operand(d, k, in, scratch);
+    if (p->kind == RT_DNNL_BIAS) args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, memory(m, &d->bias_md, data)};
+    else /* oneDNN numbers its post-ops without the bias, which comes first when present */
+      args[n++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(k - (d->posts[0].kind == RT_DNNL_BIAS)) | DNNL_ARG_SRC_1,
+                                    memory(m, &d->post_md[k], data)};
+  }
+  ok = ok && !m->failed && dnnl_primitive_execute(d->conv_prim, stream, n, args) == dnnl_success;
+  if (ok && d->dst_reorder.prim) ok = reorder(stream, m, &d->dst_reorder, &d->dst_md, dst, &d->out_md, out);
+  return ok;
+}
+
+hlo_status rt_cpu_dnnl_step(const rt_cpu_dnnl *d, const rt_value *const *in, void *out, void *scratch, char *kept,
+                            uint64_t *kept_stamp, uint64_t weight_stamp, hlo_diag *diag) {
+  int team = set_team();
+  dnnl_stream_t stream = NULL;
+  run_memories m = {.count = 0};
+  bool ok = dnnl_stream_create(&stream, the_engine(), dnnl_stream_default_flags) == dnnl_success &&
+            run_conv(stream, &m, d, in, out, (char *)scratch, kept, kept_stamp, weight_stamp) &&
+            dnnl_stream_wait(stream) == dnnl_success;
+  for (int i = 0; i < m.count; i++) dnnl_memory_destroy(m.list[i]);
+  if (stream) dnnl_stream_destroy(stream);
+  omp_set_num_threads(team);
+  if (!ok)
+    return hlo_diag_set(diag, HLO_ERR_INTERNAL, "oneDNN failed running convolution %%%s (out of memory?)",
+                        d->conv->name);
+  return HLO_OK;
+}

@@ -1,0 +1,288 @@
+/* Convolutions on oneDNN (runtime/backend_cpu_dnnl_*.c) against the reference evaluator:
+ * layouts (any dim_labels, groups, depthwise, strides, dilation), epilogues absorbed as
+ * post-ops (bias, relu, relu6, an unfolded batch norm, the residual add), blocked layouts
+ * kept between convolutions, the fallbacks (lhs dilation, f64), weights reordered once per
+ * contents and again after an in-place write (touch, latch_assign), and bound executables
+ * at new batch sizes. Each graph's plan is inspected too, so a test cannot pass by every
+ * convolution quietly taking the old path. */
+#include <stdio.h>
+
+#include "cpu_util.h"
+#include "function_util.h"
+#include "runtime/backend_cpu_dnnl.h"
+
+/* The plan of text: how many DNNL steps, how many of them keep a blocked result, and how
+ * many post-ops they absorbed in all. */
+typedef struct plan_counts {
+  int dnnl, blocked, posts;
+} plan_counts;
+
+static plan_counts count_plan(const char *text) {
+  plan_counts c = {0};
+  hlo_module *module = parse_checked(text);
+  if (!module) return c;
+  hlo_diag diag = {0};
+  rt_cpu_plan *plan = rt_cpu_plan_build(module, &diag);
+  CHECK_MSG(plan != NULL, "plan: %s", diag.message);
+  for (int i = 0; plan && i < plan->step_count; i++) {
+    const rt_cpu_step *step = &plan->steps[i];
+    if (step->kind != RT_STEP_DNNL) continue;
+    c.dnnl++;
+    c.blocked += step->dnnl->blocked_out;
+    c.posts += step->dnnl->post_count;
+  }
+  rt_cpu_plan_free(plan);
+  hlo_module_free(module);
+  return c;
+}
+
+/* text against the reference on seeded random arguments, and its plan's counts. */
+static void expect_dnnl(int line, const char *text, int dnnl, int blocked, int posts) {
+  for (int seed = 1; seed <= 2; seed++) expect_same_as_reference(text, seed);
+  plan_counts c = count_plan(text);
+  CHECK_MSG(c.dnnl == dnnl && c.blocked == blocked && c.posts == posts,
+            "line %d: %d DNNL steps, %d blocked, %d post-ops; want %d, %d, %d", line, c.dnnl, c.blocked, c.posts,
+            dnnl, blocked, posts);
+}
+
+static void test_layouts(void) {
+  /* 3x3, padding 1, NCHW */
+  expect_dnnl(__LINE__,
+              "HloModule c\nENTRY e {\n x = f32[2,5,9,9] parameter(0)\n w = f32[7,5,3,3] parameter(1)\n"
+              " ROOT y = f32[2,7,9,9] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n}\n",
+              1, 0, 0);
+  /* NHWC with HWIO weights, stride 2, asymmetric padding */
+  expect_dnnl(__LINE__,
+              "HloModule c\nENTRY e {\n x = f32[1,11,10,6] parameter(0)\n w = f32[3,3,6,8] parameter(1)\n"
+              " ROOT y = f32[1,6,5,8] convolution(x, w), window={size=3x3 stride=2x2 pad=1_1x0_1}, "
+              "dim_labels=b01f_01io->b01f\n}\n",
+              1, 0, 0);
+  /* grouped (2 groups) and dilated */
+  expect_dnnl(__LINE__,
+              "HloModule c\nENTRY e {\n x = f32[2,6,12,12] parameter(0)\n w = f32[4,3,3,3] parameter(1)\n"
+              " ROOT y = f32[2,4,8,8] convolution(x, w), window={size=3x3 rhs_dilate=2x2}, "
+              "dim_labels=bf01_oi01->bf01, feature_group_count=2\n}\n",
+              1, 0, 0);
+  /* depthwise, 16 features (two blocks of 8), stride 2 */
+  expect_dnnl(__LINE__,
+              "HloModule c\nENTRY e {\n x = f32[1,16,14,14] parameter(0)\n w = f32[16,1,3,3] parameter(1)\n"
+              " ROOT y = f32[1,16,7,7] convolution(x, w), window={size=3x3 stride=2x2 pad=1_1x1_1}, "
+              "dim_labels=bf01_oi01->bf01, feature_group_count=16\n}\n",
+              1, 0, 0);
+}
+
+static void test_fallbacks(void) {
+  /* lhs dilation (a transposed convolution) and f64 stay on the existing kernels */
+  expect_dnnl(__LINE__,
+              "HloModule c\nENTRY e {\n x = f32[1,3,5,5] parameter(0)\n w = f32[2,3,3,3] parameter(1)\n"
+              " ROOT y = f32[1,2,9,9] convolution(x, w), window={size=3x3 pad=1_1x1_1 lhs_dilate=2x2}, "
+              "dim_labels=bf01_oi01->bf01\n}\n",
+              0, 0, 0);
+  expect_dnnl(__LINE__,
+              "HloModule c\nENTRY e {\n x = f64[1,3,6,6] parameter(0)\n w = f64[4,3,3,3] parameter(1)\n"
+              " ROOT y = f64[1,4,4,4] convolution(x, w), window={size=3x3}, dim_labels=bf01_oi01->bf01\n}\n",
+              0, 0, 0);
+}
+
+/* conv -> batch norm as the zoo lowers it (mean, rsqrt(var + eps), gamma, beta, all
+ * broadcast; the variance squared here, as random ones may be negative) -> relu6 (clamp),
+ * then a second conv with a bias and relu. */
+static const char *bn_relu6 =
+    "HloModule c\nENTRY e {\n x = f32[2,3,10,10] parameter(0)\n w = f32[8,3,3,3] parameter(1)\n"
+    " mean = f32[8] parameter(2)\n var = f32[8] parameter(3)\n gamma = f32[8] parameter(4)\n"
+    " beta = f32[8] parameter(5)\n w2 = f32[4,8,1,1] parameter(6)\n bias = f32[4] parameter(7)\n"
+    " c = f32[2,8,10,10] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+    " bm = f32[2,8,10,10] broadcast(mean), dimensions={1}\n bv = f32[2,8,10,10] broadcast(var), dimensions={1}\n"
+    " eps = f32[] constant(1e-05)\n be = f32[2,8,10,10] broadcast(eps), dimensions={}\n"
+    " vv = f32[2,8,10,10] multiply(bv, bv)\n ve = f32[2,8,10,10] add(vv, be)\n r = f32[2,8,10,10] rsqrt(ve)\n"
+    " s = f32[2,8,10,10] subtract(c, bm)\n n = f32[2,8,10,10] multiply(s, r)\n"
+    " bg = f32[2,8,10,10] broadcast(gamma), dimensions={1}\n g = f32[2,8,10,10] multiply(n, bg)\n"
+    " bb = f32[2,8,10,10] broadcast(beta), dimensions={1}\n b = f32[2,8,10,10] add(g, bb)\n"
+    " zero = f32[] constant(0)\n six = f32[] constant(6)\n a = f32[2,8,10,10] clamp(zero, b, six)\n"
+    " c2 = f32[2,4,10,10] convolution(a, w2), window={size=1x1}, dim_labels=bf01_oi01->bf01\n"
+    " bb2 = f32[2,4,10,10] broadcast(bias), dimensions={1}\n d2 = f32[2,4,10,10] add(c2, bb2)\n"
+    " z2 = f32[2,4,10,10] broadcast(zero), dimensions={}\n ROOT y = f32[2,4,10,10] maximum(d2, z2)\n}\n";
+
+/* A residual block: a = relu(conv(x) + bias) kept blocked for both readers, then
+ * relu(conv(a) + bias2 + a). */
+static const char *residual =
+    "HloModule c\nENTRY e {\n x = f32[1,8,12,12] parameter(0)\n w = f32[8,8,3,3] parameter(1)\n"
+    " bias = f32[8] parameter(2)\n w2 = f32[8,8,3,3] parameter(3)\n bias2 = f32[8] parameter(4)\n"
+    " zero = f32[] constant(0)\n z = f32[1,8,12,12] broadcast(zero), dimensions={}\n"
+    " c = f32[1,8,12,12] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+    " bb = f32[1,8,12,12] broadcast(bias), dimensions={1}\n d = f32[1,8,12,12] add(c, bb)\n"
+    " a = f32[1,8,12,12] maximum(d, z)\n"
+    " c2 = f32[1,8,12,12] convolution(a, w2), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+    " bb2 = f32[1,8,12,12] broadcast(bias2), dimensions={1}\n d2 = f32[1,8,12,12] add(c2, bb2)\n"
+    " s = f32[1,8,12,12] add(d2, a)\n ROOT y = f32[1,8,12,12] maximum(s, z)\n}\n";
+
+/* A downsampling block: both convolutions' epilogues end at the same add; the first takes
+ * it (bias, residual, relu), the second keeps its bias and its result blocked for it. */
+static const char *downsample =
+    "HloModule c\nENTRY e {\n x = f32[1,8,8,8] parameter(0)\n w = f32[16,8,3,3] parameter(1)\n"
+    " b = f32[16] parameter(2)\n wd = f32[16,8,1,1] parameter(3)\n bd = f32[16] parameter(4)\n"
+    " c = f32[1,16,4,4] convolution(x, w), window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+    " bb = f32[1,16,4,4] broadcast(b), dimensions={1}\n d = f32[1,16,4,4] add(c, bb)\n"
+    " cd = f32[1,16,4,4] convolution(x, wd), window={size=1x1 stride=2x2}, dim_labels=bf01_oi01->bf01\n"
+    " bbd = f32[1,16,4,4] broadcast(bd), dimensions={1}\n dd = f32[1,16,4,4] add(cd, bbd)\n"
+    " s = f32[1,16,4,4] add(d, dd)\n zero = f32[] constant(0)\n z = f32[1,16,4,4] broadcast(zero), dimensions={}\n"
+    " ROOT y = f32[1,16,4,4] maximum(s, z)\n}\n";
+
+static void test_epilogues(void) {
+  /* first conv: sub, mul (rsqrt computed over [C]), mul, add, clip; second: bias, relu */
+  expect_dnnl(__LINE__, bn_relu6, 2, 1, 7);
+  /* first: bias, relu (blocked: both readers are DNNL); second: bias, residual, relu */
+  expect_dnnl(__LINE__, residual, 2, 1, 5);
+  expect_dnnl(__LINE__, downsample, 2, 1, 4);
+}
+
+/* y = conv(x, w) for a [1,2,4,4] x of ones and w [3,2,1,1]: y[o] = sum over i of w[o][i]. */
+static const char *one_by_one =
+    "HloModule c\nENTRY e {\n x = f32[%1$d,2,4,4] parameter(0)\n w = f32[3,2,1,1] parameter(1)\n"
+    " ROOT y = f32[%1$d,3,4,4] convolution(x, w), window={size=1x1}, dim_labels=bf01_oi01->bf01\n}\n";
+
+static void expect_one_by_one(int line, rt_executable *exe, int batch, rt_value *w, int64_t reorders) {
+  double xs[8 * 2 * 16];
+  for (int i = 0; i < batch * 32; i++) xs[i] = 1;
+  rt_value *x = make_value(HLO_F32, 4, (int64_t[]){batch, 2, 4, 4}, xs);
+  rt_value *args[] = {x, w}, *y = NULL;
+  hlo_diag diag = {0};
+  int64_t before = rt_cpu_dnnl_weight_reorder_count();
+  CHECK_MSG(rt_backend_cpu.execute(exe, args, 2, &y, &diag) == HLO_OK, "line %d: %s", line, diag.message);
+  CHECK_MSG(rt_cpu_dnnl_weight_reorder_count() - before == reorders, "line %d: %lld weight reorders, want %lld", line,
+            (long long)(rt_cpu_dnnl_weight_reorder_count() - before), (long long)reorders);
+  double want[8 * 3 * 16];
+  for (int n = 0; n < batch; n++)
+    for (int o = 0; o < 3; o++)
+      for (int p = 0; p < 16; p++) want[(n * 3 + o) * 16 + p] = rt_get_f64(w, o * 2) + rt_get_f64(w, o * 2 + 1);
+  if (y) expect_values(line, y, want, batch * 48, 0);
+  rt_value_release(y);
+  rt_value_release(x);
+}
+
+static const char *batch_text(int batch) {
+  static char text[512];
+  snprintf(text, sizeof text, one_by_one, batch);
+  return text;
+}
+
+/* Kept weights: reordered on the first execute, not on the next with the same stamp, again
+ * after an in-place write and touch, and again for a bound executable's own plan. Whether
+ * oneDNN wants these weights reordered at all depends on the processor; the test asks what
+ * the plan says. */
+static void test_kept_weights(void) {
+  rt_executable *exe = compile_checked(batch_text(1));
+  if (!exe) return;
+  hlo_module *module = parse_checked(batch_text(1));
+  hlo_diag diag = {0};
+  rt_cpu_plan *plan = module ? rt_cpu_plan_build(module, &diag) : NULL;
+  int64_t once = 0;
+  for (int i = 0; plan && i < plan->step_count; i++)
+    if (plan->steps[i].kind == RT_STEP_DNNL) once = plan->steps[i].weight_param >= 0 ? 1 : 0;
+  rt_cpu_plan_free(plan);
+  hlo_module_free(module);
+  rt_value *w = make_value(HLO_F32, 4, (int64_t[]){3, 2, 1, 1}, (double[]){1, 2, 3, 4, 5, 6});
+  expect_one_by_one(__LINE__, exe, 1, w, once);
+  expect_one_by_one(__LINE__, exe, 1, w, 0);
+  ((float *)w->data)[0] = 10; /* written in place and touched: reordered again */
+  rt_value_touch(w);
+  expect_one_by_one(__LINE__, exe, 1, w, once);
+  expect_one_by_one(__LINE__, exe, 1, w, 0);
+  hlo_module *binding = parse_checked(batch_text(5));
+  rt_executable *bound = binding ? rt_backend_cpu.bind(exe, binding, &diag) : NULL;
+  hlo_module_free(binding);
+  CHECK_MSG(bound != NULL, "bind: %s", diag.message);
+  if (bound) {
+    expect_one_by_one(__LINE__, bound, 5, w, once);
+    expect_one_by_one(__LINE__, bound, 5, w, 0);
+    ((float *)w->data)[5] = -7;
+    rt_value_touch(w);
+    expect_one_by_one(__LINE__, bound, 5, w, once);
+    expect_one_by_one(__LINE__, exe, 1, w, once); /* the arena last held the bound plan's */
+    rt_backend_cpu.destroy(bound);
+  }
+  rt_value_release(w);
+  rt_backend_cpu.destroy(exe);
+}
+
+/* Through the public API: a traced conv whose weight is assigned between calls and updated
+ * inside a step; each call must see the weights as they are. */
+static latch_status conv_fn(void *user, latch_tensor *const *in, int in_count, latch_tensor **out, int out_count) {
+  (void)user, (void)in_count, (void)out_count;
+  latch_conv2d_params p = {{1, 1}, {0, 0}, {1, 1}, 1};
+  out[0] = latch_conv2d(in[0], in[1], &p);
+  return out[0] ? LATCH_OK : LATCH_ERR_INTERNAL;
+}
+
+static latch_status conv_step(void *user, latch_tensor *const *in, int in_count, latch_tensor **out, int out_count) {
+  latch_status status = conv_fn(user, in, in_count, out, out_count);
+  latch_tensor *one = latch_scalar((latch_runtime *)user, LATCH_F32, 1);
+  latch_tensor *next = latch_binary(LATCH_ADD, in[1], one);
+  if (status == LATCH_OK) status = latch_assign(in[1], next);
+  latch_release(one);
+  latch_release(next);
+  return status;
+}
+
+/* y for x of ones [batch, 2, 4, 4] and weights ws [3, 2, 1, 1]. */
+static void expect_call(int line, latch_function *f, latch_tensor *x, latch_tensor *w, int batch, const float *ws) {
+  latch_tensor *in[] = {x, w}, *y = NULL;
+  CHECK_EQ_INT(latch_call(f, in, 2, NULL, 0, &y, 1), LATCH_OK);
+  double *got = fu_read(y);
+  CHECK_MSG(got != NULL, "line %d: no result", line);
+  for (int i = 0; got && i < batch * 48; i++) {
+    int o = i / 16 % 3;
+    double want = (double)ws[o * 2] + ws[o * 2 + 1];
+    if (got[i] != want) {
+      CHECK_MSG(false, "line %d: y[%d] = %g, want %g", line, i, got[i], want);
+      break;
+    }
+  }
+  free(got);
+  latch_release(y);
+}
+
+static void test_traced_weights(void) {
+  latch_options options;
+  latch_options_init(&options);
+  options.backend = "cpu";
+  latch_runtime *rt = latch_open(&options);
+  latch_function_options fo = fu_options(LATCH_TRACE_ONCE, LATCH_SHAPES_STATIC);
+  latch_function *f = rt ? latch_function_new_step(rt, conv_fn, NULL, &fo) : NULL;
+  latch_function *g = rt ? latch_function_new_step(rt, conv_step, rt, &fo) : NULL;
+  CHECK(f != NULL && g != NULL);
+  float ones[8 * 32], ws[6] = {1, 2, 3, 4, 5, 6}, ws2[6] = {-1, 0.5f, 2, 2, 0, 3};
+  for (int i = 0; i < 8 * 32; i++) ones[i] = 1;
+  latch_tensor *x = rt ? latch_from_host(rt, LATCH_F32, 4, (int64_t[]){1, 2, 4, 4}, ones) : NULL;
+  latch_tensor *x8 = rt ? latch_from_host(rt, LATCH_F32, 4, (int64_t[]){8, 2, 4, 4}, ones) : NULL;
+  latch_tensor *w = rt ? latch_from_host(rt, LATCH_F32, 4, (int64_t[]){3, 2, 1, 1}, ws) : NULL;
+  if (f && g && x && x8 && w) {
+    expect_call(__LINE__, f, x, w, 1, ws);
+    expect_call(__LINE__, f, x, w, 1, ws);
+    latch_tensor *w2 = latch_from_host(rt, LATCH_F32, 4, (int64_t[]){3, 2, 1, 1}, ws2);
+    CHECK_EQ_INT(latch_assign(w, w2), LATCH_OK);
+    latch_release(w2);
+    expect_call(__LINE__, f, x, w, 1, ws2);
+    expect_call(__LINE__, f, x8, w, 8, ws2); /* another batch size */
+    expect_call(__LINE__, f, x, w, 1, ws2);
+    for (int call = 0; call < 3; call++) { /* updated inside the step, call after call */
+      expect_call(__LINE__, g, call % 2 ? x8 : x, w, call % 2 ? 8 : 1, ws2);
+      for (int i = 0; i < 6; i++) ws2[i] += 1;
+    }
+  }
+  latch_release(x);
+  latch_release(x8);
+  latch_release(w);
+  latch_function_free(f);
+  latch_function_free(g);
+  latch_close(rt);
+}
+
+int main(void) {
+  RUN(test_layouts);
+  RUN(test_fallbacks);
+  RUN(test_epilogues);
+  RUN(test_kept_weights);
+  RUN(test_traced_weights);
+  return TEST_REPORT();
+}
