@@ -68,6 +68,9 @@ struct rt_cpu_dnnl {
   dnnl_memory_desc_t src_md, weights_in_md, weights_md, bias_md, dst_md, out_md, scratchpad_md;
   dnnl_memory_desc_t post_md[RT_DNNL_MAX_POSTS]; /* binary post-ops' operands as they arrive */
   dnnl_primitive_t conv_prim;
+  /* with an activation last: the convolution without it, for inputs not all finite */
+  dnnl_primitive_t safe_prim;
+  dnnl_memory_desc_t safe_scratchpad_md;
   rt_dnnl_reorder src_reorder, weights_reorder, dst_reorder;
   int64_t weights_bytes;     /* the reordered weights (kept in the arena when they are a parameter's) */
   int64_t out_bytes;         /* the result's buffer in out_md */

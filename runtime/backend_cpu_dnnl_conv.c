@@ -113,10 +113,10 @@ static bool any_md(dnnl_memory_desc_t *md, const dnnl_memory_desc_t *like) {
 }
 
 /* Post-ops for d's epilogue; binary ones read post_md[k]. The bias is the primitive's. */
-static bool make_post_ops(rt_cpu_dnnl *d, dnnl_post_ops_t *ops) {
+static bool make_post_ops(rt_cpu_dnnl *d, int post_count, dnnl_post_ops_t *ops) {
   if (dnnl_post_ops_create(ops) != dnnl_success) return false;
   bool ok = true;
-  for (int k = 0; k < d->post_count && ok; k++) {
+  for (int k = 0; k < post_count && ok; k++) {
     const rt_dnnl_post *p = &d->posts[k];
     switch (p->kind) {
       case RT_DNNL_BIAS:
@@ -162,17 +162,16 @@ static const char *impl_name(dnnl_primitive_desc_t pd) {
   return name;
 }
 
-/* The convolution's primitive descriptor, layouts left to oneDNN; NULL when it refuses or
- * offers only its reference implementation (slower than the existing path). */
-static dnnl_primitive_desc_t conv_pd(rt_cpu_dnnl *d, const dnnl_memory_desc_t *x, const dnnl_memory_desc_t *w,
-                                     const dnnl_memory_desc_t *y) {
+/* The convolution's primitive descriptor with the first post_count post-ops, for the layouts
+ * x, w, y (format `any` lets oneDNN choose); NULL when it refuses or offers only its
+ * reference implementation (slower than the existing path). */
+static dnnl_primitive_desc_t conv_pd(rt_cpu_dnnl *d, int post_count, const dnnl_memory_desc_t *x_any,
+                                     const dnnl_memory_desc_t *w_any, const dnnl_memory_desc_t *y_any) {
   const hlo_instr *conv = d->conv;
-  dnnl_memory_desc_t x_any, w_any, y_any, bias;
+  dnnl_memory_desc_t bias;
   bool has_bias = d->post_count > 0 && d->posts[0].kind == RT_DNNL_BIAS;
-  dnnl_dims_t bias_dims = {y->dims[1]};
-  if (!any_md(&x_any, x) || !any_md(&w_any, w) || !any_md(&y_any, y) ||
-      dnnl_memory_desc_init_by_tag(&bias, 1, bias_dims, dnnl_f32, dnnl_a) != dnnl_success)
-    return NULL;
+  dnnl_dims_t bias_dims = {y_any->dims[1]};
+  if (dnnl_memory_desc_init_by_tag(&bias, 1, bias_dims, dnnl_f32, dnnl_a) != dnnl_success) return NULL;
   dnnl_dims_t strides, dilates, pad_l, pad_r;
   for (int s = 0; s < 2; s++) {
     const hlo_window_dim *wd = &conv->window->dims[s];
@@ -182,8 +181,8 @@ static dnnl_primitive_desc_t conv_pd(rt_cpu_dnnl *d, const dnnl_memory_desc_t *x
     pad_r[s] = wd->pad_high;
   }
   dnnl_convolution_desc_t desc;
-  if (dnnl_dilated_convolution_forward_desc_init(&desc, dnnl_forward_inference, dnnl_convolution_direct, &x_any,
-                                                 &w_any, has_bias ? &bias : NULL, &y_any, strides, dilates, pad_l,
+  if (dnnl_dilated_convolution_forward_desc_init(&desc, dnnl_forward_inference, dnnl_convolution_direct, x_any,
+                                                 w_any, has_bias ? &bias : NULL, y_any, strides, dilates, pad_l,
                                                  pad_r) != dnnl_success)
     return NULL;
   dnnl_primitive_attr_t attr = NULL;
@@ -191,7 +190,7 @@ static dnnl_primitive_desc_t conv_pd(rt_cpu_dnnl *d, const dnnl_memory_desc_t *x
   dnnl_primitive_desc_t pd = NULL;
   bool ok = dnnl_primitive_attr_create(&attr) == dnnl_success &&
             dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
-            make_post_ops(d, &ops) && dnnl_primitive_attr_set_post_ops(attr, ops) == dnnl_success &&
+            make_post_ops(d, post_count, &ops) && dnnl_primitive_attr_set_post_ops(attr, ops) == dnnl_success &&
             dnnl_primitive_desc_create(&pd, &desc, attr, the_engine(), NULL) == dnnl_success;
   if (ok && strncmp(impl_name(pd), "ref", 3) == 0) ok = false;
   if (!ok && pd) dnnl_primitive_desc_destroy(pd), pd = NULL;
@@ -213,6 +212,26 @@ static bool make_reorder(rt_dnnl_reorder *r, const dnnl_memory_desc_t *from, con
   return ok;
 }
 
+static bool is_activation(const rt_dnnl_post *p) { return p->kind == RT_DNNL_RELU || p->kind == RT_DNNL_CLIP; }
+
+/* With an activation last: the same convolution without it, in the layouts the first one
+ * chose, for inputs that are not all finite (oneDNN's relu and clip turn NaN into numbers;
+ * the step then applies the activation itself, as the reference does). */
+static bool make_safe(rt_cpu_dnnl *d) {
+  d->safe_prim = NULL;
+  d->safe_scratchpad_md = (dnnl_memory_desc_t){0};
+  if (d->post_count == 0 || !is_activation(&d->posts[d->post_count - 1])) return true;
+  int team = set_team();
+  dnnl_primitive_desc_t pd = conv_pd(d, d->post_count - 1, &d->src_md, &d->weights_md, &d->dst_md);
+  omp_set_num_threads(team);
+  bool ok = pd && dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), &d->dst_md) &&
+            dnnl_primitive_create(&d->safe_prim, pd) == dnnl_success;
+  if (ok) d->safe_scratchpad_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (!ok) d->safe_prim = NULL;
+  return ok;
+}
+
 /* A block of md's size at *at in the scratch, when needed. */
 static int64_t take(int64_t *at, bool needed, const dnnl_memory_desc_t *md) {
   int64_t offset = *at;
@@ -229,8 +248,10 @@ bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const d
       !weights_md(&d->weights_in_md, conv) || !post_mds(d, &y_plain, post_in))
     return false;
   d->src_in_md = src_in ? *src_in : x_plain;
+  dnnl_memory_desc_t x_any, w_any, y_any;
+  if (!any_md(&x_any, &x_plain) || !any_md(&w_any, &d->weights_in_md) || !any_md(&y_any, &y_plain)) return false;
   int team = set_team();
-  dnnl_primitive_desc_t pd = conv_pd(d, &x_plain, &d->weights_in_md, &y_plain);
+  dnnl_primitive_desc_t pd = conv_pd(d, d->post_count, &x_any, &w_any, &y_any);
   omp_set_num_threads(team);
   if (!pd) return false;
   d->src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
@@ -242,11 +263,15 @@ bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const d
   d->weights_bytes = (int64_t)dnnl_memory_desc_get_size(&d->weights_md);
   bool ok = dnnl_primitive_create(&d->conv_prim, pd) == dnnl_success;
   dnnl_primitive_desc_destroy(pd);
+  ok = ok && make_safe(d);
   ok = ok && make_reorder(&d->src_reorder, &d->src_in_md, &d->src_md) &&
        make_reorder(&d->dst_reorder, &d->dst_md, &d->out_md) &&
        make_reorder(&d->weights_reorder, &d->weights_in_md, &d->weights_md);
   int64_t at = 0;
-  d->scratchpad_offset = take(&at, true, &d->scratchpad_md);
+  d->scratchpad_offset = take(&at, true, dnnl_memory_desc_get_size(&d->safe_scratchpad_md) >
+                                               dnnl_memory_desc_get_size(&d->scratchpad_md)
+                                           ? &d->safe_scratchpad_md
+                                           : &d->scratchpad_md);
   d->src_reorder.offset = take(&at, d->src_reorder.prim != NULL, &d->src_md);
   d->dst_offset = take(&at, d->dst_reorder.prim != NULL, &d->dst_md);
   d->weights_scratch_offset = take(&at, d->weights_reorder.prim != NULL, &d->weights_md);
@@ -262,10 +287,11 @@ bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const d
 
 void rt_cpu_dnnl_release(rt_cpu_dnnl *d) {
   if (!d) return;
-  dnnl_primitive_t prims[] = {d->conv_prim, d->src_reorder.prim, d->weights_reorder.prim, d->dst_reorder.prim};
+  dnnl_primitive_t prims[] = {d->conv_prim, d->safe_prim, d->src_reorder.prim, d->weights_reorder.prim,
+                              d->dst_reorder.prim};
   for (size_t i = 0; i < sizeof prims / sizeof prims[0]; i++)
     if (prims[i]) dnnl_primitive_destroy(prims[i]);
-  d->conv_prim = d->src_reorder.prim = d->weights_reorder.prim = d->dst_reorder.prim = NULL;
+  d->conv_prim = d->safe_prim = d->src_reorder.prim = d->weights_reorder.prim = d->dst_reorder.prim = NULL;
 }
 
 /* Reorders made of weights, process-wide (for tests). */
@@ -296,18 +322,48 @@ static bool reorder(dnnl_stream_t stream, run_memories *m, const rt_dnnl_reorder
   return !m->failed && dnnl_primitive_execute(r->prim, stream, 2, args) == dnnl_success;
 }
 
+static bool all_finite(const float *x, int64_t count) {
+  float sum = 0; /* inf or NaN anywhere makes the sum of x * 0 NaN */
+  for (int64_t i = 0; i < count; i++) sum += x[i] * 0.0f;
+  return sum == 0;
+}
+
+/* The kept stamp's top bit: the kept weights hold inf or NaN (stamps count up from 1). */
+#define NONFINITE_WEIGHTS ((uint64_t)1 << 63)
+
 /* The weights in the primitive's layout: kept ones reordered again only for new contents
- * (a stamp of 0 is unknown contents: always again). */
+ * (a stamp of 0 is unknown contents: always again). *finite: whether they are all finite
+ * (looked at only when the step has an activation to guard). */
 static const void *weights(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d, const rt_value *w,
-                           char *scratch, char *kept, uint64_t *kept_stamp, uint64_t stamp, bool *ok) {
-  if (!d->weights_reorder.prim) return w->data;
+                           char *scratch, char *kept, uint64_t *kept_stamp, uint64_t stamp, bool *ok, bool *finite) {
+  bool guard = d->safe_prim != NULL;
+  if (!d->weights_reorder.prim) {
+    *finite = !guard || all_finite(w->data, w->count);
+    return w->data;
+  }
   char *to = kept ? kept : scratch + d->weights_scratch_offset;
-  if (kept && stamp && *kept_stamp == stamp) return to;
+  if (kept && stamp && (*kept_stamp & ~NONFINITE_WEIGHTS) == stamp) {
+    *finite = !(*kept_stamp & NONFINITE_WEIGHTS);
+    return to;
+  }
   if (kept) *kept_stamp = 0;
   *ok = reorder(stream, m, &d->weights_reorder, &d->weights_in_md, w->data, &d->weights_md, to);
-  if (*ok && kept) *kept_stamp = stamp;
+  *finite = !guard || all_finite(w->data, w->count);
+  if (*ok && kept) *kept_stamp = stamp | (*finite ? 0 : NONFINITE_WEIGHTS);
   atomic_fetch_add(&weight_reorders, 1);
   return to;
+}
+
+/* The activation last in d's epilogue, over the result as the reference computes it
+ * (maximum and clamp keep NaN), in whatever layout it is: elementwise, and zero padding
+ * stays zero (a clamp is absorbed only when its range holds 0). */
+static void activate(const rt_cpu_dnnl *d, float *y, int64_t count) {
+  const rt_dnnl_post *p = &d->posts[d->post_count - 1];
+  float lo = p->kind == RT_DNNL_RELU ? 0 : p->lo, hi = p->kind == RT_DNNL_RELU ? INFINITY : p->hi;
+  for (int64_t i = 0; i < count; i++) {
+    float v = y[i];
+    y[i] = isnan(v) ? v : v < lo ? lo : v > hi ? hi : v;
+  }
 }
 
 /* Term t of d's per-feature values at feature c; in[2 + k] is d's input k. Each op as the
@@ -350,7 +406,10 @@ static bool run_conv(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d
     ok = reorder(stream, m, &d->src_reorder, &d->src_in_md, src, &d->src_md, to);
     src = to;
   }
-  const void *w = ok ? weights(stream, m, d, in[1], scratch, kept, kept_stamp, stamp, &ok) : NULL;
+  bool finite = true;
+  const void *w = ok ? weights(stream, m, d, in[1], scratch, kept, kept_stamp, stamp, &ok, &finite) : NULL;
+  if (d->safe_prim) /* the source as it arrives (a blocked one is padded) */
+    finite = finite && all_finite(in[0]->data, (int64_t)dnnl_memory_desc_get_size(&d->src_in_md) / 4);
   void *dst = d->dst_reorder.prim ? scratch + d->dst_offset : out;
   dnnl_exec_arg_t args[5 + RT_DNNL_MAX_POSTS];
   int n = 0;
@@ -362,13 +421,18 @@ static bool run_conv(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d
     const rt_dnnl_post *p = &d->posts[k];
     if (p->term < 0 && p->kind != RT_DNNL_ADD_FULL) continue;
     const void *data = post_operand(d, k, in, scratch);
+    if (d->safe_prim && finite) /* ADD_FULL: the operand as it arrives (maybe padded) */
+      finite = all_finite(data, p->kind == RT_DNNL_ADD_FULL ? (int64_t)dnnl_memory_desc_get_size(&d->post_md[k]) / 4
+                                                            : d->conv->shape.dims[d->conv->conv->output_feature]);
     if (p->kind == RT_DNNL_BIAS) args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, memory(m, &d->bias_md, data)};
     else /* oneDNN numbers its post-ops without the bias, which comes first when present */
       args[n++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(k - (d->posts[0].kind == RT_DNNL_BIAS)) | DNNL_ARG_SRC_1,
                                     memory(m, &d->post_md[k], data)};
   }
-  ok = ok && !m->failed && dnnl_primitive_execute(d->conv_prim, stream, n, args) == dnnl_success;
+  dnnl_primitive_t prim = finite ? d->conv_prim : d->safe_prim;
+  ok = ok && !m->failed && dnnl_primitive_execute(prim, stream, n, args) == dnnl_success;
   if (ok && d->dst_reorder.prim) ok = reorder(stream, m, &d->dst_reorder, &d->dst_md, dst, &d->out_md, out);
+  if (ok && !finite) activate(d, out, d->out_bytes / (int64_t)sizeof(float));
   return ok;
 }
 

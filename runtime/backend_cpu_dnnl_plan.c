@@ -164,7 +164,7 @@ static bool match_post(rt_cpu_dnnl *d, const hlo_instr *u, const hlo_instr *x, r
     case HLO_OP_CLAMP:
       p->kind = RT_DNNL_CLIP;
       if (u->operand_count != 3 || u->operands[1] != x || !scalar_constant(u->operands[0], &v) ||
-          !scalar_constant(u->operands[2], &hi) || !(v <= hi) || !add_member(d, u->operands[0]) ||
+          !scalar_constant(u->operands[2], &hi) || !(v <= 0 && 0 <= hi) || !add_member(d, u->operands[0]) ||
           !add_member(d, u->operands[2]))
         return false;
       p->lo = v;

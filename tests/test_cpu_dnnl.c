@@ -136,6 +136,22 @@ static void test_epilogues(void) {
   expect_dnnl(__LINE__, downsample, 2, 1, 4);
 }
 
+/* NaN through an absorbed relu or relu6: oneDNN's would make it 0, the reference keeps it.
+ * The inputs are sqrt of values in [-1, 1): about half NaN. */
+static void test_nonfinite(void) {
+  static const char *const tails[] = {" ROOT y = f32[1,8,6,6] maximum(c, z)\n", " ROOT y = f32[1,8,6,6] clamp(zero, c, six)\n"};
+  for (int t = 0; t < 2; t++) {
+    char text[1024];
+    snprintf(text, sizeof text,
+             "HloModule c\nENTRY e {\n p = f32[1,8,6,6] parameter(0)\n w = f32[8,8,3,3] parameter(1)\n"
+             " x = f32[1,8,6,6] sqrt(p)\n zero = f32[] constant(0)\n six = f32[] constant(6)\n"
+             " z = f32[1,8,6,6] broadcast(zero), dimensions={}\n"
+             " c = f32[1,8,6,6] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n%s}\n",
+             tails[t]);
+    expect_dnnl(__LINE__, text, 1, 0, 1);
+  }
+}
+
 /* y = conv(x, w) for a [1,2,4,4] x of ones and w [3,2,1,1]: y[o] = sum over i of w[o][i]. */
 static const char *one_by_one =
     "HloModule c\nENTRY e {\n x = f32[%1$d,2,4,4] parameter(0)\n w = f32[3,2,1,1] parameter(1)\n"
@@ -282,6 +298,7 @@ int main(void) {
   RUN(test_layouts);
   RUN(test_fallbacks);
   RUN(test_epilogues);
+  RUN(test_nonfinite);
   RUN(test_kept_weights);
   RUN(test_traced_weights);
   return TEST_REPORT();
