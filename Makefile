@@ -14,7 +14,7 @@ CFLAGS += -std=c11 $(CFLAGS_COMMON)
 CXXFLAGS += -std=c++17 $(CFLAGS_COMMON)
 # hiredis (Redis's protocol) and nettle (HMAC-SHA256) serve the compile cache's remote tier;
 # tbb and openblas serve the cpu backend (runtime/parallel.cc, runtime/cpu_*.c), oneDNN its
-# convolutions (runtime/backend_cpu_dnnl_*.c; gomp is its OpenMP runtime, whose team size
+# convolutions (runtime/cpu/dnnl_*.c; gomp is its OpenMP runtime, whose team size
 # latch sets); stdc++ is for the one C++ file, since the C compiler drives the link.
 LDLIBS = -lxxhash -lck -lhiredis -lnettle -ltbb -lopenblas -ldnnl -lgomp -lstdc++ -lm -lpthread
 

@@ -1,4 +1,4 @@
-/* Convolutions on oneDNN (runtime/backend_cpu_dnnl_*.c) against the reference evaluator:
+/* Convolutions on oneDNN (runtime/cpu/dnnl_*.c) against the reference evaluator:
  * layouts (any dim_labels, groups, depthwise, strides, dilation), epilogues absorbed as
  * post-ops (bias, relu, relu6, an unfolded batch norm, the residual add), blocked layouts
  * kept between convolutions, the fallbacks (lhs dilation, f64), weights reordered once per
@@ -9,7 +9,7 @@
 
 #include "cpu_util.h"
 #include "function_util.h"
-#include "runtime/backend_cpu_dnnl.h"
+#include "runtime/cpu/dnnl_internal.h"
 
 /* The plan of text: how many DNNL steps, how many of them keep a blocked result, and how
  * many post-ops they absorbed in all. */

@@ -111,7 +111,7 @@ static void test_planned_steps(void) {
     return;
   }
   for (int i = 0; i < plan->step_count; i++) CHECK_MSG(plan->steps[i].kind != RT_STEP_SLOW, "%s runs slow", plan->steps[i].instr->name);
-  /* the convolutions run on oneDNN (backend_cpu_dnnl_*.c) or, where it refuses, im2col */
+  /* the convolutions run on oneDNN (runtime/cpu/dnnl_*.c) or, where it refuses, im2col */
   const rt_cpu_step *c = step_named(plan, "c"), *wg = step_named(plan, "wg");
   CHECK(c->kind == RT_STEP_DNNL || c->fast_scratch != NULL);
   CHECK(wg->kind == RT_STEP_DNNL || (wg->fast_scratch != NULL && wg->scratch_bytes > 0));

@@ -56,7 +56,7 @@ typedef enum rt_cpu_step_kind {
   RT_STEP_SLOW,   /* a reference kernel making a new value */
   RT_STEP_FUSED,  /* a fused group (fusion.c) into an assigned buffer or output */
   RT_STEP_INSIDE, /* computed inside a fused step, or a broadcast folded into its loads: no result */
-  RT_STEP_DNNL,   /* a convolution and its epilogue on oneDNN (backend_cpu_dnnl.h), at the
+  RT_STEP_DNNL,   /* a convolution and its epilogue on oneDNN (dnnl_internal.h), at the
                    * epilogue's last instruction, into an assigned buffer or output */
 } rt_cpu_step_kind;
 
@@ -161,7 +161,7 @@ static inline bool rt_cpu_step_writes_buffer(const rt_cpu_step *step) {
   return step->kind == RT_STEP_FAST || step->kind == RT_STEP_FUSED || step->kind == RT_STEP_DNNL;
 }
 
-/* oneDNN (backend_cpu_dnnl_plan.c), run on a plan whose steps are classified, before fusion:
+/* oneDNN (dnnl_plan.c), run on a plan whose steps are classified, before fusion:
  * turns the convolutions oneDNN runs, with the epilogues they absorb, into DNNL steps and
  * plans the layouts between them. The rest stays as it was. */
 hlo_status rt_cpu_dnnl_plan(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag);
@@ -175,7 +175,7 @@ int rt_cpu_dnnl_input(const rt_cpu_dnnl *dnnl, int k);
 int64_t rt_cpu_dnnl_out_bytes(const rt_cpu_dnnl *dnnl);
 int64_t rt_cpu_dnnl_weights_bytes(const rt_cpu_dnnl *dnnl);
 int rt_cpu_dnnl_weights_operand(const rt_cpu_dnnl *dnnl);
-/* Runs a DNNL step (backend_cpu_dnnl_conv.c); kept is the arena's kept weights and stamp
+/* Runs a DNNL step (dnnl_conv.c); kept is the arena's kept weights and stamp
  * when weight_param >= 0, else NULL. */
 hlo_status rt_cpu_dnnl_step(const rt_cpu_dnnl *dnnl, const rt_value *const *in, void *out, void *scratch,
                             char *kept, uint64_t *kept_stamp, uint64_t weight_stamp, hlo_diag *diag);

@@ -23,8 +23,8 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "backend_cpu_dnnl.h"
-#include "parallel.h"
+#include "dnnl_internal.h"
+#include "runtime/runtime.h"
 
 static dnnl_engine_t engine;
 static pthread_once_t engine_once = PTHREAD_ONCE_INIT;

@@ -1,6 +1,6 @@
 /* The cpu backend's convolutions through oneDNN (libdnnl, C API), shared by
- * backend_cpu_dnnl_plan.c (which convolutions, which epilogues, which layouts) and
- * backend_cpu_dnnl_conv.c (the primitives and running them). Nothing outside those two and
+ * dnnl_plan.c (which convolutions, which epilogues, which layouts) and dnnl_conv.c (the
+ * primitives and running them). Nothing outside those two and
  * the plan's hooks includes this.
  *
  * A DNNL step sits at the last instruction of a convolution's epilogue (the convolution
@@ -9,11 +9,11 @@
  * operand of each post-op that reads one. Its result is in the arena in out_md's layout:
  * oneDNN's blocked layout when every reader is another DNNL step, the HLO's row-major
  * layout otherwise. */
-#ifndef RT_BACKEND_CPU_DNNL_H
-#define RT_BACKEND_CPU_DNNL_H
+#ifndef RT_CPU_DNNL_INTERNAL_H
+#define RT_CPU_DNNL_INTERNAL_H
 #include <dnnl.h>
 
-#include "backend_cpu.h"
+#include "cpu_internal.h"
 
 /* What an absorbed instruction does to the value so far (x) with its operand (y). A
  * per-feature y is a full-shape value made only of broadcasts along the feature dim of [C]
@@ -79,9 +79,9 @@ struct rt_cpu_dnnl {
   int weight_param;          /* plan: the parameter the weights view (kept), or -1 */
 };
 
-/* backend_cpu_dnnl_plan.c: rt_cpu_dnnl_plan and the step's inputs are in backend_cpu.h */
+/* dnnl_plan.c: rt_cpu_dnnl_plan and the step's inputs are in cpu_internal.h */
 
-/* backend_cpu_dnnl_conv.c */
+/* dnnl_conv.c */
 /* Whether oneDNN may run this convolution: f32, 2-D, row-major, no lhs dilation or
  * reversal, no batch groups, padding not negative. */
 bool rt_cpu_dnnl_conv_supported(const hlo_instr *conv);

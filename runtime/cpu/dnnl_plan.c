@@ -16,7 +16,7 @@
  * accepted). */
 #include <stdlib.h>
 
-#include "backend_cpu_dnnl.h"
+#include "dnnl_internal.h"
 
 typedef struct users {
   int *count;         /* [instr]: distinct users */
