@@ -13,7 +13,7 @@ PACKAGES=(
   libhiredis-dev     # cache/: Redis's protocol (command writer, reply parser) for the remote tier
   nettle-dev         # cache/: HMAC-SHA256 signing of remote entries (LATCH_CACHE_SECRET)
   redis-server       # tests/test_remote_cache.c and test_cli_cache_remote.c start their own servers
-  libtbb-dev         # runtime/: the parallel-for shim behind the CPU kernels
+  libgomp1           # runtime/: OpenMP's runtime, the one thread pool of oneDNN and latch's parallel loops
   libopenblas-dev    # runtime/: BLAS for dot and convolution
   libdnnl-dev        # runtime/: oneDNN, convolutions with blocked layouts, weight reorders and post-ops (ISA picked at run time)
   python3            # tests/test_compare_torch.sh runs bench/compare_torch.py (no torch needed)

@@ -1,7 +1,7 @@
 /* runtime/: what every backend shares: values and buffers, the backend interface (rt_backend),
  * the parallel-for shim, .npy files, fingerprints, seeded random fill, the accuracy rule and
  * test-only fault injection. The backends live in its subfolders (reference/, cpu/), each
- * behind its own header; nothing here includes them. Uses hlo/ and tbb. */
+ * behind its own header; nothing here includes them. Uses hlo/ and OpenMP. */
 #ifndef RT_RUNTIME_H
 #define RT_RUNTIME_H
 #include <stdint.h>
@@ -119,8 +119,8 @@ typedef struct rt_backend {
 hlo_status rt_module_text_bytes(const hlo_module *module, void **bytes, size_t *len, hlo_diag *diag);
 
 
-/* ---- parallel.cc ---- */
-/* The parallel-for behind the cpu backend's kernels: a C face over TBB (parallel.cc). */
+/* ---- parallel.c ---- */
+/* The parallel-for behind the cpu backend's kernels, over OpenMP (parallel.c). */
 
 #ifdef __cplusplus
 extern "C" {

@@ -2,7 +2,7 @@
  * kernels (BLAS for dot and convolution), executables bound to new sizes, the reference
  * kernels as its fallback. The layer's one header: everything else here is private
  * (cpu_internal.h, fusion_internal.h, erf_f32_internal.h). Uses runtime/,
- * runtime/reference/, hlo/, tbb and BLAS. */
+ * runtime/reference/, hlo/, OpenMP, oneDNN and BLAS. */
 #ifndef RT_CPU_H
 #define RT_CPU_H
 #include "runtime/runtime.h"
