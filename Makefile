@@ -102,6 +102,15 @@ soak: $(BUILD)/soak
 minify-mobilenet: all
 	@BUILD=$(BUILD) sh tests/minify_mobilenet.sh
 
+# Interacting culprits on 100 generated graphs (make test runs 6 of them): the figure for issue 20.
+minify-pairs: $(BUILD)/tests/test_minify_pairs
+	$(BUILD)/tests/test_minify_pairs 100
+
+# The minifier at scale: a generated 20,000-instruction step with 128 GiB of parameters and an
+# injected compile fault, timed with its peak memory (opt-in: prints figures, asserts none).
+minify-scale: all
+	@BUILD=$(BUILD) sh tests/minify_scale.sh
+
 clean:
 	rm -rf build build-san build-tsan build-fuzz
 
@@ -134,7 +143,8 @@ check-torch: all
 compare-torch: all
 	/usr/bin/python3 bench/compare_torch.py --latch $(BUILD)/latch $(COMPARE_ARGS)
 
-.PHONY: all test sanitize tsan test-threads clean install check-torch compare-torch bench-function minify-mobilenet soak
+.PHONY: all test sanitize tsan test-threads clean install check-torch compare-torch bench-function minify-mobilenet soak \
+	minify-pairs minify-scale
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 # `make fuzz`: the parser's libFuzzer target (tests/fuzz/fuzz_parse.c) built with clang under

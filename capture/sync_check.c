@@ -85,7 +85,7 @@ static void report_failure(latch_runtime *rt, const hlo_module *module, rt_value
   }
   min_auto_request request = {.module = module, .inputs = views, .input_count = count, .backend = rt->backend,
                               .kind = kind, .tol = rt->check_tol, .timeout_s = rt->check_timeout,
-                              .dir = dir[0] ? dir : NULL};
+                              .dir = dir[0] ? dir : NULL, .max_bytes = getenv("LATCH_REPRO_MAX_BYTES")};
   hlo_diag diag = {0};
   bool wrote = min_auto_repro(&request, path, sizeof path, &diag) == HLO_OK;
   fprintf(stderr, "latch: warning: a graph failed the %s check on the %s backend (%s); it runs on the reference "

@@ -8,7 +8,19 @@
 
 #include "runtime/runtime.h"
 
+static hlo_status parse_max_bytes(const char *text, double *bytes, hlo_diag *diag) {
+  *bytes = 0;
+  if (!text || !*text) return HLO_OK;
+  char *end = NULL;
+  *bytes = strtod(text, &end);
+  if (end == text || *end || !(*bytes >= 1))
+    return hlo_diag_set(diag, HLO_ERR_INPUT, "LATCH_REPRO_MAX_BYTES '%s': expected a number of bytes >= 1", text);
+  return HLO_OK;
+}
+
 hlo_status min_auto_repro(const min_auto_request *request, char *path, size_t size, hlo_diag *diag) {
+  double max_bytes;
+  if (parse_max_bytes(request->max_bytes, &max_bytes, diag) != HLO_OK) return diag->status;
   char made[] = "/tmp/latch-repro-XXXXXX";
   const char *dir = request->dir;
   if (!dir) {
@@ -20,12 +32,14 @@ hlo_status min_auto_repro(const min_auto_request *request, char *path, size_t si
   options.predicate.backend = request->backend;
   options.predicate.tol = request->tol > 0 ? request->tol : RT_ACCURACY_DEFAULT_TOL;
   options.predicate.timeout_s = request->timeout_s > 0 ? request->timeout_s : 30;
+  /* shapes shrink until the inputs fit the limit too */
+  if (max_bytes > 0 && max_bytes < MIN_SMALL_INPUTS_BYTES) options.small_inputs_bytes = max_bytes;
   min_report report;
   hlo_status status = min_minify(request->module, request->inputs, request->input_count, &options, &report, diag);
   if (status != HLO_OK) return status;
   /* The capture layer runs inside the user's program, not the latch command: repro.sh finds
    * latch through LATCH_BIN or PATH. */
-  min_repro_info info = {.backend = request->backend->name, .latch_bin = NULL, .source = NULL};
+  min_repro_info info = {.backend = request->backend->name, .latch_bin = NULL, .source = NULL, .max_bytes = max_bytes};
   status = min_write_repro(dir, &report, &options.predicate, &info, diag);
   min_report_free(&report);
   if (status == HLO_OK) snprintf(path, size, "%s", dir);

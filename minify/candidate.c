@@ -24,6 +24,10 @@ void min_plan_live(const hlo_module *module, const min_plan *plan, bool *live) {
   }
 }
 
+bool min_is_leaf(const hlo_instr *instr) {
+  return instr->opcode == HLO_OP_PARAMETER || instr->opcode == HLO_OP_CONSTANT;
+}
+
 int min_count_ops(const hlo_module *module) {
   int ops = 0;
   for (int i = 0; i < module->entry->instr_count; i++) {
@@ -119,7 +123,7 @@ static bool apply(hlo_module *copy, const hlo_module *module, rt_value *const *i
   entry->param_count = 0;
   for (int p = 0; p < module->entry->param_count; p++) {
     if (!old_params[p]) continue;
-    new_inputs[params] = rt_value_retain(inputs[p]);
+    new_inputs[params] = inputs ? rt_value_retain(inputs[p]) : NULL;
     old_params[p]->parameter_number = params++;
     hlo_comp_set_param(entry, old_params[p]);
   }
@@ -127,14 +131,14 @@ static bool apply(hlo_module *copy, const hlo_module *module, rt_value *const *i
     if (!live[i]) continue;
     hlo_instr *instr = instrs[i];
     if (plan->disp[i] == MIN_TO_PARAM && instr->opcode != HLO_OP_PARAMETER) {
-      ok = values[i] != NULL;
+      ok = !values || values[i] != NULL;
       if (!ok) break;
       make_leaf(instr, HLO_OP_PARAMETER);
       instr->parameter_number = params;
-      new_inputs[params++] = rt_value_retain(values[i]);
+      new_inputs[params++] = values ? rt_value_retain(values[i]) : NULL;
       hlo_comp_set_param(entry, instr);
     } else if (plan->disp[i] == MIN_TO_CONST && instr->opcode != HLO_OP_CONSTANT) {
-      ok = make_constant(copy, instr, values[i]);
+      ok = values && make_constant(copy, instr, values[i]);
     }
     instr->id = count;
     entry->instrs[count++] = instr;

@@ -19,8 +19,15 @@ static void set_message(min_outcome *outcome, const char *message) {
   snprintf(outcome->message, sizeof outcome->message, "%s", message);
 }
 
-void min_check_inline(const min_predicate *predicate, const hlo_module *module, rt_value *const *inputs,
-                      int input_count, min_outcome *outcome) {
+/* The accuracy verdict on result, against refs when given, else against fresh reference runs. */
+static hlo_status judge(const hlo_module *module, rt_value *const *inputs, int input_count, const min_refs *refs,
+                        const rt_value *result, double tol, rt_accuracy_verdict *verdict, hlo_diag *diag) {
+  if (refs) return rt_accuracy_compare(result, refs->declared, refs->fp64, tol, verdict, diag);
+  return rt_accuracy_check(module, inputs, input_count, result, tol, verdict, diag);
+}
+
+void min_check_inline_refs(const min_predicate *predicate, const hlo_module *module, rt_value *const *inputs,
+                           int input_count, const min_refs *refs, min_outcome *outcome) {
   memset(outcome, 0, sizeof *outcome);
   outcome->opcode = HLO_OP_COUNT;
   hlo_diag diag;
@@ -43,7 +50,7 @@ void min_check_inline(const min_predicate *predicate, const hlo_module *module, 
       set_message(outcome, diag.message);
     } else if (predicate->kind == MIN_CHECK_ACCURACY) {
       rt_accuracy_verdict verdict;
-      if (rt_accuracy_check(module, inputs, input_count, result, predicate->tol, &verdict, &diag) != HLO_OK) {
+      if (judge(module, inputs, input_count, refs, result, predicate->tol, &verdict, &diag) != HLO_OK) {
         outcome->kind = MIN_CHECK_ERROR;
         outcome->status = diag.status;
         set_message(outcome, diag.message);
@@ -91,7 +98,7 @@ static double now_s(void) {
  * standard streams (a crashing backend's noise is not the minifier's output), then the
  * check; the answer goes back through the pipe. Never returns. */
 static void child(const min_predicate *predicate, const hlo_module *module, rt_value *const *inputs,
-                  int input_count, const char *hlo_path, const char *inputs_dir, int fd) {
+                  int input_count, const min_refs *refs, const char *hlo_path, const char *inputs_dir, int fd) {
   setpgid(0, 0);
   int null_fd = open("/dev/null", O_RDWR);
   if (null_fd >= 0) {
@@ -109,7 +116,7 @@ static void child(const min_predicate *predicate, const hlo_module *module, rt_v
     _exit(127);
   }
   min_outcome outcome;
-  min_check_inline(predicate, module, inputs, input_count, &outcome);
+  min_check_inline_refs(predicate, module, inputs, input_count, refs, &outcome);
   write_all(fd, &outcome, sizeof outcome);
   _exit(0);
 }
@@ -135,8 +142,18 @@ static void command_outcome(const min_predicate *predicate, int status, min_outc
   snprintf(outcome->message, sizeof outcome->message, "the test command exited with %d", code);
 }
 
+void min_check_inline(const min_predicate *predicate, const hlo_module *module, rt_value *const *inputs,
+                      int input_count, min_outcome *outcome) {
+  min_check_inline_refs(predicate, module, inputs, input_count, NULL, outcome);
+}
+
 hlo_status min_check(const min_predicate *predicate, const hlo_module *module, rt_value *const *inputs,
                      int input_count, min_outcome *outcome, hlo_diag *diag) {
+  return min_check_refs(predicate, module, inputs, input_count, NULL, outcome, diag);
+}
+
+hlo_status min_check_refs(const min_predicate *predicate, const hlo_module *module, rt_value *const *inputs,
+                          int input_count, const min_refs *refs, min_outcome *outcome, hlo_diag *diag) {
   memset(outcome, 0, sizeof *outcome);
   outcome->opcode = HLO_OP_COUNT;
   char hlo_path[4096] = "", inputs_dir[4096] = "";
@@ -157,7 +174,7 @@ hlo_status min_check(const min_predicate *predicate, const hlo_module *module, r
   }
   if (pid == 0) {
     close(fds[0]);
-    child(predicate, module, inputs, input_count, hlo_path, inputs_dir, fds[1]);
+    child(predicate, module, inputs, input_count, refs, hlo_path, inputs_dir, fds[1]);
   }
   close(fds[1]);
   setpgid(pid, pid); /* also here: whichever of parent and child runs first */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "minify_internal.h"
 #include "hlo/hlo.h"
@@ -13,9 +14,11 @@
 /* Reference values kept per module beyond those asked for, so most promotions on the same
  * module need no second evaluation. */
 #define VALUE_BUDGET_BYTES (256.0 * 1024 * 1024)
+/* A compile check's repro is given seeded inputs up to this size (shapes only above it). */
+#define SEEDED_INPUT_LIMIT_BYTES (256.0 * 1024 * 1024)
 
 const char *min_strategy_name(min_strategy strategy) {
-  static const char *const names[] = {"dce", "truncate", "outputs", "promote", "constant"};
+  static const char *const names[] = {"scan", "dce", "truncate", "outputs", "needed", "promote", "constant", "shapes", "inputs"};
   return strategy < MIN_STRATEGY_COUNT ? names[strategy] : "?";
 }
 
@@ -25,28 +28,29 @@ static double now_s(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static void release_all(rt_value **values, int count) {
+void min_release_all(rt_value **values, int count) {
   for (int i = 0; values && i < count; i++) rt_value_release(values[i]);
   free(values);
 }
 
-/* Makes module (and its inputs, taken over) the current one. */
-static bool set_current(min_ctx *ctx, hlo_module *module, rt_value **inputs, int input_count) {
+bool min_set_current(min_ctx *ctx, hlo_module *module, rt_value **inputs, int input_count) {
   rt_value **values = calloc((size_t)module->entry->instr_count + 1, sizeof(rt_value *));
   if (!values) {
     ctx->error = hlo_diag_set(ctx->diag, HLO_ERR_INTERNAL, "out of memory");
     hlo_module_free(module);
-    release_all(inputs, input_count);
+    min_release_all(inputs, input_count);
     return false;
   }
-  if (ctx->module) release_all(ctx->values, ctx->module->entry->instr_count);
+  if (ctx->module) min_release_all(ctx->values, ctx->module->entry->instr_count);
   hlo_module_free(ctx->module);
-  release_all(ctx->inputs, ctx->input_count);
+  min_release_all(ctx->inputs, ctx->input_count);
   ctx->module = module;
   ctx->inputs = inputs;
   ctx->input_count = input_count;
   ctx->values = values;
   ctx->values_failed = false;
+  for (int i = 0; ctx->record && i < module->entry->instr_count; i++)
+    values[i] = rt_value_retain(min_record_get(ctx->record, module->entry->instrs[i]->name, false));
   ctx->key = cache_hash_module(module);
   return true;
 }
@@ -73,20 +77,32 @@ static void memo_add(min_ctx *ctx, cache_key key, bool failing) {
   ctx->memo[ctx->memo_count++] = (min_memo_entry){key, failing};
 }
 
-static void progress(min_ctx *ctx, const char *format, ...) __attribute__((format(printf, 2, 3)));
-static void progress(min_ctx *ctx, const char *format, ...) {
+void min_progress(min_ctx *ctx, const char *format, ...) {
   FILE *out = ctx->options->progress;
   if (!out) return;
+  char event[1600];
   va_list args;
   va_start(args, format);
-  fprintf(out, "minify: [%d checks, %.1f s] ", ctx->report->checks, now_s() - ctx->start);
-  vfprintf(out, format, args);
-  fputc('\n', out);
+  vsnprintf(event, sizeof event, format, args);
   va_end(args);
+  double elapsed = now_s() - ctx->start;
+  if (!ctx->options->progress_line) {
+    fprintf(out, "minify: [%d checks, %.1f s] %s\n", ctx->report->checks, elapsed, event);
+    return;
+  }
+  /* One line, rewritten in place: the counters, then the latest event cut to fit. */
+  char line[160];
+  int len = snprintf(line, sizeof line, "minify: %d checks, %d instructions (%d ops), %.0f input bytes, %.1f s | %s",
+                     ctx->report->checks, ctx->module->entry->instr_count, min_count_ops(ctx->module),
+                     min_input_bytes(ctx->module), elapsed, event);
+  if (len >= 100) len = 100;
+  fprintf(out, "\r\033[K%.*s", len, line);
+  fflush(out);
 }
 
 /* Reference values the plan needs and the current module lacks; false when they cannot be had. */
 static bool ensure_values(min_ctx *ctx, const min_plan *plan, const bool *live) {
+  if (ctx->shapes_only) return true;
   const hlo_comp *entry = ctx->module->entry;
   int n = entry->instr_count;
   bool *want = calloc((size_t)n + 1, sizeof *want);
@@ -100,10 +116,10 @@ static bool ensure_values(min_ctx *ctx, const min_plan *plan, const bool *live) 
   if (missing && !ctx->values_failed) {
     hlo_diag diag;
     hlo_diag_clear(&diag);
-    progress(ctx, "computing reference values of %d instructions", n);
+    min_progress(ctx, "computing reference values of %d instructions", n);
     if (min_values_compute(ctx->module, ctx->inputs, ctx->input_count, want, ctx->values, VALUE_BUDGET_BYTES,
                            &diag) != HLO_OK) {
-      progress(ctx, "the reference evaluator cannot run this module (%s): no promotions", diag.message);
+      min_progress(ctx, "the reference evaluator cannot run this module (%s): no promotions", diag.message);
       ctx->values_failed = true;
     } else {
       ok = true;
@@ -112,6 +128,18 @@ static bool ensure_values(min_ctx *ctx, const min_plan *plan, const bool *live) 
   }
   free(want);
   return ok;
+}
+
+/* min_check, against the record's references while there is one. */
+static hlo_status check(min_ctx *ctx, const hlo_module *module, rt_value *const *inputs, int input_count,
+                        min_outcome *outcome) {
+  min_refs refs;
+  bool recorded = ctx->record && ctx->options->predicate.kind == MIN_CHECK_ACCURACY &&
+                  min_record_refs(ctx->record, module, &refs);
+  hlo_status status =
+      min_check_refs(&ctx->options->predicate, module, inputs, input_count, recorded ? &refs : NULL, outcome, ctx->diag);
+  if (recorded) min_refs_release(&refs);
+  return status;
 }
 
 bool min_try(min_ctx *ctx, const min_plan *plan, min_strategy strategy) {
@@ -127,18 +155,26 @@ bool min_try(min_ctx *ctx, const min_plan *plan, min_strategy strategy) {
   hlo_diag_clear(&diag);
   rt_value **inputs = NULL;
   int input_count = 0;
-  hlo_module *candidate = min_build(ctx->module, ctx->inputs, ctx->values, plan, &inputs, &input_count, &diag);
+  hlo_module *candidate = min_build(ctx->module, ctx->inputs, ctx->shapes_only ? NULL : ctx->values, plan, &inputs,
+                                    &input_count, &diag);
   if (!candidate) {
-    progress(ctx, "%s: skipped an invalid candidate: %s", min_strategy_name(strategy), diag.message);
+    min_progress(ctx, "%s: skipped an invalid candidate: %s", min_strategy_name(strategy), diag.message);
     return false;
   }
   int ops = min_count_ops(candidate), instrs = candidate->entry->instr_count;
   int cur_ops = min_count_ops(ctx->module);
   bool smaller = ops < cur_ops || (ops == cur_ops && instrs < n);
+  return min_try_candidate(ctx, candidate, inputs, input_count, strategy, smaller);
+}
+
+bool min_try_candidate(min_ctx *ctx, hlo_module *candidate, rt_value **inputs, int input_count, min_strategy strategy,
+                       bool smaller) {
+  int n = ctx->module->entry->instr_count, cur_ops = min_count_ops(ctx->module);
+  int ops = min_count_ops(candidate), instrs = candidate->entry->instr_count;
   cache_key key = cache_hash_module(candidate);
-  if (!smaller || cache_key_equal(key, ctx->key)) {
+  if (min_stopped(ctx) || !smaller || cache_key_equal(key, ctx->key)) {
     hlo_module_free(candidate);
-    release_all(inputs, input_count);
+    min_release_all(inputs, input_count);
     return false;
   }
   bool failing;
@@ -150,25 +186,26 @@ bool min_try(min_ctx *ctx, const min_plan *plan, min_strategy strategy) {
     how = " (memoized)";
   } else {
     min_outcome outcome;
-    if (min_check(&ctx->options->predicate, candidate, inputs, input_count, &outcome, ctx->diag) != HLO_OK) {
+    if (check(ctx, candidate, inputs, input_count, &outcome) != HLO_OK) {
       ctx->error = ctx->diag->status;
       hlo_module_free(candidate);
-      release_all(inputs, input_count);
+      min_release_all(inputs, input_count);
       return false;
     }
     ctx->report->checks++;
     failing = min_outcome_same(&ctx->report->failure, &outcome);
     memo_add(ctx, key, failing);
   }
-  progress(ctx, "%s: %d instructions (%d ops) -> %d (%d ops): %s%s", min_strategy_name(strategy), n, cur_ops, instrs,
-           ops, failing ? "fails the same way" : "does not", how);
+  min_progress(ctx, "%s: %d instructions (%d ops, %.0f input bytes) -> %d (%d ops, %.0f input bytes): %s%s",
+               min_strategy_name(strategy), n, cur_ops, min_input_bytes(ctx->module), instrs, ops,
+               min_input_bytes(candidate), failing ? "fails the same way" : "does not", how);
   if (!failing) {
     hlo_module_free(candidate);
-    release_all(inputs, input_count);
+    min_release_all(inputs, input_count);
     return false;
   }
   ctx->report->wins[strategy]++;
-  return set_current(ctx, candidate, inputs, input_count);
+  return min_set_current(ctx, candidate, inputs, input_count);
 }
 
 /* Checks the final repro again: a failure that does not always come back is flaky. */
@@ -176,8 +213,7 @@ static void recheck(min_ctx *ctx) {
   int times = ctx->options->rechecks > 0 ? ctx->options->rechecks : 3;
   for (int i = 0; i < times && ctx->error == HLO_OK; i++) {
     min_outcome outcome;
-    if (min_check(&ctx->options->predicate, ctx->module, ctx->inputs, ctx->input_count, &outcome, ctx->diag) !=
-        HLO_OK) {
+    if (check(ctx, ctx->module, ctx->inputs, ctx->input_count, &outcome) != HLO_OK) {
       ctx->error = ctx->diag->status;
       return;
     }
@@ -186,7 +222,7 @@ static void recheck(min_ctx *ctx) {
     ctx->report->reproduced += min_outcome_same(&ctx->report->failure, &outcome);
   }
   ctx->report->flaky = ctx->report->reproduced < ctx->report->rechecks;
-  progress(ctx, "final repro failed the same way %d of %d times%s", ctx->report->reproduced, ctx->report->rechecks,
+  min_progress(ctx, "final repro failed the same way %d of %d times%s", ctx->report->reproduced, ctx->report->rechecks,
            ctx->report->flaky ? ": FLAKY" : "");
 }
 
@@ -196,60 +232,140 @@ static void shrink(min_ctx *ctx) {
     changed = false;
     changed |= min_strategy_dce(ctx);
     changed |= min_strategy_truncate(ctx);
+    changed |= min_strategy_needed(ctx);
     changed |= min_strategy_outputs(ctx);
     changed |= min_strategy_promote(ctx, MIN_TO_PARAM);
-    changed |= min_strategy_promote(ctx, MIN_TO_CONST);
+    if (!ctx->shapes_only) changed |= min_strategy_promote(ctx, MIN_TO_CONST);
     if (changed)
-      progress(ctx, "now %d instructions (%d ops)", ctx->module->entry->instr_count, min_count_ops(ctx->module));
+      min_progress(ctx, "now %d instructions (%d ops)", ctx->module->entry->instr_count, min_count_ops(ctx->module));
   }
+}
+
+/* Whether the repro's inputs are still larger than the options' target. */
+bool min_inputs_large(const min_ctx *ctx) {
+  double target = ctx->options->small_inputs_bytes > 0 ? ctx->options->small_inputs_bytes : MIN_SMALL_INPUTS_BYTES;
+  return !ctx->options->keep_shapes && min_input_bytes(ctx->module) > target;
+}
+
+/* After the ops: smaller shapes, then simpler inputs, while the inputs are large. The
+ * record no longer applies once shapes or inputs change: checks compute their references. */
+static void shrink_data(min_ctx *ctx) {
+  if (!min_inputs_large(ctx)) return;
+  min_record_free(ctx->record);
+  ctx->record = NULL;
+  bool changed = true;
+  while (changed && min_inputs_large(ctx) && !min_stopped(ctx)) {
+    changed = min_strategy_shapes(ctx);
+    if (min_inputs_large(ctx)) changed |= min_strategy_inputs(ctx);
+    if (changed) min_progress(ctx, "now %.0f input bytes", min_input_bytes(ctx->module));
+  }
+}
+
+/* The first check: the original module, whole; or, for an accuracy check, the scan first
+ * (scan.c), which finds a failing group without running the module whole. */
+static hlo_status first_check(min_ctx *ctx) {
+  min_report *report = ctx->report;
+  const min_options *options = ctx->options;
+  if (options->predicate.kind == MIN_CHECK_ACCURACY && !options->no_scan) {
+    double budget = options->record_budget_bytes;
+    if (budget <= 0) budget = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / 4;
+    if (min_scan_accuracy(ctx, budget)) return HLO_OK;
+    if (ctx->error != HLO_OK) return ctx->error;
+  }
+  hlo_status status = min_check(&options->predicate, ctx->module, ctx->inputs, ctx->input_count, &report->failure,
+                                ctx->diag);
+  report->checks++;
+  char text[1400];
+  min_outcome_describe(&report->failure, text, sizeof text);
+  if (status == HLO_OK && (report->failure.kind == MIN_PASS || report->failure.kind == MIN_CHECK_ERROR))
+    status = hlo_diag_set(ctx->diag, HLO_ERR_INPUT,
+                          "the module does not fail the check, so there is nothing to minify (%s)", text);
+  if (status == HLO_OK)
+    min_progress(ctx, "%d instructions (%d ops) fail with %s", report->instrs_before, report->ops_before, text);
+  return status;
+}
+
+/* A compile check's repro gets seeded inputs at the end (as `latch run` makes them), where
+ * they are small enough to write; larger ones stay NULL and the repro uses the seed. */
+static void seed_inputs(min_ctx *ctx) {
+  const hlo_comp *entry = ctx->module->entry;
+  double bytes = 0;
+  for (int i = 0; i < entry->param_count; i++) bytes += (double)hlo_shape_bytes(&entry->params[i]->shape);
+  if (bytes > SEEDED_INPUT_LIMIT_BYTES) return;
+  for (int i = 0; i < ctx->input_count && i < entry->param_count; i++) {
+    hlo_diag diag;
+    hlo_diag_clear(&diag);
+    if (!ctx->inputs[i]) ctx->inputs[i] = rt_random_value(&entry->params[i]->shape, 0, (uint64_t)i, &diag);
+  }
+}
+
+/* The original as the current module: a copy, with its inputs (none for a compile check). */
+static bool start(min_ctx *ctx, const hlo_module *module, rt_value *const *inputs, int input_count) {
+  hlo_module *copy = hlo_module_clone(module, ctx->diag);
+  if (!copy) return false;
+  if (ctx->shapes_only) input_count = module->entry->param_count;
+  rt_value **copies = calloc((size_t)input_count + 1, sizeof(rt_value *));
+  if (!copies) {
+    hlo_module_free(copy);
+    hlo_diag_set(ctx->diag, HLO_ERR_INTERNAL, "out of memory");
+    return false;
+  }
+  for (int i = 0; !ctx->shapes_only && i < input_count; i++) copies[i] = rt_value_retain(inputs[i]);
+  return min_set_current(ctx, copy, copies, input_count);
 }
 
 hlo_status min_minify(const hlo_module *module, rt_value *const *inputs, int input_count, const min_options *options,
                       min_report *report, hlo_diag *diag) {
   memset(report, 0, sizeof *report);
   min_ctx ctx = {.options = options, .report = report, .start = now_s(), .diag = diag, .error = HLO_OK};
+  ctx.shapes_only = options->predicate.kind == MIN_CHECK_COMPILE;
   if (!module->entry) return hlo_diag_set(diag, HLO_ERR_INPUT, "module %s has no entry computation", module->name);
-  hlo_module *copy = hlo_module_clone(module, diag);
-  rt_value **copies = calloc((size_t)input_count + 1, sizeof(rt_value *));
-  if (!copy || !copies) {
-    hlo_module_free(copy);
-    free(copies);
+  if (!start(&ctx, module, inputs, input_count))
     return diag->status != HLO_OK ? diag->status : hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
-  }
-  for (int i = 0; i < input_count; i++) copies[i] = rt_value_retain(inputs[i]);
-  if (!set_current(&ctx, copy, copies, input_count)) return ctx.error;
   report->instrs_before = ctx.module->entry->instr_count;
   report->ops_before = min_count_ops(ctx.module);
+  report->input_bytes_before = min_input_bytes(ctx.module);
 
-  hlo_status status = min_check(&options->predicate, ctx.module, ctx.inputs, ctx.input_count, &report->failure, diag);
-  report->checks = 1;
-  char text[1400];
-  min_outcome_describe(&report->failure, text, sizeof text);
-  if (status == HLO_OK && (report->failure.kind == MIN_PASS || report->failure.kind == MIN_CHECK_ERROR))
-    status = hlo_diag_set(diag, HLO_ERR_INPUT, "the module does not fail the check, so there is nothing to minify (%s)",
-                          text);
+  hlo_status status = first_check(&ctx);
   if (status == HLO_OK) {
-    progress(&ctx, "%d instructions (%d ops) fail with %s", report->instrs_before, report->ops_before, text);
     memo_add(&ctx, ctx.key, true);
     shrink(&ctx);
+    shrink_data(&ctx);
     if (ctx.error == HLO_OK) recheck(&ctx);
     status = ctx.error;
   }
+  if (ctx.shapes_only) seed_inputs(&ctx);
+  if (options->progress && options->progress_line) fputc('\n', options->progress);
   report->module = ctx.module;
   report->inputs = ctx.inputs;
   report->input_count = ctx.input_count;
   report->instrs_after = ctx.module->entry->instr_count;
   report->ops_after = min_count_ops(ctx.module);
+  report->input_bytes_after = min_input_bytes(ctx.module);
   report->seconds = now_s() - ctx.start;
-  release_all(ctx.values, ctx.module->entry->instr_count);
+  min_release_all(ctx.values, ctx.module->entry->instr_count);
+  min_record_free(ctx.record);
   free(ctx.memo);
   if (status != HLO_OK) min_report_free(report); /* report->failure still says how the original came out */
   return status;
 }
 
+double min_shape_bytes(const hlo_shape *shape) {
+  if (shape->dtype != HLO_TUPLE) return (double)hlo_shape_bytes(shape);
+  double total = 0;
+  for (int i = 0; i < shape->tuple_count; i++) total += min_shape_bytes(&shape->tuple[i]);
+  return total;
+}
+
+double min_input_bytes(const hlo_module *module) {
+  double bytes = 0;
+  for (int i = 0; i < module->entry->param_count; i++) bytes += min_shape_bytes(&module->entry->params[i]->shape);
+  return bytes;
+}
+
 void min_report_free(min_report *report) {
   hlo_module_free(report->module);
-  release_all(report->inputs, report->input_count);
+  min_release_all(report->inputs, report->input_count);
   report->module = NULL;
   report->inputs = NULL;
   report->input_count = 0;

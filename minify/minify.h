@@ -57,15 +57,28 @@ typedef struct min_predicate {
   double timeout_s;     /* per check; the child is killed past it */
 } min_predicate;
 
-/* Runs the check on module with inputs in a child process. The returned status is an error
- * only when the check could not be started (fork, pipe, writing the candidate). */
+/* An accuracy check's reference outputs, known beforehand (recorded from the original run,
+ * record.c): the child then compares with them instead of running the reference evaluator
+ * twice. Both have the module's output structure. */
+typedef struct min_refs {
+  const rt_value *declared, *fp64;
+} min_refs;
+
+/* Runs the check on module with inputs in a child process. Inputs may be NULL for a compile
+ * check, which never reads them. The returned status is an error only when the check could
+ * not be started (fork, pipe, writing the candidate). */
 hlo_status min_check(const min_predicate *predicate, const hlo_module *module, rt_value *const *inputs,
                      int input_count, min_outcome *outcome, hlo_diag *diag);
+/* The same with an accuracy check's references given (NULL: computed in the child). */
+hlo_status min_check_refs(const min_predicate *predicate, const hlo_module *module, rt_value *const *inputs,
+                          int input_count, const min_refs *refs, min_outcome *outcome, hlo_diag *diag);
 
-/* The same check in this process, no fork and no time limit: what `latch run --check` and
- * the child do. Crashes and hangs of the backend crash or hang the caller. */
+/* The same check in this process, no fork and no time limit: what the child does. Crashes
+ * and hangs of the backend crash or hang the caller. */
 void min_check_inline(const min_predicate *predicate, const hlo_module *module, rt_value *const *inputs,
                       int input_count, min_outcome *outcome);
+void min_check_inline_refs(const min_predicate *predicate, const hlo_module *module, rt_value *const *inputs,
+                           int input_count, const min_refs *refs, min_outcome *outcome);
 
 /* "compile", "accuracy", "compile and run", "test command". */
 const char *min_check_kind_name(min_check_kind kind);
@@ -86,22 +99,44 @@ hlo_opcode min_opcode_in_message(const hlo_module *module, const char *message);
  * a crash or hang of the backend, or an external test command) to a small module that fails
  * the same way, with inputs, and writes it as a repro directory.
  *
- * Strategies, each repeated until it no longer shrinks the graph, all of them again until
- * none does:
+ * First, for an accuracy check, the scan (scan.c): the module's ops in groups, each run on
+ * the values the reference recorded for its operands (record.c), until a group fails on its
+ * own; candidates cut from it are then checked against the record, without the reference.
+ * A compile check never has input data at all: candidates carry shapes only.
+ *
+ * Strategies on ops, each repeated until it no longer shrinks the graph, all of them again
+ * until none does:
  *   dce       dead-code elimination and removal of unused parameters (applied to every
  *             candidate as well; checked alone once, since a dead op can be the culprit)
  *   truncate  binary search for the shortest failing prefix of the entry's instructions,
  *             every value the prefix leaves unused becoming an output (as hlo_bisect)
+ *   needed    the ops the failure needs, one by one (needed.c): a candidate keeps a set of
+ *             ops fed by parameters; finds failures that need two ops together
  *   outputs   removal of outputs (root tuple elements): the last alone, then halves,
  *             quarters, ... one at a time
  *   promote   delta debugging: a chunk of instructions becomes parameters fed with their
  *             reference values, so what only fed the chunk dies; chunks from all of them
  *             at once down to one at a time
  *   constant  the same with constants holding the reference values (small values only)
- * Every candidate is checked in a child process with a time limit (check.h) and memoized by
+ * Then, while the repro's inputs exceed small_inputs_bytes, on data:
+ *   shapes    a dim size the parameters share made smaller (1, then halvings), the graph's
+ *             shapes inferred again (shapes.c)
+ *   inputs    a parameter replaced by a broadcast constant: zeros, ones, its mean (inputs.c)
+ * Every candidate is checked in a child process with a time limit (isolate.c) and memoized by
  * its canonical hash (cache_hash_module); the final repro is checked again several times. */
 
-typedef enum min_strategy { MIN_DCE, MIN_TRUNCATE, MIN_OUTPUTS, MIN_PROMOTE, MIN_CONSTANT, MIN_STRATEGY_COUNT } min_strategy;
+typedef enum min_strategy {
+  MIN_SCAN,
+  MIN_DCE,
+  MIN_TRUNCATE,
+  MIN_OUTPUTS,
+  MIN_NEEDED,
+  MIN_PROMOTE,
+  MIN_CONSTANT,
+  MIN_SHAPES,
+  MIN_INPUTS,
+  MIN_STRATEGY_COUNT
+} min_strategy;
 
 const char *min_strategy_name(min_strategy strategy);
 
@@ -110,7 +145,18 @@ typedef struct min_options {
   int rechecks;   /* times the final repro is checked again; 0 means 3 */
   int max_checks; /* stop shrinking after this many checks; 0 means no limit */
   FILE *progress; /* one line per check and per accepted step, or NULL for silence */
+  bool progress_line; /* a terminal: one line rewritten in place (checks, size, time) */
+  /* Accuracy checks: the original run's values the scan may keep (0: a quarter of the
+   * machine's memory); no_scan checks the module whole first, as a user's --test would. */
+  double record_budget_bytes;
+  bool no_scan;
+  /* After the ops: dims and inputs shrink while the inputs exceed small_inputs_bytes (0:
+   * MIN_SMALL_INPUTS_BYTES); keep_shapes skips that. */
+  double small_inputs_bytes;
+  bool keep_shapes;
 } min_options;
+
+#define MIN_SMALL_INPUTS_BYTES (64.0 * 1024)
 
 typedef struct min_report {
   /* The repro: module and its inputs (one reference each). */
@@ -119,6 +165,7 @@ typedef struct min_report {
   int input_count;
   min_outcome failure; /* the original module's failure */
   int instrs_before, instrs_after; /* entry computation instructions */
+  double input_bytes_before, input_bytes_after; /* the entry parameters' bytes */
   int ops_before, ops_after;       /* of those, neither parameters nor constants */
   int checks;                      /* child processes run, rechecks included */
   int memo_hits;                   /* candidates answered from the memo table */
@@ -136,6 +183,11 @@ hlo_status min_minify(const hlo_module *module, rt_value *const *inputs, int inp
                       min_report *report, hlo_diag *diag);
 void min_report_free(min_report *report);
 
+/* Bytes of an array shape, or of a tuple's elements summed. */
+double min_shape_bytes(const hlo_shape *shape);
+/* Bytes of module's entry parameters. */
+double min_input_bytes(const hlo_module *module);
+
 /* ---- auto.c ---- */
 /* The one call the capture layer makes when a compiled graph fails its check: minify the
  * graph and leave a repro directory, quietly, so the caller can print one warning line with
@@ -150,6 +202,9 @@ typedef struct min_auto_request {
   double tol;                 /* accuracy tolerance; 0 gives RT_ACCURACY_DEFAULT_TOL */
   double timeout_s;           /* per check; 0 gives 30 s */
   const char *dir;            /* the repro directory; NULL makes a new /tmp/latch-repro-XXXXXX */
+  /* LATCH_REPRO_MAX_BYTES as text (NULL or empty: MIN_REPRO_DEFAULT_MAX_BYTES): the input
+   * bytes the repro may hold; an input past it is left out, and the report says so. */
+  const char *max_bytes;
 } min_auto_request;
 
 /* LATCH_CHECK's values: off (or unset, or empty), compile, accuracy (which implies compile). */
@@ -158,7 +213,8 @@ typedef enum min_check_mode { MIN_MODE_OFF = 0, MIN_MODE_COMPILE, MIN_MODE_ACCUR
 hlo_status min_check_mode_parse(const char *text, min_check_mode *mode, hlo_diag *diag);
 
 /* Minifies and writes the repro; its directory goes to path (size bytes). HLO_ERR_INPUT when
- * the graph does not fail the check again (a flaky failure that did not come back). */
+ * the graph does not fail the check again (a flaky failure that did not come back), or when
+ * max_bytes is not a positive number. */
 hlo_status min_auto_repro(const min_auto_request *request, char *path, size_t size, hlo_diag *diag);
 
 /* ---- repro.c ---- */
@@ -177,7 +233,12 @@ typedef struct min_repro_info {
   const char *backend;   /* --backend NAME for latch run */
   const char *latch_bin; /* the latch binary the minifier ran as, recorded as a fallback; may be NULL */
   const char *source;    /* the original module's file, for the report; may be NULL */
+  bool single_file;      /* inputs embedded in repro.hlo as constants, where they fit */
+  double max_bytes;      /* the inputs' bytes a repro may hold; 0: MIN_REPRO_DEFAULT_MAX_BYTES */
 } min_repro_info;
+
+/* LATCH_REPRO_MAX_BYTES's default: a repro never holds more input data than this. */
+#define MIN_REPRO_DEFAULT_MAX_BYTES (64.0 * 1024 * 1024)
 
 /* The whole repro directory: repro.hlo, inputs/, repro.sh, report.txt. */
 hlo_status min_write_repro(const char *dir, const struct min_report *report, const struct min_predicate *predicate,

@@ -29,10 +29,14 @@ void min_plan_live(const hlo_module *module, const min_plan *plan, bool *live);
 
 /* Builds the candidate. values[i] must hold the reference value of every live instruction
  * the plan turns into a parameter or constant. New parameters come after the kept ones, in
- * instruction order. NULL with diag when the plan gives an invalid module. */
+ * instruction order. NULL with diag when the plan gives an invalid module. Shapes only
+ * (compile checks): inputs and values may be NULL, and the new inputs are then NULL too;
+ * no constants can be made. */
 hlo_module *min_build(const hlo_module *module, rt_value *const *inputs, rt_value *const *values,
                       const min_plan *plan, rt_value ***new_inputs, int *new_input_count, hlo_diag *diag);
 
+/* Parameters and constants: what candidates feed ops with. */
+bool min_is_leaf(const hlo_instr *instr);
 /* Entry instructions that are neither parameters nor constants. */
 int min_count_ops(const hlo_module *module);
 
@@ -40,13 +44,62 @@ int min_count_ops(const hlo_module *module);
 /* Reference values of a module's entry instructions, computed by the reference evaluator in
  * the declared types: what promoted parameters and constants are fed with. */
 
+/* Bytes of a value's arrays (a tuple's elements summed); 0 for NULL. */
+double min_value_bytes(const rt_value *value);
+
 /* Runs module on inputs and stores into values[id] (a new reference) the value of every
  * entry instruction with want[id] whose slot is still NULL, plus, while they fit in
  * budget_bytes, the others' (so later requests on the same module cost no new run). */
 hlo_status min_values_compute(const hlo_module *module, rt_value *const *inputs, int input_count, const bool *want,
                               rt_value **values, double budget_bytes, hlo_diag *diag);
 
-/* ---- minify.c, strategies.c ---- */
+/* ---- record.c ---- */
+/* Recorded values of the original run, by instruction name: each entry instruction's value
+ * in the declared types and in fp64, as the reference evaluator computed them once (scan.c
+ * records them group by group). Candidates keep the names of the instructions they are cut
+ * from, so a candidate's promoted inputs and its reference outputs are looked up here
+ * instead of being computed again: the accuracy check of a candidate then costs one run of
+ * the backend on it, however large the module it came from. */
+
+typedef struct min_record min_record;
+
+min_record *min_record_new(void);
+void min_record_free(min_record *record);
+
+/* Stores a new reference to value as name's declared (fp64 false) or fp64 value; an existing
+ * one is kept. False when memory runs out. */
+bool min_record_put(min_record *record, const char *name, bool fp64, rt_value *value);
+/* name's value, borrowed; NULL when not recorded. */
+rt_value *min_record_get(const min_record *record, const char *name, bool fp64);
+/* Forgets name's values (no longer needed). */
+void min_record_drop(min_record *record, const char *name);
+/* Bytes the recorded values hold. */
+double min_record_bytes(const min_record *record);
+
+/* The module's reference outputs from the record: the root's values, a tuple root built from
+ * its elements' (new tuples, which share the elements). False when one is missing (the
+ * caller then lets the check compute them); on success refs holds new references, released
+ * with min_refs_release. */
+bool min_record_refs(const min_record *record, const hlo_module *module, min_refs *refs);
+void min_refs_release(min_refs *refs);
+
+/* ---- embed.c ---- */
+/* What a repro directory holds within its byte limit. */
+
+typedef struct min_repro_content {
+  hlo_module *module; /* with single_file, the repro with inputs as constants (owned); else NULL */
+  rt_value **inputs;  /* the remaining parameters' inputs (references; NULL: no data) */
+  int input_count;
+  bool write_inputs; /* all of them fit and are written; otherwise none, and the repro is seeded */
+  double max_bytes, embedded_bytes, written_bytes;
+  char left_out[2048]; /* what was left out and why; "" when nothing */
+} min_repro_content;
+
+hlo_status min_repro_content_make(const min_report *report, bool single_file, double max_bytes,
+                                  min_repro_content *content, hlo_diag *diag);
+void min_repro_content_free(min_repro_content *content);
+
+/* ---- minify.c, strategies.c, needed.c, scan.c, shapes.c, inputs.c ---- */
 /* The minifier's state shared by its driver (minify.c) and its strategies (strategies.c). */
 
 typedef struct min_memo_entry {
@@ -64,6 +117,10 @@ typedef struct min_ctx {
   int input_count;
   rt_value **values;
   bool values_failed; /* the reference evaluator cannot run this module: no promotions */
+  bool shapes_only;   /* a compile check: no input data anywhere, inputs and values NULL */
+  /* The original run's values (scan.c) while the current module is cut from it unchanged;
+   * NULL otherwise. Candidates are then checked against it. */
+  min_record *record;
   cache_key key;
   min_memo_entry *memo;
   int memo_count, memo_capacity;
@@ -72,10 +129,21 @@ typedef struct min_ctx {
   hlo_status error; /* a failure of the minifier itself: stop */
 } min_ctx;
 
+/* Releases each of count values and frees the array. */
+void min_release_all(rt_value **values, int count);
+/* Makes module, with its inputs (taken over), the current one; false on an error. */
+bool min_set_current(min_ctx *ctx, hlo_module *module, rt_value **inputs, int input_count);
+/* One progress line, when progress is on. */
+void min_progress(min_ctx *ctx, const char *format, ...) __attribute__((format(printf, 2, 3)));
+
 /* Builds the plan's candidate and checks it (memoized); when it fails the same way and is
  * smaller (fewer ops, or as many ops and fewer instructions), it becomes the current module
  * and the result is true. */
 bool min_try(min_ctx *ctx, const min_plan *plan, min_strategy strategy);
+/* Checks a candidate built otherwise (taken over with its inputs); smaller says whether the
+ * strategy counts it as an improvement. The same adoption as min_try. */
+bool min_try_candidate(min_ctx *ctx, hlo_module *candidate, rt_value **inputs, int input_count, min_strategy strategy,
+                       bool smaller);
 /* Whether the check budget is spent or an error stopped the run. */
 bool min_stopped(const min_ctx *ctx);
 
@@ -84,5 +152,14 @@ bool min_strategy_dce(min_ctx *ctx);
 bool min_strategy_truncate(min_ctx *ctx);
 bool min_strategy_outputs(min_ctx *ctx);
 bool min_strategy_promote(min_ctx *ctx, min_disp disp);
+bool min_strategy_needed(min_ctx *ctx);
+/* Whether the repro's inputs still exceed the target size (and shapes may change). */
+bool min_inputs_large(const min_ctx *ctx);
+/* shapes.c, inputs.c: smaller dims, then constants in place of parameters. */
+bool min_strategy_shapes(min_ctx *ctx);
+bool min_strategy_inputs(min_ctx *ctx);
+/* scan.c: true when a group of the current module fails on its own and became the current
+ * module, with ctx->record holding its values; budget_bytes bounds the values kept. */
+bool min_scan_accuracy(min_ctx *ctx, double budget_bytes);
 
 #endif

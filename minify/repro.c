@@ -1,5 +1,5 @@
 /* Writing repro directories (repro.h). */
-#include "minify.h"
+#include "minify_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -33,7 +33,7 @@ hlo_status min_write_case(const char *dir, const char *hlo_name, const hlo_modul
   if (make_dir(dir, diag) != HLO_OK) return diag->status;
   snprintf(path, sizeof path, "%s/inputs", dir);
   if (make_dir(path, diag) != HLO_OK) return diag->status;
-  for (int i = 0; i < input_count; i++) {
+  for (int i = 0; i < input_count && inputs[i]; i++) {
     snprintf(path, sizeof path, "%s/inputs/%d.npy", dir, i);
     if (inputs[i]->shape.dtype == HLO_TUPLE)
       return hlo_diag_set(diag, HLO_ERR_UNSUPPORTED, "parameter %d is a tuple; .npy files cannot hold it", i);
@@ -57,7 +57,8 @@ static void sh_quote(hlo_strbuf *sb, const char *text) {
   hlo_sb_puts(sb, "'");
 }
 
-static char *repro_script(const min_report *report, const min_predicate *predicate, const min_repro_info *info) {
+static char *repro_script(const min_report *report, const min_predicate *predicate, const min_repro_info *info,
+                          const min_repro_content *content) {
   hlo_strbuf sb;
   hlo_sb_init(&sb);
   char failure[1400];
@@ -104,16 +105,19 @@ static char *repro_script(const min_report *report, const min_predicate *predica
   } else {
     hlo_sb_puts(&sb, "exec ");
   }
-  hlo_sb_puts(&sb, "\"$LATCH\" run repro.hlo --inputs inputs --backend ");
+  hlo_sb_puts(&sb, "\"$LATCH\" run repro.hlo ");
+  if (content->input_count > 0) hlo_sb_puts(&sb, content->write_inputs ? "--inputs inputs " : "--seed 0 ");
+  hlo_sb_puts(&sb, "--backend ");
   sh_quote(&sb, info->backend);
-  /* `latch run --check compile` compiles and then runs the module: it serves the execute
-   * kind too. */
+  /* `latch run --check compile` only compiles (no inputs); execute compiles and runs. */
   if (predicate->kind == MIN_CHECK_ACCURACY) hlo_sb_printf(&sb, " --check accuracy --tol %g\n", predicate->tol);
+  else if (predicate->kind == MIN_CHECK_EXECUTE) hlo_sb_puts(&sb, " --check execute\n");
   else hlo_sb_puts(&sb, " --check compile\n");
   return hlo_sb_take(&sb);
 }
 
-static char *report_text(const min_report *report, const min_predicate *predicate, const min_repro_info *info) {
+static char *report_text(const min_report *report, const min_predicate *predicate, const min_repro_info *info,
+                         const min_repro_content *content) {
   hlo_strbuf sb;
   hlo_sb_init(&sb);
   char failure[1400];
@@ -131,6 +135,13 @@ static char *report_text(const min_report *report, const min_predicate *predicat
   hlo_sb_printf(&sb, "before:     %d instructions (%d ops)\n", report->instrs_before, report->ops_before);
   hlo_sb_printf(&sb, "after:      %d instructions (%d ops), %d parameters\n", report->instrs_after, report->ops_after,
                 report->input_count);
+  hlo_sb_printf(&sb, "inputs:     %.0f bytes before, %.0f bytes after\n", report->input_bytes_before,
+                report->input_bytes_after);
+  hlo_sb_printf(&sb, "repro:      %s, %.0f input bytes embedded as constants, %.0f written as .npy (limit %.0f)\n",
+                info->single_file ? "one file" : "repro.hlo and inputs/", content->embedded_bytes,
+                content->written_bytes, content->max_bytes);
+  if (content->left_out[0])
+    hlo_sb_printf(&sb, "left out:   %s; the repro runs on seeded inputs (latch run --seed 0)\n", content->left_out);
   hlo_sb_puts(&sb, "strategies that worked:");
   bool any = false;
   for (int s = 0; s < MIN_STRATEGY_COUNT; s++)
@@ -148,18 +159,22 @@ static char *report_text(const min_report *report, const min_predicate *predicat
 
 hlo_status min_write_repro(const char *dir, const min_report *report, const min_predicate *predicate,
                            const min_repro_info *info, hlo_diag *diag) {
-  if (min_write_case(dir, "repro.hlo", report->module, report->inputs, report->input_count, diag) != HLO_OK)
+  min_repro_content content;
+  if (min_repro_content_make(report, info->single_file, info->max_bytes, &content, diag) != HLO_OK)
     return diag->status;
+  const hlo_module *module = content.module ? content.module : report->module;
+  hlo_status status = min_write_case(dir, "repro.hlo", module, content.inputs,
+                                     content.write_inputs ? content.input_count : 0, diag);
   char path[4096];
-  char *script = repro_script(report, predicate, info);
-  char *text = report_text(report, predicate, info);
-  hlo_status status = HLO_OK;
-  if (!script || !text) status = hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
+  char *script = status == HLO_OK ? repro_script(report, predicate, info, &content) : NULL;
+  char *text = status == HLO_OK ? report_text(report, predicate, info, &content) : NULL;
+  if (status == HLO_OK && (!script || !text)) status = hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
   snprintf(path, sizeof path, "%s/repro.sh", dir);
   if (status == HLO_OK) status = write_file(path, script, 0755, diag);
   snprintf(path, sizeof path, "%s/report.txt", dir);
   if (status == HLO_OK) status = write_file(path, text, 0, diag);
   free(script);
   free(text);
+  min_repro_content_free(&content);
   return status;
 }

@@ -24,10 +24,6 @@ static void plan_free(plan_buf *p) {
   free(p->outputs);
 }
 
-static bool is_leaf(const hlo_instr *instr) {
-  return instr->opcode == HLO_OP_PARAMETER || instr->opcode == HLO_OP_CONSTANT;
-}
-
 bool min_strategy_dce(min_ctx *ctx) {
   plan_buf p;
   bool won = plan_init(&p, ctx->module->entry->instr_count) && min_try(ctx, &p.plan, MIN_DCE);
@@ -41,7 +37,7 @@ bool min_strategy_dce(min_ctx *ctx) {
 static int prefix_outputs(const hlo_comp *entry, const int *first_user, int k, int *outputs) {
   int count = 0;
   for (int i = 0; i <= k; i++)
-    if (!is_leaf(entry->instrs[i]) && first_user[i] > k) outputs[count++] = i;
+    if (!min_is_leaf(entry->instrs[i]) && first_user[i] > k) outputs[count++] = i;
   return count;
 }
 
@@ -170,7 +166,7 @@ static int cuttable(const hlo_comp *entry, min_disp disp, int *ids) {
   const hlo_instr *root = entry->root;
   for (int i = 0; i < entry->instr_count; i++) {
     const hlo_instr *instr = entry->instrs[i];
-    if (is_leaf(instr) || instr == root || !hlo_shape_is_array(&instr->shape) ||
+    if (min_is_leaf(instr) || instr == root || !hlo_shape_is_array(&instr->shape) ||
         !hlo_dtype_is_computable(instr->shape.dtype) || hlo_shape_is_dynamic(&instr->shape))
       continue;
     bool output = false;

@@ -33,13 +33,28 @@ hlo_status rt_fault_parse(const char *text, rt_fault *fault, hlo_diag *diag) {
       fault->kind = kinds[i].kind;
   if (fault->kind == RT_FAULT_NONE)
     return hlo_diag_set(diag, HLO_ERR_INPUT,
-                        "LATCH_FAULT '%s': expected compile:OP, accuracy:OP:EPS, crash:OP or hang:OP", text);
+                        "LATCH_FAULT '%s': expected compile:OP, accuracy:OP:EPS, crash:OP, hang:OP, "
+                        "compile:OP1+OP2 or accuracy:OP1+OP2:EPS",
+                        text);
   const char *op = colon + 1;
   const char *op_end = strchr(op, ':');
   size_t op_len = op_end ? (size_t)(op_end - op) : strlen(op);
-  fault->opcode = hlo_opcode_from_name(op, op_len);
+  const char *plus = memchr(op, '+', op_len);
+  size_t first_len = plus ? (size_t)(plus - op) : op_len;
+  fault->opcode = hlo_opcode_from_name(op, first_len);
   if (fault->opcode == HLO_OP_COUNT)
-    return hlo_diag_set(diag, HLO_ERR_INPUT, "LATCH_FAULT '%s': '%.*s' is not an HLO opcode", text, (int)op_len, op);
+    return hlo_diag_set(diag, HLO_ERR_INPUT, "LATCH_FAULT '%s': '%.*s' is not an HLO opcode", text, (int)first_len, op);
+  if (plus) {
+    size_t second_len = op_len - first_len - 1;
+    fault->paired = true;
+    fault->partner = hlo_opcode_from_name(plus + 1, second_len);
+    if (fault->partner == HLO_OP_COUNT)
+      return hlo_diag_set(diag, HLO_ERR_INPUT, "LATCH_FAULT '%s': '%.*s' is not an HLO opcode", text, (int)second_len,
+                          plus + 1);
+    if (fault->kind != RT_FAULT_COMPILE && fault->kind != RT_FAULT_ACCURACY)
+      return hlo_diag_set(diag, HLO_ERR_INPUT, "LATCH_FAULT '%s': only compile and accuracy take two ops (OP1+OP2)",
+                          text);
+  }
   if (fault->kind == RT_FAULT_ACCURACY) {
     char *end = NULL;
     fault->eps = op_end ? strtod(op_end + 1, &end) : 0;
@@ -77,11 +92,21 @@ static hlo_instr *perturbed(hlo_comp *comp, hlo_instr *x, double eps, hlo_diag *
   return delta ? hlo_build_binary(comp, HLO_OP_ADD, x, delta, diag) : NULL;
 }
 
-static bool perturb_comp(hlo_comp *comp, hlo_opcode opcode, double eps, hlo_diag *diag) {
+/* Whether the fault perturbs x: its opcode, or for a pair the partner fed by an opcode. */
+static bool targeted(const hlo_instr *x, const rt_fault *fault) {
+  if (!fault->paired) return x->opcode == fault->opcode;
+  if (x->opcode != fault->partner) return false;
+  for (int k = 0; k < x->operand_count; k++)
+    if (x->operands[k]->opcode == fault->opcode) return true;
+  return false;
+}
+
+static bool perturb_comp(hlo_comp *comp, const rt_fault *fault, hlo_diag *diag) {
   int original = comp->instr_count;
+  double eps = fault->eps;
   for (int i = 0; i < original; i++) {
     hlo_instr *x = comp->instrs[i];
-    if (x->opcode != opcode || !hlo_shape_is_array(&x->shape) || !hlo_dtype_is_float(x->shape.dtype)) continue;
+    if (!targeted(x, fault) || !hlo_shape_is_array(&x->shape) || !hlo_dtype_is_float(x->shape.dtype)) continue;
     if (x->shape.dtype != HLO_F16 && x->shape.dtype != HLO_BF16 && x->shape.dtype != HLO_F32 &&
         x->shape.dtype != HLO_F64)
       continue;
@@ -100,11 +125,11 @@ static bool perturb_comp(hlo_comp *comp, hlo_opcode opcode, double eps, hlo_diag
   return comp->instr_count == original || hlo_comp_sort(comp, diag);
 }
 
-hlo_module *rt_fault_perturb(const hlo_module *module, hlo_opcode opcode, double eps, hlo_diag *diag) {
+hlo_module *rt_fault_perturb(const hlo_module *module, const rt_fault *fault, hlo_diag *diag) {
   hlo_module *copy = hlo_module_clone(module, diag);
   if (!copy) return NULL;
   for (int c = 0; c < copy->comp_count; c++)
-    if (!perturb_comp(copy->comps[c], opcode, eps, diag)) {
+    if (!perturb_comp(copy->comps[c], fault, diag)) {
       hlo_module_free(copy);
       return NULL;
     }
@@ -114,6 +139,17 @@ hlo_module *rt_fault_perturb(const hlo_module *module, hlo_opcode opcode, double
 static rt_executable *fault_compile(const hlo_module *module, hlo_diag *diag) {
   const rt_fault *fault = &config.fault;
   const hlo_instr *culprit = find_opcode(module, fault->opcode);
+  const hlo_instr *partner = fault->paired ? find_opcode(module, fault->partner) : NULL;
+  if (culprit && fault->paired && fault->kind == RT_FAULT_COMPILE) {
+    if (!partner) culprit = NULL;
+    else {
+      hlo_diag_set(diag, HLO_ERR_UNSUPPORTED,
+                   "backend %s cannot compile %s %%%s together with %s %%%s (fault injected by LATCH_FAULT)",
+                   config.inner->name, hlo_opcode_name(culprit->opcode), culprit->name,
+                   hlo_opcode_name(partner->opcode), partner->name);
+      return NULL;
+    }
+  }
   if (culprit) {
     switch (fault->kind) {
       case RT_FAULT_COMPILE:
@@ -131,7 +167,7 @@ static rt_executable *fault_compile(const hlo_module *module, hlo_diag *diag) {
   }
   hlo_module *perturbed_module = NULL;
   if (culprit && fault->kind == RT_FAULT_ACCURACY) {
-    perturbed_module = rt_fault_perturb(module, fault->opcode, fault->eps, diag);
+    perturbed_module = rt_fault_perturb(module, fault, diag);
     if (!perturbed_module) return NULL;
   }
   rt_executable *wrapper = calloc(1, sizeof *wrapper);

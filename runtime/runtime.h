@@ -254,6 +254,10 @@ hlo_status rt_accuracy_compare(const rt_value *result, const rt_value *declared,
  *                        the module is rewritten (a copy) before the inner compile
  *   crash:OPCODE         compile aborts the process (SIGABRT)
  *   hang:OPCODE          compile sleeps forever
+ *   compile:OP1+OP2      compile fails only when the module contains both OP1 and OP2 (a
+ *                        fusion or a layout chosen across two ops): interacting culprits
+ *   accuracy:OP1+OP2:EPS each floating OP2 result with an OP1 operand (a producer feeding
+ *                        its consumer) gets the error above; OP2 elsewhere is exact
  *
  * The fault wraps an inner backend, so it applies to any backend: rt_fault_backend gives an
  * rt_backend whose compile applies the fault and whose executables run the inner one's. */
@@ -264,9 +268,13 @@ typedef struct rt_fault {
   rt_fault_kind kind;
   hlo_opcode opcode;
   double eps; /* accuracy only */
+  /* An OP1+OP2 fault (compile and accuracy): paired, opcode is OP1 and partner OP2. */
+  bool paired;
+  hlo_opcode partner;
 } rt_fault;
 
-/* Parses "kind:OPCODE[:EPS]"; HLO_ERR_INPUT with a message on anything else. */
+/* Parses "kind:OPCODE[:EPS]" and "kind:OP1+OP2[:EPS]"; HLO_ERR_INPUT with a message on
+ * anything else. */
 hlo_status rt_fault_parse(const char *text, rt_fault *fault, hlo_diag *diag);
 
 /* A backend that applies fault around inner. There is one wrapper per process (the fault
@@ -278,7 +286,8 @@ const rt_backend *rt_fault_backend(const rt_backend *inner, const rt_fault *faul
  * diag when it does not parse. */
 const rt_backend *rt_fault_from_env(const rt_backend *inner, hlo_diag *diag);
 
-/* The module with the accuracy fault's rewrite applied (a new module), for tests. */
-hlo_module *rt_fault_perturb(const hlo_module *module, hlo_opcode opcode, double eps, hlo_diag *diag);
+/* The module with the accuracy fault's rewrite applied (a new module), for tests: every
+ * opcode result, or with a paired fault every partner result that has an opcode operand. */
+hlo_module *rt_fault_perturb(const hlo_module *module, const rt_fault *fault, hlo_diag *diag);
 
 #endif

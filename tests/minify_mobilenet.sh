@@ -22,3 +22,21 @@ if LATCH_FAULT=compile:atan2 LATCH_BIN="$LATCH" "$WORK/repro/repro.sh" >/dev/nul
   echo "FAIL: repro.sh passes with the fault"; exit 1; fi
 LATCH_BIN="$LATCH" "$WORK/repro/repro.sh" >/dev/null 2>&1 || { echo "FAIL: repro.sh fails without the fault"; exit 1; }
 echo "ok: mobilenet_v2 minified to the culprit alone; repro.sh reproduces with the fault and passes without"
+
+# The accuracy case (issue 20): LATCH_FAULT=accuracy:convolution:0.01 on the cpu backend, the
+# unmodified step. The scan finds the first convolution failing on its own from the recorded
+# values, then shapes and inputs shrink: the repro is one convolution with at most 64 KB of
+# inputs, and repro.sh fails with the fault and passes without.
+sh -c "LATCH_FAULT=accuracy:convolution:0.01 /usr/bin/time -f 'minify-mobilenet accuracy: %e s wall, %M KB peak' \
+  '$LATCH' minify '$CORPUS/mobilenet_v2.hlo' --check accuracy --backend cpu -o '$WORK/acc' --quiet" || {
+  echo "FAIL: latch minify (accuracy) exited $?"; exit 1; }
+cat "$WORK/acc/report.txt"
+cat "$WORK/acc/repro.hlo"
+ops=$(grep -c -v -E '^(HloModule|ENTRY|})|^$| parameter\(| constant\(' "$WORK/acc/repro.hlo")
+grep -q ' convolution(' "$WORK/acc/repro.hlo" && [ "$ops" = 1 ] || { echo "FAIL: the repro is not one convolution"; exit 1; }
+bytes=$(sed -n 's/^inputs: .* before, \([0-9]*\) bytes after$/\1/p' "$WORK/acc/report.txt")
+[ -n "$bytes" ] && [ "$bytes" -le 65536 ] || { echo "FAIL: the repro's inputs take $bytes bytes"; exit 1; }
+if LATCH_FAULT=accuracy:convolution:0.01 LATCH_BIN="$LATCH" "$WORK/acc/repro.sh" >/dev/null 2>&1; then
+  echo "FAIL: the accuracy repro passes with the fault"; exit 1; fi
+LATCH_BIN="$LATCH" "$WORK/acc/repro.sh" >/dev/null 2>&1 || { echo "FAIL: the accuracy repro fails without the fault"; exit 1; }
+echo "ok: the accuracy fault minified to one convolution with $bytes input bytes"

@@ -21,8 +21,14 @@ static void test_parse(void) {
   CHECK_EQ_INT(rt_fault_parse("crash:dot", &f, &d), HLO_OK);
   CHECK_EQ_INT(rt_fault_parse("hang:dot", &f, &d), HLO_OK);
   CHECK_EQ_INT(f.kind, RT_FAULT_HANG);
+  CHECK_EQ_INT(rt_fault_parse("compile:add+negate", &f, &d), HLO_OK);
+  CHECK(f.paired && f.opcode == HLO_OP_ADD && f.partner == HLO_OP_NEGATE);
+  CHECK_EQ_INT(rt_fault_parse("accuracy:negate+add:0.25", &f, &d), HLO_OK);
+  CHECK(f.paired && f.opcode == HLO_OP_NEGATE && f.partner == HLO_OP_ADD);
+  CHECK_NEAR(f.eps, 0.25, 0);
   const char *bad[] = {"", "compile", "compile:nonsense", "explode:add", "accuracy:add", "accuracy:add:x",
-                       "compile:add:1"};
+                       "compile:add:1", "compile:add+", "compile:add+nonsense", "crash:add+negate",
+                       "accuracy:add+negate"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     hlo_diag_clear(&d);
     CHECK_MSG(rt_fault_parse(bad[i], &f, &d) == HLO_ERR_INPUT, "%s", bad[i]);
@@ -32,7 +38,7 @@ static void test_parse(void) {
 static void test_compile_and_accuracy(void) {
   hlo_diag d = {HLO_OK, ""};
   hlo_module *m = hlo_parse_module(text, strlen(text), "m", &d);
-  rt_fault f = {RT_FAULT_COMPILE, HLO_OP_NEGATE, 0};
+  rt_fault f = {.kind = RT_FAULT_COMPILE, .opcode = HLO_OP_NEGATE};
   const rt_backend *b = rt_fault_backend(&rt_backend_reference, &f);
   CHECK(b != &rt_backend_reference);
   CHECK_STR(b->name, "reference");
@@ -48,7 +54,7 @@ static void test_compile_and_accuracy(void) {
   b->destroy(exe);
   /* accuracy:negate:0.5 on x = (1, -2): n = (-1, 2) becomes n + 0.5 (|n| + 1) = (0, 3.5),
    * so a = n + x = (1, 1.5) where the truth is (0, 0). */
-  f = (rt_fault){RT_FAULT_ACCURACY, HLO_OP_NEGATE, 0.5};
+  f = (rt_fault){.kind = RT_FAULT_ACCURACY, .opcode = HLO_OP_NEGATE, .eps = 0.5};
   b = rt_fault_backend(&rt_backend_reference, &f);
   exe = b->compile(m, &d);
   CHECK(exe != NULL);
@@ -66,10 +72,56 @@ static void test_compile_and_accuracy(void) {
   hlo_module_free(m);
 }
 
+/* OP1+OP2: a compile fails only with both in the module; the accuracy error hits only the
+ * partner fed by OP1. */
+static void test_pairs(void) {
+  hlo_diag d = {HLO_OK, ""};
+  hlo_module *m = hlo_parse_module(text, strlen(text), "m", &d);
+  rt_fault f = {0};
+  CHECK_EQ_INT(rt_fault_parse("compile:negate+add", &f, &d), HLO_OK);
+  const rt_backend *b = rt_fault_backend(&rt_backend_reference, &f);
+  CHECK(b->compile(m, &d) == NULL);
+  CHECK(strstr(d.message, "negate %n together with add %a") != NULL);
+  CHECK_EQ_INT(rt_fault_parse("compile:negate+dot", &f, &d), HLO_OK);
+  b = rt_fault_backend(&rt_backend_reference, &f);
+  hlo_diag_clear(&d);
+  rt_executable *exe = b->compile(m, &d);
+  CHECK(exe != NULL);
+  b->destroy(exe);
+  /* accuracy:negate+add:0.5 on x = (1, -2): a = n + x = (0, 0) is fed by the negate, so it
+   * becomes 0 + 0.5 (0 + 1) = 0.5 everywhere; n itself is exact. */
+  CHECK_EQ_INT(rt_fault_parse("accuracy:negate+add:0.5", &f, &d), HLO_OK);
+  b = rt_fault_backend(&rt_backend_reference, &f);
+  exe = b->compile(m, &d);
+  int64_t dims[1] = {2};
+  rt_value *x = make_value(HLO_F32, 1, dims, (double[]){1, -2}), *y = NULL;
+  CHECK(exe && b->execute(exe, &x, 1, &y, &d) == HLO_OK);
+  if (y) {
+    CHECK_NEAR(rt_get_f64(y, 0), 0.5, 0);
+    CHECK_NEAR(rt_get_f64(y, 1), 0.5, 0);
+  }
+  rt_value_release(y);
+  if (exe) b->destroy(exe);
+  /* add+negate: the negate is fed by x, not by an add: nothing changes. */
+  CHECK_EQ_INT(rt_fault_parse("accuracy:add+negate:0.5", &f, &d), HLO_OK);
+  b = rt_fault_backend(&rt_backend_reference, &f);
+  exe = b->compile(m, &d);
+  y = NULL;
+  CHECK(exe && b->execute(exe, &x, 1, &y, &d) == HLO_OK);
+  if (y) {
+    CHECK_NEAR(rt_get_f64(y, 0), 0, 0);
+    CHECK_NEAR(rt_get_f64(y, 1), 0, 0);
+  }
+  rt_value_release(y);
+  rt_value_release(x);
+  if (exe) b->destroy(exe);
+  hlo_module_free(m);
+}
+
 static void test_crash(void) {
   hlo_diag d = {HLO_OK, ""};
   hlo_module *m = hlo_parse_module(text, strlen(text), "m", &d);
-  rt_fault f = {RT_FAULT_CRASH, HLO_OP_NEGATE, 0};
+  rt_fault f = {.kind = RT_FAULT_CRASH, .opcode = HLO_OP_NEGATE};
   const rt_backend *b = rt_fault_backend(&rt_backend_reference, &f);
   fflush(NULL);
   pid_t pid = fork();
@@ -87,6 +139,7 @@ static void test_crash(void) {
 int main(void) {
   RUN(test_parse);
   RUN(test_compile_and_accuracy);
+  RUN(test_pairs);
   RUN(test_crash);
   return TEST_REPORT();
 }

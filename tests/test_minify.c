@@ -123,7 +123,7 @@ static void test_candidates(void) {
 
 static min_options options_for(min_check_kind kind, rt_fault_kind fault_kind, hlo_opcode op, double timeout) {
   min_options o = {0};
-  rt_fault fault = {fault_kind, op, 0.5};
+  rt_fault fault = {.kind = fault_kind, .opcode = op, .eps = 0.5};
   o.predicate.kind = kind;
   o.predicate.backend = rt_fault_backend(&rt_backend_reference, &fault);
   o.predicate.tol = RT_ACCURACY_DEFAULT_TOL;
@@ -156,12 +156,58 @@ static void test_compile_fault(void) {
   minify_small(&o, HLO_OP_COS, MIN_COMPILE_ERROR, &r);
   CHECK_EQ_INT(r.failure.opcode, HLO_OP_COS);
   CHECK_EQ_INT(r.failure.status, HLO_ERR_UNSUPPORTED);
-  /* cosine's operand b became a parameter fed with (4, 9, 16). */
+  /* cosine's operand b became a parameter; a compile check computes no values, so the repro
+   * has the inputs `latch run --seed 0` makes for f32[3], not b's (4, 9, 16). */
   CHECK_EQ_INT(r.input_count, 1);
-  if (r.input_count == 1) check_values(r.inputs[0], (double[]){4, 9, 16}, 3);
+  if (r.input_count == 1) {
+    int64_t dims[1] = {3};
+    hlo_shape shape = hlo_shape_make(HLO_F32, 1, dims);
+    hlo_diag d = {HLO_OK, ""};
+    rt_value *seeded = rt_random_value(&shape, 0, 0, &d);
+    CHECK(r.inputs[0] && r.inputs[0]->count == 3 && memcmp(r.inputs[0]->data, seeded->data, 12) == 0);
+    rt_value_release(seeded);
+  }
   CHECK(r.wins[MIN_TRUNCATE] + r.wins[MIN_OUTPUTS] > 0);
-  CHECK(r.wins[MIN_PROMOTE] > 0);
+  CHECK(r.wins[MIN_NEEDED] + r.wins[MIN_PROMOTE] > 0); /* b cut: cosine kept alone, or b promoted */
   min_report_free(&r);
+}
+
+/* A compile check reads no input data: a step whose parameters would take 16 TiB minifies
+ * (with no inputs given at all). Its repro is the culprit on f32[1,1] with seeded data, or
+ * with keep_shapes the culprit at its size with shapes only. */
+static void test_compile_needs_no_data(void) {
+  hlo_module *m = parse("HloModule huge\n"
+                        "ENTRY e {\n"
+                        "  x = f32[2097152,2097152] parameter(0)\n"
+                        "  y = f32[2097152,2097152] parameter(1)\n"
+                        "  a = f32[2097152,2097152] add(x, y)\n"
+                        "  b = f32[2097152,2097152] multiply(a, x)\n"
+                        "  c = f32[2097152,2097152] cosine(b)\n"
+                        "  ROOT d = f32[2097152,2097152] tanh(c)\n"
+                        "}\n");
+  min_options o = options_for(MIN_CHECK_COMPILE, RT_FAULT_COMPILE, HLO_OP_COS, 30);
+  min_report r;
+  hlo_diag d = {HLO_OK, ""};
+  for (int keep = 0; keep < 2; keep++) {
+    o.keep_shapes = keep;
+    hlo_status status = min_minify(m, NULL, 0, &o, &r, &d);
+    CHECK_MSG(status == HLO_OK, "%s", d.message);
+    if (status != HLO_OK) continue;
+    const hlo_instr *op = only_op(r.module);
+    CHECK(op && op->opcode == HLO_OP_COS);
+    CHECK_EQ_INT(r.input_count, 1);
+    CHECK_NEAR(r.input_bytes_before, 2 * 16.0 * 1024 * 1024 * 1024 * 1024, 0);
+    if (keep) {
+      CHECK(r.input_count == 1 && r.inputs[0] == NULL); /* 16 TiB: shapes only, the repro uses the seed */
+      CHECK_NEAR(r.input_bytes_after, 16.0 * 1024 * 1024 * 1024 * 1024, 0);
+    } else {
+      CHECK(r.input_count == 1 && r.inputs[0] && r.inputs[0]->count == 1);
+      CHECK_NEAR(r.input_bytes_after, 4, 0); /* f32[1,1] */
+      CHECK(r.wins[MIN_SHAPES] == 1);
+    }
+    min_report_free(&r);
+  }
+  hlo_module_free(m);
 }
 
 /* A dead instruction is the culprit: the compile still fails on it, so DCE must not win. */
@@ -353,7 +399,7 @@ static void test_outcomes(void) {
 static void test_auto_repro(void) {
   hlo_module *m = parse(small);
   rt_value **in = small_inputs();
-  rt_fault fault = {RT_FAULT_ACCURACY, HLO_OP_COS, 0.5};
+  rt_fault fault = {.kind = RT_FAULT_ACCURACY, .opcode = HLO_OP_COS, .eps = 0.5};
   min_auto_request request = {.module = m, .inputs = in, .input_count = 3,
                               .backend = rt_fault_backend(&rt_backend_reference, &fault),
                               .kind = MIN_CHECK_ACCURACY};
@@ -385,6 +431,7 @@ int main(void) {
   RUN(test_auto_repro);
   RUN(test_compile_fault);
   RUN(test_dead_culprit);
+  RUN(test_compile_needs_no_data);
   RUN(test_accuracy_fault);
   RUN(test_crash_is_a_failure);
   RUN(test_hang_is_a_failure);

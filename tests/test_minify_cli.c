@@ -114,6 +114,50 @@ static void minify_command(void) {
   CHECK_SH(0, "$L --help | grep -q minify");
 }
 
+/* --single-file, the byte limit, a compile repro of a step too large to run, the progress
+ * line on a terminal. */
+static void minify_options(void) {
+  /* One file: the inputs are constants, nothing is read from inputs/. */
+  CHECK_SH(0, "rm -rf $D/s && LATCH_FAULT=accuracy:cosine:0.5 $L minify $D/m.hlo --check accuracy -o $D/s "
+              "--single-file --quiet");
+  CHECK_SH(1, "grep -q ' parameter(' $D/s/repro.hlo");
+  CHECK_SH(0, "grep -q 'constant({' $D/s/repro.hlo && test ! -f $D/s/inputs/0.npy");
+  CHECK_SH(0, "grep -q 'run repro.hlo --backend' $D/s/repro.sh");
+  CHECK_SH(4, "LATCH_FAULT=accuracy:cosine:0.5 $L run $D/s/repro.hlo --check accuracy");
+  CHECK_SH(0, "$L run $D/s/repro.hlo --check accuracy");
+  /* Past the limit (16 bytes of input, 8 allowed, shapes kept) the input is left out. */
+  CHECK_SH(0, "rm -rf $D/l && LATCH_FAULT=accuracy:cosine:0.5 LATCH_REPRO_MAX_BYTES=8 $L minify $D/m.hlo "
+              "--check accuracy -o $D/l --keep-shapes --quiet");
+  CHECK_SH(0, "grep -q 'left out:   input 0 (f32\\[4\\], 16 bytes)' $D/l/report.txt");
+  CHECK_SH(0, "grep -q 'run repro.hlo --seed 0' $D/l/repro.sh && test ! -f $D/l/inputs/0.npy");
+  /* With shapes free to shrink, the input fits: f32[1], 4 bytes. */
+  CHECK_SH(0, "rm -rf $D/f && LATCH_FAULT=accuracy:cosine:0.5 $L minify $D/m.hlo --check accuracy -o $D/f "
+              "--max-bytes 8 --quiet");
+  CHECK_SH(0, "grep -q 'inputs:     32 bytes before, 4 bytes after' $D/f/report.txt");
+  CHECK_SH(1, "LATCH_REPRO_MAX_BYTES=lots $L minify $D/m.hlo --check compile -o $D/x --quiet");
+  /* A compile failure in a step whose parameters take 16 TiB: no data is made anywhere. */
+  char path[128];
+  snprintf(path, sizeof path, "%s/huge.hlo", dir);
+  FILE *f = fopen(path, "w");
+  fputs("HloModule huge\nENTRY e {\n  x = f32[2097152,2097152] parameter(0)\n"
+        "  c = f32[2097152,2097152] cosine(x)\n  ROOT t = f32[2097152,2097152] tanh(c)\n}\n",
+        f);
+  fclose(f);
+  CHECK_SH(0, "$L run $D/huge.hlo --check compile");
+  CHECK_SH(0, "rm -rf $D/h && LATCH_FAULT=compile:cosine $L minify $D/huge.hlo --check compile -o $D/h "
+              "--keep-shapes --quiet");
+  CHECK_SH(0, "grep -q 'run repro.hlo --seed 0' $D/h/repro.sh");
+  CHECK_SH(2, "LATCH_FAULT=compile:cosine LATCH_BIN=$L $D/h/repro.sh");
+  CHECK_SH(0, "LATCH_BIN=$L $D/h/repro.sh");
+  /* On a terminal (script gives it one): one line rewritten in place (erase-line escapes);
+   * plain lines otherwise. */
+  CHECK_SH(0, "rm -rf $D/t2 && LATCH_FAULT=compile:cosine script -qec \"$L minify $D/m.hlo --check compile "
+              "-o $D/t2\" /dev/null > $D/tty.txt && grep -qF \"$(printf '\\033[K')\" $D/tty.txt && "
+              "grep -q 'checks, 8 instructions' $D/tty.txt");
+  CHECK_SH(1, "rm -rf $D/t2 && LATCH_FAULT=compile:cosine $L minify $D/m.hlo --check compile -o $D/t2 2>&1 | "
+              "grep -qF \"$(printf '\\033[K')\"");
+}
+
 int main(void) {
   const char *env_bin = getenv("LATCH_BIN"), *build = getenv("BUILD");
   char relative[512];
@@ -129,6 +173,7 @@ int main(void) {
   write_module();
   RUN(run_checks);
   RUN(minify_command);
+  RUN(minify_options);
   char cleanup[128];
   snprintf(cleanup, sizeof cleanup, "rm -rf '%s'", dir);
   if (system(cleanup) != 0) fprintf(stderr, "could not remove %s\n", dir);

@@ -35,7 +35,7 @@ static void test_generated(void) {
     CHECK(m->entry->instr_count >= OPS);
     rt_value **inputs = gen_inputs(m, (uint64_t)c);
     bool accuracy = c % 2 == 1;
-    rt_fault fault = {accuracy ? RT_FAULT_ACCURACY : RT_FAULT_COMPILE, HLO_OP_COS, 0.25};
+    rt_fault fault = {.kind = accuracy ? RT_FAULT_ACCURACY : RT_FAULT_COMPILE, .opcode = HLO_OP_COS, .eps = 0.25};
     min_options o = {0};
     o.predicate.kind = accuracy ? MIN_CHECK_ACCURACY : MIN_CHECK_COMPILE;
     o.predicate.backend = rt_fault_backend(&rt_backend_reference, &fault);

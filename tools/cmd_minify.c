@@ -17,6 +17,7 @@ void cmd_minify_usage(void) {
   fputs("usage: latch minify FILE [--inputs DIR | --seed N]\n"
         "                    (--check compile|accuracy [--backend NAME] [--tol X] | --test CMD [--test-nonzero])\n"
         "                    [-o DIR] [--timeout S] [--max-checks N] [--rechecks N] [--quiet]\n"
+        "                    [--single-file] [--max-bytes N] [--keep-shapes]\n"
         "\n"
         "Shrinks the HLO module in FILE, which fails a check, to a small module that fails the\n"
         "same way, and writes a repro directory:\n"
@@ -44,7 +45,16 @@ void cmd_minify_usage(void) {
         "  --timeout S       seconds a check may take before it counts as a hang (default 30)\n"
         "  --max-checks N    stop shrinking after N checks (default: no limit)\n"
         "  --rechecks N      times the final repro is checked again for flakiness (default 3)\n"
-        "  --quiet           no progress lines (otherwise one per check on stderr)\n"
+        "  --quiet           no progress (otherwise one line per check on stderr; on a terminal\n"
+        "                    one line rewritten in place: checks, size, input bytes, time)\n"
+        "  --single-file     inputs embedded in repro.hlo as constants: one text file replays\n"
+        "                    the failure (latch run repro.hlo --check ...) and XLA's tools read it\n"
+        "  --max-bytes N     input bytes a repro may hold (default $LATCH_REPRO_MAX_BYTES, else\n"
+        "                    64 MiB); inputs past it are left out, the report says which, and the\n"
+        "                    repro runs on seeded inputs\n"
+        "  --keep-shapes     keep the ops' shapes and data (otherwise, after the ops are cut, dims\n"
+        "                    shrink and inputs become broadcast constants while the inputs exceed\n"
+        "                    64 KB and the failure stays the same)\n"
         "\n"
         "Exit status: 0 a repro was written (a flaky one too, with a warning), 1 usage or input\n"
         "error or the module does not fail the check, 2 unsupported, 3 internal error.\n"
@@ -58,7 +68,7 @@ void cmd_minify_usage(void) {
 
 typedef struct minify_flags {
   const char *file, *inputs, *seed, *check, *backend, *tol, *test, *test_nonzero, *out, *timeout, *max_checks,
-      *rechecks, *quiet, *help;
+      *rechecks, *quiet, *help, *single_file, *max_bytes, *keep_shapes;
 } minify_flags;
 
 static bool parse_number(const char *flag, const char *text, double min, double *value) {
@@ -80,6 +90,8 @@ static int parse_options(int argc, char **argv, minify_flags *f, min_options *o,
       {"--test", true, &f->test},         {"--test-nonzero", false, &f->test_nonzero},
       {"-o", true, &f->out},              {"--output", true, &f->out},      {"--timeout", true, &f->timeout},
       {"--max-checks", true, &f->max_checks}, {"--rechecks", true, &f->rechecks}, {"--quiet", false, &f->quiet},
+      {"--single-file", false, &f->single_file}, {"--max-bytes", true, &f->max_bytes},
+      {"--keep-shapes", false, &f->keep_shapes},
   };
   const char *files[1];
   int file_count = 0;
@@ -150,6 +162,13 @@ static int parse_options(int argc, char **argv, minify_flags *f, min_options *o,
     if (!p->backend) return cli_fail(&diag);
   }
   o->progress = f->quiet ? NULL : stderr;
+  o->progress_line = !f->quiet && isatty(STDERR_FILENO);
+  o->keep_shapes = f->keep_shapes != NULL;
+  if (!f->max_bytes) f->max_bytes = getenv("LATCH_REPRO_MAX_BYTES");
+  if (f->max_bytes && *f->max_bytes) {
+    if (!parse_number("--max-bytes (or LATCH_REPRO_MAX_BYTES)", f->max_bytes, 1, &number)) return CLI_USAGE;
+    if (number < MIN_SMALL_INPUTS_BYTES) o->small_inputs_bytes = number; /* shapes shrink until the inputs fit */
+  }
   return CLI_OK;
 }
 
@@ -163,7 +182,8 @@ static int minify(const minify_flags *f, min_options *o, uint64_t seed, hlo_modu
   const hlo_comp *entry = module->entry;
   rt_value **inputs = calloc((size_t)entry->param_count + 1, sizeof(rt_value *));
   if (!inputs) return CLI_INTERNAL;
-  int status = cmd_run_make_inputs(f->inputs, seed, entry, inputs);
+  /* A compile check never reads input data: none is made, whatever the parameters' sizes. */
+  int status = o->predicate.kind == MIN_CHECK_COMPILE ? CLI_OK : cmd_run_make_inputs(f->inputs, seed, entry, inputs);
   char work_dir[] = "/tmp/latch-minify-XXXXXX";
   if (status == CLI_OK && o->predicate.kind == MIN_CHECK_COMMAND) {
     if (!mkdtemp(work_dir)) {
@@ -186,7 +206,9 @@ static int minify(const minify_flags *f, min_options *o, uint64_t seed, hlo_modu
       latch_bin[len > 0 ? len : 0] = 0;
       min_repro_info info = {.backend = o->predicate.backend ? o->predicate.backend->name : NULL,
                              .latch_bin = len > 0 ? latch_bin : NULL,
-                             .source = f->file};
+                             .source = f->file,
+                             .single_file = f->single_file != NULL,
+                             .max_bytes = f->max_bytes && *f->max_bytes ? strtod(f->max_bytes, NULL) : 0};
       if (min_write_repro(out, &report, &o->predicate, &info, &diag) != HLO_OK) {
         status = cli_fail(&diag);
       } else {

@@ -18,7 +18,7 @@
 
 void cmd_run_usage(void) {
   fputs("usage: latch run FILE [--inputs DIR] [--seed N] [--output DIR] [--backend NAME] [--fp64]\n"
-        "                 [--compile] [--check compile|accuracy] [--tol X]\n"
+        "                 [--compile] [--check compile|execute|accuracy] [--tol X]\n"
         "\n"
         "Runs the entry computation of the HLO module in FILE and prints, for each output\n"
         "(tuples flattened in order), its shape, up to 8 first values, the sum and the sum of\n"
@@ -41,7 +41,9 @@ void cmd_run_usage(void) {
         "~/.cache/latch; at most LATCH_CACHE_MAX_BYTES, default 1G) or saves it there after\n"
         "compiling; LATCH_CACHE=memory or off compiles without touching the disk. A line says\n"
         "which: 'cache: 1 hit, 0 compiles (...)'. 'latch cache --help' manages the directory.\n"
-        "  --check compile compile with the backend; a compile error (or crash) is the failure\n"
+        "  --check compile compile with the backend, nothing more (no inputs are made); a compile\n"
+        "                  error (or crash) is the failure\n"
+        "  --check execute compile and run it once; an error (or crash) is the failure\n"
         "  --check accuracy also run it and compare each output with the reference evaluator\n"
         "                  in fp64: floats pass when rmse(result - fp64) <= m * rmse(reference\n"
         "                  - fp64) + tol (m = 2, 3 for f16/bf16), NaN and inf positions must\n"
@@ -104,8 +106,9 @@ static int parse_options(int argc, char **argv, run_options *o) {
     cli_error("run: unknown backend '%s'; backends: %s", o->backend, cap_backend_names());
     return CLI_USAGE;
   }
-  if (o->check && strcmp(o->check, "compile") != 0 && strcmp(o->check, "accuracy") != 0) {
-    cli_error("run: --check wants compile or accuracy, got '%s'", o->check);
+  if (o->check && strcmp(o->check, "compile") != 0 && strcmp(o->check, "execute") != 0 &&
+      strcmp(o->check, "accuracy") != 0) {
+    cli_error("run: --check wants compile, execute or accuracy, got '%s'", o->check);
     return CLI_USAGE;
   }
   if (o->check && o->fp64) {
@@ -407,10 +410,10 @@ static void finish_compiled(compiled *c) {
   if (c->exe) c->backend->destroy(c->exe);
 }
 
-/* --check: compile already passed; for accuracy, compare with the fp64 reference. */
+/* --check: compile and run already passed; for accuracy, compare with the fp64 reference. */
 static int check_result(const run_options *o, const hlo_module *module, rt_value **args, rt_value *result) {
-  if (strcmp(o->check, "compile") == 0) {
-    printf("check compile: ok\n");
+  if (strcmp(o->check, "execute") == 0) {
+    printf("check execute: ok\n");
     return CLI_OK;
   }
   hlo_diag diag;
@@ -426,8 +429,30 @@ static int check_result(const run_options *o, const hlo_module *module, rt_value
   return CLI_OK;
 }
 
+/* --check compile: the compile is the check, so nothing runs and no input is made (a repro
+ * of a compile failure in a step with huge parameters replays on any machine). */
+static int compile_check(const run_options *o, const hlo_module *module) {
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  const rt_backend *backend = rt_fault_from_env(cap_backend_find(o->backend ? o->backend : "reference"), &diag);
+  if (!backend) return cli_fail(&diag);
+  double start = cli_now();
+  rt_executable *exe = backend->compile(module, &diag);
+  if (!exe) {
+    hlo_diag failed = diag;
+    hlo_diag_clear(&diag);
+    hlo_diag_set(&diag, failed.status == HLO_OK ? HLO_ERR_INTERNAL : failed.status, "check failed: compile: %s",
+                 failed.message);
+    return cli_fail(&diag);
+  }
+  backend->destroy(exe);
+  printf("compiled in %.3f s on the %s backend\ncheck compile: ok\n", cli_now() - start, backend->name);
+  return CLI_OK;
+}
+
 static int run_module(const run_options *o, const hlo_module *module) {
   const hlo_comp *entry = module->entry;
+  if (o->check && strcmp(o->check, "compile") == 0) return compile_check(o, module);
   int status = o->inputs ? CLI_OK : check_memory(entry);
   if (status != CLI_OK) return status;
   rt_value **args = calloc((size_t)entry->param_count + 1, sizeof(rt_value *));
