@@ -30,7 +30,35 @@ TEST_C = $(sort $(wildcard tests/test_*.c))
 TEST_BIN = $(TEST_C:tests/%.c=$(BUILD)/tests/%)
 TEST_SUPPORT = $(filter-out $(TEST_C),$(sort $(wildcard tests/*.c)))
 
-all: $(BUILD)/liblatch.a $(BUILD)/liblatch.so $(BUILD)/latch $(BUILD)/libbench.a
+all: $(BUILD)/liblatch.a $(BUILD)/liblatch.so $(BUILD)/latch $(BUILD)/libbench.a $(PYTHON_ALL)
+
+# python/: the latch Python package (a CPython extension over include/latch.h, and the
+# latch.torch frontend), built into $(BUILD)/python when python3-dev is installed; import
+# it with PYTHONPATH=$(BUILD)/python (`make python` prints that).
+PYTHON ?= /usr/bin/python3
+PY_INCLUDE := $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_paths()['include'])" 2>/dev/null)
+PY_EXT := $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))" 2>/dev/null)
+PY_C = $(sort $(wildcard python/src/*.c))
+PY_OBJ = $(PY_C:%.c=$(BUILD)/obj/%.o)
+PY_SRC = $(sort $(shell find python/latch -name '*.py'))
+PY_OUT = $(PY_SRC:python/%=$(BUILD)/python/%)
+PY_MODULE = $(BUILD)/python/latch/_latch$(PY_EXT)
+PYTHON_ALL = $(if $(wildcard $(PY_INCLUDE)/Python.h),python)
+
+$(BUILD)/obj/python/src/%.o: python/src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(PY_INCLUDE) -Ipython/src -MMD -MP -c $< -o $@
+
+$(PY_MODULE): $(PY_OBJ) $(BUILD)/liblatch.a
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(SAN) -o $@ $(PY_OBJ) $(BUILD)/liblatch.a $(LDLIBS)
+
+$(BUILD)/python/%.py: python/%.py
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+python: $(PY_MODULE) $(PY_OUT)
+	@echo "latch for Python: PYTHONPATH=$(abspath $(BUILD)/python) $(PYTHON)"
 
 # The build identity (issue 17): a hash of every library source file (names and contents),
 # the compiler's version and the flags, written to $(BUILD)/gen/build_id.h. It is part of
@@ -143,7 +171,7 @@ check-torch: all
 compare-torch: all
 	/usr/bin/python3 bench/compare_torch.py --latch $(BUILD)/latch $(COMPARE_ARGS)
 
-.PHONY: all test sanitize tsan test-threads clean install check-torch compare-torch bench-function minify-mobilenet soak \
+.PHONY: python all test sanitize tsan test-threads clean install check-torch compare-torch bench-function minify-mobilenet soak \
 	minify-pairs minify-scale
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 

@@ -124,6 +124,14 @@ const char *latch_last_repro(latch_runtime *rt);
 /* Copies rank dims and the row-major data (sizeof element * count bytes). */
 latch_tensor *latch_from_host(latch_runtime *rt, latch_dtype dtype, int rank, const int64_t *dims,
                               const void *data);
+/* Zero copy: a tensor over the caller's row-major memory (rank dims of dtype), which latch
+ * reads, and writes when the tensor is assigned in place, instead of copying it. The memory
+ * must stay valid until latch calls release(release_ctx), once, when the last user is gone
+ * (also when this fails; release may be NULL). Between latch calls the caller may write the
+ * memory only if it then calls latch_touch, since latch may keep results computed from it. */
+latch_tensor *latch_from_borrowed(latch_runtime *rt, latch_dtype dtype, int rank, const int64_t *dims, void *data,
+                                  void (*release)(void *release_ctx), void *release_ctx);
+latch_status latch_touch(latch_tensor *t); /* t's memory was written from outside: new contents */
 /* A .npy file (see README for the element types read). */
 latch_tensor *latch_from_npy(latch_runtime *rt, const char *path);
 /* value converted to dtype (a constant of the graph: its value is part of the graph's key). */

@@ -30,11 +30,19 @@ typedef struct rt_value {
    * same (the cpu backend's kept reduces). Copies of the struct (a shell around shared
    * data) carry the data's stamp. */
   uint64_t stamp;
+  /* Borrowed data (rt_value_borrow): release(release_ctx) runs instead of free(data) when
+   * the last reference goes. NULL for data latch allocated. */
+  void (*release)(void *release_ctx);
+  void *release_ctx;
 } rt_value;
 
 /* A zero-filled array of this (array) shape; the layout is dropped. NULL if too large. */
 rt_value *rt_value_new(const hlo_shape *shape);
 rt_value *rt_value_new_array(hlo_dtype dtype, int rank, const int64_t *dims);
+/* An array over the caller's memory (row-major, dtype's size * elements bytes), not copied;
+ * release(release_ctx) is called once the value is gone (not when this returns NULL). */
+rt_value *rt_value_borrow(hlo_dtype dtype, int rank, const int64_t *dims, void *data,
+                          void (*release)(void *release_ctx), void *release_ctx);
 /* A tuple taking over one reference to each element. */
 rt_value *rt_value_new_tuple(int count, rt_value **elements);
 rt_value *rt_value_retain(rt_value *value);

@@ -34,6 +34,19 @@ rt_value *rt_value_new_array(hlo_dtype dtype, int rank, const int64_t *dims) {
   return rt_value_new(&shape);
 }
 
+rt_value *rt_value_borrow(hlo_dtype dtype, int rank, const int64_t *dims, void *data,
+                          void (*release)(void *release_ctx), void *release_ctx) {
+  if (!hlo_dtype_is_computable(dtype)) return NULL;
+  rt_value *value = alloc_value();
+  if (!value) return NULL;
+  value->shape = hlo_shape_make(dtype, rank, dims);
+  value->count = hlo_shape_elements(&value->shape);
+  value->data = data;
+  value->release = release;
+  value->release_ctx = release_ctx;
+  return value;
+}
+
 rt_value *rt_value_new_tuple(int count, rt_value **elements) {
   rt_value *value = alloc_value();
   if (!value) return NULL;
@@ -57,7 +70,10 @@ void rt_value_release(rt_value *value) {
   if (!value || --value->refcount > 0) return;
   for (int i = 0; i < value->tuple_count; i++) rt_value_release(value->tuple[i]);
   free(value->tuple);
-  free(value->data);
+  if (value->release)
+    value->release(value->release_ctx);
+  else
+    free(value->data);
   free(value);
 }
 

@@ -1,0 +1,13 @@
+"""latch for Python: the C library's lazy tensors, traced functions and compile cache
+(include/latch.h) as the extension latch._latch, and a PyTorch frontend in latch.torch:
+
+  latch.torch.compile(fn_or_module)   trace once (make_fx), guard every call, run the cached graph
+  latch.torch.lazy                    trace every step (a __torch_dispatch__ tensor subclass)
+  python3 -m latch.bench              the trace-once vs trace-every benchmark against PyTorch
+
+The runtime is opened on first use from the LATCH_* variables (LATCH_BACKEND, LATCH_CHECK,
+LATCH_LOG, LATCH_RECOMPILE_LIMIT, ...), as latch_open(NULL) does in C."""
+from . import _latch
+from ._latch import Error, Unsupported, sync, stats, last_repro
+
+__all__ = ["Error", "Unsupported", "sync", "stats", "last_repro"]

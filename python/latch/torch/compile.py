@@ -1,0 +1,202 @@
+"""latch.torch.compile: trace once, guard every call.
+
+The first call captures the aten graph with make_fx (on copies of the inputs and parameters,
+so a traced in-place update is not applied twice), checks that latch lowers every op in it,
+and creates a latch Function (latch_function_new_step) whose trace walks that graph with
+latch ops. Calls go through the Function in C: the torch-side guards (CPU, contiguous, the
+module's parameters and buffers: which tensors, their addresses and versions) and latch's
+guards (dtypes, dims, symbolic sizes under latch's shape policy), then the cached executable.
+A guard failure traces again (make_fx at the new sizes, once per size signature). An aten op
+latch does not lower makes the whole function run eagerly from then on, said once on stderr
+with the op's name."""
+import copy
+import operator
+import sys
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.utils import _pytree as pytree
+
+from .. import _latch
+from . import dtypes as D
+from .lowering import LOWERINGS
+
+TRACE_ONCE, TRACE_EVERY, TRACE_EAGER = 0, 1, 2
+SHAPES = {None: 0, True: 0, False: 1}  # automatic (latch's policy), static
+
+
+def _copy(t):
+    c = t.detach().clone()
+    return c.requires_grad_(t.requires_grad) if t.is_floating_point() else c
+
+
+def _state(module):
+    """(owner dict, key, full name) of every parameter and buffer, in a fixed order."""
+    entries = []
+    if module is None:
+        return entries
+    for prefix, sub in module.named_modules():
+        for kind in ("_parameters", "_buffers"):
+            d = getattr(sub, kind)
+            for key, value in d.items():
+                if value is not None:
+                    entries.append((d, key, f"{prefix}.{key}" if prefix else key))
+    return entries
+
+
+def _plain(a):
+    """fx's immutable lists and dicts as plain ones (pytree knows those)."""
+    if isinstance(a, (list, tuple)):
+        return (list if isinstance(a, list) else tuple)(_plain(x) for x in a)
+    if isinstance(a, dict):
+        return {k: _plain(v) for k, v in a.items()}
+    return a
+
+
+def interpret(gm, inputs, attrs):
+    """The make_fx graph gm over latch Tensors: inputs for its placeholders, in order, and
+    attrs for the get_attr nodes that read parameters and buffers (by target)."""
+    env, placeholders = {}, iter(inputs)
+
+    def load(a):
+        if isinstance(a, torch.fx.Node):
+            return env[a]
+        if isinstance(a, (list, tuple)):
+            return type(a)(load(x) for x in a)
+        if isinstance(a, dict):
+            return {k: load(v) for k, v in a.items()}
+        return a
+
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            env[node] = next(placeholders)
+        elif node.op == "get_attr":
+            found = attrs.get(node.target)
+            env[node] = found if found is not None else _latch.from_torch(getattr(gm, node.target).detach().contiguous())
+        elif node.op == "call_function":
+            args, kwargs = load(node.args), load(node.kwargs)
+            if node.target is operator.getitem:
+                env[node] = args[0][args[1]]
+            else:
+                env[node] = LOWERINGS[node.target](*args, **kwargs)
+        elif node.op == "output":
+            return [env[a] if isinstance(a, torch.fx.Node) else a for a in pytree.tree_flatten(_plain(node.args[0]))[0]]
+        else:
+            raise _latch.Unsupported(f"fx node {node.op} {node.target}")
+
+
+def unlowered(gm):
+    """The first aten op of gm latch does not lower, or None."""
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is not operator.getitem and node.target not in LOWERINGS:
+            return node.target
+    return None
+
+
+class Compiled:
+    """What latch.torch.compile returns: call it as the function or module it wraps."""
+
+    def __init__(self, fn, dynamic=None, mode=TRACE_ONCE, name=None):
+        self.fn = fn
+        self.module = fn if isinstance(fn, torch.nn.Module) else None
+        self.name = name or getattr(fn, "__name__", None) or type(fn).__name__
+        self.mode, self.shapes = mode, SHAPES[dynamic]
+        self.state = _state(self.module)
+        self.function = None
+        self.eager_reason = None
+        self.graphs = {}  # input signature -> (make_fx graph, output spec, leaf map)
+        self.args = None
+
+    # ---- tracing ----
+
+    def _signature(self, args):
+        return tuple((tuple(a.shape), a.dtype, a.requires_grad) for a in args) + \
+            tuple((tuple(d[k].shape), d[k].dtype) for d, k, _ in self.state)
+
+    def _capture(self, args):
+        """make_fx on copies (of the module too: a traced in-place update must not be applied
+        twice); parameters and buffers appear as get_attr nodes, mapped back to their index."""
+        key = self._signature(args)
+        if key in self.graphs:
+            return self.graphs[key]
+        copies = [_copy(a) for a in args]
+        module = copy.deepcopy(self.module) if self.module is not None else None
+        fn = module if module is not None else self.fn
+        index = {id(d[k]): i for i, (d, k, _) in enumerate(_state(module))}
+        structure = []
+
+        def traced(*args):
+            out = fn(*args)
+            structure.append(pytree.tree_flatten(out)[1])
+            return out
+
+        gm = make_fx(traced)(*copies)
+        attrs = {n.target: index[id(getattr(gm, n.target))] for n in gm.graph.nodes
+                 if n.op == "get_attr" and id(getattr(gm, n.target)) in index}
+        out_node = next(n for n in gm.graph.nodes if n.op == "output")
+        leaves, spec = pytree.tree_flatten(_plain(out_node.args[0]))[0], structure[0]
+        tensor_leaves = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.fx.Node)]
+        self.graphs[key] = entry = (gm, spec, leaves, tensor_leaves, attrs)
+        return entry
+
+    def _trace(self, inputs):
+        """Called by latch (inside latch_call) to trace: inputs are this call's latch Tensors,
+        the torch inputs first, then the parameters and buffers."""
+        gm, _, leaves, tensor_leaves, attrs = self._capture(self.args)
+        op = unlowered(gm)
+        if op is not None:
+            raise _latch.Unsupported(f"{op} is not lowered")
+        n = len(self.args)
+        outs = interpret(gm, inputs[:n], {target: inputs[n + i] for target, i in attrs.items()})
+        return [outs[i] for i in tensor_leaves]
+
+    # ---- calls ----
+
+    def _fall_back(self, reason, args, kwargs):
+        if self.eager_reason is None:
+            self.eager_reason = reason
+            print(f"latch: compile: {self.name}: {reason}; running it eagerly", file=sys.stderr)
+        return self.fn(*args, **kwargs)
+
+    def _start(self, args):
+        gm, self.spec, self.leaves, tensor_leaves, _ = self._capture(args)
+        self.tensor_leaves = tensor_leaves
+        op = unlowered(gm)
+        if op is not None:
+            return f"aten op {op} is not lowered"
+        self.function = _latch.Function(self._trace, len(tensor_leaves), name=self.name, mode=self.mode,
+                                        shapes=self.shapes)
+        self.function.set_params([(d, k) for d, k, _ in self.state])
+        return None
+
+    def __call__(self, *args, **kwargs):
+        if self.eager_reason is not None:
+            return self.fn(*args, **kwargs)
+        if kwargs or not all(isinstance(a, torch.Tensor) for a in args):
+            return self._fall_back("keyword or non-tensor arguments are not compiled", args, kwargs)
+        if self.function is None:
+            reason = self._start(args)
+            if reason:
+                return self._fall_back(reason, args, kwargs)
+        self.args = args
+        try:
+            outs = self.function(*args)
+        except _latch.Unsupported as e:
+            return self._fall_back(str(e), args, kwargs)
+        finally:
+            self.args = None
+        leaves = list(self.leaves)
+        for i, t in zip(self.tensor_leaves, outs):
+            leaves[i] = D.to_torch(t)
+        return pytree.tree_unflatten(leaves, self.spec)
+
+    def stats(self):
+        return self.function.stats() if self.function else {}
+
+
+def compile(fn_or_module, dynamic=None, mode=TRACE_ONCE, name=None):
+    """Trace fn_or_module once per guard set and run latch's cached graph on later calls.
+    dynamic: None or True lets latch make changing dims symbolic (at most one more trace),
+    False guards every dim by value. mode: TRACE_ONCE, or TRACE_EVERY / TRACE_EAGER (latch's
+    other trace modes, for comparison)."""
+    return Compiled(fn_or_module, dynamic=dynamic, mode=mode, name=name)

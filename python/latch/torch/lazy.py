@@ -1,0 +1,142 @@
+"""latch.torch.lazy: trace every step, the lazy-tensor model of PyTorch/XLA.
+
+A LazyTensor is a torch tensor subclass holding a latch Tensor; every aten op on it reaches
+__torch_dispatch__ and is recorded into latch's pending graph (the lowerings of
+latch.torch.compile), not run. Reading a value (.item(), .numpy(), .tolist(), printing,
+.to("cpu") / .cpu()) or mark_step() syncs: the pending graph is cut, hashed and looked up in
+latch's compile cache, compiled on a miss, and run. An op latch does not lower syncs its
+inputs and runs eagerly (said once per op on stderr); its results are lazy again.
+
+  x = latch.torch.lazy.tensor(torch_tensor)     # lent to latch, no copy
+  model = latch.torch.lazy.module(torch_module) # parameters lent; call with lazy inputs
+  y = model(x); latch.torch.lazy.mark_step(); y.cpu()"""
+import sys
+
+import torch
+from torch.nn.utils import stateless
+from torch.utils import _pytree as pytree
+
+from .. import _latch
+from . import dtypes as D
+from .lowering import LOWERINGS
+
+aten = torch.ops.aten
+_warned = set()
+
+
+class LazyTensor(torch.Tensor):
+    __slots__ = ["lt"]
+
+    @staticmethod
+    def __new__(cls, lt, requires_grad=False):
+        r = torch.Tensor._make_wrapper_subclass(cls, lt.shape, dtype=D.TO_TORCH[lt.dtype], device="cpu",
+                                                requires_grad=requires_grad)
+        r.lt = lt
+        return r
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    def __repr__(self):
+        return f"LazyTensor({materialize(self)!r})"
+
+    def numpy(self):
+        return materialize(self).numpy()
+
+    def tolist(self):
+        return materialize(self).tolist()
+
+    def cpu(self):
+        return materialize(self)
+
+    def to(self, *args, **kwargs):
+        device = kwargs.get("device", args[0] if args else None)
+        if isinstance(device, (str, torch.device)) and torch.device(device).type == "cpu":
+            return materialize(self)
+        return super().to(*args, **kwargs)
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is aten._local_scalar_dense.default:
+            return materialize(args[0]).item()
+        lower = LOWERINGS.get(func)
+        if lower is None:
+            return _eager(func, args, kwargs)
+        largs, lkwargs = pytree.tree_map(_unwrap, (args, kwargs))
+        try:
+            out = lower(*largs, **lkwargs)
+        except _latch.Unsupported:
+            return _eager(func, args, kwargs)
+        if args and isinstance(args[0], LazyTensor) and out is largs[0]:
+            return args[0]  # in place
+        return pytree.tree_map(lambda x: LazyTensor(x) if isinstance(x, _latch.Tensor) else x, out)
+
+
+def _unwrap(x):
+    if isinstance(x, LazyTensor):
+        return x.lt
+    if isinstance(x, torch.Tensor):
+        return _latch.from_torch(x.detach().contiguous())
+    if isinstance(x, torch.device):
+        return x
+    return x
+
+
+def materialize(x):
+    """A torch CPU tensor with x's value (synced); a view of latch's memory, no copy."""
+    return D.to_torch(x.lt) if isinstance(x, LazyTensor) else x
+
+
+def _eager(func, args, kwargs):
+    name = str(func)
+    if name not in _warned:
+        _warned.add(name)
+        print(f"latch: lazy: aten op {name} is not lowered; it runs eagerly", file=sys.stderr)
+    out = func(*pytree.tree_map(materialize, args), **pytree.tree_map(materialize, kwargs))
+    return pytree.tree_map(lambda t: LazyTensor(_latch.from_torch(t.contiguous())) if isinstance(t, torch.Tensor) else t,
+                           out)
+
+
+def tensor(t, requires_grad=None):
+    """t lent to latch (no copy) as a LazyTensor."""
+    rg = t.requires_grad if requires_grad is None else requires_grad
+    return LazyTensor(_latch.from_torch(t.detach().contiguous()), requires_grad=rg)
+
+
+class LazyModule:
+    """A module whose parameters and buffers are lent to latch; call it with LazyTensors."""
+
+    def __init__(self, module):
+        self.module = module
+        self.names = [n for n, _ in module.named_parameters()] + [n for n, _ in module.named_buffers()]
+        self.torch_state = [p for _, p in module.named_parameters()] + [b for _, b in module.named_buffers()]
+        self.state = [tensor(t) for t in self.torch_state]
+        self.versions = [t._version for t in self.torch_state]
+
+    def _refresh(self):
+        for i, t in enumerate(self.torch_state):  # updated in place from outside: new contents
+            if t._version != self.versions[i]:
+                self.versions[i] = t._version
+                self.state[i].lt.touch()
+
+    def write_back(self):
+        """Parameters latch updated in place into memory of its own are copied to torch's."""
+        for i, t in enumerate(self.torch_state):
+            if self.state[i].lt.data_ptr() != t.data_ptr():
+                with torch.no_grad():
+                    t.copy_(materialize(self.state[i]))
+                self.state[i] = tensor(t)
+                self.versions[i] = t._version
+
+    def __call__(self, *args):
+        self._refresh()
+        return stateless.functional_call(self.module, dict(zip(self.names, self.state)), args)
+
+
+def module(m):
+    return LazyModule(m)
+
+
+def mark_step():
+    """Runs everything pending on this thread as one graph (compiled once per graph key)."""
+    _latch.sync()

@@ -1,0 +1,351 @@
+/* The Function type: a latch_function (trace once, guard every call) whose trace runs a
+ * Python callable over latch Tensors. latch's guards check the inputs' dtypes and dims; the
+ * torch side's are checked here, in C, on every call: each input is a CPU tensor, contiguous,
+ * of a latch dtype (else ValueError/TypeError), and each registered parameter or buffer is
+ * still the tensor the owner module holds (looked up by name in its dict: a new tensor is
+ * lent again), at the same address (else lent again) and version (an in-place update from
+ * outside: latch_touch, so latch drops results it kept from the old contents). Parameters
+ * are passed after the inputs, so a replaced parameter of the same shape hits the same entry.
+ *
+ * After a call, an input or parameter the function assigned in place whose new value latch
+ * could not write back into the lent memory is copied there, so torch sees every update. */
+#include <stddef.h>
+#include <string.h>
+
+#include "latchpy.h"
+
+typedef struct param_guard {
+  PyObject *dict, *key; /* the owner's _parameters or _buffers dict, and the name */
+  PyObject *tensor;     /* the tensor lent at the last call */
+  latch_tensor *lt;     /* latch's tensor over its memory */
+  void *data;
+  long long version;
+} param_guard;
+
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  latch_function *fn;
+  PyObject *tracer; /* tracer([Tensor]) -> [Tensor] of output_count */
+  int output_count;
+  PyObject *error_type, *error_value, *error_tb; /* raised by the tracer inside latch_call */
+  int param_count;
+  param_guard *params;
+} LatchFunction;
+
+static PyObject *s_version;
+
+/* ---- the trace: latch calls this; it calls the Python tracer ---- */
+
+static void keep_error(LatchFunction *self) {
+  if (self->error_type) return; /* the first one is the cause */
+  PyErr_Fetch(&self->error_type, &self->error_value, &self->error_tb);
+}
+
+static latch_status trace_outputs(PyObject *result, latch_tensor **outputs, int output_count) {
+  PyObject *fast = PySequence_Fast(result, "the tracer returns a sequence of latch Tensors");
+  if (!fast) return LATCH_ERR_INPUT;
+  latch_status status = LATCH_OK;
+  if (PySequence_Fast_GET_SIZE(fast) != output_count) {
+    PyErr_Format(LatchUnsupported, "the traced function gave %zd outputs, %d expected", PySequence_Fast_GET_SIZE(fast),
+                 output_count);
+    status = LATCH_ERR_UNSUPPORTED;
+  }
+  for (int i = 0; status == LATCH_OK && i < output_count; i++) {
+    latch_tensor *t = lp_tensor_arg(PySequence_Fast_GET_ITEM(fast, i), "tracer output", i);
+    if (!t) status = LATCH_ERR_INPUT;
+    else outputs[i] = latch_retain(t);
+  }
+  if (status != LATCH_OK)
+    for (int i = 0; i < output_count; i++) latch_release(outputs[i]), outputs[i] = NULL;
+  Py_DECREF(fast);
+  return status;
+}
+
+static latch_status trace(void *user, latch_tensor *const *inputs, int input_count, latch_tensor **outputs,
+                          int output_count) {
+  LatchFunction *self = user;
+  PyObject *list = PyList_New(input_count), *result = NULL;
+  for (int i = 0; list && i < input_count; i++) {
+    PyObject *t = lp_wrap(latch_retain(inputs[i]));
+    if (!t) Py_CLEAR(list);
+    else PyList_SET_ITEM(list, i, t);
+  }
+  if (list) result = PyObject_CallOneArg(self->tracer, list);
+  Py_XDECREF(list);
+  latch_status status = result ? trace_outputs(result, outputs, output_count) : LATCH_ERR_INPUT;
+  Py_XDECREF(result);
+  if (status != LATCH_OK) {
+    if (PyErr_ExceptionMatches(LatchUnsupported)) status = LATCH_ERR_UNSUPPORTED;
+    keep_error(self);
+  }
+  return status;
+}
+
+/* ---- parameters: lent once, checked every call ---- */
+
+static long long version_of(PyObject *tensor) {
+  PyObject *v = PyObject_GetAttr(tensor, s_version);
+  long long version = v ? PyLong_AsLongLong(v) : -1;
+  Py_XDECREF(v);
+  return version;
+}
+
+static void param_drop(param_guard *p) {
+  latch_release(p->lt);
+  Py_CLEAR(p->tensor);
+  p->lt = NULL;
+}
+
+static bool param_lend(param_guard *p, PyObject *tensor) {
+  param_drop(p);
+  p->lt = lp_borrow_torch(tensor, &p->data);
+  if (!p->lt) return false;
+  p->tensor = Py_NewRef(tensor);
+  p->version = version_of(tensor);
+  return !PyErr_Occurred();
+}
+
+static PyObject *data_ptr_of(PyObject *tensor) { return PyObject_CallMethod(tensor, "data_ptr", NULL); }
+
+/* The guard on one parameter: same tensor, same address, same version. */
+static bool param_check(param_guard *p) {
+  PyObject *now = PyDict_GetItemWithError(p->dict, p->key);
+  if (!now) {
+    if (!PyErr_Occurred()) PyErr_Format(PyExc_KeyError, "latch: the module no longer has %R", p->key);
+    return false;
+  }
+  if (now != p->tensor) return param_lend(p, now);
+  PyObject *ptr = data_ptr_of(now);
+  if (!ptr) return false;
+  void *data = PyLong_AsVoidPtr(ptr);
+  Py_DECREF(ptr);
+  if (data != p->data) return param_lend(p, now);
+  long long version = version_of(now);
+  if (version == p->version) return true;
+  p->version = version;
+  return latch_touch(p->lt) == LATCH_OK || lp_raise_status(LATCH_ERR_INPUT, "touch");
+}
+
+/* After the call: lent memory that no longer holds the tensor's value gets it copied in. */
+static bool write_back(latch_tensor *t, void *lent) {
+  const void *now = latch_data(t);
+  if (!now) return lp_raise_status(LATCH_ERR_INPUT, "write back");
+  if (now != lent) memcpy(lent, now, (size_t)latch_numel(t) * latch_dtype_size(latch_tensor_dtype(t)));
+  return true;
+}
+
+/* ---- the call ---- */
+
+static PyObject *raise_kept(LatchFunction *self) {
+  PyErr_Restore(self->error_type, self->error_value, self->error_tb);
+  self->error_type = self->error_value = self->error_tb = NULL;
+  return NULL;
+}
+
+static PyObject *outputs_list(latch_tensor **outputs, int count) {
+  PyObject *list = PyList_New(count);
+  for (int i = 0; i < count; i++) {
+    PyObject *t = list ? lp_wrap(outputs[i]) : (latch_release(outputs[i]), NULL);
+    if (list && !t) Py_CLEAR(list);
+    if (list) PyList_SET_ITEM(list, i, t);
+  }
+  return list;
+}
+
+#define FEW 16
+static PyObject *function_call_inner(LatchFunction *self, PyObject *const *args, Py_ssize_t nargs,
+                                     latch_tensor **in, void **lent, latch_tensor **out) {
+  int n = (int)nargs, made = 0;
+  PyObject *result = NULL;
+  for (; made < n; made++)
+    if (!(in[made] = lp_borrow_torch(args[made], &lent[made]))) goto done;
+  for (int p = 0; p < self->param_count; p++) {
+    if (!param_check(&self->params[p])) goto done;
+    in[n + p] = self->params[p].lt;
+  }
+  latch_status status = latch_call(self->fn, in, n + self->param_count, NULL, 0, out, self->output_count);
+  if (self->error_type) {
+    for (int i = 0; i < self->output_count; i++) latch_release(out[i]);
+    raise_kept(self);
+    goto done;
+  }
+  if (status != LATCH_OK) {
+    lp_raise_status(status, "call");
+    goto done;
+  }
+  bool ok = true;
+  for (int i = 0; ok && i < n; i++) ok = write_back(in[i], lent[i]);
+  for (int p = 0; ok && p < self->param_count; p++) ok = write_back(self->params[p].lt, self->params[p].data);
+  result = ok ? outputs_list(out, self->output_count) : NULL;
+  if (!ok)
+    for (int i = 0; i < self->output_count; i++) latch_release(out[i]);
+done:
+  for (int i = 0; i < made; i++) latch_release(in[i]);
+  return result;
+}
+
+static PyObject *function_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  LatchFunction *self = (LatchFunction *)callable;
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (kwnames && PyTuple_GET_SIZE(kwnames))
+    return PyErr_Format(PyExc_TypeError, "latch Function: keyword arguments are not taken");
+  size_t n = (size_t)nargs + (size_t)self->param_count;
+  latch_tensor *in_few[FEW], *out_few[FEW], **in = in_few, **out = out_few;
+  void *lent_few[FEW], **lent = lent_few;
+  if (n > FEW) in = PyMem_Calloc(n, sizeof *in), lent = PyMem_Calloc(n, sizeof *lent);
+  if (self->output_count > FEW) out = PyMem_Calloc((size_t)self->output_count, sizeof *out);
+  PyObject *result = in && lent && out ? function_call_inner(self, args, nargs, in, lent, out) : PyErr_NoMemory();
+  if (in != in_few) PyMem_Free(in);
+  if (lent != lent_few) PyMem_Free(lent);
+  if (out != out_few) PyMem_Free(out);
+  return result;
+}
+
+/* ---- construction, parameters, stats ---- */
+
+static void free_params(LatchFunction *self) {
+  for (int p = 0; p < self->param_count; p++) {
+    param_drop(&self->params[p]);
+    Py_CLEAR(self->params[p].dict);
+    Py_CLEAR(self->params[p].key);
+  }
+  PyMem_Free(self->params);
+  self->params = NULL;
+  self->param_count = 0;
+}
+
+/* set_params([(owner dict, name), ...]): the tensors passed after the inputs, guarded. */
+static PyObject *function_set_params(LatchFunction *self, PyObject *list) {
+  PyObject *fast = PySequence_Fast(list, "set_params: a sequence of (dict, name) pairs");
+  if (!fast) return NULL;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  free_params(self);
+  self->params = PyMem_Calloc((size_t)(n ? n : 1), sizeof(param_guard));
+  if (!self->params) {
+    Py_DECREF(fast);
+    return PyErr_NoMemory();
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *dict, *key;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, i), "O!O", &PyDict_Type, &dict, &key)) {
+      Py_DECREF(fast);
+      return NULL;
+    }
+    self->params[i].dict = Py_NewRef(dict);
+    self->params[i].key = Py_NewRef(key);
+    self->param_count = (int)i + 1;
+  }
+  Py_DECREF(fast);
+  Py_RETURN_NONE;
+}
+
+#define FSTAT(field) PyDict_SetItemString(d, #field, v = PyLong_FromUnsignedLongLong(s.field)), Py_XDECREF(v)
+static PyObject *function_stats(LatchFunction *self, PyObject *noargs) {
+  (void)noargs;
+  latch_function_stats s;
+  latch_function_get_stats(self->fn, &s);
+  PyObject *d = PyDict_New(), *v;
+  if (!d) return NULL;
+  FSTAT(calls), FSTAT(hits), FSTAT(traces), FSTAT(recompiles), FSTAT(fallback_calls), FSTAT(specializations);
+  FSTAT(instantiations), FSTAT(instantiate_ns), FSTAT(entries), FSTAT(guard_checks), FSTAT(guard_ns);
+  FSTAT(trace_ns), FSTAT(trace_every);
+  return d;
+}
+
+static int function_init(LatchFunction *self, PyObject *args, PyObject *kw) {
+  static char *names[] = {"tracer", "output_count", "name", "mode", "shapes", "recompile_limit", NULL};
+  PyObject *tracer;
+  int output_count, mode = 0, shapes = 0, limit = -1;
+  const char *name = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi|ziii", names, &tracer, &output_count, &name, &mode, &shapes, &limit))
+    return -1;
+  latch_runtime *rt = lp_runtime();
+  if (!rt) return -1;
+  if (self->fn) {
+    PyErr_SetString(PyExc_RuntimeError, "latch Function: already initialized");
+    return -1;
+  }
+  if (output_count < 0) {
+    PyErr_Format(PyExc_ValueError, "latch Function: output_count %d is negative", output_count);
+    return -1;
+  }
+  latch_function_options options;
+  if (latch_function_options_init(&options) != LATCH_OK) {
+    lp_raise_status(LATCH_ERR_INPUT, "function options");
+    return -1;
+  }
+  options.name = name;
+  options.mode = (latch_trace_mode)mode;
+  options.shapes = (latch_shape_policy)shapes;
+  if (limit >= 0) options.recompile_limit = limit;
+  self->fn = latch_function_new_step(rt, trace, self, &options);
+  if (!self->fn) {
+    lp_raise_status(LATCH_ERR_INPUT, "function");
+    return -1;
+  }
+  self->tracer = Py_NewRef(tracer);
+  self->output_count = output_count;
+  return 0;
+}
+
+static PyObject *function_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+  (void)args, (void)kw;
+  LatchFunction *self = (LatchFunction *)type->tp_alloc(type, 0);
+  if (self) self->vectorcall = function_vectorcall;
+  return (PyObject *)self;
+}
+
+static void function_dealloc(LatchFunction *self) {
+  PyObject_GC_UnTrack(self);
+  if (self->fn) latch_function_free(self->fn);
+  free_params(self);
+  Py_CLEAR(self->tracer);
+  Py_CLEAR(self->error_type);
+  Py_CLEAR(self->error_value);
+  Py_CLEAR(self->error_tb);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int function_traverse(LatchFunction *self, visitproc visit, void *arg) {
+  Py_VISIT(self->tracer);
+  for (int p = 0; p < self->param_count; p++) {
+    Py_VISIT(self->params[p].dict);
+    Py_VISIT(self->params[p].tensor);
+  }
+  return 0;
+}
+
+static int function_clear(LatchFunction *self) {
+  Py_CLEAR(self->tracer);
+  for (int p = 0; p < self->param_count; p++) Py_CLEAR(self->params[p].dict);
+  return 0;
+}
+
+static PyMethodDef function_methods[] = {
+    {"set_params", (PyCFunction)function_set_params, METH_O, "set_params([(dict, name)]): guarded tensors passed after the inputs"},
+    {"stats", (PyCFunction)function_stats, METH_NOARGS, "stats() -> dict (latch_function_stats)"},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject LatchFunction_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "latch._latch.Function",
+    .tp_basicsize = sizeof(LatchFunction),
+    .tp_dealloc = (destructor)function_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Function(tracer, output_count, name=None, mode=0, shapes=0, recompile_limit=-1): trace once, "
+              "guard every call; call with torch tensors, get latch Tensors",
+    .tp_traverse = (traverseproc)function_traverse,
+    .tp_clear = (inquiry)function_clear,
+    .tp_init = (initproc)function_init,
+    .tp_new = function_new,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(LatchFunction, vectorcall),
+    .tp_methods = function_methods,
+};
+
+int lp_function_init(PyObject *module) {
+  if (!(s_version = PyUnicode_InternFromString("_version"))) return -1;
+  if (PyType_Ready(&LatchFunction_Type) < 0) return -1;
+  return PyModule_AddObjectRef(module, "Function", (PyObject *)&LatchFunction_Type);
+}

@@ -1,0 +1,50 @@
+/* latch's CPython extension (module latch._latch): declarations shared by its files. The
+ * extension is written against include/latch.h alone, as bench/ is; it holds one runtime per
+ * process, opened on first use from the LATCH_* variables (latch_options_init).
+ *
+ *   module.c    the module, the runtime, errors, stats, sync
+ *   tensor.c    the Tensor type (one latch_tensor reference), torch tensors lent zero-copy,
+ *               results read through the buffer protocol
+ *   ops.c       one Python function per latch op
+ *   function.c  the Function type: a latch_function whose trace runs a Python callable, with
+ *               the torch-side guards (device, layout, parameters and their versions) in C */
+#ifndef LATCHPY_H
+#define LATCHPY_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "latch.h"
+
+typedef struct {
+  PyObject_HEAD
+  latch_tensor *t;
+} LatchTensor;
+
+extern PyTypeObject LatchTensor_Type;
+extern PyTypeObject LatchFunction_Type;
+extern PyObject *LatchError;       /* latch._latch.Error: an op or a sync failed */
+extern PyObject *LatchUnsupported; /* latch._latch.Unsupported: valid, latch cannot do it */
+
+/* module.c */
+latch_runtime *lp_runtime(void); /* NULL with a Python error set when it cannot open */
+PyObject *lp_raise_status(latch_status status, const char *what);
+
+/* tensor.c */
+/* A new Tensor owning t (reference taken over); raises Error (and releases t) when t is an
+ * error tensor, MemoryError when t is NULL. */
+PyObject *lp_wrap(latch_tensor *t);
+/* The latch_tensor of a Tensor, or NULL with TypeError naming the argument. */
+latch_tensor *lp_tensor_arg(PyObject *obj, const char *fn, int index);
+/* A latch tensor over a torch tensor's memory (contiguous, on the CPU), keeping it alive;
+ * NULL with ValueError/TypeError naming the problem. data_ptr receives the address. */
+latch_tensor *lp_borrow_torch(PyObject *tensor, void **data_ptr);
+/* torch dtype object <-> latch dtype, from the table latch/_dtypes.py installs. */
+latch_dtype lp_dtype_of_torch(PyObject *dtype);
+int lp_tensor_init(PyObject *module);
+
+/* ops.c */
+extern PyMethodDef lp_op_methods[];
+
+/* function.c */
+int lp_function_init(PyObject *module);
+#endif
