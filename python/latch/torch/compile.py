@@ -53,20 +53,22 @@ def _plain(a):
     return a
 
 
+def _load(env, a):
+    if isinstance(a, torch.fx.Node):
+        return env[a]
+    if isinstance(a, (list, tuple)):
+        return type(a)(_load(env, x) for x in a)
+    if isinstance(a, dict):
+        return {k: _load(env, v) for k, v in a.items()}
+    return a
+
+
 def interpret(gm, inputs, attrs):
     """The make_fx graph gm over latch Tensors: inputs for its placeholders, in order, and
     attrs for the get_attr nodes that read parameters and buffers (by target)."""
+    # No closure over env: a cycle would keep the trace's pending tensors alive after it,
+    # and a later sync would compute them again (an in-place update applied twice).
     env, placeholders = {}, iter(inputs)
-
-    def load(a):
-        if isinstance(a, torch.fx.Node):
-            return env[a]
-        if isinstance(a, (list, tuple)):
-            return type(a)(load(x) for x in a)
-        if isinstance(a, dict):
-            return {k: load(v) for k, v in a.items()}
-        return a
-
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             env[node] = next(placeholders)
@@ -74,7 +76,7 @@ def interpret(gm, inputs, attrs):
             found = attrs.get(node.target)
             env[node] = found if found is not None else _latch.from_torch(getattr(gm, node.target).detach().contiguous())
         elif node.op == "call_function":
-            args, kwargs = load(node.args), load(node.kwargs)
+            args, kwargs = _load(env, node.args), _load(env, node.kwargs)
             if node.target is operator.getitem:
                 env[node] = args[0][args[1]]
             else:

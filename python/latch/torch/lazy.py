@@ -13,7 +13,6 @@ inputs and runs eagerly (said once per op on stderr); its results are lazy again
 import sys
 
 import torch
-from torch.nn.utils import stateless
 from torch.utils import _pytree as pytree
 
 from .. import _latch
@@ -108,8 +107,9 @@ class LazyModule:
 
     def __init__(self, module):
         self.module = module
-        self.names = [n for n, _ in module.named_parameters()] + [n for n, _ in module.named_buffers()]
-        self.torch_state = [p for _, p in module.named_parameters()] + [b for _, b in module.named_buffers()]
+        self.slots = [(d, k) for sub in module.modules() for d in (sub._parameters, sub._buffers)
+                      for k, v in d.items() if v is not None]
+        self.torch_state = [d[k] for d, k in self.slots]
         self.state = [tensor(t) for t in self.torch_state]
         self.versions = [t._version for t in self.torch_state]
 
@@ -130,7 +130,13 @@ class LazyModule:
 
     def __call__(self, *args):
         self._refresh()
-        return stateless.functional_call(self.module, dict(zip(self.names, self.state)), args)
+        for (d, k), lazy in zip(self.slots, self.state):  # the module's own dicts: parameters() sees them
+            d[k] = lazy
+        try:
+            return self.module(*args)
+        finally:
+            for (d, k), t in zip(self.slots, self.torch_state):
+                d[k] = t
 
 
 def module(m):
