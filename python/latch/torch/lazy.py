@@ -66,7 +66,7 @@ class LazyTensor(torch.Tensor):
             out = lower(*largs, **lkwargs)
         except _latch.Unsupported:
             return _eager(func, args, kwargs)
-        if args and isinstance(args[0], LazyTensor) and out is largs[0]:
+        if func._schema.name.endswith("_") and args and isinstance(args[0], LazyTensor):
             return args[0]  # in place
         return pytree.tree_map(lambda x: LazyTensor(x) if isinstance(x, _latch.Tensor) else x, out)
 

@@ -432,11 +432,11 @@ def avg_pool2d_backward(grad, x, kernel, stride, padding, ceil_mode, count_inclu
     kernel, stride = _pair(kernel), _pair(stride, _pair(kernel))
     if kernel != stride or any(_pair(padding)) or ceil_mode or divisor_override:
         raise Unsupported("aten.avg_pool2d_backward (overlapping or padded windows)")
-    n, c, ho, wo = grad.shape
+    n, c, ho, wo = values(grad)
     h, w = x.shape[2], x.shape[3]
-    spread = L.broadcast_to(L.reshape(grad, [n, c, ho, 1, wo, 1]), [n, c, ho, kernel[0], wo, kernel[1]])
-    spread = L.reshape(spread, [n, c, ho * kernel[0], wo * kernel[1]])
-    spread = L.binary(DIV, spread, const(kernel[0] * kernel[1], grad.dtype))
+    ones = L.full(grad.dtype, [1, 1, 1, kernel[0], 1, kernel[1]], 1.0 / (kernel[0] * kernel[1]))
+    spread = L.binary(MUL, reshape(grad, [n, c, ho, 1, wo, 1]), ones)  # each value over its window
+    spread = reshape(spread, [n, c, ho * kernel[0], wo * kernel[1]])
     return L.pad(spread, [0, 0, 0, 0], [0, 0, h - ho * kernel[0], w - wo * kernel[1]], 0.0)
 
 
@@ -627,7 +627,11 @@ def expand(x, size, implicit=False):
     target = [have[i - lead] if s == -1 else s for i, s in enumerate(size)]
     if target[lead:] == have and lead == 0:
         return x
-    return L.broadcast_to(x, target)
+    if x.dtype == D.BOOL:
+        return L.broadcast_to(x, target)
+    # x times ones of the expanded dims: a broadcast that leaves x's own (maybe symbolic) dims alone
+    ones = [t if i < lead or have[i - lead] != t else 1 for i, t in enumerate(target)]
+    return L.binary(MUL, x, L.full(x.dtype, ones, 1.0))
 
 
 @lowers(aten.unsqueeze.default)
