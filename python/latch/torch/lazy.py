@@ -61,14 +61,24 @@ class LazyTensor(torch.Tensor):
         lower = LOWERINGS.get(func)
         if lower is None:
             return _eager(func, args, kwargs)
-        largs, lkwargs = pytree.tree_map(_unwrap, (args, kwargs))
+        largs = [_unwrap_arg(a) for a in args]
+        lkwargs = {k: _unwrap_arg(v) for k, v in kwargs.items()} if kwargs else kwargs
         try:
             out = lower(*largs, **lkwargs)
         except _latch.Unsupported:
             return _eager(func, args, kwargs)
         if func._schema.name.endswith("_") and args and isinstance(args[0], LazyTensor):
             return args[0]  # in place
+        if isinstance(out, _latch.Tensor):
+            return LazyTensor(out)
         return pytree.tree_map(lambda x: LazyTensor(x) if isinstance(x, _latch.Tensor) else x, out)
+
+
+def _unwrap_arg(a):
+    """_unwrap over one argument: a tensor, a list or tuple of them, or anything else."""
+    if isinstance(a, (list, tuple)):
+        return type(a)(_unwrap(x) for x in a)
+    return _unwrap(a)
 
 
 def _unwrap(x):
