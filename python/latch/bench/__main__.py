@@ -6,10 +6,11 @@ lazy modes; the per-call time of each trace-once mode on a tiny function. --json
 writes every figure; --svg FILE draws the table as grouped bars.
 
   python3 -m latch.bench [--models a,b] [--batch 1,8] [--sizes small,full] [--repeat N]
-                         [--modes eager,...] [--json FILE] [--svg FILE]"""
+                         [--modes eager,...] [--threads N] [--json FILE] [--svg FILE]"""
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -119,10 +120,14 @@ def main(argv=None):
     p.add_argument("--sizes", default="small,full", help="small, full (224 / 128 tokens), or numbers")
     p.add_argument("--modes", default=",".join(M.MODES))
     p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--threads", type=int, default=int(os.environ.get("LATCH_THREADS") or 0) or os.cpu_count(),
+                   help="threads for PyTorch, as many as latch's (LATCH_THREADS, else one per core)")
     p.add_argument("--json")
     p.add_argument("--svg")
     a = p.parse_args(argv)
     names, modes = a.models.split(","), a.modes.split(",")
+    torch.set_num_threads(a.threads)  # torch may start with fewer (one here) than latch uses
+    print(f"threads: PyTorch {torch.get_num_threads()}, latch {a.threads}")
     for n in names:
         if n not in models.MODELS:
             sys.exit(f"latch.bench: unknown model '{n}'; models: {', '.join(models.MODELS)}")
@@ -153,7 +158,7 @@ def main(argv=None):
               f"{c['torch_lazy_us_per_op']:.2f} us, latch lazy {c['latch_lazy_us_per_op']:.2f} us")
     print("tiny function x + 1 per call: " + ", ".join(f"{k} {v:.2f} us" for k, v in tiny.items()))
     result = {"rows": rows, "geomean_once_vs_every_batch1": speedups, "per_op_trace": costs, "tiny": tiny,
-              "threads": torch.get_num_threads()}
+              "threads": a.threads}
     if a.json:
         with open(a.json, "w") as f:
             json.dump(result, f, indent=1)
