@@ -47,7 +47,7 @@ def run_model(name, batch, size, modes, repeat):
     for mode in modes:
         try:
             with torch.no_grad() if not training else torch.enable_grad():
-                step = M.build(mode, module, args, training)
+                step = M.build(mode, module, args, training, name)
                 row["ms"][mode] = None if step is None else median_ms(step, repeat)
         except Exception as e:  # a peer that cannot run this model: said, not fatal
             row["ms"][mode] = None
@@ -145,8 +145,8 @@ def main(argv=None):
         picked = [r["once_vs_every"] for r in rows if r["batch"] == 1 and
                   r["size"] == models.MODELS[r["model"]][2 if size_kind == "small" else 3]]
         speedups[size_kind] = geomean(picked)
-    costs = [per_op_cost(n, models.MODELS[n][2], 5) for n in names if n in ("resnet18", "bert_layer")
-             and "torch_lazy" in modes]
+    costs = [per_op_cost(n, models.MODELS[n][2], 5) for n in names if "torch_lazy" in modes and
+             not n.startswith("train_") and ("torch_lazy", n) not in M.CRASHES]
     tiny = tiny_overhead()
     print("\nall rows:")
     print_table(rows, modes)
