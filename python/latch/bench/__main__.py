@@ -120,14 +120,16 @@ def main(argv=None):
     p.add_argument("--sizes", default="small,full", help="small, full (224 / 128 tokens), or numbers")
     p.add_argument("--modes", default=",".join(M.MODES))
     p.add_argument("--repeat", type=int, default=10)
-    p.add_argument("--threads", type=int, default=int(os.environ.get("LATCH_THREADS") or 0) or os.cpu_count(),
-                   help="threads for PyTorch, as many as latch's (LATCH_THREADS, else one per core)")
+    p.add_argument("--threads", type=int, default=torch.get_num_threads(),
+                   help="threads for PyTorch (default: PyTorch's own choice; latch uses LATCH_THREADS, else "
+                        "one per core). On a busy 2-core machine PyTorch's OpenMP at 2 threads ran 10-30x slower")
     p.add_argument("--json")
     p.add_argument("--svg")
     a = p.parse_args(argv)
     names, modes = a.models.split(","), a.modes.split(",")
-    torch.set_num_threads(a.threads)  # torch may start with fewer (one here) than latch uses
-    print(f"threads: PyTorch {torch.get_num_threads()}, latch {a.threads}")
+    torch.set_num_threads(a.threads)
+    latch_threads = int(os.environ.get("LATCH_THREADS") or 0) or os.cpu_count()
+    print(f"threads: PyTorch {torch.get_num_threads()}, latch {latch_threads}")
     for n in names:
         if n not in models.MODELS:
             sys.exit(f"latch.bench: unknown model '{n}'; models: {', '.join(models.MODELS)}")
@@ -158,7 +160,7 @@ def main(argv=None):
               f"{c['torch_lazy_us_per_op']:.2f} us, latch lazy {c['latch_lazy_us_per_op']:.2f} us")
     print("tiny function x + 1 per call: " + ", ".join(f"{k} {v:.2f} us" for k, v in tiny.items()))
     result = {"rows": rows, "geomean_once_vs_every_batch1": speedups, "per_op_trace": costs, "tiny": tiny,
-              "threads": a.threads}
+              "threads": {"torch": a.threads, "latch": latch_threads}}
     if a.json:
         with open(a.json, "w") as f:
             json.dump(result, f, indent=1)
