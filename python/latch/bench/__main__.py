@@ -12,6 +12,7 @@ import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -39,12 +40,47 @@ def median_ms(step, repeat, warmup=2, budget_s=20.0):
     return statistics.median(samples)
 
 
+def child(mode, name, batch, size, repeat):
+    """One peer's figures in this process (run by isolated): ms per step, and for the lazy
+    modes at batch 1 the us per aten op of tracing alone."""
+    module, make = models.build(name, size)
+    args = make(batch, size)
+    training = name.startswith("train_")
+    out = {}
+    with torch.no_grad() if not training else torch.enable_grad():
+        step = M.build(mode, module, args, training, name)
+        out["ms"] = None if step is None else median_ms(step, repeat)
+    if batch == 1 and mode in ("torch_lazy", "latch_lazy") and not training:
+        out.update(per_op_cost(name, size, 5, [mode]))
+    print("LATCH_BENCH_CHILD " + json.dumps(out))
+
+
+def isolated(mode, name, batch, size, repeat):
+    """child() in a new process: torch._lazy aborts the process on some models (a failed
+    CHECK), which then costs one cell of the table, not the run."""
+    cmd = [sys.executable, "-m", "latch.bench", "--child", f"{mode},{name},{batch},{size}", "--repeat", str(repeat)]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    for line in run.stdout.splitlines():
+        if line.startswith("LATCH_BENCH_CHILD "):
+            return json.loads(line.split(" ", 1)[1]), None
+    tail = (run.stderr.strip().splitlines() or ["no output"])[-1][:200]
+    return {}, f"exit {run.returncode}: {tail}"
+
+
 def run_model(name, batch, size, modes, repeat):
     module, make = models.build(name, size)
     args = make(batch, size)
     training = name.startswith("train_")
     row = {"model": name, "batch": batch, "size": size, "ms": {}}
     for mode in modes:
+        if mode == "torch_lazy":
+            got, error = isolated(mode, name, batch, size, repeat)
+            row["ms"][mode] = got.get("ms")
+            if error:
+                row.setdefault("errors", {})[mode] = error
+            if "torch_lazy_us_per_op" in got:
+                row["torch_lazy_us_per_op"] = got["torch_lazy_us_per_op"]
+            continue
         try:
             with torch.no_grad() if not training else torch.enable_grad():
                 step = M.build(mode, module, args, training, name)
@@ -52,18 +88,20 @@ def run_model(name, batch, size, modes, repeat):
         except Exception as e:  # a peer that cannot run this model: said, not fatal
             row["ms"][mode] = None
             row.setdefault("errors", {})[mode] = f"{type(e).__name__}: {str(e)[:200]}"
+    if batch == 1 and not training and "latch_lazy" in modes:
+        row.update(per_op_cost(name, size, 5, ["latch_lazy"]))
     once, every = row["ms"].get("latch_compile"), row["ms"].get("latch_lazy")
     row["once_vs_every"] = every / once if once and every else None
     return row
 
 
-def per_op_cost(name, size, repeat):
+def per_op_cost(name, size, repeat, modes):
     """us per aten op of tracing alone (no sync), each lazy mode, batch 1."""
     module, make = models.build(name, size)
     args = make(1, size)
     ops = M.count_aten_ops(module, args)
-    out = {"model": name, "aten_ops": ops}
-    for mode in ("torch_lazy", "latch_lazy"):
+    out = {"aten_ops": ops}
+    for mode in modes:
         with torch.no_grad():
             trace, drop = M.trace_only(mode, module, args)
             samples = []
@@ -123,9 +161,13 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=torch.get_num_threads(),
                    help="threads for PyTorch (default: PyTorch's own choice; latch uses LATCH_THREADS, else "
                         "one per core). On a busy 2-core machine PyTorch's OpenMP at 2 threads ran 10-30x slower")
+    p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--json")
     p.add_argument("--svg")
     a = p.parse_args(argv)
+    if a.child:
+        mode, name, batch, size = a.child.split(",")
+        return child(mode, name, int(batch), int(size), a.repeat)
     names, modes = a.models.split(","), a.modes.split(",")
     torch.set_num_threads(a.threads)
     latch_threads = int(os.environ.get("LATCH_THREADS") or 0) or os.cpu_count()
@@ -147,8 +189,7 @@ def main(argv=None):
         picked = [r["once_vs_every"] for r in rows if r["batch"] == 1 and
                   r["size"] == models.MODELS[r["model"]][2 if size_kind == "small" else 3]]
         speedups[size_kind] = geomean(picked)
-    costs = [per_op_cost(n, models.MODELS[n][2], 5) for n in names if "torch_lazy" in modes and
-             not n.startswith("train_") and ("torch_lazy", n) not in M.CRASHES]
+    costs = [r for r in rows if r.get("torch_lazy_us_per_op") and r.get("latch_lazy_us_per_op")]
     tiny = tiny_overhead()
     print("\nall rows:")
     print_table(rows, modes)
@@ -156,10 +197,16 @@ def main(argv=None):
         if v:
             print(f"trace once / trace every (latch compile vs latch lazy), geomean at batch 1, {k} size: {v:.2f}x")
     for c in costs:
-        print(f"per-op trace cost, {c['model']} ({c['aten_ops']} aten ops): torch lazy "
+        print(f"per-op trace cost, {c['model']} {c['size']} ({c['aten_ops']} aten ops): torch lazy "
               f"{c['torch_lazy_us_per_op']:.2f} us, latch lazy {c['latch_lazy_us_per_op']:.2f} us")
+    if costs:
+        t, l = geomean([c["torch_lazy_us_per_op"] for c in costs]), geomean([c["latch_lazy_us_per_op"] for c in costs])
+        print(f"per-op trace cost, geomean: torch lazy {t:.2f} us, latch lazy {l:.2f} us")
+    for r in rows:
+        for mode, error in r.get("errors", {}).items():
+            print(f"{r['model']} batch {r['batch']} size {r['size']}: {mode} failed: {error}")
     print("tiny function x + 1 per call: " + ", ".join(f"{k} {v:.2f} us" for k, v in tiny.items()))
-    result = {"rows": rows, "geomean_once_vs_every_batch1": speedups, "per_op_trace": costs, "tiny": tiny,
+    result = {"rows": rows, "geomean_once_vs_every_batch1": speedups, "tiny": tiny,
               "threads": {"torch": a.threads, "latch": latch_threads}}
     if a.json:
         with open(a.json, "w") as f:
