@@ -76,8 +76,10 @@ class LazyTensor(torch.Tensor):
 
 def _unwrap_arg(a):
     """_unwrap over one argument: a tensor, a list or tuple of them, or anything else."""
+    if type(a) is LazyTensor:
+        return a.lt
     if isinstance(a, (list, tuple)):
-        return type(a)(_unwrap(x) for x in a)
+        return [_unwrap(x) for x in a] if a and isinstance(a[0], torch.Tensor) else a  # lists of ints stay
     return _unwrap(a)
 
 
