@@ -71,7 +71,10 @@ latch_tensor *lp_borrow_torch(PyObject *tensor, void **data_ptr) {
   latch_runtime *rt = lp_runtime();
   if (!rt) return NULL;
   PyObject *dtype = PyObject_GetAttr(tensor, s_dtype);
-  if (!dtype) return NULL;
+  if (!dtype) {
+    PyErr_Format(PyExc_TypeError, "latch: a torch tensor expected, not %.100s", Py_TYPE(tensor)->tp_name);
+    return NULL;
+  }
   latch_dtype d = lp_dtype_of_torch(dtype);
   if (d == LATCH_INVALID) {
     if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "latch: torch dtype %R has no latch dtype", dtype);

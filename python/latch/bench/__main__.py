@@ -186,8 +186,10 @@ def main(argv=None):
                 sys.stdout.flush()
     speedups = {}
     for size_kind in ("small", "full"):
+        small_full = models.MODELS  # (builder, make_input, small, full) per model
         picked = [r["once_vs_every"] for r in rows if r["batch"] == 1 and
-                  r["size"] == models.MODELS[r["model"]][2 if size_kind == "small" else 3]]
+                  r["size"] == small_full[r["model"]][2 if size_kind == "small" else 3] and
+                  (size_kind == "small" or small_full[r["model"]][2] != small_full[r["model"]][3])]
         speedups[size_kind] = geomean(picked)
     costs = [r for r in rows if r.get("torch_lazy_us_per_op") and r.get("latch_lazy_us_per_op")]
     tiny = tiny_overhead()

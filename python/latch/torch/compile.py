@@ -157,12 +157,14 @@ class Compiled:
     def _fall_back(self, reason, args, kwargs):
         if self.eager_reason is None:
             self.eager_reason = reason
+            self.function = None  # calls take _first_call, which runs fn
             print(f"latch: compile: {self.name}: {reason}; running it eagerly", file=sys.stderr)
         return self.fn(*args, **kwargs)
 
     def _start(self, args):
         gm, self.spec, self.leaves, tensor_leaves, _ = self._capture(args)
         self.tensor_leaves = tensor_leaves
+        self.single = isinstance(self.spec, pytree.LeafSpec) and tensor_leaves == [0]
         op = unlowered(gm)
         if op is not None:
             return f"aten op {op} is not lowered"
@@ -172,25 +174,32 @@ class Compiled:
         return None
 
     def __call__(self, *args, **kwargs):
-        if self.eager_reason is not None:
-            return self.fn(*args, **kwargs)
-        if kwargs or not all(isinstance(a, torch.Tensor) for a in args):
-            return self._fall_back("keyword or non-tensor arguments are not compiled", args, kwargs)
-        if self.function is None:
-            reason = self._start(args)
-            if reason:
-                return self._fall_back(reason, args, kwargs)
+        function = self.function
+        if function is None or kwargs:
+            return self._first_call(args, kwargs)
         self.args = args
         try:
-            outs = self.function(*args)
+            outs = function(*args)  # the guards, in C; a non-tensor argument is a TypeError there
         except _latch.Unsupported as e:
             return self._fall_back(str(e), args, kwargs)
         finally:
             self.args = None
+        if self.single:
+            return D.to_torch(outs[0])
         leaves = list(self.leaves)
         for i, t in zip(self.tensor_leaves, outs):
             leaves[i] = D.to_torch(t)
         return pytree.tree_unflatten(leaves, self.spec)
+
+    def _first_call(self, args, kwargs):
+        if self.eager_reason is not None:
+            return self.fn(*args, **kwargs)
+        if kwargs or not all(isinstance(a, torch.Tensor) for a in args):
+            return self._fall_back("keyword or non-tensor arguments are not compiled", args, kwargs)
+        reason = self._start(args)
+        if reason:
+            return self._fall_back(reason, args, kwargs)
+        return self(*args)
 
     def stats(self):
         return self.function.stats() if self.function else {}

@@ -29,4 +29,5 @@ def to_torch(t):
     dtype = TO_TORCH[t.dtype]
     if 0 in shape:
         return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(t, dtype=dtype).view(shape)
+    flat = torch.frombuffer(t, dtype=dtype)
+    return flat if len(shape) == 1 else flat.view(shape)
