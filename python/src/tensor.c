@@ -152,6 +152,14 @@ static PyObject *tensor_shape(LatchTensor *self, void *closure) {
   return shape;
 }
 
+static PyObject *tensor_dim(LatchTensor *self, PyObject *arg) {
+  int dim = (int)PyLong_AsLong(arg);
+  if (dim == -1 && PyErr_Occurred()) return NULL;
+  int64_t size = latch_dim(self->t, dim);
+  if (size < 0) return PyErr_Format(PyExc_IndexError, "dim %d out of range for rank %d", dim, latch_rank(self->t));
+  return PyLong_FromLongLong(size);
+}
+
 static PyObject *tensor_size_of(LatchTensor *self, PyObject *arg) {
   int dim = (int)PyLong_AsLong(arg);
   if (dim == -1 && PyErr_Occurred()) return NULL;
@@ -194,6 +202,7 @@ static PyGetSetDef tensor_getset[] = {
 };
 
 static PyMethodDef tensor_methods[] = {
+    {"dim", (PyCFunction)tensor_dim, METH_O, "dim(i) -> int (inside a trace, reading it specializes that dim)"},
     {"size_of", (PyCFunction)tensor_size_of, METH_O, "size_of(dim) -> (value, symbol or -1), not specializing"},
     {"touch", (PyCFunction)tensor_touch, METH_NOARGS, "touch(): the lent memory was written from outside"},
     {"data_ptr", (PyCFunction)tensor_data_ptr, METH_NOARGS, "data_ptr() -> int: the synced data's address"},

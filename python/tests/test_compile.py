@@ -60,6 +60,20 @@ def test_batch_sweep_two_compiles():
     assert latch.stats()["compiles"] - before <= 2
 
 
+def test_train_cnn_batch_sweep():
+    """A training step over changing batches: two traces, symbolic batch, eager's values."""
+    import copy
+    m, make = models.build("train_cnn", 8)
+    twin = copy.deepcopy(m)
+    c = lt.compile(twin)
+    for batch in (2, 3, 5, 8):
+        args = make(batch, 8, seed=batch)
+        close(c(*args), m(*args))
+    assert c.stats()["traces"] == 2, c.stats()
+    for p, q in zip(m.parameters(), twin.parameters()):
+        close(q, p)
+
+
 def test_non_contiguous_input_is_an_error():
     c = lt.compile(lambda x: x + 1)
     with pytest.raises(ValueError, match="non-contiguous"):

@@ -5,8 +5,9 @@ log_softmax, layer_norm, batch_norm). An overload missing from LOWERINGS, or one
 way latch cannot do (a transposed convolution, a pooling with dilation), raises Unsupported
 naming the op, and the caller runs it eagerly.
 
-Sizes: inside a traced function a dim may be symbolic. Reading Tensor.shape pins the dims
-read (a guard); reshapes keep one symbolic group free by writing -1 for it (see reshape)."""
+Sizes: inside a traced function a dim may be symbolic. Reading Tensor.shape pins every dim
+and Tensor.dim(i) the one read (a guard each); size_of(i) reads without pinning. Reshapes
+keep one symbolic group free by writing -1 for it (see reshape)."""
 import math
 
 import torch
@@ -309,7 +310,7 @@ def arange(*args, dtype=None, layout=None, device=None, pin_memory=None):
 
 def _triangle(lower_part):
     def lower(x, diagonal=0):
-        rows, cols = x.shape[-2], x.shape[-1]
+        rows, cols = x.dim(-2), x.dim(-1)
         r = L.iota(D.I64, [rows, cols], 0)
         c = L.iota(D.I64, [rows, cols], 1)
         keep = L.compare(LE if lower_part else GE, L.binary(SUB, c, r), L.full(D.I64, [], float(diagonal)))
@@ -369,7 +370,7 @@ def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, tran
     if transposed or groups != 1 or x.rank != 4 or any(d != 1 for d in dilation):
         raise Unsupported("aten.convolution_backward (transposed, grouped or dilated)")
     grad_input = grad_weight = grad_bias = None
-    kh, kw = w.shape[2], w.shape[3]
+    kh, kw = w.dim(2), w.dim(3)
     if output_mask[0]:
         if any(s != 1 for s in stride):
             raise Unsupported("aten.convolution_backward (the input's gradient of a strided convolution)")
@@ -402,7 +403,7 @@ def max_pool2d(x, kernel, stride=(), padding=0, dilation=1, ceil_mode=False):
     if ceil_mode:  # the last, partial window: pad the high side with -inf up to it
         extra = [0, 0]
         for i in range(2):
-            size = x.shape[2 + i]
+            size = x.dim(2 + i)
             out = -(-(size + 2 * padding[i] - kernel[i]) // stride[i]) + 1
             if (out - 1) * stride[i] >= size + padding[i]:
                 out -= 1
@@ -433,7 +434,7 @@ def avg_pool2d_backward(grad, x, kernel, stride, padding, ceil_mode, count_inclu
     if kernel != stride or any(_pair(padding)) or ceil_mode or divisor_override:
         raise Unsupported("aten.avg_pool2d_backward (overlapping or padded windows)")
     n, c, ho, wo = values(grad)
-    h, w = x.shape[2], x.shape[3]
+    h, w = x.dim(2), x.dim(3)
     ones = L.full(grad.dtype, [1, 1, 1, kernel[0], 1, kernel[1]], 1.0 / (kernel[0] * kernel[1]))
     spread = L.binary(MUL, reshape(grad, [n, c, ho, 1, wo, 1]), ones)  # each value over its window
     spread = reshape(spread, [n, c, ho * kernel[0], wo * kernel[1]])
@@ -455,7 +456,7 @@ def _adaptive_dim(x, dim, size, out):
 @lowers(aten._adaptive_avg_pool2d.default, aten.adaptive_avg_pool2d.default)
 def adaptive_avg_pool2d(x, output_size):
     oh, ow = _pair(output_size)
-    h, w = x.shape[2], x.shape[3]
+    h, w = x.dim(2), x.dim(3)
     if h % oh == 0 and w % ow == 0:
         kernel = [h // oh, w // ow]
         return L.pool2d(True, x, kernel, kernel, [0, 0])
@@ -560,7 +561,7 @@ def nll_loss_forward(x, target, weight, reduction, ignore_index):
 
 
 def _onehot(x, target):
-    classes = L.iota(D.I64, [1, x.shape[1]], 1)
+    classes = L.iota(D.I64, [1, x.dim(1)], 1)
     return L.compare(EQ, classes, L.reshape(L.cast(target, D.I64), [-1, 1]))
 
 
