@@ -34,6 +34,8 @@ rt_value *rt_value_new_array(hlo_dtype dtype, int rank, const int64_t *dims) {
   return rt_value_new(&shape);
 }
 
+static void keep_borrowed(void *release_ctx) { (void)release_ctx; }
+
 rt_value *rt_value_borrow(hlo_dtype dtype, int rank, const int64_t *dims, void *data,
                           void (*release)(void *release_ctx), void *release_ctx) {
   if (!hlo_dtype_is_computable(dtype)) return NULL;
@@ -42,7 +44,7 @@ rt_value *rt_value_borrow(hlo_dtype dtype, int rank, const int64_t *dims, void *
   value->shape = hlo_shape_make(dtype, rank, dims);
   value->count = hlo_shape_elements(&value->shape);
   value->data = data;
-  value->release = release;
+  value->release = release ? release : keep_borrowed; /* never free()d: not latch's memory */
   value->release_ctx = release_ctx;
   return value;
 }
