@@ -13,9 +13,7 @@ latch_runtime *lp_runtime(void) {
 }
 
 PyObject *lp_raise_status(latch_status status, const char *what) {
-  PyObject *type = status == LATCH_ERR_UNSUPPORTED ? LatchUnsupported
-                   : status == LATCH_ERR_INTERNAL  ? LatchError
-                                                   : LatchError;
+  PyObject *type = status == LATCH_ERR_UNSUPPORTED ? LatchUnsupported : LatchError;
   if (status == LATCH_ERR_INTERNAL && strstr(latch_last_error(), "out of memory")) return PyErr_NoMemory();
   PyErr_Format(type, "%s: %s", what, latch_last_error());
   return NULL;
@@ -62,18 +60,14 @@ static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "latch._latch",
                                         "latch's C API for Python (see latch/__init__.py)", -1, NULL,
                                         NULL, NULL, NULL, NULL};
 
-static int add_functions(PyObject *module, PyMethodDef *methods) {
-  return PyModule_AddFunctions(module, methods);
-}
-
 PyMODINIT_FUNC PyInit__latch(void) {
   PyObject *m = PyModule_Create(&module_def);
   if (!m) return NULL;
   LatchError = PyErr_NewException("latch._latch.Error", PyExc_RuntimeError, NULL);
   LatchUnsupported = PyErr_NewException("latch._latch.Unsupported", LatchError, NULL);
   if (!LatchError || !LatchUnsupported || PyModule_AddObjectRef(m, "Error", LatchError) < 0 ||
-      PyModule_AddObjectRef(m, "Unsupported", LatchUnsupported) < 0 || add_functions(m, module_methods) < 0 ||
-      add_functions(m, lp_op_methods) < 0 || lp_tensor_init(m) < 0 || lp_function_init(m) < 0) {
+      PyModule_AddObjectRef(m, "Unsupported", LatchUnsupported) < 0 || PyModule_AddFunctions(m, module_methods) < 0 ||
+      PyModule_AddFunctions(m, lp_op_methods) < 0 || lp_tensor_init(m) < 0 || lp_function_init(m) < 0) {
     Py_DECREF(m);
     return NULL;
   }

@@ -116,7 +116,8 @@ latch_tensor *lp_borrow_torch(PyObject *tensor, void **data_ptr) {
 
 static PyObject *py_from_torch(PyObject *self, PyObject *tensor) {
   (void)self;
-  return lp_wrap(lp_borrow_torch(tensor, NULL)) ;
+  latch_tensor *t = lp_borrow_torch(tensor, NULL);
+  return t ? lp_wrap(t) : NULL;
 }
 
 static PyObject *py_set_dtypes(PyObject *self, PyObject *table) {
