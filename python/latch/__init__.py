@@ -7,7 +7,15 @@
 
 The runtime is opened on first use from the LATCH_* variables (LATCH_BACKEND, LATCH_CHECK,
 LATCH_LOG, LATCH_RECOMPILE_LIMIT, ...), as latch_open(NULL) does in C."""
-from . import _latch
+import os
+
+# latch's cpu backend runs oneDNN on libgomp, as PyTorch does: two OpenMP teams in one
+# process that spin while waiting steal each other's cores (resnet18 at 32x32 took 300 ms a
+# step instead of 21 on 2 cores). Waiting threads sleep unless the caller chose otherwise;
+# libgomp reads this when it loads, so import latch before torch, or set it in the shell.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from . import _latch  # noqa: E402
 from ._latch import Error, Unsupported, sync, stats, last_repro
 
 __all__ = ["Error", "Unsupported", "sync", "stats", "last_repro"]
