@@ -31,18 +31,22 @@ static inline bool cache_key_equal(cache_key a, cache_key b) {
   return a.lo == b.lo && a.hi == b.hi;
 }
 
+/* Each hash below fills *key and returns true, or returns false when memory runs out (the
+ * key is then meaningless: as SQLite's sqlite3OomFault, the failure is sticky through the
+ * whole hash and comes out once, here). */
+
 /* The node hash: opcode, shape, attributes, called computations (hashed here) and
  * operand_keys[0..operand_count) in order. operand_keys may be NULL when the instruction has
- * no operands. This is what capture/ computes incrementally as ops are recorded. */
-cache_key cache_hash_instr(const hlo_instr *instr, const cache_key *operand_keys);
+ * no operands. */
+bool cache_hash_instr(const hlo_instr *instr, const cache_key *operand_keys, cache_key *key);
 
 /* A computation's hash: its parameters in parameter-number order, its root, and any other
  * instruction nothing uses (a dead side effect still matters); callees hashed once each. */
-cache_key cache_hash_comp(const hlo_comp *comp);
+bool cache_hash_comp(const hlo_comp *comp, cache_key *key);
 
 /* A module's hash: its entry computation (parameters and outputs in order) and the header
  * attributes that can change execution (input_output_alias and the like); not its name. */
-cache_key cache_hash_module(const hlo_module *module);
+bool cache_hash_module(const hlo_module *module, cache_key *key);
 
 /* 32 lowercase hex digits, hi then lo, and a NUL. */
 void cache_key_hex(cache_key key, char out[33]);

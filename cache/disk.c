@@ -25,7 +25,7 @@ struct cache_disk {
 };
 
 cache_disk *cache_disk_open(const char *dir, uint64_t max_bytes, hlo_diag *diag) {
-  cache_disk *disk = calloc(1, sizeof *disk);
+  cache_disk *disk = hlo_calloc(1, sizeof *disk);
   if (!disk) {
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory opening the compile cache");
     return NULL;

@@ -169,9 +169,9 @@ cache_disk_problem cache_disk_read_entry(const char *path, bool check_payload, c
   char *fingerprint = NULL;
   void *data = NULL;
   if (!problem) {
-    fingerprint = malloc((size_t)header.fingerprint_len + 1);
+    fingerprint = hlo_malloc((size_t)header.fingerprint_len + 1);
     /* The payload's size was checked against the file's, so this allocation is bounded by it. */
-    data = check_payload ? malloc(header.payload_len ? (size_t)header.payload_len : 1) : NULL;
+    data = check_payload ? hlo_malloc(header.payload_len ? (size_t)header.payload_len : 1) : NULL;
     if (!fingerprint || (check_payload && !data)) {
       *errnum = ENOMEM;
       problem = CACHE_DISK_READ_ERROR;

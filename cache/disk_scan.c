@@ -27,7 +27,7 @@ hlo_status cache_disk_scan(const char *dir, bool check, bool fix, cache_disk_vis
   DIR *d;
   if (open_dir(dir, &d, diag) != HLO_OK) return diag->status;
   if (!d) return HLO_OK;
-  cache_disk_entry_info *info = malloc(sizeof *info); /* 4 KiB of fingerprint: not on the stack */
+  cache_disk_entry_info *info = hlo_malloc(sizeof *info); /* 4 KiB of fingerprint: not on the stack */
   if (!info) {
     closedir(d);
     return hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
@@ -147,7 +147,7 @@ uint64_t cache_disk_evict(const char *dir, uint64_t max_bytes, double stale_seco
     }
     if (count == capacity) {
       size_t grown = capacity ? capacity * 2 : 64;
-      lru_item *more = realloc(items, grown * sizeof *items);
+      lru_item *more = hlo_realloc(items, grown * sizeof *items);
       if (!more) break; /* out of memory: evict among those seen so far */
       items = more;
       capacity = grown;

@@ -31,16 +31,17 @@ enum { HASHER_BUFFER = 512 };
 typedef struct hasher {
   size_t len;
   XXH3_state_t *state; /* NULL until the buffer first fills */
+  bool failed;         /* out of memory, sticky: the digest means nothing */
   unsigned char buf[HASHER_BUFFER];
 } hasher;
 
 static void flush(hasher *h) {
-  if (!h->state) {
+  if (!h->state && !h->failed) {
     h->state = XXH3_createState();
-    if (!h->state) abort(); /* as the arena does: no status to return from a hash */
-    XXH3_128bits_reset_withSeed(h->state, CACHE_HASH_FORMAT);
+    if (h->state) XXH3_128bits_reset_withSeed(h->state, CACHE_HASH_FORMAT);
+    else h->failed = true;
   }
-  XXH3_128bits_update(h->state, h->buf, h->len);
+  if (h->state) XXH3_128bits_update(h->state, h->buf, h->len);
   h->len = 0;
 }
 
@@ -49,7 +50,7 @@ static void put_raw(hasher *h, const void *data, size_t size) {
   if (h->len + size > HASHER_BUFFER) {
     flush(h);
     if (size > HASHER_BUFFER / 2) { /* big blobs (constants) bypass the buffer */
-      XXH3_128bits_update(h->state, data, size);
+      if (h->state) XXH3_128bits_update(h->state, data, size);
       return;
     }
   }
@@ -80,11 +81,14 @@ static void put_int(hasher *h, int64_t value) {
 static void hasher_start(hasher *h, char domain) {
   h->len = 0;
   h->state = NULL;
+  h->failed = false;
   put_u8(h, (unsigned char)domain);
 }
 
-static cache_key hasher_finish(hasher *h) {
+/* The digest; *failed set when memory ran out on the way. */
+static cache_key hasher_finish(hasher *h, bool *failed) {
   XXH128_hash_t digest;
+  if (h->failed) *failed = true;
   if (h->state) {
     XXH3_128bits_update(h->state, h->buf, h->len);
     digest = XXH3_128bits_digest(h->state);
@@ -300,8 +304,11 @@ static void put_raw_attrs(hasher *h, int tag, int count, const hlo_raw_attr *att
   const hlo_raw_attr **sorted = inline_sorted;
   if (!attrs || count < 0) count = 0;
   if (count > INLINE_ATTRS) {
-    sorted = malloc(sizeof *sorted * (size_t)count);
-    if (!sorted) abort(); /* as the arena does: no status to return from a hash */
+    sorted = hlo_malloc(sizeof *sorted * (size_t)count);
+    if (!sorted) {
+      h->failed = true;
+      return;
+    }
   }
   int kept = 0;
   for (int i = 0; i < count; i++) {
@@ -401,7 +408,8 @@ static cache_key marker_key(const char *what) {
   hasher h;
   hasher_start(&h, 'X');
   put_str(&h, what);
-  return hasher_finish(&h);
+  bool failed = false; /* a short string stays in the buffer: nothing to allocate */
+  return hasher_finish(&h, &failed);
 }
 
 /* Counts that tolerate a NULL array, so a half-built instruction cannot crash a hash. */
@@ -415,7 +423,7 @@ static int called_count(const hlo_instr *instr) {
 
 /* operand_keys may be NULL only if the caller had none to give. */
 static cache_key hash_instr(const hlo_instr *instr, const cache_key *called_keys,
-                            const cache_key *operand_keys) {
+                            const cache_key *operand_keys, bool *failed) {
   hasher h;
   hasher_start(&h, 'I');
   put_str(&h, hlo_opcode_name(instr->opcode));
@@ -428,7 +436,7 @@ static cache_key hash_instr(const hlo_instr *instr, const cache_key *called_keys
   put_int(&h, operands);
   for (int i = 0; i < operands; i++)
     put_key(&h, operand_keys ? operand_keys[i] : marker_key("missing operand key"));
-  return hasher_finish(&h);
+  return hasher_finish(&h, failed);
 }
 
 /* ---- computations ---- */
@@ -444,21 +452,29 @@ typedef struct hash_ctx {
   int instr_capacity;
   cache_key *scratch; /* operand and called keys of one instruction */
   int scratch_capacity;
+  bool failed; /* out of memory: every key since is a stand-in */
 } hash_ctx;
 
-static void *xrealloc(void *items, size_t size) {
-  void *grown = realloc(items, size ? size : 1);
-  if (!grown) abort(); /* as the arena does: no status to return from a hash */
-  return grown;
+/* Grows *items to size bytes; false (ctx->failed set, *items as it was) when memory runs out. */
+static bool ctx_grow(hash_ctx *ctx, void *items, size_t size) {
+  void *old;
+  memcpy(&old, items, sizeof old);
+  void *grown = hlo_realloc(old, size ? size : 1);
+  if (!grown) {
+    ctx->failed = true;
+    return false;
+  }
+  memcpy(items, &grown, sizeof grown);
+  return true;
 }
 
 static void ctx_init(hash_ctx *ctx, const hlo_module *module) {
   memset(ctx, 0, sizeof *ctx);
   ctx->module = module;
   size_t count = module && module->comp_count > 0 ? (size_t)module->comp_count : 0;
-  ctx->comp_keys = xrealloc(NULL, sizeof(cache_key) * count);
-  ctx->comp_state = calloc(count + 1, 1);
-  if (!ctx->comp_state) abort();
+  ctx_grow(ctx, &ctx->comp_keys, sizeof(cache_key) * count);
+  ctx->comp_state = hlo_calloc(count + 1, 1);
+  if (!ctx->comp_state) ctx->failed = true;
 }
 
 static void ctx_free(hash_ctx *ctx) {
@@ -469,9 +485,10 @@ static void ctx_free(hash_ctx *ctx) {
   free(ctx->scratch);
 }
 
+/* NULL when memory runs out. */
 static cache_key *ctx_scratch(hash_ctx *ctx, int count) {
   if (count > ctx->scratch_capacity) {
-    ctx->scratch = xrealloc(ctx->scratch, sizeof(cache_key) * (size_t)count);
+    if (!ctx_grow(ctx, &ctx->scratch, sizeof(cache_key) * (size_t)count)) return NULL;
     ctx->scratch_capacity = count;
   }
   return ctx->scratch;
@@ -504,8 +521,9 @@ static cache_key operand_key(const hash_ctx *ctx, const hlo_comp *comp, int user
 static cache_key hash_comp_body(hash_ctx *ctx, const hlo_comp *comp) {
   int count = comp->instr_count > 0 ? comp->instr_count : 0;
   if (count > ctx->instr_capacity) {
-    ctx->instr_keys = xrealloc(ctx->instr_keys, sizeof(cache_key) * (size_t)count);
-    ctx->used = xrealloc(ctx->used, (size_t)count);
+    if (!ctx_grow(ctx, &ctx->instr_keys, sizeof(cache_key) * (size_t)count) ||
+        !ctx_grow(ctx, &ctx->used, (size_t)count))
+      return marker_key("out of memory");
     ctx->instr_capacity = count;
   }
   if (count) memset(ctx->used, 0, (size_t)count);
@@ -514,6 +532,7 @@ static cache_key hash_comp_body(hash_ctx *ctx, const hlo_comp *comp) {
     int operands = operand_count(instr);
     int called = called_count(instr);
     cache_key *keys = ctx_scratch(ctx, operands + called);
+    if (!keys) return marker_key("out of memory");
     for (int c = 0; c < called; c++) keys[c] = callee_key(ctx, instr->called[c]);
     for (int o = 0; o < operands; o++) {
       const hlo_instr *operand = instr->operands[o];
@@ -521,7 +540,7 @@ static cache_key hash_comp_body(hash_ctx *ctx, const hlo_comp *comp) {
       if (operand && operand->parent == comp && operand->id >= 0 && operand->id < count)
         ctx->used[operand->id] = 1;
     }
-    ctx->instr_keys[i] = hash_instr(instr, keys, keys + called);
+    ctx->instr_keys[i] = hash_instr(instr, keys, keys + called, &ctx->failed);
   }
 
   hasher h;
@@ -543,7 +562,7 @@ static cache_key hash_comp_body(hash_ctx *ctx, const hlo_comp *comp) {
   for (int i = 0; i < count; i++)
     if (!ctx->used[i] && comp->instrs[i] != root && comp->instrs[i]->opcode != HLO_OP_PARAMETER)
       put_key(&h, ctx->instr_keys[i]);
-  return hasher_finish(&h);
+  return hasher_finish(&h, &ctx->failed);
 }
 
 /* Hashes comp and, first, everything it calls, with an explicit stack instead of recursion:
@@ -555,10 +574,12 @@ typedef struct comp_frame {
 } comp_frame;
 
 static cache_key comp_walk(hash_ctx *ctx, const hlo_comp *start) {
+  if (ctx->failed) return marker_key("out of memory");
   if (!comp_registered(ctx, start)) return marker_key("foreign computation");
   if (ctx->comp_state[start->id] == 2) return ctx->comp_keys[start->id];
   int capacity = ctx->module->comp_count + 1;
-  comp_frame *stack = xrealloc(NULL, sizeof(comp_frame) * (size_t)capacity);
+  comp_frame *stack = NULL;
+  if (!ctx_grow(ctx, &stack, sizeof(comp_frame) * (size_t)capacity)) return marker_key("out of memory");
   int depth = 0;
   stack[0] = (comp_frame){start, 0, 0};
   ctx->comp_state[start->id] = 1;
@@ -590,44 +611,54 @@ static cache_key comp_walk(hash_ctx *ctx, const hlo_comp *start) {
 
 /* ---- public ---- */
 
-cache_key cache_hash_instr(const hlo_instr *instr, const cache_key *operand_keys) {
+bool cache_hash_instr(const hlo_instr *instr, const cache_key *operand_keys, cache_key *key) {
+  bool failed = false;
   int called = called_count(instr);
-  if (called == 0) return hash_instr(instr, NULL, operand_keys); /* capture's common case */
+  if (called == 0) { /* capture's common case */
+    *key = hash_instr(instr, NULL, operand_keys, &failed);
+    return !failed;
+  }
   const hlo_module *module = NULL;
   if (instr->parent) module = instr->parent->module;
   else if (instr->called[0]) module = instr->called[0]->module;
   hash_ctx ctx;
   ctx_init(&ctx, module);
-  cache_key *called_keys = xrealloc(NULL, sizeof(cache_key) * (size_t)called);
-  for (int c = 0; c < called; c++) {
-    comp_walk(&ctx, instr->called[c]);
-    called_keys[c] = callee_key(&ctx, instr->called[c]);
+  cache_key *called_keys = NULL;
+  if (ctx_grow(&ctx, &called_keys, sizeof(cache_key) * (size_t)called)) {
+    for (int c = 0; c < called; c++) {
+      comp_walk(&ctx, instr->called[c]);
+      called_keys[c] = ctx.failed ? marker_key("out of memory") : callee_key(&ctx, instr->called[c]);
+    }
+    *key = hash_instr(instr, called_keys, operand_keys, &ctx.failed);
   }
-  cache_key key = hash_instr(instr, called_keys, operand_keys);
   free(called_keys);
+  failed = ctx.failed;
   ctx_free(&ctx);
-  return key;
+  return !failed;
 }
 
-cache_key cache_hash_comp(const hlo_comp *comp) {
+bool cache_hash_comp(const hlo_comp *comp, cache_key *key) {
   hash_ctx ctx;
   ctx_init(&ctx, comp->module);
-  cache_key key = comp_walk(&ctx, comp);
+  *key = comp_walk(&ctx, comp);
+  bool failed = ctx.failed;
   ctx_free(&ctx);
-  return key;
+  return !failed;
 }
 
-cache_key cache_hash_module(const hlo_module *module) {
+bool cache_hash_module(const hlo_module *module, cache_key *key) {
   hash_ctx ctx;
   ctx_init(&ctx, module);
   cache_key entry = module->entry ? comp_walk(&ctx, module->entry) : marker_key("no entry");
+  bool failed = ctx.failed;
   ctx_free(&ctx);
 
   hasher h;
   hasher_start(&h, 'M');
   put_key(&h, entry);
   put_raw_attrs(&h, 0, module->raw_attr_count, module->raw_attrs);
-  return hasher_finish(&h);
+  *key = hasher_finish(&h, &failed);
+  return !failed;
 }
 
 void cache_key_hex(cache_key key, char out[33]) {

@@ -149,7 +149,7 @@ static ck_epoch_record_t *record_acquire(void) {
     return record;
   }
   size_t size = (sizeof *record + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE;
-  record = aligned_alloc(CACHE_LINE, size); /* ck_epoch_record_t is cache-line aligned */
+  record = hlo_aligned_alloc(CACHE_LINE, size); /* ck_epoch_record_t is cache-line aligned */
   if (!record) return NULL;
   memset(record, 0, size);
   ck_epoch_register(&epoch_domain, record, NULL);
@@ -192,7 +192,7 @@ enum { BLOCK_HEADER = CACHE_LINE };
 static _Thread_local cache_table *writing_table;
 
 static void *set_malloc(size_t size) {
-  char *block = calloc(1, BLOCK_HEADER + size);
+  char *block = hlo_calloc(1, BLOCK_HEADER + size);
   return block ? block + BLOCK_HEADER : NULL;
 }
 
@@ -215,7 +215,7 @@ static struct ck_malloc set_allocator = {.malloc = set_malloc, .free = set_free}
 /* ---- entries ---- */
 
 static cache_entry *entry_new(cache_table *table, cache_key key, void *value) {
-  cache_entry *entry = calloc(1, sizeof *entry);
+  cache_entry *entry = hlo_calloc(1, sizeof *entry);
   if (!entry) return NULL;
   entry->key = key;
   entry->value = value;
@@ -452,7 +452,7 @@ cache_entry *cache_table_get_or_compile(cache_table *table, cache_key key,
   bump(&table->stats.misses, 1);
   pending *p = find_pending(table, key);
   if (p) return wait_for(table, p, diag);
-  p = calloc(1, sizeof *p);
+  p = hlo_calloc(1, sizeof *p);
   if (!p || pthread_cond_init(&p->done_cond, NULL) != 0) {
     writer_unlock(table);
     free(p);
@@ -483,12 +483,12 @@ cache_table *cache_table_new(size_t capacity, cache_destroy_fn destroy, hlo_diag
     return NULL;
   }
   size_t size = (sizeof(cache_table) + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE;
-  cache_table *table = aligned_alloc(CACHE_LINE, size);
+  cache_table *table = hlo_aligned_alloc(CACHE_LINE, size);
   if (!table) goto no_memory;
   memset(table, 0, size);
   table->capacity = capacity;
   table->destroy = destroy;
-  table->slots = calloc(capacity, sizeof *table->slots);
+  table->slots = hlo_calloc(capacity, sizeof *table->slots);
   table->writer = record_acquire();
   if (!table->slots || !table->writer) goto no_memory;
   /* Twice the capacity plus slack: ck_hs grows once more than half full, and growing under

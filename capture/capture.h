@@ -170,9 +170,10 @@ cap_ctx *cap_ctx_current(void);
 /* A PENDING node with room for attr_count attrs and its operands (retained); the caller
  * fills shape and attrs, then calls cap_node_finish. NULL when memory runs out. */
 cap_node *cap_node_new(cap_op op, int sub, int operand_count, cap_node *const *operands, int attr_count);
-/* Computes the hash; a node is immutable after this. */
-void cap_node_finish(cap_node *node);
-cache_key cap_node_hash(const cap_node *node);
+/* Computes the hash; a node is immutable after this. False when memory runs out (a node of
+ * very many operands hashes a buffer of its own): the caller releases the node. */
+bool cap_node_finish(cap_node *node);
+bool cap_node_hash(const cap_node *node, cache_key *key);
 cache_key cap_data_hash(hlo_dtype dtype, int rank, const int64_t *dims);
 /* The hash a new user sees: data_hash when READY, else hash. */
 cache_key cap_operand_hash(const cap_node *node);

@@ -52,8 +52,8 @@ static bool updated_weight(const cap_trace *trace, int c) {
 
 static bool build_template(cap_entry *e, cap_trace *trace, const cap_graph *g) {
   e->node_count = g->node_count;
-  e->nodes = calloc((size_t)g->node_count + 1, sizeof *e->nodes);
-  e->roots = malloc(sizeof(int) * ((size_t)g->root_count + 1));
+  e->nodes = hlo_calloc((size_t)g->node_count + 1, sizeof *e->nodes);
+  e->roots = hlo_malloc(sizeof(int) * ((size_t)g->root_count + 1));
   if (!e->nodes || !e->roots) return false;
   for (int r = 0; r < g->root_count; r++) e->roots[r] = g->roots[r]->walk_index;
   for (int i = 0; i < g->node_count; i++) {
@@ -62,15 +62,15 @@ static bool build_template(cap_entry *e, cap_trace *trace, const cap_graph *g) {
     *t = (cap_tmpl_node){.op = n->op, .sub = n->sub, .dtype = n->dtype, .rank = n->rank,
                          .operand_count = n->operand_count, .attr_count = n->attr_count};
     memcpy(t->scalar, n->scalar, sizeof t->scalar);
-    t->operands = malloc(sizeof(int) * ((size_t)n->operand_count + 1));
-    t->attrs = malloc(sizeof(int64_t) * ((size_t)n->attr_count + 1));
-    t->dims = malloc(sizeof(guard_expr) * ((size_t)n->rank + 1));
+    t->operands = hlo_malloc(sizeof(int) * ((size_t)n->operand_count + 1));
+    t->attrs = hlo_malloc(sizeof(int64_t) * ((size_t)n->attr_count + 1));
+    t->dims = hlo_malloc(sizeof(guard_expr) * ((size_t)n->rank + 1));
     if (!t->operands || !t->attrs || !t->dims) return false;
     if (n->attr_count) memcpy(t->attrs, n->attrs, sizeof(int64_t) * (size_t)n->attr_count);
     cap_trace_node_dims(trace, n, t->dims);
     guard_expr attrs[4];
     if (cap_trace_node_attrs(trace, n, attrs)) {
-      if (!(t->attr_exprs = malloc(sizeof attrs))) return false;
+      if (!(t->attr_exprs = hlo_malloc(sizeof attrs))) return false;
       memcpy(t->attr_exprs, attrs, sizeof attrs);
     }
     for (int k = 0; k < n->operand_count; k++) {
@@ -99,10 +99,10 @@ cap_entry *cap_entry_build(cap_trace *trace, latch_tensor *const *outputs, int o
   *first_params = NULL;
   *compiled = false;
   *status = LATCH_OK;
-  cap_entry *e = calloc(1, sizeof *e);
+  cap_entry *e = hlo_calloc(1, sizeof *e);
   int handle_count = output_count + trace->input_count + trace->captured_count;
-  cap_node **roots = malloc(sizeof(cap_node *) * ((size_t)handle_count + 1));
-  cap_node **alias_of = malloc(sizeof(cap_node *) * ((size_t)handle_count + 1));
+  cap_node **roots = hlo_malloc(sizeof(cap_node *) * ((size_t)handle_count + 1));
+  cap_node **alias_of = hlo_malloc(sizeof(cap_node *) * ((size_t)handle_count + 1));
   if (!e || !roots || !alias_of) {
     free(e);
     free(roots);
@@ -148,17 +148,17 @@ cap_entry *cap_entry_build(cap_trace *trace, latch_tensor *const *outputs, int o
   e->root_count = g.root_count;
   e->output_count = output_count;
   e->input_count = trace->input_count;
-  e->params = calloc((size_t)g.param_count + 1, sizeof *e->params);
-  e->outputs = calloc((size_t)output_count + 1, sizeof *e->outputs);
-  e->aliases = calloc((size_t)g.root_count + 1, sizeof *e->aliases);
-  e->captured = calloc((size_t)trace->captured_count + 1, sizeof *e->captured);
-  e->hint_bindings = calloc((size_t)e->symbol_count + 1, sizeof(int64_t));
-  e->dtypes = calloc((size_t)trace->input_count + 1, 1);
-  e->ranks = calloc((size_t)trace->input_count + 1, 1);
-  e->dims = calloc((size_t)trace->input_count + 1, sizeof *e->dims);
-  e->same_data_as = calloc((size_t)trace->input_count + 1, sizeof(int));
-  e->same_handle_as = calloc((size_t)trace->input_count + 1, sizeof(int));
-  *first_params = malloc(sizeof(cap_node *) * ((size_t)g.param_count + 1));
+  e->params = hlo_calloc((size_t)g.param_count + 1, sizeof *e->params);
+  e->outputs = hlo_calloc((size_t)output_count + 1, sizeof *e->outputs);
+  e->aliases = hlo_calloc((size_t)g.root_count + 1, sizeof *e->aliases);
+  e->captured = hlo_calloc((size_t)trace->captured_count + 1, sizeof *e->captured);
+  e->hint_bindings = hlo_calloc((size_t)e->symbol_count + 1, sizeof(int64_t));
+  e->dtypes = hlo_calloc((size_t)trace->input_count + 1, 1);
+  e->ranks = hlo_calloc((size_t)trace->input_count + 1, 1);
+  e->dims = hlo_calloc((size_t)trace->input_count + 1, sizeof *e->dims);
+  e->same_data_as = hlo_calloc((size_t)trace->input_count + 1, sizeof(int));
+  e->same_handle_as = hlo_calloc((size_t)trace->input_count + 1, sizeof(int));
+  *first_params = hlo_malloc(sizeof(cap_node *) * ((size_t)g.param_count + 1));
   ok = ok && e->params && e->outputs && e->aliases && e->captured && e->hint_bindings && e->dtypes && e->ranks &&
        e->dims && e->same_data_as && e->same_handle_as && *first_params;
   for (int c = 0; ok && c < trace->captured_count; c++) {
@@ -398,11 +398,11 @@ static cap_kept *specialize(latch_runtime *rt, cap_entry *e, const int64_t *bind
                             cap_run_kind *kind, latch_status *status) {
   cap_kept *found = cap_bindings_find(e, bindings);
   if (found) return found;
-  cap_node **made = calloc((size_t)e->node_count + 1, sizeof *made);
-  cap_node **roots = malloc(sizeof(cap_node *) * ((size_t)e->root_count + 1));
+  cap_node **made = hlo_calloc((size_t)e->node_count + 1, sizeof *made);
+  cap_node **roots = hlo_malloc(sizeof(cap_node *) * ((size_t)e->root_count + 1));
   /* Compiling needs the parameters' shapes only, and one distinct leaf per parameter even
    * when this call passes one tensor twice: stand-ins without values. */
-  cap_node **proxies = calloc((size_t)e->param_count + 1, sizeof *proxies);
+  cap_node **proxies = hlo_calloc((size_t)e->param_count + 1, sizeof *proxies);
   bool ok = made && roots && proxies;
   for (int p = 0; ok && p < e->param_count; p++) {
     cap_node *proxy = proxies[p] = cap_node_new(CAP_DATA, 0, 0, NULL, 0);
@@ -416,7 +416,7 @@ static cap_kept *specialize(latch_runtime *rt, cap_entry *e, const int64_t *bind
   for (int i = 0; ok && i < e->node_count; i++) {
     const cap_tmpl_node *t = &e->nodes[i];
     cap_node *operands[16], **list = operands;
-    if (t->operand_count > 16 && !(list = malloc(sizeof(cap_node *) * (size_t)t->operand_count))) break;
+    if (t->operand_count > 16 && !(list = hlo_malloc(sizeof(cap_node *) * (size_t)t->operand_count))) break;
     for (int k = 0; k < t->operand_count; k++) list[k] = t->operands[k] >= 0 ? made[t->operands[k]] : proxies[-1 - t->operands[k]];
     cap_node *n = made[i] = cap_node_new((cap_op)t->op, t->sub, t->operand_count, list, t->attr_count);
     if (list != operands) free(list);
@@ -428,7 +428,7 @@ static cap_kept *specialize(latch_runtime *rt, cap_entry *e, const int64_t *bind
     for (int k = 0; ok && t->attr_exprs && k < t->attr_count && k < 4; k++)
       ok = guard_expr_eval(&t->attr_exprs[k], bindings, &n->attrs[k]);
     memcpy(n->scalar, t->scalar, sizeof n->scalar);
-    cap_node_finish(n);
+    if (ok) ok = cap_node_finish(n);
   }
   cap_spec spec = {NULL, NULL, NULL, NULL, NULL};
   if (ok) {
@@ -495,11 +495,11 @@ latch_status cap_entry_run(latch_runtime *rt, cap_entry *e, latch_tensor *const 
   cap_kept *held = NULL; /* the binding run, kept from being dropped while it runs */
   int n = e->param_count;
   if (n > FEW) {
-    params = malloc(sizeof(cap_node *) * (size_t)n);
-    shells = malloc(sizeof(rt_value) * (size_t)n);
-    views = malloc(sizeof(rt_value *) * (size_t)n);
+    params = hlo_malloc(sizeof(cap_node *) * (size_t)n);
+    shells = hlo_malloc(sizeof(rt_value) * (size_t)n);
+    views = hlo_malloc(sizeof(rt_value *) * (size_t)n);
   }
-  if (e->root_count > FEW) root_nodes = calloc((size_t)e->root_count, sizeof(cap_node *));
+  if (e->root_count > FEW) root_nodes = hlo_calloc((size_t)e->root_count, sizeof(cap_node *));
   if (!params || !shells || !views || !root_nodes) {
     status = LATCH_ERR_INTERNAL;
     cap_set_error("call: out of memory");

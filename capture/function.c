@@ -98,7 +98,7 @@ static latch_function *make(latch_runtime *rt, latch_fn fn, latch_step_fn step, 
       cap_set_error("function_new: mark %d names input %d dim %d", i, options->marks[i].input, options->marks[i].dim);
       return NULL;
     }
-  latch_function *f = calloc(1, sizeof *f);
+  latch_function *f = hlo_calloc(1, sizeof *f);
   if (!f) {
     cap_set_error("function_new: out of memory");
     return NULL;
@@ -111,7 +111,7 @@ static latch_function *make(latch_runtime *rt, latch_fn fn, latch_step_fn step, 
   snprintf(f->name, sizeof f->name, "%s", options->name ? options->name : "function");
   f->options.name = f->name;
   if (options->mark_count) {
-    f->marks = malloc(sizeof *f->marks * (size_t)options->mark_count);
+    f->marks = hlo_malloc(sizeof *f->marks * (size_t)options->mark_count);
     if (!f->marks) {
       free(f);
       cap_set_error("function_new: out of memory");
@@ -218,7 +218,7 @@ static bool plan_dims(latch_function *f, latch_tensor *const *inputs, int input_
    * changed once: it becomes symbolic, now and in every later trace. */
   pthread_mutex_lock(&f->lock);
   if (f->auto_inputs < input_count) {
-    bool *grown = realloc(f->auto_dynamic, sizeof(bool) * (size_t)input_count * HLO_MAX_RANK);
+    bool *grown = hlo_realloc(f->auto_dynamic, sizeof(bool) * (size_t)input_count * HLO_MAX_RANK);
     if (!grown) {
       pthread_mutex_unlock(&f->lock);
       return false;
@@ -308,8 +308,8 @@ static latch_status trace_call(latch_function *f, latch_tensor *const *inputs, i
   bool symbolic_buffer[FEW * HLO_MAX_RANK], independent_buffer[FEW * HLO_MAX_RANK];
   bool *symbolic = symbolic_buffer, *independent = independent_buffer;
   if (input_count > FEW) {
-    symbolic = malloc(sizeof(bool) * (size_t)input_count * HLO_MAX_RANK);
-    independent = malloc(sizeof(bool) * (size_t)input_count * HLO_MAX_RANK);
+    symbolic = hlo_malloc(sizeof(bool) * (size_t)input_count * HLO_MAX_RANK);
+    independent = hlo_malloc(sizeof(bool) * (size_t)input_count * HLO_MAX_RANK);
   }
   latch_status status = symbolic && independent && plan_dims(f, inputs, input_count, symbolic, independent)
                             ? LATCH_OK : LATCH_ERR_INTERNAL;
@@ -366,8 +366,8 @@ static latch_status trace_call(latch_function *f, latch_tensor *const *inputs, i
       fprintf(stderr, "latch: '%s' is traced on every call from now on: %s while it was traced\n", f->name,
               trace.value_read);
     int count = output_count + input_count + trace.captured_count, n = 0;
-    latch_tensor **handles = malloc(sizeof *handles * (size_t)(count + 1));
-    cap_node **roots = malloc(sizeof *roots * (size_t)(count + 1));
+    latch_tensor **handles = hlo_malloc(sizeof *handles * (size_t)(count + 1));
+    cap_node **roots = hlo_malloc(sizeof *roots * (size_t)(count + 1));
     status = handles && roots ? LATCH_OK : LATCH_ERR_INTERNAL;
     for (int j = 0; handles && roots && j < output_count; j++) handles[n++] = outputs[j];
     for (int i = 0; handles && roots && i < input_count; i++) handles[n++] = inputs[i];
@@ -387,7 +387,7 @@ static latch_status trace_call(latch_function *f, latch_tensor *const *inputs, i
   cap_entry *e = cap_entry_build(&trace, outputs, output_count, &first_params, &compiled, &status);
   if (e) {
     guard_tensor gin_buffer[FEW], *gin = gin_buffer;
-    if (input_count > FEW) gin = malloc(sizeof *gin * (size_t)input_count);
+    if (input_count > FEW) gin = hlo_malloc(sizeof *gin * (size_t)input_count);
     /* The trace's own inputs must pass its guards; this also leaves the symbols' values. */
     bool pass = gin != NULL;
     for (int i = 0; pass && i < input_count; i++) {
@@ -395,7 +395,7 @@ static latch_status trace_call(latch_function *f, latch_tensor *const *inputs, i
       gin[i] = (guard_tensor){(hlo_dtype)n->dtype, n->rank, n->dims};
     }
     guard_static static_buffer[FEW], *gs = static_buffer;
-    if (static_count > FEW) gs = malloc(sizeof *gs * (size_t)static_count);
+    if (static_count > FEW) gs = hlo_malloc(sizeof *gs * (size_t)static_count);
     for (int s = 0; gs && s < static_count; s++)
       gs[s] = (guard_static){(guard_static_kind)statics[s].kind, statics[s].i, statics[s].f, statics[s].bytes, statics[s].len};
     guard_failure why;
@@ -407,7 +407,7 @@ static latch_status trace_call(latch_function *f, latch_tensor *const *inputs, i
       status = LATCH_ERR_INTERNAL;
     }
     latch_tensor *traced_outputs_buffer[FEW], **traced = traced_outputs_buffer;
-    if (output_count > FEW) traced = malloc(sizeof *traced * (size_t)output_count);
+    if (output_count > FEW) traced = hlo_malloc(sizeof *traced * (size_t)output_count);
     if (!traced) status = LATCH_ERR_INTERNAL;
     if (status == LATCH_OK) {
       /* Run the entry now, as a hit would, so the first call already checks the entry's
@@ -475,8 +475,8 @@ static cap_entry *look_up(latch_function *f, latch_tensor *const *inputs, int in
   enum { FEW = 16 };
   guard_tensor gin_buffer[FEW], *gin = gin_buffer;
   guard_static gs_buffer[FEW], *gs = gs_buffer;
-  if (input_count > FEW) gin = malloc(sizeof *gin * (size_t)input_count);
-  if (static_count > FEW) gs = malloc(sizeof *gs * (size_t)static_count);
+  if (input_count > FEW) gin = hlo_malloc(sizeof *gin * (size_t)input_count);
+  if (static_count > FEW) gs = hlo_malloc(sizeof *gs * (size_t)static_count);
   if (!gin || !gs) {
     if (gin != gin_buffer) free(gin);
     if (gs != gs_buffer) free(gs);
@@ -580,7 +580,7 @@ static latch_status trace_and_keep(latch_function *f, latch_tensor *const *input
   pthread_mutex_lock(&f->lock);
   entry_list *old = atomic_load_explicit(&f->list, memory_order_relaxed);
   int number = old ? old->count : 0;
-  entry_list *grown = malloc(sizeof *grown + sizeof(cap_entry *) * (size_t)(number + 1));
+  entry_list *grown = hlo_malloc(sizeof *grown + sizeof(cap_entry *) * (size_t)(number + 1));
   bool added = grown != NULL;
   if (added) {
     grown->count = number + 1;

@@ -37,7 +37,7 @@ typedef struct cap_leaf_map {
 static bool grow_push(void **array, int *capacity, int count, size_t size) {
   if (count < *capacity) return true;
   int next = *capacity ? *capacity * 2 : 16;
-  void *grown = realloc(*array, (size_t)next * size);
+  void *grown = hlo_realloc(*array, (size_t)next * size);
   if (!grown) return false;
   *array = grown;
   *capacity = next;
@@ -54,8 +54,8 @@ static size_t ptr_hash(const void *p) {
 
 static bool leaf_map_grow(leaf_map *map) {
   size_t old_size = map->keys ? map->mask + 1 : 0, size = old_size ? old_size * 2 : 16;
-  cap_node **keys = calloc(size, sizeof *keys);
-  int *values = malloc(size * sizeof *values);
+  cap_node **keys = hlo_calloc(size, sizeof *keys);
+  int *values = hlo_malloc(size * sizeof *values);
   if (!keys || !values) {
     free(keys);
     free(values);
@@ -152,8 +152,8 @@ latch_status cap_graph_collect(cap_graph *g, const rt_backend *backend, int coun
   w.g = g;
   w.walk = atomic_fetch_add(&walk_counter, 1);
   bool ok = true;
-  g->roots = malloc(sizeof(cap_node *) * (size_t)(count ? count : 1));
-  g->aliases = malloc(sizeof(cap_alias) * (size_t)(count ? count : 1));
+  g->roots = hlo_malloc(sizeof(cap_node *) * (size_t)(count ? count : 1));
+  g->aliases = hlo_malloc(sizeof(cap_alias) * (size_t)(count ? count : 1));
   if (!g->roots || !g->aliases) ok = false;
   for (int i = 0; ok && i < count; i++) {
     cap_node *root = roots[i];
@@ -171,7 +171,7 @@ latch_status cap_graph_collect(cap_graph *g, const rt_backend *backend, int coun
     g->root_count++;
   }
   free(w.stack);
-  g->leaves = malloc(sizeof *g->leaves);
+  g->leaves = hlo_malloc(sizeof *g->leaves);
   if (g->leaves)
     *g->leaves = w.leaves;
   else {
@@ -241,9 +241,9 @@ hlo_module *cap_graph_lower(const cap_graph *g, hlo_diag *diag) {
     return NULL;
   }
   hlo_comp *entry = hlo_build_computation(module, "main", true);
-  hlo_instr **params = malloc(sizeof(hlo_instr *) * (size_t)(g->param_count + 1));
-  hlo_instr **lowered = malloc(sizeof(hlo_instr *) * (size_t)(g->node_count + 1));
-  hlo_instr **outputs = malloc(sizeof(hlo_instr *) * (size_t)(g->root_count + 1));
+  hlo_instr **params = hlo_malloc(sizeof(hlo_instr *) * (size_t)(g->param_count + 1));
+  hlo_instr **lowered = hlo_malloc(sizeof(hlo_instr *) * (size_t)(g->node_count + 1));
+  hlo_instr **outputs = hlo_malloc(sizeof(hlo_instr *) * (size_t)(g->root_count + 1));
   enum { MANY = 64 };
   hlo_instr *operand_buffer[MANY];
   bool ok = params && lowered && outputs;
@@ -256,7 +256,7 @@ hlo_module *cap_graph_lower(const cap_graph *g, hlo_diag *diag) {
   for (int i = 0; ok && i < g->node_count; i++) {
     const cap_node *node = g->nodes[i];
     hlo_instr **operands = operand_buffer;
-    if (node->operand_count > MANY) operands = malloc(sizeof(hlo_instr *) * (size_t)node->operand_count);
+    if (node->operand_count > MANY) operands = hlo_malloc(sizeof(hlo_instr *) * (size_t)node->operand_count);
     ok = operands != NULL;
     for (int k = 0; ok && k < node->operand_count; k++) {
       const cap_node *operand = node->operands[k];

@@ -163,7 +163,7 @@ static hlo_instr *lower_pad(hlo_comp *comp, const cap_node *node, hlo_instr *x, 
 
 static hlo_instr *lower_concat(hlo_comp *comp, const cap_node *node, hlo_instr *const *in, hlo_diag *diag) {
   int count = node->operand_count;
-  hlo_instr **same = malloc(sizeof(hlo_instr *) * (size_t)count);
+  hlo_instr **same = hlo_malloc(sizeof(hlo_instr *) * (size_t)count);
   if (!same) {
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
     return NULL;

@@ -44,7 +44,7 @@ cap_node *cap_node_new(cap_op op, int sub, int operand_count, cap_node *const *o
   node->trace_sym = -1;
   node->operands = node->inline_operands;
   if (operand_count > CAP_INLINE_OPERANDS) {
-    node->operands = malloc(sizeof(cap_node *) * (size_t)operand_count);
+    node->operands = hlo_malloc(sizeof(cap_node *) * (size_t)operand_count);
     if (!node->operands) {
       cap_pool_free_node(node);
       return NULL;
@@ -93,12 +93,12 @@ static inline uint64_t le64(uint64_t v) {
 /* The canonical form, as 64-bit words: a header (op, sub, dtype, rank, counts), dims,
  * attrs, the scalars' bits and the operands' hashes. hlo_dtype numbers are stable within
  * a CAP_HASH_FORMAT. Built in place as words because this runs once per traced op. */
-cache_key cap_node_hash(const cap_node *node) {
+bool cap_node_hash(const cap_node *node, cache_key *key) {
   enum { SMALL = 128 };
   size_t words = 2 + (size_t)node->rank + (size_t)node->attr_count + 2 + 2 * (size_t)node->operand_count;
   uint64_t small[SMALL];
-  uint64_t *w = words <= SMALL ? small : malloc(sizeof(uint64_t) * words);
-  if (!w) abort(); /* as the arena does: a hash has no status to return */
+  uint64_t *w = words <= SMALL ? small : hlo_malloc(sizeof(uint64_t) * words);
+  if (!w) return false;
   size_t k = 0;
   w[k++] = le64((uint64_t)'N' | (uint64_t)node->op << 8 | (uint64_t)node->sub << 24 | (uint64_t)node->dtype << 40 |
                 (uint64_t)node->rank << 48);
@@ -115,12 +115,12 @@ cache_key cap_node_hash(const cap_node *node) {
     w[k++] = le64(h->lo);
     w[k++] = le64(h->hi);
   }
-  cache_key key = digest((const unsigned char *)w, k * sizeof(uint64_t));
+  *key = digest((const unsigned char *)w, k * sizeof(uint64_t));
   if (w != small) free(w);
-  return key;
+  return true;
 }
 
-void cap_node_finish(cap_node *node) { node->hash = cap_node_hash(node); }
+bool cap_node_finish(cap_node *node) { return cap_node_hash(node, &node->hash); }
 
 cap_node *cap_node_retain(cap_node *node) {
   if (node) atomic_fetch_add_explicit(&node->refs, 1, memory_order_relaxed);
@@ -188,7 +188,11 @@ cap_node *cap_node_error(const char *format, ...) {
   va_start(ap, format);
   vsnprintf(message, sizeof message, format, ap);
   va_end(ap);
-  node->error = strdup(message);
+  node->error = hlo_strdup(message);
+  if (!node->error) {
+    cap_node_release(node);
+    return NULL;
+  }
   node->state = CAP_ERROR;
   node->hash = cap_data_hash(HLO_INVALID, 0, NULL);
   return node;

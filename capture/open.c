@@ -176,7 +176,7 @@ latch_runtime *latch_open(const latch_options *options) {
     cap_set_error("latch_open: cache_capacity must be at least 1 and threads non-negative");
     return NULL;
   }
-  latch_runtime *rt = calloc(1, sizeof *rt);
+  latch_runtime *rt = hlo_calloc(1, sizeof *rt);
   if (!rt) {
     cap_set_error("latch_open: out of memory");
     return NULL;

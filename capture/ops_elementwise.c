@@ -24,8 +24,10 @@ static const char *const compare_names[] = {
 };
 
 latch_tensor *cap_traced(latch_runtime *rt, cap_node *node) {
-  if (!node) return cap_wrap(rt, NULL);
-  cap_node_finish(node);
+  if (node && !cap_node_finish(node)) {
+    cap_node_release(node);
+    node = NULL;
+  }
   return cap_wrap(rt, node);
 }
 
@@ -36,7 +38,7 @@ cap_node *cap_node_like(cap_op op, int sub, int count, latch_tensor *const *oper
   cap_ctx *ctx = cap_ctx_current();
   if (ctx->trace) cap_trace_operands(ctx->trace, count, operands);
   if (count > 8) {
-    list = malloc(sizeof(cap_node *) * (size_t)count);
+    list = hlo_malloc(sizeof(cap_node *) * (size_t)count);
     if (!list) return NULL;
   }
   for (int i = 0; i < count; i++) list[i] = operands[i]->node;

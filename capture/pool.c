@@ -61,7 +61,7 @@ static pool *current(void) {
 static size_t node_size(int attr_count) { return sizeof(cap_node) + sizeof(int64_t) * (size_t)attr_count; }
 
 cap_node *cap_pool_node(int attr_count) {
-  if (attr_count > CAP_POOL_ATTRS) return malloc(node_size(attr_count));
+  if (attr_count > CAP_POOL_ATTRS) return hlo_malloc(node_size(attr_count));
   pool *p = &thread_pool;
   if (p->nodes) {
     free_item *item = p->nodes;
@@ -69,7 +69,7 @@ cap_node *cap_pool_node(int attr_count) {
     p->node_count--;
     return (cap_node *)item;
   }
-  return malloc(node_size(CAP_POOL_ATTRS));
+  return hlo_malloc(node_size(CAP_POOL_ATTRS));
 }
 
 void cap_pool_free_node(cap_node *node) {
@@ -96,7 +96,7 @@ latch_tensor *cap_pool_handle(void) {
     p->handle_count--;
     return (latch_tensor *)item;
   }
-  return malloc(sizeof(latch_tensor));
+  return hlo_malloc(sizeof(latch_tensor));
 }
 
 void cap_pool_free_handle(latch_tensor *t) {

@@ -52,7 +52,7 @@ static void *compile_graph(void *ctx, hlo_diag *diag) {
     exe = codec_compile(job, diag);
   }
   if (!exe) return NULL;
-  cap_exe *value = malloc(sizeof *value);
+  cap_exe *value = hlo_malloc(sizeof *value);
   if (!value) {
     g->backend->destroy(exe);
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
@@ -66,7 +66,7 @@ static void *compile_graph(void *ctx, hlo_diag *diag) {
  * not atomic: each run gets its own shell around the same data, so the backend's retains
  * and releases touch only this thread's memory. */
 rt_value *cap_value_view(const rt_value *value) {
-  rt_value *view = malloc(sizeof *view);
+  rt_value *view = hlo_malloc(sizeof *view);
   if (!view) return NULL;
   *view = *value;
   view->refcount = 1;
@@ -117,7 +117,7 @@ cache_entry *cap_graph_executable(latch_runtime *rt, const cap_graph *g, bool *c
 
 latch_status cap_exe_run(latch_runtime *rt, const cap_exe *exe, rt_value *const *args, rt_value **outputs) {
   hlo_diag diag = {0};
-  rt_value **views = calloc((size_t)exe->param_count + 1, sizeof *views);
+  rt_value **views = hlo_calloc((size_t)exe->param_count + 1, sizeof *views);
   latch_status status = views ? LATCH_OK : LATCH_ERR_INTERNAL;
   for (int i = 0; status == LATCH_OK && i < exe->param_count; i++)
     if (!(views[i] = cap_value_view(args[i]))) status = LATCH_ERR_INTERNAL;
@@ -158,8 +158,8 @@ static latch_status run_graph(latch_runtime *rt, cap_graph *g) {
   const cap_exe *exe = cache_entry_value(entry);
   enum { FEW = 16 };
   rt_value *arg_buffer[FEW], *out_buffer[FEW];
-  rt_value **args = g->param_count > FEW ? malloc(sizeof(rt_value *) * (size_t)g->param_count) : arg_buffer;
-  rt_value **outs = g->root_count > FEW ? malloc(sizeof(rt_value *) * (size_t)g->root_count) : out_buffer;
+  rt_value **args = g->param_count > FEW ? hlo_malloc(sizeof(rt_value *) * (size_t)g->param_count) : arg_buffer;
+  rt_value **outs = g->root_count > FEW ? hlo_malloc(sizeof(rt_value *) * (size_t)g->root_count) : out_buffer;
   if (!args || !outs) status = LATCH_ERR_INTERNAL;
   for (int i = 0; status == LATCH_OK && i < g->param_count; i++) args[i] = g->params[i]->value;
   if (status == LATCH_OK) status = cap_exe_run(rt, exe, args, outs);
@@ -178,7 +178,7 @@ latch_status cap_sync_nodes(latch_runtime *rt, int count, cap_node *const *roots
   ctx->ops_traced = 0;
   enum { FEW = 16 };
   cap_node *alias_buffer[FEW], **alias_of = alias_buffer;
-  if (count > FEW) alias_of = malloc(sizeof(cap_node *) * (size_t)count);
+  if (count > FEW) alias_of = hlo_malloc(sizeof(cap_node *) * (size_t)count);
   if (!alias_of) {
     cap_set_error("sync: out of memory");
     return LATCH_ERR_INTERNAL;
@@ -226,7 +226,7 @@ static int gather(latch_runtime *rt, latch_tensor ***out, const char **error) {
     }
     if (count == capacity) {
       capacity = capacity ? capacity * 2 : 64;
-      latch_tensor **grown = realloc(handles, sizeof *handles * (size_t)capacity);
+      latch_tensor **grown = hlo_realloc(handles, sizeof *handles * (size_t)capacity);
       if (!grown) {
         free(handles);
         return -1;
@@ -253,10 +253,10 @@ latch_status latch_sync(latch_runtime *rt) {
     cap_set_error("sync: out of memory");
     return LATCH_ERR_INTERNAL;
   }
-  char *message = error ? strdup(error) : NULL; /* the node may die during the run */
+  char *message = error ? hlo_strdup(error) : NULL; /* the node may die during the run */
   cap_ctx *ctx = cap_ctx_current();
   if (ctx->error_rt == rt) ctx->error[0] = 0;
-  cap_node **roots = malloc(sizeof(cap_node *) * (size_t)(count ? count : 1));
+  cap_node **roots = hlo_malloc(sizeof(cap_node *) * (size_t)(count ? count : 1));
   latch_status status = roots ? LATCH_OK : LATCH_ERR_INTERNAL;
   for (int i = 0; roots && i < count; i++) roots[i] = handles[i]->node;
   if (status == LATCH_OK && count) status = cap_sync_nodes(rt, count, roots, handles);
@@ -274,8 +274,8 @@ latch_status latch_sync(latch_runtime *rt) {
 }
 
 static latch_status collect_for(latch_runtime *rt, int count, latch_tensor *const *tensors, cap_graph *g) {
-  cap_node **roots = malloc(sizeof(cap_node *) * (size_t)(count ? count : 1));
-  cap_node **alias_of = malloc(sizeof(cap_node *) * (size_t)(count ? count : 1));
+  cap_node **roots = hlo_malloc(sizeof(cap_node *) * (size_t)(count ? count : 1));
+  cap_node **alias_of = hlo_malloc(sizeof(cap_node *) * (size_t)(count ? count : 1));
   latch_status status = roots && alias_of ? LATCH_OK : LATCH_ERR_INTERNAL;
   for (int i = 0; status == LATCH_OK && i < count; i++) {
     roots[i] = tensors[i]->node;

@@ -34,8 +34,8 @@ static void free_views(rt_value **views, rt_value **owned, int count) {
  * compiled from shapes alone) is checked on seeded random data of its shape, kept in
  * owned. */
 static rt_value **views_of(const cap_graph *g, const hlo_module *module, rt_value ***owned) {
-  rt_value **views = calloc((size_t)g->param_count + 1, sizeof *views);
-  *owned = calloc((size_t)g->param_count + 1, sizeof **owned);
+  rt_value **views = hlo_calloc((size_t)g->param_count + 1, sizeof *views);
+  *owned = hlo_calloc((size_t)g->param_count + 1, sizeof **owned);
   bool ok = views && *owned;
   for (int i = 0; ok && i < g->param_count; i++) {
     const rt_value *value = g->params[i]->value;
@@ -43,7 +43,7 @@ static rt_value **views_of(const cap_graph *g, const hlo_module *module, rt_valu
       hlo_diag diag = {0};
       value = (*owned)[i] = rt_random_value(&module->entry->params[i]->shape, 1, (uint64_t)i, &diag);
     }
-    views[i] = value ? malloc(sizeof *views[i]) : NULL;
+    views[i] = value ? hlo_malloc(sizeof *views[i]) : NULL;
     ok = views[i] != NULL;
     if (ok) {
       *views[i] = *value;
@@ -130,7 +130,7 @@ void *cap_compile_checked(latch_runtime *rt, const cap_graph *g, hlo_diag *diag)
   free_views(views, owned, g->param_count);
   hlo_module_free(module);
   if (!exe) return NULL;
-  cap_exe *value = malloc(sizeof *value);
+  cap_exe *value = hlo_malloc(sizeof *value);
   if (!value) {
     backend->destroy(exe);
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");

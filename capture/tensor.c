@@ -173,6 +173,13 @@ latch_tensor *latch_from_npy(latch_runtime *rt, const char *path) {
 }
 
 /* value as the dtype stores it, so the graph key sees the constant actually used. */
+/* node with its hash, or NULL (node released) when memory runs out. */
+static cap_node *finished(cap_node *node) {
+  if (cap_node_finish(node)) return node;
+  cap_node_release(node);
+  return NULL;
+}
+
 static double round_to(hlo_dtype dtype, double value) {
   rt_value *scalar = rt_value_new_array(dtype, 0, NULL);
   if (!scalar) return value;
@@ -191,8 +198,7 @@ latch_tensor *latch_full(latch_runtime *rt, latch_dtype dtype, int rank, const i
   node->rank = (uint8_t)rank;
   if (rank) memcpy(node->dims, dims, sizeof(int64_t) * (size_t)rank);
   node->scalar[0] = round_to(d, value);
-  cap_node_finish(node);
-  return cap_wrap(rt, node);
+  return cap_wrap(rt, finished(node));
 }
 
 latch_tensor *latch_zeros(latch_runtime *rt, latch_dtype dtype, int rank, const int64_t *dims) {
@@ -219,8 +225,7 @@ latch_tensor *latch_iota(latch_runtime *rt, latch_dtype dtype, int rank, const i
   node->rank = (uint8_t)rank;
   memcpy(node->dims, dims, sizeof(int64_t) * (size_t)rank);
   node->attrs[0] = axis;
-  cap_node_finish(node);
-  return cap_wrap(rt, node);
+  return cap_wrap(rt, finished(node));
 }
 
 /* Uniform [0, 1) from the seed and the element index: splitmix64, exact on every host. */

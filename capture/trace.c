@@ -12,7 +12,7 @@ static atomic_uint trace_counter = 1;
 static bool grow(void **array, int *capacity, int count, size_t size) {
   if (count < *capacity) return true;
   int next = *capacity ? *capacity * 2 : 16;
-  void *grown = realloc(*array, (size_t)next * size);
+  void *grown = hlo_realloc(*array, (size_t)next * size);
   if (!grown) return false;
   *array = grown;
   *capacity = next;
@@ -28,9 +28,9 @@ latch_status cap_trace_begin(cap_trace *trace, latch_runtime *rt, int input_coun
   trace->guards = guard_set_new();
   trace->input_count = input_count;
   trace->callers = inputs;
-  trace->inputs = calloc((size_t)input_count + 1, sizeof *trace->inputs);
-  trace->input_nodes = calloc((size_t)input_count + 1, sizeof *trace->input_nodes);
-  trace->input_dims = calloc((size_t)input_count + 1, sizeof *trace->input_dims);
+  trace->inputs = hlo_calloc((size_t)input_count + 1, sizeof *trace->inputs);
+  trace->input_nodes = hlo_calloc((size_t)input_count + 1, sizeof *trace->input_nodes);
+  trace->input_dims = hlo_calloc((size_t)input_count + 1, sizeof *trace->input_dims);
   bool ok = trace->guards && trace->inputs && trace->input_nodes && trace->input_dims;
   for (int i = 0; ok && i < input_count; i++) {
     int first = 0;

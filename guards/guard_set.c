@@ -22,7 +22,7 @@ struct guard_set {
 };
 
 guard_set *guard_set_new(void) {
-  return calloc(1, sizeof(guard_set));
+  return hlo_calloc(1, sizeof(guard_set));
 }
 
 void guard_set_free(guard_set *set) {
@@ -41,7 +41,7 @@ static void fail(guard_set *set, const char *why) {
 static guard_fact *add_fact(guard_set *set, guard_fact_kind kind) {
   if (set->fact_count == set->fact_capacity) {
     int capacity = set->fact_capacity ? set->fact_capacity * 2 : 16;
-    guard_fact *grown = realloc(set->facts, (size_t)capacity * sizeof *grown);
+    guard_fact *grown = hlo_realloc(set->facts, (size_t)capacity * sizeof *grown);
     if (!grown) {
       fail(set, "out of memory");
       return NULL;
@@ -183,7 +183,7 @@ void guard_set_static(guard_set *set, int index, const guard_static *value) {
     fact->static_value.len = 0;
     return;
   }
-  void *copy = malloc(value->len ? value->len : 1);
+  void *copy = hlo_malloc(value->len ? value->len : 1);
   if (!copy) {
     fact->kind = GUARD_FACT_DIM; /* harmless placeholder; the set is marked unusable */
     fail(set, "out of memory");

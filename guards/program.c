@@ -47,7 +47,7 @@ static bool expr_symbols_below(const guard_expr *e, int limit) {
 /* Rejects sets whose dims or symbols point nowhere, so checking never reads out of bounds. */
 static bool validate(const guard_set *set, hlo_diag *diag) {
   int inputs = guard_set_input_count(set), symbols = guard_set_symbol_count(set);
-  int64_t *ranks = calloc((size_t)inputs + 1, sizeof *ranks);
+  int64_t *ranks = hlo_calloc((size_t)inputs + 1, sizeof *ranks);
   if (!ranks) return hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory"), false;
   for (int i = 0; i <= inputs; i++) ranks[i] = -1;
   bool ok = true;
@@ -76,9 +76,9 @@ static bool validate(const guard_set *set, hlo_diag *diag) {
 
 guard_program *guard_program_compile(const guard_set *set, hlo_diag *diag) {
   if (!guard_set_ok(set, diag) || !validate(set, diag)) return NULL;
-  guard_program *program = calloc(1, sizeof *program);
+  guard_program *program = hlo_calloc(1, sizeof *program);
   int count = guard_set_fact_count(set);
-  guard_fact *checks = calloc((size_t)count + 1, sizeof *checks);
+  guard_fact *checks = hlo_calloc((size_t)count + 1, sizeof *checks);
   if (!program || !checks) {
     free(program);
     free(checks);
@@ -92,14 +92,14 @@ guard_program *guard_program_compile(const guard_set *set, hlo_diag *diag) {
       if (phase(f->kind) != p) continue;
       checks[n] = *f;
       if (f->kind == GUARD_FACT_STATIC && f->static_value.kind == GUARD_STATIC_BYTES) {
-        void *copy = malloc(f->static_value.len ? f->static_value.len : 1);
+        void *copy = hlo_malloc(f->static_value.len ? f->static_value.len : 1);
         if (copy && f->static_value.len) memcpy(copy, f->static_value.bytes, f->static_value.len);
         checks[n].static_value.bytes = copy;
         if (!copy) checks[n].kind = GUARD_FACT_RANK, checks[n].value = -1; /* never passes */
       }
       n++;
     }
-  program->ops = calloc((size_t)n + 1, sizeof *program->ops);
+  program->ops = hlo_calloc((size_t)n + 1, sizeof *program->ops);
   if (!program->ops) {
     for (int i = 0; i < n; i++)
       if (checks[i].kind == GUARD_FACT_STATIC) free((void *)checks[i].static_value.bytes);

@@ -1,6 +1,8 @@
+/* The bump allocator behind every module: 64 KiB blocks, big requests in blocks of their
+ * own, zeroed memory, freed all at once. A failed block allocation returns NULL and leaves
+ * the sticky failed flag for the module's owner to report. */
 #include "hlo.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +18,7 @@ enum { ARENA_BLOCK_BYTES = 64 * 1024 };
 void hlo_arena_init(hlo_arena *arena) {
   arena->head = NULL;
   arena->used_bytes = 0;
+  arena->failed = false;
 }
 
 void hlo_arena_free(hlo_arena *arena) {
@@ -27,18 +30,23 @@ void hlo_arena_free(hlo_arena *arena) {
   }
   arena->head = NULL;
   arena->used_bytes = 0;
+  arena->failed = false;
 }
 
 void *hlo_arena_alloc(hlo_arena *arena, size_t size) {
+  if (size > SIZE_MAX - 15) {
+    arena->failed = true;
+    return NULL;
+  }
   size = (size + 15) & ~(size_t)15;
   if (size == 0) size = 16;
   hlo_arena_block *block = arena->head;
   if (!block || block->capacity - block->offset < size) {
     size_t capacity = size > ARENA_BLOCK_BYTES / 4 ? size : ARENA_BLOCK_BYTES;
-    block = malloc(sizeof(*block) + capacity);
+    block = capacity <= SIZE_MAX - sizeof(*block) ? hlo_malloc(sizeof(*block) + capacity) : NULL;
     if (!block) {
-      fprintf(stderr, "latch: out of memory allocating %zu bytes\n", capacity);
-      abort();
+      arena->failed = true;
+      return NULL;
     }
     block->capacity = capacity;
     block->offset = 0;
@@ -60,6 +68,7 @@ void *hlo_arena_alloc(hlo_arena *arena, size_t size) {
 
 char *hlo_arena_strndup(hlo_arena *arena, const char *text, size_t len) {
   char *copy = hlo_arena_alloc(arena, len + 1);
+  if (!copy) return NULL;
   memcpy(copy, text, len);
   copy[len] = 0;
   return copy;
@@ -71,6 +80,6 @@ char *hlo_arena_strdup(hlo_arena *arena, const char *text) {
 
 void *hlo_arena_memdup(hlo_arena *arena, const void *data, size_t size) {
   void *copy = hlo_arena_alloc(arena, size);
-  if (size) memcpy(copy, data, size);
+  if (copy && size) memcpy(copy, data, size);
   return copy;
 }

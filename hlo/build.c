@@ -52,8 +52,8 @@ const char *hlo_fresh_name(hlo_module *module, const char *base) { return fresh_
 
 hlo_comp *hlo_build_computation(hlo_module *module, const char *name, bool entry) {
   const char *unique = name && !hlo_module_find_comp(module, name) ? name : fresh_name(module, name ? name : "computation");
-  hlo_comp *comp = hlo_module_add_comp(module, unique);
-  if (entry) {
+  hlo_comp *comp = unique ? hlo_module_add_comp(module, unique) : NULL;
+  if (comp && entry) {
     if (module->entry) module->entry->is_entry = false;
     module->entry = comp;
     comp->is_entry = true;
@@ -89,8 +89,17 @@ static void draft_init(hlo_instr *draft, hlo_comp *comp, hlo_opcode op, int coun
   draft_named(draft, comp, op, count, operands, NULL);
 }
 
+/* The module's arena ran out (now or before: the flag is sticky): the draft may be missing
+ * its name or attributes, so nothing may look at it. */
+static hlo_instr *out_of_memory(hlo_comp *comp, const hlo_instr *draft, hlo_diag *diag) {
+  hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory building %s in computation %s", hlo_opcode_name(draft->opcode),
+               comp->name);
+  return NULL;
+}
+
 /* Infers and checks the draft; on success appends it to comp with the inferred shape. */
 static hlo_instr *commit(hlo_comp *comp, hlo_instr *draft, hlo_diag *diag) {
+  if (comp->module->arena.failed) return out_of_memory(comp, draft, diag);
   for (int i = 0; i < draft->operand_count; i++) {
     const hlo_instr *operand = draft->operands[i];
     if (!operand) {
@@ -108,6 +117,7 @@ static hlo_instr *commit(hlo_comp *comp, hlo_instr *draft, hlo_diag *diag) {
   if (hlo_infer_shape(draft, &shape, arena_of(comp), diag)) return NULL;
   if (hlo_verify_calls(draft, 0, diag)) return NULL;
   hlo_instr *instr = hlo_comp_append(comp, draft->opcode, draft->name, draft->operand_count, draft->operands);
+  if (!instr || comp->module->arena.failed) return out_of_memory(comp, draft, diag);
   hlo_instr kept = *instr;
   *instr = *draft;
   instr->name = kept.name;
@@ -129,6 +139,7 @@ static hlo_ints ints_copy(hlo_comp *comp, const hlo_ints *from) {
 static void set_called(hlo_comp *comp, hlo_instr *draft, int count, hlo_comp *const *called) {
   draft->called_count = count;
   draft->called = hlo_arena_alloc(arena_of(comp), sizeof(hlo_comp *) * (size_t)(count ? count : 1));
+  if (!draft->called) draft->called_count = count = 0; /* commit reports the arena's failure */
   for (int i = 0; i < count; i++) draft->called[i] = called[i];
 }
 
@@ -148,7 +159,7 @@ hlo_instr *hlo_build_parameter(hlo_comp *comp, int64_t number, const hlo_shape *
   draft.parameter_number = number;
   draft.shape = hlo_shape_clone(arena_of(comp), shape);
   hlo_instr *param = commit(comp, &draft, diag);
-  if (param) hlo_comp_set_param(comp, param);
+  if (param && !hlo_comp_set_param(comp, param)) return out_of_memory(comp, &draft, diag);
   return param;
 }
 
@@ -160,6 +171,7 @@ static hlo_literal copy_literal(hlo_arena *arena, const hlo_literal *from) {
   if (from->elements) {
     int n = from->shape.tuple_count;
     copy.elements = hlo_arena_alloc(arena, sizeof(hlo_literal) * (size_t)(n ? n : 1));
+    if (!copy.elements) n = 0; /* arena->failed says why */
     for (int i = 0; i < n; i++) copy.elements[i] = copy_literal(arena, &from->elements[i]);
   }
   return copy;
@@ -183,6 +195,7 @@ hlo_instr *hlo_build_constant(hlo_comp *comp, const hlo_literal *literal, hlo_di
   hlo_instr draft;
   draft_init(&draft, comp, HLO_OP_CONSTANT, 0, NULL);
   draft.literal = hlo_arena_alloc(arena_of(comp), sizeof(hlo_literal));
+  if (!draft.literal) return out_of_memory(comp, &draft, diag);
   *draft.literal = copy_literal(arena_of(comp), literal);
   draft.shape = draft.literal->shape;
   return commit(comp, &draft, diag);
@@ -366,6 +379,7 @@ hlo_instr *hlo_build_dot(hlo_comp *comp, hlo_instr *lhs, hlo_instr *rhs, const h
   hlo_instr draft;
   draft_init(&draft, comp, HLO_OP_DOT, 2, operands);
   draft.dot = hlo_arena_alloc(arena_of(comp), sizeof(hlo_dot_dims));
+  if (!draft.dot) return out_of_memory(comp, &draft, diag);
   draft.dot->lhs_batch = ints_copy(comp, &dims->lhs_batch);
   draft.dot->lhs_contracting = ints_copy(comp, &dims->lhs_contracting);
   draft.dot->rhs_batch = ints_copy(comp, &dims->rhs_batch);
@@ -412,6 +426,7 @@ hlo_instr *hlo_build_gather(hlo_comp *comp, hlo_instr *operand, hlo_instr *indic
   hlo_instr draft;
   draft_init(&draft, comp, HLO_OP_GATHER, 2, operands);
   hlo_gather_dims *g = hlo_arena_alloc(arena_of(comp), sizeof *g);
+  if (!g) return out_of_memory(comp, &draft, diag);
   *g = *dims;
   g->offset_dims = ints_copy(comp, &dims->offset_dims);
   g->collapsed_slice_dims = ints_copy(comp, &dims->collapsed_slice_dims);
@@ -429,6 +444,7 @@ hlo_instr *hlo_build_scatter(hlo_comp *comp, hlo_instr *operand, hlo_instr *indi
   hlo_instr draft;
   draft_init(&draft, comp, HLO_OP_SCATTER, 3, operands);
   hlo_scatter_dims *s = hlo_arena_alloc(arena_of(comp), sizeof *s);
+  if (!s) return out_of_memory(comp, &draft, diag);
   *s = *dims;
   s->update_window_dims = ints_copy(comp, &dims->update_window_dims);
   s->inserted_window_dims = ints_copy(comp, &dims->inserted_window_dims);
@@ -491,7 +507,9 @@ hlo_comp *hlo_build_scalar_reducer(hlo_module *module, hlo_opcode op, hlo_dtype 
   if (!hlo_opcode_is_elementwise_binary(op) || op == HLO_OP_COMPARE || !hlo_dtype_is_array(dtype)) return NULL;
   char base[64];
   snprintf(base, sizeof base, "%s_%s", hlo_opcode_name(op), hlo_dtype_name(dtype));
-  hlo_comp *comp = hlo_module_add_comp(module, fresh_name(module, base));
+  const char *name = fresh_name(module, base);
+  hlo_comp *comp = name ? hlo_module_add_comp(module, name) : NULL;
+  if (!comp) return NULL; /* module->arena.failed says why */
   hlo_shape scalar = hlo_shape_scalar(dtype);
   hlo_diag diag = {HLO_OK, ""};
   hlo_instr *x = hlo_build_parameter(comp, 0, &scalar, fresh_name(module, "lhs"), &diag);

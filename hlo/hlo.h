@@ -50,13 +50,33 @@ float hlo_bf16_to_f32(uint16_t bits);
 uint16_t hlo_f32_to_bf16(float value);
 uint16_t hlo_f64_to_bf16(double value);
 
+/* ---- alloc.c ---- */
+/* The one allocation path (every layer's malloc goes through it): NULL on failure, which the
+ * caller turns into HLO_ERR_INTERNAL "out of memory ..." or a sticky failed flag. */
+
+void *hlo_malloc(size_t size);
+void *hlo_calloc(size_t count, size_t size);
+void *hlo_realloc(void *items, size_t size);
+void *hlo_aligned_alloc(size_t alignment, size_t size); /* size a multiple of alignment */
+char *hlo_strdup(const char *text);
+
+/* Test-only (as SQLite's test_malloc.c): from the next allocation on, counting from 1, the
+ * nth fails, and with every_after so does every one after it; nth 0 turns the hook off.
+ * The counts cover the allocations since the hook was last set. */
+void hlo_alloc_test_fail(long nth, bool every_after);
+long hlo_alloc_test_count(void);    /* allocations counted (only while armed) */
+long hlo_alloc_test_failures(void); /* allocations the hook failed */
+
 /* ---- strbuf.c ---- */
-/* A growable string, for printers and messages. */
+/* A growable string, for printers and messages. Out of memory is sticky, as SQLite's
+ * sqlite3OomFault: the first failed growth sets failed, later appends do nothing, and
+ * hlo_sb_take returns NULL; a caller checks once, at the end. */
 
 typedef struct hlo_strbuf {
   char *data; /* always NUL-terminated once anything was appended */
   size_t len;
   size_t cap;
+  bool failed; /* a growth failed: the text is cut short */
 } hlo_strbuf;
 
 void hlo_sb_init(hlo_strbuf *sb);
@@ -64,21 +84,25 @@ void hlo_sb_free(hlo_strbuf *sb);
 void hlo_sb_append(hlo_strbuf *sb, const char *text, size_t len);
 void hlo_sb_puts(hlo_strbuf *sb, const char *text);
 void hlo_sb_printf(hlo_strbuf *sb, const char *format, ...) __attribute__((format(printf, 2, 3)));
-/* Returns the string (owned by the caller) and resets sb. */
+/* Returns the string (owned by the caller) and resets sb; NULL (sb freed) if sb failed. */
 char *hlo_sb_take(hlo_strbuf *sb);
 
 /* ---- arena.c ---- */
-/* A bump allocator: a module and everything in it live in one arena and die together. */
+/* A bump allocator: a module and everything in it live in one arena and die together.
+ * Out of memory is sticky: a failed allocation returns NULL and sets failed, and whoever
+ * returns a status for the arena's module (parser, builder, clone, passes) reports it as
+ * HLO_ERR_INTERNAL "out of memory". The copying helpers pass NULL on. */
 
 typedef struct hlo_arena_block hlo_arena_block;
 typedef struct hlo_arena {
   hlo_arena_block *head;
   size_t used_bytes;
+  bool failed; /* an allocation failed: what was being built is incomplete */
 } hlo_arena;
 
 void hlo_arena_init(hlo_arena *arena);
 void hlo_arena_free(hlo_arena *arena);
-/* Zeroed, 16-byte aligned memory. Aborts only when malloc itself fails. */
+/* Zeroed, 16-byte aligned memory; NULL (and arena->failed set) when memory runs out. */
 void *hlo_arena_alloc(hlo_arena *arena, size_t size);
 char *hlo_arena_strndup(hlo_arena *arena, const char *text, size_t len);
 char *hlo_arena_strdup(hlo_arena *arena, const char *text);
@@ -343,8 +367,12 @@ struct hlo_module {
   int64_t name_counter; /* build.c: next suffix for generated names; 0 until first used */
 };
 
+/* NULL when memory runs out. The adders below return NULL (or false) when memory runs out
+ * and leave module->arena.failed set; hlo_module_check_memory turns that flag into
+ * HLO_ERR_INTERNAL "out of memory <what>" (HLO_OK while it is clear). */
 hlo_module *hlo_module_new(const char *name);
 void hlo_module_free(hlo_module *module);
+hlo_status hlo_module_check_memory(const hlo_module *module, const char *what, hlo_diag *diag);
 hlo_comp *hlo_module_add_comp(hlo_module *module, const char *name);
 hlo_comp *hlo_module_find_comp(const hlo_module *module, const char *name);
 /* Appends a bare instruction (no shape, no attributes) to comp; the caller fills it in.
@@ -352,11 +380,13 @@ hlo_comp *hlo_module_find_comp(const hlo_module *module, const char *name);
  * the gather/scatter owner. */
 hlo_instr *hlo_comp_append(hlo_comp *comp, hlo_opcode opcode, const char *name,
                            int operand_count, hlo_instr *const *operands);
-/* Registers a parameter instruction in comp->params (grows the table). */
-void hlo_comp_set_param(hlo_comp *comp, hlo_instr *param);
-/* Reorders comp->instrs so operands come before users; false (with diag) on a cycle. */
+/* Registers a parameter instruction in comp->params (grows the table); false when memory
+ * runs out. */
+bool hlo_comp_set_param(hlo_comp *comp, hlo_instr *param);
+/* Reorders comp->instrs so operands come before users; false (with diag) on a cycle, or when
+ * memory runs out (HLO_ERR_INTERNAL, module->arena.failed set: the order is unchanged). */
 bool hlo_comp_sort(hlo_comp *comp, hlo_diag *diag);
-/* Reorders module->comps so callees come before callers; false on recursion. */
+/* Reorders module->comps so callees come before callers; false on recursion or out of memory. */
 bool hlo_module_sort(hlo_module *module, hlo_diag *diag);
 hlo_ints hlo_ints_copy(hlo_arena *arena, int count, const int64_t *values);
 /* Sets every instruction's origin to 1 + its position (see hlo_instr.origin); returns the
@@ -380,12 +410,13 @@ const char *hlo_instr_raw_attr(const hlo_instr *instr, const char *name);
 
 /* A new computation named name (made unique) or a generated name when NULL; entry makes
  * it the module's entry. */
-/* A name no instruction or computation of module has: base, a dot and a fresh number. */
+/* A name no instruction or computation of module has: base, a dot and a fresh number. NULL
+ * when memory runs out, as for hlo_build_computation (module->arena.failed set). */
 const char *hlo_fresh_name(hlo_module *module, const char *base);
 hlo_comp *hlo_build_computation(hlo_module *module, const char *name, bool entry);
 /* A computation (x, y) -> op(x, y) on scalars of dtype, for reduce and friends, placed first
  * in the module so it precedes every caller. NULL when op is not a binary elementwise op or
- * dtype is not an array type. */
+ * dtype is not an array type, or when memory runs out (module->arena.failed set). */
 hlo_comp *hlo_build_scalar_reducer(hlo_module *module, hlo_opcode op, hlo_dtype dtype);
 /* The same, but an identical reducer the module already has is returned instead of a new
  * one (reducers are pure, so reduces may share them, as XLA's own modules do). */
@@ -605,7 +636,10 @@ hlo_status hlo_verify_some_shapes(const hlo_comp *comp, const bool *only, hlo_di
 /* Graph-rewriting passes over a module: dead-code elimination, common-subexpression
  * elimination, algebraic simplification. Each keeps the module valid (verifiable, printable)
  * and returns how many rewrites it made, so a driver can run them to a fixed point and tests
- * can see what happened. Rewrites never change a computation's parameters or result shape. */
+ * can see what happened. Rewrites never change a computation's parameters or result shape.
+ * Out of memory: a pass skips the rewrite it could not make (less work, still correct);
+ * where that could leave the module invalid it sets module->arena.failed, so the driver
+ * checks hlo_module_check_memory after its passes. */
 
 /* Removes instructions the root does not depend on (parameters stay: they are the
  * computation's signature). Returns the number removed. */

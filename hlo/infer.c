@@ -84,9 +84,14 @@ static hlo_status fail(infer_ctx *c, const char *format, ...) {
   hlo_sb_printf(&sb, "%s %%%s: %s", hlo_opcode_name(c->instr->opcode),
                 c->instr->name ? c->instr->name : "?", detail);
   hlo_describe_operands(c->instr, &sb);
-  hlo_diag_set(c->diag, HLO_ERR_INPUT, "%s", sb.data);
+  hlo_diag_set(c->diag, HLO_ERR_INPUT, "%s", sb.failed || !sb.data ? detail : sb.data);
   hlo_sb_free(&sb);
   return HLO_ERR_INPUT;
+}
+
+static hlo_status out_of_memory(infer_ctx *c) {
+  return hlo_diag_set(c->diag, HLO_ERR_INTERNAL, "out of memory inferring the shape of %s %%%s",
+                      hlo_opcode_name(c->instr->opcode), c->instr->name ? c->instr->name : "?");
 }
 
 /* ---- shapes and dims ---- */
@@ -842,6 +847,7 @@ static hlo_status infer_reduce(infer_ctx *c, hlo_shape *out) {
   const hlo_ints *dims = &c->instr->dimensions;
   if (check_dim_list(c, "dimensions", dims, x->rank, false)) return HLO_ERR_INPUT;
   hlo_shape *results = hlo_arena_alloc(c->arena, sizeof(hlo_shape) * (size_t)n);
+  if (!results) return out_of_memory(c);
   for (int k = 0; k < n; k++) {
     hlo_shape r = blank(operand(c, n + k)->dtype, x->rank - dims->count);
     int kept = 0;
@@ -873,6 +879,7 @@ static hlo_status infer_reduce_window(infer_ctx *c, hlo_shape *out) {
   for (int i = 0; i < x->rank; i++)
     if (window_size(c, x->dims[i], i, &r.dims[i])) return HLO_ERR_INPUT;
   hlo_shape *results = hlo_arena_alloc(c->arena, sizeof(hlo_shape) * (size_t)n);
+  if (!results) return out_of_memory(c);
   for (int k = 0; k < n; k++) {
     results[k] = r;
     results[k].dtype = operand(c, n + k)->dtype;
@@ -906,6 +913,7 @@ static hlo_status infer_sort(infer_ctx *c, hlo_shape *out) {
   if (dims->count != 1 || dims->values[0] < 0 || dims->values[0] >= rank)
     return fail(c, "needs one dimension in range for rank %d", rank);
   hlo_shape *results = hlo_arena_alloc(c->arena, sizeof(hlo_shape) * (size_t)n);
+  if (!results) return out_of_memory(c);
   for (int i = 0; i < n; i++) results[i] = plain(c, operand(c, i));
   *out = tuple_or_single(c, n, results);
   return HLO_OK;
@@ -1037,6 +1045,7 @@ static hlo_status infer_scatter(infer_ctx *c, hlo_shape *out) {
     }
   }
   hlo_shape *results = hlo_arena_alloc(c->arena, sizeof(hlo_shape) * (size_t)n);
+  if (!results) return out_of_memory(c);
   for (int i = 0; i < n; i++) results[i] = plain(c, operand(c, i));
   *out = tuple_or_single(c, n, results);
   return HLO_OK;
@@ -1047,6 +1056,7 @@ static hlo_status infer_scatter(infer_ctx *c, hlo_shape *out) {
 static hlo_status infer_tuple(infer_ctx *c, hlo_shape *out) {
   int n = c->instr->operand_count;
   hlo_shape *elements = hlo_arena_alloc(c->arena, sizeof(hlo_shape) * (size_t)(n ? n : 1));
+  if (!elements) return out_of_memory(c);
   for (int i = 0; i < n; i++) elements[i] = plain(c, operand(c, i));
   *out = make_tuple(c, n, elements);
   return HLO_OK;
@@ -1160,6 +1170,7 @@ static hlo_status infer_gather_scatter_collective(infer_ctx *c, hlo_shape *out) 
   int64_t group = hlo_replica_group_size(c->instr), dim = dim_attribute(c->instr);
   const hlo_shape *declared = &c->instr->shape;
   hlo_shape *results = hlo_arena_alloc(c->arena, sizeof(hlo_shape) * (size_t)n);
+  if (!results) return out_of_memory(c);
   for (int i = 0; i < n; i++) {
     const hlo_shape *x = operand(c, i);
     if (dim < 0 || dim >= x->rank) return fail(c, "dimension %lld is out of range for rank %d", (long long)dim, x->rank);
@@ -1188,6 +1199,7 @@ static hlo_status infer_gather_scatter_collective(infer_ctx *c, hlo_shape *out) 
 static hlo_status infer_same_as_operands(infer_ctx *c, hlo_shape *out) {
   int n = c->instr->operand_count;
   hlo_shape *results = hlo_arena_alloc(c->arena, sizeof(hlo_shape) * (size_t)n);
+  if (!results) return out_of_memory(c);
   for (int i = 0; i < n; i++) results[i] = plain(c, operand(c, i));
   *out = tuple_or_single(c, n, results);
   return HLO_OK;
@@ -1342,7 +1354,9 @@ hlo_status hlo_infer_shape_flags(const hlo_instr *instr, unsigned flags, hlo_sha
   if (instr->opcode < 0 || instr->opcode >= HLO_OP_COUNT)
     return hlo_diag_set(diag, HLO_ERR_INPUT, "instruction %%%s has an invalid opcode", instr->name);
   if (check_arity(&c)) return HLO_ERR_INPUT;
-  return dispatch(&c, out);
+  hlo_status status = dispatch(&c, out);
+  if (!status && arena->failed) status = out_of_memory(&c); /* a tuple or clone was cut short */
+  return status;
 }
 
 hlo_status hlo_infer_shape(const hlo_instr *instr, hlo_shape *out, hlo_arena *arena, hlo_diag *diag) {

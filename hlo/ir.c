@@ -1,3 +1,7 @@
+/* The IR's containers: opcode names, modules that own computations that own instructions,
+ * topological sorts of both, and small attribute helpers. Out of memory leaves the module's
+ * arena failed flag set (growing a table sets it too) and returns NULL or false; the
+ * caller with a status reports it through hlo_module_check_memory. */
 #include "hlo.h"
 
 #include <stdlib.h>
@@ -60,7 +64,7 @@ bool hlo_opcode_is_elementwise_binary(hlo_opcode opcode) {
 }
 
 hlo_module *hlo_module_new(const char *name) {
-  hlo_module *module = calloc(1, sizeof *module);
+  hlo_module *module = hlo_calloc(1, sizeof *module);
   if (!module) return NULL;
   hlo_arena_init(&module->arena);
   module->name = hlo_arena_strdup(&module->arena, name ? name : "module");
@@ -78,22 +82,35 @@ void hlo_module_free(hlo_module *module) {
   free(module);
 }
 
-static void *grow(void *items, int *capacity, int needed, size_t item_size) {
-  if (needed <= *capacity) return items;
+hlo_status hlo_module_check_memory(const hlo_module *module, const char *what, hlo_diag *diag) {
+  if (!module || !module->arena.failed) return HLO_OK;
+  return hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory %s", what);
+}
+
+/* Grows *items (a table of *capacity items) to hold needed; false, with the module's failed
+ * flag set and the table as it was, when memory runs out. */
+static bool grow(hlo_module *module, void **items, int *capacity, int needed, size_t item_size) {
+  if (needed <= *capacity) return true;
   int cap = *capacity ? *capacity : 8;
   while (cap < needed) cap *= 2;
-  void *grown = realloc(items, (size_t)cap * item_size);
-  if (!grown) abort();
+  void *grown = hlo_realloc(*items, (size_t)cap * item_size);
+  if (!grown) {
+    module->arena.failed = true;
+    return false;
+  }
+  *items = grown;
   *capacity = cap;
-  return grown;
+  return true;
 }
 
 hlo_comp *hlo_module_add_comp(hlo_module *module, const char *name) {
   hlo_comp *comp = hlo_arena_alloc(&module->arena, sizeof *comp);
+  if (!comp) return NULL;
   comp->name = hlo_arena_strdup(&module->arena, name);
   comp->module = module;
-  module->comps = grow(module->comps, &module->comp_capacity, module->comp_count + 1,
-                       sizeof(hlo_comp *));
+  if (!comp->name || !grow(module, (void **)&module->comps, &module->comp_capacity, module->comp_count + 1,
+                           sizeof(hlo_comp *)))
+    return NULL;
   comp->id = module->comp_count;
   module->comps[module->comp_count++] = comp;
   return comp;
@@ -108,44 +125,57 @@ hlo_comp *hlo_module_find_comp(const hlo_module *module, const char *name) {
 hlo_instr *hlo_comp_append(hlo_comp *comp, hlo_opcode opcode, const char *name,
                            int operand_count, hlo_instr *const *operands) {
   hlo_arena *arena = &comp->module->arena;
+  if (!name) return NULL; /* a generated name that ran out of memory: arena->failed is set */
   hlo_instr *instr = hlo_arena_alloc(arena, sizeof *instr);
+  if (!instr) return NULL;
   instr->opcode = opcode;
   instr->name = hlo_arena_strdup(arena, name);
   instr->parent = comp;
   instr->operand_count = operand_count;
   instr->operands = hlo_arena_alloc(arena, sizeof(hlo_instr *) * (size_t)(operand_count + 1));
+  if (!instr->name || !instr->operands) return NULL;
   for (int i = 0; i < operand_count; i++) instr->operands[i] = operands ? operands[i] : NULL;
   instr->feature_group_count = 1;
   instr->batch_group_count = 1;
-  comp->instrs = grow(comp->instrs, &comp->instr_capacity, comp->instr_count + 1,
-                      sizeof(hlo_instr *));
+  if (!grow(comp->module, (void **)&comp->instrs, &comp->instr_capacity, comp->instr_count + 1,
+            sizeof(hlo_instr *)))
+    return NULL;
   instr->id = comp->instr_count;
   comp->instrs[comp->instr_count++] = instr;
   return instr;
 }
 
-void hlo_comp_set_param(hlo_comp *comp, hlo_instr *param) {
+bool hlo_comp_set_param(hlo_comp *comp, hlo_instr *param) {
   int number = (int)param->parameter_number;
   if (number >= comp->param_count) {
-    hlo_instr **params = realloc(comp->params, sizeof(hlo_instr *) * (size_t)(number + 1));
-    if (!params) abort();
+    hlo_instr **params = hlo_realloc(comp->params, sizeof(hlo_instr *) * (size_t)(number + 1));
+    if (!params) {
+      comp->module->arena.failed = true;
+      return false;
+    }
     for (int i = comp->param_count; i <= number; i++) params[i] = NULL;
     comp->params = params;
     comp->param_count = number + 1;
   }
   comp->params[number] = param;
+  return true;
 }
 
 /* Depth-first post-order with an explicit stack: graphs can be thousands deep. */
 bool hlo_comp_sort(hlo_comp *comp, hlo_diag *diag) {
   int count = comp->instr_count;
-  hlo_instr **order = malloc(sizeof(hlo_instr *) * (size_t)(count + 1));
-  unsigned char *state = calloc((size_t)count + 1, 1); /* 0 new, 1 on stack, 2 done */
-  int *stack_node = malloc(sizeof(int) * (size_t)(count + 1));
-  int *stack_next = malloc(sizeof(int) * (size_t)(count + 1));
-  if (!order || !state || !stack_node || !stack_next) abort();
+  hlo_instr **order = hlo_malloc(sizeof(hlo_instr *) * (size_t)(count + 1));
+  unsigned char *state = hlo_calloc((size_t)count + 1, 1); /* 0 new, 1 on stack, 2 done */
+  int *stack_node = hlo_malloc(sizeof(int) * (size_t)(count + 1));
+  int *stack_next = hlo_malloc(sizeof(int) * (size_t)(count + 1));
   int placed = 0;
   bool ok = true;
+  if (!order || !state || !stack_node || !stack_next) {
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory sorting computation %s", comp->name);
+    comp->module->arena.failed = true; /* the caller may have left it unsorted */
+    ok = false;
+    count = 0;
+  }
   for (int start = 0; start < count && ok; start++) {
     if (state[start]) continue;
     int depth = 0;
@@ -207,11 +237,16 @@ static bool visit_comp(hlo_module *module, hlo_comp *comp, unsigned char *state,
 
 bool hlo_module_sort(hlo_module *module, hlo_diag *diag) {
   int count = module->comp_count;
-  unsigned char *state = calloc((size_t)count + 1, 1);
-  hlo_comp **order = malloc(sizeof(hlo_comp *) * (size_t)(count + 1));
-  if (!state || !order) abort();
+  unsigned char *state = hlo_calloc((size_t)count + 1, 1);
+  hlo_comp **order = hlo_malloc(sizeof(hlo_comp *) * (size_t)(count + 1));
   int placed = 0;
   bool ok = true;
+  if (!state || !order) {
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory sorting the computations of %s", module->name);
+    module->arena.failed = true; /* the caller may have left them unsorted */
+    ok = false;
+    count = 0;
+  }
   for (int i = 0; i < count && ok; i++)
     ok = visit_comp(module, module->comps[i], state, order, &placed, diag);
   if (ok) {
@@ -229,6 +264,7 @@ hlo_ints hlo_ints_copy(hlo_arena *arena, int count, const int64_t *values) {
   hlo_ints ints;
   ints.count = count;
   ints.values = hlo_arena_alloc(arena, sizeof(int64_t) * (size_t)(count ? count : 1));
+  if (!ints.values) ints.count = count = 0; /* arena->failed says why */
   for (int i = 0; i < count; i++) ints.values[i] = values[i];
   return ints;
 }

@@ -57,7 +57,7 @@ static bool parse_operands(hlo_parser *p, int *count) {
         if (!hlo_p_shape(p, &ignored)) return false;
       }
       if (p->lx.tok.kind != HLO_TOK_NAME) return hlo_p_expected(p, "an operand name");
-      p->operands = hlo_p_grow(p->operands, &p->operand_cap, n + 1, sizeof *p->operands);
+      if (!hlo_p_grow(&p->operands, &p->operand_cap, n + 1, sizeof *p->operands)) return hlo_p_oom(p);
       p->operands[n++] = hlo_p_tok_span(p);
       hlo_p_next(p);
       if (hlo_p_accept(p, HLO_TOK_RPAREN)) break;
@@ -68,45 +68,50 @@ static bool parse_operands(hlo_parser *p, int *count) {
   return true;
 }
 
-/* The typed parts some opcodes always have, so users need not test for NULL. */
-static void give_defaults(hlo_parser *p, hlo_instr *instr) {
+/* The typed parts some opcodes always have, so users need not test for NULL. False when
+ * memory runs out. */
+static bool give_defaults(hlo_parser *p, hlo_instr *instr) {
   switch (instr->opcode) {
     case HLO_OP_DOT:
       instr->dot = hlo_arena_alloc(p->arena, sizeof *instr->dot);
-      break;
+      return instr->dot || hlo_p_oom(p);
     case HLO_OP_GATHER:
       instr->gather = hlo_arena_alloc(p->arena, sizeof *instr->gather);
+      if (!instr->gather) return hlo_p_oom(p);
       instr->gather->index_vector_dim = -1; /* filled in from the indices once resolved */
-      break;
+      return true;
     case HLO_OP_SCATTER:
       instr->scatter = hlo_arena_alloc(p->arena, sizeof *instr->scatter);
+      if (!instr->scatter) return hlo_p_oom(p);
       instr->scatter->index_vector_dim = -1;
-      break;
+      return true;
     default:
-      break;
+      return true;
   }
 }
 
 /* Copies what the attributes collected into the instruction. Computations named by
  * attributes are looked up when the module is complete: they may come later in the text. */
-static void settle_attributes(hlo_parser *p, hlo_instr *instr, hlo_attr_sink *sink) {
+static bool settle_attributes(hlo_parser *p, hlo_instr *instr, hlo_attr_sink *sink) {
   if (sink->called_count) {
-    instr->called_count = sink->called_count;
     instr->called = hlo_arena_alloc(p->arena, sizeof(hlo_comp *) * (size_t)sink->called_count);
+    if (!instr->called) return hlo_p_oom(p);
+    instr->called_count = sink->called_count;
     for (int i = 0; i < sink->called_count; i++) {
       instr->called[i] = sink->called[i].comp;
       if (sink->called[i].comp) continue;
-      p->comp_refs = hlo_p_grow(p->comp_refs, &p->comp_ref_cap, p->comp_ref_count + 1,
-                                sizeof *p->comp_refs);
+      if (!hlo_p_grow(&p->comp_refs, &p->comp_ref_cap, p->comp_ref_count + 1, sizeof *p->comp_refs))
+        return hlo_p_oom(p);
       hlo_comp_ref ref = {instr, i, sink->called[i].name};
       p->comp_refs[p->comp_ref_count++] = ref;
     }
   }
   if (sink->raw_count) {
+    instr->raw_attrs = hlo_arena_memdup(p->arena, sink->raw, sizeof(hlo_raw_attr) * (size_t)sink->raw_count);
+    if (!instr->raw_attrs) return hlo_p_oom(p);
     instr->raw_attr_count = sink->raw_count;
-    instr->raw_attrs = hlo_arena_memdup(p->arena, sink->raw,
-                                        sizeof(hlo_raw_attr) * (size_t)sink->raw_count);
   }
+  return true;
 }
 
 /* The 1-based line and byte column of pos, counted on from the last position asked for
@@ -144,6 +149,7 @@ static bool parse_instruction(hlo_parser *p, body *b) {
   if (p->lx.tok.kind != HLO_TOK_LPAREN) return hlo_p_expected(p, "'(' after the opcode");
 
   char *name_text = hlo_p_strdup(p, name);
+  if (!name_text) return false;
   if (hlo_names_get(&b->names, name_text, name.len)) {
     return hlo_p_error(p, name_pos, "duplicate instruction name '%s' in computation '%s'",
                        name_text, b->comp->name);
@@ -167,19 +173,19 @@ static bool parse_instruction(hlo_parser *p, body *b) {
   }
 
   hlo_instr *instr = hlo_comp_append(b->comp, opcode, name_text, operand_count, NULL);
+  if (!instr || !hlo_names_put(&b->names, instr->name, name.len, instr)) return hlo_p_oom(p);
   locate(p, name_pos, &instr->line, &instr->col);
-  hlo_names_put(&b->names, instr->name, name.len, instr);
   instr->shape = shape;
   instr->literal = literal;
   instr->parameter_number = parameter_number;
-  give_defaults(p, instr);
+  if (!give_defaults(p, instr)) return false;
   for (int i = 0; i < operand_count; i++) {
-    b->refs = hlo_p_grow(b->refs, &b->ref_cap, b->ref_count + 1, sizeof *b->refs);
+    if (!hlo_p_grow(&b->refs, &b->ref_cap, b->ref_count + 1, sizeof *b->refs)) return hlo_p_oom(p);
     operand_ref ref = {instr, i, p->operands[i]};
     b->refs[b->ref_count++] = ref;
   }
   if (opcode == HLO_OP_PARAMETER) {
-    b->params = hlo_p_grow(b->params, &b->param_cap, b->param_count + 1, sizeof *b->params);
+    if (!hlo_p_grow(&b->params, &b->param_cap, b->param_count + 1, sizeof *b->params)) return hlo_p_oom(p);
     param_seen seen = {instr, name_pos};
     b->params[b->param_count++] = seen;
   }
@@ -188,7 +194,7 @@ static bool parse_instruction(hlo_parser *p, body *b) {
   memset(&sink, 0, sizeof sink);
   bool ok = true;
   while (ok && hlo_p_accept(p, HLO_TOK_COMMA)) ok = hlo_p_attribute(p, instr, &sink);
-  if (ok) settle_attributes(p, instr, &sink);
+  if (ok) ok = settle_attributes(p, instr, &sink);
   hlo_sink_free(&sink);
   if (!ok) return false;
 
@@ -208,8 +214,8 @@ static bool parse_instruction(hlo_parser *p, body *b) {
  * hlo_comp_set_param allocate its table once. */
 static bool settle_params(hlo_parser *p, body *b) {
   int n = b->param_count;
-  hlo_instr **by_number = calloc((size_t)n + 1, sizeof *by_number);
-  if (!by_number) abort();
+  hlo_instr **by_number = hlo_calloc((size_t)n + 1, sizeof *by_number);
+  if (!by_number) return hlo_p_oom(p);
   bool ok = true;
   for (int i = 0; i < n && ok; i++) {
     hlo_instr *param = b->params[i].instr;
@@ -225,7 +231,8 @@ static bool settle_params(hlo_parser *p, body *b) {
       by_number[number] = param;
     }
   }
-  for (int i = n - 1; i >= 0 && ok; i--) hlo_comp_set_param(b->comp, by_number[i]);
+  for (int i = n - 1; i >= 0 && ok; i--)
+    if (!hlo_comp_set_param(b->comp, by_number[i])) ok = hlo_p_oom(p);
   free(by_number);
   return ok;
 }
@@ -260,7 +267,8 @@ static bool finish_body(hlo_parser *p, body *b, size_t open_pos, size_t close_po
   settle_index_vector_dims(comp);
   hlo_diag sort_diag;
   hlo_diag_clear(&sort_diag);
-  if (!hlo_comp_sort(comp, &sort_diag)) return hlo_p_error(p, open_pos, "%s", sort_diag.message);
+  if (!hlo_comp_sort(comp, &sort_diag))
+    return sort_diag.status == HLO_ERR_INTERNAL ? hlo_p_oom(p) : hlo_p_error(p, open_pos, "%s", sort_diag.message);
   return true;
 }
 
@@ -300,8 +308,11 @@ static hlo_comp *new_comp(hlo_parser *p, const char *name, size_t len, size_t po
     return NULL;
   }
   char *copy = hlo_arena_strndup(p->arena, name, len);
-  hlo_comp *comp = hlo_module_add_comp(p->module, copy);
-  hlo_names_put(&p->comps, comp->name, len, comp);
+  hlo_comp *comp = copy ? hlo_module_add_comp(p->module, copy) : NULL;
+  if (!comp || !hlo_names_put(&p->comps, comp->name, len, comp)) {
+    hlo_p_oom(p);
+    return NULL;
+  }
   return comp;
 }
 
@@ -318,7 +329,8 @@ bool hlo_p_inline_comp(hlo_parser *p, const hlo_instr *owner, const char *attr, 
     sb.len = base_len;
     hlo_sb_printf(&sb, ".%d", n);
   }
-  hlo_comp *comp = new_comp(p, sb.data, sb.len, open_pos);
+  hlo_comp *comp = sb.failed ? NULL : new_comp(p, sb.data, sb.len, open_pos);
+  if (sb.failed) hlo_p_oom(p);
   hlo_sb_free(&sb);
   if (!comp) return false;
   hlo_p_next(p);
@@ -405,8 +417,9 @@ static bool parse_header(hlo_parser *p, module_state *m) {
     hlo_span name, value;
     if (!hlo_p_raw_attribute(p, &name, &value)) return false;
     if (name.len == 24 && memcmp(hlo_p_text(p, name), "entry_computation_layout", 24) == 0) continue;
-    m->attrs = hlo_p_grow(m->attrs, &m->attr_cap, m->attr_count + 1, sizeof *m->attrs);
+    if (!hlo_p_grow(&m->attrs, &m->attr_cap, m->attr_count + 1, sizeof *m->attrs)) return hlo_p_oom(p);
     hlo_raw_attr attr = {hlo_p_strdup(p, name), hlo_p_strdup(p, value)};
+    if (!attr.name || !attr.value) return false;
     m->attrs[m->attr_count++] = attr;
   }
   return true;
@@ -428,13 +441,16 @@ static bool finish_module(hlo_parser *p, module_state *m, size_t begin) {
   module->entry = entry;
   if (m->name.len) module->name = hlo_p_strdup(p, m->name);
   else module->name = entry->name;
+  if (!module->name) return false;
   if (m->attr_count) {
-    module->raw_attr_count = m->attr_count;
     module->raw_attrs = hlo_arena_memdup(p->arena, m->attrs, sizeof(hlo_raw_attr) * (size_t)m->attr_count);
+    if (!module->raw_attrs) return hlo_p_oom(p);
+    module->raw_attr_count = m->attr_count;
   }
   hlo_diag sort_diag;
   hlo_diag_clear(&sort_diag);
-  if (!hlo_module_sort(module, &sort_diag)) return hlo_p_error(p, begin, "%s", sort_diag.message);
+  if (!hlo_module_sort(module, &sort_diag))
+    return sort_diag.status == HLO_ERR_INTERNAL ? hlo_p_oom(p) : hlo_p_error(p, begin, "%s", sort_diag.message);
   return true;
 }
 
@@ -447,7 +463,10 @@ static hlo_module *parse_range(const char *text, size_t begin, size_t end, const
   p->filename = filename ? filename : "<input>";
   p->diag = diag;
   p->module = hlo_module_new(NULL);
-  if (!p->module) abort();
+  if (!p->module) {
+    hlo_p_oom(p);
+    return NULL;
+  }
   p->arena = &p->module->arena;
   if (filename) p->module->source = hlo_arena_strdup(p->arena, filename);
   hlo_names_init(&p->comps);
@@ -460,6 +479,7 @@ static hlo_module *parse_range(const char *text, size_t begin, size_t end, const
   if (ok && p->lx.tok.kind == HLO_TOK_EOF) ok = hlo_p_expected(p, "a computation");
   while (ok && p->lx.tok.kind != HLO_TOK_EOF) ok = parse_computation(p, &m);
   if (ok) ok = finish_module(p, &m, begin);
+  if (ok && p->module->arena.failed) ok = hlo_p_oom(p); /* a helper that had no parser to tell */
 
   free(m.attrs);
   hlo_names_free(&p->comps);
@@ -507,7 +527,12 @@ static int parse_each_buffer(const char *text, size_t len, const char *filename,
     size_t line_end = newline ? (size_t)(newline - text) : len;
     bool separator = is_separator(text, line, line_end);
     if ((separator || line_end >= len) && !is_blank(text, segment, segment_end_of(separator, line, len))) {
-      results = hlo_p_grow(results, &cap, count + 1, sizeof *results);
+      if (!hlo_p_grow(&results, &cap, count + 1, sizeof *results)) {
+        hlo_parsed_free(results, count);
+        hlo_diag_set(diag, HLO_ERR_INTERNAL, "%s: error: out of memory parsing", filename ? filename : "<input>");
+        *out = NULL;
+        return -1;
+      }
       hlo_parsed *r = &results[count++];
       hlo_diag_clear(&r->diag);
       r->module = parse_range(text, segment, segment_end_of(separator, line, len), filename, &r->diag);
@@ -542,17 +567,22 @@ static int parse_buffer(const char *text, size_t len, const char *filename, hlo_
     hlo_parsed_free(results, count);
     return -1;
   }
-  hlo_module **modules = malloc(sizeof *modules * (size_t)count);
-  if (!modules) abort(); /* as hlo_p_grow does */
+  hlo_module **modules = hlo_malloc(sizeof *modules * (size_t)count);
+  if (!modules) {
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "%s: error: out of memory parsing", filename ? filename : "<input>");
+    hlo_parsed_free(results, count);
+    return -1;
+  }
   for (int i = 0; i < count; i++) modules[i] = results[i].module;
   free(results);
   *out = modules;
   return count;
 }
 
+/* NULL when memory runs out. */
 static char *copy_terminated(const char *text, size_t len) {
-  char *copy = malloc(len + 1);
-  if (!copy) abort();
+  char *copy = hlo_malloc(len + 1);
+  if (!copy) return NULL;
   if (len) memcpy(copy, text, len);
   copy[len] = 0;
   return copy;
@@ -562,6 +592,10 @@ hlo_module *hlo_parse_module(const char *text, size_t len, const char *filename,
   hlo_diag local;
   hlo_diag_clear(&local);
   char *copy = copy_terminated(text ? text : "", text ? len : 0);
+  if (!copy) {
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "%s: error: out of memory parsing", filename ? filename : "<input>");
+    return NULL;
+  }
   hlo_module *module = parse_range(copy, 0, text ? len : 0, filename, &local);
   free(copy);
   if (!module) hlo_diag_set(diag, local.status, "%s", local.message);
@@ -571,6 +605,11 @@ hlo_module *hlo_parse_module(const char *text, size_t len, const char *filename,
 int hlo_parse_modules(const char *text, size_t len, const char *filename, hlo_module ***modules,
                       hlo_diag *diag) {
   char *copy = copy_terminated(text ? text : "", text ? len : 0);
+  if (!copy) {
+    *modules = NULL;
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "%s: error: out of memory parsing", filename ? filename : "<input>");
+    return -1;
+  }
   int count = parse_buffer(copy, text ? len : 0, filename, modules, diag);
   free(copy);
   return count;
@@ -590,13 +629,13 @@ static bool read_file(const char *path, char **text, size_t *len, hlo_diag *diag
     return hlo_diag_set(diag, HLO_ERR_INPUT, "%s: error: is a directory, not an HLO file", path), false;
   }
   size_t n = 0, cap = 1 << 16;
-  char *buffer = malloc(cap + 1);
+  char *buffer = hlo_malloc(cap + 1);
   bool out_of_memory = buffer == NULL;
   while (!out_of_memory) {
     n += fread(buffer + n, 1, cap - n, file);
     if (n < cap) break;
     cap *= 2;
-    char *grown = realloc(buffer, cap + 1);
+    char *grown = hlo_realloc(buffer, cap + 1);
     if (!grown) out_of_memory = true;
     else buffer = grown;
   }

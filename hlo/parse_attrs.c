@@ -12,10 +12,12 @@ void hlo_sink_free(hlo_attr_sink *sink) {
   memset(sink, 0, sizeof *sink);
 }
 
-static void add_raw(hlo_parser *p, hlo_attr_sink *sink, hlo_span name, hlo_span value) {
-  sink->raw = hlo_p_grow(sink->raw, &sink->raw_cap, sink->raw_count + 1, sizeof *sink->raw);
+static bool add_raw(hlo_parser *p, hlo_attr_sink *sink, hlo_span name, hlo_span value) {
+  if (!hlo_p_grow(&sink->raw, &sink->raw_cap, sink->raw_count + 1, sizeof *sink->raw)) return hlo_p_oom(p);
   hlo_raw_attr attr = {hlo_p_strdup(p, name), hlo_p_strdup(p, value)};
+  if (!attr.name || !attr.value) return false;
   sink->raw[sink->raw_count++] = attr;
+  return true;
 }
 
 /* Attributes that name a computation with a fixed role go to a fixed place in
@@ -31,8 +33,9 @@ static int role_of(const char *name, size_t len) {
   return 2;
 }
 
-static void add_called(hlo_parser *p, hlo_attr_sink *sink, hlo_comp *comp, hlo_span name, hlo_span attr) {
-  sink->called = hlo_p_grow(sink->called, &sink->called_cap, sink->called_count + 1, sizeof *sink->called);
+static bool add_called(hlo_parser *p, hlo_attr_sink *sink, hlo_comp *comp, hlo_span name, hlo_span attr) {
+  if (!hlo_p_grow(&sink->called, &sink->called_cap, sink->called_count + 1, sizeof *sink->called))
+    return hlo_p_oom(p);
   hlo_called called = {comp, name, role_of(hlo_p_text(p, attr), attr.len)};
   /* insertion keeps equal roles in the text's order */
   int at = sink->called_count++;
@@ -41,6 +44,7 @@ static void add_called(hlo_parser *p, hlo_attr_sink *sink, hlo_comp *comp, hlo_s
     at--;
   }
   sink->called[at] = called;
+  return true;
 }
 
 /* ---- values read as tokens; each starts with the current token on the '=' ---- */
@@ -52,7 +56,7 @@ static bool read_ints(hlo_parser *p, hlo_ints *out) {
   int count = 0;
   if (!hlo_p_accept(p, HLO_TOK_RBRACE)) {
     for (;;) {
-      p->ints = hlo_p_grow(p->ints, &p->int_cap, count + 1, sizeof *p->ints);
+      if (!hlo_p_grow(&p->ints, &p->int_cap, count + 1, sizeof *p->ints)) return hlo_p_oom(p);
       if (!hlo_p_int(p, &p->ints[count])) return false;
       count++;
       if (hlo_p_accept(p, HLO_TOK_RBRACE)) break;
@@ -60,7 +64,7 @@ static bool read_ints(hlo_parser *p, hlo_ints *out) {
     }
   }
   *out = hlo_ints_copy(p->arena, count, p->ints);
-  return true;
+  return out->values || hlo_p_oom(p);
 }
 
 static bool read_int(hlo_parser *p, int64_t *out) {
@@ -99,14 +103,20 @@ static bool read_name(hlo_parser *p, const char **out) {
   hlo_p_next(p);
   if (p->lx.tok.kind != HLO_TOK_NAME) return hlo_p_expected(p, "a name");
   *out = hlo_p_strdup(p, hlo_p_tok_span(p));
+  if (!*out) return false;
   hlo_p_next(p);
   return true;
 }
 
-/* Undoes the escapes XLA's printer writes in strings (C-style). */
+/* Undoes the escapes XLA's printer writes in strings (C-style). NULL (after hlo_p_oom) when
+ * memory runs out. */
 static char *unescape(hlo_parser *p, hlo_span span) {
   const char *s = hlo_p_text(p, span);
   char *out = hlo_arena_alloc(p->arena, span.len + 1);
+  if (!out) {
+    hlo_p_oom(p);
+    return NULL;
+  }
   size_t n = 0;
   for (size_t i = 0; i < span.len; i++) {
     char c = s[i];
@@ -154,6 +164,7 @@ static bool read_string(hlo_parser *p, const char **out) {
   hlo_p_next(p);
   if (p->lx.tok.kind != HLO_TOK_STRING) return hlo_p_expected(p, "a string");
   *out = unescape(p, hlo_p_tok_span(p));
+  if (!*out) return false;
   hlo_p_next(p);
   return true;
 }
@@ -163,12 +174,12 @@ static bool read_one_comp(hlo_parser *p, hlo_instr *instr, hlo_span attr, hlo_at
   hlo_span none = {0, 0};
   if (p->lx.tok.kind == HLO_TOK_LBRACE) {
     hlo_comp *comp = NULL;
-    if (!hlo_p_inline_comp(p, instr, hlo_p_strdup(p, attr), &comp)) return false;
-    add_called(p, sink, comp, none, attr);
-    return true;
+    const char *name = hlo_p_strdup(p, attr);
+    if (!name || !hlo_p_inline_comp(p, instr, name, &comp)) return false;
+    return add_called(p, sink, comp, none, attr);
   }
   if (p->lx.tok.kind != HLO_TOK_NAME) return hlo_p_expected(p, "a computation name or '{'");
-  add_called(p, sink, NULL, hlo_p_tok_span(p), attr);
+  if (!add_called(p, sink, NULL, hlo_p_tok_span(p), attr)) return false;
   hlo_p_next(p);
   return true;
 }
@@ -197,7 +208,7 @@ static bool read_slice(hlo_parser *p, hlo_instr *instr) {
   int count = 0;
   if (!hlo_p_accept(p, HLO_TOK_RBRACE)) {
     for (;;) {
-      p->ints = hlo_p_grow(p->ints, &p->int_cap, 3 * (count + 1), sizeof *p->ints);
+      if (!hlo_p_grow(&p->ints, &p->int_cap, 3 * (count + 1), sizeof *p->ints)) return hlo_p_oom(p);
       int64_t *triple = &p->ints[3 * count];
       triple[2] = 1;
       if (!hlo_p_expect(p, HLO_TOK_LBRACKET, "'[' to start a slice dimension")) return false;
@@ -214,8 +225,9 @@ static bool read_slice(hlo_parser *p, hlo_instr *instr) {
   /* Spread the (start, limit, stride) triples over the three lists in place. */
   hlo_ints *lists[3] = {&instr->slice_starts, &instr->slice_limits, &instr->slice_strides};
   for (int k = 0; k < 3; k++) {
-    lists[k]->count = count;
     lists[k]->values = hlo_arena_alloc(p->arena, sizeof(int64_t) * (size_t)(count ? count : 1));
+    if (!lists[k]->values) return hlo_p_oom(p);
+    lists[k]->count = count;
     for (int i = 0; i < count; i++) lists[k]->values[i] = p->ints[3 * i + k];
   }
   return true;
@@ -271,6 +283,7 @@ static bool read_padding(hlo_parser *p, hlo_instr *instr) {
   hlo_span value;
   if (!hlo_p_raw_value(p, HLO_RAW_STOP_COMMA | HLO_RAW_STOP_NEWLINE, &value)) return false;
   hlo_padding *padding = hlo_arena_alloc(p->arena, sizeof *padding);
+  if (!padding) return hlo_p_oom(p);
   cursor c = {p, p->lx.text, value.pos, value.pos + value.len};
   if (value.len) {
     int64_t items[HLO_MAX_RANK][3] = {{0}};
@@ -296,6 +309,7 @@ static bool read_window(hlo_parser *p, hlo_instr *instr) {
   c.pos++;
   c.end--;
   hlo_window *window = hlo_arena_alloc(p->arena, sizeof *window);
+  if (!window) return hlo_p_oom(p);
   for (int i = 0; i < HLO_MAX_RANK; i++) {
     hlo_window_dim *d = &window->dims[i];
     d->size = d->stride = d->lhs_dilate = d->rhs_dilate = 1;
@@ -376,6 +390,7 @@ static bool read_dim_labels(hlo_parser *p, hlo_instr *instr) {
   if (!underscore || !arrow || arrow < underscore)
     return hlo_p_error(p, value.pos, "expected dim_labels like b01f_01io->b01f");
   hlo_conv_dims *conv = hlo_arena_alloc(p->arena, sizeof *conv);
+  if (!conv) return hlo_p_oom(p);
   size_t in_len = (size_t)(underscore - s);
   size_t kernel_pos = in_len + 1, kernel_len = (size_t)(arrow - s) - kernel_pos;
   size_t out_pos = (size_t)(arrow - s) + 2, out_len = value.len - out_pos;
@@ -398,7 +413,7 @@ static bool read_dim_labels(hlo_parser *p, hlo_instr *instr) {
 static bool read_frontend_attributes(hlo_parser *p, hlo_instr *instr, hlo_span name, hlo_attr_sink *sink) {
   hlo_span value;
   if (!hlo_p_raw_value(p, HLO_RAW_STOP_COMMA | HLO_RAW_STOP_NEWLINE, &value)) return false;
-  add_raw(p, sink, name, value);
+  if (!add_raw(p, sink, name, value)) return false;
   const char *s = hlo_p_text(p, value);
   static const char key[] = "composite.name=";
   size_t key_len = sizeof key - 1;
@@ -415,6 +430,7 @@ static bool read_frontend_attributes(hlo_parser *p, hlo_instr *instr, hlo_span n
     }
     hlo_span text = {value.pos + start, end - start};
     instr->composite_name = unescape(p, text);
+    if (!instr->composite_name) return false;
     break;
   }
   return true;
@@ -422,14 +438,18 @@ static bool read_frontend_attributes(hlo_parser *p, hlo_instr *instr, hlo_span n
 
 /* ---- dispatch ---- */
 
+/* The dimension numbers an attribute fills, made on first use; out of memory, the parser's
+ * stand-in, after hlo_p_oom has made the parse fail. */
 static hlo_dot_dims *dot_of(hlo_parser *p, hlo_instr *instr) {
   if (!instr->dot) instr->dot = hlo_arena_alloc(p->arena, sizeof *instr->dot);
+  if (!instr->dot) return hlo_p_oom(p), &p->lost.dot;
   return instr->dot;
 }
 
 static hlo_gather_dims *gather_of(hlo_parser *p, hlo_instr *instr) {
   if (!instr->gather) {
     instr->gather = hlo_arena_alloc(p->arena, sizeof *instr->gather);
+    if (!instr->gather) return hlo_p_oom(p), &p->lost.gather;
     instr->gather->index_vector_dim = -1;
   }
   return instr->gather;
@@ -438,6 +458,7 @@ static hlo_gather_dims *gather_of(hlo_parser *p, hlo_instr *instr) {
 static hlo_scatter_dims *scatter_of(hlo_parser *p, hlo_instr *instr) {
   if (!instr->scatter) {
     instr->scatter = hlo_arena_alloc(p->arena, sizeof *instr->scatter);
+    if (!instr->scatter) return hlo_p_oom(p), &p->lost.scatter;
     instr->scatter->index_vector_dim = -1;
   }
   return instr->scatter;
@@ -538,8 +559,7 @@ bool hlo_p_attribute(hlo_parser *p, hlo_instr *instr, hlo_attr_sink *sink) {
   if (done >= 0) return done == 1;
   hlo_span value;
   if (!hlo_p_raw_value(p, HLO_RAW_STOP_COMMA | HLO_RAW_STOP_NEWLINE, &value)) return false;
-  add_raw(p, sink, name, value);
-  return true;
+  return add_raw(p, sink, name, value);
 }
 
 bool hlo_p_raw_attribute(hlo_parser *p, hlo_span *name, hlo_span *value) {

@@ -36,7 +36,8 @@ typedef struct hlo_name_map {
 void hlo_names_init(hlo_name_map *map);
 void hlo_names_free(hlo_name_map *map);
 void *hlo_names_get(const hlo_name_map *map, const char *key, size_t len);
-/* Adds key -> value unless key is there already; returns the value now stored under key. */
+/* Adds key -> value unless key is there already; returns the value now stored under key,
+ * or NULL when memory runs out (value must not be NULL). */
 void *hlo_names_put(hlo_name_map *map, const char *key, size_t len, void *value);
 uint64_t hlo_names_hash(const char *key, size_t len);
 
@@ -80,6 +81,13 @@ typedef struct hlo_parser {
    * last one instead of from the start (parse.c: locate). */
   size_t loc_pos, loc_line_start;
   int loc_line;
+  /* Where dimension numbers are read when their allocation failed: the parse still fails
+   * (hlo_p_oom), but the attribute reader needs somewhere to write. */
+  union {
+    hlo_dot_dims dot;
+    hlo_gather_dims gather;
+    hlo_scatter_dims scatter;
+  } lost;
 } hlo_parser;
 
 /* Most nesting of tuple shapes, tuple constants and inline computations, so deep input is an
@@ -93,6 +101,8 @@ bool hlo_p_error(hlo_parser *p, size_t pos, const char *format, ...)
 bool hlo_p_expected(hlo_parser *p, const char *what);
 /* Reports a failed raw scan or comment (lx->error). */
 bool hlo_p_lex_error(hlo_parser *p);
+/* Out of memory: HLO_ERR_INTERNAL "FILE: error: out of memory parsing", false. */
+bool hlo_p_oom(hlo_parser *p);
 
 void hlo_p_next(hlo_parser *p);
 bool hlo_p_accept(hlo_parser *p, hlo_tok kind);
@@ -103,6 +113,7 @@ bool hlo_p_is_word(const hlo_parser *p, const char *word);
 hlo_tok hlo_p_peek(const hlo_parser *p);
 const char *hlo_p_text(const hlo_parser *p, hlo_span span);
 hlo_span hlo_p_tok_span(const hlo_parser *p);
+/* NULL (after hlo_p_oom) when memory runs out. */
 char *hlo_p_strdup(hlo_parser *p, hlo_span span);
 
 /* Numbers: the current token must be a NUMBER; it is converted exactly or it is an error. */
@@ -115,7 +126,9 @@ bool hlo_p_convert_int(const char *text, size_t pos, size_t len, int64_t *out);
  * bracket before it), then moves to the token after the value. */
 bool hlo_p_raw_value(hlo_parser *p, int stop, hlo_span *out);
 
-void *hlo_p_grow(void *items, int *cap, int needed, size_t item_size);
+/* Grows the array *items_ptr (a T **, passed as void *) of *cap items to hold needed;
+ * false, the array as it was, when memory runs out. */
+bool hlo_p_grow(void *items_ptr, int *cap, int needed, size_t item_size);
 
 /* parse_shape.c: a shape (array with dims and layout, tuple, token). */
 bool hlo_p_shape(hlo_parser *p, hlo_shape *out);

@@ -264,6 +264,7 @@ static bool read_tuple(hlo_parser *p, const hlo_shape *shape, hlo_literal *lit, 
   if (p->depth >= HLO_PARSE_MAX_DEPTH) return hlo_p_error(p, p->lx.pos, "tuple constant nested too deeply");
   if (!expect_char(p, '(', "'(' to start a tuple constant")) return false;
   lit->elements = hlo_arena_alloc(p->arena, sizeof(hlo_literal) * (size_t)(shape->tuple_count ? shape->tuple_count : 1));
+  if (!lit->elements) return hlo_p_oom(p);
   p->depth++;
   bool ok = true;
   for (int i = 0; i < shape->tuple_count && ok; i++) {
@@ -281,6 +282,7 @@ static bool read_raw(hlo_parser *p, hlo_literal *lit, bool in_tuple) {
   if (begin == end) return hlo_p_error(p, begin, "expected a constant value");
   hlo_span span = {begin, end - begin};
   lit->raw_text = hlo_p_strdup(p, span);
+  if (!lit->raw_text) return false;
   size_t saved = p->lx.pos;
   p->lx.pos = begin;
   lit->elided = accept_elided(p) && p->lx.pos == end;
@@ -301,6 +303,7 @@ static bool read_literal(hlo_parser *p, const hlo_shape *shape, hlo_literal *lit
     if (bytes > HLO_PARSE_MAX_CONSTANT_BYTES)
       return hlo_p_error(p, start, "elided constant of %lld bytes is too large to fill", (long long)bytes);
     lit->data = hlo_arena_alloc(p->arena, (size_t)bytes);
+    if (!lit->data) return hlo_p_oom(p);
     lit->elided = true;
     hlo_fill_elided(lit, seed);
     return true;
@@ -313,6 +316,7 @@ static bool read_literal(hlo_parser *p, const hlo_shape *shape, hlo_literal *lit
                        shape_text(shape, shape_buf, sizeof shape_buf));
   }
   lit->data = hlo_arena_alloc(p->arena, (size_t)bytes);
+  if (!lit->data) return hlo_p_oom(p);
   int64_t index = 0;
   if (shape->rank == 0) return read_value(p, shape->dtype, lit->data, 0);
   return read_dim(p, shape, lit->data, 0, &index);
@@ -320,6 +324,7 @@ static bool read_literal(hlo_parser *p, const hlo_shape *shape, hlo_literal *lit
 
 bool hlo_p_literal(hlo_parser *p, const hlo_shape *shape, const char *instr_name, hlo_literal **out) {
   hlo_literal *lit = hlo_arena_alloc(p->arena, sizeof *lit);
+  if (!lit) return hlo_p_oom(p);
   if (!read_literal(p, shape, lit, hlo_fill_seed(instr_name), false)) return false;
   hlo_p_next(p);
   *out = lit;

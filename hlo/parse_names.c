@@ -42,20 +42,23 @@ void *hlo_names_get(const hlo_name_map *map, const char *key, size_t len) {
   return slot->key ? slot->value : NULL;
 }
 
-static void grow(hlo_name_map *map) {
+/* False, the table as it was, when memory runs out. */
+static bool grow(hlo_name_map *map) {
   size_t capacity = map->slots ? (map->mask + 1) * 2 : 64;
   hlo_name_slot *old = map->slots;
   size_t old_capacity = old ? map->mask + 1 : 0;
-  map->slots = calloc(capacity, sizeof *map->slots);
-  if (!map->slots) abort();
+  hlo_name_slot *slots = hlo_calloc(capacity, sizeof *map->slots);
+  if (!slots) return false;
+  map->slots = slots;
   map->mask = capacity - 1;
   for (size_t i = 0; i < old_capacity; i++)
     if (old[i].key) *find(map, old[i].key, old[i].len, old[i].hash) = old[i];
   free(old);
+  return true;
 }
 
 void *hlo_names_put(hlo_name_map *map, const char *key, size_t len, void *value) {
-  if (!map->slots || (map->count + 1) * 2 > map->mask + 1) grow(map);
+  if ((!map->slots || (map->count + 1) * 2 > map->mask + 1) && !grow(map)) return NULL;
   uint64_t hash = hlo_names_hash(key, len);
   hlo_name_slot *slot = find(map, key, len, hash);
   if (slot->key) return slot->value;

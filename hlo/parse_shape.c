@@ -58,7 +58,7 @@ static bool parse_layout(hlo_parser *p, hlo_shape *shape) {
   if (p->lx.tok.kind == HLO_TOK_COLON) {
     hlo_span extra;
     if (!hlo_p_raw_value(p, 0, &extra)) return false;
-    if (extra.len) shape->layout_extra = hlo_p_strdup(p, extra);
+    if (extra.len && !(shape->layout_extra = hlo_p_strdup(p, extra))) return false;
   }
   if (!hlo_p_expect(p, HLO_TOK_RBRACE, "'}' to close the layout")) return false;
   if (count == shape->rank) {
@@ -88,7 +88,10 @@ static bool parse_tuple(hlo_parser *p, hlo_shape *shape) {
   bool ok = true;
   if (!hlo_p_accept(p, HLO_TOK_RPAREN)) {
     for (;;) {
-      elements = hlo_p_grow(elements, &cap, count + 1, sizeof *elements);
+      if (!hlo_p_grow(&elements, &cap, count + 1, sizeof *elements)) {
+        ok = hlo_p_oom(p);
+        break;
+      }
       if (!(ok = hlo_p_shape(p, &elements[count]))) break;
       count++;
       if (hlo_p_accept(p, HLO_TOK_RPAREN)) break;
@@ -100,6 +103,7 @@ static bool parse_tuple(hlo_parser *p, hlo_shape *shape) {
     shape->dtype = HLO_TUPLE;
     shape->tuple_count = count;
     shape->tuple = hlo_arena_alloc(p->arena, sizeof(hlo_shape) * (size_t)(count ? count : 1));
+    if (!shape->tuple) ok = hlo_p_oom(p), shape->tuple_count = count = 0;
     if (count) memcpy(shape->tuple, elements, sizeof(hlo_shape) * (size_t)count);
   }
   free(elements);

@@ -20,6 +20,11 @@ bool hlo_p_error(hlo_parser *p, size_t pos, const char *format, ...) {
   return false;
 }
 
+bool hlo_p_oom(hlo_parser *p) {
+  hlo_diag_set(p->diag, HLO_ERR_INTERNAL, "%s: error: out of memory parsing", p->filename);
+  return false;
+}
+
 bool hlo_p_lex_error(hlo_parser *p) {
   return hlo_p_error(p, p->lx.error_pos, "%s", p->lx.error ? p->lx.error : "bad input");
 }
@@ -66,17 +71,22 @@ hlo_span hlo_p_tok_span(const hlo_parser *p) {
 }
 
 char *hlo_p_strdup(hlo_parser *p, hlo_span span) {
-  return hlo_arena_strndup(p->arena, p->lx.text + span.pos, span.len);
+  char *copy = hlo_arena_strndup(p->arena, p->lx.text + span.pos, span.len);
+  if (!copy) hlo_p_oom(p);
+  return copy;
 }
 
-void *hlo_p_grow(void *items, int *cap, int needed, size_t item_size) {
-  if (needed <= *cap) return items;
+bool hlo_p_grow(void *items_ptr, int *cap, int needed, size_t item_size) {
+  if (needed <= *cap) return true;
   int grown_cap = *cap ? *cap : 8;
   while (grown_cap < needed) grown_cap *= 2;
-  void *grown = realloc(items, (size_t)grown_cap * item_size);
-  if (!grown) abort();
+  void *items;
+  memcpy(&items, items_ptr, sizeof items);
+  void *grown = hlo_realloc(items, (size_t)grown_cap * item_size);
+  if (!grown) return false;
+  memcpy(items_ptr, &grown, sizeof grown);
   *cap = grown_cap;
-  return grown;
+  return true;
 }
 
 bool hlo_p_convert_int(const char *text, size_t pos, size_t len, int64_t *out) {

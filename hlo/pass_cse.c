@@ -66,8 +66,8 @@ static int cse_comp(hlo_comp *comp) {
   if (count == 0) return 0;
   size_t cap = 16;
   while (cap < (size_t)count * 2) cap *= 2;
-  entry *table = calloc(cap, sizeof *table);
-  hlo_instr **replacement = calloc((size_t)count, sizeof *replacement);
+  entry *table = hlo_calloc(cap, sizeof *table);
+  hlo_instr **replacement = hlo_calloc((size_t)count, sizeof *replacement);
   if (!table || !replacement) {
     free(table);
     free(replacement);

@@ -8,7 +8,7 @@
 static int dce_comp(hlo_comp *comp) {
   int count = comp->instr_count;
   if (!comp->root || count == 0) return 0;
-  unsigned char *live = calloc((size_t)count, 1);
+  unsigned char *live = hlo_calloc((size_t)count, 1);
   if (!live) return 0; /* out of memory: removing nothing is still correct */
   /* instrs are sorted operands-first, so one backward sweep marks everything reachable */
   live[comp->root->id] = 1;

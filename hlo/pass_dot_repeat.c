@@ -26,6 +26,8 @@
 
 #include "hlo.h"
 
+#include <assert.h>
+
 enum { MAX_FORM = 2 * HLO_MAX_RANK };
 
 typedef struct repeat_form {
@@ -233,7 +235,7 @@ static hlo_instr *rewrite(hlo_comp *comp, hlo_instr *dot, hlo_diag *diag) {
 int hlo_pass_dot_of_repeats(hlo_module *module) {
   /* the computations as they are now: a rewrite may add a reducer in front of them */
   int comp_count = module->comp_count, rewrites = 0;
-  hlo_comp **comps = malloc(sizeof *comps * ((size_t)comp_count + 1));
+  hlo_comp **comps = hlo_malloc(sizeof *comps * ((size_t)comp_count + 1));
   if (!comps) return 0;
   memcpy(comps, module->comps, sizeof *comps * (size_t)comp_count);
   for (int c = 0; c < comp_count; c++) {
@@ -248,10 +250,13 @@ int hlo_pass_dot_of_repeats(hlo_module *module) {
       hlo_replace_uses(comp, dot, product);
       rewrites++;
     }
-    hlo_diag diag;
-    if (rewrites > before && !hlo_comp_sort(comp, &diag)) abort(); /* no cycle was made */
+    hlo_diag diag = {HLO_OK, ""};
+    if (rewrites > before && !hlo_comp_sort(comp, &diag)) {
+      assert(diag.status == HLO_ERR_INTERNAL); /* no cycle was made; memory ran out (arena.failed set) */
+      break;
+    }
   }
   free(comps);
-  if (rewrites) hlo_pass_dce(module);
+  if (rewrites && !module->arena.failed) hlo_pass_dce(module);
   return rewrites;
 }

@@ -9,7 +9,7 @@
 /* Copies callee's instructions into comp for call; false when out of memory. */
 static bool inline_one(hlo_comp *comp, hlo_instr *call) {
   const hlo_comp *callee = call->called[0];
-  hlo_instr **map = calloc((size_t)callee->instr_count + 1, sizeof *map);
+  hlo_instr **map = hlo_calloc((size_t)callee->instr_count + 1, sizeof *map);
   hlo_instr *ops[64];
   if (!map) return false;
   bool ok = true;
@@ -67,7 +67,7 @@ int hlo_pass_inline_calls(hlo_module *module) {
       if (inlinable(comp, comp->instrs[i]) && inline_one(comp, comp->instrs[i])) here++;
     if (here) {
       hlo_diag diag = {0};
-      if (!hlo_comp_sort(comp, &diag)) return inlined; /* cannot happen: copies only add edges forward */
+      if (!hlo_comp_sort(comp, &diag)) return inlined; /* out of memory (arena.failed set): copies add no cycle */
       inlined += here;
     }
   }

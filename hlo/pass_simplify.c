@@ -109,8 +109,10 @@ static bool fold_constants(hlo_instr *instr) {
   }
   hlo_arena *arena = &instr->parent->module->arena;
   hlo_literal *literal = hlo_arena_alloc(arena, sizeof *literal);
+  void *data = hlo_arena_memdup(arena, out, hlo_dtype_size(t));
+  if (!literal || !data) return false; /* out of memory: not folding is still correct */
   literal->shape = hlo_shape_scalar(t);
-  literal->data = hlo_arena_memdup(arena, out, hlo_dtype_size(t));
+  literal->data = data;
   instr->opcode = HLO_OP_CONSTANT;
   instr->operand_count = 0;
   instr->literal = literal;
@@ -151,6 +153,7 @@ static bool fold_dot_transpose(hlo_instr *instr, int k) {
   for (int i = 0; i < batch->count; i++) b[i] = perm[batch->values[i]];
   for (int i = 0; i < contracting->count; i++) c[i] = perm[contracting->values[i]];
   hlo_ints nb = hlo_ints_copy(arena, batch->count, b), nc = hlo_ints_copy(arena, contracting->count, c);
+  if (!nb.values || !nc.values) return false; /* out of memory: not folding is still correct */
   if (k == 0) folded->lhs_batch = nb, folded->lhs_contracting = nc;
   else folded->rhs_batch = nb, folded->rhs_contracting = nc;
   instr->dot = folded;
@@ -224,7 +227,9 @@ static hlo_instr *simplify(hlo_instr *instr, bool *changed) {
       int rank = instr->dimensions.count;
       int64_t composed[HLO_MAX_RANK];
       for (int i = 0; i < rank; i++) composed[i] = inner->dimensions.values[instr->dimensions.values[i]];
-      instr->dimensions = hlo_ints_copy(&instr->parent->module->arena, rank, composed);
+      hlo_ints dimensions = hlo_ints_copy(&instr->parent->module->arena, rank, composed);
+      if (!dimensions.values) return NULL; /* out of memory: not merging is still correct */
+      instr->dimensions = dimensions;
       instr->operands[0] = inner->operands[0];
       *changed = true;
       if (is_identity(&instr->dimensions) && same_array(instr, instr->operands[0])) return instr->operands[0];
@@ -251,7 +256,7 @@ static hlo_instr *simplify(hlo_instr *instr, bool *changed) {
 
 static int simplify_comp(hlo_comp *comp) {
   int count = comp->instr_count;
-  hlo_instr **replacement = calloc((size_t)count + 1, sizeof *replacement);
+  hlo_instr **replacement = hlo_calloc((size_t)count + 1, sizeof *replacement);
   if (!replacement) return 0;
   int rewrites = 0;
   for (int i = 0; i < count; i++) {
@@ -283,7 +288,7 @@ int hlo_pass_simplify(hlo_module *module) {
 
 int hlo_pass_run_all(hlo_module *module) {
   int total = hlo_pass_inline_calls(module);
-  for (int round = 0; round < 8; round++) {
+  for (int round = 0; round < 8 && !module->arena.failed; round++) {
     int n = hlo_pass_simplify(module) + hlo_pass_cse(module);
     n += hlo_pass_dce(module);
     total += n;

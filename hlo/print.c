@@ -560,9 +560,14 @@ void hlo_print_module(hlo_strbuf *sb, const hlo_module *module) {
     hlo_sb_printf(sb, ", %s=%s", module->raw_attrs[i].name, module->raw_attrs[i].value);
   hlo_sb_puts(sb, "\n");
   int count = module->comp_count;
-  const hlo_comp **order = malloc(sizeof(hlo_comp *) * (size_t)(count + 1));
-  unsigned char *state = calloc((size_t)count + 1, 1);
-  if (!order || !state) abort();
+  const hlo_comp **order = hlo_malloc(sizeof(hlo_comp *) * (size_t)(count + 1));
+  unsigned char *state = hlo_calloc((size_t)count + 1, 1);
+  if (!order || !state) {
+    sb->failed = true; /* out of memory, as if the text could not grow: the caller sees it */
+    free(order);
+    free(state);
+    return;
+  }
   int placed = 0;
   if (ids_consistent(module)) {
     for (int i = 0; i < count; i++) place(module->comps[i], state, order, &placed);

@@ -21,6 +21,7 @@ hlo_shape hlo_shape_tuple(hlo_arena *arena, int count, const hlo_shape *elements
   shape.dtype = HLO_TUPLE;
   shape.tuple_count = count;
   shape.tuple = hlo_arena_alloc(arena, sizeof(hlo_shape) * (size_t)(count ? count : 1));
+  if (!shape.tuple) count = shape.tuple_count = 0; /* arena->failed says why */
   for (int i = 0; i < count; i++) shape.tuple[i] = hlo_shape_clone(arena, &elements[i]);
   return shape;
 }
@@ -73,7 +74,8 @@ hlo_shape hlo_shape_clone(hlo_arena *arena, const hlo_shape *shape) {
   hlo_shape copy = *shape;
   if (shape->dtype == HLO_TUPLE) {
     copy.tuple = hlo_arena_alloc(arena, sizeof(hlo_shape) * (size_t)(shape->tuple_count ? shape->tuple_count : 1));
-    for (int i = 0; i < shape->tuple_count; i++) copy.tuple[i] = hlo_shape_clone(arena, &shape->tuple[i]);
+    if (!copy.tuple) copy.tuple_count = 0; /* arena->failed says why */
+    for (int i = 0; i < copy.tuple_count; i++) copy.tuple[i] = hlo_shape_clone(arena, &shape->tuple[i]);
   }
   if (shape->layout_extra) copy.layout_extra = hlo_arena_strdup(arena, shape->layout_extra);
   return copy;

@@ -29,6 +29,11 @@ static hlo_status call_fail(call_ctx *c, const hlo_comp *comp, const char *forma
                       detail);
 }
 
+static hlo_status call_oom(call_ctx *c) {
+  return hlo_diag_set(c->diag, HLO_ERR_INTERNAL, "out of memory checking the computations %s %%%s calls",
+                      hlo_opcode_name(c->instr->opcode), c->instr->name);
+}
+
 static const hlo_shape *operand_shape(const call_ctx *c, int i) { return &c->instr->operands[i]->shape; }
 
 /* The computation must take exactly these parameter shapes (compatible, layouts ignored). */
@@ -63,9 +68,13 @@ static hlo_status check_root(call_ctx *c, const hlo_comp *comp, const hlo_shape 
  * values, each of the given shape; one value is returned bare, several as a tuple. */
 static hlo_status check_reducer(call_ctx *c, const hlo_comp *comp, int n, const hlo_shape *value,
                                 const hlo_shape *element) {
-  hlo_shape *params = calloc((size_t)(2 * n), sizeof *params);
-  hlo_shape *results = calloc((size_t)n, sizeof *results);
-  if (!params || !results) abort();
+  hlo_shape *params = hlo_calloc((size_t)(2 * n), sizeof *params);
+  hlo_shape *results = hlo_calloc((size_t)n, sizeof *results);
+  if (!params || !results) {
+    free(params);
+    free(results);
+    return call_oom(c);
+  }
   for (int i = 0; i < n; i++) {
     params[i] = value[i];
     params[n + i] = element[i];
@@ -94,8 +103,8 @@ static hlo_status check_reducer(call_ctx *c, const hlo_comp *comp, int n, const 
  * importer's non-scalar inits take init-shaped elements too. */
 static hlo_status check_reduce(call_ctx *c) {
   int n = c->instr->operand_count / 2;
-  hlo_shape *values = calloc((size_t)(2 * n), sizeof *values);
-  if (!values) abort();
+  hlo_shape *values = hlo_calloc((size_t)(2 * n), sizeof *values);
+  if (!values) return call_oom(c);
   const hlo_comp *reducer = c->instr->called[0];
   for (int i = 0; i < n; i++) {
     const hlo_shape *init = operand_shape(c, n + i);
@@ -113,8 +122,8 @@ static hlo_status check_reduce(call_ctx *c) {
 
 static hlo_status check_scatter(call_ctx *c) {
   int n = (c->instr->operand_count - 1) / 2;
-  hlo_shape *values = calloc((size_t)(2 * n), sizeof *values);
-  if (!values) abort();
+  hlo_shape *values = hlo_calloc((size_t)(2 * n), sizeof *values);
+  if (!values) return call_oom(c);
   for (int i = 0; i < n; i++) {
     values[i] = hlo_shape_scalar(operand_shape(c, i)->dtype);
     values[n + i] = hlo_shape_scalar(operand_shape(c, n + 1 + i)->dtype);
@@ -135,8 +144,8 @@ static hlo_status check_collective_reducer(call_ctx *c) {
 static hlo_status check_sort(call_ctx *c) {
   int n = c->instr->operand_count;
   const hlo_comp *comp = c->instr->called[0];
-  hlo_shape *params = calloc((size_t)(2 * n), sizeof *params);
-  if (!params) abort();
+  hlo_shape *params = hlo_calloc((size_t)(2 * n), sizeof *params);
+  if (!params) return call_oom(c);
   for (int i = 0; i < n; i++)
     params[2 * i] = params[2 * i + 1] = hlo_shape_scalar(operand_shape(c, i)->dtype);
   hlo_status status = check_params(c, comp, 2 * n, params);
@@ -147,8 +156,8 @@ static hlo_status check_sort(call_ctx *c) {
 
 static hlo_status check_map(call_ctx *c) {
   int n = c->instr->operand_count;
-  hlo_shape *params = calloc((size_t)n, sizeof *params);
-  if (!params) abort();
+  hlo_shape *params = hlo_calloc((size_t)n, sizeof *params);
+  if (!params) return call_oom(c);
   for (int i = 0; i < n; i++) params[i] = hlo_shape_scalar(operand_shape(c, i)->dtype);
   hlo_status status = check_params(c, c->instr->called[0], n, params);
   free(params);
@@ -191,8 +200,8 @@ static hlo_status check_conditional(call_ctx *c) {
 /* call and fusion pass their operands as the parameters. */
 static hlo_status check_call(call_ctx *c) {
   int n = c->instr->operand_count;
-  hlo_shape *params = calloc((size_t)(n ? n : 1), sizeof *params);
-  if (!params) abort();
+  hlo_shape *params = hlo_calloc((size_t)(n ? n : 1), sizeof *params);
+  if (!params) return call_oom(c);
   for (int i = 0; i < n; i++) params[i] = *operand_shape(c, i);
   hlo_status status = check_params(c, c->instr->called[0], n, params);
   free(params);
@@ -247,6 +256,15 @@ typedef struct verify_ctx {
   const hlo_instr *at; /* the instruction being checked: its source position leads the message */
 } verify_ctx;
 
+/* detail, prefixed with the computation and, when known, the instruction's position. */
+static hlo_status fail_at(verify_ctx *v, hlo_status code, const char *detail) {
+  const hlo_instr *at = v->at;
+  if (at && at->line > 0 && v->module && v->module->source) /* as the parser's messages read */
+    return hlo_diag_set(v->diag, code, "%s:%d:%d: error: computation %s: %s", v->module->source, at->line, at->col,
+                        v->comp ? v->comp->name : "?", detail);
+  return hlo_diag_set(v->diag, code, "computation %s: %s", v->comp ? v->comp->name : "?", detail);
+}
+
 static hlo_status comp_fail(verify_ctx *v, const char *format, ...) __attribute__((format(printf, 2, 3)));
 static hlo_status comp_fail(verify_ctx *v, const char *format, ...) {
   char detail[900];
@@ -254,17 +272,12 @@ static hlo_status comp_fail(verify_ctx *v, const char *format, ...) {
   va_start(args, format);
   vsnprintf(detail, sizeof detail, format, args);
   va_end(args);
-  const hlo_instr *at = v->at;
-  if (at && at->line > 0 && v->module && v->module->source) /* as the parser's messages read */
-    return hlo_diag_set(v->diag, HLO_ERR_INPUT, "%s:%d:%d: error: computation %s: %s", v->module->source, at->line,
-                        at->col, v->comp ? v->comp->name : "?", detail);
-  return hlo_diag_set(v->diag, HLO_ERR_INPUT, "computation %s: %s", v->comp ? v->comp->name : "?", detail);
+  return fail_at(v, HLO_ERR_INPUT, detail);
 }
 
-/* An error another layer wrote into diag, prefixed with the computation. */
-static hlo_status prefix_fail(verify_ctx *v, hlo_diag *inner) {
-  return comp_fail(v, "%s", inner->message);
-}
+/* An error another layer wrote into diag, prefixed the same way; its code kept, so out of
+ * memory stays HLO_ERR_INTERNAL. */
+static hlo_status prefix_fail(verify_ctx *v, hlo_diag *inner) { return fail_at(v, inner->status, inner->message); }
 
 static uint64_t hash_name(const char *name) {
   uint64_t h = 1469598103934665603ull; /* FNV-1a: names only need spreading, not security */
@@ -277,8 +290,8 @@ static hlo_status check_unique_names(verify_ctx *v) {
   const hlo_comp *comp = v->comp;
   size_t capacity = 16;
   while (capacity < (size_t)comp->instr_count * 2) capacity *= 2;
-  const char **table = calloc(capacity, sizeof *table);
-  if (!table) abort();
+  const char **table = hlo_calloc(capacity, sizeof *table);
+  if (!table) return hlo_diag_set(v->diag, HLO_ERR_INTERNAL, "out of memory checking computation %s", comp->name);
   hlo_status status = HLO_OK;
   for (int i = 0; i < comp->instr_count && !status; i++) {
     const char *name = comp->instrs[i]->name;
@@ -385,13 +398,13 @@ static hlo_status verify_comp(verify_ctx *v, const hlo_comp *comp, unsigned flag
   if (!comp->root) return comp_fail(v, "has no root instruction");
   if (comp->root->parent != comp) return comp_fail(v, "its root %%%s is not in it", comp->root->name);
   if (comp->instr_count == 0) return comp_fail(v, "is empty");
-  for (int i = 0; i < comp->instr_count; i++)
-    if (check_links(v, comp->instrs[i], i)) return HLO_ERR_INPUT;
+  hlo_status status = HLO_OK;
+  for (int i = 0; i < comp->instr_count && !status; i++) status = check_links(v, comp->instrs[i], i);
   v->at = NULL;
-  if (check_params_table(v) || check_unique_names(v)) return HLO_ERR_INPUT;
-  for (int i = 0; i < comp->instr_count; i++)
-    if (check_shape(v, comp->instrs[i], flags)) return HLO_ERR_INPUT;
-  return HLO_OK;
+  if (!status) status = check_params_table(v);
+  if (!status) status = check_unique_names(v);
+  for (int i = 0; i < comp->instr_count && !status; i++) status = check_shape(v, comp->instrs[i], flags);
+  return status;
 }
 
 /* Marks the computations the entry reaches; the rest get the importer's leniency. */
@@ -423,10 +436,10 @@ static hlo_status check_module_shape(verify_ctx *v) {
 
 hlo_status hlo_verify_module(const hlo_module *module, hlo_diag *diag) {
   if (!module) return hlo_diag_set(diag, HLO_ERR_INPUT, "no module to verify");
-  verify_ctx v = {module, NULL, diag, {NULL, 0}, NULL};
+  verify_ctx v = {module, NULL, diag, {NULL, 0, false}, NULL};
   if (check_module_shape(&v)) return HLO_ERR_INPUT;
-  unsigned char *reached = calloc((size_t)module->comp_count + 1, 1);
-  if (!reached) abort();
+  unsigned char *reached = hlo_calloc((size_t)module->comp_count + 1, 1);
+  if (!reached) return hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory verifying module %s", module->name);
   hlo_arena_init(&v.scratch);
   /* Links first, everywhere, so reachability can follow called pointers safely. */
   hlo_status status = HLO_OK;
@@ -443,7 +456,7 @@ hlo_status hlo_verify_module(const hlo_module *module, hlo_diag *diag) {
 }
 
 hlo_status hlo_verify_some_shapes(const hlo_comp *comp, const bool *only, hlo_diag *diag) {
-  verify_ctx v = {comp->module, comp, diag, {NULL, 0}, NULL};
+  verify_ctx v = {comp->module, comp, diag, {NULL, 0, false}, NULL};
   hlo_arena_init(&v.scratch);
   hlo_status status = HLO_OK;
   for (int i = 0; i < comp->instr_count && !status; i++)

@@ -71,7 +71,7 @@ static void mark_called(const hlo_comp *comp, bool *reached) {
 }
 
 static void drop_unused_comps(hlo_module *module) {
-  bool *reached = calloc((size_t)module->comp_count + 1, sizeof *reached);
+  bool *reached = hlo_calloc((size_t)module->comp_count + 1, sizeof *reached);
   if (!reached) return; /* keeping them is harmless */
   mark_called(module->entry, reached);
   int kept = 0;
@@ -105,8 +105,8 @@ static bool apply(hlo_module *copy, const hlo_module *module, rt_value *const *i
                   const min_plan *plan, const bool *live, rt_value **new_inputs, int *new_count, hlo_diag *diag) {
   hlo_comp *entry = copy->entry;
   int n = entry->instr_count;
-  hlo_instr **instrs = malloc(sizeof(hlo_instr *) * (size_t)(n + 1));
-  hlo_instr **old_params = calloc((size_t)entry->param_count + 1, sizeof(hlo_instr *));
+  hlo_instr **instrs = hlo_malloc(sizeof(hlo_instr *) * (size_t)(n + 1));
+  hlo_instr **old_params = hlo_calloc((size_t)entry->param_count + 1, sizeof(hlo_instr *));
   if (!instrs || !old_params) {
     free(instrs);
     free(old_params);
@@ -161,9 +161,9 @@ hlo_module *min_build(const hlo_module *module, rt_value *const *inputs, rt_valu
   *new_input_count = 0;
   hlo_module *copy = hlo_module_clone(module, diag);
   if (!copy) return NULL;
-  bool *live = calloc((size_t)n + 1, sizeof *live);
-  hlo_instr **by_id = malloc(sizeof(hlo_instr *) * (size_t)(n + 1));
-  rt_value **in = calloc((size_t)n + 1, sizeof *in);
+  bool *live = hlo_calloc((size_t)n + 1, sizeof *live);
+  hlo_instr **by_id = hlo_malloc(sizeof(hlo_instr *) * (size_t)(n + 1));
+  rt_value **in = hlo_calloc((size_t)n + 1, sizeof *in);
   bool ok = live && by_id && in && copy->entry->instr_count == n;
   for (int i = 0; ok && i < n; i++) {
     by_id[i] = copy->entry->instrs[i];
@@ -182,7 +182,7 @@ hlo_module *min_build(const hlo_module *module, rt_value *const *inputs, rt_valu
     } else if (plan->output_count == 1) {
       entry->root = by_id[plan->outputs[0]];
     } else {
-      hlo_instr **elements = malloc(sizeof(hlo_instr *) * (size_t)(plan->output_count + 1));
+      hlo_instr **elements = hlo_malloc(sizeof(hlo_instr *) * (size_t)(plan->output_count + 1));
       ok = elements != NULL;
       for (int i = 0; ok && i < plan->output_count; i++) elements[i] = by_id[plan->outputs[i]];
       hlo_instr *tuple = ok ? hlo_build_tuple(entry, plan->output_count, elements, diag) : NULL;

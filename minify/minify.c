@@ -34,8 +34,10 @@ void min_release_all(rt_value **values, int count) {
 }
 
 bool min_set_current(min_ctx *ctx, hlo_module *module, rt_value **inputs, int input_count) {
-  rt_value **values = calloc((size_t)module->entry->instr_count + 1, sizeof(rt_value *));
-  if (!values) {
+  rt_value **values = hlo_calloc((size_t)module->entry->instr_count + 1, sizeof(rt_value *));
+  cache_key key = {0, 0};
+  if (!values || !cache_hash_module(module, &key)) {
+    free(values);
     ctx->error = hlo_diag_set(ctx->diag, HLO_ERR_INTERNAL, "out of memory");
     hlo_module_free(module);
     min_release_all(inputs, input_count);
@@ -51,7 +53,7 @@ bool min_set_current(min_ctx *ctx, hlo_module *module, rt_value **inputs, int in
   ctx->values_failed = false;
   for (int i = 0; ctx->record && i < module->entry->instr_count; i++)
     values[i] = rt_value_retain(min_record_get(ctx->record, module->entry->instrs[i]->name, false));
-  ctx->key = cache_hash_module(module);
+  ctx->key = key;
   return true;
 }
 
@@ -69,7 +71,7 @@ static min_memo_entry *memo_find(min_ctx *ctx, cache_key key) {
 static void memo_add(min_ctx *ctx, cache_key key, bool failing) {
   if (ctx->memo_count == ctx->memo_capacity) {
     int capacity = ctx->memo_capacity ? ctx->memo_capacity * 2 : 64;
-    min_memo_entry *memo = realloc(ctx->memo, sizeof *memo * (size_t)capacity);
+    min_memo_entry *memo = hlo_realloc(ctx->memo, sizeof *memo * (size_t)capacity);
     if (!memo) return; /* a memo miss later only costs a check */
     ctx->memo = memo;
     ctx->memo_capacity = capacity;
@@ -105,7 +107,7 @@ static bool ensure_values(min_ctx *ctx, const min_plan *plan, const bool *live) 
   if (ctx->shapes_only) return true;
   const hlo_comp *entry = ctx->module->entry;
   int n = entry->instr_count;
-  bool *want = calloc((size_t)n + 1, sizeof *want);
+  bool *want = hlo_calloc((size_t)n + 1, sizeof *want);
   if (!want) return false;
   bool missing = false;
   for (int i = 0; i < n; i++) {
@@ -145,7 +147,7 @@ static hlo_status check(min_ctx *ctx, const hlo_module *module, rt_value *const 
 bool min_try(min_ctx *ctx, const min_plan *plan, min_strategy strategy) {
   if (min_stopped(ctx)) return false;
   int n = ctx->module->entry->instr_count;
-  bool *live = calloc((size_t)n + 1, sizeof *live);
+  bool *live = hlo_calloc((size_t)n + 1, sizeof *live);
   if (!live) return false;
   min_plan_live(ctx->module, plan, live);
   bool have_values = ensure_values(ctx, plan, live);
@@ -171,7 +173,11 @@ bool min_try_candidate(min_ctx *ctx, hlo_module *candidate, rt_value **inputs, i
                        bool smaller) {
   int n = ctx->module->entry->instr_count, cur_ops = min_count_ops(ctx->module);
   int ops = min_count_ops(candidate), instrs = candidate->entry->instr_count;
-  cache_key key = cache_hash_module(candidate);
+  cache_key key = {0, 0};
+  if (!cache_hash_module(candidate, &key)) {
+    ctx->error = hlo_diag_set(ctx->diag, HLO_ERR_INTERNAL, "out of memory hashing a candidate");
+    smaller = false; /* freed below, and the search stops */
+  }
   if (min_stopped(ctx) || !smaller || cache_key_equal(key, ctx->key)) {
     hlo_module_free(candidate);
     min_release_all(inputs, input_count);

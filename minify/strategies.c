@@ -13,8 +13,8 @@ typedef struct plan_buf {
 } plan_buf;
 
 static bool plan_init(plan_buf *p, int n) {
-  p->disp = calloc((size_t)n + 1, sizeof *p->disp);
-  p->outputs = calloc((size_t)n + 1, sizeof *p->outputs);
+  p->disp = hlo_calloc((size_t)n + 1, sizeof *p->disp);
+  p->outputs = hlo_calloc((size_t)n + 1, sizeof *p->outputs);
   p->plan = (min_plan){p->disp, NULL, 0};
   return p->disp && p->outputs;
 }
@@ -50,7 +50,7 @@ static int find_by_name(const hlo_comp *entry, const char *name) {
 
 static int *first_users(const hlo_comp *entry) {
   int n = entry->instr_count;
-  int *first = malloc(sizeof(int) * (size_t)(n + 1));
+  int *first = hlo_malloc(sizeof(int) * (size_t)(n + 1));
   if (!first) return NULL;
   for (int i = 0; i < n; i++) first[i] = n;
   for (int i = 0; i < n; i++)
@@ -118,7 +118,7 @@ static int root_elements(const hlo_comp *entry, int *elements) {
 static bool outputs_pass(min_ctx *ctx) {
   const hlo_comp *entry = ctx->module->entry;
   int n = entry->instr_count;
-  int *elements = malloc(sizeof(int) * (size_t)(entry->root->operand_count + 1));
+  int *elements = hlo_malloc(sizeof(int) * (size_t)(entry->root->operand_count + 1));
   plan_buf p;
   bool won = false;
   if (!elements || !plan_init(&p, n)) {
@@ -188,7 +188,7 @@ bool min_strategy_promote(min_ctx *ctx, min_disp disp) {
   while (!min_stopped(ctx)) {
     const hlo_comp *entry = ctx->module->entry;
     int n = entry->instr_count;
-    int *ids = malloc(sizeof(int) * (size_t)(n + 1));
+    int *ids = hlo_malloc(sizeof(int) * (size_t)(n + 1));
     plan_buf p;
     if (!ids || !plan_init(&p, n)) {
       free(ids);

@@ -122,7 +122,7 @@ hlo_status rt_accuracy_compare(const rt_value *result, const rt_value *declared,
   if (counts[0] != counts[1] || counts[1] != counts[2])
     return hlo_diag_set(diag, HLO_ERR_INPUT, "accuracy check: the result has %d outputs, the reference %d",
                         counts[0], counts[1]);
-  const rt_value **items = calloc((size_t)counts[0] * 3 + 1, sizeof *items);
+  const rt_value **items = hlo_calloc((size_t)counts[0] * 3 + 1, sizeof *items);
   if (!items) return hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory in the accuracy check");
   leaves l[3] = {{items, 0, counts[0]}, {items + counts[0], 0, counts[0]}, {items + 2 * counts[0], 0, counts[0]}};
   flatten(result, &l[0]);

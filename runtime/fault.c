@@ -170,7 +170,7 @@ static rt_executable *fault_compile(const hlo_module *module, hlo_diag *diag) {
     perturbed_module = rt_fault_perturb(module, fault, diag);
     if (!perturbed_module) return NULL;
   }
-  rt_executable *wrapper = calloc(1, sizeof *wrapper);
+  rt_executable *wrapper = hlo_calloc(1, sizeof *wrapper);
   if (!wrapper) {
     hlo_module_free(perturbed_module);
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");

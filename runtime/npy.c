@@ -313,11 +313,11 @@ static unsigned char *read_file(const char *path, size_t *size, hlo_diag *diag) 
     return NULL;
   }
   size_t cap = 1 << 16, len = 0;
-  unsigned char *buffer = malloc(cap);
+  unsigned char *buffer = hlo_malloc(cap);
   while (buffer) {
     len += fread(buffer + len, 1, cap - len, f);
     if (len < cap) break;
-    unsigned char *grown = cap <= SIZE_MAX / 2 ? realloc(buffer, cap * 2) : NULL;
+    unsigned char *grown = cap <= SIZE_MAX / 2 ? hlo_realloc(buffer, cap * 2) : NULL;
     if (!grown) {
       free(buffer);
       buffer = NULL;
@@ -387,7 +387,7 @@ static const unsigned char *file_bytes(const rt_value *value, bool *owned) {
   size_t size = hlo_dtype_size(dtype);
   *owned = false;
   if (dtype == HLO_BF16) {
-    float *wide = malloc((size_t)(value->count ? value->count : 1) * sizeof(float));
+    float *wide = hlo_malloc((size_t)(value->count ? value->count : 1) * sizeof(float));
     if (!wide) return NULL;
     for (int64_t i = 0; i < value->count; i++) wide[i] = (float)rt_get_f64(value, i);
     *owned = true;
@@ -397,7 +397,7 @@ static const unsigned char *file_bytes(const rt_value *value, bool *owned) {
     return (const unsigned char *)wide;
   }
   if (host_is_little_endian() || size == 1) return value->data;
-  unsigned char *copy = malloc((size_t)(value->count ? value->count : 1) * size);
+  unsigned char *copy = hlo_malloc((size_t)(value->count ? value->count : 1) * size);
   if (!copy) return NULL;
   memcpy(copy, value->data, (size_t)value->count * size);
   for (int64_t i = 0; i < value->count; i++) swap_bytes(copy + (size_t)i * size, size);

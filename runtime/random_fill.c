@@ -77,7 +77,7 @@ rt_value *rt_random_value(const hlo_shape *shape, uint64_t seed, uint64_t stream
   if (shape->dtype == HLO_TOKEN) return rt_value_new_tuple(0, NULL);
   if (shape->dtype == HLO_TUPLE) {
     int count = shape->tuple_count;
-    rt_value **elements = calloc((size_t)count + 1, sizeof(rt_value *));
+    rt_value **elements = hlo_calloc((size_t)count + 1, sizeof(rt_value *));
     if (!elements) {
       hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
       return NULL;

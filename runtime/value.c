@@ -9,7 +9,7 @@ static _Atomic uint64_t last_stamp;
 void rt_value_touch(rt_value *value) { value->stamp = atomic_fetch_add(&last_stamp, 1) + 1; }
 
 static rt_value *alloc_value(void) {
-  rt_value *value = calloc(1, sizeof *value);
+  rt_value *value = hlo_calloc(1, sizeof *value);
   if (value) value->refcount = 1, rt_value_touch(value);
   return value;
 }
@@ -21,7 +21,7 @@ rt_value *rt_value_new(const hlo_shape *shape) {
   value->shape = hlo_shape_make(shape->dtype, shape->rank, shape->dims);
   value->count = hlo_shape_elements(&value->shape);
   int64_t bytes = hlo_shape_bytes(&value->shape);
-  value->data = calloc(1, (size_t)(bytes > 0 ? bytes : 1));
+  value->data = hlo_calloc(1, (size_t)(bytes > 0 ? bytes : 1));
   if (!value->data) {
     free(value);
     return NULL;
@@ -54,7 +54,7 @@ rt_value *rt_value_new_tuple(int count, rt_value **elements) {
   if (!value) return NULL;
   value->shape.dtype = HLO_TUPLE;
   value->tuple_count = count;
-  value->tuple = calloc((size_t)(count ? count : 1), sizeof(rt_value *));
+  value->tuple = hlo_calloc((size_t)(count ? count : 1), sizeof(rt_value *));
   if (!value->tuple) {
     free(value);
     return NULL;
@@ -100,7 +100,7 @@ void rt_value_fill(rt_value *value, const void *element) {
 
 rt_value *rt_value_copy(const rt_value *value) {
   if (value->shape.dtype == HLO_TUPLE) {
-    rt_value **elements = calloc((size_t)(value->tuple_count ? value->tuple_count : 1), sizeof(rt_value *));
+    rt_value **elements = hlo_calloc((size_t)(value->tuple_count ? value->tuple_count : 1), sizeof(rt_value *));
     if (!elements) return NULL;
     for (int i = 0; i < value->tuple_count; i++) elements[i] = rt_value_copy(value->tuple[i]);
     rt_value *copy = rt_value_new_tuple(value->tuple_count, elements);

@@ -62,7 +62,10 @@ rt_executable *run_cache_compile(run_cache *cache, const rt_backend *backend, co
       return NULL;
     }
   }
-  cache->key = cache_hash_module(module);
+  if (!cache_hash_module(module, &cache->key)) {
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory hashing module %s", module->name);
+    return NULL;
+  }
   double start = cli_now();
   rt_executable *exe = cache->disk ? cache_disk_load(cache->disk, cache->key, cache->fingerprint, &cache->codec) : NULL;
   cache->origin = exe ? CACHE_ORIGIN_DISK : CACHE_ORIGIN_COMPILED;

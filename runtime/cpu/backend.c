@@ -75,7 +75,7 @@ static void counted(int64_t count) { atomic_fetch_add(&allocations, count); }
 
 static char *new_arena(int64_t bytes) {
   counted(1);
-  return aligned_alloc(RT_CPU_ALIGN, (size_t)bytes);
+  return hlo_aligned_alloc(RT_CPU_ALIGN, (size_t)bytes);
 }
 
 static rt_executable *family_of(rt_executable *exe) { return exe->bound_from ? exe->bound_from : exe; }
@@ -138,7 +138,7 @@ typedef struct cell {
 } cell;
 
 static rt_executable *new_executable(hlo_module *module, rt_cpu_plan *plan, hlo_diag *diag) {
-  rt_executable *exe = calloc(1, sizeof *exe);
+  rt_executable *exe = hlo_calloc(1, sizeof *exe);
   if (!exe) {
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
     return NULL;
@@ -334,7 +334,7 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
       }
       break;
     case RT_STEP_TUPLE: {
-      rt_value **elements = calloc((size_t)instr->operand_count + 1, sizeof(rt_value *));
+      rt_value **elements = hlo_calloc((size_t)instr->operand_count + 1, sizeof(rt_value *));
       if (!elements) return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in tuple %%%s", instr->name);
       bool ok = true;
       for (int k = 0; k < instr->operand_count; k++) {
@@ -417,8 +417,8 @@ static hlo_status cpu_execute(rt_executable *exe, rt_value *const *args, int arg
   if (plan->dynamic) return rt_evaluate(exe->module, args, arg_count, &options, result, diag);
   rt_eval eval = {.options = &options, .diag = diag, .call_depth = 0};
   int n = plan->step_count;
-  cell *cells = calloc((size_t)n + 1, sizeof(cell));
-  rt_value **ops = calloc((size_t)plan->max_operands + 1, sizeof(rt_value *));
+  cell *cells = hlo_calloc((size_t)n + 1, sizeof(cell));
+  rt_value **ops = hlo_calloc((size_t)plan->max_operands + 1, sizeof(rt_value *));
   int64_t capacity;
   char *arena = take_arena(exe, &capacity);
   if (!cells || !ops || (plan->arena_bytes && !arena))

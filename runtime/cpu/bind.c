@@ -25,7 +25,7 @@
 static const hlo_instr **flatten(const hlo_module *module, int32_t *count) {
   int32_t n = 0;
   for (int c = 0; c < module->comp_count; c++) n += module->comps[c]->instr_count;
-  const hlo_instr **all = malloc(sizeof *all * ((size_t)n + 1));
+  const hlo_instr **all = hlo_malloc(sizeof *all * ((size_t)n + 1));
   if (!all) return NULL;
   n = 0;
   for (int c = 0; c < module->comp_count; c++)
@@ -69,8 +69,8 @@ static hlo_comp *copy_entry(hlo_module *bound, const hlo_comp *entry, const hlo_
                             int32_t binding_count) {
   hlo_arena *arena = &bound->arena;
   hlo_comp *comp = hlo_arena_alloc(arena, sizeof *comp);
-  hlo_instr **copies = malloc(sizeof *copies * ((size_t)entry->instr_count + 1));
-  hlo_instr **params = malloc(sizeof *params * ((size_t)entry->param_count + 1));
+  hlo_instr **copies = hlo_malloc(sizeof *copies * ((size_t)entry->instr_count + 1));
+  hlo_instr **params = hlo_malloc(sizeof *params * ((size_t)entry->param_count + 1));
   if (!comp || !copies || !params) {
     free(copies);
     free(params);
@@ -144,7 +144,7 @@ static bool same_ints(const hlo_ints *a, const hlo_ints *b) {
 /* moved[i]: bound instruction i has a shape, an operand shape or slice bounds other than the
  * compiled one's, so its shape must be inferred again. */
 static bool *moved_instructions(const hlo_comp *bound, const hlo_comp *compiled) {
-  bool *moved = calloc((size_t)bound->instr_count + 1, sizeof(bool));
+  bool *moved = hlo_calloc((size_t)bound->instr_count + 1, sizeof(bool));
   for (int i = 0; moved && i < bound->instr_count; i++) {
     const hlo_instr *b = bound->instrs[i], *c = compiled->instrs[i];
     bool m = !hlo_shape_equal(&b->shape, &c->shape);
@@ -170,7 +170,7 @@ static void mark_called(const hlo_comp *comp, bool *called) {
  * the passes inlined may: their copies in the entry were rebound.) */
 static hlo_status check_callees(const hlo_module *bound, const hlo_instr **at_binding, int32_t count,
                                 hlo_diag *diag) {
-  bool *called = calloc((size_t)bound->comp_count + 1, sizeof(bool));
+  bool *called = hlo_calloc((size_t)bound->comp_count + 1, sizeof(bool));
   if (!called) return hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory binding");
   mark_called(bound->entry, called);
   hlo_status status = HLO_OK;
@@ -216,7 +216,7 @@ hlo_module *rt_cpu_bind_module(const hlo_module *source, const hlo_module *optim
   int32_t count = 0, source_count = 0;
   const hlo_instr **at_binding = flatten(binding, &count), **at_source = flatten(source, &source_count);
   hlo_module *bound = hlo_module_new(optimized->name);
-  hlo_comp **comps = bound ? malloc(sizeof *comps * ((size_t)optimized->comp_count + 1)) : NULL;
+  hlo_comp **comps = bound ? hlo_malloc(sizeof *comps * ((size_t)optimized->comp_count + 1)) : NULL;
   hlo_status status = at_binding && at_source && comps ? HLO_OK : hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory binding");
   if (status == HLO_OK) {
     bound->comps = comps;

@@ -78,10 +78,10 @@ typedef struct uses {
 
 static bool count_uses(const rt_cpu_plan *plan, const hlo_comp *entry, uses *u) {
   int n = plan->step_count;
-  u->count = calloc((size_t)n + 1, sizeof(int));
-  u->last_user = calloc((size_t)n + 1, sizeof(int));
-  u->folded = calloc((size_t)n + 1, sizeof(int));
-  u->result = calloc((size_t)n + 1, sizeof(bool));
+  u->count = hlo_calloc((size_t)n + 1, sizeof(int));
+  u->last_user = hlo_calloc((size_t)n + 1, sizeof(int));
+  u->folded = hlo_calloc((size_t)n + 1, sizeof(int));
+  u->result = hlo_calloc((size_t)n + 1, sizeof(bool));
   if (!u->count || !u->last_user || !u->folded || !u->result) return false;
   for (int i = 0; i < n; i++) {
     const hlo_instr *instr = plan->steps[i].instr;
@@ -415,7 +415,7 @@ static const hlo_instr *reduce_tail(const rt_cpu_plan *plan, const uses *u, int 
  * nothing over the plain kernel (one op without folded loads). *oom on allocation failure. */
 static rt_cpu_fusion *build_program(builder *b, int root, int size, bool *oom) {
   const hlo_instr *instr = b->plan->steps[root].instr;
-  rt_cpu_fusion *f = calloc(1, sizeof *f);
+  rt_cpu_fusion *f = hlo_calloc(1, sizeof *f);
   if (!f) {
     *oom = true;
     return NULL;
@@ -434,8 +434,8 @@ static rt_cpu_fusion *build_program(builder *b, int root, int size, bool *oom) {
   f->result = emit(b, instr);
   bool worth = size >= 2 || b->folds || f->tail;
   bool kept = !b->failed && worth && assign_tiles(f);
-  fusion_instr *instrs = kept ? malloc(sizeof(fusion_instr) * (size_t)(f->instr_count + 1)) : NULL;
-  int *inputs = kept ? malloc(sizeof(int) * (size_t)(f->input_count + 1)) : NULL;
+  fusion_instr *instrs = kept ? hlo_malloc(sizeof(fusion_instr) * (size_t)(f->instr_count + 1)) : NULL;
+  int *inputs = kept ? hlo_malloc(sizeof(int) * (size_t)(f->input_count + 1)) : NULL;
   if (kept && instrs && inputs) {
     memcpy(instrs, f->instrs, sizeof(fusion_instr) * (size_t)f->instr_count);
     memcpy(inputs, f->inputs, sizeof(int) * (size_t)f->input_count);
@@ -453,10 +453,10 @@ static rt_cpu_fusion *build_program(builder *b, int root, int size, bool *oom) {
 /* A group of a dot alone, run flat on its shared weight: its program only names the result. */
 static rt_cpu_fusion *head_only(builder *b, int id, const hlo_instr *weight, bool *oom) {
   const hlo_instr *dot = b->plan->steps[id].instr;
-  rt_cpu_fusion *f = calloc(1, sizeof *f);
+  rt_cpu_fusion *f = hlo_calloc(1, sizeof *f);
   if (f) {
-    f->inputs = malloc(sizeof(int) * 4);
-    f->instrs = malloc(sizeof(fusion_instr) * 2);
+    f->inputs = hlo_malloc(sizeof(int) * 4);
+    f->instrs = hlo_malloc(sizeof(fusion_instr) * 2);
   }
   if (!f || !f->inputs || !f->instrs) {
     rt_cpu_fusion_free(f);
@@ -523,13 +523,13 @@ hlo_status rt_cpu_fuse(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag)
   for (int i = 0; i < n; i++)
     if (bitcast_broadcast(&plan->steps[i])) plan->steps[i].kind = RT_STEP_ALIAS;
   uses u;
-  int *group = malloc(sizeof(int) * ((size_t)n + 1)), *size = calloc((size_t)n + 1, sizeof(int));
-  int *reg_of = malloc(sizeof(int) * ((size_t)n + 1)), *stamp = malloc(sizeof(int) * ((size_t)n + 1));
+  int *group = hlo_malloc(sizeof(int) * ((size_t)n + 1)), *size = hlo_calloc((size_t)n + 1, sizeof(int));
+  int *reg_of = hlo_malloc(sizeof(int) * ((size_t)n + 1)), *stamp = hlo_malloc(sizeof(int) * ((size_t)n + 1));
   bool oom = !count_uses(plan, entry, &u) || !group || !size || !reg_of || !stamp;
   if (!oom) {
     for (int i = 0; i < n; i++) stamp[i] = -1;
     find_groups(plan, &u, group, size);
-    builder *b = calloc(1, sizeof *b);
+    builder *b = hlo_calloc(1, sizeof *b);
     oom = !b;
     if (b) *b = (builder){.plan = plan, .group = group, .reg_of = reg_of, .stamp = stamp, .uses = &u};
     for (int root = 0; root < n && !oom; root++) {

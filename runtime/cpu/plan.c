@@ -49,7 +49,7 @@ static void mark_reachable(const hlo_comp *comp, bool *reached) {
 /* Every instruction the entry can reach must have a kernel on one path or the other;
  * finding out now makes an unsupported op a compile error the minifier can shrink. */
 static hlo_status check_supported(const hlo_module *module, hlo_diag *diag) {
-  bool *reached = calloc((size_t)module->comp_count + 1, sizeof(bool));
+  bool *reached = hlo_calloc((size_t)module->comp_count + 1, sizeof(bool));
   if (!reached) return hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory planning");
   mark_reachable(module->entry, reached);
   hlo_status status = HLO_OK;
@@ -121,7 +121,7 @@ static rt_cpu_scratch_kernel pick_scratch(const hlo_instr *instr, int64_t *bytes
  * (or it is the root). A tuple result read only element by element can be planned per
  * element. */
 static bool *find_whole_reads(const hlo_comp *entry) {
-  bool *read_whole = calloc((size_t)entry->instr_count + 1, sizeof(bool));
+  bool *read_whole = hlo_calloc((size_t)entry->instr_count + 1, sizeof(bool));
   if (!read_whole) return NULL;
   for (int i = 0; i < entry->instr_count; i++) {
     const hlo_instr *instr = entry->instrs[i];
@@ -184,7 +184,7 @@ static int by_size_descending(const void *a, const void *b) {
  * thousand, where sorting each block's conflicts afresh cost ten. */
 static bool place_blocks(block *blocks, int count, int64_t *arena_bytes, int64_t *distinct) {
   qsort(blocks, (size_t)count, sizeof *blocks, by_size_descending);
-  block **placed = malloc(sizeof(block *) * (size_t)(count + 1));
+  block **placed = hlo_malloc(sizeof(block *) * (size_t)(count + 1));
   if (!placed) return false;
   *arena_bytes = 0;
   for (int i = 0; i < count; i++) {
@@ -243,10 +243,10 @@ static bool liveness_init(liveness *l, const rt_cpu_plan *plan) {
   for (int i = 0; i < n; i++) parts += plan->steps[i].part_count;
   *l = (liveness){.n = n, .storage_count = n + parts};
   size_t count = (size_t)l->storage_count + 1;
-  l->last = malloc(sizeof(int) * count);
-  l->owner = malloc(sizeof(int) * count);
-  l->part_first = malloc(sizeof(int) * count);
-  l->size = calloc(count, sizeof(int64_t));
+  l->last = hlo_malloc(sizeof(int) * count);
+  l->owner = hlo_malloc(sizeof(int) * count);
+  l->part_first = hlo_malloc(sizeof(int) * count);
+  l->size = hlo_calloc(count, sizeof(int64_t));
   if (!l->last || !l->owner || !l->part_first || !l->size) return false;
   int next_part = n;
   for (int i = 0; i < n; i++) {
@@ -372,14 +372,14 @@ static void write_in_place(rt_cpu_plan *plan, liveness *l) {
  * owned values, freed after their last reader. */
 static bool list_frees(rt_cpu_plan *plan, const liveness *l) {
   int n = l->n;
-  int *free_counts = calloc((size_t)n + 1, sizeof(int));
+  int *free_counts = hlo_calloc((size_t)n + 1, sizeof(int));
   if (!free_counts) return false;
   /* an alias's own index is no storage: only storages are freed */
   for (int s = 0; s < n; s++)
     if (l->last[s] < n && plan->steps[s].storage == s) free_counts[l->last[s]]++;
   bool ok = true;
   for (int i = 0; i < n && ok; i++) {
-    plan->steps[i].frees = malloc(sizeof(int) * (size_t)(free_counts[i] + 1));
+    plan->steps[i].frees = hlo_malloc(sizeof(int) * (size_t)(free_counts[i] + 1));
     ok = plan->steps[i].frees != NULL;
   }
   for (int s = 0; s < n && ok; s++)
@@ -394,7 +394,7 @@ static bool list_frees(rt_cpu_plan *plan, const liveness *l) {
 /* The most bytes live at one step: no placement can use a smaller arena, so it says how
  * close first fit came. */
 static bool peak_live_bytes(const block *blocks, int count, int n, int64_t *peak) {
-  int64_t *change = calloc((size_t)n + 2, sizeof(int64_t));
+  int64_t *change = hlo_calloc((size_t)n + 2, sizeof(int64_t));
   if (!change) return false;
   for (int b = 0; b < count; b++) {
     change[blocks[b].first] += blocks[b].size;
@@ -412,7 +412,7 @@ static bool peak_live_bytes(const block *blocks, int count, int n, int64_t *peak
 
 /* Arena offsets for every buffer and scratch block. */
 static bool place(rt_cpu_plan *plan, const liveness *l) {
-  block *blocks = malloc(sizeof(block) * (size_t)(l->storage_count + l->n + 1));
+  block *blocks = hlo_malloc(sizeof(block) * (size_t)(l->storage_count + l->n + 1));
   if (!blocks) return false;
   int count = 0;
   plan->buffer_bytes = 0;
@@ -431,7 +431,7 @@ static bool place(rt_cpu_plan *plan, const liveness *l) {
     free(blocks);
     return false;
   }
-  int64_t *offsets = malloc(sizeof(int64_t) * ((size_t)l->storage_count + 1));
+  int64_t *offsets = hlo_malloc(sizeof(int64_t) * ((size_t)l->storage_count + 1));
   bool ok = offsets != NULL;
   for (int b = 0; ok && b < count; b++) {
     if (blocks[b].storage >= 0) offsets[blocks[b].storage] = blocks[b].offset;
@@ -460,7 +460,7 @@ static bool place(rt_cpu_plan *plan, const liveness *l) {
     bool in_arena = (rt_cpu_step_writes_buffer(step) && !step->output && !step->part_count) || step->kind == RT_STEP_PART;
     if (in_arena) step->offset = offsets[step->storage];
     if (step->part_count) {
-      step->part_offsets = malloc(sizeof(int64_t) * (size_t)step->part_count);
+      step->part_offsets = hlo_malloc(sizeof(int64_t) * (size_t)step->part_count);
       ok = step->part_offsets != NULL;
       for (int p = 0; ok && p < step->part_count; p++) step->part_offsets[p] = offsets[l->part_first[i] + p];
     }
@@ -491,7 +491,7 @@ rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, hlo_diag *diag) {
     return NULL;
   }
   if (check_supported(module, diag) != HLO_OK) return NULL;
-  rt_cpu_plan *plan = calloc(1, sizeof *plan);
+  rt_cpu_plan *plan = hlo_calloc(1, sizeof *plan);
   if (!plan) {
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory planning");
     return NULL;
@@ -503,7 +503,7 @@ rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, hlo_diag *diag) {
   if (plan->dynamic) return plan; /* the whole entry runs on the reference evaluator */
   int n = entry->instr_count;
   plan->step_count = n;
-  plan->steps = calloc((size_t)n + 1, sizeof(rt_cpu_step));
+  plan->steps = hlo_calloc((size_t)n + 1, sizeof(rt_cpu_step));
   if (!plan->steps) {
     rt_cpu_plan_free(plan);
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory planning");

@@ -17,7 +17,7 @@ static rt_executable *wrap(hlo_module *module, hlo_diag *diag) {
     hlo_module_free(module);
     return NULL;
   }
-  rt_executable *exe = calloc(1, sizeof *exe);
+  rt_executable *exe = hlo_calloc(1, sizeof *exe);
   if (!exe) {
     hlo_module_free(module);
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");

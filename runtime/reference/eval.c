@@ -63,7 +63,7 @@ rt_value *rt_to_storage(rt_eval *eval, rt_value *value, hlo_dtype declared) {
 static rt_value *to_storage_shape(rt_eval *eval, rt_value *value, const hlo_shape *declared) {
   if (declared->dtype != HLO_TUPLE || value->shape.dtype != HLO_TUPLE)
     return rt_to_storage(eval, value, declared->dtype);
-  rt_value **elements = calloc((size_t)value->tuple_count + 1, sizeof(rt_value *));
+  rt_value **elements = hlo_calloc((size_t)value->tuple_count + 1, sizeof(rt_value *));
   if (!elements) return NULL;
   for (int i = 0; i < value->tuple_count; i++) {
     const hlo_shape *element_shape = i < declared->tuple_count ? &declared->tuple[i] : &value->tuple[i]->shape;
@@ -77,7 +77,7 @@ static rt_value *to_storage_shape(rt_eval *eval, rt_value *value, const hlo_shap
 static rt_value *value_from_literal(rt_eval *eval, const hlo_instr *instr, const hlo_literal *literal) {
   if (literal->shape.dtype == HLO_TUPLE) {
     int count = literal->shape.tuple_count;
-    rt_value **elements = calloc((size_t)count + 1, sizeof(rt_value *));
+    rt_value **elements = hlo_calloc((size_t)count + 1, sizeof(rt_value *));
     if (!elements) return NULL;
     bool ok = true;
     for (int i = 0; i < count && ok; i++) {
@@ -198,7 +198,7 @@ static hlo_status eval_get_tuple_element(rt_eval *eval, const hlo_instr *instr,
 
 static hlo_status eval_tuple(rt_eval *eval, const hlo_instr *instr, rt_value *const *args,
                              rt_value **out) {
-  rt_value **elements = calloc((size_t)instr->operand_count + 1, sizeof(rt_value *));
+  rt_value **elements = hlo_calloc((size_t)instr->operand_count + 1, sizeof(rt_value *));
   if (!elements) return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory");
   for (int i = 0; i < instr->operand_count; i++) elements[i] = rt_value_retain(args[i]);
   *out = rt_value_new_tuple(instr->operand_count, elements);
@@ -302,7 +302,7 @@ static rt_kernel kernel_for(hlo_opcode opcode) {
 
 /* How many times each instruction's value is still needed, so it can be freed early. */
 static int *count_uses(const hlo_comp *comp) {
-  int *uses = calloc((size_t)comp->instr_count + 1, sizeof(int));
+  int *uses = hlo_calloc((size_t)comp->instr_count + 1, sizeof(int));
   if (!uses) return NULL;
   for (int i = 0; i < comp->instr_count; i++) {
     const hlo_instr *instr = comp->instrs[i];
@@ -347,12 +347,12 @@ hlo_status rt_eval_comp(rt_eval *eval, const hlo_comp *comp, rt_value *const *ar
                         MAX_CALL_DEPTH, comp->name);
   eval->call_depth++;
   int count = comp->instr_count;
-  rt_value **values = calloc((size_t)count + 1, sizeof(rt_value *));
+  rt_value **values = hlo_calloc((size_t)count + 1, sizeof(rt_value *));
   int *uses = count_uses(comp);
   int max_operands = 1;
   for (int i = 0; i < count; i++)
     if (comp->instrs[i]->operand_count > max_operands) max_operands = comp->instrs[i]->operand_count;
-  rt_value **operand_values = calloc((size_t)max_operands, sizeof(rt_value *));
+  rt_value **operand_values = hlo_calloc((size_t)max_operands, sizeof(rt_value *));
   if (!values || !uses || !operand_values)
     status = hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in %s", comp->name);
   for (int i = 0; status == HLO_OK && i < count; i++) {

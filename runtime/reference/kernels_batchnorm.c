@@ -111,7 +111,7 @@ RT_KERNEL(rt_kernel_batch_norm_inference) {
                                               : check_args(instr, args, 1, 4, &layout);
   if (!why && !hlo_shape_is_array(&instr->shape)) why = "the result must be an array";
   if (why) return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "%s", why);
-  double *stats = malloc(sizeof(double) * (size_t)(2 * layout.features + 1));
+  double *stats = hlo_malloc(sizeof(double) * (size_t)(2 * layout.features + 1));
   if (!stats) return rt_kernel_fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
   double *mean = stats, *var = stats + layout.features;
   for (int64_t f = 0; f < layout.features; f++) {
@@ -129,7 +129,7 @@ RT_KERNEL(rt_kernel_batch_norm_training) {
                                               : check_args(instr, args, 1, 2, &layout);
   if (!why && !tuple_of_three(instr)) why = "the result must be a tuple (output, mean, variance)";
   if (why) return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "%s", why);
-  double *stats = malloc(sizeof(double) * (size_t)(2 * layout.features + 1));
+  double *stats = hlo_malloc(sizeof(double) * (size_t)(2 * layout.features + 1));
   if (!stats) return rt_kernel_fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
   double *mean = stats, *var = stats + layout.features;
   moments(args[0], &layout, mean, var);
@@ -156,7 +156,7 @@ RT_KERNEL(rt_kernel_batch_norm_grad) {
   if (!why && !tuple_of_three(instr)) why = "the result must be a tuple (grad_operand, grad_scale, grad_offset)";
   if (why) return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "%s", why);
   int64_t features = layout.features;
-  double *sums = calloc((size_t)(2 * features + 1), sizeof(double));
+  double *sums = hlo_calloc((size_t)(2 * features + 1), sizeof(double));
   if (!sums) return rt_kernel_fail(eval, instr, HLO_ERR_INTERNAL, "out of memory");
   double *sum_dy = sums, *sum_dy_xmu = sums + features;
   double epsilon = epsilon_of(instr);

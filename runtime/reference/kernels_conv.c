@@ -170,7 +170,7 @@ static const char *plan_groups(const hlo_instr *instr, const hlo_shape *in, cons
  * j = k (or taps-1-k when reversed); that is dilated input position (that - pad_low), a real
  * element only at multiples of lhs_dilate within the dilated input. */
 static bool fill_source(conv_dim *d) {
-  d->source = malloc((size_t)(d->out * d->taps + 1) * sizeof(int64_t));
+  d->source = hlo_malloc((size_t)(d->out * d->taps + 1) * sizeof(int64_t));
   if (!d->source) return false;
   int64_t dilated_in = d->in == 0 ? 0 : (d->in - 1) * d->lhs_dilate + 1;
   for (int64_t p = 0; p < d->out; p++)
@@ -207,7 +207,7 @@ static bool fill_runs(conv_plan *p) {
   const conv_dim *d = &p->dims[p->spatial - 1];
   p->by_tap = d->taps <= d->out;
   int64_t count = p->by_tap ? d->taps : d->out;
-  p->runs = malloc((size_t)(count + 1) * sizeof(conv_run));
+  p->runs = hlo_malloc((size_t)(count + 1) * sizeof(conv_run));
   if (!p->runs) return false;
   for (int64_t i = 0; i < count; i++)
     p->runs[i] = p->by_tap ? make_run(d->source + i, d->out, d->taps)      /* tap i, over p */
@@ -469,10 +469,10 @@ static bool run_tiles(const conv_job *job, int64_t begin, int64_t end) {
   const conv_plan *p = job->p;
   size_t size = hlo_dtype_size(job->work);
   tile t = {0};
-  t.offsets = malloc((size_t)(p->taps + 1) * RT_GEMM_COLS * sizeof(int64_t));
-  t.dense = malloc((size_t)(p->taps + 1) * sizeof(bool));
-  t.panel = malloc((size_t)(p->chunk * p->taps + 1) * RT_GEMM_COLS * size);
-  t.product = malloc((size_t)(p->group_out + 1) * RT_GEMM_COLS * size);
+  t.offsets = hlo_malloc((size_t)(p->taps + 1) * RT_GEMM_COLS * sizeof(int64_t));
+  t.dense = hlo_malloc((size_t)(p->taps + 1) * sizeof(bool));
+  t.panel = hlo_malloc((size_t)(p->chunk * p->taps + 1) * RT_GEMM_COLS * size);
+  t.product = hlo_malloc((size_t)(p->group_out + 1) * RT_GEMM_COLS * size);
   bool ok = t.offsets && t.dense && t.panel && t.product;
   int64_t columns = p->out_batch * p->out_plane;
   for (int64_t item = begin; ok && item < end; item++) {
@@ -549,7 +549,7 @@ static bool compute(const conv_plan *p, hlo_dtype work, const void *x, const voi
   if (job.rows) return run_items(&job, p->out_batch * p->out_features, macs);
   size_t size = hlo_dtype_size(work);
   int64_t depth = p->group_features * p->taps;
-  void *packed = malloc((size_t)(p->out_features * depth + 1) * size);
+  void *packed = hlo_malloc((size_t)(p->out_features * depth + 1) * size);
   if (!packed) return false;
   /* Each group's kernel rows, packed once, piece by piece: piece [i0, i1) of group g at
    * (g * depth + i0 * taps) * group_out. */
@@ -597,7 +597,7 @@ RT_KERNEL(rt_kernel_convolution) {
   const void *w = rt_work_view(kernel, plan.kernel_perm, work, &w_copy);
   /* The result is computed in place when it already is the canonical work array. */
   bool in_place = result->shape.dtype == work && is_identity(plan.out_perm, result->shape.rank);
-  void *y = in_place ? result->data : (y_copy = calloc((size_t)(result->count + 1), hlo_dtype_size(work)));
+  void *y = in_place ? result->data : (y_copy = hlo_calloc((size_t)(result->count + 1), hlo_dtype_size(work)));
   bool ok = x && w && y && compute(&plan, work, x, w, y, kernel->count);
   if (ok && !in_place) rt_work_store(result, plan.out_perm, y, work);
   free(x_copy);

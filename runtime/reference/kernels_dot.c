@@ -123,7 +123,7 @@ static void work_fill(const rt_value *value, const int *perm, hlo_dtype work, ch
 
 static void *work_copy(const rt_value *value, const int *perm, hlo_dtype work) {
   int64_t count = hlo_shape_elements(&value->shape);
-  char *dst = malloc((size_t)(count > 0 ? count : 1) * hlo_dtype_size(work));
+  char *dst = hlo_malloc((size_t)(count > 0 ? count : 1) * hlo_dtype_size(work));
   if (dst) work_fill(value, perm, work, dst);
   return dst;
 }
@@ -322,8 +322,8 @@ static void matmul_int(const dot_plan *p, const int64_t *a, const int64_t *b, in
 static bool matmul_float(hlo_dtype work, int64_t batch, int64_t m, int64_t n, int64_t k,
                          const void *a, const void *b, void *c) {
   size_t size = hlo_dtype_size(work);
-  void *packed = malloc((size_t)(m * k > 0 ? m * k : 1) * size);
-  void *panel = malloc((size_t)(k > 0 ? k : 1) * RT_GEMM_COLS * size);
+  void *packed = hlo_malloc((size_t)(m * k > 0 ? m * k : 1) * size);
+  void *panel = hlo_malloc((size_t)(k > 0 ? k : 1) * RT_GEMM_COLS * size);
   bool ok = packed && panel;
   for (int64_t t = 0; ok && t < batch; t++) {
     const char *bt = (const char *)b + (size_t)(t * k * n) * size;
@@ -384,7 +384,7 @@ RT_KERNEL(rt_kernel_dot) {
   void *a_copy = NULL, *b_copy = NULL;
   const void *a = rt_work_view(a_value, a_perm, work, &a_copy);
   const void *b = rt_work_view(b_value, b_perm, work, &b_copy);
-  void *c = calloc((size_t)(result->count > 0 ? result->count : 1), hlo_dtype_size(work));
+  void *c = hlo_calloc((size_t)(result->count > 0 ? result->count : 1), hlo_dtype_size(work));
   bool ok = a && b && c;
   if (ok && work == HLO_S64) matmul_int(&plan, a, b, c);
   else if (ok) ok = matmul_float(work, plan.batch, m, n, plan.k, a, b, c);

@@ -670,8 +670,8 @@ RT_KERNEL(rt_kernel_map) {
   int count = instr->operand_count;
   rt_value *result = rt_new_output(eval, instr, &instr->shape);
   if (!result) return eval->diag->status;
-  int64_t *steps = calloc((size_t)count + 1, sizeof *steps);
-  rt_value **scalars = calloc((size_t)count + 1, sizeof *scalars);
+  int64_t *steps = hlo_calloc((size_t)count + 1, sizeof *steps);
+  rt_value **scalars = hlo_calloc((size_t)count + 1, sizeof *scalars);
   hlo_status status = HLO_OK;
   if (!steps || !scalars) status = hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in map %%%s", instr->name);
   for (int k = 0; status == HLO_OK && k < count; k++)

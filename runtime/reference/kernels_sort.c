@@ -183,7 +183,7 @@ static hlo_status sort_rows(sorter *s, int64_t dimension, rt_value **outputs) {
   s->stride = stride;
   int64_t count = s->operands[0]->count;
   if (count == 0) return HLO_OK;
-  int64_t *perm = malloc(sizeof(int64_t) * (size_t)len * 2);
+  int64_t *perm = hlo_malloc(sizeof(int64_t) * (size_t)len * 2);
   if (!perm) return rt_kernel_fail(s->eval, s->instr, HLO_ERR_INTERNAL, "out of memory");
   int64_t outer = count / (len * stride);
   for (int64_t o = 0; o < outer && s->status == HLO_OK; o++) {

@@ -47,7 +47,7 @@ static const char *plan_window_dim(const hlo_window_dim *w, int64_t in, window_d
   int64_t dilated_window = w->size == 0 ? 0 : (w->size - 1) * w->rhs_dilate + 1;
   *d = (window_dim){.in = in, .size = w->size};
   d->out = padded < dilated_window || padded < 0 ? 0 : (padded - dilated_window) / w->stride + 1;
-  d->source = malloc((size_t)(d->out * d->size + 1) * sizeof(int64_t));
+  d->source = hlo_malloc((size_t)(d->out * d->size + 1) * sizeof(int64_t));
   if (!d->source) return "out of memory";
   for (int64_t p = 0; p < d->out; p++)
     for (int64_t k = 0; k < d->size; k++) {
@@ -182,7 +182,7 @@ static void release_all(rt_value **values, int count) {
 }
 
 static hlo_status reduce_windows(fold_job *job, const window_plan *plan, hlo_opcode op) {
-  int64_t *offsets = malloc((size_t)(plan->taps + 1) * sizeof(int64_t));
+  int64_t *offsets = hlo_malloc((size_t)(plan->taps + 1) * sizeof(int64_t));
   if (!offsets) return rt_kernel_fail(job->eval, job->instr, HLO_ERR_INTERNAL, "out of memory");
   hlo_status status = HLO_OK;
   int64_t pos[HLO_MAX_RANK] = {0};
@@ -336,7 +336,7 @@ static hlo_status scatter_into(scatter_job *job, int64_t at, int64_t s) {
 }
 
 static hlo_status select_and_scatter(scatter_job *job, const window_plan *plan) {
-  int64_t *offsets = malloc((size_t)(plan->taps + 1) * sizeof(int64_t));
+  int64_t *offsets = hlo_malloc((size_t)(plan->taps + 1) * sizeof(int64_t));
   if (!offsets) return rt_kernel_fail(job->eval, job->instr, HLO_ERR_INTERNAL, "out of memory");
   hlo_status status = HLO_OK;
   int64_t pos[HLO_MAX_RANK] = {0};
