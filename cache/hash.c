@@ -485,7 +485,7 @@ static void ctx_free(hash_ctx *ctx) {
   free(ctx->scratch);
 }
 
-/* NULL when memory runs out. */
+/* Room for count keys; ctx->failed set when memory runs out. */
 static cache_key *ctx_scratch(hash_ctx *ctx, int count) {
   if (count > ctx->scratch_capacity) {
     if (!ctx_grow(ctx, &ctx->scratch, sizeof(cache_key) * (size_t)count)) return NULL;
@@ -532,7 +532,7 @@ static cache_key hash_comp_body(hash_ctx *ctx, const hlo_comp *comp) {
     int operands = operand_count(instr);
     int called = called_count(instr);
     cache_key *keys = ctx_scratch(ctx, operands + called);
-    if (!keys) return marker_key("out of memory");
+    if (ctx->failed) return marker_key("out of memory");
     for (int c = 0; c < called; c++) keys[c] = callee_key(ctx, instr->called[c]);
     for (int o = 0; o < operands; o++) {
       const hlo_instr *operand = instr->operands[o];

@@ -10,6 +10,25 @@
 
 /* ---- building modules by hand ---- */
 
+/* The hashes as values; memory never runs out here (tests/test_oom.c covers that). */
+static cache_key hash_of_module(const hlo_module *m) {
+  cache_key key = {0, 0};
+  if (!cache_hash_module(m, &key)) CHECK(!"cache_hash_module ran out of memory");
+  return key;
+}
+
+static cache_key hash_of_comp(const hlo_comp *comp) {
+  cache_key key = {0, 0};
+  if (!cache_hash_comp(comp, &key)) CHECK(!"cache_hash_comp ran out of memory");
+  return key;
+}
+
+static cache_key hash_of_instr(const hlo_instr *instr, const cache_key *operand_keys) {
+  cache_key key = {0, 0};
+  if (!cache_hash_instr(instr, operand_keys, &key)) CHECK(!"cache_hash_instr ran out of memory");
+  return key;
+}
+
 static hlo_shape array(hlo_dtype dtype, int rank, int64_t d0, int64_t d1) {
   int64_t dims[2] = {d0, d1};
   return hlo_shape_make(dtype, rank, dims);
@@ -166,7 +185,7 @@ static hlo_module *build(variant v) {
 
 static cache_key module_key(variant v) {
   hlo_module *m = build(v);
-  cache_key key = cache_hash_module(m);
+  cache_key key = hash_of_module(m);
   hlo_module_free(m);
   return key;
 }
@@ -205,23 +224,23 @@ static void test_every_change_matters(void) {
 
 static void test_comp_and_module_keys(void) {
   hlo_module *m = build(BASE);
-  cache_key entry = cache_hash_comp(m->entry), callee = cache_hash_comp(m->comps[0]);
+  cache_key entry = hash_of_comp(m->entry), callee = hash_of_comp(m->comps[0]);
   CHECK(!cache_key_equal(entry, callee));
-  CHECK(!cache_key_equal(entry, cache_hash_module(m)));
+  CHECK(!cache_key_equal(entry, hash_of_module(m)));
   /* Node keys in topological order, each from its operands' keys: what capture/ computes. */
   cache_key keys[64];
   for (int i = 0; i < m->entry->instr_count; i++) {
     hlo_instr *instr = m->entry->instrs[i];
     cache_key operands[3];
     for (int o = 0; o < instr->operand_count; o++) operands[o] = keys[instr->operands[o]->id];
-    keys[i] = cache_hash_instr(instr, operands);
+    keys[i] = hash_of_instr(instr, operands);
   }
   hlo_instr *root = m->entry->root;
   cache_key operands[3] = {keys[root->operands[0]->id], keys[root->operands[1]->id],
                            keys[root->operands[2]->id]};
-  CHECK(cache_key_equal(keys[root->id], cache_hash_instr(root, operands)));
+  CHECK(cache_key_equal(keys[root->id], hash_of_instr(root, operands)));
   cache_key swapped[3] = {operands[1], operands[0], operands[2]};
-  CHECK(!cache_key_equal(keys[root->id], cache_hash_instr(root, swapped)));
+  CHECK(!cache_key_equal(keys[root->id], hash_of_instr(root, swapped)));
   hlo_module_free(m);
 }
 
@@ -357,9 +376,9 @@ static bool rich_instr_key(int mutation, cache_key *key) {
   }
   if (first_int) *first_int += 1;
 
-  cache_key operand_keys[2] = {cache_hash_instr(in->operands[0], NULL),
-                               cache_hash_instr(in->operands[1], NULL)};
-  *key = cache_hash_instr(in, operand_keys);
+  cache_key operand_keys[2] = {hash_of_instr(in->operands[0], NULL),
+                               hash_of_instr(in->operands[1], NULL)};
+  *key = hash_of_instr(in, operand_keys);
   comp->root = in;
   hlo_module_free(m);
   return true;
@@ -388,17 +407,17 @@ static void test_field_boundaries(void) {
   set_ints(m, &a->dimensions, 2, 1, 2);
   set_ints(m, &b->dimensions, 1, 1, 0);
   set_ints(m, &b->slice_starts, 1, 2, 0);
-  CHECK(!cache_key_equal(cache_hash_instr(a, NULL), cache_hash_instr(b, NULL)));
+  CHECK(!cache_key_equal(hash_of_instr(a, NULL), hash_of_instr(b, NULL)));
   a->dimensions = b->dimensions;
   a->slice_starts = b->slice_starts;
-  CHECK(cache_key_equal(cache_hash_instr(a, NULL), cache_hash_instr(b, NULL)));
+  CHECK(cache_key_equal(hash_of_instr(a, NULL), hash_of_instr(b, NULL)));
   a->custom_call_target = "ab", a->fusion_kind = "c";
   b->custom_call_target = "a", b->fusion_kind = "bc";
-  CHECK(!cache_key_equal(cache_hash_instr(a, NULL), cache_hash_instr(b, NULL)));
+  CHECK(!cache_key_equal(hash_of_instr(a, NULL), hash_of_instr(b, NULL)));
   add_raw_attr(m, a, "x", "yz");
   add_raw_attr(m, b, "xy", "z");
   b->custom_call_target = "ab", b->fusion_kind = "c";
-  CHECK(!cache_key_equal(cache_hash_instr(a, NULL), cache_hash_instr(b, NULL)));
+  CHECK(!cache_key_equal(hash_of_instr(a, NULL), hash_of_instr(b, NULL)));
   hlo_module_free(m);
 }
 
@@ -416,7 +435,7 @@ static void test_big_constant(void) {
     hlo_comp *comp = hlo_module_add_comp(m, "c");
     m->entry = comp;
     comp->root = add_constant(comp, "k", array(HLO_F32, 1, N, 0), data);
-    keys[round] = cache_hash_module(m);
+    keys[round] = hash_of_module(m);
     hlo_module_free(m);
   }
   CHECK(cache_key_equal(keys[0], keys[1]));
@@ -456,10 +475,10 @@ static void test_deep_graphs(void) {
   call->called = hlo_arena_alloc(&m->arena, sizeof(hlo_comp *));
   call->called[0] = inner;
   entry->root = call;
-  cache_key first = cache_hash_module(m), second = cache_hash_module(m);
+  cache_key first = hash_of_module(m), second = hash_of_module(m);
   CHECK(cache_key_equal(first, second));
   entry->instrs[DEPTH / 2]->opcode = HLO_OP_ABS;
-  CHECK(!cache_key_equal(first, cache_hash_module(m)));
+  CHECK(!cache_key_equal(first, hash_of_module(m)));
   hlo_module_free(m);
 }
 
@@ -474,8 +493,8 @@ static void test_recursion_terminates(void) {
   call->called = hlo_arena_alloc(&m->arena, sizeof(hlo_comp *));
   call->called[0] = comp;
   comp->root = call;
-  cache_key key = cache_hash_module(m);
-  CHECK(cache_key_equal(key, cache_hash_module(m)));
+  cache_key key = hash_of_module(m);
+  CHECK(cache_key_equal(key, hash_of_module(m)));
   hlo_module_free(m);
 }
 
@@ -508,7 +527,7 @@ static bool text_key(const char *text, cache_key *key) {
   hlo_module *m = hlo_parse_module(text, strlen(text), "test", &diag);
   CHECK_MSG(m != NULL, "%s", diag.message);
   if (!m) return false;
-  *key = cache_hash_module(m);
+  *key = hash_of_module(m);
   hlo_module_free(m);
   return true;
 }
@@ -552,13 +571,13 @@ static hlo_module *build_pinned_big(void) {
 
 static void pinned_hex(char out[33]) {
   hlo_module *m = build_pinned();
-  cache_key_hex(cache_hash_module(m), out);
+  cache_key_hex(hash_of_module(m), out);
   hlo_module_free(m);
 }
 
 static void pinned_big_hex(char out[33]) {
   hlo_module *m = build_pinned_big();
-  cache_key_hex(cache_hash_module(m), out);
+  cache_key_hex(hash_of_module(m), out);
   hlo_module_free(m);
 }
 
