@@ -246,8 +246,8 @@ hlo_module *cap_graph_lower(const cap_graph *g, hlo_diag *diag) {
   hlo_instr **outputs = hlo_malloc(sizeof(hlo_instr *) * (size_t)(g->root_count + 1));
   enum { MANY = 64 };
   hlo_instr *operand_buffer[MANY];
-  bool ok = params && lowered && outputs;
-  if (!ok) hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
+  bool ok = entry && params && lowered && outputs;
+  if (!ok) hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory lowering the graph");
   for (int i = 0; ok && i < g->param_count; i++) {
     hlo_shape shape = cap_node_shape(g->params[i]);
     ok = (params[i] = hlo_build_parameter(entry, i, &shape, NULL, diag)) != NULL;
@@ -257,7 +257,10 @@ hlo_module *cap_graph_lower(const cap_graph *g, hlo_diag *diag) {
     const cap_node *node = g->nodes[i];
     hlo_instr **operands = operand_buffer;
     if (node->operand_count > MANY) operands = hlo_malloc(sizeof(hlo_instr *) * (size_t)node->operand_count);
-    ok = operands != NULL;
+    if (!(ok = operands != NULL)) {
+      hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory lowering the graph");
+      break;
+    }
     for (int k = 0; ok && k < node->operand_count; k++) {
       const cap_node *operand = node->operands[k];
       if (operand->state == CAP_PENDING) {
@@ -285,12 +288,19 @@ hlo_module *cap_graph_lower(const cap_graph *g, hlo_diag *diag) {
       hlo_sb_printf(&sb, "%s{%d}: (%d, {}, may-alias)", i ? ", " : "", g->aliases[i].output, g->aliases[i].param);
     hlo_sb_puts(&sb, " }");
     char *text = hlo_sb_take(&sb);
-    module->raw_attrs = hlo_arena_alloc(&module->arena, sizeof(hlo_raw_attr));
-    module->raw_attrs[0].name = "input_output_alias";
-    module->raw_attrs[0].value = hlo_arena_strdup(&module->arena, text);
-    module->raw_attr_count = 1;
+    hlo_raw_attr *alias = hlo_arena_alloc(&module->arena, sizeof(hlo_raw_attr));
+    const char *value = text ? hlo_arena_strdup(&module->arena, text) : NULL;
+    if (alias && value) {
+      alias->name = "input_output_alias";
+      alias->value = value;
+      module->raw_attrs = alias;
+      module->raw_attr_count = 1;
+    } else {
+      module->arena.failed = true; /* reported just below */
+    }
     free(text);
   }
+  if (ok) ok = hlo_module_check_memory(module, "lowering the graph", diag) == HLO_OK;
   if (ok) ok = hlo_module_sort(module, diag);
   free(params);
   free(lowered);

@@ -151,7 +151,7 @@ latch_tensor *latch_from_host(latch_runtime *rt, latch_dtype dtype, int rank, co
   hlo_dtype d = cap_hlo_dtype(dtype);
   if (!check_dims("from_host", d, rank, dims)) return bad(rt);
   rt_value *value = rt_value_new_array(d, rank, dims);
-  if (!value) return cap_error(rt, "from_host: out of memory");
+  if (!value) return cap_wrap(rt, NULL); /* out of memory: NULL, as latch.h says */
   size_t bytes = (size_t)hlo_shape_bytes(&value->shape);
   if (bytes && !data) {
     rt_value_release(value);
@@ -238,7 +238,7 @@ static latch_tensor *random_tensor(latch_runtime *rt, latch_dtype dtype, int ran
   hlo_dtype d = cap_hlo_dtype(dtype);
   if (!check_dims("random", d, rank, dims)) return bad(rt);
   rt_value *value = rt_value_new_array(d, rank, dims);
-  if (!value) return cap_error(rt, "random: out of memory");
+  if (!value) return cap_wrap(rt, NULL); /* out of memory: NULL, as latch.h says */
   bool integral = !hlo_dtype_is_float(d);
   for (int64_t i = 0; i < value->count; i++) {
     double x;
