@@ -172,7 +172,9 @@ static rt_executable *cpu_compile_text(const char *text, size_t len, const char 
    * the graph as written, as BLAS's blocking is */
   hlo_pass_dot_of_repeats(module);
   openblas_set_num_threads(1);
-  rt_cpu_plan *plan = rt_cpu_plan_build(module, diag);
+  /* a pass that ran out of memory mid-rewrite leaves the module's failed flag */
+  rt_cpu_plan *plan = hlo_module_check_memory(module, "optimizing the module", diag) ? NULL
+                                                                                      : rt_cpu_plan_build(module, diag);
   rt_executable *exe = plan ? new_executable(module, plan, diag) : NULL;
   if (!exe) {
     rt_cpu_plan_free(plan);
