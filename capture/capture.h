@@ -269,6 +269,9 @@ hlo_instr *cap_lower_broadcast(hlo_comp *comp, hlo_instr *x, int rank, const int
 hlo_instr *cap_lower_scalar(hlo_comp *comp, hlo_dtype dtype, double value, hlo_diag *diag);
 hlo_instr *cap_lower_full(hlo_comp *comp, hlo_dtype dtype, int rank, const int64_t *dims, double value,
                           hlo_diag *diag);
+/* The module's shared (x, y) -> op(x, y) reducer; NULL with diag (out of memory, or no such
+ * reducer) otherwise. */
+hlo_comp *cap_lower_reducer(hlo_comp *comp, hlo_opcode op, hlo_dtype dtype, hlo_diag *diag);
 hlo_instr *cap_lower_reduce(hlo_comp *comp, hlo_instr *x, hlo_opcode op, double init, int count, const int64_t *dims,
                             hlo_diag *diag);
 

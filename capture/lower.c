@@ -44,16 +44,21 @@ hlo_instr *cap_lower_full(hlo_comp *comp, hlo_dtype dtype, int rank, const int64
   return hlo_build_broadcast(comp, scalar, rank, dims, NULL, diag);
 }
 
+hlo_comp *cap_lower_reducer(hlo_comp *comp, hlo_opcode op, hlo_dtype dtype, hlo_diag *diag) {
+  hlo_comp *reducer = hlo_shared_scalar_reducer(comp->module, op, dtype);
+  if (!reducer && comp->module->arena.failed)
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory making a %s reducer", hlo_opcode_name(op));
+  else if (!reducer)
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "no %s reducer for %s", hlo_opcode_name(op), hlo_dtype_name(dtype));
+  return reducer;
+}
+
 hlo_instr *cap_lower_reduce(hlo_comp *comp, hlo_instr *x, hlo_opcode op, double init, int count, const int64_t *dims,
                             hlo_diag *diag) {
   hlo_dtype dtype = x->shape.dtype;
-  hlo_comp *reducer = hlo_shared_scalar_reducer(comp->module, op, dtype);
-  hlo_instr *start = cap_lower_scalar(comp, dtype, init, diag);
-  if (!reducer || !start) {
-    if (!reducer)
-      hlo_diag_set(diag, HLO_ERR_INTERNAL, "no %s reducer for %s", hlo_opcode_name(op), hlo_dtype_name(dtype));
-    return NULL;
-  }
+  hlo_comp *reducer = cap_lower_reducer(comp, op, dtype, diag);
+  hlo_instr *start = reducer ? cap_lower_scalar(comp, dtype, init, diag) : NULL;
+  if (!start) return NULL;
   return hlo_build_reduce(comp, x, start, count, dims, reducer, diag);
 }
 

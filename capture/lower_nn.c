@@ -29,8 +29,8 @@ static hlo_instr *limit(hlo_comp *comp, hlo_dtype dtype, bool lowest, hlo_diag *
 
 static hlo_instr *reduce_with(hlo_comp *comp, hlo_instr *x, hlo_opcode op, hlo_instr *init, int count,
                               const int64_t *dims, hlo_diag *diag) {
-  hlo_comp *reducer = hlo_shared_scalar_reducer(comp->module, op, x->shape.dtype);
-  if (!init || !reducer) return NULL;
+  hlo_comp *reducer = init ? cap_lower_reducer(comp, op, x->shape.dtype, diag) : NULL;
+  if (!reducer) return NULL;
   return hlo_build_reduce(comp, x, init, count, dims, reducer, diag);
 }
 
@@ -65,6 +65,10 @@ typedef struct composite {
 static bool composite_begin(hlo_comp *comp, const char *name, int count, hlo_instr *const *operands, composite *c,
                             hlo_diag *diag) {
   c->callee = hlo_build_computation(comp->module, name, false);
+  if (!c->callee) {
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory lowering %s", name);
+    return false;
+  }
   for (int i = 0; i < count; i++) {
     c->params[i] = hlo_build_parameter(c->callee, i, &operands[i]->shape, NULL, diag);
     if (!c->params[i]) return false;
@@ -79,14 +83,20 @@ static hlo_instr *composite_end(hlo_comp *comp, composite *c, hlo_instr *result,
   hlo_instr *call = hlo_build_call(comp, c->callee, count, operands, diag);
   if (!call) return NULL;
   hlo_arena *arena = &comp->module->arena;
-  call->is_composite = true;
-  call->composite_name = hlo_arena_strdup(arena, name);
   char text[512];
   snprintf(text, sizeof text, "{composite.attributes=%s,composite.name=\"%s\",composite.version=\"1\"}", attributes,
            name);
-  call->raw_attrs = hlo_arena_alloc(arena, sizeof(hlo_raw_attr));
-  call->raw_attrs[0].name = "frontend_attributes";
-  call->raw_attrs[0].value = hlo_arena_strdup(arena, text);
+  const char *composite_name = hlo_arena_strdup(arena, name), *value = hlo_arena_strdup(arena, text);
+  hlo_raw_attr *attr = hlo_arena_alloc(arena, sizeof(hlo_raw_attr));
+  if (!composite_name || !value || !attr) {
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory lowering %s", name);
+    return NULL; /* the call stays behind unused; the module's failed flag is set */
+  }
+  call->is_composite = true;
+  call->composite_name = composite_name;
+  attr->name = "frontend_attributes";
+  attr->value = value;
+  call->raw_attrs = attr;
   call->raw_attr_count = 1;
   return call;
 }
@@ -278,9 +288,9 @@ static hlo_instr *lower_pool(hlo_comp *comp, const cap_node *node, hlo_instr *x,
   }
   hlo_dtype dtype = x->shape.dtype;
   hlo_opcode op = avg ? HLO_OP_ADD : HLO_OP_MAXIMUM;
-  hlo_comp *reducer = hlo_shared_scalar_reducer(comp->module, op, dtype);
-  hlo_instr *init = avg ? cap_lower_scalar(comp, dtype, 0, diag) : limit(comp, dtype, true, diag);
-  if (!reducer || !init) return NULL;
+  hlo_comp *reducer = cap_lower_reducer(comp, op, dtype, diag);
+  hlo_instr *init = !reducer ? NULL : avg ? cap_lower_scalar(comp, dtype, 0, diag) : limit(comp, dtype, true, diag);
+  if (!init) return NULL;
   hlo_instr *out = hlo_build_reduce_window(comp, x, init, &window, reducer, diag);
   if (!out || !avg) return out;
   return binary(comp, HLO_OP_DIVIDE, out, full_like(comp, out, (double)(node->attrs[0] * node->attrs[1]), diag),

@@ -55,8 +55,10 @@ static bool make_constant(hlo_module *module, hlo_instr *instr, const rt_value *
       value->count != hlo_shape_elements(&instr->shape))
     return false;
   hlo_literal *literal = hlo_arena_alloc(&module->arena, sizeof *literal);
+  void *data = hlo_arena_memdup(&module->arena, value->data, (size_t)hlo_shape_bytes(&value->shape));
+  if (!literal || !data) return false; /* module->arena.failed says why */
   literal->shape = instr->shape;
-  literal->data = hlo_arena_memdup(&module->arena, value->data, (size_t)hlo_shape_bytes(&value->shape));
+  literal->data = data;
   make_leaf(instr, HLO_OP_CONSTANT);
   instr->literal = literal;
   return true;
@@ -125,7 +127,7 @@ static bool apply(hlo_module *copy, const hlo_module *module, rt_value *const *i
     if (!old_params[p]) continue;
     new_inputs[params] = inputs ? rt_value_retain(inputs[p]) : NULL;
     old_params[p]->parameter_number = params++;
-    hlo_comp_set_param(entry, old_params[p]);
+    ok = hlo_comp_set_param(entry, old_params[p]) && ok;
   }
   for (int i = 0; i < n && ok; i++) {
     if (!live[i]) continue;
@@ -136,7 +138,7 @@ static bool apply(hlo_module *copy, const hlo_module *module, rt_value *const *i
       make_leaf(instr, HLO_OP_PARAMETER);
       instr->parameter_number = params;
       new_inputs[params++] = values ? rt_value_retain(values[i]) : NULL;
-      hlo_comp_set_param(entry, instr);
+      ok = hlo_comp_set_param(entry, instr);
     } else if (plan->disp[i] == MIN_TO_CONST && instr->opcode != HLO_OP_CONSTANT) {
       ok = values && make_constant(copy, instr, values[i]);
     }
@@ -147,7 +149,8 @@ static bool apply(hlo_module *copy, const hlo_module *module, rt_value *const *i
   free(instrs);
   free(old_params);
   if (!ok) {
-    hlo_diag_set(diag, HLO_ERR_INTERNAL, "a promoted instruction has no usable reference value");
+    if (copy->arena.failed) hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory building a candidate");
+    else hlo_diag_set(diag, HLO_ERR_INTERNAL, "a promoted instruction has no usable reference value");
     return false;
   }
   entry->instr_count = count;

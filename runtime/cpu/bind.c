@@ -64,7 +64,8 @@ static hlo_status check_same_graph(const hlo_module *source, const hlo_module *b
   return HLO_OK;
 }
 
-/* The entry of optimized, rebuilt in bound's arena at the binding's sizes. */
+/* The entry of optimized, rebuilt in bound's arena at the binding's sizes; NULL when memory
+ * runs out. */
 static hlo_comp *copy_entry(hlo_module *bound, const hlo_comp *entry, const hlo_instr **at_binding,
                             int32_t binding_count) {
   hlo_arena *arena = &bound->arena;
@@ -84,9 +85,11 @@ static hlo_comp *copy_entry(hlo_module *bound, const hlo_comp *entry, const hlo_
   for (int i = 0; i < entry->instr_count; i++) {
     const hlo_instr *src = entry->instrs[i];
     hlo_instr *copy = copies[i] = hlo_arena_alloc(arena, sizeof *copy);
+    hlo_instr **operands = hlo_arena_alloc(arena, sizeof(hlo_instr *) * ((size_t)src->operand_count + 1));
+    if (!copy || !operands) break; /* arena->failed: reported below */
     *copy = *src;
     copy->parent = comp;
-    copy->operands = hlo_arena_alloc(arena, sizeof(hlo_instr *) * ((size_t)src->operand_count + 1));
+    copy->operands = operands;
     for (int k = 0; k < src->operand_count; k++) copy->operands[k] = copies[src->operands[k]->id];
     if (src->origin < 1 || src->origin > binding_count) continue; /* made by a pass: keeps its shape */
     const hlo_instr *origin = at_binding[src->origin - 1];
@@ -95,6 +98,11 @@ static hlo_comp *copy_entry(hlo_module *bound, const hlo_comp *entry, const hlo_
       copy->slice_starts = hlo_ints_copy(arena, origin->slice_starts.count, origin->slice_starts.values);
       copy->slice_limits = hlo_ints_copy(arena, origin->slice_limits.count, origin->slice_limits.values);
     }
+  }
+  if (arena->failed) { /* a copy, shape or slice bound is missing */
+    free(copies);
+    free(params);
+    return NULL;
   }
   for (int p = 0; p < entry->param_count; p++) params[p] = entry->params[p] ? copies[entry->params[p]->id] : NULL;
   comp->root = copies[entry->root->id];

@@ -202,8 +202,10 @@ static hlo_status eval_tuple(rt_eval *eval, const hlo_instr *instr, rt_value *co
   if (!elements) return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory");
   for (int i = 0; i < instr->operand_count; i++) elements[i] = rt_value_retain(args[i]);
   *out = rt_value_new_tuple(instr->operand_count, elements);
+  if (!*out)
+    for (int i = 0; i < instr->operand_count; i++) rt_value_release(elements[i]);
   free(elements);
-  return HLO_OK;
+  return *out ? HLO_OK : hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory making tuple %%%s", instr->name);
 }
 
 static hlo_status eval_get_dimension_size(rt_eval *eval, const hlo_instr *instr,
