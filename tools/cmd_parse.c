@@ -110,6 +110,7 @@ static int parse_one(const char *path, bool print_text) {
       if (printed++ > 0) fputs("// -----\n", stdout);
       char *text = hlo_module_to_text(parsed[m].module);
       if (text) fputs(text, stdout);
+      else cli_error("%s: module %s: out of memory printing it", path, modules[m]->name), worst = CLI_INTERNAL;
       free(text);
     }
   }
