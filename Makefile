@@ -185,7 +185,7 @@ FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD = build-fuzz
 LATCH_CORPUS ?= ../shared/corpus/xla
-FUZZ_PARSER_C = hlo/lex.c $(wildcard hlo/parse*.c) hlo/ir.c hlo/shape.c hlo/dtype.c hlo/arena.c hlo/diag.c hlo/strbuf.c
+FUZZ_PARSER_C = hlo/lex.c $(wildcard hlo/parse*.c) hlo/ir.c hlo/shape.c hlo/dtype.c hlo/alloc.c hlo/arena.c hlo/diag.c hlo/strbuf.c
 
 $(FUZZ_BUILD)/fuzz_parse: tests/fuzz/fuzz_parse.c $(FUZZ_PARSER_C) $(wildcard hlo/*.h hlo/*.def)
 	@mkdir -p $(dir $@)
@@ -208,7 +208,7 @@ fuzz: $(FUZZ_BUILD)/fuzz_parse
 
 # `make fuzz-npy`: libFuzzer on the .npy reader (tests/fuzz/fuzz_npy.c), clang + ASan + UBSan,
 # seeded with three small hand-made files, run for FUZZ_SECONDS.
-NPY_FUZZ_C = runtime/npy.c runtime/value.c hlo/shape.c hlo/dtype.c hlo/arena.c hlo/diag.c hlo/strbuf.c
+NPY_FUZZ_C = runtime/npy.c runtime/value.c hlo/shape.c hlo/dtype.c hlo/alloc.c hlo/arena.c hlo/diag.c hlo/strbuf.c
 
 $(FUZZ_BUILD)/fuzz_npy: tests/fuzz/fuzz_npy.c $(NPY_FUZZ_C) runtime/runtime.h hlo/hlo.h
 	@mkdir -p $(dir $@)
