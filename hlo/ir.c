@@ -87,18 +87,20 @@ hlo_status hlo_module_check_memory(const hlo_module *module, const char *what, h
   return hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory %s", what);
 }
 
-/* Grows *items (a table of *capacity items) to hold needed; false, with the module's failed
- * flag set and the table as it was, when memory runs out. */
-static bool grow(hlo_module *module, void **items, int *capacity, int needed, size_t item_size) {
+/* Grows the table *items_ptr (a T **, passed as void *) of *capacity items to hold needed;
+ * false, with the module's failed flag set and the table as it was, when memory runs out. */
+static bool grow(hlo_module *module, void *items_ptr, int *capacity, int needed, size_t item_size) {
   if (needed <= *capacity) return true;
   int cap = *capacity ? *capacity : 8;
   while (cap < needed) cap *= 2;
-  void *grown = hlo_realloc(*items, (size_t)cap * item_size);
+  void *items;
+  memcpy(&items, items_ptr, sizeof items);
+  void *grown = hlo_realloc(items, (size_t)cap * item_size);
   if (!grown) {
     module->arena.failed = true;
     return false;
   }
-  *items = grown;
+  memcpy(items_ptr, &grown, sizeof grown);
   *capacity = cap;
   return true;
 }
@@ -108,7 +110,7 @@ hlo_comp *hlo_module_add_comp(hlo_module *module, const char *name) {
   if (!comp) return NULL;
   comp->name = hlo_arena_strdup(&module->arena, name);
   comp->module = module;
-  if (!comp->name || !grow(module, (void **)&module->comps, &module->comp_capacity, module->comp_count + 1,
+  if (!comp->name || !grow(module, &module->comps, &module->comp_capacity, module->comp_count + 1,
                            sizeof(hlo_comp *)))
     return NULL;
   comp->id = module->comp_count;
@@ -137,7 +139,7 @@ hlo_instr *hlo_comp_append(hlo_comp *comp, hlo_opcode opcode, const char *name,
   for (int i = 0; i < operand_count; i++) instr->operands[i] = operands ? operands[i] : NULL;
   instr->feature_group_count = 1;
   instr->batch_group_count = 1;
-  if (!grow(comp->module, (void **)&comp->instrs, &comp->instr_capacity, comp->instr_count + 1,
+  if (!grow(comp->module, &comp->instrs, &comp->instr_capacity, comp->instr_count + 1,
             sizeof(hlo_instr *)))
     return NULL;
   instr->id = comp->instr_count;
