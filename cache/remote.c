@@ -64,9 +64,9 @@ void remote_warn_entry(cache_remote *remote, const char *name, cache_disk_proble
 /* ---- open, close ---- */
 
 cache_remote *cache_remote_open(const cache_remote_config *config, const char *secret, hlo_diag *diag) {
-  cache_remote *remote = calloc(1, sizeof *remote);
+  cache_remote *remote = hlo_calloc(1, sizeof *remote);
   size_t secret_len = secret ? strlen(secret) : 0;
-  if (remote && secret_len && (remote->secret = malloc(secret_len))) memcpy(remote->secret, secret, secret_len);
+  if (remote && secret_len && (remote->secret = hlo_malloc(secret_len))) memcpy(remote->secret, secret, secret_len);
   if (!remote || (secret_len && !remote->secret)) {
     free(remote);
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory opening the remote compile cache");
@@ -234,7 +234,7 @@ bool cache_remote_get(cache_remote *remote, cache_key key, const char *fingerpri
   bool hit = false;
   if (remote_call(remote, 2, argv, NULL, &reply)) {
     if (reply->type == REDIS_REPLY_STRING) {
-      cache_disk_entry_info *info = malloc(sizeof *info); /* 4 KiB of fingerprint: not on the stack */
+      cache_disk_entry_info *info = hlo_malloc(sizeof *info); /* 4 KiB of fingerprint: not on the stack */
       const unsigned char *payload = NULL;
       cache_disk_problem problem = info ? remote_entry_decode((const unsigned char *)reply->str, reply->len, &key,
                                                               fingerprint, remote->secret, remote->secret_len, info,
@@ -242,7 +242,7 @@ bool cache_remote_get(cache_remote *remote, cache_key key, const char *fingerpri
                                         : CACHE_DISK_READ_ERROR;
       if (problem == CACHE_DISK_OK) {
         *len = (size_t)info->payload_bytes;
-        *bytes = malloc(*len ? *len : 1);
+        *bytes = hlo_malloc(*len ? *len : 1);
         if (*bytes) memcpy(*bytes, payload, *len);
         hit = *bytes != NULL;
       } else if (problem != CACHE_DISK_READ_ERROR) {

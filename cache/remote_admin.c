@@ -124,7 +124,7 @@ static void count_lease(void *ctx, const char *key, size_t len) {
 hlo_status cache_remote_scan(cache_remote *remote, bool check, bool fix, cache_disk_visit_fn visit, void *ctx,
                              cache_disk_summary *summary, hlo_diag *diag) {
   memset(summary, 0, sizeof *summary);
-  scan_state s = {remote, check, fix, false, visit, ctx, summary, malloc(sizeof(cache_disk_entry_info))};
+  scan_state s = {remote, check, fix, false, visit, ctx, summary, hlo_malloc(sizeof(cache_disk_entry_info))};
   if (!s.info) return hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
   bool ok = scan_keys(remote, "latch:????????????????????????????????", scan_one, &s) && !s.failed &&
             scan_keys(remote, "latch:lease:*", count_lease, summary);
@@ -221,7 +221,7 @@ static void push_one(void *ctx, const cache_disk_entry_info *entry) {
     return;
   }
   snprintf(path, sizeof path, "%s/%s", c->dir, entry->name);
-  cache_disk_entry_info *info = malloc(sizeof *info);
+  cache_disk_entry_info *info = hlo_malloc(sizeof *info);
   void *payload = NULL;
   int errnum = 0;
   if (info && cache_disk_read_entry(path, true, NULL, info, &payload, &errnum, NULL, NULL, false) == CACHE_DISK_OK &&
@@ -256,7 +256,7 @@ static void pull_one(void *ctx, const cache_disk_entry_info *entry) {
   }
   size_t secret_len;
   const unsigned char *secret = remote_secret(c->remote, &secret_len), *payload = NULL;
-  cache_disk_entry_info *info = malloc(sizeof *info);
+  cache_disk_entry_info *info = hlo_malloc(sizeof *info);
   bool ok = info && value->type == REDIS_REPLY_STRING &&
             remote_entry_decode((const unsigned char *)value->str, value->len, &entry->key, entry->fingerprint, secret,
                                 secret_len, info, &payload) == CACHE_DISK_OK &&

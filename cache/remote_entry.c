@@ -38,7 +38,7 @@ unsigned char *remote_entry_encode(cache_key key, const char *fingerprint, const
   size_t entry_len = CACHE_DISK_HEADER_BYTES + fingerprint_len + len;
   size_t total = entry_len + (secret_len ? REMOTE_TRAILER_BYTES : 0);
   if (fingerprint_len > CACHE_DISK_FINGERPRINT_MAX || total < len) return NULL;
-  unsigned char *value = malloc(total);
+  unsigned char *value = hlo_malloc(total);
   if (!value) return NULL;
   cache_disk_header_encode(key, fingerprint, fingerprint_len, payload, len, value);
   memcpy(value + CACHE_DISK_HEADER_BYTES, fingerprint, fingerprint_len);

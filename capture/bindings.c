@@ -54,7 +54,7 @@ static int slot(cap_entry *e, cap_kept **dropped) {
   if (e->kept_count == e->kept_capacity) {
     int capacity = e->kept_capacity ? e->kept_capacity * 2 : 8;
     if (capacity > CAP_BINDINGS_KEPT) capacity = CAP_BINDINGS_KEPT;
-    cap_kept **grown = realloc(e->kept, sizeof *grown * (size_t)capacity);
+    cap_kept **grown = hlo_realloc(e->kept, sizeof *grown * (size_t)capacity);
     if (!grown) return -1;
     e->kept = grown;
     e->kept_capacity = capacity;
@@ -63,8 +63,8 @@ static int slot(cap_entry *e, cap_kept **dropped) {
 }
 
 cap_kept *cap_bindings_keep(latch_runtime *rt, cap_entry *e, const cap_spec *made) {
-  cap_kept *kept = malloc(sizeof *kept);
-  int64_t *bindings = malloc(sizeof(int64_t) * ((size_t)e->symbol_count + 1));
+  cap_kept *kept = hlo_malloc(sizeof *kept);
+  int64_t *bindings = hlo_malloc(sizeof(int64_t) * ((size_t)e->symbol_count + 1));
   if (!kept || !bindings) {
     free(kept);
     free(bindings);

@@ -109,8 +109,12 @@ static int parse_one(const char *path, bool print_text) {
       /* The separator keeps a multi-module file parseable as one after printing. */
       if (printed++ > 0) fputs("// -----\n", stdout);
       char *text = hlo_module_to_text(parsed[m].module);
-      if (text) fputs(text, stdout);
-      else cli_error("%s: module %s: out of memory printing it", path, modules[m]->name), worst = CLI_INTERNAL;
+      if (text) {
+        fputs(text, stdout);
+      } else {
+        cli_error("%s: module %s: out of memory printing it", path, parsed[m].module->name);
+        worst = CLI_INTERNAL;
+      }
       free(text);
     }
   }
