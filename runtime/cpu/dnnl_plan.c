@@ -32,9 +32,9 @@ static void free_users(users *u) {
 
 static bool find_users(const hlo_comp *entry, users *u) {
   size_t n = (size_t)entry->instr_count + 1;
-  u->count = calloc(n, sizeof(int));
-  u->only = calloc(n, sizeof(const hlo_instr *));
-  u->result = calloc(n, sizeof(bool));
+  u->count = hlo_calloc(n, sizeof(int));
+  u->only = hlo_calloc(n, sizeof(const hlo_instr *));
+  u->result = hlo_calloc(n, sizeof(bool));
   if (!u->count || !u->only || !u->result) return false;
   for (int i = 0; i < entry->instr_count; i++) {
     const hlo_instr *instr = entry->instrs[i];
@@ -201,7 +201,7 @@ static void take_back(rt_cpu_dnnl *d, marks m) {
  * stops before an instruction another one took, and reads no value another one keeps
  * inside (both may end at one residual add: the first takes it). */
 static rt_cpu_dnnl *candidate(const hlo_instr *conv, const users *u, rt_cpu_dnnl *const *owner, marks *before) {
-  rt_cpu_dnnl *d = calloc(1, sizeof *d);
+  rt_cpu_dnnl *d = hlo_calloc(1, sizeof *d);
   if (!d) return NULL;
   d->conv = conv;
   d->weight_param = -1;
@@ -306,7 +306,7 @@ static bool only_absorbed_users(const rt_cpu_plan *plan, rt_cpu_dnnl *const *own
  * read only by other such members follows them). */
 static bool apply(rt_cpu_plan *plan, rt_cpu_dnnl **at_root, rt_cpu_dnnl *const *owner, const users *u) {
   int n = plan->step_count;
-  bool *member = calloc((size_t)n + 1, sizeof(bool));
+  bool *member = hlo_calloc((size_t)n + 1, sizeof(bool));
   if (!member) return false;
   for (int i = 0; i < n; i++) {
     rt_cpu_dnnl *d = at_root[i];
@@ -332,7 +332,7 @@ static bool apply(rt_cpu_plan *plan, rt_cpu_dnnl **at_root, rt_cpu_dnnl *const *
 hlo_status rt_cpu_dnnl_plan(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag) {
   int n = plan->step_count;
   users u = {0};
-  rt_cpu_dnnl **at_root = calloc((size_t)n + 1, sizeof *at_root), **owner = calloc((size_t)n + 1, sizeof *owner);
+  rt_cpu_dnnl **at_root = hlo_calloc((size_t)n + 1, sizeof *at_root), **owner = hlo_calloc((size_t)n + 1, sizeof *owner);
   bool ok = at_root && owner && find_users(entry, &u);
   for (int i = 0; i < n && ok; i++) {
     const hlo_instr *instr = plan->steps[i].instr;
