@@ -21,8 +21,8 @@ static void note(min_repro_content *c, int index, const rt_value *value, double 
 static hlo_module *embed(const min_report *report, double *budget, min_repro_content *c, hlo_diag *diag) {
   const hlo_comp *entry = report->module->entry;
   int n = entry->instr_count;
-  min_disp *disp = calloc((size_t)n + 1, sizeof *disp);
-  rt_value **values = calloc((size_t)n + 1, sizeof *values);
+  min_disp *disp = hlo_calloc((size_t)n + 1, sizeof *disp);
+  rt_value **values = hlo_calloc((size_t)n + 1, sizeof *values);
   hlo_module *module = NULL;
   if (disp && values) {
     for (int p = 0; p < report->input_count && p < entry->param_count; p++) {
@@ -55,7 +55,7 @@ hlo_status min_repro_content_make(const min_report *report, bool single_file, do
     c->module = embed(report, &budget, c, diag);
     if (!c->module) return diag->status;
   } else {
-    c->inputs = calloc((size_t)report->input_count + 1, sizeof *c->inputs);
+    c->inputs = hlo_calloc((size_t)report->input_count + 1, sizeof *c->inputs);
     if (!c->inputs) return hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
     for (int i = 0; i < report->input_count; i++) c->inputs[i] = rt_value_retain(report->inputs[i]);
     c->input_count = report->input_count;

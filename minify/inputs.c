@@ -24,7 +24,7 @@ static hlo_module *replaced(min_ctx *ctx, int p, double value, rt_value ***input
   if (leaf) {
     hlo_replace_uses(entry, param, leaf);
     if (hlo_comp_sort(entry, &diag)) {
-      min_disp *disp = calloc((size_t)entry->instr_count + 1, sizeof *disp);
+      min_disp *disp = hlo_calloc((size_t)entry->instr_count + 1, sizeof *disp);
       min_plan plan = {disp, NULL, 0};
       if (disp)
         result = min_build(copy, ctx->shapes_only ? NULL : ctx->inputs, NULL, &plan, inputs, input_count, &diag);
@@ -70,7 +70,7 @@ bool min_strategy_inputs(min_ctx *ctx) {
   for (bool adopted = true; adopted && min_inputs_large(ctx) && !min_stopped(ctx);) {
     const hlo_comp *entry = ctx->module->entry;
     int n = entry->param_count;
-    double (*order)[2] = calloc((size_t)n + 1, sizeof *order); /* {bytes, parameter} */
+    double (*order)[2] = hlo_calloc((size_t)n + 1, sizeof *order); /* {bytes, parameter} */
     if (!order) return won;
     for (int p = 0; p < n; p++) {
       order[p][0] = (double)hlo_shape_bytes(&entry->params[p]->shape);

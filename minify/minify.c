@@ -310,7 +310,7 @@ static bool start(min_ctx *ctx, const hlo_module *module, rt_value *const *input
   hlo_module *copy = hlo_module_clone(module, ctx->diag);
   if (!copy) return false;
   if (ctx->shapes_only) input_count = module->entry->param_count;
-  rt_value **copies = calloc((size_t)input_count + 1, sizeof(rt_value *));
+  rt_value **copies = hlo_calloc((size_t)input_count + 1, sizeof(rt_value *));
   if (!copies) {
     hlo_module_free(copy);
     hlo_diag_set(ctx->diag, HLO_ERR_INTERNAL, "out of memory");

@@ -43,7 +43,7 @@ static bool promotable(const hlo_instr *instr) {
 /* The current module's ops not found yet; a tuple root is structure, not a suspect. */
 static bool list_ops(needed *s, const hlo_comp *entry) {
   free(s->ops);
-  s->ops = malloc(sizeof(int) * (size_t)(entry->instr_count + 1));
+  s->ops = hlo_malloc(sizeof(int) * (size_t)(entry->instr_count + 1));
   if (!s->ops) return false;
   s->op_count = 0;
   for (int i = 0; i < entry->instr_count; i++) {
@@ -67,7 +67,7 @@ static bool try_keep(min_ctx *ctx, needed *s, int prefix, int extra) {
     if (is_found(s, entry->instrs[i]->name)) s->keep[i] = true;
   /* used[i]: an op of the set reads i, so i's value shows in its users' outputs; unless the
    * module returns i itself: an output stays an output (a user may hide an error). */
-  bool *used = calloc((size_t)n + 1, sizeof *used);
+  bool *used = hlo_calloc((size_t)n + 1, sizeof *used);
   if (!used) return false;
   for (int i = 0; i < n; i++)
     for (int k = 0; s->keep[i] && k < entry->instrs[i]->operand_count; k++) used[entry->instrs[i]->operands[k]->id] = true;
@@ -95,7 +95,7 @@ static int index_of(const needed *s, const hlo_comp *entry, const char *name) {
 }
 
 static int add_found(needed *s, const char *name) {
-  if (s->found_count == MAX_FOUND || !(s->found[s->found_count] = strdup(name))) return -1;
+  if (s->found_count == MAX_FOUND || !(s->found[s->found_count] = hlo_strdup(name))) return -1;
   s->found_count++;
   return 0;
 }
@@ -138,9 +138,9 @@ static int round_(min_ctx *ctx, needed *s) {
 bool min_strategy_needed(min_ctx *ctx) {
   int n = ctx->module->entry->instr_count;
   needed s = {0};
-  s.keep = calloc((size_t)n + 1, sizeof *s.keep);
-  s.disp = calloc((size_t)n + 1, sizeof *s.disp);
-  s.outputs = calloc((size_t)n + 1, sizeof *s.outputs);
+  s.keep = hlo_calloc((size_t)n + 1, sizeof *s.keep);
+  s.disp = hlo_calloc((size_t)n + 1, sizeof *s.disp);
+  s.outputs = hlo_calloc((size_t)n + 1, sizeof *s.outputs);
   int wins = ctx->report->wins[MIN_NEEDED];
   int verdict = s.keep && s.disp && s.outputs ? 0 : -1;
   while (verdict == 0 && !min_stopped(ctx)) verdict = round_(ctx, &s);

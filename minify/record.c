@@ -46,7 +46,7 @@ static bool grow(min_record *record) {
   int capacity = record->capacity ? record->capacity * 2 : 1024;
   entry *old = record->slots;
   int old_capacity = record->capacity;
-  record->slots = calloc((size_t)capacity, sizeof *record->slots);
+  record->slots = hlo_calloc((size_t)capacity, sizeof *record->slots);
   if (!record->slots) {
     record->slots = old;
     return false;
@@ -63,7 +63,7 @@ static bool grow(min_record *record) {
 }
 
 min_record *min_record_new(void) {
-  return calloc(1, sizeof(min_record));
+  return hlo_calloc(1, sizeof(min_record));
 }
 
 void min_record_free(min_record *record) {
@@ -84,7 +84,7 @@ bool min_record_put(min_record *record, const char *name, bool fp64, rt_value *v
   entry *e = find(record, name);
   if (!e) return false;
   if (!e->name || e->name == tombstone) {
-    char *copy = strdup(name);
+    char *copy = hlo_strdup(name);
     if (!copy) return false;
     if (!e->name) record->used++;
     *e = (entry){copy, {NULL, NULL}};
@@ -120,8 +120,8 @@ static rt_value *value_of(const min_record *record, const hlo_instr *instr, bool
   rt_value *known = min_record_get(record, instr->name, fp64);
   if (known) return rt_value_retain(known);
   if (instr->opcode != HLO_OP_TUPLE) return NULL;
-  rt_value *tuple = calloc(1, sizeof *tuple);
-  rt_value **elements = calloc((size_t)instr->operand_count + 1, sizeof *elements);
+  rt_value *tuple = hlo_calloc(1, sizeof *tuple);
+  rt_value **elements = hlo_calloc((size_t)instr->operand_count + 1, sizeof *elements);
   bool ok = tuple && elements;
   for (int i = 0; ok && i < instr->operand_count; i++) ok = (elements[i] = value_of(record, instr->operands[i], fp64));
   if (!ok) {

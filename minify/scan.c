@@ -42,7 +42,7 @@ static void observe(void *context, const hlo_instr *instr, rt_value *value) {
  * for none. */
 static int *last_users(const hlo_comp *entry) {
   int n = entry->instr_count;
-  int *last = malloc(sizeof(int) * (size_t)(n + 1));
+  int *last = hlo_malloc(sizeof(int) * (size_t)(n + 1));
   if (!last) return NULL;
   for (int i = 0; i < n; i++) last[i] = -1;
   for (int i = 0; i < n; i++)
@@ -93,7 +93,7 @@ static void plan_group(const hlo_comp *entry, const int *last, const min_record 
  * values; the original's own parameters their inputs. New references. */
 static rt_value **fp64_inputs(const hlo_module *candidate, rt_value *const *inputs, const min_record *record) {
   const hlo_comp *entry = candidate->entry;
-  rt_value **out = calloc((size_t)entry->param_count + 1, sizeof *out);
+  rt_value **out = hlo_calloc((size_t)entry->param_count + 1, sizeof *out);
   if (!out) return NULL;
   for (int i = 0; i < entry->param_count; i++) {
     rt_value *fp64 = min_record_get(record, entry->params[i]->name, true);
@@ -178,9 +178,9 @@ bool min_scan_accuracy(min_ctx *ctx, double budget_bytes) {
   int n = entry->instr_count;
   ctx->record = min_record_new();
   group g = {0};
-  g.disp = calloc((size_t)n + 1, sizeof *g.disp);
-  g.outputs = calloc((size_t)n + 1, sizeof *g.outputs);
-  g.values = calloc((size_t)n + 1, sizeof *g.values);
+  g.disp = hlo_calloc((size_t)n + 1, sizeof *g.disp);
+  g.outputs = hlo_calloc((size_t)n + 1, sizeof *g.outputs);
+  g.values = hlo_calloc((size_t)n + 1, sizeof *g.values);
   int *last = last_users(entry);
   /* The original stays alive while the scan builds from it: the current module's slot is
    * only replaced when a group fails. */

@@ -108,7 +108,7 @@ static hlo_module *resized(min_ctx *ctx, int64_t from, int64_t to, rt_value ***i
     return NULL;
   }
   const hlo_comp *entry = copy->entry;
-  *inputs = calloc((size_t)entry->param_count + 1, sizeof **inputs);
+  *inputs = hlo_calloc((size_t)entry->param_count + 1, sizeof **inputs);
   bool ok = *inputs != NULL;
   for (int i = 0; ok && i < entry->param_count && !ctx->shapes_only; i++) {
     const rt_value *old = ctx->inputs[i];
