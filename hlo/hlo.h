@@ -674,6 +674,14 @@ int hlo_pass_run_all(hlo_module *module);
  * reassociated sums. Returns the number of dots rewritten. */
 int hlo_pass_dot_of_repeats(hlo_module *module);
 
+/* (pass_fold_affine.c) */
+/* Folds a chain of per-channel adds, subtracts, multiplies and divides after a convolution
+ * whose weight is a parameter (batch norm in inference form) into the convolution: its
+ * weight scaled per output feature, then one per-channel add. Not exact (the scale is
+ * applied before the sums): for backends that accept reassociated products. Returns the
+ * number of convolutions folded into. */
+int hlo_pass_fold_affine(hlo_module *module);
+
 /* Points every use of from (operands of comp's instructions, and the root) at to. */
 void hlo_replace_uses(hlo_comp *comp, hlo_instr *from, hlo_instr *to);
 

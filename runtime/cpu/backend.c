@@ -103,7 +103,7 @@ static char *take_arena(rt_executable *exe, int64_t *capacity) {
   pthread_mutex_unlock(&family->pool_lock);
   if (arena) atomic_fetch_sub(&kept_arena_bytes, *capacity);
   else *capacity = exe->bound_from ? rt_cpu_aligned(need + need / 4) : need, arena = new_arena(*capacity);
-  if (arena && !kept && plan->kept_count) memset(arena + plan->kept_at, 0, sizeof(uint64_t) * (size_t)plan->kept_count);
+  if (arena && !kept && plan->kept_count) memset(arena + plan->kept_at, 0, sizeof(uint64_t) * (size_t)plan->kept_slots);
   return arena;
 }
 
@@ -171,6 +171,8 @@ static rt_executable *cpu_compile_text(const char *text, size_t len, const char 
   /* reassociates sums (the weight summed over repeated inputs first), within rounding of
    * the graph as written, as BLAS's blocking is */
   hlo_pass_dot_of_repeats(module);
+  /* batch norm after a convolution folded into its weights and bias, within rounding */
+  hlo_pass_fold_affine(module);
   openblas_set_num_threads(1);
   /* a pass that ran out of memory mid-rewrite leaves the module's failed flag */
   rt_cpu_plan *plan = hlo_module_check_memory(module, "optimizing the module", diag) ? NULL
@@ -195,6 +197,28 @@ static rt_executable *cpu_compile(const hlo_module *module, hlo_diag *diag) {
   rt_executable *exe = cpu_compile_text(text, strlen(text), "<compile>", diag);
   free(text);
   return exe;
+}
+
+/* A kept step's slots: slots[0] is its result's version (0: no result in the arena), then
+ * the stamps of the arguments it was computed from. Current when each argument still has
+ * that stamp (and has one: 0 is unknown). */
+static bool kept_current(const rt_cpu_step *step, const uint64_t *slots, rt_value *const *args) {
+  if (slots[0] == 0) return false;
+  for (int k = 0; k < step->kept_param_count; k++) {
+    uint64_t stamp = args[step->kept_params[k]]->stamp;
+    if (!stamp || slots[1 + k] != stamp) return false;
+  }
+  return true;
+}
+
+/* A new version each time a kept result is computed: what keeps a reorder of it (a DNNL
+ * step's weights) compares versions as it compares an argument's stamps. Unique
+ * process-wide, counting up from 1. */
+static _Atomic uint64_t last_version;
+
+static void keep_stamps(const rt_cpu_step *step, uint64_t *slots, rt_value *const *args) {
+  for (int k = 0; k < step->kept_param_count; k++) slots[1 + k] = args[step->kept_params[k]]->stamp;
+  slots[0] = atomic_fetch_add(&last_version, 1) + 1;
 }
 
 static void set_view(cell *c, const hlo_shape *shape, void *data) {
@@ -294,11 +318,14 @@ static hlo_status run_dnnl(const rt_cpu_step *step, cell *c, char *arena, rt_val
   } else {
     set_view(c, &instr->shape, arena + step->offset);
   }
-  bool kept = step->weight_param >= 0;
+  bool kept = step->weight_param >= 0 || step->weight_kept >= 0;
+  const rt_cpu_step *steps = step - instr->id; /* the plan's: step i is entry instruction i */
+  uint64_t stamp = step->weight_param >= 0 ? args[step->weight_param]->stamp
+                   : kept ? *(const uint64_t *)(arena + steps[step->weight_kept].stamp_offset)
+                          : 0;
   return rt_cpu_dnnl_step(step->dnnl, (const rt_value *const *)ops, c->value->data,
                           step->scratch_bytes ? arena + step->scratch_offset : NULL, kept ? arena + step->weight_offset : NULL,
-                          kept ? (uint64_t *)(arena + step->stamp_offset) : NULL, kept ? args[step->weight_param]->stamp : 0,
-                          eval->diag);
+                          kept ? (uint64_t *)(arena + step->stamp_offset) : NULL, stamp, eval->diag);
 }
 
 static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char *arena,
@@ -369,13 +396,12 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
       } else {
         set_view(c, &instr->shape, arena + step->offset);
       }
-      uint64_t *kept = step->kept_param >= 0 ? (uint64_t *)(arena + step->stamp_offset) : NULL;
-      uint64_t stamp = kept ? args[step->kept_param]->stamp : 0;
-      if (kept && stamp && *kept == stamp) { /* computed from these contents already */
+      uint64_t *kept = step->kept ? (uint64_t *)(arena + step->stamp_offset) : NULL;
+      if (kept && kept_current(step, kept, args)) { /* computed from these contents already */
         atomic_fetch_add(&kept_reuses, 1);
         break;
       }
-      if (kept) *kept = 0;
+      if (kept) kept[0] = 0;
       void *scratch = step->scratch_bytes ? arena + step->scratch_offset : NULL;
       const rt_value *const *in = (const rt_value *const *)ops;
       bool ok = step->kind == RT_STEP_FUSED ? rt_cpu_fusion_run(step->fusion, in, c->value, scratch)
@@ -384,7 +410,7 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
       if (!ok)
         return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in %s %%%s",
                             hlo_opcode_name(instr->opcode), instr->name);
-      if (kept) *kept = stamp;
+      if (kept) keep_stamps(step, kept, args);
       break;
     case RT_STEP_DNNL:
       return run_dnnl(step, c, arena, args, ops, eval);

@@ -81,18 +81,22 @@ typedef struct rt_cpu_step {
   int64_t scratch_bytes, scratch_offset; /* fast_scratch's (or a FUSED head's) working memory in the arena */
   int free_count;   /* storages whose last reader is this step */
   int *frees;
-  /* kept (kept_param >= 0; -1 otherwise): a reduce of parameter kept_param alone (through
-   * reshapes), its buffer never reused: the arena keeps the result from one execute to the
-   * next, with the argument's stamp (rt_value.stamp) at stamp_offset, and a later execute
-   * whose argument has the same stamp skips the step */
-  int kept_param;
+  /* kept (kept.c): work on weights alone, its buffer never reused: the arena keeps the
+   * result from one execute to the next, with the stamps (rt_value.stamp) of the arguments
+   * kept_params at stamp_offset (a slot holding the result's version, 0 when there is none,
+   * then one per argument), and a later execute whose arguments have the same stamps skips
+   * the step */
+  bool kept;
+  int kept_param_count;
+  int *kept_params;
   int64_t stamp_offset;
   /* DNNL: its primitives; weight_param >= 0 when its weights are that parameter's (through
-   * reshapes) and oneDNN wants them in another layout: the reordered weights are kept in the
-   * arena at weight_offset, with the argument's stamp at stamp_offset, and reordered again
-   * only when an execute's argument has another stamp */
+   * reshapes), weight_kept >= 0 when they are that kept step's result (weights scaled by a
+   * folded batch norm), and oneDNN wants them in another layout: the reordered weights are
+   * kept in the arena at weight_offset, with the argument's stamp (or the kept result's
+   * version) at stamp_offset, and reordered again only when that changes */
   rt_cpu_dnnl *dnnl;
-  int weight_param;
+  int weight_param, weight_kept;
   int64_t weight_offset;
 } rt_cpu_step;
 
@@ -105,10 +109,11 @@ typedef struct rt_cpu_plan {
   int64_t peak_live_bytes; /* the most bytes live at one step: the least any arena could be */
   int max_operands;
   bool dynamic;         /* some shape is dynamic: every step takes the reference path */
-  /* kept steps: their stamps (kept_count of them, from kept_at) and buffers end the arena;
-   * an arena last run by another plan (id) holds no kept results */
+  /* kept steps (kept_count): their stamps (kept_slots of them, from kept_at) and buffers end
+   * the arena; an arena last run by another plan (id) holds no kept results */
   uint64_t id;
   int kept_count;
+  int kept_slots;
   int64_t kept_at;
 } rt_cpu_plan;
 
@@ -117,6 +122,9 @@ typedef struct rt_cpu_plan {
 rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, hlo_diag *diag);
 void rt_cpu_plan_free(rt_cpu_plan *plan);
 
+/* (kept.c) Marks the kept steps of a plan whose outputs are marked; false when
+ * memory ran out. */
+bool rt_cpu_find_kept(rt_cpu_plan *plan, const hlo_comp *entry);
 /* Kept steps skipped so far, process-wide (for tests). */
 int64_t rt_cpu_kept_reuse_count(void);
 

@@ -316,7 +316,7 @@ static bool apply(rt_cpu_plan *plan, rt_cpu_dnnl **at_root, rt_cpu_dnnl *const *
     for (int k = 0; k < d->member_count; k++) member[d->members[k]->id] = true;
     rt_cpu_step *step = &plan->steps[i];
     *step = (rt_cpu_step){.instr = step->instr, .kind = RT_STEP_DNNL, .dnnl = d, .scratch_bytes = d->scratch_bytes,
-                          .kept_param = -1, .weight_param = -1};
+                          .weight_param = -1, .weight_kept = -1};
     at_root[i] = NULL; /* the step owns it now */
     if (2 + d->input_count > plan->max_operands) plan->max_operands = 2 + d->input_count;
   }

@@ -296,40 +296,41 @@ static void mark_outputs(rt_cpu_plan *plan, liveness *l, const hlo_instr *root) 
   }
 }
 
-/* The parameter step a reduce's operand views (through reshapes, bitcasts and copies), or
- * -1. */
-static int viewed_parameter(const rt_cpu_plan *plan, const hlo_instr *operand) {
-  const rt_cpu_step *s = &plan->steps[operand->id];
+/* The step whose storage a value is (through views of reshapes, bitcasts and copies). */
+static const rt_cpu_step *storage_step(const rt_cpu_plan *plan, int id) {
+  const rt_cpu_step *s = &plan->steps[id];
   while (s->kind == RT_STEP_ALIAS && s->instr->opcode != HLO_OP_GET_TUPLE_ELEMENT)
     s = &plan->steps[s->instr->operands[0]->id];
-  return s->kind == RT_STEP_PARAM && hlo_shape_is_array(&s->instr->shape) ? (int)s->instr->parameter_number : -1;
+  return s;
 }
 
-static const hlo_instr *entry_instr(const rt_cpu_plan *plan, int id) { return plan->steps[id].instr; }
-
-/* A fast reduce of one parameter (a weight summed by hlo_pass_dot_of_repeats) and a
- * constant init is kept: its result depends on that argument alone, so an execute given
- * the same contents again (the same stamp) need not compute it. Its storage is taken out of
- * liveness (no reuse, no in-place writes over it) and placed after the others. */
-static void mark_kept(rt_cpu_plan *plan, liveness *l) {
-  for (int i = 0; i < l->n; i++) {
+/* A DNNL step whose weights oneDNN wants in another layout keeps them reordered when they
+ * are a parameter's (weight_param) or a kept step's result (weight_kept: the weights the
+ * affine fold scaled), and reorders again only when their stamp or version changes. */
+static void mark_kept_weights(rt_cpu_plan *plan) {
+  for (int i = 0; i < plan->step_count; i++) {
     rt_cpu_step *step = &plan->steps[i];
-    const hlo_instr *instr = step->instr;
-    step->kept_param = -1;
-    step->weight_param = -1;
-    if (step->kind == RT_STEP_DNNL && rt_cpu_dnnl_weights_bytes(step->dnnl) > 0) {
-      step->weight_param = viewed_parameter(plan, entry_instr(plan, rt_cpu_dnnl_weights_operand(step->dnnl)));
-      if (step->weight_param >= 0) plan->kept_count++;
-      continue;
-    }
-    if (instr->opcode != HLO_OP_REDUCE || step->kind != RT_STEP_FAST || step->output || step->part_count ||
-        step->fast_scratch || instr->operand_count != 2 || plan->steps[instr->operands[1]->id].kind != RT_STEP_CONST)
-      continue;
-    step->kept_param = viewed_parameter(plan, instr->operands[0]);
-    if (step->kept_param < 0) continue;
+    step->weight_param = step->weight_kept = -1;
+    if (step->kind != RT_STEP_DNNL || rt_cpu_dnnl_weights_bytes(step->dnnl) <= 0) continue;
+    const rt_cpu_step *w = storage_step(plan, rt_cpu_dnnl_weights_operand(step->dnnl));
+    if (w->kind == RT_STEP_PARAM && hlo_shape_is_array(&w->instr->shape))
+      step->weight_param = (int)w->instr->parameter_number;
+    else if (w->kept)
+      step->weight_kept = w->instr->id;
+    if (step->weight_param < 0 && step->weight_kept < 0) continue;
     plan->kept_count++;
-    l->last[step->storage] = l->n; /* alive to the end: no one writes over it */
+    plan->kept_slots++;
   }
+}
+
+/* Kept steps (rt_cpu_find_kept) are taken out of liveness (no reuse, no in-place writes
+ * over them) and placed after the others. */
+static bool mark_kept(rt_cpu_plan *plan, liveness *l, const hlo_comp *entry) {
+  if (!rt_cpu_find_kept(plan, entry)) return false;
+  for (int i = 0; i < l->n; i++)
+    if (plan->steps[i].kept) l->last[plan->steps[i].storage] = l->n; /* alive to the end: no one writes over it */
+  mark_kept_weights(plan);
+  return true;
 }
 
 /* Whether step i's fast kernel may write over operand k: an elementwise kernel (same index
@@ -340,7 +341,7 @@ static bool may_overwrite(const rt_cpu_plan *plan, const liveness *l, int i, int
   hlo_opcode op = instr->opcode;
   bool elementwise = hlo_opcode_is_elementwise_unary(op) || hlo_opcode_is_elementwise_binary(op) ||
                      op == HLO_OP_SELECT || op == HLO_OP_CLAMP;
-  if (step->kind != RT_STEP_FAST || step->output || step->part_count || !elementwise ||
+  if (step->kind != RT_STEP_FAST || step->output || step->part_count || step->kept || !elementwise ||
       step->fast != rt_cpu_pick_elementwise(instr))
     return false;
   if (op == HLO_OP_CONVERT || op == HLO_OP_COMPARE || operand->shape.dtype != instr->shape.dtype ||
@@ -417,7 +418,7 @@ static bool place(rt_cpu_plan *plan, const liveness *l) {
   int count = 0;
   plan->buffer_bytes = 0;
   for (int s = 0; s < l->storage_count; s++)
-    if (l->size[s] && !(s < l->n && plan->steps[s].kept_param >= 0))
+    if (l->size[s] && !(s < l->n && plan->steps[s].kept))
       blocks[count++] = (block){.storage = s, .first = l->owner[s], .last = l->last[s], .size = l->size[s]};
   for (int i = 0; i < l->n; i++)
     if (rt_cpu_step_writes_buffer(&plan->steps[i]) && plan->steps[i].scratch_bytes)
@@ -439,17 +440,18 @@ static bool place(rt_cpu_plan *plan, const liveness *l) {
   }
   /* kept: a stamp each, then their buffers, after everything else */
   plan->kept_at = plan->arena_bytes;
-  int64_t at = plan->kept_at + aligned((int64_t)sizeof(uint64_t) * plan->kept_count);
+  int64_t at = plan->kept_at + aligned((int64_t)sizeof(uint64_t) * plan->kept_slots);
   for (int i = 0, k = 0; ok && plan->kept_count && i < l->n; i++) {
     rt_cpu_step *step = &plan->steps[i];
-    if (step->weight_param >= 0) { /* a DNNL step's reordered weights */
+    if (step->weight_param >= 0 || step->weight_kept >= 0) { /* a DNNL step's reordered weights */
       step->stamp_offset = plan->kept_at + (int64_t)sizeof(uint64_t) * k++;
       step->weight_offset = at;
       at += aligned(rt_cpu_dnnl_weights_bytes(step->dnnl));
       continue;
     }
-    if (step->kept_param < 0) continue;
-    step->stamp_offset = plan->kept_at + (int64_t)sizeof(uint64_t) * k++;
+    if (!step->kept) continue;
+    step->stamp_offset = plan->kept_at + (int64_t)sizeof(uint64_t) * k;
+    k += 1 + step->kept_param_count;
     offsets[i] = at;
     at += l->size[i];
   }
@@ -476,9 +478,9 @@ static hlo_status assign(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *dia
   if (ok) {
     find_storages(plan, &l);
     mark_outputs(plan, &l, entry->root);
-    mark_kept(plan, &l);
-    write_in_place(plan, &l);
-    ok = list_frees(plan, &l) && place(plan, &l);
+    ok = mark_kept(plan, &l, entry);
+    if (ok) write_in_place(plan, &l);
+    ok = ok && list_frees(plan, &l) && place(plan, &l);
   }
   liveness_free(&l);
   return ok ? HLO_OK : hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory planning");
@@ -535,6 +537,7 @@ void rt_cpu_plan_free(rt_cpu_plan *plan) {
   for (int i = 0; plan->steps && i < plan->step_count; i++) {
     free(plan->steps[i].frees);
     free(plan->steps[i].part_offsets);
+    free(plan->steps[i].kept_params);
     rt_cpu_fusion_free(plan->steps[i].fusion);
     rt_cpu_dnnl_free(plan->steps[i].dnnl);
   }
