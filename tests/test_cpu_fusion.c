@@ -9,6 +9,8 @@
  * agree exactly (NaN with NaN), but for graphs with erf (a rational function here, libm's
  * erff there): within 1e-5.
  *
+ * The chains run again with each vector variant of the fused loops the processor has.
+ *
  * Plan inspection: a chain becomes one step, its intermediates take no buffer, and nothing
  * fuses across a value with two users or a result of the entry. */
 #include <math.h>
@@ -281,6 +283,24 @@ static void test_random_chains(void) {
          reduce_graphs);
   CHECK(fused_graphs >= graphs / 2);
   CHECK(reduce_graphs >= graphs / 10);
+}
+
+/* The same chains with the fused groups run by each vector variant this processor has
+ * (backend_cpu_fused.c), a third of them each: every variant must agree with the reference
+ * exactly, as the widest one above did. */
+static void test_random_chains_per_variant(void) {
+  rt_cpu_isa widest = rt_cpu_fused_isa();
+  int ran = 0;
+  for (int isa = 0; isa < RT_CPU_ISA_COUNT; isa++) {
+    if (isa == (int)widest || !rt_cpu_fused_use_isa((rt_cpu_isa)isa)) continue;
+    CHECK(rt_cpu_fused_isa() == (rt_cpu_isa)isa);
+    for (int i = 0; i < GRAPHS / 3; i++) run_graph((uint64_t)i);
+    printf("variant %s: %d graphs compared\n", rt_cpu_isa_name((rt_cpu_isa)isa), GRAPHS / 3);
+    ran++;
+  }
+  CHECK(ran >= 1); /* the portable loops at least */
+  CHECK(rt_cpu_fused_use_isa(widest));
+  CHECK(!rt_cpu_fused_use_isa(RT_CPU_ISA_COUNT));
 }
 
 /* ---- plan inspection ---- */
@@ -625,5 +645,6 @@ int main(void) {
   RUN(test_no_fusion_across_shared_values);
   RUN(test_arena_shrinks);
   RUN(test_random_chains);
+  RUN(test_random_chains_per_variant);
   return TEST_REPORT();
 }

@@ -162,6 +162,19 @@ void rt_cpu_fusion_free(rt_cpu_fusion *fusion);
 /* Runs a fused group (fused.c): in[k] is the value of the step's input k;
  * scratch: the head's working memory (the FUSED step's scratch_bytes). */
 bool rt_cpu_fusion_run(const rt_cpu_fusion *fusion, const rt_value *const *in, rt_value *out, void *scratch);
+/* The instruction sets fused groups are compiled for (backend_cpu_fused.c); the widest the
+ * processor has runs, unless a test picked another. All give the same results. */
+#if defined(__GNUC__) && defined(__x86_64__)
+#define RT_CPU_X86_VARIANTS 1
+#else
+#define RT_CPU_X86_VARIANTS 0
+#endif
+typedef enum rt_cpu_isa { RT_CPU_ISA_PORTABLE, RT_CPU_ISA_AVX2, RT_CPU_ISA_AVX512, RT_CPU_ISA_COUNT } rt_cpu_isa;
+rt_cpu_isa rt_cpu_fused_isa(void);
+const char *rt_cpu_isa_name(rt_cpu_isa isa);
+/* Test-only: runs fused groups as isa from now on, process-wide; false (nothing changed)
+ * when this build or processor has no such variant. */
+bool rt_cpu_fused_use_isa(rt_cpu_isa isa);
 /* The steps a step reads, by instruction id: a fused step's inputs, else the operands. */
 int rt_cpu_step_input_count(const rt_cpu_step *step);
 int rt_cpu_step_input(const rt_cpu_step *step, int k);

@@ -2,8 +2,17 @@
  * instruction is one plain loop over a tile of floats, so the switch on its code is paid once
  * per tile, never per element. Tiles are split across threads; a group too small for that
  * runs on the caller's thread. The formulas are the elementwise kernels' (and so the
- * reference's): maximum and minimum pass NaN on and order -0 below +0. */
+ * reference's): maximum and minimum pass NaN on and order -0 below +0.
+ *
+ * The loops are native vector code for the processor that runs them: the two per-thread
+ * entry points (run_range, reduce_outputs) are compiled three times, for AVX-512, AVX2 and
+ * the build's baseline (GCC's target attribute, everything they call inlined into each),
+ * and the widest the processor has is picked at the first run, so the build stays portable
+ * (no -march). Each lane computes what the scalar loop would: the same IEEE operations in
+ * the same order, no contraction into fused multiply-adds (-std=c11 turns it off), library
+ * calls for exp, log and the like; so every variant gives the same bits. */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "fusion_internal.h"
@@ -120,6 +129,7 @@ typedef struct fused_job {
   const rt_cpu_fusion *f;
   const rt_value *const *in;
   void *out;
+  void (*range)(const void *ctx, int64_t begin, int64_t end); /* run_range, in the variant in use */
 } fused_job;
 
 /* One tile: elements [begin, begin + len) of the group's value, which the last instruction
@@ -166,7 +176,7 @@ static const float *run_tile(const rt_cpu_fusion *f, const rt_value *const *inpu
 }
 
 /* Elements [begin, end) on this thread, a tile at a time. */
-static void run_range(const void *ctx, int64_t begin, int64_t end) {
+static inline void run_range(const void *ctx, int64_t begin, int64_t end) {
   const fused_job *job = ctx;
   float tiles[FUSION_MAX_TILES][FUSION_TILE];
   const float *reg[FUSION_MAX_REGS];
@@ -186,7 +196,7 @@ static void run_range(const void *ctx, int64_t begin, int64_t end) {
 
 /* Reduce outputs [first, end): each folds its run of the group's values in order, so the
  * sums round as the plain reduce kernel's do. */
-static void reduce_outputs(void *ctx, int64_t first, int64_t end) {
+static inline void reduce_outputs(void *ctx, int64_t first, int64_t end) {
   const fused_job *job = ctx;
   const rt_cpu_fusion *f = job->f;
   float tiles[FUSION_MAX_TILES][FUSION_TILE];
@@ -208,10 +218,83 @@ static void reduce_outputs(void *ctx, int64_t first, int64_t end) {
   }
 }
 
+/* ---- the variants, and which one runs ---- */
+
+typedef struct variant {
+  void (*range)(const void *ctx, int64_t begin, int64_t end);
+  void (*outputs)(void *ctx, int64_t first, int64_t end);
+} variant;
+
+#define VARIANT(name, attributes)                                                                  \
+  attributes static void range_##name(const void *ctx, int64_t begin, int64_t end) {              \
+    run_range(ctx, begin, end);                                                                    \
+  }                                                                                                \
+  attributes static void outputs_##name(void *ctx, int64_t first, int64_t end) {                  \
+    reduce_outputs(ctx, first, end);                                                               \
+  }
+
+VARIANT(portable, __attribute__((flatten)))
+#if RT_CPU_X86_VARIANTS
+VARIANT(avx2, __attribute__((target("avx2"), flatten)))
+VARIANT(avx512, __attribute__((target("avx512f"), flatten)))
+#endif
+
+static const variant variants[RT_CPU_ISA_COUNT] = {
+    [RT_CPU_ISA_PORTABLE] = {range_portable, outputs_portable},
+#if RT_CPU_X86_VARIANTS
+    [RT_CPU_ISA_AVX2] = {range_avx2, outputs_avx2},
+    [RT_CPU_ISA_AVX512] = {range_avx512, outputs_avx512},
+#endif
+};
+
+static bool supported(rt_cpu_isa isa) {
+  switch (isa) {
+    case RT_CPU_ISA_PORTABLE: return true;
+#if RT_CPU_X86_VARIANTS
+    case RT_CPU_ISA_AVX2: return __builtin_cpu_supports("avx2");
+    case RT_CPU_ISA_AVX512: return __builtin_cpu_supports("avx512f");
+#endif
+    default: return false;
+  }
+}
+
+/* The variant in use: -1 until the first run picks the widest supported. */
+static _Atomic int chosen = -1;
+
+static const variant *current(void) {
+  int isa = atomic_load_explicit(&chosen, memory_order_relaxed);
+  if (isa < 0) {
+    isa = RT_CPU_ISA_PORTABLE;
+    for (int v = RT_CPU_ISA_COUNT - 1; v > RT_CPU_ISA_PORTABLE; v--)
+      if (supported((rt_cpu_isa)v)) {
+        isa = v;
+        break;
+      }
+    atomic_store_explicit(&chosen, isa, memory_order_relaxed);
+  }
+  return &variants[isa];
+}
+
+rt_cpu_isa rt_cpu_fused_isa(void) {
+  current();
+  return (rt_cpu_isa)atomic_load_explicit(&chosen, memory_order_relaxed);
+}
+
+bool rt_cpu_fused_use_isa(rt_cpu_isa isa) {
+  if ((int)isa < 0 || isa >= RT_CPU_ISA_COUNT || !supported(isa)) return false;
+  atomic_store_explicit(&chosen, (int)isa, memory_order_relaxed);
+  return true;
+}
+
+const char *rt_cpu_isa_name(rt_cpu_isa isa) {
+  static const char *const names[RT_CPU_ISA_COUNT] = {"portable", "avx2", "avx512"};
+  return (int)isa >= 0 && isa < RT_CPU_ISA_COUNT ? names[isa] : "?";
+}
+
 static void run_tiles(void *ctx, int64_t first, int64_t end) {
   const fused_job *job = ctx;
   int64_t count = job->f->count, last = end * FUSION_TILE;
-  run_range(ctx, first * FUSION_TILE, last < count ? last : count);
+  job->range(ctx, first * FUSION_TILE, last < count ? last : count);
 }
 
 /* The head into out (viewed in the head's own dims); a dot runs the program on each block
@@ -224,7 +307,7 @@ static bool run_head(const fused_job *job, const rt_value *const *in, rt_value *
   const rt_value *args[2] = {in[f->head_args[0]], in[f->head_args[1]]};
   /* nothing to run after the product when the program only names it */
   bool bare = f->instr_count == 1 && f->instrs[0].code == FU_LOAD && f->instrs[0].input < 0;
-  rt_cpu_epilogue epilogue = {.run = run_range, .ctx = job};
+  rt_cpu_epilogue epilogue = {.run = job->range, .ctx = job};
   if (f->flat) { /* [rows, k] x the weight, into [rows, n] */
     const rt_value *lhs = args[0];
     int64_t k = lhs->shape.dims[lhs->shape.rank - 1], flat[2] = {f->flat_rows, k};
@@ -245,13 +328,13 @@ static bool run_head(const fused_job *job, const rt_value *const *in, rt_value *
 }
 
 bool rt_cpu_fusion_run(const rt_cpu_fusion *fusion, const rt_value *const *in, rt_value *out, void *scratch) {
-  fused_job job = {.f = fusion, .in = in, .out = out->data};
+  fused_job job = {.f = fusion, .in = in, .out = out->data, .range = current()->range};
   bool done = false;
   if (fusion->head && !run_head(&job, in, out, scratch, &done)) return false;
   if (done) return true;
   if (fusion->tail) {
     int64_t grain = RT_CPU_GRAIN / (fusion->inner ? fusion->inner : 1) / (fusion->instr_count < 4 ? 1 : fusion->instr_count / 4);
-    rt_parallel_for(out->count, grain < 1 ? 1 : grain, reduce_outputs, &job);
+    rt_parallel_for(out->count, grain < 1 ? 1 : grain, current()->outputs, &job);
     return true;
   }
   int64_t tiles = (fusion->count + FUSION_TILE - 1) / FUSION_TILE;
