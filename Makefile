@@ -102,7 +102,7 @@ $(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT) $(wildcard tests/*.h) $(BUILD)/libbe
 	$(CC) $(CFLAGS) -o $@ $< $(TEST_SUPPORT) $(BUILD)/libbench.a $(BUILD)/liblatch.a $(LDLIBS)
 
 test: all $(TEST_BIN)
-	@BUILD=$(BUILD) SAN="$(SAN)" sh tests/run.sh $(TEST_BIN) tests/test_embed.sh tests/test_layers.sh tests/test_build_id.sh tests/test_compare_torch.sh tests/test_zoo_sweep.sh $(PYTHON_TESTS)
+	@BUILD=$(BUILD) SAN="$(SAN)" sh tests/run.sh $(TEST_BIN) tests/test_embed.sh tests/test_layers.sh tests/test_build_id.sh tests/test_compare_torch.sh tests/test_compare_ort.sh tests/test_zoo_sweep.sh $(PYTHON_TESTS)
 
 sanitize:
 	$(MAKE) BUILD=build-san OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
@@ -174,7 +174,19 @@ check-torch: all
 compare-torch: all
 	/usr/bin/python3 bench/compare_torch.py --latch $(BUILD)/latch $(COMPARE_ARGS)
 
-.PHONY: python all test sanitize tsan test-threads clean install check-torch compare-torch bench-function minify-mobilenet soak \
+# `make compare-ort`: latch's trace-once times against ONNX Runtime (npm's onnxruntime-node,
+# its cpu binaries; --ignore-scripts skips the install script, which only fetches GPU parts)
+# and PyTorch eager, on the image models at 224x224 (issue 16); opt-in like compare-torch,
+# needs node and npm besides python3-torch and python3-torchvision.
+ORT_DIR = $(BUILD)/ort
+$(ORT_DIR)/node_modules/onnxruntime-node/package.json:
+	mkdir -p $(ORT_DIR) && npm install --prefix $(ORT_DIR) --ignore-scripts --no-audit --no-fund onnxruntime-node
+
+compare-ort: all $(ORT_DIR)/node_modules/onnxruntime-node/package.json
+	/usr/bin/python3 bench/compare_ort.py --latch $(BUILD)/latch --ort $(ORT_DIR)/node_modules/onnxruntime-node \
+	  --onnx-dir $(BUILD)/onnx $(COMPARE_ARGS)
+
+.PHONY: python all test sanitize tsan test-threads clean install check-torch compare-torch compare-ort bench-function minify-mobilenet soak \
 	minify-pairs minify-scale
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 

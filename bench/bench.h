@@ -220,6 +220,11 @@ bool bench_finite(const bench_result *result);
  * static and automatic shape policies. Prints its tables; returns 0. ---- */
 int bench_function_micro(void);
 
+/* ---- the product peak (peak.c): an N x N f32 product through the runtime, median of
+ * repeat wall times; prints GFLOP/s and writes them to json_path (may be NULL). Returns 0,
+ * or 1 with the error printed. ---- */
+int bench_peak(int n, int repeat, const char *json_path);
+
 /* ---- the harness (harness.c) ---- */
 int bench_zoo_main(int argc, char **argv);
 void bench_zoo_usage(void);

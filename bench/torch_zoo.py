@@ -4,9 +4,12 @@ kernels, and exported as .npy weights so latch can be checked against PyTorch's 
 
   bench/torch_zoo.py time   [--model M ...] [--batch N] [--size N] [--repeat N] [--warmup N] [--threads N]
                             [--json FILE]
+  bench/torch_zoo.py export-onnx --model M --out FILE.onnx [--size N]
   bench/torch_zoo.py export --model M --out DIR [--batch N] [--size N] [--seed N] [--perturb]
 
-`time` prints the median milliseconds per inference step (eval mode, no autograd) per model.
+`time` prints the median milliseconds per inference step (eval mode, no autograd) per model,
+and its JSON holds each step's convolution and product flops (count_flops).
+`export-onnx` writes the model as ONNX (torch.onnx, the batch dim dynamic) for ONNX Runtime.
 `export` writes DIR/weights/<state_dict key>.npy for every parameter and buffer, DIR/input.npy
 (seeded) and DIR/output.npy (PyTorch's output on it), which `latch bench --weights` reads.
 
@@ -189,6 +192,35 @@ def make_input(name, batch, size, seed):
     return torch.rand(batch, 3, size, size, generator=generator) * 2 - 1
 
 
+# Models whose products are all nn.Conv2d and nn.Linear calls, so count_flops sees them all
+# (attention's matmuls in bert, gpt2 and the vits are not module calls).
+FLOPS_COUNTED = {"mlp", "resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1", "alexnet", "vgg16"}
+
+
+def count_flops(name, model, x):
+    """Multiplies and adds (2 flops per multiply-add) of the model's convolutions and linear
+    layers on x, from each call's output size; None for a model whose products are not all
+    module calls."""
+    if name not in FLOPS_COUNTED:
+        return None
+    total = [0]
+
+    def conv(module, inputs, output):
+        kh, kw = module.kernel_size
+        total[0] += 2 * output.numel() * (module.in_channels // module.groups) * kh * kw
+
+    def linear(module, inputs, output):
+        total[0] += 2 * output.numel() * module.in_features
+
+    hooks = [m.register_forward_hook(conv) for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    hooks += [m.register_forward_hook(linear) for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    with torch.no_grad():
+        model(x)
+    for h in hooks:
+        h.remove()
+    return total[0]
+
+
 def time_model(name, batch, size, repeat, warmup=1):
     model = build(name, size).eval()
     if name == "gpt2":
@@ -202,7 +234,7 @@ def time_model(name, batch, size, repeat, warmup=1):
             start = time.perf_counter()
             model(x)
             samples.append((time.perf_counter() - start) * 1e3)
-    return samples
+    return samples, count_flops(name, model, x)
 
 
 def cmd_time(args):
@@ -211,9 +243,9 @@ def cmd_time(args):
     print(f"{'model':<16} {'batch':>5} {'size':>5} {'median ms':>10} {'min ms':>8}")
     for name in args.model:
         size = 28 if name == "mlp" else args.size
-        samples = time_model(name, args.batch, size, args.repeat, args.warmup)
+        samples, flops = time_model(name, args.batch, size, args.repeat, args.warmup)
         results[name] = {"batch": args.batch, "size": size, "median_ms": statistics.median(samples),
-                         "min_ms": min(samples), "samples_ms": samples}
+                         "min_ms": min(samples), "samples_ms": samples, "flops": flops}
         print(f"{name:<16} {args.batch:>5} {size:>5} {statistics.median(samples):>10.3f} {min(samples):>8.3f}",
               flush=True)
     if args.json:
@@ -261,6 +293,21 @@ def cmd_export(args):
     print(f"wrote {len(model.state_dict())} tensors to {weights}, input {tuple(x.shape)}, output {tuple(y.shape)}")
 
 
+def cmd_export_onnx(args):
+    """The model in ONNX (opset 13), input 'input' and output 'output' with a dynamic batch
+    dim: one file serves every batch size."""
+    if args.model in BERT or args.model == "gpt2":
+        raise SystemExit(f"torch_zoo.py: export-onnx takes image models and mlp, not {args.model}")
+    model = build(args.model, args.size).eval()
+    x = make_input(args.model, 1, args.size, 0)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    axes = {"input": {0: "batch"}, "output": {0: "batch"}}
+    with torch.no_grad():
+        torch.onnx.export(model, x, args.out, input_names=["input"], output_names=["output"], dynamic_axes=axes,
+                          opset_version=13)
+    print(f"wrote {args.out}: {args.model}, input {tuple(x.shape[1:])} after the batch dim")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -279,8 +326,12 @@ def main():
     e.add_argument("--size", type=int, default=224)
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--perturb", action="store_true", help="move every weight and statistic off its initial value")
+    o = sub.add_parser("export-onnx", help="the model as ONNX, batch dim dynamic")
+    o.add_argument("--model", required=True)
+    o.add_argument("--out", required=True)
+    o.add_argument("--size", type=int, default=224)
     args = parser.parse_args()
-    {"time": cmd_time, "export": cmd_export}[args.command](args)
+    {"time": cmd_time, "export": cmd_export, "export-onnx": cmd_export_onnx}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -16,12 +16,17 @@ if ! command -v "$PYTHON" >/dev/null 2>&1; then
   exit 1
 fi
 
-# Fake latch: once-mode median 2 ms for 'a' and 8 ms for 'b' (times the batch), size 32;
-# 'latchfail' exits 1 the way latch does for an unknown model; 'odd' reports size 40.
+# Fake latch: once-mode median 2 ms for 'a' and 8 ms for 'b' (times the batch), size 32 or
+# the --size given; 'latchfail' exits 1 the way latch does for an unknown model; 'odd' reports
+# size 40; --peak N reports 100 GFLOP/s.
 cat > "$tmp/latch" <<'PY'
 #!/usr/bin/env python3
 import json, sys
 a = sys.argv[1:]
+if "--peak" in a:
+    assert a[a.index("--peak") + 1] == "2048"
+    json.dump({"latch_peak": 1, "n": 2048, "gflops": 100.0}, open(a[a.index("--json") + 1], "w"))
+    sys.exit(0)
 model, batch, out = a[a.index("--model") + 1], int(a[a.index("--batch") + 1]), a[a.index("--json") + 1]
 assert a[0] == "bench" and a[a.index("--mode") + 1] == "once"
 import os
@@ -30,11 +35,13 @@ if model == "latchfail":
     print("latch: error: bench: unknown model 'latchfail'", file=sys.stderr)
     sys.exit(1)
 ms = {"a": 2.0, "b": 8.0}.get(model, 1.0) * batch
-size = 40 if model == "odd" else 32
+size = 40 if model == "odd" else int(a[a.index("--size") + 1]) if "--size" in a else 32
 json.dump({"models": [{"name": model, "batch": batch, "size": size, "error": None,
                        "modes": {"once": {"median_ms": ms, "min_ms": ms / 2, "samples_ms": [ms]}}}]}, open(out, "w"))
 PY
-# Fake torch_zoo.py: 4 ms times the batch at whatever size it is given; 'torchfail' raises.
+# Fake torch_zoo.py: 4 ms times the batch at whatever size it is given (2 ms with
+# OMP_WAIT_POLICY=PASSIVE, which only --torch-passive sets), 4e6 flops times the batch;
+# 'torchfail' raises.
 cat > "$tmp/torch_zoo.py" <<'PY'
 import json, sys
 a = sys.argv[1:]
@@ -42,12 +49,13 @@ model, batch, out = a[a.index("--model") + 1], int(a[a.index("--batch") + 1]), a
 size = int(a[a.index("--size") + 1])
 assert a[0] == "time" and a[a.index("--threads") + 1] == "3"
 import os
-assert os.environ["OMP_NUM_THREADS"] == "3" and os.environ["OMP_WAIT_POLICY"] == "PASSIVE", "torch env"
+assert os.environ["OMP_NUM_THREADS"] == "3" and os.environ.get("OMP_WAIT_POLICY", "PASSIVE") == "PASSIVE", "torch env"
 if model == "torchfail":
     raise RuntimeError("fake torch failure")
-ms = 4.0 * batch
+ms = (2.0 if "OMP_WAIT_POLICY" in os.environ else 4.0) * batch
 json.dump({"threads": 3, "torch": "fake", "models": {model: {"batch": batch, "size": 32 if model == "odd" else size,
-                                                              "median_ms": ms, "min_ms": ms, "samples_ms": [ms]}}},
+                                                              "median_ms": ms, "min_ms": ms, "samples_ms": [ms],
+                                                              "flops": 4e6 * batch}}},
           open(out, "w"))
 PY
 chmod +x "$tmp/latch"
@@ -62,15 +70,18 @@ rc=$?
 cat "$tmp/out.txt"
 check '[ $rc -eq 0 ]'
 # a: 2/4 = 0.5, b: 8/4 = 2, so each batch's geomean is 1.00; the min ratios are half of those.
-check 'grep -Eq "^a +1 +32 +2\.000 +4\.000 +0\.50x +0\.25x" "$tmp/out.txt"'
-check 'grep -Eq "^b +8 +32 +64\.000 +32\.000 +2\.00x +1\.00x" "$tmp/out.txt"'
+# GFLOP/s: a at batch 1 does 4e6 flops in 2 ms (2.0, 2% of the fake peak's 100), b at batch 8
+# 32e6 in 64 ms (0.5, 0%).
+check 'grep -Eq "^a +1 +32 +2\.000 +4\.000 +0\.50x +0\.25x +2\.0 +2$" "$tmp/out.txt"'
+check 'grep -Eq "^b +8 +32 +64\.000 +32\.000 +2\.00x +1\.00x +0\.5 +0$" "$tmp/out.txt"'
+check 'grep -q "^peak: 100.0 GFLOP/s, one f32 2048x2048 product through latch" "$tmp/out.txt"'
 check 'grep -Eq "^geomean batch 1 +1\.00x +0\.50x +\(2 models\)" "$tmp/out.txt"'
 check 'grep -Eq "^geomean batch 8 +1\.00x +0\.50x +\(2 models\)" "$tmp/out.txt"'
 check 'grep -Eq "^geomean all +1\.00x +0\.50x +\(4 rows\)" "$tmp/out.txt"'
 check 'grep -q "^latchfail .*latch failed: exit 1: latch: error: bench: unknown model" "$tmp/out.txt"'
 check 'grep -q "^torchfail .*torch failed: exit 1: .*RuntimeError: fake torch failure" "$tmp/out.txt"'
 check 'grep -q "^odd .*torch failed: size 32 differs from latch.s 40" "$tmp/out.txt"'
-check 'grep -q "wall ms per step over 2 steps (after 2 warm-up), 3 thread(s) each (torch OMP_WAIT_POLICY=PASSIVE)" "$tmp/out.txt"'
+check 'grep -q "wall ms per step over 2 steps (after 2 warm-up), 3 thread(s) each (torch OpenMP defaults)" "$tmp/out.txt"'
 check '"$PYTHON" -c "
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -81,6 +92,23 @@ assert rows[(\"odd\", 1)][\"ratio\"] is None and rows[(\"latchfail\", 8)][\"latc
 assert abs(d[\"geomean\"][\"per_batch\"][\"8\"][\"geomean\"] - 1.0) < 1e-12
 " "$tmp/out.json"'
 
+# --torch-passive: a second PyTorch column (2 ms times the batch); explicit sizes run every
+# model at each, summarised per batch and size.
+run --model a --batch 1 --size default,64 --torch-passive > "$tmp/passive.txt" 2>&1
+rc=$?
+check '[ $rc -eq 0 ] && grep -Eq "^a +1 +32 +2\.000 +4\.000 +0\.50x .* 2\.000 +1\.00x$" "$tmp/passive.txt"'
+check 'grep -Eq "^a +1 +64 +2\.000 +4\.000 +0\.50x" "$tmp/passive.txt" && grep -q "^geomean batch 1 @64 " "$tmp/passive.txt"'
+# The default sizes: every model at its own, the image models at 224 too.
+check '"$PYTHON" -c "
+import sys
+sys.path.insert(0, \"bench\")
+import compare_torch as c
+runs = c.plan_runs([\"mlp\", \"resnet18\"], [1, 8], [0, 224], False)
+assert runs == [(0, 1, \"mlp\"), (0, 1, \"resnet18\"), (0, 8, \"mlp\"), (0, 8, \"resnet18\"), (224, 1, \"resnet18\"),
+                (224, 8, \"resnet18\")], runs
+assert c.plan_runs([\"mlp\"], [1], [64], True) == [(64, 1, \"mlp\")]
+assert c.parse_sizes([\"default,224\"]) == [0, 224]
+"'
 # Nothing ran on both sides: exit 1, and the table still prints.
 run --model latchfail torchfail --batch 1 > "$tmp/none.txt" 2>&1
 rc=$?

@@ -1,4 +1,4 @@
-/* latch bench: the model zoo (bench/harness.c) unless --micro is given.
+/* latch bench: the model zoo (bench/harness.c) unless --micro or --peak is given.
  *
  * latch bench --micro: what capture costs per op, apart from running anything. For chains
  * of 10, 100 and 1,000 traced ops it times tracing (the public op call: checks, shape and
@@ -35,8 +35,28 @@ void cmd_bench_usage(void) {
       "Then traced functions, on the default backend: guard ns per call for 1, 4 and 16\n"
       "inputs; the dispatch overhead of a trace-once hit against trace-every on a tiny graph\n"
       "(call time minus the backend's execute); an MLP batch sweep 1..64 under the static\n"
-      "and automatic shape policies (traces, backend compiles, instantiations).\n",
+      "and automatic shape policies (traces, backend compiles, instantiations).\n"
+      "\n"
+      "latch bench --peak N [--repeat R] [--json FILE]:\n"
+      "The product peak: an f32 N x N by N x N product through the runtime (the backend's\n"
+      "dot kernel and its library, LATCH_THREADS threads), one untimed run, then the median of\n"
+      "R (default 5) wall times, printed as GFLOP/s (2 N^3 flops) and written to FILE.\n",
       stdout);
+}
+
+static int bench_peak_main(int argc, char **argv) {
+  const char *n_text = NULL, *repeat_text = NULL, *json = NULL;
+  cli_flag flags[] = {{"--peak", true, &n_text}, {"--repeat", true, &repeat_text}, {"--json", true, &json}};
+  const char *positional[1];
+  int positional_count = 0;
+  int status = cli_parse_flags("bench", argc, argv, flags, 3, positional, &positional_count, 0);
+  if (status != CLI_OK) return status;
+  int n = n_text ? atoi(n_text) : 0, repeat = repeat_text ? atoi(repeat_text) : 5;
+  if (n < 1 || n > 16384 || repeat < 1) {
+    cli_error("bench: --peak takes a side from 1 to 16384 and --repeat at least 1; see 'latch bench --help'");
+    return CLI_USAGE;
+  }
+  return bench_peak(n, repeat, json) == 0 ? CLI_OK : CLI_INTERNAL;
 }
 
 /* Thread CPU time, not wall time: the machines this runs on are often shared, and time
@@ -177,8 +197,10 @@ int cmd_bench(int argc, char **argv) {
     }
     return bench_remote_lookups(count);
   }
-  bool is_micro = false;
+  bool is_micro = false, is_peak = false;
   for (int i = 0; i < argc; i++) is_micro = is_micro || strcmp(argv[i], "--micro") == 0;
+  for (int i = 0; i < argc; i++) is_peak = is_peak || strcmp(argv[i], "--peak") == 0;
+  if (is_peak && !is_micro) return bench_peak_main(argc, argv);
   if (!is_micro) return bench_zoo_main(argc, argv);
   const char *micro = NULL, *reps_text = NULL, *help = NULL;
   cli_flag flags[] = {{"--micro", false, &micro}, {"--reps", true, &reps_text}, {"--help", false, &help}};

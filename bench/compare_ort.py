@@ -1,0 +1,160 @@
+#!/usr/bin/python3
+"""latch's trace-once mode against ONNX Runtime and PyTorch eager on the same models (issue 16).
+
+  bench/compare_ort.py [--model M ...] [--batch 1,8] [--size 224] [--repeat N] [--warmup N] [--threads N]
+                       [--ort DIR] [--node node] [--onnx-dir DIR] [--peak N] [--torch-passive] [--json FILE]
+
+Per size, model and batch: latch and PyTorch as compare_torch.py times them (its functions),
+then the same torchvision model exported by Debian's torch.onnx (`torch_zoo.py export-onnx`,
+once per model and size into --onnx-dir, the batch dim dynamic) and run by ONNX Runtime from npm
+(`bench/ort_time.js`: the same thread count, untimed warm-up runs, then the median of --repeat
+wall times on one input). Prints median ms per step for the three, latch/ORT and latch/torch
+per row (below 1: latch is faster), their geomeans and largest ratio per batch size, and the
+effective GFLOP/s of latch and ORT (the convolutions' and products' flops counted by
+torch_zoo.py, over the median step) next to the product peak measured through latch in the
+same run. A model that fails on a side is printed with its error and left out of that side's
+geomeans; exit status 1 only if no row ran on latch and ORT both, 2 for bad arguments.
+
+Opt-in (`make compare-ort`): needs python3-torch, python3-torchvision, node, and
+onnxruntime-node installed with `npm install --ignore-scripts onnxruntime-node` (the Makefile
+puts it under build/ort). Imports neither torch nor ORT itself, so the table logic is tested
+with fake children (tests/test_compare_ort.sh).
+"""
+import argparse
+import os
+import sys
+import tempfile
+
+import compare_torch as ct
+
+DEFAULT_ORT = os.path.join("build", "ort", "node_modules", "onnxruntime-node")
+
+
+def input_shape(model, batch, size):
+    """The ONNX input's shape: images [B, 3, S, S], mlp's flattened [B, 784]."""
+    return [batch, 784] if model == "mlp" else [batch, 3, size, size]
+
+
+def export_onnx(args, model, size, log):
+    """The model's ONNX file (exported on first use), or (None, why)."""
+    path = os.path.join(args.onnx_dir, f"{model}-{size}.onnx")
+    if os.path.exists(path):
+        return path, None
+    os.makedirs(args.onnx_dir, exist_ok=True)
+    argv = [args.python, args.torch_zoo, "export-onnx", "--model", model, "--size", str(size), "--out", path]
+    rc, output = ct.run_child(argv, dict(os.environ), args.timeout, log)
+    if rc != 0 or not os.path.exists(path):
+        return None, output if rc is None else f"export: exit {rc}: {ct.tail(output)}"
+    return path, None
+
+
+def run_ort(args, model, batch, size, tmp, log):
+    """ORT's (median ms, samples, size, error, min ms) and its version."""
+    onnx, err = export_onnx(args, model, size, log)
+    if not onnx:
+        return (None, None, None, err, None), None
+    path = os.path.join(tmp, f"ort-{model}-{batch}-{size}.json")
+    argv = [args.node, args.ort_time, "--ort", os.path.abspath(args.ort), "--onnx", onnx, "--shape",
+            ",".join(str(d) for d in input_shape(model, batch, size)), "--repeat", str(args.repeat),
+            "--warmup", str(args.warmup), "--threads", str(args.threads), "--json", path]
+    rc, output = ct.run_child(argv, dict(os.environ, OMP_NUM_THREADS=str(args.threads)), args.timeout, log)
+    if rc != 0:
+        return (None, None, None, output if rc is None else f"exit {rc}: {ct.tail(output)}", None), None
+    doc, err = ct.read_json(path)
+    if doc is None or doc.get("median_ms") is None:
+        return (None, None, None, err or "no median in ort_time's JSON", None), None
+    return (doc["median_ms"], doc.get("samples_ms"), size, None, doc.get("min_ms")), doc.get("ort")
+
+
+def add_ort(row, ort):
+    """ORT's figures into a compare_torch row: its ms, latch/ORT, ORT's GFLOP/s."""
+    o_ms, o_samples, o_size, o_err, o_min = ort
+    row.update({"ort_ms": o_ms, "ort_min_ms": o_min, "ort_samples_ms": o_samples, "ort_error": o_err,
+                "ratio_ort": None, "ratio_ort_min": None, "ort_gflops": None})
+    if o_err is None and o_ms:
+        row["ort_gflops"] = ct.gflops(row["flops"], o_ms)
+        if row["latch_error"] is None and row["latch_once_ms"]:
+            row["ratio_ort"] = row["latch_once_ms"] / o_ms
+            if row["latch_min_ms"] and o_min:
+                row["ratio_ort_min"] = row["latch_min_ms"] / o_min
+    return row
+
+
+def format_table(rows, by_ort, by_torch, args, versions, peak):
+    torch_version, ort_version = versions
+    policy = os.environ.get("OMP_WAIT_POLICY", "OpenMP defaults")
+    out = [f"compare_ort: latch once (LATCH_CACHE=memory) vs ONNX Runtime {ort_version or '?'} (node) vs PyTorch "
+           f"{torch_version or '?'} eager ({policy}), median wall ms per step over {args.repeat} steps (after "
+           f"{args.warmup} warm-up), {args.threads} thread(s) each",
+           f"{'model':<14} {'batch':>5} {'size':>5} {'latch ms':>10} {'ort ms':>10} {'torch ms':>10} "
+           f"{'latch/ort':>10} {'latch/torch':>12} {'latch GF/s':>10} {'ort GF/s':>9} {'latch %pk':>9} {'ort %pk':>8}"]
+    peak_gflops = peak.get("gflops") if peak else None
+
+    def share(g):
+        return 100 * g / peak_gflops if g and peak_gflops else None
+
+    for r in rows:
+        line = (f"{r['model']:<14} {r['batch']:>5} {ct.fmt(r['size'], 'd'):>5} {ct.fmt(r['latch_once_ms'], '.2f'):>10} "
+                f"{ct.fmt(r['ort_ms'], '.2f'):>10} {ct.fmt(r['torch_ms'], '.2f'):>10} {ct.fmt_ratio(r['ratio_ort'], 10)} "
+                f"{ct.fmt_ratio(r['ratio'], 12)} {ct.fmt(r['latch_gflops'], '.1f'):>10} "
+                f"{ct.fmt(r['ort_gflops'], '.1f'):>9} {ct.fmt(share(r['latch_gflops']), '.0f'):>9} "
+                f"{ct.fmt(share(r['ort_gflops']), '.0f'):>8}")
+        errors = [f"{side} failed: {r[key]}" for side, key in
+                  (("latch", "latch_error"), ("ort", "ort_error"), ("torch", "torch_error")) if r.get(key)]
+        if errors:
+            line += "  (" + "; ".join(errors) + ")"
+        out.append(line)
+    for g in by_ort["per_batch"]:
+        o, t = by_ort["per_batch"][g], by_torch["per_batch"].get(g, {})
+        out.append(f"{'geomean batch ' + g:<26} {'':>10} {'':>10} {'':>10} {ct.fmt_ratio(o['geomean'], 10)} "
+                   f"{ct.fmt_ratio(t.get('geomean'), 12)}  (ort: {o['models']} model{'s' if o['models'] != 1 else ''}, "
+                   f"largest {ct.fmt(o['max'], '.2f')}x; torch: {t.get('models', 0)})")
+    o, t = by_ort["all"], by_torch["all"]
+    out.append(f"{'geomean all':<26} {'':>10} {'':>10} {'':>10} {ct.fmt_ratio(o['geomean'], 10)} "
+               f"{ct.fmt_ratio(t['geomean'], 12)}  (ort: {o['models']} row{'s' if o['models'] != 1 else ''}, "
+               f"largest {ct.fmt(o['max'], '.2f')}x; torch: {t['models']}); below 1: latch is faster")
+    out.append(ct.peak_line(peak))
+    return "\n".join(out)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ct.add_common_arguments(parser, 10)
+    parser.add_argument("--ort", default=DEFAULT_ORT, help=f"the onnxruntime-node package (default {DEFAULT_ORT})")
+    parser.add_argument("--node", default="node")
+    parser.add_argument("--ort-time", default=os.path.join(ct.HERE, "ort_time.js"))
+    parser.add_argument("--onnx-dir", default=os.path.join("build", "onnx"),
+                        help="where exported models are kept (default build/onnx)")
+    args = parser.parse_args(argv)
+    models, batches, sizes, _ = ct.check_common_arguments(parser, args, ct.IMAGE_MODELS, [ct.LARGE_SIZE])
+    if 0 in sizes:
+        parser.error("--size: ONNX models are exported at one size: give it (default 224)")
+    if not os.path.isdir(args.ort):
+        parser.error(f"{args.ort} is no onnxruntime-node package (make compare-ort installs it there)")
+    rows, torch_version, ort_version = [], None, None
+    try:
+        log = open(args.log, "a") if args.log else None
+    except OSError as e:
+        parser.error(f"cannot open --log {args.log}: {e}")
+    with tempfile.TemporaryDirectory(prefix="compare-ort-") as tmp:
+        peak = ct.run_peak(args, tmp, log)
+        for size, batch, model in ct.plan_runs(models, batches, sizes, True):
+            print(f"compare_ort: {model} batch {batch} size {size} ...", file=sys.stderr, flush=True)
+            row, version = ct.compare_row(args, model, batch, size, tmp, log)
+            ort, o_version = run_ort(args, model, batch, size, tmp, log)
+            rows.append(add_ort(row, ort))
+            torch_version, ort_version = torch_version or version, ort_version or o_version
+    if log:
+        log.close()
+    by_ort, by_torch = ct.summarise(rows, "ratio_ort", "ratio_ort_min"), ct.summarise(rows)
+    print(format_table(rows, by_ort, by_torch, args, (torch_version, ort_version), peak))
+    if args.json and not ct.write_json(args.json, {
+            "compare_ort": 1, "clock": "wall", "threads": args.threads, "repeat": args.repeat, "warmup": args.warmup,
+            "torch": torch_version, "ort": ort_version, "peak": peak, "rows": rows,
+            "geomean_ort": by_ort, "geomean_torch": by_torch}):
+        return 1
+    return 0 if by_ort["all"]["models"] > 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

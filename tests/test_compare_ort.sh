@@ -1,0 +1,105 @@
+#!/bin/sh
+# bench/compare_ort.py without PyTorch, node or ONNX Runtime: fake `latch bench`, fake
+# `torch_zoo.py` (time and export-onnx) and a fake ort_time.js (run by python instead of node)
+# write canned JSON; the table, both ratios, the geomeans and largest ratio per batch size, the
+# GFLOP/s columns against the fake peak, the export done once per model and size, the failure
+# rows, --json and the exit status are checked against figures worked out by hand.
+PYTHON=${PYTHON:-python3}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0; failed=0
+check() {
+  if eval "$1"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "tests/test_compare_ort.sh: check failed: $1" >&2; fi
+}
+if ! command -v "$PYTHON" >/dev/null 2>&1; then
+  echo "tests/test_compare_ort.sh: no $PYTHON (install-deps.sh installs python3)" >&2
+  echo "tests/test_compare_ort.sh: 0 passed, 1 failed"
+  exit 1
+fi
+
+# Fake latch: 10 ms for 'a', 40 ms for 'b', times the batch, at the size given; --peak: 50 GFLOP/s.
+cat > "$tmp/latch" <<'PY'
+#!/usr/bin/env python3
+import json, sys
+a = sys.argv[1:]
+out = a[a.index("--json") + 1]
+if "--peak" in a:
+    json.dump({"latch_peak": 1, "n": int(a[a.index("--peak") + 1]), "gflops": 50.0}, open(out, "w"))
+    sys.exit(0)
+model, batch, size = a[a.index("--model") + 1], int(a[a.index("--batch") + 1]), int(a[a.index("--size") + 1])
+ms = {"a": 10.0, "b": 40.0}.get(model, 1.0) * batch
+json.dump({"models": [{"name": model, "batch": batch, "size": size, "error": None,
+                       "modes": {"once": {"median_ms": ms, "min_ms": ms, "samples_ms": [ms]}}}]}, open(out, "w"))
+PY
+# Fake torch_zoo.py: time: 20 ms times the batch, 1e9 flops times the batch; export-onnx: a
+# file, counted in exports.txt; 'noexport' cannot be exported.
+cat > "$tmp/torch_zoo.py" <<'PY'
+import json, sys
+a = sys.argv[1:]
+model = a[a.index("--model") + 1]
+if a[0] == "export-onnx":
+    if model == "noexport":
+        raise SystemExit("torch_zoo.py: cannot export noexport")
+    open(a[a.index("--out") + 1], "w").write("onnx")
+    open(sys.argv[0] + ".exports", "a").write(f"{model} {a[a.index('--size') + 1]}\n")
+    sys.exit(0)
+batch, size, out = int(a[a.index("--batch") + 1]), int(a[a.index("--size") + 1]), a[a.index("--json") + 1]
+json.dump({"torch": "fake", "models": {model: {"batch": batch, "size": size, "median_ms": 20.0 * batch,
+                                               "min_ms": 20.0 * batch, "flops": 1e9 * batch}}}, open(out, "w"))
+PY
+# Fake ort_time.js: 5 ms for 'a', 50 ms for 'b', times the batch read from --shape.
+cat > "$tmp/ort_time.py" <<'PY'
+import json, sys
+a = sys.argv[1:]
+shape = [int(d) for d in a[a.index("--shape") + 1].split(",")]
+onnx = a[a.index("--onnx") + 1]
+assert open(onnx).read() == "onnx" and a[a.index("--threads") + 1] == "3" and len(shape) == 4
+model = onnx.rsplit("/", 1)[1].split("-")[0]
+ms = {"a": 5.0, "b": 50.0}.get(model, 1.0) * shape[0]
+json.dump({"ort": "9.9.9", "median_ms": ms, "min_ms": ms, "samples_ms": [ms]}, open(a[a.index("--json") + 1], "w"))
+PY
+chmod +x "$tmp/latch"
+mkdir "$tmp/ort"
+
+run() {
+  "$PYTHON" bench/compare_ort.py --latch "$tmp/latch" --python "$PYTHON" --torch-zoo "$tmp/torch_zoo.py" \
+    --node "$PYTHON" --ort-time "$tmp/ort_time.py" --ort "$tmp/ort" --onnx-dir "$tmp/onnx" --threads 3 --repeat 2 "$@"
+}
+run --model a,b,noexport --batch 1,8 --json "$tmp/out.json" > "$tmp/out.txt" 2> "$tmp/err.txt"
+rc=$?
+cat "$tmp/out.txt"
+check '[ $rc -eq 0 ]'
+# a at batch 1: latch 10, ort 5, torch 20: 2.00x and 0.50x; 1e9 flops: 100 and 200 GFLOP/s,
+# 200% and 400% of the fake 50. b: 40, 50, 20: 0.80x, 2.00x; 25 and 20 GFLOP/s.
+check 'grep -Eq "^a +1 +224 +10\.00 +5\.00 +20\.00 +2\.00x +0\.50x +100\.0 +200\.0 +200 +400$" "$tmp/out.txt"'
+check 'grep -Eq "^b +8 +224 +320\.00 +400\.00 +160\.00 +0\.80x +2\.00x +25\.0 +20\.0 +50 +40$" "$tmp/out.txt"'
+# latch/ORT: the geomean of 2.0 and 0.8 = 1.26 (noexport has no ORT time); latch/torch: of
+# 0.5, 2.0 and noexport's 1/20 = 0.05^(1/3) = 0.37
+check 'grep -Eq "^geomean batch 1 @224 +1\.26x +0\.37x +\(ort: 2 models, largest 2\.00x; torch: 3\)" "$tmp/out.txt"'
+check 'grep -Eq "^geomean all +1\.26x +0\.37x +\(ort: 4 rows, largest 2\.00x; torch: 6\)" "$tmp/out.txt"'
+check 'grep -q "^noexport .*ort failed: export: exit 1: .*cannot export noexport" "$tmp/out.txt"'
+check 'grep -q "ONNX Runtime 9.9.9 (node) vs PyTorch fake eager" "$tmp/out.txt"'
+check 'grep -q "^peak: 50.0 GFLOP/s" "$tmp/out.txt"'
+# one export per model and size, reused by the second batch size
+check '[ "$(sort "$tmp/torch_zoo.py.exports" | tr "\n" " ")" = "a 224 b 224 " ]'
+check '"$PYTHON" -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = {(r[\"model\"], r[\"batch\"]): r for r in d[\"rows\"]}
+assert d[\"ort\"] == \"9.9.9\" and len(rows) == 6 and d[\"peak\"][\"gflops\"] == 50.0
+assert rows[(\"b\", 8)][\"ratio_ort\"] == 0.8 and rows[(\"a\", 1)][\"ort_gflops\"] == 200.0
+assert rows[(\"noexport\", 1)][\"ratio_ort\"] is None and rows[(\"noexport\", 1)][\"ratio\"] is not None
+assert abs(d[\"geomean_ort\"][\"per_batch\"][\"8 @224\"][\"geomean\"] - 0.8 ** 0.5 * 2 ** 0.5) < 1e-12
+" "$tmp/out.json"'
+# Nothing ran on ORT's side: exit 1. Bad arguments: exit 2, no traceback.
+run --model noexport --batch 1 > "$tmp/none.txt" 2>&1
+rc=$?
+check '[ $rc -eq 1 ] && grep -q "^geomean all .*(ort: 0 rows" "$tmp/none.txt"'
+run --size default > "$tmp/bad.txt" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "exported at one size" "$tmp/bad.txt" && ! grep -q Traceback "$tmp/bad.txt"'
+run --ort "$tmp/missing" > "$tmp/bad.txt" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "no onnxruntime-node package" "$tmp/bad.txt"'
+echo "tests/test_compare_ort.sh: $passed passed, $failed failed"
+[ $failed -eq 0 ]
