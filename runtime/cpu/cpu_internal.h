@@ -162,7 +162,7 @@ void rt_cpu_fusion_free(rt_cpu_fusion *fusion);
 /* Runs a fused group (fused.c): in[k] is the value of the step's input k;
  * scratch: the head's working memory (the FUSED step's scratch_bytes). */
 bool rt_cpu_fusion_run(const rt_cpu_fusion *fusion, const rt_value *const *in, rt_value *out, void *scratch);
-/* The instruction sets fused groups are compiled for (backend_cpu_fused.c); the widest the
+/* The instruction sets fused groups are compiled for (fused.c); the widest the
  * processor has runs, unless a test picked another. All give the same results. */
 #if defined(__GNUC__) && defined(__x86_64__)
 #define RT_CPU_X86_VARIANTS 1
