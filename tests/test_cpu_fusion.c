@@ -286,7 +286,7 @@ static void test_random_chains(void) {
 }
 
 /* The same chains with the fused groups run by each vector variant this processor has
- * (backend_cpu_fused.c), a third of them each: every variant must agree with the reference
+ * (runtime/cpu/fused.c), a third of them each: every variant must agree with the reference
  * exactly, as the widest one above did. */
 static void test_random_chains_per_variant(void) {
   rt_cpu_isa widest = rt_cpu_fused_isa();
