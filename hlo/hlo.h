@@ -389,6 +389,9 @@ bool hlo_comp_sort(hlo_comp *comp, hlo_diag *diag);
 /* Reorders module->comps so callees come before callers; false on recursion or out of memory. */
 bool hlo_module_sort(hlo_module *module, hlo_diag *diag);
 hlo_ints hlo_ints_copy(hlo_arena *arena, int count, const int64_t *values);
+/* The instruction whose bytes instr shows unchanged: instr itself, or the operand under its
+ * one-operand reshapes, bitcasts and copies. */
+const hlo_instr *hlo_under_views(const hlo_instr *instr);
 /* Sets every instruction's origin to 1 + its position (see hlo_instr.origin); returns the
  * count of instructions. */
 int32_t hlo_module_number_origins(hlo_module *module);

@@ -262,6 +262,13 @@ bool hlo_module_sort(hlo_module *module, hlo_diag *diag) {
   return ok;
 }
 
+const hlo_instr *hlo_under_views(const hlo_instr *instr) {
+  while ((instr->opcode == HLO_OP_RESHAPE || instr->opcode == HLO_OP_BITCAST || instr->opcode == HLO_OP_COPY) &&
+         instr->operand_count == 1)
+    instr = instr->operands[0];
+  return instr;
+}
+
 hlo_ints hlo_ints_copy(hlo_arena *arena, int count, const int64_t *values) {
   hlo_ints ints;
   ints.count = count;

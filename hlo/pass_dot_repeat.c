@@ -139,12 +139,6 @@ static const hlo_instr *source_of(const hlo_instr *instr, repeat_form *form, int
   return instr;
 }
 
-/* Whether instr is a parameter, or a reshape of one. */
-static bool is_parameter(const hlo_instr *instr) {
-  while (instr->opcode == HLO_OP_RESHAPE && instr->operand_count == 1) instr = instr->operands[0];
-  return instr->opcode == HLO_OP_PARAMETER;
-}
-
 /* Whether dot is a plain matrix product the rewrite handles and gains on: lhs [M, K] . rhs
  * [K, N] or [N, K], floats, nothing empty, and M > 1 or a weight that is a parameter.
  * *k_first: the rhs is [K, N]. */
@@ -164,7 +158,7 @@ static bool plain_product(const hlo_instr *dot, bool *k_first) {
    * add, unless the sum is kept: a backend may keep a reduce of a parameter alone from one
    * call to the next while the argument's contents are the same (the cpu backend does), and
    * then only the summed weight is read. */
-  return lhs->shape.dims[0] > 1 || is_parameter(rhs);
+  return lhs->shape.dims[0] > 1 || hlo_under_views(rhs)->opcode == HLO_OP_PARAMETER;
 }
 
 /* The contracting entries of form (those after the lhs rows) with adjacent entries of one

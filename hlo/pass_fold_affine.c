@@ -31,16 +31,9 @@ static bool plain_f32(const hlo_instr *instr) {
   return hlo_shape_is_array(s) && s->dtype == HLO_F32 && hlo_shape_is_default_layout(s) && !hlo_shape_is_dynamic(s);
 }
 
-static const hlo_instr *under_views(const hlo_instr *instr) {
-  while ((instr->opcode == HLO_OP_RESHAPE || instr->opcode == HLO_OP_BITCAST || instr->opcode == HLO_OP_COPY) &&
-         instr->operand_count == 1)
-    instr = instr->operands[0];
-  return instr;
-}
-
 /* A value that does not change from call to call unless a weight does. */
 static bool weight_like(const hlo_instr *instr) {
-  hlo_opcode op = under_views(instr)->opcode;
+  hlo_opcode op = hlo_under_views(instr)->opcode;
   return op == HLO_OP_PARAMETER || op == HLO_OP_CONSTANT;
 }
 
@@ -148,7 +141,7 @@ static bool count_users(const hlo_comp *comp, users *u) {
 static bool foldable(const hlo_instr *conv) {
   return conv->opcode == HLO_OP_CONVOLUTION && conv->operand_count == 2 && conv->conv && conv->window &&
          conv->batch_group_count == 1 && plain_f32(conv) && plain_f32(conv->operands[0]) &&
-         plain_f32(conv->operands[1]) && under_views(conv->operands[1])->opcode == HLO_OP_PARAMETER;
+         plain_f32(conv->operands[1]) && hlo_under_views(conv->operands[1])->opcode == HLO_OP_PARAMETER;
 }
 
 /* The folded value replacing the chain's last member, or NULL when there is nothing to fold. */

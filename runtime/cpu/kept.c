@@ -36,12 +36,10 @@ static bool leaf(const hlo_instr *instr) {
   return (op == HLO_OP_PARAMETER && hlo_shape_is_array(&instr->shape)) || op == HLO_OP_CONSTANT || op == HLO_OP_IOTA;
 }
 
-/* The parameter an instruction views through reshapes, bitcasts and copies, or NULL. */
-static const hlo_instr *viewed_parameter(const hlo_instr *instr) {
-  while ((instr->opcode == HLO_OP_RESHAPE || instr->opcode == HLO_OP_BITCAST || instr->opcode == HLO_OP_COPY) &&
-         instr->operand_count == 1)
-    instr = instr->operands[0];
-  return instr->opcode == HLO_OP_PARAMETER && hlo_shape_is_array(&instr->shape) ? instr : NULL;
+/* Whether instr views an array parameter through reshapes, bitcasts and copies. */
+static bool views_parameter(const hlo_instr *instr) {
+  const hlo_instr *under = hlo_under_views(instr);
+  return under->opcode == HLO_OP_PARAMETER && hlo_shape_is_array(&under->shape);
 }
 
 /* wanted[i]: instruction i prepares a weight (see the header). */
@@ -51,7 +49,7 @@ static void find_wanted(const hlo_comp *entry, bool *wanted) {
     const hlo_instr *instr = entry->instrs[i];
     bool product = instr->opcode == HLO_OP_CONVOLUTION || instr->opcode == HLO_OP_DOT;
     if (product && instr->operand_count == 2) wanted[instr->operands[1]->id] = true;
-    if (instr->opcode == HLO_OP_REDUCE && instr->operand_count == 2 && viewed_parameter(instr->operands[0]) &&
+    if (instr->opcode == HLO_OP_REDUCE && instr->operand_count == 2 && views_parameter(instr->operands[0]) &&
         instr->operands[1]->opcode == HLO_OP_CONSTANT)
       wanted[i] = true;
   }
