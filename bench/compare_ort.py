@@ -87,7 +87,8 @@ def format_table(rows, by_ort, by_torch, args, versions, peak):
            f"{torch_version or '?'} eager ({policy}), median wall ms per step over {args.repeat} steps (after "
            f"{args.warmup} warm-up), {args.threads} thread(s) each",
            f"{'model':<14} {'batch':>5} {'size':>5} {'latch ms':>10} {'ort ms':>10} {'torch ms':>10} "
-           f"{'latch/ort':>10} {'latch/torch':>12} {'latch GF/s':>10} {'ort GF/s':>9} {'latch %pk':>9} {'ort %pk':>8}"]
+           f"{'latch/ort':>10} {'latch/torch':>12} {'latch GF/s':>10} {'ort GF/s':>9} {'latch %pk':>9} {'ort %pk':>8}"
+           + (f" {'passive ms':>10} {'l/passive':>10}" if args.torch_passive else "")]
     peak_gflops = peak.get("gflops") if peak else None
 
     def share(g):
@@ -99,8 +100,11 @@ def format_table(rows, by_ort, by_torch, args, versions, peak):
                 f"{ct.fmt_ratio(r['ratio'], 12)} {ct.fmt(r['latch_gflops'], '.1f'):>10} "
                 f"{ct.fmt(r['ort_gflops'], '.1f'):>9} {ct.fmt(share(r['latch_gflops']), '.0f'):>9} "
                 f"{ct.fmt(share(r['ort_gflops']), '.0f'):>8}")
+        if args.torch_passive:
+            line += f" {ct.fmt(r.get('torch_passive_ms'), '.2f'):>10} {ct.fmt_ratio(r.get('ratio_passive'), 10)}"
         errors = [f"{side} failed: {r[key]}" for side, key in
-                  (("latch", "latch_error"), ("ort", "ort_error"), ("torch", "torch_error")) if r.get(key)]
+                  (("latch", "latch_error"), ("ort", "ort_error"), ("torch", "torch_error"),
+                   ("torch passive", "torch_passive_error")) if r.get(key)]
         if errors:
             line += "  (" + "; ".join(errors) + ")"
         out.append(line)

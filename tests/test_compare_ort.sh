@@ -31,7 +31,8 @@ ms = {"a": 10.0, "b": 40.0}.get(model, 1.0) * batch
 json.dump({"models": [{"name": model, "batch": batch, "size": size, "error": None,
                        "modes": {"once": {"median_ms": ms, "min_ms": ms, "samples_ms": [ms]}}}]}, open(out, "w"))
 PY
-# Fake torch_zoo.py: time: 20 ms times the batch, 1e9 flops times the batch; export-onnx: a
+# Fake torch_zoo.py: time: 20 ms times the batch (5 with OMP_WAIT_POLICY=PASSIVE), 1e9 flops
+# times the batch; export-onnx: a
 # file, counted in exports.txt; 'noexport' cannot be exported.
 cat > "$tmp/torch_zoo.py" <<'PY'
 import json, sys
@@ -44,8 +45,10 @@ if a[0] == "export-onnx":
     open(sys.argv[0] + ".exports", "a").write(f"{model} {a[a.index('--size') + 1]}\n")
     sys.exit(0)
 batch, size, out = int(a[a.index("--batch") + 1]), int(a[a.index("--size") + 1]), a[a.index("--json") + 1]
-json.dump({"torch": "fake", "models": {model: {"batch": batch, "size": size, "median_ms": 20.0 * batch,
-                                               "min_ms": 20.0 * batch, "flops": 1e9 * batch}}}, open(out, "w"))
+import os
+ms = (5.0 if os.environ.get("OMP_WAIT_POLICY") == "PASSIVE" else 20.0) * batch
+json.dump({"torch": "fake", "models": {model: {"batch": batch, "size": size, "median_ms": ms,
+                                               "min_ms": ms, "flops": 1e9 * batch}}}, open(out, "w"))
 PY
 # Fake ort_time.js: 5 ms for 'a', 50 ms for 'b', times the batch read from --shape.
 cat > "$tmp/ort_time.py" <<'PY'
@@ -91,6 +94,10 @@ assert rows[(\"b\", 8)][\"ratio_ort\"] == 0.8 and rows[(\"a\", 1)][\"ort_gflops\
 assert rows[(\"noexport\", 1)][\"ratio_ort\"] is None and rows[(\"noexport\", 1)][\"ratio\"] is not None
 assert abs(d[\"geomean_ort\"][\"per_batch\"][\"8 @224\"][\"geomean\"] - 0.8 ** 0.5 * 2 ** 0.5) < 1e-12
 " "$tmp/out.json"'
+# --torch-passive: PyTorch again with OMP_WAIT_POLICY=PASSIVE (the fake reads it: 5 ms), latch
+# against that last: 10 / 5 = 2.00x.
+run --model a --batch 1 --torch-passive > "$tmp/passive.txt" 2>&1
+check 'grep -Eq "^a +1 +224 +10\.00 +5\.00 +20\.00 .* 5\.00 +2\.00x$" "$tmp/passive.txt"'
 # Nothing ran on ORT's side: exit 1. Bad arguments: exit 2, no traceback.
 run --model noexport --batch 1 > "$tmp/none.txt" 2>&1
 rc=$?
