@@ -3,7 +3,8 @@
  * leaves (a parameter weight, a computed one, a depthwise convolution, divides, a chain
  * whose value is read twice); the cpu backend against the reference evaluator on the folded
  * graphs; the kept steps skipped while the arguments' stamps are the same and run again when
- * a weight, a scale or a mean is written in place; a bound executable at another batch
+ * a weight, a scale or a mean is written in place, and oneDNN's reorder of the scaled weights
+ * done once per version of them; a bound executable at another batch
  * size; and a traced function whose weights are assigned between calls, against a
  * convolution and batch norm worked out here in double. */
 #include <math.h>
@@ -150,19 +151,28 @@ static void test_weights_in_place(void) {
   make_args(text, 7, args);
   rt_executable *exe = compile_checked(text);
   if (!exe) return;
-  int64_t before = rt_cpu_kept_reuse_count();
+  int64_t before = rt_cpu_kept_reuse_count(), reorders = rt_cpu_dnnl_weight_reorder_count();
   expect_run(__LINE__, exe, text, args, 0); /* first: computed */
+  /* oneDNN may want the scaled weights in its own layout: reordered once per version */
+  int64_t per_version = rt_cpu_dnnl_weight_reorder_count() - reorders;
   expect_run(__LINE__, exe, text, args, -1);
   int64_t kept = rt_cpu_kept_reuse_count() - before;
   CHECK_MSG(kept >= 2, "%lld kept steps skipped on the second call, want the scale and the weight", (long long)kept);
   expect_run(__LINE__, exe, text, args, kept);
+  CHECK_MSG(rt_cpu_dnnl_weight_reorder_count() - reorders == per_version, "%lld weight reorders, want %lld",
+            (long long)(rt_cpu_dnnl_weight_reorder_count() - reorders), (long long)per_version);
   int written[] = {1, 3, 4, 2}; /* weight, var, gamma, mean: each written in place in turn */
   for (int k = 0; k < 4; k++) {
     rt_value *v = args[written[k]];
     for (int64_t e = 0; e < v->count; e++) ((float *)v->data)[e] *= 1.25f;
     rt_value_touch(v);
+    reorders = rt_cpu_dnnl_weight_reorder_count();
     expect_run(__LINE__, exe, text, args, -1); /* against the reference with the new values */
     expect_run(__LINE__, exe, text, args, kept);
+    /* the mean moves only the shift: the scaled weights stay, and so does their reorder */
+    int64_t want = written[k] == 2 ? 0 : per_version;
+    CHECK_MSG(rt_cpu_dnnl_weight_reorder_count() - reorders == want, "written %d: %lld reorders, want %lld",
+              written[k], (long long)(rt_cpu_dnnl_weight_reorder_count() - reorders), (long long)want);
   }
   /* written without a new stamp is the caller's error; a value without one is never kept */
   rt_value view = *args[1];
