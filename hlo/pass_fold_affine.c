@@ -123,8 +123,8 @@ typedef struct users {
 
 static bool count_users(const hlo_comp *comp, users *u) {
   u->n = comp->instr_count;
-  u->count = calloc((size_t)comp->instr_count + 1, sizeof(int));
-  u->only = calloc((size_t)comp->instr_count + 1, sizeof(hlo_instr *));
+  u->count = hlo_calloc((size_t)comp->instr_count + 1, sizeof(int));
+  u->only = hlo_calloc((size_t)comp->instr_count + 1, sizeof(hlo_instr *));
   if (!u->count || !u->only) return false;
   for (int i = 0; i < comp->instr_count; i++) {
     hlo_instr *instr = comp->instrs[i];

@@ -77,7 +77,7 @@ static bool list_params(rt_cpu_plan *plan, const hlo_comp *entry, int i, const b
       stack[top++] = o;
     }
   }
-  step->kept_params = malloc(sizeof(int) * ((size_t)count + 1));
+  step->kept_params = hlo_malloc(sizeof(int) * ((size_t)count + 1));
   if (!step->kept_params) return false;
   for (int o = 0; o <= i; o++)
     if (seen[o] == i && entry->instrs[o]->opcode == HLO_OP_PARAMETER)
@@ -88,8 +88,8 @@ static bool list_params(rt_cpu_plan *plan, const hlo_comp *entry, int i, const b
 
 bool rt_cpu_find_kept(rt_cpu_plan *plan, const hlo_comp *entry) {
   int n = plan->step_count;
-  bool *wanted = calloc((size_t)n + 1, sizeof(bool)), *alone = calloc((size_t)n + 1, sizeof(bool));
-  int *seen = malloc(sizeof(int) * ((size_t)n + 1)), *stack = malloc(sizeof(int) * ((size_t)n + 1));
+  bool *wanted = hlo_calloc((size_t)n + 1, sizeof(bool)), *alone = hlo_calloc((size_t)n + 1, sizeof(bool));
+  int *seen = hlo_malloc(sizeof(int) * ((size_t)n + 1)), *stack = hlo_malloc(sizeof(int) * ((size_t)n + 1));
   bool ok = wanted && alone && seen && stack;
   if (ok) find_wanted(entry, wanted);
   for (int i = 0; ok && i < n; i++) seen[i] = -1;
