@@ -186,26 +186,31 @@ typedef struct cache_disk_stats {
 
 typedef struct cache_disk cache_disk;
 
-/* ---- configuration from the environment ---- */
-
-/* LATCH_CACHE: off, memory or disk; unset or empty gives default_mode. Anything else is
- * HLO_ERR_INPUT naming the value, rather than a typo silently turning the cache off. */
-hlo_status cache_mode_from_env(cache_mode default_mode, cache_mode *mode, hlo_diag *diag);
-/* LATCH_CACHE_DIR, else $XDG_CACHE_HOME/latch, else $HOME/.cache/latch. */
-hlo_status cache_disk_default_dir(char *out, size_t size, hlo_diag *diag);
-/* LATCH_CACHE_MAX_BYTES (a byte count, with an optional K, M, G or T suffix: powers of 1024),
- * else CACHE_DISK_DEFAULT_MAX_BYTES. */
-hlo_status cache_disk_max_bytes_from_env(uint64_t *max_bytes, hlo_diag *diag);
-
 /* ---- the store ---- */
 
-/* Opens (creating it with its parents) the cache directory. dir NULL: cache_disk_default_dir;
- * max_bytes 0: cache_disk_max_bytes_from_env. A directory that cannot be created gives a cache
- * that misses and skips every put, with a warning: only bad arguments, bad environment values
- * and out-of-memory give NULL (with diag). The directory is created 0700; one owned by another
- * user or writable by group or others is refused the same way (entries are code the process
- * runs: whoever can write them can run code in it), as ssh refuses such a key directory. */
-cache_disk *cache_disk_open(const char *dir, uint64_t max_bytes, hlo_diag *diag);
+/* Test-only hooks: capture/ fills them from LATCH_CACHE_TEST_FAULT and
+ * LATCH_CACHE_TEST_WRITE_DELAY_MS (tests may fill them directly); NULL or empty fields: none.
+ * Tests run as root, for whom chmod does not make a directory read-only, so this is how they
+ * reach those paths. */
+typedef struct cache_disk_test_hooks {
+  /* "OP:ERRNO": every call of OP fails with ERRNO without touching the disk. OP is mkdir, open
+   * (for writing), write, fsync, rename or read (opening for reading); ERRNO is EROFS, ENOSPC,
+   * EACCES, EIO or EDQUOT. */
+  const char *fault;
+  /* "N": sleeps N ms (0 to 600000) halfway through writing a payload, so a test can kill a
+   * writer in the middle of a write. */
+  const char *write_delay_ms;
+} cache_disk_test_hooks;
+
+/* Opens (creating it with its parents) the cache directory dir. max_bytes 0:
+ * CACHE_DISK_DEFAULT_MAX_BYTES. hooks: NULL for none. A directory that cannot be created gives
+ * a cache that misses and skips every put, with a warning: only bad arguments (no dir, a
+ * malformed hook) and out-of-memory give NULL (with diag). The directory is created 0700; one
+ * owned by another user or writable by group or others is refused the same way (entries are
+ * code the process runs: whoever can write them can run code in it), as ssh refuses such a key
+ * directory. Reads no environment: capture/ works out the directory (LATCH_CACHE_DIR,
+ * XDG_CACHE_HOME, HOME) and the limit (LATCH_CACHE_MAX_BYTES). */
+cache_disk *cache_disk_open(const char *dir, uint64_t max_bytes, const cache_disk_test_hooks *hooks, hlo_diag *diag);
 void cache_disk_close(cache_disk *disk);
 
 const char *cache_disk_dir(const cache_disk *disk);
@@ -435,10 +440,11 @@ typedef struct cache_remote_server {
 hlo_status cache_remote_server_info(cache_remote *remote, cache_remote_server *server, hlo_diag *diag);
 
 /* Copies every valid entry of the disk cache in dir to the server (push) or the other way
- * (pull); *copied counts those written, *skipped those already there or not valid. */
+ * (pull, keeping dir under max_bytes: 0 is CACHE_DISK_DEFAULT_MAX_BYTES); *copied counts
+ * those written, *skipped those already there or not valid. */
 hlo_status cache_remote_push(cache_remote *remote, const char *dir, uint64_t *copied, uint64_t *skipped,
                              hlo_diag *diag);
-hlo_status cache_remote_pull(cache_remote *remote, const char *dir, uint64_t *copied, uint64_t *skipped,
-                             hlo_diag *diag);
+hlo_status cache_remote_pull(cache_remote *remote, const char *dir, uint64_t max_bytes, uint64_t *copied,
+                             uint64_t *skipped, hlo_diag *diag);
 
 #endif

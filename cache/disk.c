@@ -13,10 +13,10 @@
 
 #include "disk_internal.h"
 
-enum { PATH_MAX_BYTES = 4096 };
+enum { PATH_MAX_BYTES = 4096, DIR_MAX_BYTES = PATH_MAX_BYTES - 256 /* room left for "/" and a file name */ };
 
 struct cache_disk {
-  char dir[PATH_MAX_BYTES - 256]; /* room left for "/" and a file name */
+  char dir[DIR_MAX_BYTES];
   uint64_t max_bytes;
   bool unusable; /* the directory could not be created: every get misses, every put is skipped */
   cache_disk_faults faults;
@@ -24,24 +24,19 @@ struct cache_disk {
   atomic_uint_fast64_t temp_counter;
 };
 
-cache_disk *cache_disk_open(const char *dir, uint64_t max_bytes, hlo_diag *diag) {
+cache_disk *cache_disk_open(const char *dir, uint64_t max_bytes, const cache_disk_test_hooks *hooks, hlo_diag *diag) {
+  if (!dir || !*dir || strlen(dir) >= DIR_MAX_BYTES) {
+    hlo_diag_set(diag, HLO_ERR_INPUT, "compile cache directory name is empty or too long");
+    return NULL;
+  }
   cache_disk *disk = hlo_calloc(1, sizeof *disk);
   if (!disk) {
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory opening the compile cache");
     return NULL;
   }
-  hlo_status status = HLO_OK;
-  if (dir) {
-    if (!*dir || strlen(dir) >= sizeof disk->dir)
-      status = hlo_diag_set(diag, HLO_ERR_INPUT, "compile cache directory name is empty or too long");
-    else
-      snprintf(disk->dir, sizeof disk->dir, "%s", dir);
-  } else {
-    status = cache_disk_default_dir(disk->dir, sizeof disk->dir, diag);
-  }
-  if (status == HLO_OK && max_bytes == 0) status = cache_disk_max_bytes_from_env(&max_bytes, diag);
-  if (status == HLO_OK) status = cache_disk_faults_from_env(&disk->faults, diag);
-  if (status != HLO_OK) {
+  snprintf(disk->dir, sizeof disk->dir, "%s", dir);
+  if (max_bytes == 0) max_bytes = CACHE_DISK_DEFAULT_MAX_BYTES;
+  if (cache_disk_faults_parse(hooks, &disk->faults, diag) != HLO_OK) {
     free(disk);
     return NULL;
   }

@@ -58,12 +58,8 @@ bool cache_disk_is_temp_name(const char *name);
 
 /* ---- filesystem calls with test-only fault injection (disk_io.c) ----
  *
- * LATCH_CACHE_TEST_FAULT=OP:ERRNO (test-only) makes every call of OP fail with ERRNO without
- * touching the disk: OP is mkdir, open (for writing), write, fsync, rename or read (opening
- * for reading); ERRNO is EROFS, ENOSPC, EACCES, EIO or EDQUOT. Tests run as root, for whom
- * chmod does not make a directory read-only, so this is how they reach those paths.
- * LATCH_CACHE_TEST_WRITE_DELAY_MS=N (test-only) sleeps N ms halfway through writing a
- * payload, so a test can kill a writer in the middle of a write. */
+ * The hooks (cache_disk_test_hooks, cache.h) parsed: the errno each operation fails with,
+ * and the delay in the middle of a payload. */
 typedef enum cache_disk_op {
   CACHE_OP_MKDIR,
   CACHE_OP_OPEN,
@@ -79,8 +75,9 @@ typedef struct cache_disk_faults {
   int write_delay_ms;
 } cache_disk_faults;
 
-/* Reads the two variables; a malformed value is HLO_ERR_INPUT. */
-hlo_status cache_disk_faults_from_env(cache_disk_faults *faults, hlo_diag *diag);
+/* Parses the hooks (NULL or empty fields: none); a malformed value is HLO_ERR_INPUT naming
+ * the variable that carries it. */
+hlo_status cache_disk_faults_parse(const cache_disk_test_hooks *hooks, cache_disk_faults *faults, hlo_diag *diag);
 /* The injected errno for op, or 0. */
 int cache_disk_fault(const cache_disk_faults *faults, cache_disk_op op);
 

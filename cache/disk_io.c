@@ -21,9 +21,9 @@ static const struct {
   int errnum;
 } errnos[] = {{"EROFS", EROFS}, {"ENOSPC", ENOSPC}, {"EACCES", EACCES}, {"EIO", EIO}, {"EDQUOT", EDQUOT}};
 
-hlo_status cache_disk_faults_from_env(cache_disk_faults *faults, hlo_diag *diag) {
+hlo_status cache_disk_faults_parse(const cache_disk_test_hooks *hooks, cache_disk_faults *faults, hlo_diag *diag) {
   memset(faults, 0, sizeof *faults);
-  const char *fault = getenv("LATCH_CACHE_TEST_FAULT");
+  const char *fault = hooks ? hooks->fault : NULL;
   if (fault && *fault) {
     const char *colon = strchr(fault, ':');
     int op = -1, errnum = 0;
@@ -38,7 +38,7 @@ hlo_status cache_disk_faults_from_env(cache_disk_faults *faults, hlo_diag *diag)
                           "rename, read and ERRNO one of EROFS, ENOSPC, EACCES, EIO, EDQUOT", fault);
     faults->errnum[op] = errnum;
   }
-  const char *delay = getenv("LATCH_CACHE_TEST_WRITE_DELAY_MS");
+  const char *delay = hooks ? hooks->write_delay_ms : NULL;
   if (delay && *delay) {
     char *end;
     long ms = strtol(delay, &end, 10);

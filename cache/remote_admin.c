@@ -267,9 +267,9 @@ static void pull_one(void *ctx, const cache_disk_entry_info *entry) {
   freeReplyObject(value);
 }
 
-hlo_status cache_remote_pull(cache_remote *remote, const char *dir, uint64_t *copied, uint64_t *skipped,
-                             hlo_diag *diag) {
-  copy_state c = {remote, cache_disk_open(dir, 0, diag), dir, 0, 0, false};
+hlo_status cache_remote_pull(cache_remote *remote, const char *dir, uint64_t max_bytes, uint64_t *copied,
+                             uint64_t *skipped, hlo_diag *diag) {
+  copy_state c = {remote, cache_disk_open(dir, max_bytes, NULL, diag), dir, 0, 0, false};
   if (!c.disk) return diag->status;
   cache_disk_summary summary;
   hlo_status status = cache_remote_scan(remote, true, false, pull_one, &c, &summary, diag);

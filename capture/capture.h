@@ -149,6 +149,7 @@ struct latch_runtime {
   cache_remote *remote; /* NULL unless options.cache_url is set */
   char cache_mode[8], cache_dir[4096];
   char fingerprint[RT_FINGERPRINT_MAX]; /* the disk cache's other key half */
+  rt_compile_options compile_options;   /* from options: what every compile here is told */
   atomic_uint_fast64_t syncs, ops_traced, nodes_synced, key_ns, execute_ns, compiles, disk_loads, remote_loads;
   atomic_uint_fast64_t rng_counter; /* seeds of random ops made outside latch_call */
   int check_mode;   /* min_check_mode from options.check */
@@ -161,9 +162,9 @@ struct latch_runtime {
 
 /* ---- the runtime (open.c) ---- */
 /* The settings besides the graph, the backend and the build that change what a compile
- * makes, as the fingerprint's options ("threads=8 fusion=on"); returns the length needed,
- * like snprintf. */
-size_t cap_code_options(char *out, size_t size);
+ * makes, as the fingerprint's options ("threads=8 fusion=on"): the process's thread count and
+ * options (NULL: the defaults); returns the length needed, like snprintf. */
+size_t cap_code_options(const rt_compile_options *options, char *out, size_t size);
 
 /* ---- nodes (node.c) ---- */
 cap_ctx *cap_ctx_current(void);
@@ -521,8 +522,6 @@ latch_status cap_entry_run(latch_runtime *rt, cap_entry *entry, latch_tensor *co
                            const int64_t *bindings, cap_node *const *params, latch_tensor **outputs,
                            cap_run_kind *kind, uint64_t *instantiate_ns);
 cap_node *cap_seed_node(uint64_t seed); /* random.c */
-/* Whether LATCH_LOG's comma-separated list names word ("recompiles", "guards"). */
-bool cap_log_has(const char *word);
 
 /* ---- ops_*.c ---- */
 /* Helpers shared by the files that trace ops (ops_*.c). */
@@ -535,6 +534,34 @@ cap_node *cap_node_like(cap_op op, int sub, int count, latch_tensor *const *oper
 latch_tensor *cap_traced(latch_runtime *rt, cap_node *node);
 /* "f32[2,3]" for messages. */
 const char *cap_shape_text(const latch_tensor *t, char *buffer, int size);
+
+/* ---- settings.c ---- */
+/* The one place the library reads the environment (latch_options_init and
+ * latch_function_options_init live there too); tools/ asks it for the command's settings. */
+
+/* What the layers below are told of options: the cpu backend's fusion and arena budget. */
+void cap_compile_options(const latch_options *options, rt_compile_options *out);
+/* Whether LATCH_LOG's comma-separated list names word ("recompiles", "guards"). A word it
+ * does not know gets one warning per process, listing the known ones. */
+bool cap_log_has(const char *word);
+/* LATCH_REPRO_DIR, NULL when unset or empty. */
+const char *cap_env_repro_dir(void);
+/* LATCH_REPRO_MAX_BYTES as text (min_auto_request.max_bytes), NULL when unset or empty. */
+const char *cap_env_repro_max_bytes(void);
+/* inner wrapped with the test-only fault in LATCH_FAULT (rt_fault_backend), inner when it is
+ * unset or empty, NULL with diag when it does not parse. */
+const rt_backend *cap_env_fault(const rt_backend *inner, hlo_diag *diag);
+/* LATCH_CACHE: off, memory or disk; unset or empty gives default_mode. Anything else is
+ * HLO_ERR_INPUT naming the value, rather than a typo silently turning the cache off. */
+hlo_status cap_env_cache_mode(cache_mode default_mode, cache_mode *mode, hlo_diag *diag);
+/* The disk cache's directory: LATCH_CACHE_DIR, else $XDG_CACHE_HOME/latch, else
+ * $HOME/.cache/latch. */
+hlo_status cap_env_cache_dir(char *out, size_t size, hlo_diag *diag);
+/* LATCH_CACHE_MAX_BYTES (a byte count, with an optional K, M, G or T suffix: powers of 1024),
+ * else CACHE_DISK_DEFAULT_MAX_BYTES. */
+hlo_status cap_env_cache_max_bytes(uint64_t *max_bytes, hlo_diag *diag);
+/* The disk cache's test-only hooks: LATCH_CACHE_TEST_FAULT, LATCH_CACHE_TEST_WRITE_DELAY_MS. */
+void cap_env_cache_hooks(cache_disk_test_hooks *hooks);
 
 /* ---- backends.c ---- */
 /* The backend called name, or NULL. */

@@ -51,32 +51,6 @@ struct latch_function {
 
 enum { GUARD_SAMPLE = 8 };
 
-bool cap_log_has(const char *word) {
-  const char *text = getenv("LATCH_LOG");
-  if (!text) return false;
-  size_t n = strlen(word);
-  for (const char *p = text; (p = strstr(p, word)); p += n)
-    if ((p == text || p[-1] == ',') && (p[n] == 0 || p[n] == ',')) return true;
-  return false;
-}
-
-latch_status latch_function_options_init(latch_function_options *options) {
-  memset(options, 0, sizeof *options);
-  options->recompile_limit = 8;
-  const char *text = getenv("LATCH_RECOMPILE_LIMIT");
-  if (text && *text) {
-    char *end;
-    errno = 0;
-    long value = strtol(text, &end, 10);
-    if (errno || *end || value < 0 || value > 1 << 20) {
-      cap_set_error("LATCH_RECOMPILE_LIMIT=%s: expected a non-negative integer", text);
-      return LATCH_ERR_INPUT;
-    }
-    options->recompile_limit = (int)value;
-  }
-  return LATCH_OK;
-}
-
 static latch_function *make(latch_runtime *rt, latch_fn fn, latch_step_fn step, void *user,
                             const latch_function_options *options) {
   latch_function_options defaults;

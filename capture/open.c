@@ -1,5 +1,5 @@
-/* The runtime: options and their environment variables, the backend, the shared compile
- * cache, statistics, and the per-thread last error. */
+/* The runtime: opening it with its options (settings.c reads their environment variables),
+ * the backend, the shared compile cache, statistics, and the per-thread last error. */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -22,94 +22,24 @@ void cap_set_error(const char *format, ...) {
   va_end(ap);
 }
 
-/* A non-negative (positive: when positive) number variable; false (with the error set)
- * when present but unreadable. */
-static bool env_number(const char *name, bool positive, double *out) {
-  const char *text = getenv(name);
-  if (!text || !*text) return true;
-  char *end;
-  double value = strtod(text, &end);
-  if (*end || !(positive ? value > 0 : value >= 0) || !isfinite(value)) {
-    cap_set_error("%s=%s: expected a %s number", name, text, positive ? "positive" : "non-negative");
-    return false;
-  }
-  *out = value;
-  return true;
-}
-
-/* A non-negative integer variable; false (with the error set) when present but unreadable. */
-static bool env_int(const char *name, int *out) {
-  const char *text = getenv(name);
-  if (!text || !*text) return true;
-  char *end;
-  errno = 0;
-  long value = strtol(text, &end, 10);
-  if (errno || *end || value < 0 || value > 1 << 30) {
-    cap_set_error("%s=%s: expected a non-negative integer", name, text);
-    return false;
-  }
-  *out = (int)value;
-  return true;
-}
-
-static bool env_bool(const char *name, bool *out) {
-  const char *text = getenv(name);
-  if (!text || !*text) return true;
-  if (!strcmp(text, "1") || !strcmp(text, "true") || !strcmp(text, "yes"))
-    *out = true;
-  else if (!strcmp(text, "0") || !strcmp(text, "false") || !strcmp(text, "no"))
-    *out = false;
-  else {
-    cap_set_error("%s=%s: expected 1 or 0", name, text);
-    return false;
-  }
-  return true;
-}
-
-latch_status latch_options_init(latch_options *options) {
-  memset(options, 0, sizeof *options);
-  options->backend = cap_backend_find("cpu") ? "cpu" : "reference";
-  options->cache_capacity = 2048;
-  const char *backend = getenv("LATCH_BACKEND");
-  if (backend && *backend) options->backend = backend;
-  bool ok = env_int("LATCH_THREADS", &options->threads);
-  ok = env_int("LATCH_CACHE_CAPACITY", &options->cache_capacity) && ok;
-  ok = env_bool("LATCH_EAGER", &options->eager) && ok;
-  options->cache = "memory";
-  const char *cache = getenv("LATCH_CACHE");
-  if (cache && *cache) options->cache = cache;
-  const char *dir = getenv("LATCH_CACHE_DIR");
-  options->cache_dir = dir && *dir ? dir : NULL;
-  const char *url = getenv("LATCH_CACHE_URL");
-  options->cache_url = url && *url ? url : NULL;
-  const char *secret = getenv("LATCH_CACHE_SECRET");
-  options->cache_secret = secret && *secret ? secret : NULL;
-  const char *check = getenv("LATCH_CHECK");
-  options->check = check && *check ? check : "off";
-  options->check_tol = RT_ACCURACY_DEFAULT_TOL;
-  options->check_timeout = CAP_CHECK_DEFAULT_TIMEOUT;
-  ok = env_number("LATCH_CHECK_TOL", false, &options->check_tol) && ok;
-  ok = env_number("LATCH_CHECK_TIMEOUT", true, &options->check_timeout) && ok;
-  return ok ? LATCH_OK : LATCH_ERR_INPUT;
-}
-
 static void destroy_exe(void *value) {
   cap_exe *exe = value;
   exe->backend->destroy(exe->exe);
   free(exe);
 }
 
-size_t cap_code_options(char *out, size_t size) {
+size_t cap_code_options(const rt_compile_options *options, char *out, size_t size) {
   /* The thread count decides how the cpu backend's plans split products and convolutions;
-   * LATCH_NO_FUSION (read by the backend itself) whether it fuses. */
-  int n = snprintf(out, size, "threads=%d fusion=%s", rt_parallel_threads(), getenv("LATCH_NO_FUSION") ? "off" : "on");
+   * the compile options whether it fuses. */
+  bool fuse = !(options && options->no_fusion);
+  int n = snprintf(out, size, "threads=%d fusion=%s", rt_parallel_threads(), fuse ? "on" : "off");
   return n < 0 ? 0 : (size_t)n;
 }
 
 /* The fingerprint the disk and remote tiers key entries with, besides the graph. */
 static latch_status make_fingerprint(latch_runtime *rt, hlo_diag *diag) {
   char options[128];
-  cap_code_options(options, sizeof options);
+  cap_code_options(&rt->compile_options, options, sizeof options);
   if (rt_fingerprint(rt->backend, options, rt->fingerprint, sizeof rt->fingerprint) >= sizeof rt->fingerprint) {
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "backend fingerprint too long");
     return LATCH_ERR_INTERNAL;
@@ -118,16 +48,19 @@ static latch_status make_fingerprint(latch_runtime *rt, hlo_diag *diag) {
 }
 
 /* The disk cache under the memory table. Trouble with the directory itself only costs the
- * cache (cache_disk_open warns and misses); a bad LATCH_CACHE_MAX_BYTES is an error. */
-static latch_status open_disk(latch_runtime *rt, const char *dir, hlo_diag *diag) {
+ * cache (cache_disk_open warns and misses); a malformed test hook is an error. */
+static latch_status open_disk(latch_runtime *rt, const latch_options *options, hlo_diag *diag) {
+  const char *dir = options->cache_dir;
   if (!dir) {
-    if (cache_disk_default_dir(rt->cache_dir, sizeof rt->cache_dir, diag) != HLO_OK) return LATCH_ERR_INPUT;
+    if (cap_env_cache_dir(rt->cache_dir, sizeof rt->cache_dir, diag) != HLO_OK) return LATCH_ERR_INPUT;
   } else {
     snprintf(rt->cache_dir, sizeof rt->cache_dir, "%s", dir);
   }
   rt->options.cache_dir = rt->cache_dir;
   if (make_fingerprint(rt, diag) != LATCH_OK) return LATCH_ERR_INTERNAL;
-  rt->disk = cache_disk_open(rt->cache_dir, 0, diag);
+  cache_disk_test_hooks hooks;
+  cap_env_cache_hooks(&hooks);
+  rt->disk = cache_disk_open(rt->cache_dir, options->cache_max_bytes, &hooks, diag);
   return rt->disk ? LATCH_OK : LATCH_ERR_INPUT;
 }
 
@@ -167,7 +100,7 @@ latch_runtime *latch_open(const latch_options *options) {
     return NULL;
   }
   /* LATCH_FAULT (tests only) makes the backend misbehave on demand. */
-  backend = rt_fault_from_env(backend, &check_diag);
+  backend = cap_env_fault(backend, &check_diag);
   if (!backend) {
     cap_set_error("latch_open: %s", check_diag.message);
     return NULL;
@@ -186,6 +119,7 @@ latch_runtime *latch_open(const latch_options *options) {
   rt->options.backend = rt->backend_name; /* the caller's string need not outlive the call */
   rt->backend = backend;
   if (options->threads > 0) rt_parallel_request_threads(options->threads);
+  cap_compile_options(options, &rt->compile_options);
   snprintf(rt->cache_mode, sizeof rt->cache_mode, "%s", cache);
   rt->options.cache = rt->cache_mode;
   rt->options.cache_dir = NULL;
@@ -197,7 +131,7 @@ latch_runtime *latch_open(const latch_options *options) {
   hlo_diag diag = {0};
   bool off = strcmp(cache, "off") == 0;
   rt->cache = cache_table_new(off ? 1 : (size_t)options->cache_capacity, destroy_exe, &diag);
-  if (rt->cache && strcmp(cache, "disk") == 0 && open_disk(rt, options->cache_dir, &diag) != LATCH_OK) {
+  if (rt->cache && strcmp(cache, "disk") == 0 && open_disk(rt, options, &diag) != LATCH_OK) {
     cache_table_free(rt->cache);
     rt->cache = NULL;
   }

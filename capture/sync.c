@@ -18,7 +18,7 @@ static void *codec_compile(void *ctx, hlo_diag *diag) {
   compile_job *job = ctx;
   hlo_module *module = cap_graph_lower(job->graph, diag);
   if (!module) return NULL;
-  rt_executable *exe = job->graph->backend->compile(module, diag);
+  rt_executable *exe = job->graph->backend->compile(module, &job->rt->compile_options, diag);
   hlo_module_free(module);
   if (exe) atomic_fetch_add(&job->rt->compiles, 1);
   return exe;
@@ -31,7 +31,7 @@ static hlo_status codec_serialize(void *ctx, const void *value, void **bytes, si
 
 static void *codec_deserialize(void *ctx, const void *bytes, size_t len, hlo_diag *diag) {
   const compile_job *job = ctx;
-  return job->graph->backend->deserialize(bytes, len, diag);
+  return job->graph->backend->deserialize(bytes, len, &job->rt->compile_options, diag);
 }
 
 /* Called by the memory table on a miss, with no lock held: the disk cache (when on) or the

@@ -78,14 +78,15 @@ static bool check_isolated(const hlo_module *module, rt_value **views, int count
 static void report_failure(latch_runtime *rt, const hlo_module *module, rt_value **views, int count,
                            min_check_kind kind, const char *why) {
   char dir[4096] = "", path[4096] = "";
-  const char *parent = getenv("LATCH_REPRO_DIR");
-  if (parent && *parent) {
+  const char *parent = cap_env_repro_dir();
+  if (parent) {
     snprintf(dir, sizeof dir, "%s/latch-repro-XXXXXX", parent);
     if (!mkdtemp(dir)) dir[0] = 0;
   }
   min_auto_request request = {.module = module, .inputs = views, .input_count = count, .backend = rt->backend,
-                              .kind = kind, .tol = rt->check_tol, .timeout_s = rt->check_timeout,
-                              .dir = dir[0] ? dir : NULL, .max_bytes = getenv("LATCH_REPRO_MAX_BYTES")};
+                              .compile_options = &rt->compile_options, .kind = kind, .tol = rt->check_tol,
+                              .timeout_s = rt->check_timeout, .dir = dir[0] ? dir : NULL,
+                              .max_bytes = cap_env_repro_max_bytes()};
   hlo_diag diag = {0};
   bool wrote = min_auto_repro(&request, path, sizeof path, &diag) == HLO_OK;
   fprintf(stderr, "latch: warning: a graph failed the %s check on the %s backend (%s); it runs on the reference "
@@ -110,13 +111,14 @@ void *cap_compile_checked(latch_runtime *rt, const cap_graph *g, hlo_diag *diag)
   }
   const rt_backend *backend = rt->backend;
   min_predicate predicate = {.kind = rt->check_mode == MIN_MODE_ACCURACY ? MIN_CHECK_ACCURACY : MIN_CHECK_EXECUTE,
-                             .backend = backend, .tol = rt->check_tol, .timeout_s = rt->check_timeout};
+                             .backend = backend, .compile_options = &rt->compile_options, .tol = rt->check_tol,
+                             .timeout_s = rt->check_timeout};
   char why[1400];
   bool ok = check_isolated(module, views, g->param_count, &predicate, why, sizeof why);
   rt_executable *exe = NULL;
   if (ok) { /* passed in the child: the same compile again, here */
     hlo_diag compile_diag = {0};
-    exe = backend->compile(module, &compile_diag);
+    exe = backend->compile(module, &rt->compile_options, &compile_diag);
     if (exe) atomic_fetch_add(&rt->compiles, 1);
     else snprintf(why, sizeof why, "compile error on the second compile: %s", compile_diag.message);
     ok = exe != NULL;
@@ -125,7 +127,7 @@ void *cap_compile_checked(latch_runtime *rt, const cap_graph *g, hlo_diag *diag)
     atomic_fetch_add(&rt->check_failures, 1);
     report_failure(rt, module, views, g->param_count, predicate.kind, why);
     backend = &rt_backend_reference;
-    exe = backend->compile(module, diag);
+    exe = backend->compile(module, &rt->compile_options, diag);
   }
   free_views(views, owned, g->param_count);
   hlo_module_free(module);

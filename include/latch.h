@@ -85,11 +85,21 @@ typedef struct latch_options {
   /* LATCH_CHECK_TIMEOUT: seconds the checking child may take before it counts as a hang
    * (also each check of the repro's minification), default 30 */
   double check_timeout;
+  /* LATCH_CACHE_MAX_BYTES (K, M, G, T suffixes there): the disk cache directory's size limit,
+   * least recently used entries removed past it; default (and 0) 1 GiB. */
+  uint64_t cache_max_bytes;
+  /* LATCH_KEEP_ARENA_MB: MiB of buffers the cpu backend's executables may keep, all together,
+   * between executes, so a repeated step reuses its arena instead of faulting it in again;
+   * 0 keeps none; default (and any negative) half the machine's memory. */
+  int keep_arena_mb;
+  bool no_fusion; /* LATCH_NO_FUSION=1: the cpu backend runs each op on its own (to measure fusion) */
 } latch_options;
 
 /* Fills the defaults, then applies the environment variables named above. An unreadable
  * variable (LATCH_THREADS=many) is LATCH_ERR_INPUT with a message naming it; the other
- * fields are still filled. Set fields after this call to override both. */
+ * fields are still filled. Set fields after this call to override both: below latch_open
+ * nothing reads the environment, so what latch_open is given is what the backend and the
+ * caches get. */
 latch_status latch_options_init(latch_options *options);
 /* NULL options means latch_options_init's. NULL on failure (latch_last_error says why). */
 latch_runtime *latch_open(const latch_options *options);
@@ -340,7 +350,8 @@ typedef struct latch_function_options {
 } latch_function_options;
 
 /* Defaults, then LATCH_RECOMPILE_LIMIT. LATCH_LOG=recompiles prints every recompile with the
- * failing guard; LATCH_LOG=guards prints each new entry's guards (comma-separated, both). */
+ * failing guard; LATCH_LOG=guards prints each new entry's guards (comma-separated, both); a
+ * word it does not know gets one warning per process that lists the known ones. */
 latch_status latch_function_options_init(latch_function_options *options);
 /* NULL options means the defaults. NULL on failure (latch_last_error says why). */
 latch_function *latch_function_new(latch_runtime *rt, latch_fn fn, void *user, const latch_function_options *options);

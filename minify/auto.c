@@ -30,6 +30,7 @@ hlo_status min_auto_repro(const min_auto_request *request, char *path, size_t si
   min_options options = {0};
   options.predicate.kind = request->kind;
   options.predicate.backend = request->backend;
+  options.predicate.compile_options = request->compile_options;
   options.predicate.tol = request->tol > 0 ? request->tol : RT_ACCURACY_DEFAULT_TOL;
   options.predicate.timeout_s = request->timeout_s > 0 ? request->timeout_s : 30;
   /* shapes shrink until the inputs fit the limit too */

@@ -33,7 +33,7 @@ void min_check_inline_refs(const min_predicate *predicate, const hlo_module *mod
   hlo_diag diag;
   hlo_diag_clear(&diag);
   const rt_backend *backend = predicate->backend;
-  rt_executable *exe = backend->compile(module, &diag);
+  rt_executable *exe = backend->compile(module, predicate->compile_options, &diag);
   if (!exe) {
     outcome->kind = MIN_COMPILE_ERROR;
     outcome->status = diag.status == HLO_OK ? HLO_ERR_INTERNAL : diag.status;

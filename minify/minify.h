@@ -46,6 +46,7 @@ typedef enum min_check_kind { MIN_CHECK_COMPILE, MIN_CHECK_ACCURACY, MIN_CHECK_C
 typedef struct min_predicate {
   min_check_kind kind;
   const rt_backend *backend; /* compile and accuracy */
+  const rt_compile_options *compile_options; /* what the backend's compile is told; NULL: the defaults */
   double tol;                /* accuracy: the check's tol (RT_ACCURACY_DEFAULT_TOL) */
   /* command: run through /bin/sh with the candidate's .hlo path appended as its last
    * argument and LATCH_MINIFY_INPUTS naming the candidate's inputs directory. Exit 0 means
@@ -198,6 +199,7 @@ typedef struct min_auto_request {
   rt_value *const *inputs;    /* its inputs, in the parameters' declared types */
   int input_count;
   const rt_backend *backend;  /* the backend that failed */
+  const rt_compile_options *compile_options; /* its compile options (NULL: the defaults) */
   min_check_kind kind;        /* MIN_CHECK_COMPILE, MIN_CHECK_EXECUTE or MIN_CHECK_ACCURACY */
   double tol;                 /* accuracy tolerance; 0 gives RT_ACCURACY_DEFAULT_TOL */
   double timeout_s;           /* per check; 0 gives 30 s */

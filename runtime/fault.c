@@ -136,7 +136,7 @@ hlo_module *rt_fault_perturb(const hlo_module *module, const rt_fault *fault, hl
   return copy;
 }
 
-static rt_executable *fault_compile(const hlo_module *module, hlo_diag *diag) {
+static rt_executable *fault_compile(const hlo_module *module, const rt_compile_options *options, hlo_diag *diag) {
   const rt_fault *fault = &config.fault;
   const hlo_instr *culprit = find_opcode(module, fault->opcode);
   const hlo_instr *partner = fault->paired ? find_opcode(module, fault->partner) : NULL;
@@ -177,7 +177,7 @@ static rt_executable *fault_compile(const hlo_module *module, hlo_diag *diag) {
     return NULL;
   }
   wrapper->inner = config.inner;
-  wrapper->exe = config.inner->compile(perturbed_module ? perturbed_module : module, diag);
+  wrapper->exe = config.inner->compile(perturbed_module ? perturbed_module : module, options, diag);
   hlo_module_free(perturbed_module);
   if (!wrapper->exe) {
     free(wrapper);
@@ -203,8 +203,9 @@ static hlo_status fault_serialize(const rt_executable *exe, void **bytes, size_t
   return hlo_diag_set(diag, HLO_ERR_UNSUPPORTED, "a backend with an injected fault does not serialize");
 }
 
-static rt_executable *fault_deserialize(const void *bytes, size_t len, hlo_diag *diag) {
-  (void)bytes, (void)len;
+static rt_executable *fault_deserialize(const void *bytes, size_t len, const rt_compile_options *options,
+                                        hlo_diag *diag) {
+  (void)bytes, (void)len, (void)options;
   hlo_diag_set(diag, HLO_ERR_UNSUPPORTED, "a backend with an injected fault does not deserialize");
   return NULL;
 }
@@ -226,12 +227,4 @@ const rt_backend *rt_fault_backend(const rt_backend *inner, const rt_fault *faul
   /* Named as the inner backend, so messages and repro commands read as for the real one. */
   snprintf(config.name, sizeof config.name, "%s", inner->name);
   return &wrapper_backend;
-}
-
-const rt_backend *rt_fault_from_env(const rt_backend *inner, hlo_diag *diag) {
-  const char *text = getenv("LATCH_FAULT");
-  if (!text || !*text) return inner;
-  rt_fault fault;
-  if (rt_fault_parse(text, &fault, diag) != HLO_OK) return NULL;
-  return rt_fault_backend(inner, &fault);
 }

@@ -29,15 +29,10 @@ static void mark_forked_child(void) {
   atomic_store(&in_forked_child, true);
 }
 
+/* The last request (latch_options.threads, LATCH_THREADS read above runtime/), else a thread
+ * per core. */
 static void choose_threads(void) {
-  int threads = 0;
-  const char *text = getenv("LATCH_THREADS");
-  if (text && *text) {
-    char *end = NULL;
-    long n = strtol(text, &end, 10);
-    if (end && *end == '\0' && n >= 1 && n <= 1024) threads = (int)n;
-  }
-  if (threads < 1) threads = atomic_load(&requested_threads);
+  int threads = atomic_load(&requested_threads);
   if (threads < 1) threads = omp_get_num_procs();
   pool_threads = threads < 1 ? 1 : threads;
   pthread_atfork(NULL, NULL, mark_forked_child);

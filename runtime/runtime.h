@@ -83,13 +83,27 @@ int rt_next_coords(const hlo_shape *shape, int64_t *coords);
 
 typedef struct rt_executable rt_executable;
 
+/* What a compile may be told, by whoever opened the runtime: capture/ fills it from
+ * latch_options (latch_open), the command from the environment; backends never read the
+ * environment themselves. NULL means RT_COMPILE_OPTIONS_INIT. An executable keeps a copy, so
+ * its executes and the executables bound from it follow its compile's settings. */
+typedef struct rt_compile_options {
+  bool no_fusion; /* cpu: every op its own step (LATCH_NO_FUSION, for measuring what fusion gains) */
+  /* cpu: bytes of arenas that executables may keep, all together, between executes
+   * (LATCH_KEEP_ARENA_MB); an executable compares the total with its own setting. -1: half
+   * the machine's memory; 0: none kept. */
+  int64_t keep_arena_bytes;
+} rt_compile_options;
+
+#define RT_COMPILE_OPTIONS_INIT {.no_fusion = false, .keep_arena_bytes = -1}
+
 typedef struct rt_backend {
   const char *name;    /* "reference", "cpu" */
   const char *version; /* bumped when generated code or serialized form changes */
   /* NULL with diag on failure. A module this backend cannot handle is HLO_ERR_UNSUPPORTED
    * with a message naming the op and the instruction: a compile error the minifier can
    * shrink. */
-  rt_executable *(*compile)(const hlo_module *module, hlo_diag *diag);
+  rt_executable *(*compile)(const hlo_module *module, const rt_compile_options *options, hlo_diag *diag);
   /* Runs the entry computation: args borrowed, in the parameters' declared types; *result
    * is a new reference (a tuple value when the entry's root is a tuple). */
   hlo_status (*execute)(rt_executable *exe, rt_value *const *args, int arg_count,
@@ -98,7 +112,7 @@ typedef struct rt_backend {
   /* Bytes that deserialize gives back as an equal executable (the on-disk cache's value):
    * a malloc'd buffer in *bytes, its length in *len. */
   hlo_status (*serialize)(const rt_executable *exe, void **bytes, size_t *len, hlo_diag *diag);
-  rt_executable *(*deserialize)(const void *bytes, size_t len, hlo_diag *diag);
+  rt_executable *(*deserialize)(const void *bytes, size_t len, const rt_compile_options *options, hlo_diag *diag);
   /* Optional (NULL when the backend must compile first): runs a module directly, with no
    * compile work, as execute would run its executable. A traced function with symbolic dims
    * keeps its graph as a template and, for a binding it has not run yet, builds that
@@ -137,11 +151,13 @@ extern "C" {
 /* Calls fn(ctx, begin, end) over disjoint ranges covering [0, n), each about grain items or
  * more, possibly on several threads at once; returns when all are done. n <= grain runs
  * inline on the caller's thread, so small work never pays for a task. Thread count: the
- * LATCH_THREADS environment variable when set (read once), else every core. */
+ * last rt_parallel_request_threads before the first loop, else every core. */
 void rt_parallel_for(int64_t n, int64_t grain, void (*fn)(void *ctx, int64_t begin, int64_t end),
                      void *ctx);
-/* Asks for this many threads when LATCH_THREADS is not set. The count is process-wide and
- * fixed by the first parallel loop, so only a request made before it counts. */
+/* Asks for this many threads (1 to 1024; others are ignored): latch_open passes
+ * latch_options.threads (LATCH_THREADS), the command the variable. The count is
+ * process-wide and fixed by the first parallel loop, so only a request made before it
+ * counts. */
 void rt_parallel_request_threads(int threads);
 /* The threads rt_parallel_for may use. */
 int rt_parallel_threads(void);
@@ -253,7 +269,8 @@ hlo_status rt_accuracy_compare(const rt_value *result, const rt_value *declared,
 
 /* ---- fault.c ---- */
 /* Fault injection, FOR TESTS ONLY: makes a backend misbehave on demand so the checks and the
- * minifier can be tested against known bugs. Never set LATCH_FAULT in production.
+ * minifier can be tested against known bugs. Never set LATCH_FAULT in production (capture/
+ * reads it and passes the parsed fault to rt_fault_backend).
  *
  *   compile:OPCODE       compile fails (HLO_ERR_UNSUPPORTED, naming the op and the
  *                        instruction, as a real backend's compile error does) when the
@@ -289,10 +306,6 @@ hlo_status rt_fault_parse(const char *text, rt_fault *fault, hlo_diag *diag);
  * setting is process-wide, as the environment variable is): a later call replaces the
  * earlier configuration. Returns inner itself when fault->kind is RT_FAULT_NONE. */
 const rt_backend *rt_fault_backend(const rt_backend *inner, const rt_fault *fault);
-
-/* inner wrapped with the fault in $LATCH_FAULT, inner when it is unset or empty, NULL with
- * diag when it does not parse. */
-const rt_backend *rt_fault_from_env(const rt_backend *inner, hlo_diag *diag);
 
 /* The module with the accuracy fault's rewrite applied (a new module), for tests: every
  * opcode result, or with a paired fault every partner result that has an opcode operand. */

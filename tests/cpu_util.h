@@ -8,6 +8,10 @@
 #include "runtime/cpu/cpu.h"
 #include "runtime/reference/reference.h"
 
+/* The compile options the helpers below pass (NULL: the defaults); a test may point it at
+ * others for a while (fusion off, say). */
+static const rt_compile_options *cpu_util_options;
+
 /* Parses text, compiles and runs it on backend; the result or NULL (message in diag). args
  * are borrowed. */
 static inline rt_value *run_on(const rt_backend *backend, const char *text, rt_value *const *args, int count,
@@ -15,7 +19,7 @@ static inline rt_value *run_on(const rt_backend *backend, const char *text, rt_v
   hlo_diag_clear(diag);
   hlo_module *module = hlo_parse_module(text, strlen(text), "test", diag);
   if (!module) return NULL;
-  rt_executable *exe = backend->compile(module, diag);
+  rt_executable *exe = backend->compile(module, cpu_util_options, diag);
   hlo_module_free(module);
   if (!exe) return NULL;
   rt_value *result = NULL;
@@ -36,7 +40,7 @@ static inline hlo_module *parse_checked(const char *text) {
 static inline rt_executable *compile_checked(const char *text) {
   hlo_diag diag = {0};
   hlo_module *module = parse_checked(text);
-  rt_executable *exe = module ? rt_backend_cpu.compile(module, &diag) : NULL;
+  rt_executable *exe = module ? rt_backend_cpu.compile(module, cpu_util_options, &diag) : NULL;
   CHECK_MSG(exe != NULL || !module, "compile: %s", diag.message);
   hlo_module_free(module);
   return exe;

@@ -34,7 +34,7 @@ static void test_compile_execute_roundtrip(void) {
   hlo_module *module = hlo_parse_module(affine, strlen(affine), "affine", &diag);
   CHECK(module != NULL);
   const rt_backend *backend = &rt_backend_reference;
-  rt_executable *exe = backend->compile(module, &diag);
+  rt_executable *exe = backend->compile(module, NULL, &diag);
   hlo_module_free(module); /* the executable keeps its own copy */
   CHECK_MSG(exe != NULL, "%s", diag.message);
   int64_t dims[] = {3};
@@ -48,14 +48,14 @@ static void test_compile_execute_roundtrip(void) {
   size_t len = 0;
   CHECK_EQ_INT(backend->serialize(exe, &bytes, &len, &diag), HLO_OK);
   CHECK(len > 0);
-  rt_executable *again = backend->deserialize(bytes, len, &diag);
+  rt_executable *again = backend->deserialize(bytes, len, NULL, &diag);
   CHECK_MSG(again != NULL, "%s", diag.message);
   y = NULL;
   CHECK_EQ_INT(backend->execute(again, &x, 1, &y, &diag), HLO_OK);
   check_doubles(y, (double[]){2, -5, 8}, 3);
   rt_value_release(y);
   /* Garbage bytes are an error, not a crash. */
-  CHECK(backend->deserialize("HloModule x\nENTRY {", 19, &diag) == NULL);
+  CHECK(backend->deserialize("HloModule x\nENTRY {", 19, NULL, &diag) == NULL);
   CHECK(diag.status != HLO_OK);
   free(bytes);
   backend->destroy(again);

@@ -348,7 +348,7 @@ static void test_gather_rows(void) {
   rt_value_release(r[1]);
   /* the plan runs it as a fast step */
   hlo_module *module = hlo_parse_module(s32, strlen(s32), "t", &diag);
-  rt_cpu_plan *plan = module ? rt_cpu_plan_build(module, &diag) : NULL;
+  rt_cpu_plan *plan = module ? rt_cpu_plan_build(module, NULL, &diag) : NULL;
   CHECK_MSG(plan != NULL, "%s", diag.message);
   if (plan) CHECK_EQ_INT(plan->steps[module->entry->root->id].kind, RT_STEP_FAST);
   rt_cpu_plan_free(plan);
@@ -587,7 +587,7 @@ static void test_errors_and_serialize(void) {
   const char *text = "HloModule m\nENTRY e {\n a = f32[2] parameter(0)\n"
                      " ROOT c = f32[2] custom-call(a), custom_call_target=\"foo\"\n}\n";
   hlo_module *module = hlo_parse_module(text, strlen(text), "t", &diag);
-  rt_executable *exe = module ? rt_backend_cpu.compile(module, &diag) : NULL;
+  rt_executable *exe = module ? rt_backend_cpu.compile(module, NULL, &diag) : NULL;
   CHECK(exe == NULL);
   CHECK_MSG(diag.status == HLO_ERR_UNSUPPORTED, "%s", diag.message);
   CHECK(strstr(diag.message, "custom-call") && strstr(diag.message, "%c"));
@@ -599,14 +599,14 @@ static void test_errors_and_serialize(void) {
   const char *affine = "HloModule a\nENTRY e {\n x = f32[3] parameter(0)\n one = f32[] constant(1)\n"
                        " b = f32[3] broadcast(one), dimensions={}\n m = f32[3] multiply(x, b)\n ROOT y = f32[3] add(m, m)\n}\n";
   module = hlo_parse_module(affine, strlen(affine), "a", &diag);
-  exe = rt_backend_cpu.compile(module, &diag);
+  exe = rt_backend_cpu.compile(module, NULL, &diag);
   hlo_module_free(module);
   CHECK_MSG(exe != NULL, "%s", diag.message);
   void *bytes = NULL;
   size_t len = 0;
   CHECK_EQ_INT(rt_backend_cpu.serialize(exe, &bytes, &len, &diag), HLO_OK);
   CHECK(bytes && strstr(bytes, "multiply"));
-  rt_executable *again = rt_backend_cpu.deserialize(bytes, len, &diag);
+  rt_executable *again = rt_backend_cpu.deserialize(bytes, len, NULL, &diag);
   CHECK_MSG(again != NULL, "%s", diag.message);
   rt_value *x = f32v(1, (int64_t[]){3}, (double[]){1, -2, 0.5});
   rt_value *y = NULL;
@@ -617,7 +617,7 @@ static void test_errors_and_serialize(void) {
   rt_value *none = NULL;
   CHECK_EQ_INT(rt_backend_cpu.execute(exe, &wrong, 1, &none, &diag), HLO_ERR_INPUT);
   CHECK(none == NULL);
-  CHECK(rt_backend_cpu.deserialize("HloModule x\nENTRY {", 19, &diag) == NULL);
+  CHECK(rt_backend_cpu.deserialize("HloModule x\nENTRY {", 19, NULL, &diag) == NULL);
   rt_value_release(wrong);
   rt_value_release(y);
   rt_value_release(x);
@@ -713,7 +713,7 @@ static void test_buffer_reuse(void) {
                      " ROOT h = f64[1000] negate(g)\n}\n";
   hlo_diag diag = {0};
   hlo_module *module = hlo_parse_module(text, strlen(text), "t", &diag);
-  rt_cpu_plan *plan = module ? rt_cpu_plan_build(module, &diag) : NULL;
+  rt_cpu_plan *plan = module ? rt_cpu_plan_build(module, NULL, &diag) : NULL;
   CHECK_MSG(plan != NULL, "%s", diag.message);
   if (plan) {
     CHECK_EQ_INT(plan->buffer_count, 1);

@@ -142,7 +142,7 @@ static void test_bind_after_deserialize(void) {
   hlo_diag diag = {0};
   CHECK(exe && rt_backend_cpu.serialize(exe, &bytes, &len, &diag) == HLO_OK);
   rt_backend_cpu.destroy(exe);
-  rt_executable *loaded = bytes ? rt_backend_cpu.deserialize(bytes, len, &diag) : NULL;
+  rt_executable *loaded = bytes ? rt_backend_cpu.deserialize(bytes, len, NULL, &diag) : NULL;
   free(bytes);
   CHECK_MSG(loaded != NULL, "deserialize: %s", diag.message);
   if (!loaded) return;

@@ -49,9 +49,9 @@ static void compare(const char *where, const rt_value *want, const rt_value *got
 
 static void run_module(const char *path, hlo_module *module) {
   hlo_diag diag = {0};
-  rt_executable *ref = rt_backend_reference.compile(module, &diag);
+  rt_executable *ref = rt_backend_reference.compile(module, NULL, &diag);
   if (!ref) return; /* not the cpu backend's business */
-  rt_executable *cpu = rt_backend_cpu.compile(module, &diag);
+  rt_executable *cpu = rt_backend_cpu.compile(module, NULL, &diag);
   CHECK_MSG(cpu != NULL, "%s: cpu compile failed: %s", path, diag.message);
   int n = module->entry->param_count;
   rt_value **args = calloc((size_t)n + 1, sizeof *args);

@@ -492,8 +492,8 @@ static void run_graph(uint64_t seed) {
     return;
   }
   hlo_diag diag = {0};
-  rt_executable *ref = rt_backend_reference.compile(g.module, &diag);
-  rt_executable *cpu = rt_backend_cpu.compile(g.module, &diag);
+  rt_executable *ref = rt_backend_reference.compile(g.module, NULL, &diag);
+  rt_executable *cpu = rt_backend_cpu.compile(g.module, NULL, &diag);
   CHECK_MSG(ref && cpu, "seed %llu: compile failed: %s", (unsigned long long)seed, diag.message);
   rt_value *args[MAX_NODES] = {0};
   int n = g.comp->param_count;

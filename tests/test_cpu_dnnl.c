@@ -22,7 +22,7 @@ static plan_counts count_plan(const char *text) {
   hlo_module *module = parse_checked(text);
   if (!module) return c;
   hlo_diag diag = {0};
-  rt_cpu_plan *plan = rt_cpu_plan_build(module, &diag);
+  rt_cpu_plan *plan = rt_cpu_plan_build(module, NULL, &diag);
   CHECK_MSG(plan != NULL, "plan: %s", diag.message);
   for (int i = 0; plan && i < plan->step_count; i++) {
     const rt_cpu_step *step = &plan->steps[i];
@@ -191,7 +191,7 @@ static void test_kept_weights(void) {
   if (!exe) return;
   hlo_module *module = parse_checked(batch_text(1));
   hlo_diag diag = {0};
-  rt_cpu_plan *plan = module ? rt_cpu_plan_build(module, &diag) : NULL;
+  rt_cpu_plan *plan = module ? rt_cpu_plan_build(module, NULL, &diag) : NULL;
   int64_t once = 0;
   for (int i = 0; plan && i < plan->step_count; i++)
     if (plan->steps[i].kind == RT_STEP_DNNL) once = plan->steps[i].weight_param >= 0 ? 1 : 0;

@@ -236,8 +236,8 @@ static void run_graph(uint64_t seed) {
   hlo_module *module = hlo_parse_module(g.t.buf, g.t.len, "fused", &diag);
   CHECK_MSG(module != NULL, "seed %llu: %s\n%s", (unsigned long long)seed, diag.message, g.t.buf);
   if (!module) return;
-  rt_executable *ref = rt_backend_reference.compile(module, &diag);
-  rt_executable *cpu = rt_backend_cpu.compile(module, &diag);
+  rt_executable *ref = rt_backend_reference.compile(module, NULL, &diag);
+  rt_executable *cpu = rt_backend_cpu.compile(module, NULL, &diag);
   CHECK_MSG(ref && cpu, "seed %llu: compile failed: %s", (unsigned long long)seed, diag.message);
   rt_value *args[11] = {0};
   rng salt_rng = {seed};
@@ -257,7 +257,7 @@ static void run_graph(uint64_t seed) {
   bool same = a == HLO_OK && b == HLO_OK && close_values(want, got, has_erf ? 1e-5 : 0, why, sizeof why);
   CHECK_MSG(same, "seed %llu: %s\n%s", (unsigned long long)seed, why, g.t.buf);
   /* count the graphs where fusion happened, so the test shows it exercised the fused path */
-  rt_cpu_plan *plan = rt_cpu_plan_build(module, &diag);
+  rt_cpu_plan *plan = rt_cpu_plan_build(module, NULL, &diag);
   bool fused = false, tail = false;
   for (int i = 0; plan && i < plan->step_count; i++)
     if (plan->steps[i].kind == RT_STEP_FUSED) {
@@ -305,17 +305,19 @@ static void test_random_chains_per_variant(void) {
 
 /* ---- plan inspection ---- */
 
-static rt_cpu_plan *plan_of(const char *hlo) {
+static rt_cpu_plan *plan_with(const char *hlo, const rt_compile_options *options) {
   hlo_diag diag = {0};
   hlo_module *module = hlo_parse_module(hlo, strlen(hlo), "t", &diag);
   CHECK_MSG(module != NULL, "%s", diag.message);
   if (!module) return NULL;
   hlo_pass_run_all(module);
-  rt_cpu_plan *plan = rt_cpu_plan_build(module, &diag);
+  rt_cpu_plan *plan = rt_cpu_plan_build(module, options, &diag);
   CHECK_MSG(plan != NULL, "%s", diag.message);
   hlo_module_free(module); /* the plan points into it: callers only read counts */
   return plan;
 }
+
+static rt_cpu_plan *plan_of(const char *hlo) { return plan_with(hlo, NULL); }
 
 static int count_kind(const rt_cpu_plan *plan, rt_cpu_step_kind kind) {
   int n = 0;
@@ -358,9 +360,8 @@ static void test_arena_shrinks(void) {
                     "ENTRY e {\n x = f32[4096] parameter(0)\n a = f32[4096] exponential(x)\n b = f32[4096] negate(a)\n"
                     " c = f32[4096] tanh(b)\n d = f32[4096] multiply(c, x)\n z = f32[] constant(0)\n"
                     " ROOT r = f32[] reduce(d, z), dimensions={0}, to_apply=add\n}\n";
-  setenv("LATCH_NO_FUSION", "1", 1);
-  rt_cpu_plan *unfused = plan_of(hlo);
-  unsetenv("LATCH_NO_FUSION");
+  const rt_compile_options no_fusion = {.no_fusion = true, .keep_arena_bytes = -1};
+  rt_cpu_plan *unfused = plan_with(hlo, &no_fusion);
   rt_cpu_plan *fused = plan_of(hlo);
   CHECK_EQ_INT(unfused ? unfused->arena_bytes : -1, 4096 * 4);
   CHECK_EQ_INT(fused ? fused->arena_bytes : -1, 0);
@@ -398,8 +399,8 @@ static int compare_inputs(const char *hlo, uint64_t seed, bool specials, bool in
     if (specials && i == 0) salt(args[i], &r);
     if (inf_weight && i == 1 && args[i]->count > 0) ((float *)args[i]->data)[0] = INFINITY;
   }
-  rt_executable *ref = rt_backend_reference.compile(module, &diag);
-  rt_executable *cpu = rt_backend_cpu.compile(module, &diag);
+  rt_executable *ref = rt_backend_reference.compile(module, NULL, &diag);
+  rt_executable *cpu = rt_backend_cpu.compile(module, NULL, &diag);
   rt_value *want = NULL, *got = NULL;
   CHECK(ref && rt_backend_reference.execute(ref, args, n, &want, &diag) == HLO_OK);
   CHECK_MSG(cpu && rt_backend_cpu.execute(cpu, args, n, &got, &diag) == HLO_OK, "%s", diag.message);
@@ -408,7 +409,7 @@ static int compare_inputs(const char *hlo, uint64_t seed, bool specials, bool in
             (unsigned long long)seed, why, hlo);
   int heads = 0;
   hlo_pass_run_all(module);
-  rt_cpu_plan *plan = rt_cpu_plan_build(module, &diag);
+  rt_cpu_plan *plan = rt_cpu_plan_build(module, NULL, &diag);
   /* a product with its epilogue in one step: a fused group's head, or a convolution on oneDNN */
   for (int i = 0; plan && i < plan->step_count; i++)
     heads += (plan->steps[i].kind == RT_STEP_FUSED && plan->steps[i].fusion->head) || plan->steps[i].kind == RT_STEP_DNNL;

@@ -3,8 +3,6 @@
  * that an execute allocates what the plan says and nothing per step. Every case also runs
  * against the reference evaluator: a plan decision must never change a result. */
 #include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "cpu_util.h"
 #include "runtime/cpu/cpu_internal.h"
@@ -15,7 +13,7 @@
 static rt_cpu_plan *plan_of(const char *text, hlo_module **module) {
   hlo_diag diag = {0};
   *module = parse_checked(text);
-  rt_cpu_plan *plan = *module ? rt_cpu_plan_build(*module, &diag) : NULL;
+  rt_cpu_plan *plan = *module ? rt_cpu_plan_build(*module, cpu_util_options, &diag) : NULL;
   CHECK_MSG(!*module || plan != NULL, "%s", diag.message);
   return plan;
 }
@@ -40,7 +38,8 @@ static void expect_in_place(const char *text, const char *name, bool in_place) {
 
 static void test_in_place(void) {
   /* in-place is decided for unfused steps: fusion would take these f32 chains whole */
-  setenv("LATCH_NO_FUSION", "1", 1);
+  const rt_compile_options unfused = {.no_fusion = true, .keep_arena_bytes = -1};
+  cpu_util_options = &unfused;
   /* b's operand a dies at b: b writes over it, and c over b */
   const char *chain = "HloModule m\nENTRY e {\n x = f32[37] parameter(0)\n a = f32[37] exponential(x)\n"
                       " b = f32[37] negate(a)\n ROOT c = f32[37] tanh(b)\n}\n";
@@ -81,7 +80,7 @@ static void test_in_place(void) {
                     " d = f32[8,8] dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n ROOT c = f32[8,8] negate(d)\n}\n";
   expect_in_place(dot, "d", false);
   expect_in_place(dot, "c", false); /* d is the root's operand but c is the root: its own value */
-  unsetenv("LATCH_NO_FUSION");
+  cpu_util_options = NULL;
 }
 
 /* Conv, dot and batch-norm run as planned fast steps (scratch and tuple elements in the
@@ -126,7 +125,7 @@ static void test_planned_steps(void) {
    * root tuple, its fast element d, and copies of the two statistics it views */
   hlo_diag diag = {0};
   module = parse_checked(training_step);
-  rt_executable *exe = module ? rt_backend_cpu.compile(module, &diag) : NULL;
+  rt_executable *exe = module ? rt_backend_cpu.compile(module, NULL, &diag) : NULL;
   CHECK_MSG(exe != NULL, "%s", diag.message);
   rt_value *args[5] = {0};
   for (int i = 0; exe && i < 5; i++) args[i] = rt_random_value(&module->entry->params[i]->shape, 3, (uint64_t)i, &diag);
@@ -142,11 +141,11 @@ static void test_planned_steps(void) {
   hlo_module_free(module);
 }
 
-/* Allocations of three executes of the training step, in this process. */
-static void count_allocations(int64_t counts[3]) {
+/* Allocations of three executes of the training step compiled with options. */
+static void count_allocations(const rt_compile_options *options, int64_t counts[3]) {
   hlo_diag diag = {0};
   hlo_module *module = parse_checked(training_step);
-  rt_executable *exe = module ? rt_backend_cpu.compile(module, &diag) : NULL;
+  rt_executable *exe = module ? rt_backend_cpu.compile(module, options, &diag) : NULL;
   rt_value *args[5] = {0};
   for (int i = 0; exe && i < 5; i++) args[i] = rt_random_value(&module->entry->params[i]->shape, 3, (uint64_t)i, &diag);
   for (int run = 0; run < 3; run++) {
@@ -160,20 +159,15 @@ static void count_allocations(int64_t counts[3]) {
   hlo_module_free(module);
 }
 
-/* LATCH_KEEP_ARENA_MB=0: no arena is kept, so every execute allocates its own (one more than
- * the 4 results). In a child process: the budget is read once per process. */
+/* keep_arena_bytes 0 (LATCH_KEEP_ARENA_MB=0): no arena is kept, so every execute allocates its
+ * own (one more than the 4 results). */
 static void test_keep_no_arena(void) {
-  pid_t child = fork();
-  CHECK(child >= 0);
-  if (child == 0) {
-    setenv("LATCH_KEEP_ARENA_MB", "0", 1);
-    int64_t counts[3];
-    count_allocations(counts);
-    _exit(counts[0] == 5 && counts[1] == 5 && counts[2] == 5 ? 0 : 1);
-  }
-  int status = 0;
-  CHECK(waitpid(child, &status, 0) == child);
-  CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "with no arena kept, an execute did not allocate 5 times");
+  const rt_compile_options keep_none = {.no_fusion = false, .keep_arena_bytes = 0};
+  int64_t counts[3];
+  count_allocations(&keep_none, counts);
+  CHECK_MSG(counts[0] == 5 && counts[1] == 5 && counts[2] == 5,
+            "with no arena kept, an execute did not allocate 5 times: %lld %lld %lld", (long long)counts[0],
+            (long long)counts[1], (long long)counts[2]);
 }
 
 /* Same-shape results of a training step reuse buffers: the arena holds far less than all the

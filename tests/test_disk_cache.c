@@ -1,6 +1,6 @@
 /* The on-disk compile cache within one process: round trips, damaged entries of every kind
  * (misses, warned about once per kind, replaced), fingerprints that differ, LRU eviction,
- * filesystem failures (injected through the test-only LATCH_CACHE_TEST_FAULT hook, and real
+ * filesystem failures (injected through the test-only fault hook, and real
  * ones on a small tmpfs where this process may mount one), listing, verifying and clearing. */
 #include <errno.h>
 #include <sched.h>
@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include "cache/cache.h"
+#include "capture/capture.h"
 #include "disk_test_util.h"
 #include "runtime/runtime.h"
 #include "test.h"
@@ -16,13 +17,17 @@
 
 static const char *const FP = "backend=test/1 latch=0 arch=x cpu= options=";
 
-static cache_disk *open_dir(const char *dir, uint64_t max_bytes) {
+/* fault: the test-only hook (OP:ERRNO), NULL for none. */
+static cache_disk *open_faulty(const char *dir, uint64_t max_bytes, const char *fault) {
   hlo_diag diag;
   hlo_diag_clear(&diag);
-  cache_disk *disk = cache_disk_open(dir, max_bytes, &diag);
+  cache_disk_test_hooks hooks = {.fault = fault};
+  cache_disk *disk = cache_disk_open(dir, max_bytes, &hooks, &diag);
   CHECK_MSG(disk != NULL, "%s", diag.message);
   return disk;
 }
+
+static cache_disk *open_dir(const char *dir, uint64_t max_bytes) { return open_faulty(dir, max_bytes, NULL); }
 
 static void round_trip(void) {
   char dir[64];
@@ -463,9 +468,7 @@ static void injected_faults(void) {
     cache_disk *good = open_dir(dir, 1 << 20);
     put_payload(good, 1, FP); /* written before the disk went bad */
     cache_disk_close(good);
-    setenv("LATCH_CACHE_TEST_FAULT", faults[f], 1);
-    cache_disk *disk = open_dir(dir, 1 << 20);
-    unsetenv("LATCH_CACHE_TEST_FAULT");
+    cache_disk *disk = open_faulty(dir, 1 << 20, faults[f]);
     if (!disk) continue;
     cache_disk_reset_warnings();
     capture_begin();
@@ -487,11 +490,9 @@ static void injected_faults(void) {
   /* a directory that cannot be created: every get misses, every put is skipped */
   char dir[64];
   make_temp_dir(dir);
-  setenv("LATCH_CACHE_TEST_FAULT", "mkdir:EACCES", 1);
   cache_disk_reset_warnings();
   capture_begin();
-  cache_disk *disk = open_dir(dir, 1 << 20);
-  unsetenv("LATCH_CACHE_TEST_FAULT");
+  cache_disk *disk = open_faulty(dir, 1 << 20, "mkdir:EACCES");
   CHECK(disk && !put_payload(disk, 1, FP) && !get_matches(disk, 1, FP));
   const char *text = capture_end();
   CHECK_EQ_INT(count_occurrences(text, "cannot create"), 1);
@@ -500,9 +501,7 @@ static void injected_faults(void) {
   disk = open_dir(dir, 1 << 20);
   put_payload(disk, 1, FP);
   cache_disk_close(disk);
-  setenv("LATCH_CACHE_TEST_FAULT", "read:EACCES", 1);
-  disk = open_dir(dir, 1 << 20);
-  unsetenv("LATCH_CACHE_TEST_FAULT");
+  disk = open_faulty(dir, 1 << 20, "read:EACCES");
   capture_begin();
   CHECK(!get_matches(disk, 1, FP));
   text = capture_end();
@@ -514,11 +513,9 @@ static void injected_faults(void) {
   CHECK_EQ_INT(count_files(dir, ""), 1); /* the unreadable entry was not removed */
   remove_tree(dir);
   /* malformed hook values are errors, not silently ignored */
-  setenv("LATCH_CACHE_TEST_FAULT", "open:EPERM", 1);
   hlo_diag diag;
   hlo_diag_clear(&diag);
-  disk = cache_disk_open("/tmp", 1 << 20, &diag);
-  unsetenv("LATCH_CACHE_TEST_FAULT");
+  disk = cache_disk_open("/tmp", 1 << 20, &(cache_disk_test_hooks){.fault = "open:EPERM"}, &diag);
   CHECK(disk == NULL && diag.status == HLO_ERR_INPUT);
 }
 
@@ -536,7 +533,7 @@ static int real_filesystem_child(const char *dir) {
   cache_disk_reset_warnings();
   hlo_diag diag;
   hlo_diag_clear(&diag);
-  cache_disk *disk = cache_disk_open(dir, 1 << 30, &diag);
+  cache_disk *disk = cache_disk_open(dir, 1 << 30, NULL, &diag);
   EXPECT(disk != NULL);
   if (!disk) return 1;
   EXPECT(put_payload(disk, 1, FP));
@@ -582,13 +579,13 @@ static void configuration(void) {
   hlo_diag_clear(&diag);
   cache_mode mode;
   unsetenv("LATCH_CACHE");
-  CHECK(cache_mode_from_env(CACHE_MODE_DISK, &mode, &diag) == HLO_OK && mode == CACHE_MODE_DISK);
+  CHECK(cap_env_cache_mode(CACHE_MODE_DISK, &mode, &diag) == HLO_OK && mode == CACHE_MODE_DISK);
   setenv("LATCH_CACHE", "memory", 1);
-  CHECK(cache_mode_from_env(CACHE_MODE_DISK, &mode, &diag) == HLO_OK && mode == CACHE_MODE_MEMORY);
+  CHECK(cap_env_cache_mode(CACHE_MODE_DISK, &mode, &diag) == HLO_OK && mode == CACHE_MODE_MEMORY);
   setenv("LATCH_CACHE", "off", 1);
-  CHECK(cache_mode_from_env(CACHE_MODE_DISK, &mode, &diag) == HLO_OK && mode == CACHE_MODE_OFF);
+  CHECK(cap_env_cache_mode(CACHE_MODE_DISK, &mode, &diag) == HLO_OK && mode == CACHE_MODE_OFF);
   setenv("LATCH_CACHE", "dsik", 1);
-  CHECK(cache_mode_from_env(CACHE_MODE_DISK, &mode, &diag) == HLO_ERR_INPUT);
+  CHECK(cap_env_cache_mode(CACHE_MODE_DISK, &mode, &diag) == HLO_ERR_INPUT);
   unsetenv("LATCH_CACHE");
 
   char saved_home[512] = "", saved_xdg[512] = "", saved_dir[512] = "";
@@ -601,16 +598,16 @@ static void configuration(void) {
   unsetenv("XDG_CACHE_HOME");
   unsetenv("LATCH_CACHE_DIR");
   hlo_diag_clear(&diag);
-  CHECK(cache_disk_default_dir(out, sizeof out, &diag) == HLO_OK);
+  CHECK(cap_env_cache_dir(out, sizeof out, &diag) == HLO_OK);
   CHECK_STR(out, "/home/u/.cache/latch");
   setenv("XDG_CACHE_HOME", "relative", 1); /* ignored, as XDG says */
-  CHECK(cache_disk_default_dir(out, sizeof out, &diag) == HLO_OK);
+  CHECK(cap_env_cache_dir(out, sizeof out, &diag) == HLO_OK);
   CHECK_STR(out, "/home/u/.cache/latch");
   setenv("XDG_CACHE_HOME", "/xdg", 1);
-  CHECK(cache_disk_default_dir(out, sizeof out, &diag) == HLO_OK);
+  CHECK(cap_env_cache_dir(out, sizeof out, &diag) == HLO_OK);
   CHECK_STR(out, "/xdg/latch");
   setenv("LATCH_CACHE_DIR", "/explicit", 1);
-  CHECK(cache_disk_default_dir(out, sizeof out, &diag) == HLO_OK);
+  CHECK(cap_env_cache_dir(out, sizeof out, &diag) == HLO_OK);
   CHECK_STR(out, "/explicit");
   if (*saved_home) setenv("HOME", saved_home, 1);
   if (*saved_xdg) setenv("XDG_CACHE_HOME", saved_xdg, 1);
@@ -620,16 +617,16 @@ static void configuration(void) {
 
   uint64_t max = 0;
   unsetenv("LATCH_CACHE_MAX_BYTES");
-  CHECK(cache_disk_max_bytes_from_env(&max, &diag) == HLO_OK && max == CACHE_DISK_DEFAULT_MAX_BYTES);
+  CHECK(cap_env_cache_max_bytes(&max, &diag) == HLO_OK && max == CACHE_DISK_DEFAULT_MAX_BYTES);
   setenv("LATCH_CACHE_MAX_BYTES", "512M", 1);
-  CHECK(cache_disk_max_bytes_from_env(&max, &diag) == HLO_OK && max == UINT64_C(512) << 20);
+  CHECK(cap_env_cache_max_bytes(&max, &diag) == HLO_OK && max == UINT64_C(512) << 20);
   setenv("LATCH_CACHE_MAX_BYTES", "12345", 1);
-  CHECK(cache_disk_max_bytes_from_env(&max, &diag) == HLO_OK && max == 12345);
+  CHECK(cap_env_cache_max_bytes(&max, &diag) == HLO_OK && max == 12345);
   static const char *const bad[] = {"0", "-5", "12X", "lots", "99999999999999999999", "20000000000T"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     setenv("LATCH_CACHE_MAX_BYTES", bad[i], 1);
     hlo_diag_clear(&diag);
-    CHECK_MSG(cache_disk_max_bytes_from_env(&max, &diag) == HLO_ERR_INPUT, "%s accepted", bad[i]);
+    CHECK_MSG(cap_env_cache_max_bytes(&max, &diag) == HLO_ERR_INPUT, "%s accepted", bad[i]);
   }
   unsetenv("LATCH_CACHE_MAX_BYTES");
 }

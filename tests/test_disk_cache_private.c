@@ -13,7 +13,7 @@ static const char *const FP = "backend=test/1 latch=0 build=0 arch=x cpu= option
 static cache_disk *open_quiet(const char *dir) {
   hlo_diag diag;
   hlo_diag_clear(&diag);
-  cache_disk *disk = cache_disk_open(dir, 1 << 20, &diag);
+  cache_disk *disk = cache_disk_open(dir, 1 << 20, NULL, &diag);
   CHECK_MSG(disk != NULL, "%s", diag.message);
   return disk;
 }

@@ -26,10 +26,10 @@ static int get_state(cache_disk *disk, uint64_t i) {
   return state;
 }
 
-static cache_disk *open_or_exit(const char *dir, uint64_t max_bytes) {
+static cache_disk *open_or_exit(const char *dir, uint64_t max_bytes, const cache_disk_test_hooks *hooks) {
   hlo_diag diag;
   hlo_diag_clear(&diag);
-  cache_disk *disk = cache_disk_open(dir, max_bytes, &diag);
+  cache_disk *disk = cache_disk_open(dir, max_bytes, hooks, &diag);
   if (!disk) {
     fprintf(stderr, "child: %s\n", diag.message);
     _exit(10);
@@ -48,7 +48,7 @@ static int wait_status(pid_t pid) {
 
 /* Runs as `test_disk_cache_procs child-get DIR`: a new program image, no state shared. */
 static int child_get(const char *dir) {
-  cache_disk *disk = open_or_exit(dir, 1 << 20);
+  cache_disk *disk = open_or_exit(dir, 1 << 20, NULL);
   int wrong = 0;
   for (uint64_t i = 0; i < 4; i++) wrong += get_state(disk, i) != 1;
   cache_disk_stats s;
@@ -64,7 +64,7 @@ static void second_process_hits(void) {
   fflush(NULL);
   pid_t writer = fork();
   if (writer == 0) {
-    cache_disk *disk = open_or_exit(dir, 1 << 20);
+    cache_disk *disk = open_or_exit(dir, 1 << 20, NULL);
     int failed = 0;
     for (uint64_t i = 0; i < 4; i++) failed += !put_payload(disk, i, FP);
     cache_disk_close(disk);
@@ -91,7 +91,7 @@ static int racer(const char *dir, uint64_t max_bytes, int id, int barrier) {
   char byte;
   while (read(barrier, &byte, 1) < 0 && errno == EINTR) {
   }
-  cache_disk *disk = open_or_exit(dir, max_bytes);
+  cache_disk *disk = open_or_exit(dir, max_bytes, NULL);
   bool roomy = max_bytes > (uint64_t)KEYS * 4096;
   int code = 0;
   for (int round = 0; round < 3 && !code; round++) {
@@ -146,7 +146,7 @@ static void race(uint64_t max_bytes) {
   CHECK_EQ_INT(summary.temps, 0);
   CHECK(summary.entry_bytes <= max_bytes);
   CHECK(summary.entries <= KEYS);
-  cache_disk *disk = open_or_exit(dir, max_bytes);
+  cache_disk *disk = open_or_exit(dir, max_bytes, NULL);
   int present = 0;
   for (uint64_t i = 0; i < KEYS; i++) {
     int state = get_state(disk, i);
@@ -190,7 +190,7 @@ static void killed_writer(bool had_entry) {
   make_temp_dir(dir);
   const uint64_t key = 7;
   if (had_entry) {
-    cache_disk *disk = open_or_exit(dir, 1 << 20);
+    cache_disk *disk = open_or_exit(dir, 1 << 20, NULL);
     CHECK(put_payload(disk, key, FP));
     cache_disk_close(disk);
   }
@@ -198,8 +198,7 @@ static void killed_writer(bool had_entry) {
   pid_t writer = fork();
   if (writer == 0) {
     /* test-only: sleep halfway through the payload, long enough to be killed there */
-    setenv("LATCH_CACHE_TEST_WRITE_DELAY_MS", "60000", 1);
-    cache_disk *disk = open_or_exit(dir, 1 << 20);
+    cache_disk *disk = open_or_exit(dir, 1 << 20, &(cache_disk_test_hooks){.write_delay_ms = "60000"});
     size_t len = test_len(key);
     void *other = test_payload(1000 + key, len); /* different bytes under the same key */
     cache_disk_put(disk, test_key(key), FP, other, len);
@@ -214,7 +213,7 @@ static void killed_writer(bool had_entry) {
   int status = wait_status(writer);
   CHECK_MSG(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "writer status %d", status);
 
-  cache_disk *disk = open_or_exit(dir, 1 << 20);
+  cache_disk *disk = open_or_exit(dir, 1 << 20, NULL);
   int state = get_state(disk, key);
   CHECK_EQ_INT(state, had_entry ? 1 : 0); /* the old entry whole, or nothing; never half of the new */
   cache_disk_stats s;

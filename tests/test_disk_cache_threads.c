@@ -92,7 +92,7 @@ static void one_process(const char *dir) {
   hlo_diag diag;
   hlo_diag_clear(&diag);
   cache_table *table = cache_table_new(64, value_destroy, &diag);
-  cache_disk *disk = cache_disk_open(dir, 1 << 20, &diag);
+  cache_disk *disk = cache_disk_open(dir, 1 << 20, NULL, &diag);
   CHECK(table && disk);
   if (!table || !disk) return;
   pthread_t threads[THREADS];

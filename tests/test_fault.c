@@ -42,21 +42,21 @@ static void test_compile_and_accuracy(void) {
   const rt_backend *b = rt_fault_backend(&rt_backend_reference, &f);
   CHECK(b != &rt_backend_reference);
   CHECK_STR(b->name, "reference");
-  CHECK(b->compile(m, &d) == NULL);
+  CHECK(b->compile(m, NULL, &d) == NULL);
   CHECK_EQ_INT(d.status, HLO_ERR_UNSUPPORTED);
   CHECK(strstr(d.message, "negate %n") != NULL);
   /* An op the module lacks: compiles and runs as the inner backend. */
   f.opcode = HLO_OP_DOT;
   b = rt_fault_backend(&rt_backend_reference, &f);
   hlo_diag_clear(&d);
-  rt_executable *exe = b->compile(m, &d);
+  rt_executable *exe = b->compile(m, NULL, &d);
   CHECK(exe != NULL);
   b->destroy(exe);
   /* accuracy:negate:0.5 on x = (1, -2): n = (-1, 2) becomes n + 0.5 (|n| + 1) = (0, 3.5),
    * so a = n + x = (1, 1.5) where the truth is (0, 0). */
   f = (rt_fault){.kind = RT_FAULT_ACCURACY, .opcode = HLO_OP_NEGATE, .eps = 0.5};
   b = rt_fault_backend(&rt_backend_reference, &f);
-  exe = b->compile(m, &d);
+  exe = b->compile(m, NULL, &d);
   CHECK(exe != NULL);
   int64_t dims[1] = {2};
   rt_value *x = make_value(HLO_F32, 1, dims, (double[]){1, -2}), *y = NULL;
@@ -127,7 +127,7 @@ static void test_crash(void) {
   pid_t pid = fork();
   if (pid == 0) {
     freopen("/dev/null", "w", stderr);
-    b->compile(m, &d);
+    b->compile(m, NULL, &d);
     _exit(0);
   }
   int status = 0;

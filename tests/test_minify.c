@@ -263,13 +263,13 @@ static void test_command(void) {
 }
 
 /* A backend that refuses cosine and tanh, naming the last of them in the module. */
-static rt_executable *picky_compile(const hlo_module *m, hlo_diag *d) {
+static rt_executable *picky_compile(const hlo_module *m, const rt_compile_options *o, hlo_diag *d) {
   const hlo_instr *last = NULL;
   for (int i = 0; i < m->entry->instr_count; i++) {
     hlo_opcode op = m->entry->instrs[i]->opcode;
     if (op == HLO_OP_COS || op == HLO_OP_TANH) last = m->entry->instrs[i];
   }
-  if (!last) return rt_backend_reference.compile(m, d);
+  if (!last) return rt_backend_reference.compile(m, o, d);
   hlo_diag_set(d, HLO_ERR_UNSUPPORTED, "no kernel for %s %%%s", hlo_opcode_name(last->opcode), last->name);
   return NULL;
 }
@@ -334,7 +334,7 @@ static void test_not_failing(void) {
 
 /* A backend that fails every other compile, counting in a file (checks run in children). */
 static char counter_path[64];
-static rt_executable *alternating_compile(const hlo_module *m, hlo_diag *d) {
+static rt_executable *alternating_compile(const hlo_module *m, const rt_compile_options *o, hlo_diag *d) {
   FILE *f = fopen(counter_path, "r+");
   int count = 0;
   if (f) {
@@ -347,7 +347,7 @@ static rt_executable *alternating_compile(const hlo_module *m, hlo_diag *d) {
     hlo_diag_set(d, HLO_ERR_UNSUPPORTED, "cannot compile cosine %%c");
     return NULL;
   }
-  return rt_backend_reference.compile(m, d);
+  return rt_backend_reference.compile(m, o, d);
 }
 
 static void test_flaky(void) {

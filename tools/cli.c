@@ -1,5 +1,7 @@
-/* Flag parsing and messages for the latch command. */
+/* Flag parsing, messages and the environment's settings for the latch command. */
 #include "cli.h"
+
+#include "capture/capture.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -104,4 +106,15 @@ int cli_open_remote(const char *who, const char *url_flag, cache_remote **remote
   if (cache_remote_parse_url(url, &config, &diag) != HLO_OK) return cli_fail(&diag);
   *remote = cache_remote_open(&config, getenv("LATCH_CACHE_SECRET"), &diag);
   return *remote ? CLI_OK : cli_fail(&diag);
+}
+
+int cli_runtime_settings(rt_compile_options *compile) {
+  latch_options options;
+  if (latch_options_init(&options) != LATCH_OK) {
+    cli_error("%s", latch_last_error());
+    return CLI_USAGE;
+  }
+  if (options.threads > 0) rt_parallel_request_threads(options.threads);
+  cap_compile_options(&options, compile);
+  return CLI_OK;
 }

@@ -36,6 +36,10 @@ int cli_count_elided(const hlo_module *module);
 int cli_open_remote(const char *who, const char *url_flag, cache_remote **remote);
 /* Seconds on a monotonic clock. */
 double cli_now(void);
+/* For subcommands that run backends themselves: the settings latch_open would take from the
+ * environment (latch_options_init): the thread count requested, compile filled. CLI_USAGE,
+ * with the message printed, when a variable is malformed. */
+int cli_runtime_settings(rt_compile_options *compile);
 
 int cmd_parse(int argc, char **argv);
 int cmd_run(int argc, char **argv);

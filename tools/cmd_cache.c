@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "cache/cache.h"
+#include "capture/capture.h"
 #include "cli.h"
 
 void cmd_cache_usage(void) {
@@ -170,7 +171,7 @@ static int stats(const char *dir) {
   hlo_diag diag;
   hlo_diag_clear(&diag);
   uint64_t limit = 0;
-  if (cache_disk_max_bytes_from_env(&limit, &diag) != HLO_OK) return cli_fail(&diag);
+  if (cap_env_cache_max_bytes(&limit, &diag) != HLO_OK) return cli_fail(&diag);
   if (cache_disk_scan(dir, false, false, NULL, NULL, &summary, &diag) != HLO_OK) return cli_fail(&diag);
   char bytes[32], limit_text[32], temp_text[32];
   human_bytes(summary.entry_bytes, bytes, sizeof bytes);
@@ -211,11 +212,12 @@ static int remote_stats(const source *src) {
 
 /* push: disk -> Redis; pull: Redis -> disk. */
 static int copy(const source *src, const char *dir, bool push) {
-  uint64_t copied = 0, skipped = 0;
+  uint64_t copied = 0, skipped = 0, max_bytes = 0;
   hlo_diag diag;
   hlo_diag_clear(&diag);
+  if (!push && cap_env_cache_max_bytes(&max_bytes, &diag) != HLO_OK) return cli_fail(&diag);
   hlo_status status = push ? cache_remote_push(src->remote, dir, &copied, &skipped, &diag)
-                           : cache_remote_pull(src->remote, dir, &copied, &skipped, &diag);
+                           : cache_remote_pull(src->remote, dir, max_bytes, &copied, &skipped, &diag);
   if (status != HLO_OK) return cli_fail(&diag);
   printf("%s %" PRIu64 " entr%s %s %s (%" PRIu64 " skipped: already there or not valid)\n", push ? "pushed" : "pulled",
          copied, copied == 1 ? "y" : "ies", push ? "to" : "from", src->name, skipped);
@@ -291,7 +293,7 @@ int cmd_cache(int argc, char **argv) {
   hlo_diag diag;
   hlo_diag_clear(&diag);
   if (dir_flag) snprintf(dir, sizeof dir, "%s", dir_flag);
-  else if (cache_disk_default_dir(dir, sizeof dir, &diag) != HLO_OK) return cli_fail(&diag);
+  else if (cap_env_cache_dir(dir, sizeof dir, &diag) != HLO_OK) return cli_fail(&diag);
   source src = {dir, NULL, dir};
   if (remote_flag || copying) {
     if ((status = cli_open_remote("cache: --remote, push and pull", url_flag, &src.remote)) != CLI_OK) return status;

@@ -69,6 +69,7 @@ void cmd_minify_usage(void) {
 typedef struct minify_flags {
   const char *file, *inputs, *seed, *check, *backend, *tol, *test, *test_nonzero, *out, *timeout, *max_checks,
       *rechecks, *quiet, *help, *single_file, *max_bytes, *keep_shapes;
+  rt_compile_options compile; /* from the environment, as latch_open would take them */
 } minify_flags;
 
 static bool parse_number(const char *flag, const char *text, double min, double *value) {
@@ -156,9 +157,12 @@ static int parse_options(int argc, char **argv, minify_flags *f, min_options *o,
       cli_error("minify: unknown backend '%s'; backends: %s", name, cap_backend_names());
       return CLI_USAGE;
     }
+    status = cli_runtime_settings(&f->compile);
+    if (status != CLI_OK) return status;
+    p->compile_options = &f->compile;
     hlo_diag diag;
     hlo_diag_clear(&diag);
-    p->backend = rt_fault_from_env(backend, &diag);
+    p->backend = cap_env_fault(backend, &diag);
     if (!p->backend) return cli_fail(&diag);
   }
   o->progress = f->quiet ? NULL : stderr;

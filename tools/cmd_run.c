@@ -69,6 +69,7 @@ typedef struct run_options {
   const char *file, *inputs, *seed_text, *output, *backend, *fp64, *compile, *help, *check, *tol_text;
   uint64_t seed;
   double tol;
+  rt_compile_options compile_options; /* from the environment, as latch_open would take them */
 } run_options;
 
 static int parse_options(int argc, char **argv, run_options *o) {
@@ -136,11 +137,13 @@ static int parse_options(int argc, char **argv, run_options *o) {
   cache_mode mode;
   hlo_diag diag;
   hlo_diag_clear(&diag);
-  if (cache_mode_from_env(CACHE_MODE_DISK, &mode, &diag) != HLO_OK) return cli_fail(&diag);
+  if (cap_env_cache_mode(CACHE_MODE_DISK, &mode, &diag) != HLO_OK) return cli_fail(&diag);
   uint64_t max_bytes;
   bool compiles = o->compile || (o->backend && strcmp(o->backend, "reference") != 0);
-  if (compiles && mode == CACHE_MODE_DISK && cache_disk_max_bytes_from_env(&max_bytes, &diag) != HLO_OK)
+  if (compiles && mode == CACHE_MODE_DISK && cap_env_cache_max_bytes(&max_bytes, &diag) != HLO_OK)
     return cli_fail(&diag);
+  int settings = cli_runtime_settings(&o->compile_options);
+  if (settings != CLI_OK) return settings;
   if (o->compile && o->fp64) {
     cli_error("run: --fp64 is a mode of the reference evaluator's direct path; it cannot be combined with --compile");
     return CLI_USAGE;
@@ -386,9 +389,9 @@ static hlo_status execute(const run_options *o, const hlo_module *module, rt_val
     /* Checks and injected faults compile afresh: a cached executable would hide the
      * compile being checked, and a faulty one must never reach the shared cache. */
     c->checking = true;
-    c->backend = rt_fault_from_env(c->backend, diag);
+    c->backend = cap_env_fault(c->backend, diag);
     if (!c->backend) return diag->status;
-    c->exe = c->backend->compile(module, diag);
+    c->exe = c->backend->compile(module, &o->compile_options, diag);
     if (!c->exe && o->check) {
       hlo_diag failed = *diag; /* say which check failed, keep the backend's status */
       hlo_diag_clear(diag);
@@ -396,7 +399,7 @@ static hlo_status execute(const run_options *o, const hlo_module *module, rt_val
                    "check failed: compile: %s", failed.message);
     }
   } else {
-    c->exe = run_cache_compile(&c->cache, c->backend, module, diag);
+    c->exe = run_cache_compile(&c->cache, c->backend, module, &o->compile_options, diag);
   }
   if (!c->exe) return diag->status == HLO_OK ? HLO_ERR_INTERNAL : diag->status;
   return c->backend->execute(c->exe, args, entry->param_count, result, diag);

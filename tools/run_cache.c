@@ -4,6 +4,7 @@
 
 #include "capture/capture.h"
 #include "cli.h"
+#include "capture/capture.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -11,7 +12,7 @@
 
 static void *codec_compile(void *ctx, hlo_diag *diag) {
   const run_cache *c = ctx;
-  return c->backend->compile(c->module, diag);
+  return c->backend->compile(c->module, c->options, diag);
 }
 
 static hlo_status codec_serialize(void *ctx, const void *value, void **bytes, size_t *len, hlo_diag *diag) {
@@ -21,7 +22,7 @@ static hlo_status codec_serialize(void *ctx, const void *value, void **bytes, si
 
 static void *codec_deserialize(void *ctx, const void *bytes, size_t len, hlo_diag *diag) {
   const run_cache *c = ctx;
-  return c->backend->deserialize(bytes, len, diag);
+  return c->backend->deserialize(bytes, len, c->options, diag);
 }
 
 /* Compile time with its rate per 1,000 instructions (every computation's), the figure that
@@ -34,15 +35,16 @@ static void print_compile_time(const hlo_module *module, double seconds) {
 }
 
 rt_executable *run_cache_compile(run_cache *cache, const rt_backend *backend, const hlo_module *module,
-                                 hlo_diag *diag) {
+                                 const rt_compile_options *options, hlo_diag *diag) {
   memset(cache, 0, sizeof *cache);
   cache->backend = backend;
   cache->module = module;
+  cache->options = options;
   cache->codec = (cache_codec){cache, codec_compile, codec_serialize, codec_deserialize};
-  if (cache_mode_from_env(CACHE_MODE_DISK, &cache->mode, diag) != HLO_OK) return NULL;
-  char options[128];
-  cap_code_options(options, sizeof options);
-  bool fits = rt_fingerprint(backend, options, cache->fingerprint, sizeof cache->fingerprint) < sizeof cache->fingerprint;
+  if (cap_env_cache_mode(CACHE_MODE_DISK, &cache->mode, diag) != HLO_OK) return NULL;
+  char code[128];
+  cap_code_options(options, code, sizeof code);
+  bool fits = rt_fingerprint(backend, code, cache->fingerprint, sizeof cache->fingerprint) < sizeof cache->fingerprint;
   if (cache->mode != CACHE_MODE_DISK)
     cache->off_reason = cache->mode == CACHE_MODE_OFF ? "LATCH_CACHE=off" : "LATCH_CACHE=memory";
   else if (!backend->serialize || !backend->deserialize)
@@ -55,10 +57,14 @@ rt_executable *run_cache_compile(run_cache *cache, const rt_backend *backend, co
     char dir[4096];
     hlo_diag dir_diag;
     hlo_diag_clear(&dir_diag);
-    if (cache_disk_default_dir(dir, sizeof dir, &dir_diag) != HLO_OK) {
+    uint64_t max_bytes;
+    cache_disk_test_hooks hooks;
+    cap_env_cache_hooks(&hooks);
+    if (cap_env_cache_dir(dir, sizeof dir, &dir_diag) != HLO_OK) {
       fprintf(stderr, "latch: warning: compile cache: %s; compiling without it\n", dir_diag.message);
       cache->off_reason = "no cache directory";
-    } else if (!(cache->disk = cache_disk_open(dir, 0, diag))) {
+    } else if (cap_env_cache_max_bytes(&max_bytes, diag) != HLO_OK ||
+               !(cache->disk = cache_disk_open(dir, max_bytes, &hooks, diag))) {
       return NULL;
     }
   }
@@ -69,7 +75,7 @@ rt_executable *run_cache_compile(run_cache *cache, const rt_backend *backend, co
   double start = cli_now();
   rt_executable *exe = cache->disk ? cache_disk_load(cache->disk, cache->key, cache->fingerprint, &cache->codec) : NULL;
   cache->origin = exe ? CACHE_ORIGIN_DISK : CACHE_ORIGIN_COMPILED;
-  if (!exe) exe = backend->compile(module, diag);
+  if (!exe) exe = backend->compile(module, options, diag);
   cache->seconds = cli_now() - start;
   if (exe && cache->origin == CACHE_ORIGIN_DISK)
     printf("loaded compiled graph from cache in %.2f ms\n", cache->seconds * 1e3);

@@ -12,6 +12,7 @@ typedef struct run_cache {
   const char *off_reason;
   const rt_backend *backend;
   const hlo_module *module;
+  const rt_compile_options *options;
   cache_codec codec;
   cache_key key;
   char fingerprint[RT_FINGERPRINT_MAX];
@@ -24,7 +25,7 @@ typedef struct run_cache {
  * with diag when the compile fails or LATCH_CACHE and friends hold bad values; trouble with
  * the cache itself is only warned about. Call run_cache_finish afterwards either way. */
 rt_executable *run_cache_compile(run_cache *cache, const rt_backend *backend, const hlo_module *module,
-                                 hlo_diag *diag);
+                                 const rt_compile_options *options, hlo_diag *diag);
 
 /* Saves a freshly compiled exe (may be NULL) and prints "cache: 0 hits, 1 compile (...)". */
 void run_cache_finish(run_cache *cache, const rt_executable *exe);

@@ -21,26 +21,19 @@
 /* Executables keep their arena between executes: a fresh allocation that large is an mmap
  * whose pages fault in (zeroed by the kernel) on every step, which cost more than small
  * steps' arithmetic and gigabytes of page faults for a big training step. What all
- * executables keep together is bounded (LATCH_KEEP_ARENA_MB, default half the machine's
- * memory): past it an arena is freed after its execute, so the compile cache cannot hold
- * more than that in idle arenas. */
+ * executables keep together is bounded (rt_compile_options.keep_arena_bytes, default half
+ * the machine's memory): past it an arena is freed after its execute, so the compile cache
+ * cannot hold more than that in idle arenas. */
 static _Atomic int64_t kept_arena_bytes;
 
-static int64_t keep_arena_budget(void) {
-  static _Atomic int64_t budget = -1;
-  int64_t known = atomic_load(&budget);
+static int64_t keep_arena_budget(const rt_compile_options *options) {
+  if (options->keep_arena_bytes >= 0) return options->keep_arena_bytes;
+  static _Atomic int64_t half_memory = -1;
+  int64_t known = atomic_load(&half_memory);
   if (known >= 0) return known;
-  const char *text = getenv("LATCH_KEEP_ARENA_MB");
-  char *end = NULL;
-  long long mb = text && *text ? strtoll(text, &end, 10) : -1;
-  int64_t bytes;
-  if (mb >= 0 && end && *end == '\0') {
-    bytes = (int64_t)mb << 20;
-  } else {
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    bytes = pages > 0 && page > 0 ? (int64_t)pages * page / 2 : (int64_t)1 << 30;
-  }
-  atomic_store(&budget, bytes);
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  int64_t bytes = pages > 0 && page > 0 ? (int64_t)pages * page / 2 : (int64_t)1 << 30;
+  atomic_store(&half_memory, bytes);
   return bytes;
 }
 
@@ -49,6 +42,7 @@ struct rt_executable {
   hlo_module *source;   /* compiled: the module before the passes, origins numbered; bound: NULL */
   rt_executable *bound_from; /* bound: the compiled executable sharing its computations */
   rt_cpu_plan *plan;
+  rt_compile_options options; /* its compile's; a bound executable's are its family's */
   /* compiled executables only: one arena kept from a finished execute, of pool_bytes, for
    * this executable and every one bound from it (bindings of one graph differ in size a
    * little, a cache one longer each step, and should not fault in fresh pages each time).
@@ -114,7 +108,7 @@ static void give_arena(rt_executable *exe, char *arena, int64_t capacity) {
   rt_executable *family = family_of(exe);
   char *dropped = arena;
   int64_t dropped_bytes = capacity;
-  if (atomic_fetch_add(&kept_arena_bytes, capacity) + capacity <= keep_arena_budget()) {
+  if (atomic_fetch_add(&kept_arena_bytes, capacity) + capacity <= keep_arena_budget(&family->options)) {
     pthread_mutex_lock(&family->pool_lock);
     if (!family->pool || family->pool_bytes < capacity) {
       dropped = family->pool;
@@ -137,7 +131,8 @@ typedef struct cell {
   rt_value view;
 } cell;
 
-static rt_executable *new_executable(hlo_module *module, rt_cpu_plan *plan, hlo_diag *diag) {
+static rt_executable *new_executable(hlo_module *module, rt_cpu_plan *plan, const rt_compile_options *options,
+                                     hlo_diag *diag) {
   rt_executable *exe = hlo_calloc(1, sizeof *exe);
   if (!exe) {
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
@@ -145,6 +140,7 @@ static rt_executable *new_executable(hlo_module *module, rt_cpu_plan *plan, hlo_
   }
   exe->module = module;
   exe->plan = plan;
+  exe->options = *options;
   pthread_mutex_init(&exe->pool_lock, NULL);
   return exe;
 }
@@ -153,7 +149,10 @@ static rt_executable *new_executable(hlo_module *module, rt_cpu_plan *plan, hlo_
  * bind compares a binding with) and once for the passes, each instruction of both numbered
  * by its position in the text (origin) so that bind can map an optimized instruction to its
  * counterpart in another binding of the source. */
-static rt_executable *cpu_compile_text(const char *text, size_t len, const char *where, hlo_diag *diag) {
+static rt_executable *cpu_compile_text(const char *text, size_t len, const char *where,
+                                       const rt_compile_options *options, hlo_diag *diag) {
+  static const rt_compile_options defaults = RT_COMPILE_OPTIONS_INIT;
+  if (!options) options = &defaults;
   hlo_module *source = hlo_parse_module(text, len, where, diag);
   if (!source) return NULL;
   if (hlo_verify_module(source, diag) != HLO_OK) {
@@ -176,8 +175,8 @@ static rt_executable *cpu_compile_text(const char *text, size_t len, const char 
   openblas_set_num_threads(1);
   /* a pass that ran out of memory mid-rewrite leaves the module's failed flag */
   rt_cpu_plan *plan = hlo_module_check_memory(module, "optimizing the module", diag) ? NULL
-                                                                                      : rt_cpu_plan_build(module, diag);
-  rt_executable *exe = plan ? new_executable(module, plan, diag) : NULL;
+                                                                                      : rt_cpu_plan_build(module, options, diag);
+  rt_executable *exe = plan ? new_executable(module, plan, options, diag) : NULL;
   if (!exe) {
     rt_cpu_plan_free(plan);
     hlo_module_free(module);
@@ -188,13 +187,13 @@ static rt_executable *cpu_compile_text(const char *text, size_t len, const char 
   return exe;
 }
 
-static rt_executable *cpu_compile(const hlo_module *module, hlo_diag *diag) {
+static rt_executable *cpu_compile(const hlo_module *module, const rt_compile_options *options, hlo_diag *diag) {
   char *text = hlo_module_to_text(module);
   if (!text) {
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory printing module %s", module->name);
     return NULL;
   }
-  rt_executable *exe = cpu_compile_text(text, strlen(text), "<compile>", diag);
+  rt_executable *exe = cpu_compile_text(text, strlen(text), "<compile>", options, diag);
   free(text);
   return exe;
 }
@@ -481,8 +480,8 @@ static rt_executable *cpu_bind(rt_executable *exe, const hlo_module *binding, hl
   rt_executable *compiled = exe->bound_from ? exe->bound_from : exe;
   hlo_module *bound = rt_cpu_bind_module(compiled->source, compiled->module, binding, diag);
   if (!bound) return NULL;
-  rt_cpu_plan *plan = rt_cpu_plan_build(bound, diag);
-  rt_executable *bound_exe = plan ? new_executable(bound, plan, diag) : NULL;
+  rt_cpu_plan *plan = rt_cpu_plan_build(bound, &compiled->options, diag);
+  rt_executable *bound_exe = plan ? new_executable(bound, plan, &compiled->options, diag) : NULL;
   if (!bound_exe) {
     rt_cpu_plan_free(plan);
     rt_cpu_bound_module_free(bound);
@@ -509,8 +508,9 @@ static hlo_status cpu_serialize(const rt_executable *exe, void **bytes, size_t *
   return rt_module_text_bytes(exe->source ? exe->source : exe->module, bytes, len, diag);
 }
 
-static rt_executable *cpu_deserialize(const void *bytes, size_t len, hlo_diag *diag) {
-  return cpu_compile_text(bytes, len, "<cache entry>", diag);
+static rt_executable *cpu_deserialize(const void *bytes, size_t len, const rt_compile_options *options,
+                                      hlo_diag *diag) {
+  return cpu_compile_text(bytes, len, "<cache entry>", options, diag);
 }
 
 const rt_backend rt_backend_cpu = {

@@ -118,8 +118,9 @@ typedef struct rt_cpu_plan {
 } rt_cpu_plan;
 
 /* Builds the plan for module's entry (after passes); NULL with diag (HLO_ERR_UNSUPPORTED
- * naming the op and the instruction) when some instruction cannot run. */
-rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, hlo_diag *diag);
+ * naming the op and the instruction) when some instruction cannot run. options (NULL: the
+ * defaults) says whether to fuse. */
+rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, const rt_compile_options *options, hlo_diag *diag);
 void rt_cpu_plan_free(rt_cpu_plan *plan);
 
 /* (kept.c) Marks the kept steps of a plan whose outputs are marked; false when

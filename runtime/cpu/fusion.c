@@ -518,7 +518,6 @@ static bool bitcast_broadcast(const rt_cpu_step *step) {
 }
 
 hlo_status rt_cpu_fuse(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag) {
-  if (getenv("LATCH_NO_FUSION")) return HLO_OK; /* for measuring what fusion gains */
   int n = plan->step_count;
   for (int i = 0; i < n; i++)
     if (bitcast_broadcast(&plan->steps[i])) plan->steps[i].kind = RT_STEP_ALIAS;

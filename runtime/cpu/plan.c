@@ -486,7 +486,7 @@ static hlo_status assign(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *dia
   return ok ? HLO_OK : hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory planning");
 }
 
-rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, hlo_diag *diag) {
+rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, const rt_compile_options *options, hlo_diag *diag) {
   const hlo_comp *entry = module->entry;
   if (!entry || !entry->root) {
     hlo_diag_set(diag, HLO_ERR_INPUT, "module %s has no entry computation with a root", module->name);
@@ -525,7 +525,9 @@ rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, hlo_diag *diag) {
     if (step->instr->operand_count > plan->max_operands) plan->max_operands = step->instr->operand_count;
   }
   free(read_whole);
-  if (rt_cpu_dnnl_plan(plan, entry, diag) != HLO_OK || rt_cpu_fuse(plan, entry, diag) != HLO_OK || assign(plan, entry, diag) != HLO_OK) {
+  bool fuse = !(options && options->no_fusion);
+  if (rt_cpu_dnnl_plan(plan, entry, diag) != HLO_OK || (fuse && rt_cpu_fuse(plan, entry, diag) != HLO_OK) ||
+      assign(plan, entry, diag) != HLO_OK) {
     rt_cpu_plan_free(plan);
     return NULL;
   }

@@ -27,7 +27,9 @@ static rt_executable *wrap(hlo_module *module, hlo_diag *diag) {
   return exe;
 }
 
-static rt_executable *reference_compile(const hlo_module *module, hlo_diag *diag) {
+/* The evaluator has no settings: options are ignored. */
+static rt_executable *reference_compile(const hlo_module *module, const rt_compile_options *options, hlo_diag *diag) {
+  (void)options;
   return wrap(hlo_module_clone(module, diag), diag);
 }
 
@@ -53,7 +55,9 @@ static hlo_status reference_serialize(const rt_executable *exe, void **bytes, si
   return rt_module_text_bytes(exe->module, bytes, len, diag);
 }
 
-static rt_executable *reference_deserialize(const void *bytes, size_t len, hlo_diag *diag) {
+static rt_executable *reference_deserialize(const void *bytes, size_t len, const rt_compile_options *options,
+                                            hlo_diag *diag) {
+  (void)options;
   return wrap(hlo_parse_module(bytes, len, "<cache entry>", diag), diag);
 }
 
