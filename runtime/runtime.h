@@ -154,10 +154,9 @@ extern "C" {
  * last rt_parallel_request_threads before the first loop, else every core. */
 void rt_parallel_for(int64_t n, int64_t grain, void (*fn)(void *ctx, int64_t begin, int64_t end),
                      void *ctx);
-/* Asks for this many threads (1 to 1024; others are ignored): latch_open passes
- * latch_options.threads (LATCH_THREADS), the command the variable. The count is
- * process-wide and fixed by the first parallel loop, so only a request made before it
- * counts. */
+/* Asks for this many threads (1 to 1024; others are ignored): latch_open and the command
+ * pass latch_options.threads (LATCH_THREADS). The count is process-wide and fixed by the
+ * first parallel loop, so only a request made before it counts. */
 void rt_parallel_request_threads(int threads);
 /* The threads rt_parallel_for may use. */
 int rt_parallel_threads(void);
