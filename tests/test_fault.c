@@ -80,19 +80,19 @@ static void test_pairs(void) {
   rt_fault f = {0};
   CHECK_EQ_INT(rt_fault_parse("compile:negate+add", &f, &d), HLO_OK);
   const rt_backend *b = rt_fault_backend(&rt_backend_reference, &f);
-  CHECK(b->compile(m, &d) == NULL);
+  CHECK(b->compile(m, NULL, &d) == NULL);
   CHECK(strstr(d.message, "negate %n together with add %a") != NULL);
   CHECK_EQ_INT(rt_fault_parse("compile:negate+dot", &f, &d), HLO_OK);
   b = rt_fault_backend(&rt_backend_reference, &f);
   hlo_diag_clear(&d);
-  rt_executable *exe = b->compile(m, &d);
+  rt_executable *exe = b->compile(m, NULL, &d);
   CHECK(exe != NULL);
   b->destroy(exe);
   /* accuracy:negate+add:0.5 on x = (1, -2): a = n + x = (0, 0) is fed by the negate, so it
    * becomes 0 + 0.5 (0 + 1) = 0.5 everywhere; n itself is exact. */
   CHECK_EQ_INT(rt_fault_parse("accuracy:negate+add:0.5", &f, &d), HLO_OK);
   b = rt_fault_backend(&rt_backend_reference, &f);
-  exe = b->compile(m, &d);
+  exe = b->compile(m, NULL, &d);
   int64_t dims[1] = {2};
   rt_value *x = make_value(HLO_F32, 1, dims, (double[]){1, -2}), *y = NULL;
   CHECK(exe && b->execute(exe, &x, 1, &y, &d) == HLO_OK);
@@ -105,7 +105,7 @@ static void test_pairs(void) {
   /* add+negate: the negate is fed by x, not by an add: nothing changes. */
   CHECK_EQ_INT(rt_fault_parse("accuracy:add+negate:0.5", &f, &d), HLO_OK);
   b = rt_fault_backend(&rt_backend_reference, &f);
-  exe = b->compile(m, &d);
+  exe = b->compile(m, NULL, &d);
   y = NULL;
   CHECK(exe && b->execute(exe, &x, 1, &y, &d) == HLO_OK);
   if (y) {

@@ -437,10 +437,10 @@ static int check_result(const run_options *o, const hlo_module *module, rt_value
 static int compile_check(const run_options *o, const hlo_module *module) {
   hlo_diag diag;
   hlo_diag_clear(&diag);
-  const rt_backend *backend = rt_fault_from_env(cap_backend_find(o->backend ? o->backend : "reference"), &diag);
+  const rt_backend *backend = cap_env_fault(cap_backend_find(o->backend ? o->backend : "reference"), &diag);
   if (!backend) return cli_fail(&diag);
   double start = cli_now();
-  rt_executable *exe = backend->compile(module, &diag);
+  rt_executable *exe = backend->compile(module, &o->compile_options, &diag);
   if (!exe) {
     hlo_diag failed = diag;
     hlo_diag_clear(&diag);
