@@ -30,11 +30,10 @@ TEST_C = $(sort $(wildcard tests/test_*.c))
 TEST_BIN = $(TEST_C:tests/%.c=$(BUILD)/tests/%)
 TEST_SUPPORT = $(filter-out $(TEST_C),$(sort $(wildcard tests/*.c)))
 
-all: $(BUILD)/liblatch.a $(BUILD)/liblatch.so $(BUILD)/latch $(BUILD)/libbench.a $(PYTHON_ALL)
-
 # python/: the latch Python package (a CPython extension over include/latch.h, and the
-# latch.torch frontend), built into $(BUILD)/python when python3-dev is installed; import
-# it with PYTHONPATH=$(BUILD)/python (`make python` prints that).
+# latch.torch frontend), built into $(BUILD)/python by `make` (python3-dev is one of
+# install-deps.sh's packages); import it with PYTHONPATH=$(BUILD)/python (`make python`
+# prints that).
 PYTHON ?= /usr/bin/python3
 PY_INCLUDE := $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_paths()['include'])" 2>/dev/null)
 PY_EXT := $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))" 2>/dev/null)
@@ -43,10 +42,11 @@ PY_OBJ = $(PY_C:%.c=$(BUILD)/obj/%.o)
 PY_SRC = $(sort $(shell find python/latch -name '*.py'))
 PY_OUT = $(PY_SRC:python/%=$(BUILD)/python/%)
 PY_MODULE = $(BUILD)/python/latch/_latch$(PY_EXT)
-PYTHON_ALL = $(if $(wildcard $(PY_INCLUDE)/Python.h),python)
 # The pytest run; left out of `make sanitize` (SAN set): the extension would need ASan's
 # runtime preloaded into python3, whose own allocations (and torch's) it then reports.
-PYTHON_TESTS = $(if $(PYTHON_ALL),$(if $(SAN),,tests/test_python.sh))
+PYTHON_TESTS = $(if $(SAN),,tests/test_python.sh)
+
+all: $(BUILD)/liblatch.a $(BUILD)/liblatch.so $(BUILD)/latch $(BUILD)/libbench.a python
 
 $(BUILD)/obj/python/src/%.o: python/src/%.c
 	@mkdir -p $(dir $@)
