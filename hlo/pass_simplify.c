@@ -10,6 +10,9 @@
  *   when the free dims keep their order (so the result is laid out the same): the dot
  *   kernel reads either operand order, while a big transpose is a strided, cache-hostile
  *   copy (a Linear layer's weight, x @ W^T, was most of vgg16's step)
+ *   pad with no padding -> the operand; reduce-window (maximum, minimum or add) of a pad
+ *   whose value is the window's init -> the window's own padding (XLA pads a window with its
+ *   init), so no padded copy is made: torchvision's ceil-mode max pools lower to both
  *   add, subtract, multiply, maximum, minimum of two scalar constants (f32, f64, s32, s64)
  *   -> a constant, computed in the element type as the kernels would (integers wrap; NaN
  *   and signed zeros are left alone, where maximum's and minimum's rules would matter)
@@ -186,6 +189,52 @@ static bool transpose_to_reshape(hlo_instr *instr) {
   return true;
 }
 
+static bool no_padding(const hlo_padding *p) {
+  for (int d = 0; d < p->rank; d++)
+    if (p->low[d] || p->high[d] || p->interior[d]) return false;
+  return true;
+}
+
+/* The op of a computation that combines its two scalar parameters with one binary op. */
+static hlo_opcode combiner(const hlo_comp *comp) {
+  const hlo_instr *r = comp ? comp->root : NULL;
+  if (!r || r->operand_count != 2 || r->shape.rank != 0 || r->operands[0]->opcode != HLO_OP_PARAMETER ||
+      r->operands[1]->opcode != HLO_OP_PARAMETER || r->operands[0] == r->operands[1])
+    return HLO_OP_PARAMETER; /* stands for none */
+  return r->opcode;
+}
+
+/* Two scalar constants of one type with the same bytes. */
+static bool same_scalar(const hlo_instr *a, const hlo_instr *b) {
+  const void *x = scalar_data(a, a->shape.dtype), *y = scalar_data(b, a->shape.dtype);
+  return x && y && memcmp(x, y, hlo_dtype_size(a->shape.dtype)) == 0;
+}
+
+/* reduce-window(pad(x, v), v) -> reduce-window(x, v) with the pad's edges added to the
+ * window's padding, which XLA fills with the init value. Only for the reducers whose init
+ * is what a pool starts from, edges not negative, no interior padding or base dilation. */
+static bool fold_window_pad(hlo_instr *instr) {
+  if (instr->operand_count != 2 || !instr->window || instr->called_count != 1) return false;
+  hlo_instr *pad = instr->operands[0];
+  hlo_opcode op = combiner(instr->called[0]);
+  if (pad->opcode != HLO_OP_PAD || !pad->padding || !same_scalar(pad->operands[1], instr->operands[1]) ||
+      (op != HLO_OP_MAXIMUM && op != HLO_OP_MINIMUM && op != HLO_OP_ADD) || pad->padding->rank != instr->window->rank ||
+      !hlo_shape_is_default_layout(&pad->shape) || !hlo_shape_is_default_layout(&pad->operands[0]->shape))
+    return false;
+  hlo_window window = *instr->window;
+  for (int d = 0; d < window.rank; d++) {
+    const hlo_padding *p = pad->padding;
+    if (p->low[d] < 0 || p->high[d] < 0 || p->interior[d] || window.dims[d].lhs_dilate != 1) return false;
+    window.dims[d].pad_low += p->low[d];
+    window.dims[d].pad_high += p->high[d];
+  }
+  hlo_window *copy = hlo_arena_memdup(&instr->parent->module->arena, &window, sizeof window);
+  if (!copy) return false; /* out of memory: not folding is still correct */
+  instr->window = copy;
+  instr->operands[0] = pad->operands[0];
+  return true;
+}
+
 /* What instr can be replaced by, or NULL; in-place rewrites set *changed. */
 static hlo_instr *simplify(hlo_instr *instr, bool *changed) {
   hlo_instr **ops = instr->operands;
@@ -240,6 +289,11 @@ static hlo_instr *simplify(hlo_instr *instr, bool *changed) {
         bool lhs = fold_dot_transpose(instr, 0), rhs = fold_dot_transpose(instr, 1);
         *changed = *changed || lhs || rhs;
       }
+      return NULL;
+    case HLO_OP_PAD:
+      return instr->padding && no_padding(instr->padding) && same_array(instr, ops[0]) ? ops[0] : NULL;
+    case HLO_OP_REDUCE_WINDOW:
+      *changed = fold_window_pad(instr) || *changed;
       return NULL;
     case HLO_OP_SLICE: {
       const hlo_shape *in = &ops[0]->shape;

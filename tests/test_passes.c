@@ -253,6 +253,44 @@ static void test_layout_kept(void) {
   hlo_module_free(m);
 }
 
+/* A pad with no padding goes; a pad whose value is a max/min/add window's init becomes the
+ * window's own padding (a ceil-mode max pool); a pad with another value stays. */
+static void test_window_pad(void) {
+  const char *text = "HloModule m\nmx {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = f32[] maximum(a, b)\n}\n"
+                     "ENTRY e {\n x = f32[1,1,5,5] parameter(0)\n ninf = f32[] constant(-inf)\n"
+                     " same = f32[1,1,5,5] pad(x, ninf), padding=0_0x0_0x0_0x0_0\n"
+                     " p = f32[1,1,6,6] pad(same, ninf), padding=0_0x0_0x0_1x0_1\n"
+                     " ROOT r = f32[1,1,2,2] reduce-window(p, ninf), window={size=1x1x3x3 stride=1x1x2x2}, to_apply=mx\n}\n";
+  double values[25];
+  for (int i = 0; i < 25; i++) values[i] = i;
+  rt_value *xs[] = {make_value(HLO_F32, 4, (int64_t[]){1, 1, 5, 5}, values)};
+  int n = 0;
+  hlo_module *m = check_same(text, hlo_pass_run_all, xs, 1, &n);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_PAD), 0);
+  const hlo_instr *root = m->entry->root;
+  CHECK(root->opcode == HLO_OP_REDUCE_WINDOW && root->window->dims[2].pad_high == 1 && root->window->dims[3].pad_low == 0);
+  hlo_diag diag = {0};
+  char *printed = hlo_module_to_text(m);
+  rt_value *y = run_text(printed, xs, 1, false, &diag);
+  CHECK_MSG(y != NULL, "%s", diag.message);
+  const float expect[4] = {12, 14, 22, 24}; /* the 3x3 maxima at (2,2), (2,4), (4,2), (4,4) */
+  for (int i = 0; y && i < 4; i++) CHECK(((const float *)y->data)[i] == expect[i]);
+  rt_value_release(y);
+  free(printed);
+  hlo_module_free(m);
+  const char *zero_pad = "HloModule m\nmx {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = f32[] maximum(a, b)\n}\n"
+                         "ENTRY e {\n x = f32[1,1,5,5] parameter(0)\n ninf = f32[] constant(-inf)\n zero = f32[] constant(0)\n"
+                         " p = f32[1,1,6,6] pad(x, zero), padding=0_0x0_0x0_1x0_1\n"
+                         " ROOT r = f32[1,1,2,2] reduce-window(p, ninf), window={size=1x1x3x3 stride=1x1x2x2}, to_apply=mx\n}\n";
+  for (int i = 0; i < 25; i++) values[i] = -1 - i; /* the zero padding is the maximum where it is read */
+  rt_value *negative[] = {make_value(HLO_F32, 4, (int64_t[]){1, 1, 5, 5}, values)};
+  m = check_same(zero_pad, hlo_pass_run_all, negative, 1, &n);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_PAD), 1);
+  hlo_module_free(m);
+  rt_value_release(negative[0]);
+  rt_value_release(xs[0]);
+}
+
 int main(void) {
   RUN(test_dce);
   RUN(test_cse);
@@ -262,5 +300,6 @@ int main(void) {
   RUN(test_bitcast_transpose);
   RUN(test_inline_calls);
   RUN(test_layout_kept);
+  RUN(test_window_pad);
   return TEST_REPORT();
 }
