@@ -254,6 +254,33 @@ static void test_pool(void) {
   }
 }
 
+/* Max and min pools keep the reference's rules: a NaN in a window wins, +0 is the larger
+ * zero and -0 the smaller (values worked out by hand). */
+static void test_pool_special(void) {
+  static const char *const texts[2] = {
+      "HloModule m\nmx {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT s = f32[] maximum(x, y)\n}\n"
+      "ENTRY e {\n a = f32[1,1,3,4] parameter(0)\n z = f32[] constant(-inf)\n"
+      " ROOT r = f32[1,1,2,2] reduce-window(a, z), window={size=1x1x2x2 stride=1x1x1x2}, to_apply=mx\n}\n",
+      "HloModule m\nmn {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT s = f32[] minimum(x, y)\n}\n"
+      "ENTRY e {\n a = f32[1,1,3,4] parameter(0)\n z = f32[] constant(inf)\n"
+      " ROOT r = f32[1,1,2,2] reduce-window(a, z), window={size=1x1x2x2 stride=1x1x1x2}, to_apply=mn\n}\n"};
+  const double x[12] = {-0.0, 0.0, 5, NAN, 0.0, -0.0, 1, 2, -3, -0.0, -1, -2};
+  const float want[2][4] = {{0.0f, NAN, 0.0f, 2}, {-0.0f, NAN, -3, -2}};
+  for (int k = 0; k < 2; k++) {
+    rt_value *args[] = {make_value(HLO_F32, 4, (int64_t[]){1, 1, 3, 4}, x)};
+    hlo_diag diag;
+    rt_value *got = run_on(&rt_backend_cpu, texts[k], args, 1, &diag);
+    rt_value_release(args[0]);
+    CHECK_MSG(got != NULL, "%s", diag.message);
+    for (int i = 0; got && i < 4; i++) {
+      float g = ((const float *)got->data)[i], w = want[k][i];
+      CHECK_MSG(isnan(w) ? isnan(g) : g == w && signbit(g) == signbit(w), "%s pool [%d]: got %g want %g",
+                k ? "min" : "max", i, g, w);
+    }
+    rt_value_release(got);
+  }
+}
+
 static void test_dot(void) {
   /* [[1,2,3],[4,5,6]] x [[7,8],[9,10],[11,12]] = [[58,64],[139,154]] */
   rt_value *a[] = {f32v(2, (int64_t[]){2, 3}, (double[]){1, 2, 3, 4, 5, 6}),
@@ -731,6 +758,7 @@ int main(void) {
   RUN(test_reduce);
   RUN(test_reduce_split);
   RUN(test_pool);
+  RUN(test_pool_special);
   RUN(test_dot);
   RUN(test_gemv);
   RUN(test_gather_rows);

@@ -21,6 +21,10 @@ typedef bool (*rt_cpu_kernel)(const hlo_instr *instr, const rt_value *const *in,
 rt_cpu_kernel rt_cpu_pick_elementwise(const hlo_instr *instr);
 rt_cpu_kernel rt_cpu_pick_layout(const hlo_instr *instr);
 rt_cpu_kernel rt_cpu_pick_reduce(const hlo_instr *instr);
+/* pool.c: a max or min pool over f32 planes, window w (the last two dims only, no dilation
+ * or reversal) into y; false, nothing written, for other reducers or types or rows wider
+ * than the kernel's buffer. */
+bool rt_cpu_pool_f32(const hlo_window *w, hlo_opcode op, const rt_value *x, const rt_value *init, rt_value *y);
 rt_cpu_kernel rt_cpu_pick_gather(const hlo_instr *instr);
 
 /* A fast kernel that needs working memory besides its result (operand copies in a canonical

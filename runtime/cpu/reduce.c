@@ -305,6 +305,7 @@ static bool reduce_window_kernel(const hlo_instr *instr, const rt_value *const *
   hlo_dtype t = out->shape.dtype;
   const hlo_window *w = instr->window;
   if (is_pool(w)) {
+    if (rt_cpu_pool_f32(w, j.op, in[0], in[1], out)) return true;
     int r = out->shape.rank;
     int64_t rows = out->shape.dims[r - 1] ? out->count / out->shape.dims[r - 1] : 0;
     int64_t per_row = out->shape.dims[r - 1] * w->dims[r - 2].size * w->dims[r - 1].size;
