@@ -1,7 +1,8 @@
 /* Max and min pools over f32 planes (a reduce-window over the last two dims, no dilation or
  * reversal), separable and vectorized: for each output row, the window's input rows are
- * combined column by column into one row (a contiguous loop the compiler vectorizes), then
- * each output combines its window's columns of that row, starting from the init value.
+ * combined column by column into one row, then each output combines its window's columns of
+ * that row, starting from the init value; every loop is contiguous, so the compiler
+ * vectorizes it.
  *
  * maximum and minimum as the reference computes them (NaN wins, +0 is the larger zero) are
  * associative and commutative, so combining rows first gives the same values as the generic
@@ -25,54 +26,69 @@ static inline float from_bits(uint32_t u) {
   return x;
 }
 
+/* Chooses with masks, not branches: the compiler keeps it branch-free (a tie or a NaN is
+ * no mispredicted jump) and vectorizes it. */
+static inline uint32_t pick(uint32_t mask, uint32_t yes, uint32_t no) { return (yes & mask) | (no & ~mask); }
+
 /* max: a NaN a, else a NaN b (a > b is false), else the larger; of equal values the bits
  * and-ed (+0 over -0). min: the same with the smaller, bits or-ed (-0 under +0). */
 static inline float max_f(float a, float b) {
-  uint32_t r = bits(a > b ? a : b);
-  r = a == b ? bits(a) & bits(b) : r;
-  return from_bits(a != a ? bits(a) : r);
+  uint32_t ua = bits(a), ub = bits(b);
+  uint32_t r = pick(-(uint32_t)(a > b), ua, ub);
+  r = pick(-(uint32_t)(a == b), ua & ub, r);
+  return from_bits(pick(-(uint32_t)(a != a), ua, r));
 }
 
 static inline float min_f(float a, float b) {
-  uint32_t r = bits(a < b ? a : b);
-  r = a == b ? bits(a) | bits(b) : r;
-  return from_bits(a != a ? bits(a) : r);
+  uint32_t ua = bits(a), ub = bits(b);
+  uint32_t r = pick(-(uint32_t)(a < b), ua, ub);
+  r = pick(-(uint32_t)(a == b), ua | ub, r);
+  return from_bits(pick(-(uint32_t)(a != a), ua, r));
 }
 
-enum { POOL_MAX_WIDTH = 4096 }; /* the row buffer lives on the stack */
+enum { POOL_MAX_WIDTH = 4096 }; /* the row buffers live on the stack */
 
 typedef struct pool_job {
   const hlo_window_dim *wh, *ww;
   int64_t in_h, in_w, out_h, out_w;
+  int64_t padded_w, phase_len; /* the padded row's width; the length of each of its stride phases */
   const float *x;
   float *y, init;
 } pool_job;
 
+/* One output row: the window's input rows combined into row (init in the row's padding),
+ * the row split into its stride phases (phase p holds columns p, p + stride, ...), so tap k
+ * of every output is one contiguous run, phase k % stride from k / stride on. Combining the
+ * init value again where the reference skips padding changes nothing (max and min are
+ * idempotent, and the accumulator starts at init). */
 #define DEFINE_ROWS(NAME, COMBINE)                                                           \
   static void NAME(void *ctx, int64_t begin, int64_t end) {                                \
     const pool_job *j = ctx;                                                               \
-    float row[POOL_MAX_WIDTH];                                                             \
+    float row[POOL_MAX_WIDTH], phases[POOL_MAX_WIDTH];                                     \
+    int64_t stride = j->ww->stride, pad = j->ww->pad_low, len = j->phase_len;              \
+    for (int64_t w = 0; w < j->padded_w; w++) row[w] = j->init;                            \
     for (int64_t item = begin; item < end; item++) {                                       \
       int64_t plane = item / j->out_h, oh = item % j->out_h;                               \
       int64_t top = oh * j->wh->stride - j->wh->pad_low;                                   \
       int64_t k0 = top < 0 ? -top : 0, k1 = j->in_h - top < j->wh->size ? j->in_h - top : j->wh->size; \
       const float *xp = j->x + plane * j->in_h * j->in_w;                                  \
-      float *yr = j->y + item * j->out_w;                                                  \
-      if (k0 >= k1) { /* the window covers padding only */                                 \
-        for (int64_t ow = 0; ow < j->out_w; ow++) yr[ow] = j->init;                        \
-        continue;                                                                          \
-      }                                                                                    \
-      memcpy(row, xp + (top + k0) * j->in_w, (size_t)j->in_w * sizeof(float));             \
-      for (int64_t kh = k0 + 1; kh < k1; kh++) {                                           \
+      float *yr = j->y + item * j->out_w, *in = row + pad;                                 \
+      for (int64_t w = 0; w < j->in_w; w++) in[w] = j->init;                               \
+      for (int64_t kh = k0; kh < k1; kh++) {                                               \
         const float *xr = xp + (top + kh) * j->in_w;                                       \
-        for (int64_t w = 0; w < j->in_w; w++) row[w] = COMBINE(row[w], xr[w]);             \
+        for (int64_t w = 0; w < j->in_w; w++) in[w] = COMBINE(in[w], xr[w]);              \
       }                                                                                    \
-      for (int64_t ow = 0; ow < j->out_w; ow++) {                                          \
-        int64_t left = ow * j->ww->stride - j->ww->pad_low;                                \
-        int64_t l0 = left < 0 ? -left : 0, l1 = j->in_w - left < j->ww->size ? j->in_w - left : j->ww->size; \
-        float acc = j->init;                                                               \
-        for (int64_t kw = l0; kw < l1; kw++) acc = COMBINE(acc, row[left + kw]);           \
-        yr[ow] = acc;                                                                      \
+      const float *split = row;                                                            \
+      if (stride > 1) {                                                                    \
+        for (int64_t p = 0; p < stride; p++)                                               \
+          for (int64_t i = 0; i < len; i++)                                                \
+            phases[p * len + i] = i * stride + p < j->padded_w ? row[i * stride + p] : j->init; \
+        split = phases;                                                                    \
+      }                                                                                    \
+      for (int64_t ow = 0; ow < j->out_w; ow++) yr[ow] = j->init;                          \
+      for (int64_t k = 0; k < j->ww->size; k++) {                                          \
+        const float *tap = split + (k % stride) * len + k / stride;                        \
+        for (int64_t ow = 0; ow < j->out_w; ow++) yr[ow] = COMBINE(yr[ow], tap[ow]);       \
       }                                                                                    \
     }                                                                                      \
   }
@@ -82,14 +98,17 @@ DEFINE_ROWS(min_rows, min_f)
 
 bool rt_cpu_pool_f32(const hlo_window *w, hlo_opcode op, const rt_value *x, const rt_value *init, rt_value *y) {
   int r = x->shape.rank;
-  if (x->shape.dtype != HLO_F32 || (op != HLO_OP_MAXIMUM && op != HLO_OP_MINIMUM) || r < 2 ||
-      x->shape.dims[r - 1] > POOL_MAX_WIDTH)
+  if (x->shape.dtype != HLO_F32 || (op != HLO_OP_MAXIMUM && op != HLO_OP_MINIMUM) || r < 2) return false;
+  const hlo_window_dim *ww = &w->dims[r - 1];
+  int64_t in_w = x->shape.dims[r - 1], padded_w = ww->pad_low + in_w + ww->pad_high;
+  int64_t phase_len = (padded_w + ww->stride - 1) / ww->stride;
+  if (ww->pad_low < 0 || ww->pad_high < 0 || padded_w > POOL_MAX_WIDTH || phase_len * ww->stride > POOL_MAX_WIDTH)
     return false;
-  pool_job j = {.wh = &w->dims[r - 2], .ww = &w->dims[r - 1], .in_h = x->shape.dims[r - 2],
-                .in_w = x->shape.dims[r - 1], .out_h = y->shape.dims[r - 2], .out_w = y->shape.dims[r - 1],
-                .x = x->data, .y = y->data, .init = *(const float *)init->data};
+  pool_job j = {.wh = &w->dims[r - 2], .ww = ww, .in_h = x->shape.dims[r - 2], .in_w = in_w,
+                .out_h = y->shape.dims[r - 2], .out_w = y->shape.dims[r - 1], .padded_w = padded_w,
+                .phase_len = phase_len, .x = x->data, .y = y->data, .init = *(const float *)init->data};
   int64_t rows = j.out_w ? y->count / j.out_w : 0;
-  int64_t per_row = j.in_w * j.wh->size + j.out_w * j.ww->size;
+  int64_t per_row = in_w * j.wh->size + padded_w + j.out_w * ww->size;
   int64_t grain = RT_CPU_GRAIN / (per_row ? per_row : 1);
   rt_parallel_for(rows, grain > 0 ? grain : 1, op == HLO_OP_MAXIMUM ? max_rows : min_rows, &j);
   return true;
