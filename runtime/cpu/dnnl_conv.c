@@ -232,6 +232,31 @@ static bool make_safe(rt_cpu_dnnl *d) {
   return ok;
 }
 
+/* The index of d's first full-shape post-op (a residual) that arrives row-major, or -1. */
+static int row_major_residual(const rt_cpu_dnnl *d, const dnnl_memory_desc_t *const *post_in) {
+  for (int k = 0; k < d->post_count; k++)
+    if (d->posts[k].kind == RT_DNNL_ADD_FULL && !(post_in && post_in[k])) return k;
+  return -1;
+}
+
+/* When a residual arrives row-major: asks oneDNN which layout the convolution writes with the
+ * post-ops before it, and plans every row-major residual to be reordered into that layout
+ * (post_in_md keeps how it arrives). false when nothing changed. */
+static bool plan_residual_reorders(rt_cpu_dnnl *d, const dnnl_memory_desc_t *const *post_in,
+                                   const dnnl_memory_desc_t *x_any, const dnnl_memory_desc_t *w_any,
+                                   const dnnl_memory_desc_t *y_any, const dnnl_memory_desc_t *y_plain) {
+  int first = row_major_residual(d, post_in);
+  if (first < 0) return false;
+  dnnl_primitive_desc_t pd = conv_pd(d, first, x_any, w_any, y_any);
+  if (!pd) return false;
+  dnnl_memory_desc_t written = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+  dnnl_primitive_desc_destroy(pd);
+  if (dnnl_memory_desc_equal(&written, y_plain)) return false;
+  for (int k = first; k < d->post_count; k++)
+    if (d->posts[k].kind == RT_DNNL_ADD_FULL && !(post_in && post_in[k])) d->post_md[k] = written;
+  return true;
+}
+
 /* A block of md's size at *at in the scratch, when needed. */
 static int64_t take(int64_t *at, bool needed, const dnnl_memory_desc_t *md) {
   int64_t offset = *at;
@@ -250,8 +275,14 @@ bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const d
   d->src_in_md = src_in ? *src_in : x_plain;
   dnnl_memory_desc_t x_any, w_any, y_any;
   if (!any_md(&x_any, &x_plain) || !any_md(&w_any, &d->weights_in_md) || !any_md(&y_any, &y_plain)) return false;
+  for (int k = 0; k < d->post_count; k++) d->post_in_md[k] = d->post_md[k];
   int team = set_team();
+  bool residual_reordered = plan_residual_reorders(d, post_in, &x_any, &w_any, &y_any, &y_plain);
   dnnl_primitive_desc_t pd = conv_pd(d, d->post_count, &x_any, &w_any, &y_any);
+  if (!pd && residual_reordered) { /* oneDNN refused the blocked residual: read it as it arrives */
+    for (int k = 0; k < d->post_count; k++) d->post_md[k] = d->post_in_md[k];
+    pd = conv_pd(d, d->post_count, &x_any, &w_any, &y_any);
+  }
   omp_set_num_threads(team);
   if (!pd) return false;
   d->src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
@@ -267,6 +298,8 @@ bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const d
   ok = ok && make_reorder(&d->src_reorder, &d->src_in_md, &d->src_md) &&
        make_reorder(&d->dst_reorder, &d->dst_md, &d->out_md) &&
        make_reorder(&d->weights_reorder, &d->weights_in_md, &d->weights_md);
+  for (int k = 0; k < d->post_count && ok; k++)
+    ok = d->posts[k].kind != RT_DNNL_ADD_FULL || make_reorder(&d->post_reorder[k], &d->post_in_md[k], &d->post_md[k]);
   int64_t at = 0;
   d->scratchpad_offset = take(&at, true, dnnl_memory_desc_get_size(&d->safe_scratchpad_md) >
                                                dnnl_memory_desc_get_size(&d->scratchpad_md)
@@ -275,6 +308,8 @@ bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const d
   d->src_reorder.offset = take(&at, d->src_reorder.prim != NULL, &d->src_md);
   d->dst_offset = take(&at, d->dst_reorder.prim != NULL, &d->dst_md);
   d->weights_scratch_offset = take(&at, d->weights_reorder.prim != NULL, &d->weights_md);
+  for (int k = 0; k < d->post_count; k++)
+    d->post_reorder[k].offset = take(&at, d->post_reorder[k].prim != NULL, &d->post_md[k]);
   for (int k = 0; k < d->post_count; k++) { /* per-feature values computed over [C] */
     rt_dnnl_post *p = &d->posts[k];
     p->values_offset = at;
@@ -292,6 +327,10 @@ void rt_cpu_dnnl_release(rt_cpu_dnnl *d) {
   for (size_t i = 0; i < sizeof prims / sizeof prims[0]; i++)
     if (prims[i]) dnnl_primitive_destroy(prims[i]);
   d->conv_prim = d->safe_prim = d->src_reorder.prim = d->weights_reorder.prim = d->dst_reorder.prim = NULL;
+  for (int k = 0; k < RT_DNNL_MAX_POSTS; k++) {
+    if (d->post_reorder[k].prim) dnnl_primitive_destroy(d->post_reorder[k].prim);
+    d->post_reorder[k].prim = NULL;
+  }
 }
 
 /* Reorders made of weights, process-wide (for tests). */
@@ -301,7 +340,7 @@ int64_t rt_cpu_dnnl_weight_reorder_count(void) { return atomic_load(&weight_reor
 
 /* The memories of one run, destroyed together. */
 typedef struct run_memories {
-  dnnl_memory_t list[8 + RT_DNNL_MAX_POSTS];
+  dnnl_memory_t list[8 + 3 * RT_DNNL_MAX_POSTS];
   int count;
   bool failed;
 } run_memories;
@@ -426,7 +465,12 @@ static bool run_conv(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d
     const rt_dnnl_post *p = &d->posts[k];
     if (p->term < 0 && p->kind != RT_DNNL_ADD_FULL) continue;
     const void *data = post_operand(d, k, in, scratch);
-    if (d->safe_prim && finite) /* ADD_FULL: the operand as it arrives (maybe padded) */
+    if (ok && d->post_reorder[k].prim) {
+      void *to = scratch + d->post_reorder[k].offset;
+      ok = reorder(stream, m, &d->post_reorder[k], &d->post_in_md[k], data, &d->post_md[k], to);
+      data = to;
+    }
+    if (d->safe_prim && finite) /* ADD_FULL: the operand as the primitive reads it (maybe padded) */
       finite = all_finite(data, p->kind == RT_DNNL_ADD_FULL ? (int64_t)dnnl_memory_desc_get_size(&d->post_md[k]) / 4
                                                             : d->conv->shape.dims[d->conv->conv->output_feature]);
     if (p->kind == RT_DNNL_BIAS) args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, memory(m, &d->bias_md, data)};
