@@ -165,6 +165,40 @@ static void test_row_major_residual(void) {
   hlo_module_free(module);
 }
 
+/* Max and min pools between convolutions read the blocked result as it is: a resnet stem
+ * (conv, relu, 3x3 stride-2 max pool padded by 1, conv) with 12 channels (padded lanes in
+ * the blocks), a min pool whose result leaves row-major, and NaN through a pool (a
+ * depthwise 1x1 convolution keeps sqrt's NaNs where they are, about one input in 20). */
+static void test_blocked_pools(void) {
+  const char *reducers = "HloModule c\nmx {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT m = f32[] maximum(a, b)\n}\n"
+                         "mn {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT m = f32[] minimum(a, b)\n}\n";
+  char text[2048];
+  snprintf(text, sizeof text,
+           "%sENTRY e {\n x = f32[2,12,9,9] parameter(0)\n w = f32[12,12,3,3] parameter(1)\n w2 = f32[8,12,3,3] parameter(2)\n"
+           " zero = f32[] constant(0)\n z = f32[2,12,9,9] broadcast(zero), dimensions={}\n ninf = f32[] constant(-inf)\n"
+           " c = f32[2,12,9,9] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+           " r = f32[2,12,9,9] maximum(c, z)\n"
+           " p = f32[2,12,5,5] reduce-window(r, ninf), window={size=1x1x3x3 stride=1x1x2x2 pad=0_0x0_0x1_1x1_1}, to_apply=mx\n"
+           " ROOT y = f32[2,8,5,5] convolution(p, w2), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n}\n",
+           reducers);
+  expect_dnnl(__LINE__, text, 3, 2, 1);
+  snprintf(text, sizeof text,
+           "%sENTRY e {\n x = f32[1,16,8,8] parameter(0)\n w = f32[16,16,1,1] parameter(1)\n inf = f32[] constant(inf)\n"
+           " c = f32[1,16,8,8] convolution(x, w), window={size=1x1}, dim_labels=bf01_oi01->bf01\n"
+           " ROOT p = f32[1,16,3,3] reduce-window(c, inf), window={size=1x1x3x3 stride=1x1x3x3 pad=0_0x0_0x0_1x0_1}, to_apply=mn\n}\n",
+           reducers);
+  expect_dnnl(__LINE__, text, 2, 1, 0);
+  snprintf(text, sizeof text,
+           "%sENTRY e {\n q = f32[1,8,8,8] parameter(0)\n w = f32[8,1,1,1] parameter(1)\n w2 = f32[8,8,1,1] parameter(2)\n"
+           " tenth = f32[] constant(0.9)\n t = f32[1,8,8,8] broadcast(tenth), dimensions={}\n s = f32[1,8,8,8] add(q, t)\n"
+           " x = f32[1,8,8,8] sqrt(s)\n ninf = f32[] constant(-inf)\n"
+           " c = f32[1,8,8,8] convolution(x, w), window={size=1x1}, dim_labels=bf01_oi01->bf01, feature_group_count=8\n"
+           " p = f32[1,8,4,4] reduce-window(c, ninf), window={size=1x1x2x2 stride=1x1x2x2}, to_apply=mx\n"
+           " ROOT y = f32[1,8,4,4] convolution(p, w2), window={size=1x1}, dim_labels=bf01_oi01->bf01\n}\n",
+           reducers);
+  expect_dnnl(__LINE__, text, 3, 2, 0);
+}
+
 /* NaN through an absorbed relu or relu6: oneDNN's would make it 0, the reference keeps it.
  * The inputs are sqrt of values in [-1, 1): about half NaN. */
 static void test_nonfinite(void) {
@@ -328,6 +362,7 @@ int main(void) {
   RUN(test_fallbacks);
   RUN(test_epilogues);
   RUN(test_row_major_residual);
+  RUN(test_blocked_pools);
   RUN(test_nonfinite);
   RUN(test_kept_weights);
   RUN(test_traced_weights);

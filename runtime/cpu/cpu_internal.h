@@ -25,6 +25,11 @@ rt_cpu_kernel rt_cpu_pick_reduce(const hlo_instr *instr);
  * or reversal) into y; false, nothing written, for other reducers or types or rows wider
  * than the kernel's buffer. */
 bool rt_cpu_pool_f32(const hlo_window *w, hlo_opcode op, const rt_value *x, const rt_value *init, rt_value *y);
+/* The same over an [N, C, H, W] activation x in oneDNN's blocked layout with blocks of
+ * `block` (8 or 16) channels (window w over dims 2 and 3 only), into y blocked the same way
+ * (padded lanes zero) or row-major; false for other blocks, reducers or window ranks. */
+bool rt_cpu_pool_blocked_f32(const hlo_window *w, hlo_opcode op, int block, const float *x, const int64_t *in_dims,
+                             float init, float *y, const int64_t *out_dims, bool blocked_out);
 rt_cpu_kernel rt_cpu_pick_gather(const hlo_instr *instr);
 
 /* A fast kernel that needs working memory besides its result (operand copies in a canonical

@@ -55,7 +55,10 @@ typedef struct rt_dnnl_reorder {
 } rt_dnnl_reorder;
 
 struct rt_cpu_dnnl {
-  const hlo_instr *conv, *root;
+  /* a convolution and its epilogue; or, conv NULL, a max or min pool (pool, its root too)
+   * reading a blocked result, run by latch's own kernel in that layout (dnnl_pool.c) */
+  const hlo_instr *conv, *root, *pool;
+  int pool_block;            /* the pool's source's channel block (8, 16) */
   int post_count;
   rt_dnnl_post posts[RT_DNNL_MAX_POSTS];
   int term_count, input_count, member_count;
@@ -85,6 +88,15 @@ struct rt_cpu_dnnl {
 };
 
 /* dnnl_plan.c: rt_cpu_dnnl_plan and the step's inputs are in cpu_internal.h */
+
+/* dnnl_pool.c */
+/* Whether instr is a pool the blocked kernel runs: a reduce-window by maximum or minimum over
+ * dims 2 and 3 of an f32 [N, C, H, W] array, no dilation, reversal or negative padding. */
+bool rt_cpu_dnnl_pool_supported(const hlo_instr *instr);
+/* Plans d's pool for its source arriving as src_in (a blocked [N, C, H, W] layout with one
+ * block of 8 or 16 channels); false when src_in is another layout. */
+bool rt_cpu_dnnl_build_pool(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in);
+hlo_status rt_cpu_dnnl_pool_step(const rt_cpu_dnnl *d, const rt_value *const *in, void *out, hlo_diag *diag);
 
 /* dnnl_conv.c */
 /* Whether oneDNN may run this convolution: f32, 2-D, row-major, no lhs dilation or

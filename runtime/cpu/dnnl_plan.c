@@ -10,8 +10,9 @@
  * chain it runs with a real kernel (not its reference one); a shorter one otherwise.
  *
  * Layout: a result stays in the convolution's preferred (blocked) layout when every reader is
- * another DNNL step reading it as its source or as its residual; anything else reads
- * row-major, so reorders happen only where the graph leaves oneDNN. Were some primitive to
+ * another DNNL step reading it as its source or as its residual, or a max or min pool
+ * (dnnl_pool.c), which reads it blocked and keeps its own result blocked on the same terms;
+ * anything else reads row-major, so reorders happen only where the graph leaves oneDNN. Were some primitive to
  * refuse the layouts planned, every result is planned row-major instead (which each probe
  * accepted). */
 #include <stdlib.h>
@@ -239,23 +240,11 @@ static bool probe(rt_cpu_dnnl *d, const marks *before) {
 static bool reads_blocked(rt_cpu_dnnl *const *owner, const hlo_instr *user, const hlo_instr *r) {
   const rt_cpu_dnnl *o = owner[user->id];
   if (!o) return false;
+  if (o->pool) return user == o->pool && user->operands[0] == r && user->operands[1] != r;
   if (user == o->conv) return user->operands[0] == r && user->operands[1] != r;
   for (int k = 0; k < o->post_count; k++)
     if (o->posts[k].instr == user) return o->posts[k].kind == RT_DNNL_ADD_FULL && o->inputs[o->posts[k].input] == r;
   return false;
-}
-
-static void plan_layouts(rt_cpu_dnnl **at_root, rt_cpu_dnnl *const *owner, const hlo_comp *entry, const users *u) {
-  for (int i = 0; i < entry->instr_count; i++) {
-    rt_cpu_dnnl *d = at_root[i];
-    if (!d) continue;
-    d->blocked_out = !u->result[i] && u->count[i] > 0;
-    for (int j = i + 1; j < entry->instr_count && d->blocked_out; j++) {
-      const hlo_instr *user = entry->instrs[j];
-      for (int k = 0; k < user->operand_count && d->blocked_out; k++)
-        if (user->operands[k] == d->root && !reads_blocked(owner, user, d->root)) d->blocked_out = false;
-    }
-  }
 }
 
 /* How value x arrives: in its producer's layout when that is a DNNL step's blocked result. */
@@ -264,12 +253,32 @@ static const dnnl_memory_desc_t *arriving(rt_cpu_dnnl *const *at_root, const hlo
   return p && p->blocked_out ? &p->out_md : NULL;
 }
 
+static void plan_layouts(rt_cpu_dnnl **at_root, rt_cpu_dnnl *const *owner, const hlo_comp *entry, const users *u) {
+  for (int i = 0; i < entry->instr_count; i++) {
+    rt_cpu_dnnl *d = at_root[i];
+    if (!d) continue;
+    d->blocked_out = !u->result[i] && u->count[i] > 0 && (!d->pool || arriving(at_root, d->pool->operands[0]));
+    for (int j = i + 1; j < entry->instr_count && d->blocked_out; j++) {
+      const hlo_instr *user = entry->instrs[j];
+      for (int k = 0; k < user->operand_count && d->blocked_out; k++)
+        if (user->operands[k] == d->root && !reads_blocked(owner, user, d->root)) d->blocked_out = false;
+    }
+  }
+}
+
 /* Builds every candidate in step order (a producer's layout is known before its readers');
  * false when one refuses, all released. */
 static bool build_all(rt_cpu_dnnl **at_root, int n) {
   for (int i = 0; i < n; i++) {
     rt_cpu_dnnl *d = at_root[i];
     if (!d) continue;
+    if (d->pool) { /* one reading a row-major value is left to the plain kernel (apply) */
+      const dnnl_memory_desc_t *src = arriving(at_root, d->pool->operands[0]);
+      d->pool_block = 0;
+      if (!src || rt_cpu_dnnl_build_pool(d, src)) continue;
+      for (int j = 0; j < i; j++) rt_cpu_dnnl_release(at_root[j]);
+      return false;
+    }
     const dnnl_memory_desc_t *post_in[RT_DNNL_MAX_POSTS] = {0};
     for (int k = 0; k < d->post_count; k++)
       if (d->posts[k].kind == RT_DNNL_ADD_FULL) post_in[k] = arriving(at_root, d->inputs[d->posts[k].input]);
@@ -310,8 +319,8 @@ static bool apply(rt_cpu_plan *plan, rt_cpu_dnnl **at_root, rt_cpu_dnnl *const *
   if (!member) return false;
   for (int i = 0; i < n; i++) {
     rt_cpu_dnnl *d = at_root[i];
-    if (!d) continue;
-    plan->steps[d->conv->id].kind = RT_STEP_INSIDE;
+    if (!d || (d->pool && !d->pool_block)) continue; /* such a pool stays the plain kernel's */
+    if (d->conv) plan->steps[d->conv->id].kind = RT_STEP_INSIDE;
     for (int k = 0; k < d->post_count; k++) plan->steps[d->posts[k].instr->id].kind = RT_STEP_INSIDE;
     for (int k = 0; k < d->member_count; k++) member[d->members[k]->id] = true;
     rt_cpu_step *step = &plan->steps[i];
@@ -336,7 +345,16 @@ hlo_status rt_cpu_dnnl_plan(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *
   bool ok = at_root && owner && find_users(entry, &u);
   for (int i = 0; i < n && ok; i++) {
     const hlo_instr *instr = plan->steps[i].instr;
-    if (plan->steps[i].kind != RT_STEP_FAST || !rt_cpu_dnnl_conv_supported(instr)) continue;
+    if (plan->steps[i].kind != RT_STEP_FAST) continue;
+    if (rt_cpu_dnnl_pool_supported(instr)) { /* a pool of a DNNL step's result */
+      if (!at_root[instr->operands[0]->id]) continue;
+      rt_cpu_dnnl *d = hlo_calloc(1, sizeof *d);
+      if (!(ok = d != NULL)) break;
+      *d = (rt_cpu_dnnl){.pool = instr, .root = instr, .weight_param = -1};
+      at_root[i] = owner[i] = d;
+      continue;
+    }
+    if (!rt_cpu_dnnl_conv_supported(instr)) continue;
     marks before[RT_DNNL_MAX_POSTS];
     rt_cpu_dnnl *d = candidate(instr, &u, owner, before);
     ok = d != NULL;
@@ -367,7 +385,8 @@ hlo_status rt_cpu_dnnl_plan(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *
 int rt_cpu_dnnl_input_count(const rt_cpu_dnnl *d) { return 2 + d->input_count; }
 
 int rt_cpu_dnnl_input(const rt_cpu_dnnl *d, int k) {
-  return k < 2 ? d->conv->operands[k]->id : d->inputs[k - 2]->id;
+  const hlo_instr *first = d->conv ? d->conv : d->pool; /* a pool: its source and init value */
+  return k < 2 ? first->operands[k]->id : d->inputs[k - 2]->id;
 }
 
 void rt_cpu_dnnl_free(rt_cpu_dnnl *d) {

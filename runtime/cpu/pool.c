@@ -113,3 +113,68 @@ bool rt_cpu_pool_f32(const hlo_window *w, hlo_opcode op, const rt_value *x, cons
   rt_parallel_for(rows, grain > 0 ? grain : 1, op == HLO_OP_MAXIMUM ? max_rows : min_rows, &j);
   return true;
 }
+
+/* ---- pools in oneDNN's blocked layout ---- */
+
+/* The same pools over an [N, C, H, W] activation held in oneDNN's blocked layout (aBcd8b or
+ * aBcd16b: [N, C/B, H, W, B], channels padded to a multiple of B with zeros), so a pool
+ * between two convolutions needs no reorder on either side. The B channels of a block are
+ * the vector lanes. The result is blocked the same way (its padded lanes zero, as oneDNN
+ * requires) or row-major. */
+typedef struct blocked_job {
+  const hlo_window_dim *wh, *ww;
+  int64_t channels, blocks, in_h, in_w, out_h, out_w;
+  const float *x;
+  float *y, init;
+  bool blocked_out;
+} blocked_job;
+
+#define DEFINE_BLOCKED(NAME, B, COMBINE)                                                     \
+  static void NAME(void *ctx, int64_t begin, int64_t end) {                                \
+    const blocked_job *j = ctx;                                                            \
+    for (int64_t item = begin; item < end; item++) { /* (image, block, output row) */     \
+      int64_t oh = item % j->out_h, nb = item / j->out_h, cb = nb % j->blocks, n = nb / j->blocks; \
+      int64_t top = oh * j->wh->stride - j->wh->pad_low;                                   \
+      int64_t k0 = top < 0 ? -top : 0, k1 = j->in_h - top < j->wh->size ? j->in_h - top : j->wh->size; \
+      const float *plane = j->x + nb * j->in_h * j->in_w * B;                              \
+      for (int64_t ow = 0; ow < j->out_w; ow++) {                                          \
+        int64_t left = ow * j->ww->stride - j->ww->pad_low;                                \
+        int64_t l0 = left < 0 ? -left : 0, l1 = j->in_w - left < j->ww->size ? j->in_w - left : j->ww->size; \
+        float acc[B];                                                                      \
+        for (int l = 0; l < B; l++) acc[l] = j->init;                                      \
+        for (int64_t kh = k0; kh < k1; kh++)                                               \
+          for (int64_t kw = l0; kw < l1; kw++) {                                           \
+            const float *px = plane + ((top + kh) * j->in_w + left + kw) * B;              \
+            for (int l = 0; l < B; l++) acc[l] = COMBINE(acc[l], px[l]);                   \
+          }                                                                                \
+        int64_t real = j->channels - cb * B < B ? j->channels - cb * B : B;                \
+        if (j->blocked_out) {                                                              \
+          float *py = j->y + ((nb * j->out_h + oh) * j->out_w + ow) * B;                   \
+          for (int l = 0; l < B; l++) py[l] = l < real ? acc[l] : 0.0f;                    \
+        } else {                                                                           \
+          float *py = j->y + ((n * j->channels + cb * B) * j->out_h + oh) * j->out_w + ow; \
+          for (int64_t l = 0; l < real; l++) py[l * j->out_h * j->out_w] = acc[l];         \
+        }                                                                                  \
+      }                                                                                    \
+    }                                                                                      \
+  }
+
+DEFINE_BLOCKED(max_blocked8, 8, max_f)
+DEFINE_BLOCKED(min_blocked8, 8, min_f)
+DEFINE_BLOCKED(max_blocked16, 16, max_f)
+DEFINE_BLOCKED(min_blocked16, 16, min_f)
+
+bool rt_cpu_pool_blocked_f32(const hlo_window *w, hlo_opcode op, int block, const float *x, const int64_t *in_dims,
+                             float init, float *y, const int64_t *out_dims, bool blocked_out) {
+  if ((block != 8 && block != 16) || (op != HLO_OP_MAXIMUM && op != HLO_OP_MINIMUM) || w->rank != 4) return false;
+  blocked_job j = {.wh = &w->dims[2], .ww = &w->dims[3], .channels = in_dims[1], .blocks = (in_dims[1] + block - 1) / block,
+                   .in_h = in_dims[2], .in_w = in_dims[3], .out_h = out_dims[2], .out_w = out_dims[3], .x = x, .y = y,
+                   .init = init, .blocked_out = blocked_out};
+  void (*rows)(void *, int64_t, int64_t) = op == HLO_OP_MAXIMUM ? (block == 8 ? max_blocked8 : max_blocked16)
+                                                                 : (block == 8 ? min_blocked8 : min_blocked16);
+  int64_t items = in_dims[0] * j.blocks * j.out_h;
+  int64_t per_item = j.out_w * j.wh->size * j.ww->size * block;
+  int64_t grain = RT_CPU_GRAIN / (per_item ? per_item : 1);
+  rt_parallel_for(items, grain > 0 ? grain : 1, rows, &j);
+  return true;
+}
