@@ -281,6 +281,21 @@ static void test_pool_special(void) {
   }
 }
 
+/* The pool tests again with the pools run by each other vector variant this processor has
+ * (runtime/cpu/pool.c follows the fused groups' choice): each must give the same values. */
+static void test_pool_variants(void) {
+  rt_cpu_isa widest = rt_cpu_fused_isa();
+  int ran = 0;
+  for (int isa = 0; isa < RT_CPU_ISA_COUNT; isa++) {
+    if (isa == (int)widest || !rt_cpu_fused_use_isa((rt_cpu_isa)isa)) continue;
+    test_pool();
+    test_pool_special();
+    ran++;
+  }
+  CHECK(ran >= 1); /* the portable loops at least */
+  CHECK(rt_cpu_fused_use_isa(widest));
+}
+
 static void test_dot(void) {
   /* [[1,2,3],[4,5,6]] x [[7,8],[9,10],[11,12]] = [[58,64],[139,154]] */
   rt_value *a[] = {f32v(2, (int64_t[]){2, 3}, (double[]){1, 2, 3, 4, 5, 6}),
@@ -759,6 +774,7 @@ int main(void) {
   RUN(test_reduce_split);
   RUN(test_pool);
   RUN(test_pool_special);
+  RUN(test_pool_variants);
   RUN(test_dot);
   RUN(test_gemv);
   RUN(test_gather_rows);

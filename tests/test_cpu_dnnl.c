@@ -199,6 +199,14 @@ static void test_blocked_pools(void) {
   expect_dnnl(__LINE__, text, 3, 2, 0);
 }
 
+/* The blocked pools run by each other vector variant this processor has. */
+static void test_blocked_pools_per_variant(void) {
+  rt_cpu_isa widest = rt_cpu_fused_isa();
+  for (int isa = 0; isa < RT_CPU_ISA_COUNT; isa++)
+    if (isa != (int)widest && rt_cpu_fused_use_isa((rt_cpu_isa)isa)) test_blocked_pools();
+  CHECK(rt_cpu_fused_use_isa(widest));
+}
+
 /* NaN through an absorbed relu or relu6: oneDNN's would make it 0, the reference keeps it.
  * The inputs are sqrt of values in [-1, 1): about half NaN. */
 static void test_nonfinite(void) {
@@ -363,6 +371,7 @@ int main(void) {
   RUN(test_epilogues);
   RUN(test_row_major_residual);
   RUN(test_blocked_pools);
+  RUN(test_blocked_pools_per_variant);
   RUN(test_nonfinite);
   RUN(test_kept_weights);
   RUN(test_traced_weights);

@@ -61,8 +61,8 @@ typedef struct pool_job {
  * of every output is one contiguous run, phase k % stride from k / stride on. Combining the
  * init value again where the reference skips padding changes nothing (max and min are
  * idempotent, and the accumulator starts at init). */
-#define DEFINE_ROWS(NAME, COMBINE)                                                           \
-  static void NAME(void *ctx, int64_t begin, int64_t end) {                                \
+#define DEFINE_ROWS(NAME, COMBINE, ATTR)                                                     \
+  ATTR static void NAME(void *ctx, int64_t begin, int64_t end) {                                \
     const pool_job *j = ctx;                                                               \
     float row[POOL_MAX_WIDTH], phases[POOL_MAX_WIDTH];                                     \
     int64_t stride = j->ww->stride, pad = j->ww->pad_low, len = j->phase_len;              \
@@ -93,26 +93,6 @@ typedef struct pool_job {
     }                                                                                      \
   }
 
-DEFINE_ROWS(max_rows, max_f)
-DEFINE_ROWS(min_rows, min_f)
-
-bool rt_cpu_pool_f32(const hlo_window *w, hlo_opcode op, const rt_value *x, const rt_value *init, rt_value *y) {
-  int r = x->shape.rank;
-  if (x->shape.dtype != HLO_F32 || (op != HLO_OP_MAXIMUM && op != HLO_OP_MINIMUM) || r < 2) return false;
-  const hlo_window_dim *ww = &w->dims[r - 1];
-  int64_t in_w = x->shape.dims[r - 1], padded_w = ww->pad_low + in_w + ww->pad_high;
-  int64_t phase_len = (padded_w + ww->stride - 1) / ww->stride;
-  if (ww->pad_low < 0 || ww->pad_high < 0 || padded_w > POOL_MAX_WIDTH || phase_len * ww->stride > POOL_MAX_WIDTH)
-    return false;
-  pool_job j = {.wh = &w->dims[r - 2], .ww = ww, .in_h = x->shape.dims[r - 2], .in_w = in_w,
-                .out_h = y->shape.dims[r - 2], .out_w = y->shape.dims[r - 1], .padded_w = padded_w,
-                .phase_len = phase_len, .x = x->data, .y = y->data, .init = *(const float *)init->data};
-  int64_t rows = j.out_w ? y->count / j.out_w : 0;
-  int64_t per_row = in_w * j.wh->size + padded_w + j.out_w * ww->size;
-  int64_t grain = RT_CPU_GRAIN / (per_row ? per_row : 1);
-  rt_parallel_for(rows, grain > 0 ? grain : 1, op == HLO_OP_MAXIMUM ? max_rows : min_rows, &j);
-  return true;
-}
 
 /* ---- pools in oneDNN's blocked layout ---- */
 
@@ -129,8 +109,8 @@ typedef struct blocked_job {
   bool blocked_out;
 } blocked_job;
 
-#define DEFINE_BLOCKED(NAME, B, COMBINE)                                                     \
-  static void NAME(void *ctx, int64_t begin, int64_t end) {                                \
+#define DEFINE_BLOCKED(NAME, B, COMBINE, ATTR)                                               \
+  ATTR static void NAME(void *ctx, int64_t begin, int64_t end) {                                \
     const blocked_job *j = ctx;                                                            \
     for (int64_t item = begin; item < end; item++) { /* (image, block, output row) */     \
       int64_t oh = item % j->out_h, nb = item / j->out_h, cb = nb % j->blocks, n = nb / j->blocks; \
@@ -159,10 +139,55 @@ typedef struct blocked_job {
     }                                                                                      \
   }
 
-DEFINE_BLOCKED(max_blocked8, 8, max_f)
-DEFINE_BLOCKED(min_blocked8, 8, min_f)
-DEFINE_BLOCKED(max_blocked16, 16, max_f)
-DEFINE_BLOCKED(min_blocked16, 16, min_f)
+/* Each kernel for each instruction set fused groups are built for (fused.c), the one
+ * rt_cpu_fused_isa picks running: the same results, wider vectors. */
+typedef void (*pool_rows)(void *ctx, int64_t begin, int64_t end);
+enum { POOL_ROWS_MAX, POOL_ROWS_MIN, POOL_BLOCKED8_MAX, POOL_BLOCKED8_MIN, POOL_BLOCKED16_MAX, POOL_BLOCKED16_MIN,
+       POOL_KERNELS };
+
+#define POOL_VARIANT(ISA, ATTR)                                                              \
+  DEFINE_ROWS(max_rows_##ISA, max_f, ATTR)                                                 \
+  DEFINE_ROWS(min_rows_##ISA, min_f, ATTR)                                                 \
+  DEFINE_BLOCKED(max_blocked8_##ISA, 8, max_f, ATTR)                                       \
+  DEFINE_BLOCKED(min_blocked8_##ISA, 8, min_f, ATTR)                                       \
+  DEFINE_BLOCKED(max_blocked16_##ISA, 16, max_f, ATTR)                                     \
+  DEFINE_BLOCKED(min_blocked16_##ISA, 16, min_f, ATTR)
+#define POOL_TABLE(ISA) \
+  {max_rows_##ISA, min_rows_##ISA, max_blocked8_##ISA, min_blocked8_##ISA, max_blocked16_##ISA, min_blocked16_##ISA}
+
+POOL_VARIANT(portable, __attribute__((flatten)))
+#if RT_CPU_X86_VARIANTS
+POOL_VARIANT(avx2, __attribute__((target("avx2"), flatten)))
+POOL_VARIANT(avx512, __attribute__((target("avx512f"), flatten)))
+#endif
+
+static const pool_rows kernels[RT_CPU_ISA_COUNT][POOL_KERNELS] = {
+    [RT_CPU_ISA_PORTABLE] = POOL_TABLE(portable),
+#if RT_CPU_X86_VARIANTS
+    [RT_CPU_ISA_AVX2] = POOL_TABLE(avx2),
+    [RT_CPU_ISA_AVX512] = POOL_TABLE(avx512),
+#endif
+};
+
+static pool_rows kernel(int which) { return kernels[rt_cpu_fused_isa()][which]; }
+
+bool rt_cpu_pool_f32(const hlo_window *w, hlo_opcode op, const rt_value *x, const rt_value *init, rt_value *y) {
+  int r = x->shape.rank;
+  if (x->shape.dtype != HLO_F32 || (op != HLO_OP_MAXIMUM && op != HLO_OP_MINIMUM) || r < 2) return false;
+  const hlo_window_dim *ww = &w->dims[r - 1];
+  int64_t in_w = x->shape.dims[r - 1], padded_w = ww->pad_low + in_w + ww->pad_high;
+  int64_t phase_len = (padded_w + ww->stride - 1) / ww->stride;
+  if (ww->pad_low < 0 || ww->pad_high < 0 || padded_w > POOL_MAX_WIDTH || phase_len * ww->stride > POOL_MAX_WIDTH)
+    return false;
+  pool_job j = {.wh = &w->dims[r - 2], .ww = ww, .in_h = x->shape.dims[r - 2], .in_w = in_w,
+                .out_h = y->shape.dims[r - 2], .out_w = y->shape.dims[r - 1], .padded_w = padded_w,
+                .phase_len = phase_len, .x = x->data, .y = y->data, .init = *(const float *)init->data};
+  int64_t rows = j.out_w ? y->count / j.out_w : 0;
+  int64_t per_row = in_w * j.wh->size + padded_w + j.out_w * ww->size;
+  int64_t grain = RT_CPU_GRAIN / (per_row ? per_row : 1);
+  rt_parallel_for(rows, grain > 0 ? grain : 1, kernel(op == HLO_OP_MAXIMUM ? POOL_ROWS_MAX : POOL_ROWS_MIN), &j);
+  return true;
+}
 
 bool rt_cpu_pool_blocked_f32(const hlo_window *w, hlo_opcode op, int block, const float *x, const int64_t *in_dims,
                              float init, float *y, const int64_t *out_dims, bool blocked_out) {
@@ -170,8 +195,8 @@ bool rt_cpu_pool_blocked_f32(const hlo_window *w, hlo_opcode op, int block, cons
   blocked_job j = {.wh = &w->dims[2], .ww = &w->dims[3], .channels = in_dims[1], .blocks = (in_dims[1] + block - 1) / block,
                    .in_h = in_dims[2], .in_w = in_dims[3], .out_h = out_dims[2], .out_w = out_dims[3], .x = x, .y = y,
                    .init = init, .blocked_out = blocked_out};
-  void (*rows)(void *, int64_t, int64_t) = op == HLO_OP_MAXIMUM ? (block == 8 ? max_blocked8 : max_blocked16)
-                                                                 : (block == 8 ? min_blocked8 : min_blocked16);
+  pool_rows rows = kernel(block == 8 ? (op == HLO_OP_MAXIMUM ? POOL_BLOCKED8_MAX : POOL_BLOCKED8_MIN)
+                                     : (op == HLO_OP_MAXIMUM ? POOL_BLOCKED16_MAX : POOL_BLOCKED16_MIN));
   int64_t items = in_dims[0] * j.blocks * j.out_h;
   int64_t per_item = j.out_w * j.wh->size * j.ww->size * block;
   int64_t grain = RT_CPU_GRAIN / (per_item ? per_item : 1);
