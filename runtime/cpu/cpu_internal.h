@@ -212,6 +212,9 @@ hlo_status rt_cpu_dnnl_step(const rt_cpu_dnnl *dnnl, const rt_value *const *in, 
                             char *kept, uint64_t *kept_stamp, uint64_t weight_stamp, hlo_diag *diag);
 /* Weight reorders made so far, process-wide (for tests). */
 int64_t rt_cpu_dnnl_weight_reorder_count(void);
+/* Sets the calling thread's OpenMP team to latch's thread count (one under ThreadSanitizer)
+ * for the oneDNN calls that follow; returns the size it had, for omp_set_num_threads after. */
+int rt_cpu_dnnl_team_begin(void);
 
 /* The floating-point unary opcodes the elementwise kernels (and fused groups) compute. */
 bool rt_cpu_float_unary(hlo_opcode op);

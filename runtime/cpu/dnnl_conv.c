@@ -41,7 +41,7 @@ static dnnl_engine_t the_engine(void) {
 /* Sets the calling thread's OpenMP team size to latch's thread count, returning the size it
  * had (the host program's, restored after): oneDNN sizes its work split when a primitive is
  * created and runs it with that many threads. */
-static int set_team(void) {
+int rt_cpu_dnnl_team_begin(void) {
   int before = omp_get_max_threads();
 #if defined(__SANITIZE_THREAD__)
   omp_set_num_threads(1);
@@ -221,7 +221,7 @@ static bool make_safe(rt_cpu_dnnl *d) {
   d->safe_prim = NULL;
   d->safe_scratchpad_md = (dnnl_memory_desc_t){0};
   if (d->post_count == 0 || !is_activation(&d->posts[d->post_count - 1])) return true;
-  int team = set_team();
+  int team = rt_cpu_dnnl_team_begin();
   dnnl_primitive_desc_t pd = conv_pd(d, d->post_count - 1, &d->src_md, &d->weights_md, &d->dst_md);
   omp_set_num_threads(team);
   bool ok = pd && dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), &d->dst_md) &&
@@ -276,7 +276,7 @@ bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const d
   dnnl_memory_desc_t x_any, w_any, y_any;
   if (!any_md(&x_any, &x_plain) || !any_md(&w_any, &d->weights_in_md) || !any_md(&y_any, &y_plain)) return false;
   for (int k = 0; k < d->post_count; k++) d->post_in_md[k] = d->post_md[k];
-  int team = set_team();
+  int team = rt_cpu_dnnl_team_begin();
   bool residual_reordered = plan_residual_reorders(d, post_in, &x_any, &w_any, &y_any, &y_plain);
   dnnl_primitive_desc_t pd = conv_pd(d, d->post_count, &x_any, &w_any, &y_any);
   if (!pd && residual_reordered) { /* oneDNN refused the blocked residual: read it as it arrives */
@@ -488,7 +488,7 @@ static bool run_conv(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d
 hlo_status rt_cpu_dnnl_step(const rt_cpu_dnnl *d, const rt_value *const *in, void *out, void *scratch, char *kept,
                             uint64_t *kept_stamp, uint64_t weight_stamp, hlo_diag *diag) {
   if (d->pool) return rt_cpu_dnnl_pool_step(d, in, out, diag);
-  int team = set_team();
+  int team = rt_cpu_dnnl_team_begin();
   dnnl_stream_t stream = NULL;
   run_memories m = {.count = 0};
   bool ok = dnnl_stream_create(&stream, the_engine(), dnnl_stream_default_flags) == dnnl_success &&

@@ -5,9 +5,12 @@
  * an unstored result go in the step's planned scratch (dot_setup sizes it). The result's
  * dims are [batch, lhs free, rhs free]: row-major [batch][M][N] already. lhs as [batch][K][M]
  * goes by the transpose flag as well. Each (batch, block of rows and columns: split_grid)
- * is one sgemm/dgemm call and one item of the parallel loop, with OpenBLAS itself
- * single-threaded, so large products use every core and small ones stay on the caller's
- * thread. A single-row product (batch-1 Linear layers) goes to gemv instead: gemm
+ * is one sgemm/dgemm call and one item of the parallel loop, with the library itself
+ * single-threaded inside the loop, so large products use every core and small ones stay on
+ * the caller's thread. f32 products go to oneDNN's sgemm, which picks the widest vector
+ * instructions the processor has at run time (AVX-512 where there is one; OpenBLAS is held
+ * to its AVX2 kernels on these machines by OPENBLAS_CORETYPE); f64 ones and the gemv paths
+ * stay on OpenBLAS. A single-row product (batch-1 Linear layers) goes to gemv instead: gemm
  * would pack the whole weight matrix first, for one row of arithmetic, so the weights would
  * cross memory three times instead of once. gemv's items must read the weights in long
  * runs: a [n][k] matrix is split into blocks of rows (output columns), a large [k][n] one
@@ -19,6 +22,8 @@
 #include <string.h>
 
 #include <cblas.h>
+#include <dnnl.h>
+#include <omp.h>
 
 #include "cpu_internal.h"
 #include "runtime/reference/reference.h"
@@ -129,8 +134,8 @@ static void dot_items(void *ctx, int64_t begin, int64_t end) {
       cblas_dgemm(CblasRowMajor, ta, tb, (int)rows, (int)cols, (int)j->k, 1.0, (const double *)j->a + a_at,
                   lda, (const double *)j->b + b_at, ldb, 0.0, (double *)j->c + c_at, (int)j->n);
     else
-      cblas_sgemm(CblasRowMajor, ta, tb, (int)rows, (int)cols, (int)j->k, 1.0f, (const float *)j->a + a_at,
-                  lda, (const float *)j->b + b_at, ldb, 0.0f, (float *)j->c + c_at, (int)j->n);
+      dnnl_sgemm(j->a_transposed ? 'T' : 'N', j->b_transposed ? 'T' : 'N', rows, cols, j->k, 1.0f,
+                 (const float *)j->a + a_at, lda, (const float *)j->b + b_at, ldb, 0.0f, (float *)j->c + c_at, j->n);
     if (j->epilogue && cols == j->n) j->epilogue->run(j->epilogue->ctx, c_at, c_at + rows * j->n);
     else if (j->epilogue) /* a column block is one run per row */
       for (int64_t r = 0; r < rows; r++) j->epilogue->run(j->epilogue->ctx, c_at + r * j->n, c_at + r * j->n + cols);
@@ -261,7 +266,9 @@ bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in,
        * gemv); about a million make a task */
       int64_t per_item = m == 1 ? (n < COL_BLOCK ? n : COL_BLOCK) * k : j.row_height * j.col_width * k;
       int64_t grain = per_item >= (1 << 20) ? 1 : (1 << 20) / (per_item ? per_item : 1);
+      int team = rt_cpu_dnnl_team_begin(); /* an item run on this thread may use the team */
       rt_parallel_for(s.batch * j.blocks, grain, dot_items, &j);
+      omp_set_num_threads(team);
     }
   }
   if (!s.in_place) {
