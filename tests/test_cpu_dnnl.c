@@ -207,6 +207,39 @@ static void test_blocked_pools_per_variant(void) {
   CHECK(rt_cpu_fused_use_isa(widest));
 }
 
+/* Concatenations along the channels between convolutions: a Fire module (squeeze, two
+ * expands with relu, joined, then a 1x1 convolution) keeps every result blocked; a join
+ * that is the result leaves row-major; a join of a convolution's blocked result with a
+ * row-major parameter reads each as it arrives. */
+static void test_blocked_concat(void) {
+  const char *fire =
+      "HloModule c\nENTRY e {\n x = f32[2,32,7,7] parameter(0)\n ws = f32[16,32,1,1] parameter(1)\n"
+      " w1 = f32[16,16,1,1] parameter(2)\n w3 = f32[32,16,3,3] parameter(3)\n wn = f32[8,48,1,1] parameter(4)\n"
+      " zero = f32[] constant(0)\n"
+      " s = f32[2,16,7,7] convolution(x, ws), window={size=1x1}, dim_labels=bf01_oi01->bf01\n"
+      " zs = f32[2,16,7,7] broadcast(zero), dimensions={}\n rs = f32[2,16,7,7] maximum(s, zs)\n"
+      " e1 = f32[2,16,7,7] convolution(rs, w1), window={size=1x1}, dim_labels=bf01_oi01->bf01\n"
+      " r1 = f32[2,16,7,7] maximum(e1, zs)\n"
+      " e3 = f32[2,32,7,7] convolution(rs, w3), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+      " z3 = f32[2,32,7,7] broadcast(zero), dimensions={}\n r3 = f32[2,32,7,7] maximum(e3, z3)\n"
+      " j = f32[2,48,7,7] concatenate(r1, r3), dimensions={1}\n"
+      " ROOT y = f32[2,8,7,7] convolution(j, wn), window={size=1x1}, dim_labels=bf01_oi01->bf01\n}\n";
+  expect_dnnl(__LINE__, fire, 5, 4, 3);
+  const char *last =
+      "HloModule c\nENTRY e {\n x = f32[1,16,5,5] parameter(0)\n w = f32[16,16,3,3] parameter(1)\n"
+      " p = f32[1,16,5,5] parameter(2)\n"
+      " c = f32[1,16,5,5] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+      " ROOT j = f32[1,32,5,5] concatenate(p, c), dimensions={1}\n}\n";
+  expect_dnnl(__LINE__, last, 2, 1, 0);
+  const char *mixed =
+      "HloModule c\nENTRY e {\n x = f32[1,16,5,5] parameter(0)\n w = f32[16,16,3,3] parameter(1)\n"
+      " p = f32[1,16,5,5] parameter(2)\n wn = f32[8,32,1,1] parameter(3)\n"
+      " c = f32[1,16,5,5] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+      " j = f32[1,32,5,5] concatenate(c, p), dimensions={1}\n"
+      " ROOT y = f32[1,8,5,5] convolution(j, wn), window={size=1x1}, dim_labels=bf01_oi01->bf01\n}\n";
+  expect_dnnl(__LINE__, mixed, 3, 2, 0);
+}
+
 /* NaN through an absorbed relu or relu6: oneDNN's would make it 0, the reference keeps it.
  * The inputs are sqrt of values in [-1, 1): about half NaN. */
 static void test_nonfinite(void) {
@@ -372,6 +405,7 @@ int main(void) {
   RUN(test_row_major_residual);
   RUN(test_blocked_pools);
   RUN(test_blocked_pools_per_variant);
+  RUN(test_blocked_concat);
   RUN(test_nonfinite);
   RUN(test_kept_weights);
   RUN(test_traced_weights);

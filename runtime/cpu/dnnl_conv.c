@@ -488,6 +488,7 @@ static bool run_conv(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d
 hlo_status rt_cpu_dnnl_step(const rt_cpu_dnnl *d, const rt_value *const *in, void *out, void *scratch, char *kept,
                             uint64_t *kept_stamp, uint64_t weight_stamp, hlo_diag *diag) {
   if (d->pool) return rt_cpu_dnnl_pool_step(d, in, out, diag);
+  if (d->concat) return rt_cpu_dnnl_concat_step(d, in, out, diag);
   int team = rt_cpu_dnnl_team_begin();
   dnnl_stream_t stream = NULL;
   run_memories m = {.count = 0};

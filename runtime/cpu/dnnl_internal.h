@@ -56,9 +56,11 @@ typedef struct rt_dnnl_reorder {
 
 struct rt_cpu_dnnl {
   /* a convolution and its epilogue; or, conv NULL, a max or min pool (pool, its root too)
-   * reading a blocked result, run by latch's own kernel in that layout (dnnl_pool.c) */
-  const hlo_instr *conv, *root, *pool;
-  int pool_block;            /* the pool's source's channel block (8, 16) */
+   * reading a blocked result (dnnl_pool.c), or a concatenation along the channels of
+   * results in either layout (concat, dnnl_concat.c), run by latch's own kernels */
+  const hlo_instr *conv, *root, *pool, *concat;
+  int block;                 /* pool, concat: the channel block of their blocked layout (8, 16), 0: none */
+  bool operand_blocked[RT_DNNL_MAX_INPUTS]; /* concat: which operands arrive blocked */
   int post_count;
   rt_dnnl_post posts[RT_DNNL_MAX_POSTS];
   int term_count, input_count, member_count;
@@ -97,6 +99,21 @@ bool rt_cpu_dnnl_pool_supported(const hlo_instr *instr);
  * block of 8 or 16 channels); false when src_in is another layout. */
 bool rt_cpu_dnnl_build_pool(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in);
 hlo_status rt_cpu_dnnl_pool_step(const rt_cpu_dnnl *d, const rt_value *const *in, void *out, hlo_diag *diag);
+
+/* dnnl_concat.c */
+/* Whether instr is a concatenation the blocked kernel runs: f32 [N, C, H, W] arrays joined
+ * along dim 1, at most RT_DNNL_MAX_INPUTS of them, each a multiple of 16 channels (so a
+ * block never straddles two operands). */
+bool rt_cpu_dnnl_concat_supported(const hlo_instr *instr);
+/* Plans d's concatenation for its operands arriving as arrive[k] (NULL: row-major); its
+ * result blocked when d->blocked_out, in the block of its blocked operands. false when
+ * those differ or are no single-block layout. */
+bool rt_cpu_dnnl_build_concat(rt_cpu_dnnl *d, const dnnl_memory_desc_t *const *arrive);
+hlo_status rt_cpu_dnnl_concat_step(const rt_cpu_dnnl *d, const rt_value *const *in, void *out, hlo_diag *diag);
+/* The block (8, 16) of a single-block [N, C, H, W] layout md of shape's dims, or 0. */
+int rt_cpu_dnnl_block_of(const dnnl_memory_desc_t *md, const hlo_shape *shape);
+/* md for shape's [N, C, H, W] dims in the single-block layout of block (0: row-major). */
+bool rt_cpu_dnnl_block_md(dnnl_memory_desc_t *md, const hlo_shape *shape, int block);
 
 /* dnnl_conv.c */
 /* Whether oneDNN may run this convolution: f32, 2-D, row-major, no lhs dilation or

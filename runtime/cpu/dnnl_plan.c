@@ -11,7 +11,9 @@
  *
  * Layout: a result stays in the convolution's preferred (blocked) layout when every reader is
  * another DNNL step reading it as its source or as its residual, or a max or min pool
- * (dnnl_pool.c), which reads it blocked and keeps its own result blocked on the same terms;
+ * (dnnl_pool.c), which reads it blocked and keeps its own result blocked on the same terms,
+ * or a concatenation along the channels (dnnl_concat.c), which reads each operand as it
+ * arrives and keeps its result blocked on the same terms when some operand arrives blocked;
  * anything else reads row-major, so reorders happen only where the graph leaves oneDNN. Were some primitive to
  * refuse the layouts planned, every result is planned row-major instead (which each probe
  * accepted). */
@@ -241,6 +243,7 @@ static bool reads_blocked(rt_cpu_dnnl *const *owner, const hlo_instr *user, cons
   const rt_cpu_dnnl *o = owner[user->id];
   if (!o) return false;
   if (o->pool) return user == o->pool && user->operands[0] == r && user->operands[1] != r;
+  if (o->concat) return user == o->concat;
   if (user == o->conv) return user->operands[0] == r && user->operands[1] != r;
   for (int k = 0; k < o->post_count; k++)
     if (o->posts[k].instr == user) return o->posts[k].kind == RT_DNNL_ADD_FULL && o->inputs[o->posts[k].input] == r;
@@ -253,11 +256,19 @@ static const dnnl_memory_desc_t *arriving(rt_cpu_dnnl *const *at_root, const hlo
   return p && p->blocked_out ? &p->out_md : NULL;
 }
 
+/* Whether some operand of a concatenation arrives blocked. */
+static bool some_arriving(rt_cpu_dnnl *const *at_root, const hlo_instr *concat) {
+  for (int k = 0; k < concat->operand_count; k++)
+    if (arriving(at_root, concat->operands[k])) return true;
+  return false;
+}
+
 static void plan_layouts(rt_cpu_dnnl **at_root, rt_cpu_dnnl *const *owner, const hlo_comp *entry, const users *u) {
   for (int i = 0; i < entry->instr_count; i++) {
     rt_cpu_dnnl *d = at_root[i];
     if (!d) continue;
-    d->blocked_out = !u->result[i] && u->count[i] > 0 && (!d->pool || arriving(at_root, d->pool->operands[0]));
+    d->blocked_out = !u->result[i] && u->count[i] > 0 && (!d->pool || arriving(at_root, d->pool->operands[0])) &&
+                     (!d->concat || some_arriving(at_root, d->concat));
     for (int j = i + 1; j < entry->instr_count && d->blocked_out; j++) {
       const hlo_instr *user = entry->instrs[j];
       for (int k = 0; k < user->operand_count && d->blocked_out; k++)
@@ -274,8 +285,16 @@ static bool build_all(rt_cpu_dnnl **at_root, int n) {
     if (!d) continue;
     if (d->pool) { /* one reading a row-major value is left to the plain kernel (apply) */
       const dnnl_memory_desc_t *src = arriving(at_root, d->pool->operands[0]);
-      d->pool_block = 0;
+      d->block = 0;
       if (!src || rt_cpu_dnnl_build_pool(d, src)) continue;
+      for (int j = 0; j < i; j++) rt_cpu_dnnl_release(at_root[j]);
+      return false;
+    }
+    if (d->concat) { /* likewise one with no blocked operand */
+      const dnnl_memory_desc_t *arrive[RT_DNNL_MAX_INPUTS] = {0};
+      for (int k = 0; k < d->concat->operand_count; k++) arrive[k] = arriving(at_root, d->concat->operands[k]);
+      d->block = 0;
+      if (!some_arriving(at_root, d->concat) || rt_cpu_dnnl_build_concat(d, arrive)) continue;
       for (int j = 0; j < i; j++) rt_cpu_dnnl_release(at_root[j]);
       return false;
     }
@@ -319,7 +338,7 @@ static bool apply(rt_cpu_plan *plan, rt_cpu_dnnl **at_root, rt_cpu_dnnl *const *
   if (!member) return false;
   for (int i = 0; i < n; i++) {
     rt_cpu_dnnl *d = at_root[i];
-    if (!d || (d->pool && !d->pool_block)) continue; /* such a pool stays the plain kernel's */
+    if (!d || ((d->pool || d->concat) && !d->block)) continue; /* those stay the plain kernels' */
     if (d->conv) plan->steps[d->conv->id].kind = RT_STEP_INSIDE;
     for (int k = 0; k < d->post_count; k++) plan->steps[d->posts[k].instr->id].kind = RT_STEP_INSIDE;
     for (int k = 0; k < d->member_count; k++) member[d->members[k]->id] = true;
@@ -327,7 +346,7 @@ static bool apply(rt_cpu_plan *plan, rt_cpu_dnnl **at_root, rt_cpu_dnnl *const *
     *step = (rt_cpu_step){.instr = step->instr, .kind = RT_STEP_DNNL, .dnnl = d, .scratch_bytes = d->scratch_bytes,
                           .weight_param = -1, .weight_kept = -1};
     at_root[i] = NULL; /* the step owns it now */
-    if (2 + d->input_count > plan->max_operands) plan->max_operands = 2 + d->input_count;
+    if (rt_cpu_dnnl_input_count(d) > plan->max_operands) plan->max_operands = rt_cpu_dnnl_input_count(d);
   }
   for (int j = n - 1; j >= 0; j--) {
     rt_cpu_step *step = &plan->steps[j];
@@ -351,6 +370,16 @@ hlo_status rt_cpu_dnnl_plan(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *
       rt_cpu_dnnl *d = hlo_calloc(1, sizeof *d);
       if (!(ok = d != NULL)) break;
       *d = (rt_cpu_dnnl){.pool = instr, .root = instr, .weight_param = -1};
+      at_root[i] = owner[i] = d;
+      continue;
+    }
+    if (rt_cpu_dnnl_concat_supported(instr)) { /* a concatenation of a DNNL step's result */
+      bool fed = false;
+      for (int k = 0; k < instr->operand_count; k++) fed = fed || at_root[instr->operands[k]->id];
+      if (!fed) continue;
+      rt_cpu_dnnl *d = hlo_calloc(1, sizeof *d);
+      if (!(ok = d != NULL)) break;
+      *d = (rt_cpu_dnnl){.concat = instr, .root = instr, .weight_param = -1};
       at_root[i] = owner[i] = d;
       continue;
     }
@@ -382,9 +411,10 @@ hlo_status rt_cpu_dnnl_plan(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *
   return ok ? HLO_OK : hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory (or oneDNN failed) planning convolutions");
 }
 
-int rt_cpu_dnnl_input_count(const rt_cpu_dnnl *d) { return 2 + d->input_count; }
+int rt_cpu_dnnl_input_count(const rt_cpu_dnnl *d) { return d->concat ? d->concat->operand_count : 2 + d->input_count; }
 
 int rt_cpu_dnnl_input(const rt_cpu_dnnl *d, int k) {
+  if (d->concat) return d->concat->operands[k]->id;
   const hlo_instr *first = d->conv ? d->conv : d->pool; /* a pool: its source and init value */
   return k < 2 ? first->operands[k]->id : d->inputs[k - 2]->id;
 }

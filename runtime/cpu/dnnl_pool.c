@@ -27,30 +27,27 @@ bool rt_cpu_dnnl_pool_supported(const hlo_instr *instr) {
   return true;
 }
 
-static bool md_by_tag(dnnl_memory_desc_t *md, const hlo_shape *shape, dnnl_format_tag_t tag) {
+int rt_cpu_dnnl_block_of(const dnnl_memory_desc_t *md, const hlo_shape *shape) {
+  static const int blocks[] = {8, 16};
+  for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; b++) {
+    dnnl_memory_desc_t like;
+    if (rt_cpu_dnnl_block_md(&like, shape, blocks[b]) && dnnl_memory_desc_equal(&like, md)) return blocks[b];
+  }
+  return 0;
+}
+
+bool rt_cpu_dnnl_block_md(dnnl_memory_desc_t *md, const hlo_shape *shape, int block) {
   dnnl_dims_t dims = {shape->dims[0], shape->dims[1], shape->dims[2], shape->dims[3]};
+  dnnl_format_tag_t tag = block == 8 ? dnnl_aBcd8b : block == 16 ? dnnl_aBcd16b : dnnl_abcd;
   return dnnl_memory_desc_init_by_tag(md, 4, dims, dnnl_f32, tag) == dnnl_success;
 }
 
 bool rt_cpu_dnnl_build_pool(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in) {
   const hlo_instr *pool = d->pool;
-  d->pool_block = 0;
-  if (!src_in) return false;
-  static const struct {
-    int block;
-    dnnl_format_tag_t tag;
-  } blocked[] = {{8, dnnl_aBcd8b}, {16, dnnl_aBcd16b}};
-  dnnl_format_tag_t tag = dnnl_format_tag_undef;
-  for (size_t b = 0; b < sizeof blocked / sizeof blocked[0]; b++) {
-    dnnl_memory_desc_t md;
-    if (md_by_tag(&md, &pool->operands[0]->shape, blocked[b].tag) && dnnl_memory_desc_equal(&md, src_in)) {
-      d->pool_block = blocked[b].block;
-      tag = blocked[b].tag;
-    }
-  }
-  if (!d->pool_block) return false;
+  d->block = src_in ? rt_cpu_dnnl_block_of(src_in, &pool->operands[0]->shape) : 0;
+  if (!d->block) return false;
   d->src_in_md = *src_in;
-  if (!md_by_tag(&d->out_md, &pool->shape, d->blocked_out ? tag : dnnl_abcd)) return false;
+  if (!rt_cpu_dnnl_block_md(&d->out_md, &pool->shape, d->blocked_out ? d->block : 0)) return false;
   d->out_bytes = (int64_t)dnnl_memory_desc_get_size(&d->out_md);
   d->scratch_bytes = 0;
   return true;
@@ -60,7 +57,7 @@ hlo_status rt_cpu_dnnl_pool_step(const rt_cpu_dnnl *d, const rt_value *const *in
   const hlo_instr *pool = d->pool;
   hlo_opcode op = rt_simple_reducer(pool->called[0]);
   float init = *(const float *)in[1]->data;
-  if (!rt_cpu_pool_blocked_f32(pool->window, op, d->pool_block, in[0]->data, pool->operands[0]->shape.dims, init, out,
+  if (!rt_cpu_pool_blocked_f32(pool->window, op, d->block, in[0]->data, pool->operands[0]->shape.dims, init, out,
                                pool->shape.dims, d->blocked_out))
     return hlo_diag_set(diag, HLO_ERR_INTERNAL, "the blocked pool %%%s was planned for a layout it cannot run",
                         pool->name);
