@@ -776,6 +776,10 @@ int main(void) {
   RUN(test_pool_special);
   RUN(test_pool_variants);
   RUN(test_dot);
+  bool dnnl_products = rt_cpu_dot_on_dnnl(); /* the products again on the other library */
+  rt_cpu_dot_use_dnnl(!dnnl_products);
+  RUN(test_dot);
+  rt_cpu_dot_use_dnnl(dnnl_products);
   RUN(test_gemv);
   RUN(test_gather_rows);
   RUN(test_split_gemv);

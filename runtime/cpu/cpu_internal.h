@@ -215,6 +215,10 @@ int64_t rt_cpu_dnnl_weight_reorder_count(void);
 /* Sets the calling thread's OpenMP team to latch's thread count (one under ThreadSanitizer)
  * for the oneDNN calls that follow; returns the size it had, for omp_set_num_threads after. */
 int rt_cpu_dnnl_team_begin(void);
+/* dot.c: whether f32 gemm runs on oneDNN's sgemm (the processor has AVX-512) rather than
+ * OpenBLAS; test-only: rt_cpu_dot_use_dnnl picks, process-wide. */
+bool rt_cpu_dot_on_dnnl(void);
+void rt_cpu_dot_use_dnnl(bool on);
 
 /* The floating-point unary opcodes the elementwise kernels (and fused groups) compute. */
 bool rt_cpu_float_unary(hlo_opcode op);

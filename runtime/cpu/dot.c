@@ -7,10 +7,11 @@
  * goes by the transpose flag as well. Each (batch, block of rows and columns: split_grid)
  * is one sgemm/dgemm call and one item of the parallel loop, with the library itself
  * single-threaded inside the loop, so large products use every core and small ones stay on
- * the caller's thread. f32 products go to oneDNN's sgemm, which picks the widest vector
- * instructions the processor has at run time (AVX-512 where there is one; OpenBLAS is held
- * to its AVX2 kernels on these machines by OPENBLAS_CORETYPE); f64 ones and the gemv paths
- * stay on OpenBLAS. A single-row product (batch-1 Linear layers) goes to gemv instead: gemm
+ * the caller's thread. On a processor with AVX-512, f32 products go to oneDNN's sgemm,
+ * which uses it (OpenBLAS is held to its AVX2 kernels on these machines by
+ * OPENBLAS_CORETYPE, half the width); with AVX2 alone they stay on OpenBLAS, which is as
+ * fast at large sizes and faster at few rows (alexnet's classifier at batch 8: 185 against
+ * 243 ms a step). f64 products and the gemv paths stay on OpenBLAS. A single-row product (batch-1 Linear layers) goes to gemv instead: gemm
  * would pack the whole weight matrix first, for one row of arithmetic, so the weights would
  * cross memory three times instead of once. gemv's items must read the weights in long
  * runs: a [n][k] matrix is split into blocks of rows (output columns), a large [k][n] one
@@ -18,6 +19,7 @@
  * partial results in scratch that are added up afterwards, in a fixed order; split into
  * column blocks instead, each item read a few hundred bytes from every row, one page apart,
  * and ran at a third of the memory's speed. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +54,7 @@ typedef struct dot_job {
    * columns, col_blocks across (split_grid) */
   int64_t row_height, col_blocks, col_width;
   bool a_transposed, b_transposed;
+  bool on_dnnl; /* f32 gemm through oneDNN (rt_cpu_dot_on_dnnl) */
   const rt_cpu_epilogue *epilogue; /* f32 only: c is the output itself */
   int64_t k_blocks; /* > 0: a [k][n] gemv summed in k_blocks blocks of k into partials */
   void *partials;   /* [k_blocks][n] */
@@ -133,14 +136,35 @@ static void dot_items(void *ctx, int64_t begin, int64_t end) {
     if (j->f64)
       cblas_dgemm(CblasRowMajor, ta, tb, (int)rows, (int)cols, (int)j->k, 1.0, (const double *)j->a + a_at,
                   lda, (const double *)j->b + b_at, ldb, 0.0, (double *)j->c + c_at, (int)j->n);
-    else
+    else if (j->on_dnnl)
       dnnl_sgemm(j->a_transposed ? 'T' : 'N', j->b_transposed ? 'T' : 'N', rows, cols, j->k, 1.0f,
                  (const float *)j->a + a_at, lda, (const float *)j->b + b_at, ldb, 0.0f, (float *)j->c + c_at, j->n);
+    else
+      cblas_sgemm(CblasRowMajor, ta, tb, (int)rows, (int)cols, (int)j->k, 1.0f, (const float *)j->a + a_at,
+                  lda, (const float *)j->b + b_at, ldb, 0.0f, (float *)j->c + c_at, (int)j->n);
     if (j->epilogue && cols == j->n) j->epilogue->run(j->epilogue->ctx, c_at, c_at + rows * j->n);
     else if (j->epilogue) /* a column block is one run per row */
       for (int64_t r = 0; r < rows; r++) j->epilogue->run(j->epilogue->ctx, c_at + r * j->n, c_at + r * j->n + cols);
   }
 }
+
+/* Which library runs f32 gemm: -1 until the first product decides. */
+static _Atomic int products_on_dnnl = -1;
+
+bool rt_cpu_dot_on_dnnl(void) {
+  int on = atomic_load_explicit(&products_on_dnnl, memory_order_relaxed);
+  if (on < 0) {
+#if RT_CPU_X86_VARIANTS
+    on = __builtin_cpu_supports("avx512f");
+#else
+    on = 0;
+#endif
+    atomic_store_explicit(&products_on_dnnl, on, memory_order_relaxed);
+  }
+  return on;
+}
+
+void rt_cpu_dot_use_dnnl(bool on) { atomic_store_explicit(&products_on_dnnl, on, memory_order_relaxed); }
 
 static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
 
@@ -254,7 +278,8 @@ bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in,
     int64_t m = s.m, n = s.n, k = s.k;
     dot_job j = {.f64 = s.work == HLO_F64, .a = a, .b = b, .c = c, .m = m, .n = n, .k = k,
                  .blocks = (n + COL_BLOCK - 1) / COL_BLOCK, /* gemv's; split_grid sets the rest */
-                 .a_transposed = s.a_transposed, .b_transposed = s.b_transposed, .epilogue = epilogue};
+                 .a_transposed = s.a_transposed, .b_transposed = s.b_transposed, .on_dnnl = rt_cpu_dot_on_dnnl(),
+                 .epilogue = epilogue};
     if (s.k_blocks) {
       j.k_blocks = s.k_blocks;
       j.partials = base + s.partials_at;
