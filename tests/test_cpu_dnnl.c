@@ -134,6 +134,23 @@ static void test_epilogues(void) {
   /* first: bias, relu (blocked: both readers are DNNL); second: bias, residual, relu */
   expect_dnnl(__LINE__, residual, 2, 1, 5);
   expect_dnnl(__LINE__, downsample, 2, 1, 4);
+  /* a bias given as [1, C] broadcast to a batch of one (a frontend's [1, C, 1, 1] with its
+   * size-1 dims dropped) is the same C values: the convolution's bias, not a full-shape
+   * operand */
+  const char *bias4 =
+      "HloModule c\nENTRY e {\n x = f32[1,8,6,6] parameter(0)\n w = f32[16,8,3,3] parameter(1)\n"
+      " b = f32[1,16] parameter(2)\n zero = f32[] constant(0)\n z = f32[1,16,6,6] broadcast(zero), dimensions={}\n"
+      " c = f32[1,16,6,6] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+      " bb = f32[1,16,6,6] broadcast(b), dimensions={0,1}\n d = f32[1,16,6,6] add(c, bb)\n"
+      " ROOT y = f32[1,16,6,6] maximum(d, z)\n}\n";
+  expect_dnnl(__LINE__, bias4, 1, 0, 2);
+  hlo_module *module = parse_checked(bias4);
+  hlo_diag diag = {0};
+  rt_cpu_plan *plan = module ? rt_cpu_plan_build(module, NULL, &diag) : NULL;
+  for (int i = 0; plan && i < plan->step_count; i++)
+    if (plan->steps[i].kind == RT_STEP_DNNL) CHECK_EQ_INT(plan->steps[i].dnnl->posts[0].kind, RT_DNNL_BIAS);
+  rt_cpu_plan_free(plan);
+  hlo_module_free(module);
 }
 
 /* A residual that arrives row-major (a parameter here; a max pool's result in resnet18's first

@@ -55,15 +55,19 @@ static bool find_users(const hlo_comp *entry, users *u) {
   return true;
 }
 
-/* The [C] array b broadcasts along the convolution's feature dim, or NULL. */
+/* The array of C values b broadcasts along the convolution's feature dim, or NULL: a [C]
+ * array, or one whose other dims are all 1 (a [1, C] bias at batch 1: a frontend's
+ * [1, C, 1, 1] with its spatial dims dropped), which holds the same C floats in order. */
 static const hlo_instr *per_feature(const hlo_instr *b, const hlo_instr *conv) {
-  if (b->opcode != HLO_OP_BROADCAST || b->operand_count != 1 || b->dimensions.count != 1 ||
-      b->dimensions.values[0] != conv->conv->output_feature)
-    return NULL;
+  if (b->opcode != HLO_OP_BROADCAST || b->operand_count != 1) return NULL;
   const hlo_shape *p = &b->operands[0]->shape;
-  bool ok = hlo_shape_is_array(p) && p->dtype == HLO_F32 && p->rank == 1 && hlo_shape_is_default_layout(p) &&
-            p->dims[0] == conv->shape.dims[conv->conv->output_feature];
-  return ok ? b->operands[0] : NULL;
+  int64_t features = conv->shape.dims[conv->conv->output_feature];
+  if (!hlo_shape_is_array(p) || p->dtype != HLO_F32 || !hlo_shape_is_default_layout(p) || p->rank < 1 ||
+      b->dimensions.count != p->rank || hlo_shape_elements(p) != features)
+    return NULL;
+  for (int i = 0; i < p->rank; i++)
+    if (p->dims[i] != 1 && b->dimensions.values[i] != conv->conv->output_feature) return NULL;
+  return b->operands[0];
 }
 
 /* Whether x is an f32 scalar constant, or a broadcast of one, with value *v. */
