@@ -122,7 +122,8 @@ hlo_opcode min_opcode_in_message(const hlo_module *module, const char *message);
  * Then, while the repro's inputs exceed small_inputs_bytes, on data:
  *   shapes    a dim size the parameters share made smaller (1, then halvings), the graph's
  *             shapes inferred again (shapes.c)
- *   inputs    a parameter replaced by a broadcast constant: zeros, ones, its mean (inputs.c)
+ *   inputs    a parameter replaced by values the module makes: a broadcast constant (zeros,
+ *             ones, its mean), then a small seeded array written as a generator (inputs.c)
  * Every candidate is checked in a child process with a time limit (isolate.c) and memoized by
  * its canonical hash (cache_hash_module); the final repro is checked again several times. */
 
@@ -174,6 +175,10 @@ typedef struct min_report {
   int rechecks, reproduced;        /* final checks run, and how many failed the same way */
   bool flaky;                      /* reproduced < rechecks */
   double seconds;
+  /* The parameters the inputs strategy replaced and by what ("%x (f32[1,3]) by a seeded
+   * array, ..."; "" when none), and how many became seeded arrays. */
+  char simpler_inputs[1024];
+  int seeded_inputs;
 } min_report;
 
 /* Minifies module, run on inputs (in the parameters' declared types, one per parameter).

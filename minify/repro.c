@@ -140,6 +140,7 @@ static char *report_text(const min_report *report, const min_predicate *predicat
   hlo_sb_printf(&sb, "repro:      %s, %.0f input bytes embedded as constants, %.0f written as .npy (limit %.0f)\n",
                 info->single_file ? "one file" : "repro.hlo and inputs/", content->embedded_bytes,
                 content->written_bytes, content->max_bytes);
+  if (report->simpler_inputs[0]) hlo_sb_printf(&sb, "replaced:   %s (the module makes these inputs itself)\n", report->simpler_inputs);
   if (content->left_out[0])
     hlo_sb_printf(&sb, "left out:   %s; the repro runs on seeded inputs (latch run --seed 0)\n", content->left_out);
   hlo_sb_puts(&sb, "strategies that worked:");

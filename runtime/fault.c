@@ -25,7 +25,7 @@ hlo_status rt_fault_parse(const char *text, rt_fault *fault, hlo_diag *diag) {
     const char *name;
     rt_fault_kind kind;
   } kinds[] = {{"compile", RT_FAULT_COMPILE}, {"accuracy", RT_FAULT_ACCURACY}, {"crash", RT_FAULT_CRASH},
-               {"hang", RT_FAULT_HANG}};
+               {"hang", RT_FAULT_HANG}, {"shift", RT_FAULT_SHIFT}};
   memset(fault, 0, sizeof *fault);
   const char *colon = strchr(text, ':');
   for (size_t i = 0; colon && i < sizeof kinds / sizeof kinds[0]; i++)
@@ -33,7 +33,7 @@ hlo_status rt_fault_parse(const char *text, rt_fault *fault, hlo_diag *diag) {
       fault->kind = kinds[i].kind;
   if (fault->kind == RT_FAULT_NONE)
     return hlo_diag_set(diag, HLO_ERR_INPUT,
-                        "LATCH_FAULT '%s': expected compile:OP, accuracy:OP:EPS, crash:OP, hang:OP, "
+                        "LATCH_FAULT '%s': expected compile:OP, accuracy:OP:EPS, crash:OP, hang:OP, shift:OP, "
                         "compile:OP1+OP2 or accuracy:OP1+OP2:EPS",
                         text);
   const char *op = colon + 1;
@@ -92,6 +92,22 @@ static hlo_instr *perturbed(hlo_comp *comp, hlo_instr *x, double eps, hlo_diag *
   return delta ? hlo_build_binary(comp, HLO_OP_ADD, x, delta, diag) : NULL;
 }
 
+/* x with its elements moved one place along its last dim, the first going last (as an
+ * off-by-one index would); x itself when that dim has fewer than two. */
+static hlo_instr *shifted(hlo_comp *comp, hlo_instr *x, hlo_diag *diag) {
+  int rank = x->shape.rank;
+  if (rank == 0 || x->shape.dims[rank - 1] < 2) return x;
+  int64_t starts[HLO_MAX_RANK] = {0}, limits[HLO_MAX_RANK];
+  memcpy(limits, x->shape.dims, sizeof(int64_t) * (size_t)rank);
+  limits[rank - 1] = 1;
+  hlo_instr *head = hlo_build_slice(comp, x, starts, limits, NULL, diag);
+  starts[rank - 1] = 1;
+  limits[rank - 1] = x->shape.dims[rank - 1];
+  hlo_instr *tail = head ? hlo_build_slice(comp, x, starts, limits, NULL, diag) : NULL;
+  hlo_instr *parts[2] = {tail, head};
+  return tail ? hlo_build_concatenate(comp, 2, parts, rank - 1, diag) : NULL;
+}
+
 /* Whether the fault perturbs x: its opcode, or for a pair the partner fed by an opcode. */
 static bool targeted(const hlo_instr *x, const rt_fault *fault) {
   if (!fault->paired) return x->opcode == fault->opcode;
@@ -111,8 +127,9 @@ static bool perturb_comp(hlo_comp *comp, const rt_fault *fault, hlo_diag *diag) 
         x->shape.dtype != HLO_F64)
       continue;
     int first_new = comp->instr_count;
-    hlo_instr *y = perturbed(comp, x, eps, diag);
+    hlo_instr *y = fault->kind == RT_FAULT_SHIFT ? shifted(comp, x, diag) : perturbed(comp, x, eps, diag);
     if (!y) return false;
+    if (y == x) continue;
     /* Every user of x but the rewrite itself now reads y. */
     for (int u = 0; u < comp->instr_count; u++) {
       hlo_instr *user = comp->instrs[u];
@@ -166,7 +183,7 @@ static rt_executable *fault_compile(const hlo_module *module, const rt_compile_o
     }
   }
   hlo_module *perturbed_module = NULL;
-  if (culprit && fault->kind == RT_FAULT_ACCURACY) {
+  if (culprit && (fault->kind == RT_FAULT_ACCURACY || fault->kind == RT_FAULT_SHIFT)) {
     perturbed_module = rt_fault_perturb(module, fault, diag);
     if (!perturbed_module) return NULL;
   }

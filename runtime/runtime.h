@@ -278,6 +278,9 @@ hlo_status rt_accuracy_compare(const rt_value *result, const rt_value *declared,
  *                        the module is rewritten (a copy) before the inner compile
  *   crash:OPCODE         compile aborts the process (SIGABRT)
  *   hang:OPCODE          compile sleeps forever
+ *   shift:OPCODE         each floating OPCODE result comes out with its elements moved one
+ *                        place along its last dim (an indexing bug): only values that vary
+ *                        along that dim show it, constant ones never do
  *   compile:OP1+OP2      compile fails only when the module contains both OP1 and OP2 (a
  *                        fusion or a layout chosen across two ops): interacting culprits
  *   accuracy:OP1+OP2:EPS each floating OP2 result with an OP1 operand (a producer feeding
@@ -286,7 +289,14 @@ hlo_status rt_accuracy_compare(const rt_value *result, const rt_value *declared,
  * The fault wraps an inner backend, so it applies to any backend: rt_fault_backend gives an
  * rt_backend whose compile applies the fault and whose executables run the inner one's. */
 
-typedef enum rt_fault_kind { RT_FAULT_NONE = 0, RT_FAULT_COMPILE, RT_FAULT_ACCURACY, RT_FAULT_CRASH, RT_FAULT_HANG } rt_fault_kind;
+typedef enum rt_fault_kind {
+  RT_FAULT_NONE = 0,
+  RT_FAULT_COMPILE,
+  RT_FAULT_ACCURACY,
+  RT_FAULT_CRASH,
+  RT_FAULT_HANG,
+  RT_FAULT_SHIFT,
+} rt_fault_kind;
 
 typedef struct rt_fault {
   rt_fault_kind kind;
@@ -306,8 +316,9 @@ hlo_status rt_fault_parse(const char *text, rt_fault *fault, hlo_diag *diag);
  * earlier configuration. Returns inner itself when fault->kind is RT_FAULT_NONE. */
 const rt_backend *rt_fault_backend(const rt_backend *inner, const rt_fault *fault);
 
-/* The module with the accuracy fault's rewrite applied (a new module), for tests: every
- * opcode result, or with a paired fault every partner result that has an opcode operand. */
+/* The module with the accuracy (or shift) fault's rewrite applied (a new module), for tests:
+ * every opcode result, or with a paired fault every partner result that has an opcode
+ * operand. */
 hlo_module *rt_fault_perturb(const hlo_module *module, const rt_fault *fault, hlo_diag *diag);
 
 #endif

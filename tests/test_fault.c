@@ -21,6 +21,8 @@ static void test_parse(void) {
   CHECK_EQ_INT(rt_fault_parse("crash:dot", &f, &d), HLO_OK);
   CHECK_EQ_INT(rt_fault_parse("hang:dot", &f, &d), HLO_OK);
   CHECK_EQ_INT(f.kind, RT_FAULT_HANG);
+  CHECK_EQ_INT(rt_fault_parse("shift:cosine", &f, &d), HLO_OK);
+  CHECK(f.kind == RT_FAULT_SHIFT && f.opcode == HLO_OP_COS);
   CHECK_EQ_INT(rt_fault_parse("compile:add+negate", &f, &d), HLO_OK);
   CHECK(f.paired && f.opcode == HLO_OP_ADD && f.partner == HLO_OP_NEGATE);
   CHECK_EQ_INT(rt_fault_parse("accuracy:negate+add:0.25", &f, &d), HLO_OK);
@@ -28,7 +30,7 @@ static void test_parse(void) {
   CHECK_NEAR(f.eps, 0.25, 0);
   const char *bad[] = {"", "compile", "compile:nonsense", "explode:add", "accuracy:add", "accuracy:add:x",
                        "compile:add:1", "compile:add+", "compile:add+nonsense", "crash:add+negate",
-                       "accuracy:add+negate"};
+                       "accuracy:add+negate", "shift:add:1", "shift:add+negate"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     hlo_diag_clear(&d);
     CHECK_MSG(rt_fault_parse(bad[i], &f, &d) == HLO_ERR_INPUT, "%s", bad[i]);
@@ -68,6 +70,28 @@ static void test_compile_and_accuracy(void) {
   rt_value_release(y);
   rt_value_release(x);
   b->destroy(exe);
+  /* shift:negate on x = (1, -2, 5): n = (-1, 2, -5) comes out (2, -5, -1), so a = n + x
+   * = (3, -7, 4) where the truth is (0, 0, 0); on constant x = (4, 4, 4) the shift is
+   * invisible: a = (0, 0, 0). */
+  const char *three = "HloModule m\nENTRY e {\n  x = f32[3] parameter(0)\n  n = f32[3] negate(x)\n"
+                      "  ROOT a = f32[3] add(n, x)\n}\n";
+  hlo_module *m3 = hlo_parse_module(three, strlen(three), "m", &d);
+  f = (rt_fault){.kind = RT_FAULT_SHIFT, .opcode = HLO_OP_NEGATE};
+  b = rt_fault_backend(&rt_backend_reference, &f);
+  exe = m3 ? b->compile(m3, NULL, &d) : NULL;
+  CHECK_MSG(exe != NULL, "%s", d.message);
+  int64_t dims3[1] = {3};
+  double inputs[2][3] = {{1, -2, 5}, {4, 4, 4}}, want[2][3] = {{3, -7, 4}, {0, 0, 0}};
+  for (int k = 0; exe && k < 2; k++) {
+    x = make_value(HLO_F32, 1, dims3, inputs[k]);
+    y = NULL;
+    CHECK_EQ_INT(b->execute(exe, &x, 1, &y, &d), HLO_OK);
+    if (y) expect_values(__LINE__, y, want[k], 3, 0);
+    rt_value_release(y);
+    rt_value_release(x);
+  }
+  if (exe) b->destroy(exe);
+  hlo_module_free(m3);
   CHECK(rt_fault_backend(&rt_backend_reference, &(rt_fault){0}) == &rt_backend_reference);
   hlo_module_free(m);
 }

@@ -1,6 +1,7 @@
 /* The minifier's data: the record of the original run (minify/record.h) and the accuracy
  * scan that fills it, smaller shapes and simpler inputs after the ops; expected values are
  * worked out by hand from the modules below. */
+#include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -201,6 +202,68 @@ static void test_shapes_and_inputs(void) {
   hlo_module_free(m);
 }
 
+/* A failure that needs values that vary: under shift:cosine the cosine's results come out
+ * moved one place along the last dim, which constant inputs hide. The shapes go to f32[1,3]
+ * (one column, or a constant column, hides it too), zeros, ones and the mean are rejected,
+ * and the seeded array is kept: element i = ((3i + 0) mod 7) - 3 = -3, 0, 3, a generator in
+ * the module, so no input bytes are left. The repro, run by the reference evaluator on no
+ * inputs, is cos(-3), cos(0), cos(3); report.txt names the replacement. */
+static void test_seeded_inputs(void) {
+  char dir[] = "/tmp/latch-test-seeded-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  hlo_module *m = parse(wide);
+  rt_value **in = wide_inputs();
+  min_options o = accuracy_options(HLO_OP_COS);
+  rt_fault fault = {.kind = RT_FAULT_SHIFT, .opcode = HLO_OP_COS};
+  o.predicate.backend = rt_fault_backend(&rt_backend_reference, &fault);
+  o.small_inputs_bytes = 1;
+  o.progress = getenv("TEST_VERBOSE") ? stderr : NULL;
+  min_report r;
+  hlo_diag d = {HLO_OK, ""};
+  CHECK_MSG(min_minify(m, in, 2, &o, &r, &d) == HLO_OK, "%s", d.message);
+  CHECK_NEAR(r.input_bytes_after, 0, 0);
+  CHECK_EQ_INT(r.input_count, 0);
+  CHECK_EQ_INT(r.wins[MIN_SHAPES], 2);
+  CHECK_EQ_INT(r.wins[MIN_INPUTS], 1);
+  CHECK_EQ_INT(r.seeded_inputs, 1);
+  CHECK_EQ_INT(r.reproduced, 3);
+  const hlo_instr *root = r.module->entry->root;
+  CHECK(root->opcode == HLO_OP_COS && root->shape.rank == 2 && root->shape.dims[0] == 1 && root->shape.dims[1] == 3);
+  rt_eval_options eval = {.fp64 = false};
+  rt_value *out = NULL;
+  CHECK_MSG(rt_evaluate(r.module, NULL, 0, &eval, &out, &d) == HLO_OK, "%s", d.message);
+  if (out) {
+    double want[3] = {cos(-3.0), 1, cos(3.0)};
+    expect_values(__LINE__, out, want, 3, 1e-6);
+    rt_value_release(out);
+  }
+  min_predicate predicate = o.predicate;
+  min_repro_info info = {.backend = "reference"};
+  CHECK_MSG(min_write_repro(dir, &r, &predicate, &info, &d) == HLO_OK, "%s", d.message);
+  char path[256], text[4096] = "";
+  snprintf(path, sizeof path, "%s/report.txt", dir);
+  FILE *f = fopen(path, "r");
+  size_t len = f ? fread(text, 1, sizeof text - 1, f) : 0;
+  text[len] = 0;
+  if (f) fclose(f);
+  CHECK_MSG(strstr(text, "replaced:   %a (f32[1,3]) by a seeded array, element i = ((i * 3 + 0) mod 7) - 3") != NULL,
+            "%s", text);
+  CHECK_MSG(strstr(text, "inputs:     384 bytes before, 0 bytes after") != NULL, "%s", text);
+  min_report_free(&r);
+  /* The accuracy fault shows on constant data: zeros win, no seeded array. */
+  o = accuracy_options(HLO_OP_COS);
+  o.small_inputs_bytes = 1;
+  CHECK_EQ_INT(min_minify(m, in, 2, &o, &r, &d), HLO_OK);
+  CHECK_EQ_INT(r.seeded_inputs, 0);
+  CHECK_MSG(strstr(r.simpler_inputs, "by zeros") != NULL, "%s", r.simpler_inputs);
+  min_report_free(&r);
+  free_inputs(in, 2);
+  hlo_module_free(m);
+  char command[256];
+  snprintf(command, sizeof command, "rm -rf '%s'", dir);
+  CHECK(system(command) == 0);
+}
+
 /* A failure that needs the 8 rows and the parameter a: a --test command that wants
  * "cosine(%a)" on f32[8,...]. The 6 columns go to 1; the input keeps its data, the first
  * column of a = x + 1: 1, 7, 13, ..., 43. */
@@ -238,6 +301,7 @@ int main(void) {
   RUN(test_record);
   RUN(test_scan);
   RUN(test_shapes_and_inputs);
+  RUN(test_seeded_inputs);
   RUN(test_size_dependent);
   return TEST_REPORT();
 }
