@@ -355,6 +355,12 @@ latch_status cap_trace_begin(cap_trace *trace, latch_runtime *rt, int input_coun
                              const bool *symbolic, const bool *independent);
 void cap_trace_end(cap_trace *trace); /* detaches it from the thread */
 void cap_trace_drop_inputs(cap_trace *trace); /* releases the function's input handles */
+/* After the function returned: data it made during the trace (latch_from_host and the like)
+ * and no longer holds is a temporary, made afresh by every eager call, not a weight. Such
+ * handles leave the captured list, so the entry reads their data as a constant and replays
+ * no in-place update onto them; a handle the function keeps (state made on its first call)
+ * stays a weight. Out of memory marks the trace failed (no entry is kept). */
+void cap_trace_forget_temporaries(cap_trace *trace, latch_tensor *const *outputs, int output_count);
 void cap_trace_free(cap_trace *trace);
 
 /* Hooks called by the op and tensor code while a trace is active on this thread. */

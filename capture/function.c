@@ -332,6 +332,7 @@ static latch_status trace_call(latch_function *f, latch_tensor *const *inputs, i
     cap_trace_free(&trace);
     return status;
   }
+  cap_trace_forget_temporaries(&trace, outputs, output_count);
   if (trace.value_read || trace.failed) {
     /* Not kept: compute what the function left pending the ordinary way, its inputs
      * through the caller's handles (which mirror every assignment). */

@@ -199,6 +199,32 @@ void cap_trace_operands(cap_trace *trace, int count, latch_tensor *const *operan
   }
 }
 
+/* Whether the captured handle is data the function made during this trace and no longer
+ * holds: its references are the trace's captures of it and the outputs that return it. */
+static bool temporary(const cap_trace *trace, const latch_tensor *h, latch_tensor *const *outputs, int output_count) {
+  if (h->made_in_trace != trace->id) return false;
+  int held = 0;
+  for (int c = 0; c < trace->captured_count; c++) held += trace->captured[c].handle == h;
+  for (int j = 0; j < output_count; j++) held += outputs[j] == h;
+  return atomic_load(&h->refs) == held;
+}
+
+void cap_trace_forget_temporaries(cap_trace *trace, latch_tensor *const *outputs, int output_count) {
+  bool *drop = hlo_calloc((size_t)trace->captured_count + 1, sizeof *drop);
+  if (!drop) {
+    trace->failed = true; /* no entry is kept: the call computes its values the ordinary way */
+    return;
+  }
+  for (int c = 0; c < trace->captured_count; c++) drop[c] = temporary(trace, trace->captured[c].handle, outputs, output_count);
+  int kept = 0;
+  for (int c = 0; c < trace->captured_count; c++) {
+    if (drop[c]) latch_release(trace->captured[c].handle);
+    else trace->captured[kept++] = trace->captured[c];
+  }
+  trace->captured_count = kept;
+  free(drop);
+}
+
 void cap_trace_assigned(cap_trace *trace, latch_tensor *dst) {
   for (int i = 0; trace->inputs && i < trace->input_count; i++) {
     latch_tensor *own = trace->inputs[i], *caller = (latch_tensor *)trace->callers[i];
