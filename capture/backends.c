@@ -2,6 +2,8 @@
  * backend: runtime/ stays below its backend folders and never points up into them. */
 #include "capture.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "runtime/cpu/cpu.h"
@@ -16,6 +18,17 @@ const rt_backend *cap_backend_find(const char *name) {
   return NULL;
 }
 
+/* Joined once: the list never changes while the process runs. */
+static char names[256];
+static pthread_once_t names_once = PTHREAD_ONCE_INIT;
+
+static void join_names(void) {
+  size_t used = 0;
+  for (size_t i = 0; i < sizeof backends / sizeof backends[0] && used < sizeof names; i++)
+    used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", backends[i]->name);
+}
+
 const char *cap_backend_names(void) {
-  return "reference, cpu";
+  pthread_once(&names_once, join_names);
+  return names;
 }
