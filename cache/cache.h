@@ -302,6 +302,10 @@ typedef enum cache_origin {
 void *cache_disk_load(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec);
 /* value serialized (malloc'd, the caller frees it), or NULL after one warning per process. */
 void *cache_codec_bytes(const cache_codec *codec, const void *value, size_t *len);
+/* The value stored bytes hold, or NULL when the codec cannot load them (no message: the
+ * caller rejects the entry, which is the cache's problem, not its caller's). The disk and
+ * remote tiers' loads share it. */
+void *cache_codec_value(const cache_codec *codec, const void *bytes, size_t len);
 /* Serializes value and puts it; false (with one warning per process) when it was not saved. A
  * caller that wants its first result soon can run the value first and save it afterwards. */
 bool cache_disk_save(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec,

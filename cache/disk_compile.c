@@ -11,13 +11,17 @@ static double now_seconds(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+void *cache_codec_value(const cache_codec *codec, const void *bytes, size_t len) {
+  hlo_diag ignored; /* an unusable entry is the cache's problem, not the caller's */
+  hlo_diag_clear(&ignored);
+  return codec->deserialize(codec->ctx, bytes, len, &ignored);
+}
+
 void *cache_disk_load(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec) {
   void *bytes = NULL;
   size_t len = 0;
   if (!cache_disk_get(disk, key, fingerprint, &bytes, &len)) return NULL;
-  hlo_diag ignored; /* an unusable entry is the cache's problem, not the caller's */
-  hlo_diag_clear(&ignored);
-  void *value = codec->deserialize(codec->ctx, bytes, len, &ignored);
+  void *value = cache_codec_value(codec, bytes, len);
   free(bytes);
   if (!value) cache_disk_reject(disk, key, fingerprint, CACHE_DISK_UNLOADABLE);
   return value;

@@ -27,9 +27,7 @@ static void *load_remote(cache_disk *disk, cache_remote *remote, cache_key key, 
   void *bytes = NULL;
   size_t len = 0;
   if (!cache_remote_get(remote, key, fingerprint, &bytes, &len)) return NULL;
-  hlo_diag ignored; /* an unusable entry is the cache's problem, not the caller's */
-  hlo_diag_clear(&ignored);
-  void *value = codec->deserialize(codec->ctx, bytes, len, &ignored);
+  void *value = cache_codec_value(codec, bytes, len);
   if (!value) cache_remote_reject(remote, key, fingerprint, CACHE_DISK_UNLOADABLE);
   else if (disk) cache_disk_put_copy(disk, key, fingerprint, bytes, len);
   free(bytes);
