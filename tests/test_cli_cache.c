@@ -11,55 +11,16 @@
 
 #include "redis_test_util.h"
 #include "test.h"
+#include "cli_util.h"
 
-static char temp_dir[64], cache_dir[128];
-static char bin[512];
+static char cache_dir[128];
 static const char *corpus;
-static char out_text[1 << 16], err_text[1 << 16];
-
-static void read_text(const char *path, char *out, size_t size) {
-  FILE *f = fopen(path, "rb");
-  size_t len = f ? fread(out, 1, size - 1, f) : 0;
-  out[len] = 0;
-  if (f) fclose(f);
-}
-
-/* Runs `ENV latch ARGS` (env: assignments placed before the command, may be "") with stdout
- * and stderr captured; returns the exit status, or 128 + signal when it crashed. */
-static int latch(const char *env, const char *format, ...) __attribute__((format(printf, 2, 3)));
-static int latch(const char *env, const char *format, ...) {
-  char args[2048], command[4096], out_path[256], err_path[256];
-  va_list list;
-  va_start(list, format);
-  vsnprintf(args, sizeof args, format, list);
-  va_end(list);
-  snprintf(out_path, sizeof out_path, "%s/stdout", temp_dir);
-  snprintf(err_path, sizeof err_path, "%s/stderr", temp_dir);
-  snprintf(command, sizeof command, "LATCH_CACHE_DIR='%s' %s '%s' %s >'%s' 2>'%s'", cache_dir, env, bin, args,
-           out_path, err_path);
-  int status = system(command);
-  read_text(out_path, out_text, sizeof out_text);
-  read_text(err_path, err_text, sizeof err_text);
-  if (status == -1) return -1;
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return WEXITSTATUS(status);
-}
-
-#define CHECK_LATCH(want_status, ...)                                                              \
-  do {                                                                                             \
-    int got_status_ = latch(__VA_ARGS__);                                                          \
-    CHECK_MSG(got_status_ == (want_status), "exit %d, want %d\nstdout: %s\nstderr: %s", got_status_, \
-              (want_status), out_text, err_text);                                                  \
-  } while (0)
-
-#define CHECK_HAS(text, fragment) CHECK_MSG(strstr((text), (fragment)) != NULL, "no \"%s\" in: %s", (fragment), (text))
-#define CHECK_LACKS(text, fragment) CHECK_MSG(strstr((text), (fragment)) == NULL, "\"%s\" in: %s", (fragment), (text))
 
 /* The output lines (shape, sums, hash) of the last run, to compare runs bit for bit. */
 static void output_lines(char *out, size_t size) {
   out[0] = '\0';
   size_t len = 0;
-  for (const char *line = strstr(out_text, "output "); line; line = strstr(line + 1, "\noutput ")) {
+  for (const char *line = strstr(cli_out, "output "); line; line = strstr(line + 1, "\noutput ")) {
     if (*line == '\n') line++;
     const char *end = strchr(line, '\n');
     size_t n = end ? (size_t)(end - line) : strlen(line);
@@ -86,157 +47,157 @@ static void truncate_file(const char *path, long size) {
 }
 
 static void usage(void) {
-  CHECK_LATCH(0, "", "--help");
-  CHECK_HAS(out_text, "cache ACTION");
-  CHECK_LATCH(0, "", "cache --help");
-  CHECK_HAS(out_text, "verify");
-  CHECK_HAS(out_text, "--fix");
-  CHECK_HAS(out_text, "LATCH_CACHE_MAX_BYTES");
-  CHECK_LATCH(0, "", "help cache");
-  CHECK_HAS(out_text, "clear");
-  CHECK_LATCH(0, "", "run --help");
-  CHECK_HAS(out_text, "--compile");
-  CHECK_HAS(out_text, "LATCH_CACHE");
-  CHECK_LATCH(1, "", "cache");
-  CHECK_HAS(err_text, "stats, ls, verify, clear, push or pull");
-  CHECK_LATCH(1, "", "cache frobnicate");
-  CHECK_LATCH(1, "", "cache stats --fix");
-  CHECK_LATCH(1, "", "cache ls --dir");
-  CHECK_LATCH(1, "", "run %s/add.hlo --compile --fp64", corpus);
-  CHECK_LATCH(1, "LATCH_CACHE=dsik", "run %s/add.hlo --compile", corpus);
-  CHECK_HAS(err_text, "LATCH_CACHE='dsik'");
-  CHECK_LATCH(1, "LATCH_CACHE_MAX_BYTES=lots", "run %s/add.hlo --compile", corpus);
-  CHECK_HAS(err_text, "LATCH_CACHE_MAX_BYTES");
+  CLI_CHECK(0, "", "--help");
+  CLI_HAS(cli_out, "cache ACTION");
+  CLI_CHECK(0, "", "cache --help");
+  CLI_HAS(cli_out, "verify");
+  CLI_HAS(cli_out, "--fix");
+  CLI_HAS(cli_out, "LATCH_CACHE_MAX_BYTES");
+  CLI_CHECK(0, "", "help cache");
+  CLI_HAS(cli_out, "clear");
+  CLI_CHECK(0, "", "run --help");
+  CLI_HAS(cli_out, "--compile");
+  CLI_HAS(cli_out, "LATCH_CACHE");
+  CLI_CHECK(1, "", "cache");
+  CLI_HAS(cli_err, "stats, ls, verify, clear, push or pull");
+  CLI_CHECK(1, "", "cache frobnicate");
+  CLI_CHECK(1, "", "cache stats --fix");
+  CLI_CHECK(1, "", "cache ls --dir");
+  CLI_CHECK(1, "", "run %s/add.hlo --compile --fp64", corpus);
+  CLI_CHECK(1, "LATCH_CACHE=dsik", "run %s/add.hlo --compile", corpus);
+  CLI_HAS(cli_err, "LATCH_CACHE='dsik'");
+  CLI_CHECK(1, "LATCH_CACHE_MAX_BYTES=lots", "run %s/add.hlo --compile", corpus);
+  CLI_HAS(cli_err, "LATCH_CACHE_MAX_BYTES");
 }
 
 static void warm_start(void) {
   char cold[4096], warm[4096], direct[4096];
-  CHECK_LATCH(0, "", "run %s/single_gemm_fusion.hlo --seed 2", corpus);
+  CLI_CHECK(0, "", "run %s/single_gemm_fusion.hlo --seed 2", corpus);
   output_lines(direct, sizeof direct);
-  CHECK_LACKS(out_text, "cache:"); /* the direct path compiles nothing */
+  CLI_LACKS(cli_out, "cache:"); /* the direct path compiles nothing */
 
-  CHECK_LATCH(0, "", "run %s/single_gemm_fusion.hlo --seed 2 --compile", corpus);
-  CHECK_HAS(out_text, "cache: 0 hits, 1 compile");
-  CHECK_HAS(out_text, "saved");
+  CLI_CHECK(0, "", "run %s/single_gemm_fusion.hlo --seed 2 --compile", corpus);
+  CLI_HAS(cli_out, "cache: 0 hits, 1 compile");
+  CLI_HAS(cli_out, "saved");
   output_lines(cold, sizeof cold);
-  CHECK_LATCH(0, "", "run %s/single_gemm_fusion.hlo --seed 2 --compile --backend reference", corpus);
-  CHECK_HAS(out_text, "loaded compiled graph from cache");
-  CHECK_HAS(out_text, "cache: 1 hit, 0 compiles");
+  CLI_CHECK(0, "", "run %s/single_gemm_fusion.hlo --seed 2 --compile --backend reference", corpus);
+  CLI_HAS(cli_out, "loaded compiled graph from cache");
+  CLI_HAS(cli_out, "cache: 1 hit, 0 compiles");
   output_lines(warm, sizeof warm);
   CHECK(cold[0] != '\0');
   CHECK_STR(warm, cold);
   CHECK_STR(cold, direct);
   /* another seed is another input, not another graph: still a hit */
-  CHECK_LATCH(0, "", "run %s/single_gemm_fusion.hlo --seed 3 --compile", corpus);
-  CHECK_HAS(out_text, "cache: 1 hit, 0 compiles");
+  CLI_CHECK(0, "", "run %s/single_gemm_fusion.hlo --seed 3 --compile", corpus);
+  CLI_HAS(cli_out, "cache: 1 hit, 0 compiles");
 
-  CHECK_LATCH(0, "", "cache stats");
-  CHECK_HAS(out_text, "entries: 1");
-  CHECK_HAS(out_text, cache_dir);
-  CHECK_HAS(out_text, "limit: 1073741824");
-  CHECK_LATCH(0, "LATCH_CACHE_MAX_BYTES=2M", "cache stats --dir '%s'", cache_dir);
-  CHECK_HAS(out_text, "limit: 2097152");
-  CHECK_LATCH(0, "", "cache ls");
-  CHECK_HAS(out_text, "backend=reference/1");
-  CHECK_HAS(out_text, "1 entry");
-  CHECK_LATCH(0, "", "cache verify");
-  CHECK_HAS(out_text, "0 bad");
+  CLI_CHECK(0, "", "cache stats");
+  CLI_HAS(cli_out, "entries: 1");
+  CLI_HAS(cli_out, cache_dir);
+  CLI_HAS(cli_out, "limit: 1073741824");
+  CLI_CHECK(0, "LATCH_CACHE_MAX_BYTES=2M", "cache stats --dir '%s'", cache_dir);
+  CLI_HAS(cli_out, "limit: 2097152");
+  CLI_CHECK(0, "", "cache ls");
+  CLI_HAS(cli_out, "backend=reference/1");
+  CLI_HAS(cli_out, "1 entry");
+  CLI_CHECK(0, "", "cache verify");
+  CLI_HAS(cli_out, "0 bad");
 }
 
 static void damaged_and_unwritable(void) {
   char entry[512], cold[4096], again[4096];
-  CHECK_LATCH(0, "", "run %s/add.hlo --compile", corpus);
+  CLI_CHECK(0, "", "run %s/add.hlo --compile", corpus);
   output_lines(cold, sizeof cold);
-  CHECK_LATCH(0, "", "cache clear");
-  CHECK_LATCH(0, "", "run %s/add.hlo --compile", corpus);
+  CLI_CHECK(0, "", "cache clear");
+  CLI_CHECK(0, "", "run %s/add.hlo --compile", corpus);
   only_entry(entry, sizeof entry);
   CHECK(entry[0] != '\0');
 
   /* a truncated entry: verify names it and fails, --fix removes it */
   truncate_file(entry, 100);
-  CHECK_LATCH(1, "", "cache verify");
-  CHECK_HAS(out_text, "truncated entry");
-  CHECK_HAS(out_text, "1 bad");
-  CHECK_LATCH(0, "", "cache stats");
-  CHECK_HAS(out_text, "damaged entries: 1");
-  CHECK_LATCH(0, "", "cache verify --fix");
-  CHECK_HAS(out_text, "1 removed");
-  CHECK_LATCH(0, "", "cache verify");
-  CHECK_HAS(out_text, "verified 0 entries");
+  CLI_CHECK(1, "", "cache verify");
+  CLI_HAS(cli_out, "truncated entry");
+  CLI_HAS(cli_out, "1 bad");
+  CLI_CHECK(0, "", "cache stats");
+  CLI_HAS(cli_out, "damaged entries: 1");
+  CLI_CHECK(0, "", "cache verify --fix");
+  CLI_HAS(cli_out, "1 removed");
+  CLI_CHECK(0, "", "cache verify");
+  CLI_HAS(cli_out, "verified 0 entries");
 
   /* a damaged entry met by run: a warning, a compile, the same outputs, the entry replaced */
-  CHECK_LATCH(0, "", "run %s/add.hlo --compile", corpus);
+  CLI_CHECK(0, "", "run %s/add.hlo --compile", corpus);
   truncate_file(entry, 100);
-  CHECK_LATCH(0, "", "run %s/add.hlo --compile", corpus);
-  CHECK_HAS(err_text, "warning: compile cache");
-  CHECK_HAS(err_text, "truncated entry");
-  CHECK_HAS(out_text, "cache: 0 hits, 1 compile");
-  CHECK_HAS(out_text, "1 damaged entry removed");
+  CLI_CHECK(0, "", "run %s/add.hlo --compile", corpus);
+  CLI_HAS(cli_err, "warning: compile cache");
+  CLI_HAS(cli_err, "truncated entry");
+  CLI_HAS(cli_out, "cache: 0 hits, 1 compile");
+  CLI_HAS(cli_out, "1 damaged entry removed");
   output_lines(again, sizeof again);
   CHECK_STR(again, cold);
-  CHECK_LATCH(0, "", "run %s/add.hlo --compile", corpus);
-  CHECK_HAS(out_text, "cache: 1 hit, 0 compiles");
+  CLI_CHECK(0, "", "run %s/add.hlo --compile", corpus);
+  CLI_HAS(cli_out, "cache: 1 hit, 0 compiles");
 
   /* a cache that cannot be written (test-only injected EROFS and ENOSPC): the run succeeds */
-  CHECK_LATCH(0, "", "cache clear");
-  CHECK_LATCH(0, "LATCH_CACHE_TEST_FAULT=open:EROFS", "run %s/add.hlo --compile", corpus);
-  CHECK_HAS(err_text, "Read-only file system");
-  CHECK_HAS(out_text, "not saved");
+  CLI_CHECK(0, "", "cache clear");
+  CLI_CHECK(0, "LATCH_CACHE_TEST_FAULT=open:EROFS", "run %s/add.hlo --compile", corpus);
+  CLI_HAS(cli_err, "Read-only file system");
+  CLI_HAS(cli_out, "not saved");
   output_lines(again, sizeof again);
   CHECK_STR(again, cold);
-  CHECK_LATCH(0, "LATCH_CACHE_TEST_FAULT=write:ENOSPC", "run %s/add.hlo --compile", corpus);
-  CHECK_HAS(err_text, "No space left on device");
+  CLI_CHECK(0, "LATCH_CACHE_TEST_FAULT=write:ENOSPC", "run %s/add.hlo --compile", corpus);
+  CLI_HAS(cli_err, "No space left on device");
   output_lines(again, sizeof again);
   CHECK_STR(again, cold);
-  CHECK_LATCH(0, "", "cache stats");
-  CHECK_HAS(out_text, "entries: 0");
-  CHECK_HAS(out_text, "temporary files: 0");
+  CLI_CHECK(0, "", "cache stats");
+  CLI_HAS(cli_out, "entries: 0");
+  CLI_HAS(cli_out, "temporary files: 0");
 
   /* a cache directory that cannot be created: a path through a regular file */
   char blocked[256];
-  snprintf(blocked, sizeof blocked, "%s/file", temp_dir);
+  snprintf(blocked, sizeof blocked, "%s/file", cli_dir);
   FILE *f = fopen(blocked, "w");
   if (f) fclose(f);
-  CHECK_LATCH(0, "", "run %s/add.hlo --compile", corpus); /* fills the real cache dir */
+  CLI_CHECK(0, "", "run %s/add.hlo --compile", corpus); /* fills the real cache dir */
   char env[512];
   snprintf(env, sizeof env, "LATCH_CACHE_DIR='%s/sub'", blocked);
-  CHECK_LATCH(0, env, "run %s/add.hlo --compile", corpus);
-  CHECK_HAS(err_text, "cannot create");
-  CHECK_HAS(out_text, "cache: 0 hits, 1 compile");
+  CLI_CHECK(0, env, "run %s/add.hlo --compile", corpus);
+  CLI_HAS(cli_err, "cannot create");
+  CLI_HAS(cli_out, "cache: 0 hits, 1 compile");
   output_lines(again, sizeof again);
   CHECK_STR(again, cold);
 }
 
 static void off_and_memory(void) {
-  CHECK_LATCH(0, "", "cache clear");
-  CHECK_LATCH(0, "LATCH_CACHE=off", "run %s/add.hlo --compile", corpus);
-  CHECK_HAS(out_text, "disk cache off: LATCH_CACHE=off");
-  CHECK_LATCH(0, "LATCH_CACHE=memory", "run %s/add.hlo --compile", corpus);
-  CHECK_HAS(out_text, "cache: 0 hits, 1 compile (disk cache off: LATCH_CACHE=memory)");
-  CHECK_LATCH(0, "", "cache stats");
-  CHECK_HAS(out_text, "entries: 0");
+  CLI_CHECK(0, "", "cache clear");
+  CLI_CHECK(0, "LATCH_CACHE=off", "run %s/add.hlo --compile", corpus);
+  CLI_HAS(cli_out, "disk cache off: LATCH_CACHE=off");
+  CLI_CHECK(0, "LATCH_CACHE=memory", "run %s/add.hlo --compile", corpus);
+  CLI_HAS(cli_out, "cache: 0 hits, 1 compile (disk cache off: LATCH_CACHE=memory)");
+  CLI_CHECK(0, "", "cache stats");
+  CLI_HAS(cli_out, "entries: 0");
 }
 
 static void clear_removes_leftovers(void) {
-  CHECK_LATCH(0, "", "run %s/add.hlo --compile", corpus);
+  CLI_CHECK(0, "", "run %s/add.hlo --compile", corpus);
   char temp[512];
   snprintf(temp, sizeof temp, "%s/.latch-tmp-leftover", cache_dir);
   FILE *f = fopen(temp, "w");
   if (f) fclose(f);
-  CHECK_LATCH(0, "", "cache stats");
-  CHECK_HAS(out_text, "temporary files: 1");
-  CHECK_LATCH(0, "", "cache clear --dir '%s'", cache_dir);
-  CHECK_HAS(out_text, "removed 1 entry and 1 temporary file");
-  CHECK_LATCH(0, "", "cache ls");
-  CHECK_HAS(out_text, "0 entries");
+  CLI_CHECK(0, "", "cache stats");
+  CLI_HAS(cli_out, "temporary files: 1");
+  CLI_CHECK(0, "", "cache clear --dir '%s'", cache_dir);
+  CLI_HAS(cli_out, "removed 1 entry and 1 temporary file");
+  CLI_CHECK(0, "", "cache ls");
+  CLI_HAS(cli_out, "0 entries");
   /* a directory that does not exist is an empty cache */
-  CHECK_LATCH(0, "", "cache stats --dir '%s/none'", temp_dir);
-  CHECK_HAS(out_text, "entries: 0");
+  CLI_CHECK(0, "", "cache stats --dir '%s/none'", cli_dir);
+  CLI_HAS(cli_out, "entries: 0");
   /* no directory to be had: the run goes on without the cache */
-  CHECK_LATCH(0, "env -u HOME -u XDG_CACHE_HOME -u LATCH_CACHE_DIR", "run %s/add.hlo --compile", corpus);
-  CHECK_HAS(err_text, "set LATCH_CACHE_DIR");
-  CHECK_HAS(out_text, "disk cache off: no cache directory");
-  CHECK_HAS(out_text, "output 0");
+  CLI_CHECK(0, "env -u HOME -u XDG_CACHE_HOME -u LATCH_CACHE_DIR", "run %s/add.hlo --compile", corpus);
+  CLI_HAS(cli_err, "set LATCH_CACHE_DIR");
+  CLI_HAS(cli_out, "disk cache off: no cache directory");
+  CLI_HAS(cli_out, "output 0");
 }
 
 /* latch cache --remote and push/pull against a private redis-server (one with a password):
@@ -260,62 +221,59 @@ static void remote_actions(void) {
   char url[160], env[256], pulled[200], text[64];
   redis_url(&s, ":pw-cli-789", "", url, sizeof url);
   snprintf(env, sizeof env, "LATCH_CACHE_URL='%s'", url);
-  snprintf(pulled, sizeof pulled, "%s/pulled", temp_dir);
-  CHECK_LATCH(1, "", "cache ls --remote"); /* no URL anywhere */
-  CHECK_HAS(err_text, "LATCH_CACHE_URL");
-  CHECK_LATCH(0, "LATCH_CACHE=memory", "bench --model mlp --mode every --repeat 1 --cache-url '%s'", url);
+  snprintf(pulled, sizeof pulled, "%s/pulled", cli_dir);
+  CLI_CHECK(1, "", "cache ls --remote"); /* no URL anywhere */
+  CLI_HAS(cli_err, "LATCH_CACHE_URL");
+  CLI_CHECK(0, "LATCH_CACHE=memory", "bench --model mlp --mode every --repeat 1 --cache-url '%s'", url);
   int entries = redis_keys(&s);
   CHECK(entries > 0);
-  CHECK_LATCH(0, env, "cache stats --remote");
+  CLI_CHECK(0, env, "cache stats --remote");
   snprintf(text, sizeof text, "entries: %d\n", entries);
-  CHECK_HAS(out_text, text);
-  CHECK_HAS(out_text, "redis 7");
-  CHECK_LACKS(out_text, "pw-cli-789");
-  CHECK_LATCH(0, "", "cache ls --remote --cache-url '%s'", url);
-  CHECK_HAS(out_text, "backend=cpu");
-  CHECK_HAS(out_text, "redis://***@127.0.0.1");
-  CHECK_LATCH(0, env, "cache verify --remote");
-  CHECK_HAS(out_text, ": 0 bad");
+  CLI_HAS(cli_out, text);
+  CLI_HAS(cli_out, "redis 7");
+  CLI_LACKS(cli_out, "pw-cli-789");
+  CLI_CHECK(0, "", "cache ls --remote --cache-url '%s'", url);
+  CLI_HAS(cli_out, "backend=cpu");
+  CLI_HAS(cli_out, "redis://***@127.0.0.1");
+  CLI_CHECK(0, env, "cache verify --remote");
+  CLI_HAS(cli_out, ": 0 bad");
   redisContext *c = redis_client(&s, "pw-cli-789");
   redisReply *r = c ? redisCommand(c, "SET latch:0123456789abcdef0123456789abcdef garbage") : NULL;
   if (r) freeReplyObject(r);
   if (c) redisFree(c);
-  CHECK_LATCH(1, env, "cache verify --remote");
-  CHECK_HAS(out_text, "bad: latch:0123456789abcdef0123456789abcdef");
-  CHECK_LATCH(0, env, "cache verify --remote --fix");
-  CHECK_HAS(out_text, "1 bad, 1 removed");
+  CLI_CHECK(1, env, "cache verify --remote");
+  CLI_HAS(cli_out, "bad: latch:0123456789abcdef0123456789abcdef");
+  CLI_CHECK(0, env, "cache verify --remote --fix");
+  CLI_HAS(cli_out, "1 bad, 1 removed");
   CHECK_EQ_INT(redis_keys(&s), entries);
   char env_secret[300];
   snprintf(env_secret, sizeof env_secret, "%s LATCH_CACHE_SECRET=s1", env);
-  CHECK_LATCH(1, env_secret, "cache verify --remote"); /* unsigned entries, under a secret */
-  CHECK_HAS(out_text, "unsigned entry");
-  CHECK_LATCH(0, env, "cache pull --dir '%s'", pulled);
+  CLI_CHECK(1, env_secret, "cache verify --remote"); /* unsigned entries, under a secret */
+  CLI_HAS(cli_out, "unsigned entry");
+  CLI_CHECK(0, env, "cache pull --dir '%s'", pulled);
   snprintf(text, sizeof text, "pulled %d entr", entries);
-  CHECK_HAS(out_text, text);
-  CHECK_LATCH(0, "", "cache verify --dir '%s'", pulled);
+  CLI_HAS(cli_out, text);
+  CLI_CHECK(0, "", "cache verify --dir '%s'", pulled);
   snprintf(text, sizeof text, "verified %d entr", entries);
-  CHECK_HAS(out_text, text);
-  CHECK_LATCH(0, env, "cache clear --remote");
+  CLI_HAS(cli_out, text);
+  CLI_CHECK(0, env, "cache clear --remote");
   CHECK_EQ_INT(redis_keys(&s), 0);
-  CHECK_LATCH(0, env, "cache push --dir '%s'", pulled);
+  CLI_CHECK(0, env, "cache push --dir '%s'", pulled);
   snprintf(text, sizeof text, "pushed %d entr", entries);
-  CHECK_HAS(out_text, text);
+  CLI_HAS(cli_out, text);
   CHECK_EQ_INT(redis_keys(&s), entries);
-  CHECK_LATCH(0, env, "cache push --dir '%s'", pulled);
-  CHECK_HAS(out_text, "pushed 0 entries");
+  CLI_CHECK(0, env, "cache push --dir '%s'", pulled);
+  CLI_HAS(cli_out, "pushed 0 entries");
   /* a wrong password: an error naming the server, never the password */
   redis_url(&s, ":wrong-pw-000", "", url, sizeof url);
-  CHECK_LATCH(3, "", "cache stats --remote --cache-url '%s'", url);
-  CHECK_HAS(err_text, "authentication failed");
-  CHECK_LACKS(err_text, "wrong-pw-000");
-  CHECK_LACKS(out_text, "wrong-pw-000");
+  CLI_CHECK(3, "", "cache stats --remote --cache-url '%s'", url);
+  CLI_HAS(cli_err, "authentication failed");
+  CLI_LACKS(cli_err, "wrong-pw-000");
+  CLI_LACKS(cli_out, "wrong-pw-000");
   redis_stop(&s);
 }
 
 int main(void) {
-  const char *env_bin = getenv("LATCH_BIN"), *build = getenv("BUILD");
-  if (env_bin) snprintf(bin, sizeof bin, "%s", env_bin);
-  else snprintf(bin, sizeof bin, "%s/latch", build ? build : "build");
   corpus = getenv("LATCH_CORPUS") ? getenv("LATCH_CORPUS") : "../shared/corpus/xla";
   unsetenv("LATCH_CACHE");
   unsetenv("LATCH_CACHE_MAX_BYTES");
@@ -323,20 +281,19 @@ int main(void) {
   unsetenv("LATCH_CACHE_TEST_WRITE_DELAY_MS");
   unsetenv("LATCH_CACHE_URL");
   unsetenv("LATCH_CACHE_SECRET");
-  snprintf(temp_dir, sizeof temp_dir, "/tmp/latch-cli-cache-XXXXXX");
-  if (!mkdtemp(temp_dir)) {
+  if (!cli_setup()) {
     perror("mkdtemp");
     return 1;
   }
-  snprintf(cache_dir, sizeof cache_dir, "%s/cache", temp_dir);
+  /* Every command runs on the test's own cache unless its env says otherwise. */
+  snprintf(cache_dir, sizeof cache_dir, "%s/cache", cli_dir);
+  setenv("LATCH_CACHE_DIR", cache_dir, 1);
   RUN(usage);
   RUN(warm_start);
   RUN(damaged_and_unwritable);
   RUN(off_and_memory);
   RUN(clear_removes_leftovers);
   RUN(remote_actions);
-  char cleanup[256];
-  snprintf(cleanup, sizeof cleanup, "rm -rf '%s'", temp_dir);
-  if (system(cleanup) != 0) fprintf(stderr, "could not remove %s\n", temp_dir);
+  cli_cleanup();
   return TEST_REPORT();
 }
