@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "cli_util.h"
 #include "eval_util.h"
 #include "hlo/hlo.h"
 #include "minify/minify.h"
@@ -17,6 +18,12 @@ static hlo_module *parse(const char *text) {
   hlo_module *m = hlo_parse_module(text, strlen(text), "test", &d);
   CHECK_MSG(m != NULL, "%s", d.message);
   return m;
+}
+
+static void remove_dir(const char *dir) {
+  char command[256];
+  snprintf(command, sizeof command, "rm -rf '%s'", dir);
+  CHECK(system(command) == 0);
 }
 
 static void free_inputs(rt_value **in, int n) {
@@ -240,12 +247,9 @@ static void test_seeded_inputs(void) {
   min_predicate predicate = o.predicate;
   min_repro_info info = {.backend = "reference"};
   CHECK_MSG(min_write_repro(dir, &r, &predicate, &info, &d) == HLO_OK, "%s", d.message);
-  char path[256], text[4096] = "";
+  char path[256], text[4096];
   snprintf(path, sizeof path, "%s/report.txt", dir);
-  FILE *f = fopen(path, "r");
-  size_t len = f ? fread(text, 1, sizeof text - 1, f) : 0;
-  text[len] = 0;
-  if (f) fclose(f);
+  cli_read_text(path, text, sizeof text);
   CHECK_MSG(strstr(text, "replaced:   %a (f32[1,3]) by a seeded array, element i = ((i * 3 + 0) mod 7) - 3") != NULL,
             "%s", text);
   CHECK_MSG(strstr(text, "inputs:     384 bytes before, 0 bytes after") != NULL, "%s", text);
@@ -259,9 +263,7 @@ static void test_seeded_inputs(void) {
   min_report_free(&r);
   free_inputs(in, 2);
   hlo_module_free(m);
-  char command[256];
-  snprintf(command, sizeof command, "rm -rf '%s'", dir);
-  CHECK(system(command) == 0);
+  remove_dir(dir);
 }
 
 /* A failure that needs the 8 rows and the parameter a: a --test command that wants
@@ -292,9 +294,7 @@ static void test_size_dependent(void) {
   min_report_free(&r);
   free_inputs(in, 2);
   hlo_module_free(m);
-  char command[256];
-  snprintf(command, sizeof command, "rm -rf '%s'", dir);
-  CHECK(system(command) == 0);
+  remove_dir(dir);
 }
 
 int main(void) {
