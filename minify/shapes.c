@@ -5,10 +5,13 @@
  * consistent or the candidate is invalid and costs no check. The new inputs are the leading
  * block of the old ones (the data keep their values where they remain). Sizes are tried
  * smallest first (1, then v/2^k up to v/2), the sizes worth most bytes first, so batch goes
- * to 1 and spatial and feature dims shrink as far as the failure allows. Modules whose called
- * computations take arrays (fusions, loops) are left alone: their bodies would need the same
- * rewrite. Parameters with a tuple shape and non-scalar constants that hold a resized dim
- * make the candidate invalid. */
+ * to 1 and spatial and feature dims shrink as far as the failure allows. Called computations
+ * (loops, calls, fusions, conditionals, reducers) get the same rewrite, callees first, their
+ * parameters resized like the entry's, so a size shared across a loop body shrinks with it;
+ * the verifier refuses a candidate whose bodies no longer match their callers (a body dim
+ * of that size that is not the caller's). Entry parameters with a tuple shape and constants
+ * (in any computation) that hold a resized dim make the candidate invalid. Ops whose shape
+ * is declared, not inferred (custom-call, infeed, ...), keep their declared shapes. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,26 +37,19 @@ static bool declares_dims(hlo_opcode op) {
   return op == HLO_OP_PARAMETER || op == HLO_OP_BROADCAST || op == HLO_OP_RESHAPE || op == HLO_OP_IOTA;
 }
 
-static bool called_take_arrays(const hlo_module *module) {
-  for (int c = 0; c < module->comp_count; c++) {
-    const hlo_comp *comp = module->comps[c];
-    if (comp == module->entry) continue;
-    for (int i = 0; i < comp->instr_count; i++)
-      if (!hlo_shape_is_array(&comp->instrs[i]->shape) || comp->instrs[i]->shape.rank > 0) return true;
-  }
-  return false;
-}
-
-/* Rewrites copy's entry shapes for the size change; false when it does not fit. */
-static bool resize_entry(hlo_module *copy, int64_t from, int64_t to, hlo_diag *diag) {
-  hlo_comp *entry = copy->entry;
-  for (int i = 0; i < entry->instr_count; i++) {
-    hlo_instr *instr = entry->instrs[i];
+/* Rewrites comp's shapes for the size change: its parameters and the dims broadcasts,
+ * reshapes and iotas declare are resized, every other shape inferred again (computations it
+ * calls are done already). An entry parameter with a tuple shape cannot be resized (its
+ * input could not be cut), nor can a constant; false then, or when inference fails. */
+static bool resize_comp(hlo_module *copy, hlo_comp *comp, int64_t from, int64_t to, hlo_diag *diag) {
+  bool entry = comp == copy->entry;
+  for (int i = 0; i < comp->instr_count; i++) {
+    hlo_instr *instr = comp->instrs[i];
     if (instr->opcode == HLO_OP_CONSTANT) {
       if (resize_dims(&instr->shape, from, 0)) return false;
       continue;
     }
-    if (instr->opcode == HLO_OP_PARAMETER && instr->shape.dtype == HLO_TUPLE) {
+    if (entry && instr->opcode == HLO_OP_PARAMETER && instr->shape.dtype == HLO_TUPLE) {
       if (resize_dims(&instr->shape, from, 0)) return false;
       continue;
     }
@@ -72,7 +68,40 @@ static bool resize_entry(hlo_module *copy, int64_t from, int64_t to, hlo_diag *d
       instr->shape = inferred;
     }
   }
-  return hlo_verify_module(copy, diag) == HLO_OK;
+  return true;
+}
+
+/* Whether every computation comp calls is in done. */
+static bool callees_done(const hlo_module *module, const hlo_comp *comp, const bool *done) {
+  for (int i = 0; i < comp->instr_count; i++)
+    for (int k = 0; k < comp->instrs[i]->called_count; k++)
+      for (int c = 0; c < module->comp_count; c++)
+        if (module->comps[c] == comp->instrs[i]->called[k] && !done[c]) return false;
+  return true;
+}
+
+/* Rewrites every computation of copy for the size change, callees before their callers (a
+ * call's shape is its callee's root), so loops, calls, fusions and conditionals whose
+ * bodies take arrays shrink with the entry; the verifier then checks that each body's
+ * parameters still match what its caller passes. False when anything does not fit. */
+static bool resize_module(hlo_module *copy, int64_t from, int64_t to, hlo_diag *diag) {
+  int n = copy->comp_count;
+  bool *done = hlo_calloc((size_t)n + 1, sizeof *done);
+  if (!done) return false;
+  bool ok = true;
+  for (int finished = 0, progress = 1; ok && finished < n && progress;) {
+    progress = 0;
+    for (int c = 0; ok && c < n; c++)
+      if (!done[c] && callees_done(copy, copy->comps[c], done)) {
+        ok = resize_comp(copy, copy->comps[c], from, to, diag);
+        done[c] = true;
+        finished++;
+        progress = 1;
+      }
+    if (!progress && finished < n) ok = false; /* a cycle: not a valid module */
+  }
+  free(done);
+  return ok && hlo_verify_module(copy, diag) == HLO_OK;
 }
 
 /* The leading block of value with shape's dims (same type); NULL without memory. */
@@ -103,7 +132,7 @@ static hlo_module *resized(min_ctx *ctx, int64_t from, int64_t to, rt_value ***i
   hlo_diag_clear(&diag);
   hlo_module *copy = hlo_module_clone(ctx->module, &diag);
   if (!copy) return NULL;
-  if (!resize_entry(copy, from, to, &diag)) {
+  if (!resize_module(copy, from, to, &diag)) {
     hlo_module_free(copy);
     return NULL;
   }
@@ -177,7 +206,6 @@ static bool shrink_size(min_ctx *ctx, int64_t size) {
 }
 
 bool min_strategy_shapes(min_ctx *ctx) {
-  if (called_take_arrays(ctx->module)) return false;
   size_weight sizes[64];
   int count = param_sizes(ctx->module->entry, sizes, 64);
   bool won = false;

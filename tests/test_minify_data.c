@@ -266,6 +266,63 @@ static void test_seeded_inputs(void) {
   remove_dir(dir);
 }
 
+/* x: f32[8,6] = 0, 1, ..., 47 through a call and a while loop whose bodies take arrays: the
+ * loop runs cosine twice on its f32[8,6] state. Under a cosine fault the sizes shrink
+ * through both bodies: every f32[8,6] in the module becomes f32[1,1] (the bodies' parameters
+ * and the loop's tuple with it), and the verifier accepts each candidate. */
+static const char *const looped =
+    "HloModule l\n"
+    "twice {\n"
+    "  q = f32[8,6] parameter(0)\n"
+    "  ROOT d = f32[8,6] add(q, q)\n"
+    "}\n"
+    "cond {\n"
+    "  s = (s32[], f32[8,6]) parameter(0)\n"
+    "  i = s32[] get-tuple-element(s), index=0\n"
+    "  n = s32[] constant(2)\n"
+    "  ROOT lt = pred[] compare(i, n), direction=LT\n"
+    "}\n"
+    "body {\n"
+    "  s = (s32[], f32[8,6]) parameter(0)\n"
+    "  i = s32[] get-tuple-element(s), index=0\n"
+    "  one = s32[] constant(1)\n"
+    "  j = s32[] add(i, one)\n"
+    "  v = f32[8,6] get-tuple-element(s), index=1\n"
+    "  c = f32[8,6] cosine(v)\n"
+    "  ROOT t = (s32[], f32[8,6]) tuple(j, c)\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  x = f32[8,6] parameter(0)\n"
+    "  a = f32[8,6] call(x), to_apply=twice\n"
+    "  zero = s32[] constant(0)\n"
+    "  init = (s32[], f32[8,6]) tuple(zero, a)\n"
+    "  w = (s32[], f32[8,6]) while(init), condition=cond, body=body\n"
+    "  ROOT r = f32[8,6] get-tuple-element(w), index=1\n"
+    "}\n";
+
+static void test_shapes_through_bodies(void) {
+  hlo_module *m = parse(looped);
+  rt_value **in = wide_inputs(); /* only x is used */
+  min_options o = accuracy_options(HLO_OP_COS);
+  o.small_inputs_bytes = 1;
+  o.keep_shapes = false;
+  o.progress = getenv("TEST_VERBOSE") ? stderr : NULL;
+  min_report r;
+  hlo_diag d = {HLO_OK, ""};
+  CHECK_MSG(min_minify(m, in, 1, &o, &r, &d) == HLO_OK, "%s", d.message);
+  CHECK_EQ_INT(r.wins[MIN_SHAPES], 2);
+  char *text = hlo_module_to_text(r.module);
+  CHECK_MSG(strstr(text, "f32[8") == NULL && strstr(text, ",6]") == NULL, "%s", text);
+  CHECK_MSG(strstr(text, "(s32[], f32[1,1]) while(") != NULL, "%s", text);
+  CHECK_MSG(strstr(text, "f32[1,1] cosine(") != NULL, "%s", text);
+  free(text);
+  /* the candidate runs: one loop of two cosines on the shrunk state */
+  CHECK_EQ_INT(r.reproduced, 3);
+  min_report_free(&r);
+  free_inputs(in, 2);
+  hlo_module_free(m);
+}
+
 /* A failure that needs the 8 rows and the parameter a: a --test command that wants
  * "cosine(%a)" on f32[8,...]. The 6 columns go to 1; the input keeps its data, the first
  * column of a = x + 1: 1, 7, 13, ..., 43. */
@@ -302,6 +359,7 @@ int main(void) {
   RUN(test_scan);
   RUN(test_shapes_and_inputs);
   RUN(test_seeded_inputs);
+  RUN(test_shapes_through_bodies);
   RUN(test_size_dependent);
   return TEST_REPORT();
 }
