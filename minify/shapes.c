@@ -127,12 +127,10 @@ static rt_value *leading_block(const rt_value *value, const hlo_shape *shape) {
 }
 
 /* The candidate with every dim of size from made to; NULL when it is invalid. */
-static hlo_module *resized(min_ctx *ctx, int64_t from, int64_t to, rt_value ***inputs) {
-  hlo_diag diag;
-  hlo_diag_clear(&diag);
-  hlo_module *copy = hlo_module_clone(ctx->module, &diag);
+static hlo_module *resized(min_ctx *ctx, int64_t from, int64_t to, rt_value ***inputs, hlo_diag *diag) {
+  hlo_module *copy = hlo_module_clone(ctx->module, diag);
   if (!copy) return NULL;
-  if (!resize_module(copy, from, to, &diag)) {
+  if (!resize_module(copy, from, to, diag)) {
     hlo_module_free(copy);
     return NULL;
   }
@@ -197,8 +195,14 @@ static bool shrink_size(min_ctx *ctx, int64_t size) {
   for (int i = smalls - 1; i >= 0; i--) tries[count++] = small[i];
   for (int i = 0; i < count && !min_stopped(ctx); i++) {
     rt_value **inputs = NULL;
-    hlo_module *candidate = resized(ctx, size, tries[i], &inputs);
-    if (!candidate) continue;
+    hlo_diag diag;
+    hlo_diag_clear(&diag);
+    hlo_module *candidate = resized(ctx, size, tries[i], &inputs, &diag);
+    if (!candidate) {
+      min_progress(ctx, "shapes: %lld -> %lld: skipped an invalid candidate%s%s", (long long)size, (long long)tries[i],
+                   diag.message[0] ? ": " : "", diag.message);
+      continue;
+    }
     bool smaller = min_input_bytes(candidate) < min_input_bytes(ctx->module);
     if (min_try_candidate(ctx, candidate, inputs, candidate->entry->param_count, MIN_SHAPES, smaller)) return true;
   }
