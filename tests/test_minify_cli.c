@@ -7,16 +7,9 @@
 #include <unistd.h>
 
 #include "test.h"
+#include "cli_util.h"
 
-static char dir[64], bin[512];
 static char err_text[1 << 16];
-
-static void read_text(const char *path, char *out, size_t size) {
-  FILE *f = fopen(path, "rb");
-  size_t len = f ? fread(out, 1, size - 1, f) : 0;
-  out[len] = 0;
-  if (f) fclose(f);
-}
 
 /* Runs a shell command line (with $L the latch binary and $D the test's directory); returns
  * its exit status, 128 + signal when killed; its stderr goes to err_text. */
@@ -27,11 +20,10 @@ static int sh(const char *format, ...) {
   va_start(list, format);
   vsnprintf(line, sizeof line, format, list);
   va_end(list);
-  snprintf(command, sizeof command, "L='%s'; D='%s'; ( %s ) >'%s/out' 2>'%s/err'", bin, dir, line, dir, dir);
+  snprintf(command, sizeof command, "L='%s'; D='%s'; ( %s ) >'%s/out' 2>'%s/err'", cli_bin, cli_dir, line, cli_dir,
+           cli_dir);
   int status = system(command);
-  char path[128];
-  snprintf(path, sizeof path, "%s/err", dir);
-  read_text(path, err_text, sizeof err_text);
+  cli_read_text(cli_path("err"), err_text, sizeof err_text);
   if (status == -1) return -1;
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }
@@ -43,10 +35,8 @@ static int sh(const char *format, ...) {
   } while (0)
 
 static void write_module(void) {
-  char path[128];
-  snprintf(path, sizeof path, "%s/m.hlo", dir);
-  FILE *f = fopen(path, "w");
-  fputs("HloModule m\n"
+  cli_write_text(cli_path("m.hlo"),
+        "HloModule m\n"
         "ENTRY e {\n"
         "  x = f32[4] parameter(0)\n"
         "  y = f32[4] parameter(1)\n"
@@ -56,9 +46,7 @@ static void write_module(void) {
         "  d = f32[4] subtract(c, y)\n"
         "  e = f32[4] tanh(d)\n"
         "  ROOT r = (f32[4], f32[4]) tuple(e, a)\n"
-        "}\n",
-        f);
-  fclose(f);
+        "}\n");
 }
 
 static void run_checks(void) {
@@ -77,14 +65,12 @@ static void run_checks(void) {
 static void minify_and_reproduce(const char *fault, const char *check, const char *extra) {
   CHECK_SH(0, "rm -rf $D/r && LATCH_FAULT=%s $L minify $D/m.hlo --check %s -o $D/r %s", fault, check, extra);
   CHECK(strstr(err_text, "minify: [") != NULL); /* progress lines */
-  char path[256], text[4096];
-  snprintf(path, sizeof path, "%s/r/repro.hlo", dir);
-  read_text(path, text, sizeof text);
+  char text[4096];
+  cli_read_text(cli_path("r/repro.hlo"), text, sizeof text);
   CHECK_MSG(strstr(text, "ROOT %c = f32[4] cosine(%b)") != NULL, "%s", text);
   CHECK(strstr(text, "add(") == NULL && strstr(text, "tanh(") == NULL);
   CHECK_SH(0, "test -f $D/r/inputs/0.npy && test ! -f $D/r/inputs/1.npy && test -x $D/r/repro.sh");
-  snprintf(path, sizeof path, "%s/r/report.txt", dir);
-  read_text(path, text, sizeof text);
+  cli_read_text(cli_path("r/report.txt"), text, sizeof text);
   CHECK(strstr(text, "before:     8 instructions (6 ops)") != NULL);
   CHECK(strstr(text, "after:      2 instructions (1 ops), 1 parameters") != NULL);
   CHECK(strstr(text, "checks:") && strstr(text, "time:") && strstr(text, "strategies that worked: "));
@@ -135,14 +121,19 @@ static void minify_options(void) {
               "--max-bytes 8 --quiet");
   CHECK_SH(0, "grep -q 'inputs:     32 bytes before, 4 bytes after' $D/f/report.txt");
   CHECK_SH(1, "LATCH_REPRO_MAX_BYTES=lots $L minify $D/m.hlo --check compile -o $D/x --quiet");
+  /* A failure constant data hides (shift:cosine moves the cosine's results one place): the
+   * cosine's input shrinks to f32[2] and becomes the seeded array, so the repro reads no
+   * input, says so, and replays with the fault only. */
+  CHECK_SH(0, "rm -rf $D/g && LATCH_FAULT=shift:cosine $L minify $D/m.hlo --check accuracy -o $D/g "
+              "--max-bytes 1 --quiet");
+  CHECK_SH(0, "grep -q 'inputs:     32 bytes before, 0 bytes after' $D/g/report.txt");
+  CHECK_SH(0, "grep -q 'replaced:   %%b (f32\\[2\\]) by a seeded array' $D/g/report.txt");
+  CHECK_SH(1, "grep -q ' parameter(' $D/g/repro.hlo");
+  CHECK_SH(4, "LATCH_FAULT=shift:cosine $L run $D/g/repro.hlo --check accuracy");
+  CHECK_SH(0, "$L run $D/g/repro.hlo --check accuracy");
   /* A compile failure in a step whose parameters take 16 TiB: no data is made anywhere. */
-  char path[128];
-  snprintf(path, sizeof path, "%s/huge.hlo", dir);
-  FILE *f = fopen(path, "w");
-  fputs("HloModule huge\nENTRY e {\n  x = f32[2097152,2097152] parameter(0)\n"
-        "  c = f32[2097152,2097152] cosine(x)\n  ROOT t = f32[2097152,2097152] tanh(c)\n}\n",
-        f);
-  fclose(f);
+  cli_write_text(cli_path("huge.hlo"), "HloModule huge\nENTRY e {\n  x = f32[2097152,2097152] parameter(0)\n"
+                                       "  c = f32[2097152,2097152] cosine(x)\n  ROOT t = f32[2097152,2097152] tanh(c)\n}\n");
   CHECK_SH(0, "$L run $D/huge.hlo --check compile");
   CHECK_SH(0, "rm -rf $D/h && LATCH_FAULT=compile:cosine $L minify $D/huge.hlo --check compile -o $D/h "
               "--keep-shapes --quiet");
@@ -159,23 +150,15 @@ static void minify_options(void) {
 }
 
 int main(void) {
-  const char *env_bin = getenv("LATCH_BIN"), *build = getenv("BUILD");
-  char relative[512];
-  if (env_bin) snprintf(relative, sizeof relative, "%s", env_bin);
-  else snprintf(relative, sizeof relative, "%s/latch", build && *build ? build : "build");
-  if (!realpath(relative, bin)) snprintf(bin, sizeof bin, "%s", relative);
-  snprintf(dir, sizeof dir, "/tmp/latch-minify-cli-XXXXXX");
-  if (!mkdtemp(dir)) {
+  if (!cli_setup()) {
     perror("mkdtemp");
     return 1;
   }
-  CHECK_MSG(access(bin, X_OK) == 0, "no latch binary at %s", bin);
+  CHECK_MSG(access(cli_bin, X_OK) == 0, "no latch binary at %s", cli_bin);
   write_module();
   RUN(run_checks);
   RUN(minify_command);
   RUN(minify_options);
-  char cleanup[128];
-  snprintf(cleanup, sizeof cleanup, "rm -rf '%s'", dir);
-  if (system(cleanup) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  cli_cleanup();
   return TEST_REPORT();
 }
