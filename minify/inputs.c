@@ -5,11 +5,11 @@
  * generator written into the module, not data: element i (row-major) is
  * ((i * A + B) mod 7) - 3, the multiplier A in 1..6 and the offset B picked by the seed, so
  * the values are the small integers -3..3 (0..6 for unsigned types), every seven
- * consecutive elements distinct, and two parameters replaced this way differ. It is computed in s32 (iota, multiply, add,
- * remainder, subtract: exact on every backend), then converted and reshaped, so the
- * reference and the backend see the same values and a repro stays one text file. A
- * candidate is kept when it still fails the same way. For a compile check only zeros are
- * tried: the compile never sees values. */
+ * consecutive elements distinct, and two parameters replaced this way differ. It is
+ * computed in s32 (iota, multiply, add, remainder, subtract: exact on every backend), then
+ * converted and reshaped, so the reference and the backend see the same values and a repro
+ * stays one text file. A candidate is kept when it still fails the same way. For a compile
+ * check only zeros are tried: the compile never sees values. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
