@@ -7,7 +7,9 @@
  *               results read through the buffer protocol
  *   ops.c       one Python function per latch op
  *   function.c  the Function type: a latch_function whose trace runs a Python callable, with
- *               the torch-side guards (device, layout, parameters and their versions) in C */
+ *               the torch-side guards (device, layout, parameters and their versions) in C
+ *   dispatch.c  the aten op table both latch.torch modes lower through (the common ops made
+ *               in C), and latch lazy's __torch_dispatch__ */
 #ifndef LATCHPY_H
 #define LATCHPY_H
 #define PY_SSIZE_T_CLEAN
@@ -47,4 +49,7 @@ extern PyMethodDef lp_op_methods[];
 
 /* function.c */
 int lp_function_init(PyObject *module);
+
+/* dispatch.c */
+int lp_dispatch_init(PyObject *module);
 #endif

@@ -67,7 +67,8 @@ PyMODINIT_FUNC PyInit__latch(void) {
   LatchUnsupported = PyErr_NewException("latch._latch.Unsupported", LatchError, NULL);
   if (!LatchError || !LatchUnsupported || PyModule_AddObjectRef(m, "Error", LatchError) < 0 ||
       PyModule_AddObjectRef(m, "Unsupported", LatchUnsupported) < 0 || PyModule_AddFunctions(m, module_methods) < 0 ||
-      PyModule_AddFunctions(m, lp_op_methods) < 0 || lp_tensor_init(m) < 0 || lp_function_init(m) < 0) {
+      PyModule_AddFunctions(m, lp_op_methods) < 0 || lp_tensor_init(m) < 0 || lp_function_init(m) < 0 ||
+      lp_dispatch_init(m) < 0) {
     Py_DECREF(m);
     return NULL;
   }

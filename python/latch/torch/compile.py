@@ -80,7 +80,7 @@ def interpret(gm, inputs, attrs):
             if node.target is operator.getitem:
                 env[node] = args[0][args[1]]
             else:
-                env[node] = LOWERINGS[node.target](*args, **kwargs)
+                env[node] = _latch.lower(node.target, tuple(args), kwargs or None)  # LOWERINGS, common ops in C
         elif node.op == "output":
             return [env[a] if isinstance(a, torch.fx.Node) else a for a in pytree.tree_flatten(_plain(node.args[0]))[0]]
         else:

@@ -24,16 +24,13 @@ _warned = set()
 
 
 class LazyTensor(torch.Tensor):
+    """Made by tensor() and by ops on LazyTensors (the extension's lazy_wrap); holds .lt."""
     __slots__ = ["lt"]
 
-    @staticmethod
-    def __new__(cls, lt, requires_grad=False):
-        r = torch.Tensor._make_wrapper_subclass(cls, lt.shape, dtype=D.TO_TORCH[lt.dtype], device="cpu",
-                                                requires_grad=requires_grad)
-        r.lt = lt
-        return r
-
     __torch_function__ = torch._C._disabled_torch_function_impl
+    # lookup, unwrapping, lowering and wrapping in C (python/src/dispatch.c); what C does not
+    # handle comes back to _slow
+    __torch_dispatch__ = classmethod(_latch.lazy_dispatch)
 
     def __repr__(self):
         return f"LazyTensor({materialize(self)!r})"
@@ -53,34 +50,12 @@ class LazyTensor(torch.Tensor):
             return materialize(self)
         return super().to(*args, **kwargs)
 
-    @classmethod
-    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is aten._local_scalar_dense.default:
-            return materialize(args[0]).item()
-        lower = LOWERINGS.get(func)
-        if lower is None:
-            return _eager(func, args, kwargs)
-        largs = [_unwrap_arg(a) for a in args]
-        lkwargs = {k: _unwrap_arg(v) for k, v in kwargs.items()} if kwargs else kwargs
-        try:
-            out = lower(*largs, **lkwargs)
-        except _latch.Unsupported:
-            return _eager(func, args, kwargs)
-        if func._schema.name.endswith("_") and args and isinstance(args[0], LazyTensor):
-            return args[0]  # in place
-        if isinstance(out, _latch.Tensor):
-            return LazyTensor(out)
-        return pytree.tree_map(lambda x: LazyTensor(x) if isinstance(x, _latch.Tensor) else x, out)
 
-
-def _unwrap_arg(a):
-    """_unwrap over one argument: a tensor, a list or tuple of them, or anything else."""
-    if type(a) is LazyTensor:
-        return a.lt
-    if isinstance(a, (list, tuple)):
-        return [_unwrap(x) for x in a] if a and isinstance(a[0], torch.Tensor) else a  # lists of ints stay
-    return _unwrap(a)
+def _slow(func, args, kwargs):
+    """What lazy_dispatch hands back: .item(), and ops latch does not lower (run eagerly)."""
+    if func is aten._local_scalar_dense.default:
+        return materialize(args[0]).item()
+    return _eager(func, args, kwargs or {})
 
 
 def _unwrap(x):
@@ -104,14 +79,14 @@ def _eager(func, args, kwargs):
         _warned.add(name)
         print(f"latch: lazy: aten op {name} is not lowered; it runs eagerly", file=sys.stderr)
     out = func(*pytree.tree_map(materialize, args), **pytree.tree_map(materialize, kwargs))
-    return pytree.tree_map(lambda t: LazyTensor(_latch.from_torch(t.contiguous())) if isinstance(t, torch.Tensor) else t,
-                           out)
+    return pytree.tree_map(lambda t: _latch.lazy_wrap(_latch.from_torch(t.contiguous())) if isinstance(t, torch.Tensor)
+                           else t, out)
 
 
 def tensor(t, requires_grad=None):
     """t lent to latch (no copy) as a LazyTensor."""
     rg = t.requires_grad if requires_grad is None else requires_grad
-    return LazyTensor(_latch.from_torch(t.detach().contiguous()), requires_grad=rg)
+    return _latch.lazy_wrap(_latch.from_torch(t.detach().contiguous()), rg)
 
 
 class LazyModule:
@@ -153,6 +128,9 @@ class LazyModule:
 
 def module(m):
     return LazyModule(m)
+
+
+_latch.lazy_setup(LazyTensor, torch.Tensor, _slow, _unwrap, torch.device("cpu"), D.TO_TORCH)
 
 
 def mark_step():

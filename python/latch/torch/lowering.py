@@ -207,9 +207,14 @@ def relu(x):
     return L.relu(x)
 
 
-@lowers(aten.hardtanh.default, aten.clamp.default)
+@lowers(aten.clamp.default)
 def clamp(x, low=None, high=None):
     return L.clamp(x, -math.inf if low is None else low, math.inf if high is None else high)
+
+
+@lowers(aten.hardtanh.default)
+def hardtanh(x, low=-1, high=1):
+    return L.clamp(x, low, high)
 
 
 @lowers(aten.gelu.default)
@@ -789,3 +794,11 @@ def dropout(x, p, train):
 @lowers(aten.native_dropout.default)
 def native_dropout(x, p, train):
     return dropout(x, p, train), None
+
+
+def _install():
+    """The table the extension lowers through (python/src/dispatch.c), keyed by overload."""
+    _latch.lower_table([(op, op._schema.name, op._overloadname, fn) for op, fn in LOWERINGS.items()])
+
+
+_install()
