@@ -1,4 +1,5 @@
-"""Every aten op latch.torch lowers, through latch.torch.compile, against eager PyTorch on
+"""Every aten op latch.torch lowers, through latch.torch.compile and through latch.torch.lazy
+(whose common ops the extension makes in C, python/src/dispatch.c), against eager PyTorch on
 small seeded inputs (expected values: PyTorch's own eager kernels)."""
 import pytest
 import torch
@@ -26,6 +27,8 @@ CASES = {
     "masked_fill": (lambda a: a.masked_fill(a < 0, -1.0), A),
     "relu_clamp_gelu": (lambda a: F.relu(a) + F.hardtanh(a, -0.5, 0.5) + F.gelu(a) + F.gelu(a, approximate="tanh"), A),
     "relu6_inplace": (lambda a: F.relu6(a * 4, inplace=True), A),
+    "hardtanh_default_bounds": (lambda a: torch.ops.aten.hardtanh.default(a * 4), A),  # -1 and 1
+    "inplace_ops": (lambda a, b: (a * 1).add_(b).mul_(b).clamp_(-0.5, 0.5).sigmoid_(), A, B),
     "mm_addmm_linear": (lambda a, m: F.linear(a, m.t(), m[0]) + (a @ m).sum(), A, M),
     "bmm_matmul": (lambda x: x @ x.transpose(1, 2), SEQ),
     "softmax": (lambda x: torch.softmax(x, -1) + torch.log_softmax(x, 1).exp(), SEQ),
@@ -59,6 +62,31 @@ def test_op(name):
     close(got, want)
     close(compiled(*[a.clone() for a in args]), want)  # the cached entry
     assert compiled.stats()["hits"] == 1
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_op_lazy(name, capfd):
+    fn, *args = CASES[name]
+    want = fn(*[a.clone() for a in args])
+    got = fn(*[lt.lazy.tensor(a.clone()) for a in args])
+    lt.mark_step()
+    got = [g.cpu() for g in got] if isinstance(got, (tuple, list)) else got.cpu()
+    assert "is not lowered" not in capfd.readouterr().err
+    if isinstance(got, list):
+        for a, b in zip(got, want):
+            close(a, b)
+    else:
+        close(got, want)
+
+
+def test_lazy_dispatch_errors():
+    """An op on a tensor latch cannot take raises, naming why; an unknown overload is refused."""
+    import latch
+    x = lt.lazy.tensor(torch.ones(2, 3))
+    with pytest.raises(latch.Error, match="matmul"):
+        torch.mm(x, lt.lazy.tensor(torch.ones(2, 3)))
+    with pytest.raises(latch.Unsupported, match="not lowered"):
+        latch._latch.lower(torch.ops.aten.cumsum.default, (x.lt, 0), None)
 
 
 def test_backward_ops():
