@@ -253,12 +253,35 @@ static PyObject *function_stats(LatchFunction *self, PyObject *noargs) {
   return d;
 }
 
+/* marks: a sequence of (input, dim) pairs, each dim symbolic from the first trace. */
+static latch_dim_mark *read_marks(PyObject *marks, int *count) {
+  *count = 0;
+  if (!marks || marks == Py_None) return NULL;
+  PyObject *fast = PySequence_Fast(marks, "latch Function: marks is a sequence of (input, dim) pairs");
+  if (!fast) return NULL;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  latch_dim_mark *out = PyMem_Calloc((size_t)(n ? n : 1), sizeof *out);
+  if (!out) PyErr_NoMemory();
+  for (Py_ssize_t i = 0; out && i < n; i++) {
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, i), "ii", &out[i].input, &out[i].dim)) {
+      PyMem_Free(out);
+      out = NULL;
+    } else {
+      out[i].dynamic = true;
+    }
+  }
+  Py_DECREF(fast);
+  if (out) *count = (int)n;
+  return out;
+}
+
 static int function_init(LatchFunction *self, PyObject *args, PyObject *kw) {
-  static char *names[] = {"tracer", "output_count", "name", "mode", "shapes", "recompile_limit", NULL};
-  PyObject *tracer;
+  static char *names[] = {"tracer", "output_count", "name", "mode", "shapes", "recompile_limit", "marks", NULL};
+  PyObject *tracer, *marks_obj = NULL;
   int output_count, mode = 0, shapes = 0, limit = -1;
   const char *name = NULL;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi|ziii", names, &tracer, &output_count, &name, &mode, &shapes, &limit))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi|ziiiO", names, &tracer, &output_count, &name, &mode, &shapes, &limit,
+                                   &marks_obj))
     return -1;
   latch_runtime *rt = lp_runtime();
   if (!rt) return -1;
@@ -279,7 +302,11 @@ static int function_init(LatchFunction *self, PyObject *args, PyObject *kw) {
   options.mode = (latch_trace_mode)mode;
   options.shapes = (latch_shape_policy)shapes;
   if (limit >= 0) options.recompile_limit = limit;
-  self->fn = latch_function_new_step(rt, trace, self, &options);
+  latch_dim_mark *marks = read_marks(marks_obj, &options.mark_count);
+  if (!marks && PyErr_Occurred()) return -1;
+  options.marks = marks;
+  self->fn = latch_function_new_step(rt, trace, self, &options); /* marks copied */
+  PyMem_Free(marks);
   if (!self->fn) {
     lp_raise_status(LATCH_ERR_INPUT, "function");
     return -1;
@@ -333,8 +360,9 @@ PyTypeObject LatchFunction_Type = {
     .tp_basicsize = sizeof(LatchFunction),
     .tp_dealloc = (destructor)function_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Function(tracer, output_count, name=None, mode=0, shapes=0, recompile_limit=-1): trace once, "
-              "guard every call; call with torch tensors, get latch Tensors",
+    .tp_doc = "Function(tracer, output_count, name=None, mode=0, shapes=0, recompile_limit=-1, marks=None): trace "
+              "once, guard every call; call with torch tensors, get latch Tensors. marks: (input, dim) pairs "
+              "symbolic from the first trace",
     .tp_traverse = (traverseproc)function_traverse,
     .tp_clear = (inquiry)function_clear,
     .tp_init = (initproc)function_init,

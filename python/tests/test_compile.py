@@ -60,6 +60,33 @@ def test_batch_sweep_two_compiles():
     assert latch.stats()["compiles"] - before <= 2
 
 
+@pytest.mark.parametrize("dynamic,traces", [(None, 3), (True, 2), (False, 6)])
+def test_dynamic_policies(dynamic, traces):
+    """Shapes (3,4) (5,4) (7,4) (5,6) (5,7) (2,7). None: static first, then dim 0 changes (a
+    second trace, dim 0 symbolic), then dim 1 (a third). True: dim 0 symbolic from the
+    first trace, dim 1 changes once (a second). False: one trace per shape."""
+    c = lt.compile(lambda x: x.sum(1), dynamic=dynamic)
+    for shape in [(3, 4), (5, 4), (7, 4), (5, 6), (5, 7), (2, 7)]:
+        assert c(torch.ones(shape)).tolist() == [float(shape[1])] * shape[0]
+    assert (c.stats()["traces"], c.stats()["entries"]) == (traces, traces)
+
+
+def test_dynamic_true_batch_sweep_one_trace():
+    """dynamic=True: a 2..64 batch sweep is one trace (None takes two: see above)."""
+    m = mlp()
+    c = lt.compile(m, dynamic=True)
+    with torch.no_grad():
+        for batch in range(2, 65):
+            x = torch.randn(batch, 8)
+            close(c(x), m(x))
+    assert c.stats()["traces"] == 1, c.stats()
+
+
+def test_dynamic_must_be_none_or_a_bool():
+    with pytest.raises(ValueError, match="dynamic must be None, True or False"):
+        lt.compile(lambda x: x, dynamic="yes")
+
+
 def test_train_cnn_batch_sweep():
     """A training step over changing batches: two traces, symbolic batch, eager's values."""
     import copy

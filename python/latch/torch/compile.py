@@ -22,7 +22,7 @@ from . import dtypes as D
 from .lowering import LOWERINGS
 
 TRACE_ONCE, TRACE_EVERY, TRACE_EAGER = 0, 1, 2
-SHAPES = {None: 0, True: 0, False: 1}  # automatic (latch's policy), static
+SHAPES = {None: 0, True: 0, False: 1}  # latch_shape_policy: automatic, automatic with the batch marked, static
 
 
 def _copy(t):
@@ -102,7 +102,9 @@ class Compiled:
         self.fn = fn
         self.module = fn if isinstance(fn, torch.nn.Module) else None
         self.name = name or getattr(fn, "__name__", None) or type(fn).__name__
-        self.mode, self.shapes = mode, SHAPES[dynamic]
+        if dynamic not in SHAPES:
+            raise ValueError(f"latch.torch.compile: dynamic must be None, True or False, not {dynamic!r}")
+        self.mode, self.dynamic, self.shapes = mode, dynamic, SHAPES[dynamic]
         self.state = _state(self.module)
         self.function = None
         self.eager_reason = None
@@ -168,8 +170,11 @@ class Compiled:
         op = unlowered(gm)
         if op is not None:
             return f"aten op {op} is not lowered"
+        # dynamic=True: each input's first (batch) dim symbolic from the first trace; other
+        # dims that change later become symbolic under latch's automatic policy
+        marks = [(i, 0) for i, a in enumerate(args) if a.dim() > 0] if self.dynamic is True else None
         self.function = _latch.Function(self._trace, len(tensor_leaves), name=self.name, mode=self.mode,
-                                        shapes=self.shapes)
+                                        shapes=self.shapes, marks=marks)
         self.function.set_params([(d, k) for d, k, _ in self.state])
         return None
 
@@ -207,7 +212,10 @@ class Compiled:
 
 def compile(fn_or_module, dynamic=None, mode=TRACE_ONCE, name=None):
     """Trace fn_or_module once per guard set and run latch's cached graph on later calls.
-    dynamic: None or True lets latch make changing dims symbolic (at most one more trace),
-    False guards every dim by value. mode: TRACE_ONCE, or TRACE_EVERY / TRACE_EAGER (latch's
+    dynamic: None is latch's automatic policy (the first trace static; dims that change
+    become symbolic, one more trace); True marks every input's first (batch) dim symbolic
+    from the first trace (a size of 0 or 1 is still specialized, as in PyTorch), other dims
+    as None; False guards every dim by value (a trace per new shape, up to the recompile
+    limit, then trace every call). mode: TRACE_ONCE, or TRACE_EVERY / TRACE_EAGER (latch's
     other trace modes, for comparison)."""
     return Compiled(fn_or_module, dynamic=dynamic, mode=mode, name=name)
