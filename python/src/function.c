@@ -33,7 +33,7 @@ typedef struct {
   param_guard *params;
 } LatchFunction;
 
-static PyObject *s_version;
+static PyObject *s_version, *s_data_ptr;
 
 /* ---- the trace: latch calls this; it calls the Python tracer ---- */
 
@@ -106,7 +106,7 @@ static bool param_lend(param_guard *p, PyObject *tensor) {
   return !PyErr_Occurred();
 }
 
-static PyObject *data_ptr_of(PyObject *tensor) { return PyObject_CallMethod(tensor, "data_ptr", NULL); }
+static PyObject *data_ptr_of(PyObject *tensor) { return PyObject_CallMethodNoArgs(tensor, s_data_ptr); }
 
 /* The guard on one parameter: same tensor, same address, same version. */
 static bool param_check(param_guard *p) {
@@ -373,7 +373,8 @@ PyTypeObject LatchFunction_Type = {
 };
 
 int lp_function_init(PyObject *module) {
-  if (!(s_version = PyUnicode_InternFromString("_version"))) return -1;
+  if (!(s_version = PyUnicode_InternFromString("_version")) || !(s_data_ptr = PyUnicode_InternFromString("data_ptr")))
+    return -1;
   if (PyType_Ready(&LatchFunction_Type) < 0) return -1;
   return PyModule_AddObjectRef(module, "Function", (PyObject *)&LatchFunction_Type);
 }
