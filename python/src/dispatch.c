@@ -223,7 +223,10 @@ static bool is_float(latch_tensor *t) {
 
 #define PLAIN() Py_NewRef(Py_NotImplemented)
 
-static PyObject *wrap_released(latch_tensor *result, latch_tensor *a, latch_tensor *b) {
+/* op(a, b) (a binary op) as a new Tensor, a and b released; a NULL a or b (out of memory)
+ * raises MemoryError. */
+static PyObject *binary_released(latch_binop op, latch_tensor *a, latch_tensor *b) {
+  latch_tensor *result = a && b ? latch_binary(op, a, b) : NULL;
   latch_release(a);
   latch_release(b);
   return lp_wrap(result);
@@ -245,8 +248,7 @@ static PyObject *fast_conv(PyObject *args, PyObject *kwargs) {
   latch_tensor *y = latch_conv2d(x, w, &p);
   if (!b) return lp_wrap(y);
   static const int64_t column[4] = {1, -1, 1, 1};
-  latch_tensor *b4 = latch_reshape(b, 4, column);
-  return wrap_released(latch_binary(LATCH_ADD, y, b4), y, b4);
+  return binary_released(LATCH_ADD, y, latch_reshape(b, 4, column));
 }
 
 static PyObject *fast_batch_norm(PyObject *args, PyObject *kwargs) {
@@ -379,8 +381,7 @@ static PyObject *fast_elementwise(op_entry *e, PyObject *args, PyObject *kwargs)
   case K_ADDMM: {
     latch_tensor *a = y, *b = tensor_of(arg(args, kwargs, 2, "mat2"));
     if (!x || !a || !b || n != 3 || !no_kwargs(kwargs)) return PLAIN(); /* beta, alpha: lowering.py */
-    latch_tensor *product = latch_matmul(a, b);
-    return wrap_released(latch_binary(LATCH_ADD, product, x), product, NULL);
+    return binary_released(LATCH_ADD, latch_matmul(a, b), latch_retain(x));
   }
   case K_SOFTMAX: {
     PyObject *dim_obj = arg(args, kwargs, 1, "dim");
@@ -418,9 +419,10 @@ static PyObject *assign_result(PyObject *args, PyObject *value) {
   }
   latch_tensor *cast = latch_tensor_dtype(src) == latch_tensor_dtype(dst) ? latch_retain(src)
                                                                          : latch_cast(src, latch_tensor_dtype(dst));
-  latch_status status = latch_assign(dst, cast);
+  latch_status status = cast ? latch_assign(dst, cast) : LATCH_ERR_INTERNAL;
   latch_release(cast);
   Py_DECREF(value);
+  if (!cast) return PyErr_NoMemory();
   if (status != LATCH_OK) return lp_raise_status(status, "assign");
   return Py_NewRef(target);
 }
