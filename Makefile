@@ -42,8 +42,8 @@ PY_OBJ = $(PY_C:%.c=$(BUILD)/obj/%.o)
 PY_SRC = $(sort $(shell find python/latch -name '*.py'))
 PY_OUT = $(PY_SRC:python/%=$(BUILD)/python/%)
 PY_MODULE = $(BUILD)/python/latch/_latch$(PY_EXT)
-# The pytest run; left out of `make sanitize` (SAN set): the extension would need ASan's
-# runtime preloaded into python3, whose own allocations (and torch's) it then reports.
+# The pytest run; left out of `make sanitize` (SAN set): under the sanitizers it needs ASan's
+# runtime preloaded into python3, which `make python-sanitize` does.
 PYTHON_TESTS = $(if $(SAN),,tests/test_python.sh)
 
 all: $(BUILD)/liblatch.a $(BUILD)/liblatch.so $(BUILD)/latch $(BUILD)/libbench.a python
@@ -104,8 +104,17 @@ $(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT) $(wildcard tests/*.h) $(BUILD)/libbe
 test: all $(TEST_BIN)
 	@BUILD=$(BUILD) SAN="$(SAN)" sh tests/run.sh $(TEST_BIN) tests/test_embed.sh tests/test_layers.sh tests/test_build_id.sh tests/test_compare_torch.sh tests/test_compare_ort.sh tests/test_zoo_sweep.sh $(PYTHON_TESTS)
 
+SAN_FLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 sanitize:
-	$(MAKE) BUILD=build-san OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
+	$(MAKE) BUILD=build-san OPT=-O1 SAN="$(SAN_FLAGS)" test
+
+# The Python tests under ASan + UBSan (opt-in, not in `make sanitize`): the extension built
+# with the sanitizers into build-san/python, python3 run with ASan's runtime preloaded (it
+# must be the first library loaded; python3 itself is not instrumented) and leak checks off
+# (CPython and torch keep allocations until exit, which LeakSanitizer would report).
+python-sanitize:
+	$(MAKE) BUILD=build-san OPT=-O1 SAN="$(SAN_FLAGS)" python
+	BUILD=build-san PY_PRELOAD="$$($(CC) -print-file-name=libasan.so)" sh tests/test_python.sh
 
 # ThreadSanitizer over the tests that use threads (named *thread* or *table*); only those
 # are built, so it stays quick.
@@ -186,7 +195,7 @@ compare-ort: all $(ORT_DIR)/node_modules/onnxruntime-node/package.json
 	/usr/bin/python3 bench/compare_ort.py --latch $(BUILD)/latch --ort $(ORT_DIR)/node_modules/onnxruntime-node \
 	  --onnx-dir $(BUILD)/onnx $(COMPARE_ARGS)
 
-.PHONY: python all test sanitize tsan test-threads clean install check-torch compare-torch compare-ort bench-function minify-mobilenet soak \
+.PHONY: python python-sanitize all test sanitize tsan test-threads clean install check-torch compare-torch compare-ort bench-function minify-mobilenet soak \
 	minify-pairs minify-scale
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 

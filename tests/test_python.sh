@@ -6,6 +6,11 @@ if [ ! -d "$BUILD/python/latch" ]; then
   echo "tests/test_python.sh: $BUILD/python is not built (make python; needs python3-dev): 0 passed, 1 failed"
   exit 1
 fi
+# PY_PRELOAD (make python-sanitize): ASan's runtime, loaded before anything else in python3;
+# leak checks off unless ASAN_OPTIONS says otherwise (CPython and torch free little at exit).
+if [ -n "$PY_PRELOAD" ]; then
+  export LD_PRELOAD="$PY_PRELOAD" ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}"
+fi
 out=$(PYTHONPATH="$(pwd)/$BUILD/python" /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests 2>&1)
 rc=$?
 printf '%s\n' "$out" | tail -n 30

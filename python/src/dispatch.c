@@ -455,32 +455,26 @@ static PyObject *unwrap_one(PyObject *a) {
   return Py_NewRef(a);
 }
 
+/* A new tuple (or list) of fn over each item of the list or tuple seq. */
+static PyObject *map_items(PyObject *seq, bool tuple, PyObject *(*fn)(PyObject *)) {
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  PyObject *out = tuple ? PyTuple_New(n) : PyList_New(n);
+  for (Py_ssize_t i = 0; out && i < n; i++) {
+    PyObject *x = fn(PySequence_Fast_GET_ITEM(seq, i));
+    if (!x) Py_CLEAR(out);
+    else if (tuple) PyTuple_SET_ITEM(out, i, x);
+    else PyList_SET_ITEM(out, i, x);
+  }
+  return out;
+}
+
 /* One argument: a LazyTensor (its latch Tensor), a list or tuple of tensors (a list of
  * theirs), anything else as it is. */
 static PyObject *unwrap_arg(PyObject *a) {
   if ((PyList_CheckExact(a) || PyTuple_CheckExact(a)) && PySequence_Fast_GET_SIZE(a) &&
-      PyObject_TypeCheck(PySequence_Fast_GET_ITEM(a, 0), (PyTypeObject *)tensor_type)) {
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(a);
-    PyObject *list = PyList_New(n);
-    for (Py_ssize_t i = 0; list && i < n; i++) {
-      PyObject *x = unwrap_one(PySequence_Fast_GET_ITEM(a, i));
-      if (!x) Py_CLEAR(list);
-      else PyList_SET_ITEM(list, i, x);
-    }
-    return list;
-  }
+      PyObject_TypeCheck(PySequence_Fast_GET_ITEM(a, 0), (PyTypeObject *)tensor_type))
+    return map_items(a, false, unwrap_one);
   return unwrap_one(a);
-}
-
-static PyObject *unwrap_args(PyObject *args) {
-  Py_ssize_t n = PyTuple_GET_SIZE(args);
-  PyObject *out = PyTuple_New(n);
-  for (Py_ssize_t i = 0; out && i < n; i++) {
-    PyObject *x = unwrap_arg(PyTuple_GET_ITEM(args, i));
-    if (!x) Py_CLEAR(out);
-    else PyTuple_SET_ITEM(out, i, x);
-  }
-  return out;
 }
 
 static PyObject *unwrap_kwargs(PyObject *kwargs) {
@@ -527,16 +521,7 @@ static PyObject *lazy_new(PyObject *obj, bool requires_grad) {
 static PyObject *wrap_result(PyObject *out) {
   if (Py_TYPE(out) == &LatchTensor_Type) return lazy_new(out, false);
   if (!PyTuple_CheckExact(out) && !PyList_CheckExact(out)) return Py_NewRef(out);
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(out);
-  bool tuple = PyTuple_CheckExact(out);
-  PyObject *seq = tuple ? PyTuple_New(n) : PyList_New(n);
-  for (Py_ssize_t i = 0; seq && i < n; i++) {
-    PyObject *x = wrap_result(PySequence_Fast_GET_ITEM(out, i));
-    if (!x) Py_CLEAR(seq);
-    else if (tuple) PyTuple_SET_ITEM(seq, i, x);
-    else PyList_SET_ITEM(seq, i, x);
-  }
-  return seq;
+  return map_items(out, PyTuple_CheckExact(out), wrap_result);
 }
 
 /* LazyTensor.__torch_dispatch__(cls, func, types, args=(), kwargs=None). */
@@ -551,7 +536,7 @@ static PyObject *py_lazy_dispatch(PyObject *self, PyObject *const *argv, Py_ssiz
     Py_XDECREF(empty);
     return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_TypeError, "lazy_dispatch: args must be a tuple, kwargs a dict");
   }
-  PyObject *result = NULL, *largs = e ? unwrap_args(args) : NULL, *lkwargs = largs ? unwrap_kwargs(kwargs) : NULL;
+  PyObject *result = NULL, *largs = e ? map_items(args, true, unwrap_arg) : NULL, *lkwargs = largs ? unwrap_kwargs(kwargs) : NULL;
   PyObject *out = largs && (lkwargs || !PyErr_Occurred()) ? lower_entry(e, largs, lkwargs) : NULL;
   if (!e || (!out && PyErr_ExceptionMatches(LatchUnsupported))) {
     PyErr_Clear();

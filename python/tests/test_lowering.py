@@ -85,6 +85,9 @@ def test_lazy_dispatch_errors():
     x = lt.lazy.tensor(torch.ones(2, 3))
     with pytest.raises(latch.Error, match="matmul"):
         torch.mm(x, lt.lazy.tensor(torch.ones(2, 3)))
+    with pytest.raises(latch.Error, match="matmul"):  # latch_sync reports the thread's failed op once more
+        lt.mark_step()
+    lt.mark_step()
     with pytest.raises(latch.Unsupported, match="not lowered"):
         latch._latch.lower(torch.ops.aten.cumsum.default, (x.lt, 0), None)
 
