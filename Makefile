@@ -110,11 +110,14 @@ sanitize:
 
 # The Python tests under ASan + UBSan (opt-in, not in `make sanitize`): the extension built
 # with the sanitizers into build-san/python, python3 run with ASan's runtime preloaded (it
-# must be the first library loaded; python3 itself is not instrumented) and leak checks off
-# (CPython and torch keep allocations until exit, which LeakSanitizer would report).
+# must be the first library loaded; python3 itself is not instrumented) and libstdc++ with
+# it (python3 does not link it, and ASan's __cxa_throw interceptor must find it at start,
+# or torch's first C++ exception stops the process) and leak checks off (CPython and torch
+# keep allocations until exit, which LeakSanitizer would report).
 python-sanitize:
 	$(MAKE) BUILD=build-san OPT=-O1 SAN="$(SAN_FLAGS)" python
-	BUILD=build-san PY_PRELOAD="$$($(CC) -print-file-name=libasan.so)" sh tests/test_python.sh
+	BUILD=build-san PY_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libstdc++.so.6)" \
+	  sh tests/test_python.sh
 
 # ThreadSanitizer over the tests that use threads (named *thread* or *table*); only those
 # are built, so it stays quick.
