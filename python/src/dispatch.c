@@ -247,8 +247,11 @@ static PyObject *fast_conv(PyObject *args, PyObject *kwargs) {
     return PyErr_Occurred() ? NULL : PLAIN();
   latch_tensor *y = latch_conv2d(x, w, &p);
   if (!b) return lp_wrap(y);
-  static const int64_t column[4] = {1, -1, 1, 1};
-  return binary_released(LATCH_ADD, y, latch_reshape(b, 4, column));
+  /* [C, 1, 1], as bench/layers.c: the add broadcasts a [C] array along the feature dim,
+   * which the cpu backend takes into the convolution as its bias (runtime/cpu/dnnl_plan.c);
+   * [1, C, 1, 1] became a full-shape binary post-op that only oneDNN's gemm kernel runs */
+  static const int64_t column[3] = {-1, 1, 1};
+  return binary_released(LATCH_ADD, y, latch_reshape(b, 3, column));
 }
 
 static PyObject *fast_batch_norm(PyObject *args, PyObject *kwargs) {

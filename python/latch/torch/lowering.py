@@ -355,8 +355,8 @@ def convolution(x, w, bias, stride, padding, dilation, transposed, output_paddin
     if transposed or x.rank != 4:
         raise Unsupported(f"aten.convolution ({'transposed' if transposed else f'{x.rank - 2}-d'}): latch has 2-d convolutions only")
     y = L.conv2d(x, w, stride, padding, dilation, groups)
-    if bias is not None:
-        y = L.binary(ADD, y, L.reshape(bias, [1, -1, 1, 1]))
+    if bias is not None:  # [C, 1, 1]: the backend's conv bias (see python/src/dispatch.c fast_conv)
+        y = L.binary(ADD, y, L.reshape(bias, [-1, 1, 1]))
     return y
 
 
