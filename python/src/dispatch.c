@@ -265,13 +265,11 @@ static PyObject *fast_batch_norm(PyObject *args, PyObject *kwargs) {
       !bool_of(arg(args, kwargs, 5, "training"), false, &training) || training ||
       !number_of(arg(args, kwargs, 7, "eps"), 1e-5, &eps))
     return PyErr_Occurred() ? NULL : PLAIN();
-  latch_runtime *rt = lp_runtime();
-  static const int64_t empty_dims[1] = {0};
-  PyObject *y = rt ? lp_wrap(latch_batch_norm(x, mean, var, w, b, eps)) : NULL;
-  PyObject *empty = y ? lp_wrap(latch_full(rt, latch_tensor_dtype(x), 1, empty_dims, 0.0)) : NULL;
-  PyObject *out = empty ? PyTuple_Pack(3, y, empty, empty) : NULL; /* the statistics: unused in inference */
+  PyObject *y = lp_wrap(latch_batch_norm(x, mean, var, w, b, eps));
+  /* The saved statistics: None (an undefined tensor to torch, as max_pool's indices), since
+   * inference never reads them; each LazyTensor made costs more than the op. */
+  PyObject *out = y ? PyTuple_Pack(3, y, Py_None, Py_None) : NULL;
   Py_XDECREF(y);
-  Py_XDECREF(empty);
   return out;
 }
 
@@ -492,8 +490,9 @@ static PyObject *unwrap_kwargs(PyObject *kwargs) {
   return out;
 }
 
-/* A new LazyTensor holding the latch Tensor obj (a vectorcall of _make_wrapper_subclass
- * with the dtype and device as keywords; requires_grad, rarely set, through a dict). */
+/* A new LazyTensor holding the latch Tensor obj (a vectorcall of _make_wrapper_subclass with
+ * the dtype as keyword, the device left to its default, the CPU: each keyword costs its
+ * parse; requires_grad, rarely set, through a dict). */
 static PyObject *lazy_new(PyObject *obj, bool requires_grad) {
   latch_tensor *t = ((LatchTensor *)obj)->t;
   int rank = latch_rank(t);
@@ -507,7 +506,7 @@ static PyObject *lazy_new(PyObject *obj, bool requires_grad) {
     else PyTuple_SET_ITEM(shape, i, d);
   }
   if (shape && !requires_grad) {
-    PyObject *argv[5] = {NULL, lazy_type, shape, torch_dtypes[dtype], cpu_device};
+    PyObject *argv[4] = {NULL, lazy_type, shape, torch_dtypes[dtype]}; /* device: the default, the CPU */
     r = PyObject_Vectorcall(make_wrapper, argv + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, wrapper_kwnames);
   } else if (shape) {
     PyObject *kw = Py_BuildValue("{sOsOsO}", "dtype", torch_dtypes[dtype], "device", cpu_device, "requires_grad", Py_True);
@@ -585,7 +584,7 @@ static PyObject *py_lazy_setup(PyObject *self, PyObject *args) {
     if (d == -1 && PyErr_Occurred()) return NULL;
     if (d > LATCH_INVALID && d <= LATCH_F64) Py_XSETREF(torch_dtypes[d], Py_NewRef(value));
   }
-  if (!s_lt && (!(s_lt = PyUnicode_InternFromString("lt")) || !(wrapper_kwnames = Py_BuildValue("(ss)", "dtype", "device"))))
+  if (!s_lt && (!(s_lt = PyUnicode_InternFromString("lt")) || !(wrapper_kwnames = Py_BuildValue("(s)", "dtype"))))
     return NULL;
   Py_RETURN_NONE;
 }
