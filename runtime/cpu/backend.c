@@ -2,10 +2,11 @@
  * (plan.c); execute walks the plan with per-call state only, so one executable
  * may run on many threads at once. Parallelism is inside kernels (TBB, runtime/parallel.cc);
  * OpenBLAS is held to one thread so the two never oversubscribe the cores: big matrix
- * products are split across TBB tasks instead (dot.c). Its serialized form is
- * the HLO text of the module it was compiled from (before the passes); deserialize compiles
- * that again, so the executable can bind other sizes (bind.c) whether it was
- * compiled here or loaded from the disk cache: origins are positions in that text. */
+ * products are split across TBB tasks instead (dot.c). Its serialized form
+ * (serialize.c) is the optimized module and the plan, with the HLO text of the module it was
+ * compiled from (before the passes): deserialize runs no pass and plans nothing, and parses
+ * that text only when the executable is first bound to other sizes (bind.c), so a loaded
+ * executable binds as a compiled one does: origins are positions in that text. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -39,7 +40,16 @@ static int64_t keep_arena_budget(const rt_compile_options *options) {
 
 struct rt_executable {
   hlo_module *module;   /* what runs: the optimized module, or a bound copy of its entry */
-  hlo_module *source;   /* compiled: the module before the passes, origins numbered; bound: NULL */
+  /* compiled: the module before the passes, origins numbered (deserialized: parsed from
+   * source_text at the first bind, under source_lock); bound: NULL */
+  hlo_module *source;
+  char *source_text;    /* its text, what serialize writes (bound: NULL) */
+  size_t source_len;
+  pthread_mutex_t source_lock;
+  /* deserialized: the plan's oneDNN primitives are made at the first execute, under
+   * primitives_lock (rt_cpu_plan_make_primitives) */
+  _Atomic bool primitives_pending;
+  pthread_mutex_t primitives_lock;
   rt_executable *bound_from; /* bound: the compiled executable sharing its computations */
   rt_cpu_plan *plan;
   rt_compile_options options; /* its compile's; a bound executable's are its family's */
@@ -141,9 +151,16 @@ static rt_executable *new_executable(hlo_module *module, rt_cpu_plan *plan, cons
   exe->module = module;
   exe->plan = plan;
   exe->options = *options;
+  atomic_store(&exe->primitives_pending, plan->primitives_pending);
   pthread_mutex_init(&exe->pool_lock, NULL);
+  pthread_mutex_init(&exe->source_lock, NULL);
+  pthread_mutex_init(&exe->primitives_lock, NULL);
   return exe;
 }
+
+static _Atomic int64_t pass_runs;
+
+int64_t rt_cpu_pass_runs(void) { return atomic_load(&pass_runs); }
 
 /* Compiles a module's text: parsed twice, once kept as the source (what serialize writes and
  * bind compares a binding with) and once for the passes, each instruction of both numbered
@@ -166,6 +183,7 @@ static rt_executable *cpu_compile_text(const char *text, size_t len, const char 
   }
   hlo_module_number_origins(source);
   hlo_module_number_origins(module);
+  atomic_fetch_add(&pass_runs, 1);
   hlo_pass_run_all(module);
   /* reassociates sums (the weight summed over repeated inputs first), within rounding of
    * the graph as written, as BLAS's blocking is */
@@ -176,14 +194,21 @@ static rt_executable *cpu_compile_text(const char *text, size_t len, const char 
   /* a pass that ran out of memory mid-rewrite leaves the module's failed flag */
   rt_cpu_plan *plan = hlo_module_check_memory(module, "optimizing the module", diag) ? NULL
                                                                                       : rt_cpu_plan_build(module, options, diag);
-  rt_executable *exe = plan ? new_executable(module, plan, options, diag) : NULL;
+  char *source_text = plan ? hlo_malloc(len + 1) : NULL;
+  if (plan && !source_text) hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory keeping the module's text");
+  rt_executable *exe = source_text ? new_executable(module, plan, options, diag) : NULL;
   if (!exe) {
+    free(source_text);
     rt_cpu_plan_free(plan);
     hlo_module_free(module);
     hlo_module_free(source);
     return NULL;
   }
+  memcpy(source_text, text, len);
+  source_text[len] = '\0';
   exe->source = source;
+  exe->source_text = source_text;
+  exe->source_len = len;
   return exe;
 }
 
@@ -433,6 +458,19 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
   return HLO_OK;
 }
 
+/* A deserialized executable's oneDNN primitives, made once by the first execute (others
+ * wait for it). */
+static hlo_status make_primitives(rt_executable *exe, hlo_diag *diag) {
+  pthread_mutex_lock(&exe->primitives_lock);
+  hlo_status status = HLO_OK;
+  if (atomic_load(&exe->primitives_pending)) {
+    status = rt_cpu_plan_make_primitives(exe->plan, diag);
+    if (status == HLO_OK) atomic_store(&exe->primitives_pending, false);
+  }
+  pthread_mutex_unlock(&exe->primitives_lock);
+  return status;
+}
+
 static hlo_status cpu_execute(rt_executable *exe, rt_value *const *args, int arg_count, rt_value **result,
                               hlo_diag *diag) {
   *result = NULL;
@@ -442,6 +480,7 @@ static hlo_status cpu_execute(rt_executable *exe, rt_value *const *args, int arg
   if (status != HLO_OK) return status;
   rt_eval_options options = {.fp64 = false};
   if (plan->dynamic) return rt_evaluate(exe->module, args, arg_count, &options, result, diag);
+  if (atomic_load(&exe->primitives_pending) && make_primitives(exe, diag) != HLO_OK) return diag->status;
   rt_eval eval = {.options = &options, .diag = diag, .call_depth = 0};
   int n = plan->step_count;
   cell *cells = hlo_calloc((size_t)n + 1, sizeof(cell));
@@ -476,8 +515,21 @@ static hlo_status cpu_execute(rt_executable *exe, rt_value *const *args, int arg
 /* The new executable for binding runs the compiled one's passes' result with shapes,
  * kernels and buffers for the binding's sizes; nothing is compiled. A bound executable
  * binds through the one it was bound from. */
+/* A deserialized executable's source module, parsed from its text at the first bind. */
+static hlo_status parse_source(rt_executable *exe, hlo_diag *diag) {
+  pthread_mutex_lock(&exe->source_lock);
+  if (!exe->source && exe->source_text) {
+    exe->source = hlo_parse_module(exe->source_text, exe->source_len, "<cache entry>", diag);
+    if (exe->source) hlo_module_number_origins(exe->source);
+  }
+  bool ok = exe->source || !exe->source_text;
+  pthread_mutex_unlock(&exe->source_lock);
+  return ok ? HLO_OK : diag->status;
+}
+
 static rt_executable *cpu_bind(rt_executable *exe, const hlo_module *binding, hlo_diag *diag) {
   rt_executable *compiled = exe->bound_from ? exe->bound_from : exe;
+  if (parse_source(compiled, diag) != HLO_OK) return NULL;
   hlo_module *bound = rt_cpu_bind_module(compiled->source, compiled->module, binding, diag);
   if (!bound) return NULL;
   rt_cpu_plan *plan = rt_cpu_plan_build(bound, &compiled->options, diag);
@@ -496,26 +548,46 @@ static void cpu_destroy(rt_executable *exe) {
   if (exe->pool) atomic_fetch_sub(&kept_arena_bytes, exe->pool_bytes);
   free(exe->pool);
   pthread_mutex_destroy(&exe->pool_lock);
+  pthread_mutex_destroy(&exe->source_lock);
+  pthread_mutex_destroy(&exe->primitives_lock);
   rt_cpu_plan_free(exe->plan);
   if (exe->bound_from) rt_cpu_bound_module_free(exe->module);
   else hlo_module_free(exe->module);
   hlo_module_free(exe->source);
+  free(exe->source_text);
   free(exe);
 }
 
-/* A bound executable has no source of its own: its module, compiled again, is its equal. */
+/* A bound executable has no source text of its own: loaded again, it runs as it does here
+ * and refuses to bind (its caller compiles the binding instead). */
 static hlo_status cpu_serialize(const rt_executable *exe, void **bytes, size_t *len, hlo_diag *diag) {
-  return rt_module_text_bytes(exe->source ? exe->source : exe->module, bytes, len, diag);
+  return rt_cpu_serialize(exe->module, exe->plan, exe->source_text, exe->source_len, bytes, len, diag);
 }
 
 static rt_executable *cpu_deserialize(const void *bytes, size_t len, const rt_compile_options *options,
                                       hlo_diag *diag) {
-  return cpu_compile_text(bytes, len, "<cache entry>", options, diag);
+  static const rt_compile_options defaults = RT_COMPILE_OPTIONS_INIT;
+  hlo_module *module;
+  rt_cpu_plan *plan;
+  char *source_text;
+  size_t source_len;
+  if (rt_cpu_deserialize(bytes, len, &module, &plan, &source_text, &source_len, diag) != HLO_OK) return NULL;
+  openblas_set_num_threads(1);
+  rt_executable *exe = new_executable(module, plan, options ? options : &defaults, diag);
+  if (!exe) {
+    rt_cpu_plan_free(plan);
+    hlo_module_free(module);
+    free(source_text);
+    return NULL;
+  }
+  exe->source_text = source_text;
+  exe->source_len = source_len;
+  return exe;
 }
 
 const rt_backend rt_backend_cpu = {
     .name = "cpu",
-    .version = "2",
+    .version = "3",
     .compile = cpu_compile,
     .execute = cpu_execute,
     .destroy = cpu_destroy,

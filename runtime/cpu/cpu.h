@@ -10,4 +10,10 @@
 /* The backend (backend.c). */
 extern const rt_backend rt_backend_cpu;
 
+/* Work done so far in this process, for tests and reports that must show a load from the
+ * disk cache compiled nothing: how often the passes ran (backend.c, a compile) and how many
+ * plans were built (plan.c, a compile or a bind). Deserializing does neither. */
+int64_t rt_cpu_pass_runs(void);
+int64_t rt_cpu_plans_built(void);
+
 #endif

@@ -118,6 +118,9 @@ typedef struct rt_cpu_plan {
   int64_t peak_live_bytes; /* the most bytes live at one step: the least any arena could be */
   int max_operands;
   bool dynamic;         /* some shape is dynamic: every step takes the reference path */
+  /* deserialized: the DNNL steps hold their descriptions but no oneDNN primitives yet
+   * (rt_cpu_plan_make_primitives makes them, at the first execute) */
+  bool primitives_pending;
   /* kept steps (kept_count): their stamps (kept_slots of them, from kept_at) and buffers end
    * the arena; an arena last run by another plan (id) holds no kept results */
   uint64_t id;
@@ -131,6 +134,42 @@ typedef struct rt_cpu_plan {
  * defaults) says whether to fuse. */
 rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, const rt_compile_options *options, hlo_diag *diag);
 void rt_cpu_plan_free(rt_cpu_plan *plan);
+/* A number no other plan has had in this process (rt_cpu_plan.id). */
+uint64_t rt_cpu_plan_next_id(void);
+
+/* (serialize.c, deserialize.c) The executable's serialized form: the module after the
+ * passes, the plan with every decision in it (steps, kernels, buffers, fused programs, oneDNN
+ * descriptions with their layouts) and the text of the module before the passes (what bind
+ * compares bindings with; NULL when there is none), in a versioned, checksummed binary format
+ * (serialize.c's header). Loading runs no pass and no planning: kernels are looked up again
+ * by the family recorded for each step, and oneDNN's primitives, which oneDNN 2.6 cannot
+ * serialize, are made from their descriptions at the first execute (primitives_pending). */
+hlo_status rt_cpu_serialize(const hlo_module *module, const rt_cpu_plan *plan, const char *source, size_t source_len,
+                            void **bytes, size_t *len, hlo_diag *diag);
+/* On success *module and *plan are new (the plan's steps point into the module), *source a
+ * malloc'd NUL-terminated copy or NULL. A truncated, damaged or foreign blob is
+ * HLO_ERR_INPUT naming what could not be read. */
+hlo_status rt_cpu_deserialize(const void *bytes, size_t len, hlo_module **module, rt_cpu_plan **plan, char **source,
+                              size_t *source_len, hlo_diag *diag);
+/* (serialize.c, deserialize_module.c) A module with its instructions' origins, in the
+ * same encoding: print(decode(encode(m))) == print(m). */
+void rt_cpu_encode_module(hlo_strbuf *out, const hlo_module *module);
+struct rt_blob_in;
+hlo_module *rt_cpu_decode_module(struct rt_blob_in *in);
+/* The oneDNN primitives of a deserialized plan's DNNL steps (dnnl_conv.c per step);
+ * HLO_ERR_INTERNAL when oneDNN no longer takes a description. */
+hlo_status rt_cpu_plan_make_primitives(rt_cpu_plan *plan, hlo_diag *diag);
+
+/* Which picker chose a step's kernel, recorded so that a deserialized plan finds the same
+ * kernel again without classifying the step (serialize.c, deserialize.c). */
+typedef enum rt_cpu_kernel_family {
+  RT_KERNEL_NONE = 0,
+  RT_KERNEL_ELEMENTWISE, RT_KERNEL_LAYOUT, RT_KERNEL_REDUCE, RT_KERNEL_GATHER, /* fast */
+  RT_KERNEL_BATCH_NORM_PARTS,                                                  /* fast, tuple */
+  RT_KERNEL_CONV, RT_KERNEL_DOT,                                               /* fast_scratch */
+  RT_KERNEL_BATCH_NORM, RT_KERNEL_SLOW,                                        /* slow */
+  RT_KERNEL_FAMILY_COUNT
+} rt_cpu_kernel_family;
 
 /* (kept.c) Marks the kept steps of a plan whose outputs are marked; false when
  * memory ran out. */

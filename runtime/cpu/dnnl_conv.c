@@ -257,6 +257,27 @@ static bool plan_residual_reorders(rt_cpu_dnnl *d, const dnnl_memory_desc_t *con
   return true;
 }
 
+/* Which of the optional primitives d has (RT_DNNL_HAS_*, a residual's reorder for post k). */
+static unsigned made_prims(const rt_cpu_dnnl *d) {
+  unsigned made = (d->safe_prim ? RT_DNNL_HAS_SAFE : 0) | (d->src_reorder.prim ? RT_DNNL_HAS_SRC_REORDER : 0) |
+                  (d->weights_reorder.prim ? RT_DNNL_HAS_WEIGHTS_REORDER : 0) |
+                  (d->dst_reorder.prim ? RT_DNNL_HAS_DST_REORDER : 0);
+  for (int k = 0; k < d->post_count; k++)
+    if (d->post_reorder[k].prim) made |= RT_DNNL_HAS_POST_REORDER(k);
+  return made;
+}
+
+/* The reorders between the layouts chosen: of the source, the result, the weights and each
+ * residual that arrives in another layout than the primitive reads. */
+static bool make_reorders(rt_cpu_dnnl *d) {
+  bool ok = make_reorder(&d->src_reorder, &d->src_in_md, &d->src_md) &&
+            make_reorder(&d->dst_reorder, &d->dst_md, &d->out_md) &&
+            make_reorder(&d->weights_reorder, &d->weights_in_md, &d->weights_md);
+  for (int k = 0; k < d->post_count && ok; k++)
+    ok = d->posts[k].kind != RT_DNNL_ADD_FULL || make_reorder(&d->post_reorder[k], &d->post_in_md[k], &d->post_md[k]);
+  return ok;
+}
+
 /* A block of md's size at *at in the scratch, when needed. */
 static int64_t take(int64_t *at, bool needed, const dnnl_memory_desc_t *md) {
   int64_t offset = *at;
@@ -294,12 +315,7 @@ bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const d
   d->weights_bytes = (int64_t)dnnl_memory_desc_get_size(&d->weights_md);
   bool ok = dnnl_primitive_create(&d->conv_prim, pd) == dnnl_success;
   dnnl_primitive_desc_destroy(pd);
-  ok = ok && make_safe(d);
-  ok = ok && make_reorder(&d->src_reorder, &d->src_in_md, &d->src_md) &&
-       make_reorder(&d->dst_reorder, &d->dst_md, &d->out_md) &&
-       make_reorder(&d->weights_reorder, &d->weights_in_md, &d->weights_md);
-  for (int k = 0; k < d->post_count && ok; k++)
-    ok = d->posts[k].kind != RT_DNNL_ADD_FULL || make_reorder(&d->post_reorder[k], &d->post_in_md[k], &d->post_md[k]);
+  ok = ok && make_safe(d) && make_reorders(d);
   int64_t at = 0;
   d->scratchpad_offset = take(&at, true, dnnl_memory_desc_get_size(&d->safe_scratchpad_md) >
                                                dnnl_memory_desc_get_size(&d->scratchpad_md)
@@ -316,6 +332,22 @@ bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const d
     if (p->term >= 0 && p->input < 0) at += rt_cpu_aligned((int64_t)sizeof(float) * y_plain.dims[1]);
   }
   d->scratch_bytes = at;
+  d->prims = made_prims(d);
+  if (!ok) rt_cpu_dnnl_release(d);
+  return ok;
+}
+
+bool rt_cpu_dnnl_recreate(rt_cpu_dnnl *d) {
+  if (!d->conv) return true; /* a pool: latch's own kernel, no primitive */
+  dnnl_memory_desc_t scratchpad = d->scratchpad_md, safe_scratchpad = d->safe_scratchpad_md;
+  int team = rt_cpu_dnnl_team_begin();
+  dnnl_primitive_desc_t pd = conv_pd(d, d->post_count, &d->src_md, &d->weights_md, &d->dst_md);
+  omp_set_num_threads(team);
+  bool ok = pd && dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0), &scratchpad) &&
+            dnnl_primitive_create(&d->conv_prim, pd) == dnnl_success;
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  ok = ok && make_safe(d) && dnnl_memory_desc_equal(&d->safe_scratchpad_md, &safe_scratchpad);
+  ok = ok && make_reorders(d) && made_prims(d) == d->prims;
   if (!ok) rt_cpu_dnnl_release(d);
   return ok;
 }

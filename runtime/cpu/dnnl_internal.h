@@ -87,7 +87,18 @@ struct rt_cpu_dnnl {
   int64_t scratch_bytes;     /* scratchpad, reordered source, the result before its reorder, weights */
   int64_t scratchpad_offset, dst_offset, weights_scratch_offset;
   int weight_param;          /* plan: the parameter the weights view (kept), or -1 */
+  /* the primitives built (RT_DNNL_HAS_*): a deserialized step has the bits, and makes the
+   * primitives from the descriptions above at its first run (rt_cpu_dnnl_recreate) */
+  unsigned prims;
 };
+
+enum {
+  RT_DNNL_HAS_SAFE = 1u << 0,
+  RT_DNNL_HAS_SRC_REORDER = 1u << 1,
+  RT_DNNL_HAS_WEIGHTS_REORDER = 1u << 2,
+  RT_DNNL_HAS_DST_REORDER = 1u << 3,
+};
+#define RT_DNNL_HAS_POST_REORDER(k) (1u << (4 + (k))) /* post k's residual reordered */
 
 /* dnnl_plan.c: rt_cpu_dnnl_plan and the step's inputs are in cpu_internal.h */
 
@@ -124,4 +135,8 @@ bool rt_cpu_dnnl_conv_supported(const hlo_instr *conv);
  * or would take its reference implementation (probe: nothing kept), or out of memory. */
 bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const dnnl_memory_desc_t *const *post_in);
 void rt_cpu_dnnl_release(rt_cpu_dnnl *d);
+/* Makes a deserialized d's primitives from its descriptions (the layouts rt_cpu_dnnl_build
+ * chose, no longer `any`); false when oneDNN refuses them or would want other scratch
+ * sizes or layouts than the plan has room for (another oneDNN, another processor). */
+bool rt_cpu_dnnl_recreate(rt_cpu_dnnl *d);
 #endif

@@ -430,6 +430,6 @@ void rt_cpu_dnnl_free(rt_cpu_dnnl *d) {
 
 int64_t rt_cpu_dnnl_out_bytes(const rt_cpu_dnnl *d) { return d->out_bytes; }
 
-int64_t rt_cpu_dnnl_weights_bytes(const rt_cpu_dnnl *d) { return d->weights_reorder.prim ? d->weights_bytes : 0; }
+int64_t rt_cpu_dnnl_weights_bytes(const rt_cpu_dnnl *d) { return d->prims & RT_DNNL_HAS_WEIGHTS_REORDER ? d->weights_bytes : 0; }
 
 int rt_cpu_dnnl_weights_operand(const rt_cpu_dnnl *d) { return d->conv->operands[1]->id; }

@@ -222,12 +222,10 @@ static const hlo_instr *shared_weight(const rt_cpu_plan *plan, const hlo_instr *
   return rhs;
 }
 
-/* Makes f's dot head read the weight under its broadcast: one plain matmul. */
-static void flatten_head(builder *b, rt_cpu_fusion *f, const hlo_instr *bcast) {
+void rt_cpu_fusion_flat_head(rt_cpu_fusion *f, const hlo_instr *weight) {
   const hlo_instr *dot = f->head;
   int nb = dot->dot->lhs_batch.count;
   f->flat = true;
-  f->head_args[1] = input_index(b, bcast->operands[0]->id);
   f->flat_rows = hlo_shape_elements(&dot->operands[0]->shape) / dot->operands[0]->shape.dims[nb + 1]; /* k > 0 */
   f->flat_contracting[0] = 1;
   f->flat_contracting[1] = dot->dot->rhs_contracting.values[0] - nb;
@@ -237,7 +235,7 @@ static void flatten_head(builder *b, rt_cpu_fusion *f, const hlo_instr *bcast) {
   int64_t out_flat[2] = {f->flat_rows, dot->shape.dims[dot->shape.rank - 1]};
   f->flat_operands[0] = *dot->operands[0];
   f->flat_operands[0].shape = hlo_shape_make(HLO_F32, 2, lhs_flat);
-  f->flat_operands[1] = *bcast->operands[0];
+  f->flat_operands[1] = *weight;
   f->flat_operand_list[0] = &f->flat_operands[0];
   f->flat_operand_list[1] = &f->flat_operands[1];
   f->flat_instr = *dot;
@@ -245,6 +243,12 @@ static void flatten_head(builder *b, rt_cpu_fusion *f, const hlo_instr *bcast) {
   f->flat_instr.operands = f->flat_operand_list;
   f->flat_instr.operand_count = 2;
   f->flat_instr.shape = hlo_shape_make(HLO_F32, 2, out_flat);
+}
+
+/* Makes f's dot head read the weight under its broadcast: one plain matmul. */
+static void flatten_head(builder *b, rt_cpu_fusion *f, const hlo_instr *bcast) {
+  f->head_args[1] = input_index(b, bcast->operands[0]->id);
+  rt_cpu_fusion_flat_head(f, bcast->operands[0]);
   f->head_scratch_bytes = 0;
   if (!rt_cpu_pick_dot_scratch(&f->flat_instr, &f->head_scratch_bytes)) b->failed = true;
   if (b->fold_count < MAX_REGS) b->folds_of[b->fold_count++] = bcast->id;

@@ -78,4 +78,9 @@ struct rt_cpu_fusion {
   int tail_init;        /* the init value, as an index into inputs */
 };
 
+/* (fusion.c) Fills f's flat_* fields for its dot head (f->head) read as one plain
+ * [rows, k] x weight product, weight being the array under the head's broadcast rhs: the
+ * planner's choice, and a deserialized group's. */
+void rt_cpu_fusion_flat_head(rt_cpu_fusion *f, const hlo_instr *weight);
+
 #endif

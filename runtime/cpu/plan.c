@@ -486,6 +486,13 @@ static hlo_status assign(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *dia
   return ok ? HLO_OK : hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory planning");
 }
 
+static _Atomic uint64_t last_id;
+static _Atomic int64_t plans_built;
+
+uint64_t rt_cpu_plan_next_id(void) { return atomic_fetch_add(&last_id, 1) + 1; }
+
+int64_t rt_cpu_plans_built(void) { return atomic_load(&plans_built); }
+
 rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, const rt_compile_options *options, hlo_diag *diag) {
   const hlo_comp *entry = module->entry;
   if (!entry || !entry->root) {
@@ -498,8 +505,8 @@ rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, const rt_compile_option
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory planning");
     return NULL;
   }
-  static _Atomic uint64_t last_id;
-  plan->id = atomic_fetch_add(&last_id, 1) + 1;
+  plan->id = rt_cpu_plan_next_id();
+  atomic_fetch_add(&plans_built, 1);
   for (int i = 0; i < entry->instr_count; i++)
     if (is_dynamic(&entry->instrs[i]->shape)) plan->dynamic = true;
   if (plan->dynamic) return plan; /* the whole entry runs on the reference evaluator */

@@ -1,0 +1,367 @@
+/* Reading a serialized cpu executable (format in serialize.c): the header is checked (magic,
+ * version, checksum), then the source text, the optimized module (deserialize_module.c) and
+ * the plan are read back, every count and index checked against its range, so a truncated or
+ * damaged blob is a clear error and never a pointer out of bounds.
+ *
+ * No pass runs and nothing is planned: each step's kernel is asked of the picker recorded
+ * for it (a lookup, checked to give the same scratch sizes), fused programs and oneDNN
+ * descriptions are read as they were decided, and oneDNN's primitives, which oneDNN 2.6
+ * cannot serialize, are made from those descriptions at the first execute
+ * (rt_cpu_plan_make_primitives: oneDNN generates their code then, as it did at compile). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "blob_internal.h"
+#include "dnnl_internal.h"
+#include "fusion_internal.h"
+
+typedef struct reader {
+  rt_blob_in *in;
+  const hlo_comp *entry;
+  int n; /* entry instructions: steps */
+} reader;
+
+static const hlo_instr *get_instr_ref(reader *r, const char *what) {
+  return r->entry->instrs[rt_blob_get_range(r->in, 0, r->n - 1, what)];
+}
+
+/* ---- kernels ---- */
+
+/* The kernel the recorded picker gives step now; false when it gives none, or another
+ * scratch size than the plan has room for. */
+static bool repick(rt_cpu_step *s, rt_cpu_kernel_family family) {
+  const hlo_instr *x = s->instr;
+  int64_t bytes = 0;
+  bool fast = s->kind == RT_STEP_FAST, slow = s->kind == RT_STEP_SLOW;
+  switch (family) {
+    case RT_KERNEL_NONE: return !fast && !slow;
+    case RT_KERNEL_ELEMENTWISE: return fast && (s->fast = rt_cpu_pick_elementwise(x)) != NULL;
+    case RT_KERNEL_LAYOUT: return fast && (s->fast = rt_cpu_pick_layout(x)) != NULL;
+    case RT_KERNEL_REDUCE: return fast && (s->fast = rt_cpu_pick_reduce(x)) != NULL;
+    case RT_KERNEL_GATHER: return fast && (s->fast = rt_cpu_pick_gather(x)) != NULL;
+    case RT_KERNEL_BATCH_NORM_PARTS:
+      return fast && s->part_count == x->shape.tuple_count && (s->fast = rt_cpu_pick_batch_norm_parts(x)) != NULL;
+    case RT_KERNEL_CONV:
+      return fast && (s->fast_scratch = rt_cpu_pick_conv_scratch(x, &bytes)) != NULL && bytes == s->scratch_bytes;
+    case RT_KERNEL_DOT:
+      return fast && (s->fast_scratch = rt_cpu_pick_dot_scratch(x, &bytes)) != NULL && bytes == s->scratch_bytes;
+    case RT_KERNEL_BATCH_NORM: return slow && (s->slow = rt_cpu_pick_batch_norm(x)) != NULL;
+    case RT_KERNEL_SLOW: return slow && (s->slow = rt_cpu_slow_kernel(x->opcode)) != NULL;
+    default: return false;
+  }
+}
+
+/* ---- fused programs ---- */
+
+static void get_fusion_instr(rt_blob_in *in, fusion_instr *x, int input_count) {
+  enum { REGS = FUSION_MAX_REGS - 1 };
+  x->code = (fusion_code)rt_blob_get_range(in, FU_LOAD, FU_CLAMP, "a fused instruction");
+  x->op = (hlo_opcode)rt_blob_get_range(in, 0, HLO_OP_COUNT - 1, "a fused instruction's op");
+  x->dir = (hlo_direction)rt_blob_get_range(in, HLO_DIR_NONE, HLO_DIR_GE, "a fused comparison");
+  x->dst = (int)rt_blob_get_range(in, 0, REGS, "a register");
+  x->a = (int)rt_blob_get_range(in, 0, REGS, "a register");
+  x->b = (int)rt_blob_get_range(in, 0, REGS, "a register");
+  x->c = (int)rt_blob_get_range(in, 0, REGS, "a register");
+  x->tile = (int)rt_blob_get_range(in, -1, FUSION_MAX_TILES - 1, "a tile");
+  x->input = (int)rt_blob_get_range(in, -1, input_count - 1, "a fused load");
+  x->dtype = (hlo_dtype)rt_blob_get_range(in, 0, HLO_DTYPE_COUNT - 1, "a fused load's type");
+  x->linear = rt_blob_get_bool(in, "a fused load");
+  x->inner = rt_blob_get_range(in, 0, INT64_MAX, "a fused load's broadcast");
+  x->period = rt_blob_get_range(in, 0, INT64_MAX, "a fused load's broadcast");
+  x->imm = rt_blob_get_f32(in, "a fused constant");
+  if (x->code == FU_LOAD && !x->linear && (x->inner < 1 || x->period < 1)) /* divisors */
+    rt_blob_fail(in, "a fused load's broadcast");
+}
+
+/* The head's kernel, picked again as classify picked it (convolution first), and for a flat
+ * dot head its flat instruction; false when either differs from what was planned. */
+static bool restore_head(reader *r, rt_cpu_fusion *f) {
+  int64_t bytes = 0;
+  f->head_kernel = rt_cpu_pick_conv_scratch(f->head, &bytes);
+  if (!f->head_kernel) f->head_kernel = rt_cpu_pick_dot_scratch(f->head, &bytes);
+  if (!f->head_kernel) return false;
+  if (!f->flat) return bytes == f->head_scratch_bytes;
+  const hlo_instr *dot = f->head;
+  int nb = dot->dot ? dot->dot->lhs_batch.count : 0;
+  if (dot->opcode != HLO_OP_DOT || !dot->dot || dot->operand_count != 2 || nb < 1 ||
+      dot->operands[0]->shape.rank != nb + 2 || dot->operands[0]->shape.dims[nb + 1] <= 0 ||
+      dot->dot->rhs_contracting.count != 1 || dot->shape.rank < 1)
+    return false;
+  rt_cpu_fusion_flat_head(f, r->entry->instrs[f->inputs[f->head_args[1]]]);
+  return rt_cpu_pick_dot_scratch(&f->flat_instr, &bytes) && bytes == f->head_scratch_bytes;
+}
+
+static rt_cpu_fusion *get_fusion(reader *r) {
+  rt_blob_in *in = r->in;
+  rt_cpu_fusion *f = hlo_calloc(1, sizeof *f);
+  if (!f) return rt_blob_fail(in, "out of memory"), NULL;
+  f->input_count = (int)rt_blob_get_count(in, FUSION_MAX_REGS, "a fused program's inputs");
+  f->inputs = hlo_malloc(sizeof(int) * ((size_t)f->input_count + 1));
+  for (int k = 0; f->inputs && k < f->input_count; k++) f->inputs[k] = get_instr_ref(r, "a fused input")->id;
+  f->instr_count = (int)rt_blob_get_count(in, FUSION_MAX_REGS, "a fused program");
+  f->instrs = hlo_malloc(sizeof(fusion_instr) * ((size_t)f->instr_count + 1));
+  for (int k = 0; f->instrs && k < f->instr_count; k++) get_fusion_instr(in, &f->instrs[k], f->input_count);
+  if (!f->inputs || !f->instrs) rt_blob_fail(in, "out of memory");
+  int last_input = f->input_count > 0 ? f->input_count - 1 : 0;
+  f->reg_count = (int)rt_blob_get_range(in, 0, FUSION_MAX_REGS, "a fused program's registers");
+  f->result = (int)rt_blob_get_range(in, 0, f->reg_count - 1, "a fused program's result");
+  f->tiles = (int)rt_blob_get_range(in, 0, FUSION_MAX_TILES, "a fused program's tiles");
+  f->count = rt_blob_get_range(in, 0, HLO_MAX_ELEMENTS, "a fused program's size");
+  f->out_dtype = (hlo_dtype)rt_blob_get_range(in, 0, HLO_DTYPE_COUNT - 1, "a fused program's type");
+  f->members = (int)rt_blob_get_range(in, 0, INT32_MAX, "a fused program's members");
+  int head = (int)rt_blob_get_range(in, -1, r->n - 1, "a fused head");
+  f->head_scratch_bytes = rt_blob_get_range(in, 0, INT64_MAX, "a fused head's scratch");
+  f->head_args[0] = (int)rt_blob_get_range(in, 0, last_input, "a fused head's operand");
+  f->head_args[1] = (int)rt_blob_get_range(in, 0, last_input, "a fused head's operand");
+  f->flat = rt_blob_get_bool(in, "a fused head");
+  int tail = (int)rt_blob_get_range(in, -1, r->n - 1, "a fused reduce");
+  f->reducer = (hlo_opcode)rt_blob_get_range(in, 0, HLO_OP_COUNT - 1, "a fused reduce");
+  f->inner = rt_blob_get_range(in, 0, HLO_MAX_ELEMENTS, "a fused reduce");
+  f->tail_init = (int)rt_blob_get_range(in, 0, last_input, "a fused reduce's init");
+  for (int k = 0; !in->failed && k < f->instr_count; k++)
+    if (f->instrs[k].code == FU_LOAD && f->instrs[k].input < 0 && head < 0) rt_blob_fail(in, "a fused load of no head");
+  if (!in->failed && head >= 0 && f->input_count > 0) {
+    f->head = r->entry->instrs[head];
+    if (!restore_head(r, f)) rt_blob_fail(in, "a fused head whose kernel is not the one planned");
+  }
+  if (!in->failed && tail >= 0) f->tail = r->entry->instrs[tail];
+  if (in->failed || (head >= 0 && !f->head)) {
+    rt_blob_fail(in, "a fused program");
+    rt_cpu_fusion_free(f);
+    return NULL;
+  }
+  return f;
+}
+
+/* ---- oneDNN descriptions ---- */
+
+static void get_md(rt_blob_in *in, dnnl_memory_desc_t *md) {
+  *md = (dnnl_memory_desc_t){0};
+  md->ndims = (int)rt_blob_get_range(in, 0, DNNL_MAX_NDIMS, "a oneDNN layout");
+  md->data_type = (dnnl_data_type_t)rt_blob_get_range(in, dnnl_data_type_undef, dnnl_u8, "a oneDNN type");
+  md->offset0 = rt_blob_get_int(in, "a oneDNN layout");
+  md->format_kind = (dnnl_format_kind_t)rt_blob_get_range(in, dnnl_format_kind_undef, dnnl_blocked, "a oneDNN format");
+  for (int d = 0; d < md->ndims; d++) {
+    md->dims[d] = rt_blob_get_int(in, "a oneDNN layout");
+    md->padded_dims[d] = rt_blob_get_int(in, "a oneDNN layout");
+    md->padded_offsets[d] = rt_blob_get_int(in, "a oneDNN layout");
+  }
+  dnnl_blocking_desc_t *b = &md->format_desc.blocking;
+  if (md->format_kind == dnnl_blocked) {
+    for (int d = 0; d < md->ndims; d++) b->strides[d] = rt_blob_get_int(in, "a oneDNN layout");
+    b->inner_nblks = (int)rt_blob_get_range(in, 0, DNNL_MAX_NDIMS, "a oneDNN layout");
+    for (int k = 0; k < b->inner_nblks; k++) {
+      b->inner_blks[k] = rt_blob_get_int(in, "a oneDNN layout");
+      b->inner_idxs[k] = rt_blob_get_range(in, 0, DNNL_MAX_NDIMS - 1, "a oneDNN layout");
+    }
+  }
+  md->extra.flags = (uint64_t)rt_blob_get_int(in, "a oneDNN layout");
+  md->extra.compensation_mask = (int)rt_blob_get_int(in, "a oneDNN layout");
+  md->extra.scale_adjust = rt_blob_get_f32(in, "a oneDNN layout");
+  md->extra.asymm_compensation_mask = (int)rt_blob_get_int(in, "a oneDNN layout");
+}
+
+static void get_post(reader *r, rt_dnnl_post *p, dnnl_memory_desc_t *md) {
+  rt_blob_in *in = r->in;
+  p->kind = (rt_dnnl_post_kind)rt_blob_get_range(in, RT_DNNL_BIAS, RT_DNNL_CLIP, "a post-op");
+  p->instr = get_instr_ref(r, "a post-op");
+  p->term = (int)rt_blob_get_range(in, -1, RT_DNNL_MAX_TERMS - 1, "a post-op's term");
+  p->input = (int)rt_blob_get_range(in, -1, RT_DNNL_MAX_INPUTS - 1, "a post-op's input");
+  p->values_offset = rt_blob_get_range(in, 0, INT64_MAX, "a post-op's values");
+  p->lo = rt_blob_get_f32(in, "a clip");
+  p->hi = rt_blob_get_f32(in, "a clip");
+  get_md(in, md);
+}
+
+/* Terms name earlier terms only (term_at recurses), posts and terms existing inputs. */
+static bool dnnl_indices_hold(const rt_cpu_dnnl *d) {
+  for (int k = 0; k < d->term_count; k++) {
+    const rt_dnnl_term *t = &d->terms[k];
+    if (t->a >= k || t->b >= k || t->input >= d->input_count) return false;
+    if (t->op == HLO_OP_PARAMETER && t->input < 0) return false;
+    if (t->op != HLO_OP_PARAMETER && t->op != HLO_OP_CONSTANT && t->a < 0) return false;
+  }
+  for (int k = 0; k < d->post_count; k++)
+    if (d->posts[k].term >= d->term_count || d->posts[k].input >= d->input_count) return false;
+  const hlo_instr *conv = d->conv;
+  return conv->opcode == HLO_OP_CONVOLUTION && conv->operand_count == 2 && conv->conv && conv->window;
+}
+
+static rt_cpu_dnnl *get_dnnl(reader *r) {
+  rt_blob_in *in = r->in;
+  rt_cpu_dnnl *d = hlo_calloc(1, sizeof *d);
+  if (!d) return rt_blob_fail(in, "out of memory"), NULL;
+  d->conv = get_instr_ref(r, "a convolution");
+  d->root = get_instr_ref(r, "a convolution's epilogue");
+  d->post_count = (int)rt_blob_get_range(in, 0, RT_DNNL_MAX_POSTS, "post-ops");
+  for (int k = 0; k < d->post_count; k++) get_post(r, &d->posts[k], &d->post_md[k]);
+  d->term_count = (int)rt_blob_get_range(in, 0, RT_DNNL_MAX_TERMS, "per-feature terms");
+  for (int k = 0; k < d->term_count; k++) {
+    rt_dnnl_term *t = &d->terms[k];
+    t->op = (hlo_opcode)rt_blob_get_range(in, 0, HLO_OP_COUNT - 1, "a term");
+    t->a = (int)rt_blob_get_range(in, -1, RT_DNNL_MAX_TERMS - 1, "a term");
+    t->b = (int)rt_blob_get_range(in, -1, RT_DNNL_MAX_TERMS - 1, "a term");
+    t->input = (int)rt_blob_get_range(in, -1, RT_DNNL_MAX_INPUTS - 1, "a term");
+    t->value = rt_blob_get_f32(in, "a term");
+  }
+  d->input_count = (int)rt_blob_get_range(in, 0, RT_DNNL_MAX_INPUTS, "a convolution's inputs");
+  for (int k = 0; k < d->input_count; k++) d->inputs[k] = get_instr_ref(r, "a convolution's input");
+  d->member_count = (int)rt_blob_get_range(in, 0, RT_DNNL_MAX_MEMBERS, "per-feature members");
+  for (int k = 0; k < d->member_count; k++) d->members[k] = get_instr_ref(r, "a per-feature member");
+  dnnl_memory_desc_t *mds[] = {&d->src_in_md, &d->src_md, &d->weights_in_md, &d->weights_md, &d->bias_md,
+                               &d->dst_md, &d->out_md, &d->scratchpad_md, &d->safe_scratchpad_md};
+  for (size_t i = 0; i < sizeof mds / sizeof mds[0]; i++) get_md(in, mds[i]);
+  d->blocked_out = rt_blob_get_bool(in, "a convolution's layout");
+  d->prims = (unsigned)rt_blob_get_range(in, 0, 15, "a convolution's primitives");
+  int64_t *sizes[] = {&d->weights_bytes, &d->out_bytes, &d->scratch_bytes, &d->scratchpad_offset, &d->dst_offset,
+                      &d->weights_scratch_offset, &d->src_reorder.offset, &d->weights_reorder.offset,
+                      &d->dst_reorder.offset};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) *sizes[i] = rt_blob_get_range(in, 0, INT64_MAX, "a size");
+  d->weight_param = (int)rt_blob_get_range(in, -1, INT32_MAX, "a convolution's weights");
+  if (!in->failed && !dnnl_indices_hold(d)) rt_blob_fail(in, "a convolution's description");
+  if (in->failed) {
+    free(d);
+    return NULL;
+  }
+  return d;
+}
+
+/* ---- steps and the plan ---- */
+
+static int *get_int_list(reader *r, int *count, int64_t hi, const char *what) {
+  *count = (int)rt_blob_get_count(r->in, INT32_MAX, what);
+  int *list = hlo_malloc(sizeof(int) * ((size_t)*count + 1));
+  if (!list) rt_blob_fail(r->in, "out of memory");
+  for (int k = 0; list && k < *count; k++) list[k] = (int)rt_blob_get_range(r->in, 0, hi, what);
+  return list;
+}
+
+static void get_step(reader *r, rt_cpu_plan *plan, rt_cpu_step *s) {
+  rt_blob_in *in = r->in;
+  int64_t arena = plan->arena_bytes;
+  s->kind = (rt_cpu_step_kind)rt_blob_get_range(in, RT_STEP_PARAM, RT_STEP_DNNL, "a step's kind");
+  rt_cpu_kernel_family family = rt_blob_get_range(in, 0, RT_KERNEL_FAMILY_COUNT - 1, "a step's kernel");
+  s->storage = (int)rt_blob_get_range(in, 0, INT32_MAX, "a step's storage");
+  s->output = rt_blob_get_bool(in, "a step");
+  s->in_place = rt_blob_get_bool(in, "a step");
+  s->offset = rt_blob_get_range(in, -1, arena, "a buffer's offset");
+  s->scratch_bytes = rt_blob_get_range(in, 0, arena, "a step's scratch");
+  s->scratch_offset = rt_blob_get_range(in, 0, arena - s->scratch_bytes, "a step's scratch");
+  s->kept = rt_blob_get_bool(in, "a step");
+  s->stamp_offset = rt_blob_get_range(in, 0, arena, "a stamp's offset");
+  s->weight_param = (int)rt_blob_get_range(in, -1, r->entry->param_count - 1, "kept weights");
+  s->weight_kept = (int)rt_blob_get_range(in, -1, r->n - 1, "kept weights");
+  s->weight_offset = rt_blob_get_range(in, 0, arena, "kept weights");
+  s->part_count = (int)rt_blob_get_range(in, 0, s->instr->shape.tuple_count, "a step's parts");
+  s->part_offsets = hlo_malloc(sizeof(int64_t) * ((size_t)s->part_count + 1));
+  if (!s->part_offsets) rt_blob_fail(in, "out of memory");
+  for (int p = 0; s->part_offsets && p < s->part_count; p++) s->part_offsets[p] = rt_blob_get_range(in, 0, arena, "a part");
+  s->frees = get_int_list(r, &s->free_count, r->n - 1, "a step's frees");
+  s->kept_params = get_int_list(r, &s->kept_param_count, r->entry->param_count - 1, "a kept step's parameters");
+  if (s->kind == RT_STEP_FUSED && !in->failed) s->fusion = get_fusion(r);
+  if (s->kind == RT_STEP_DNNL && !in->failed) s->dnnl = get_dnnl(r);
+  if (!in->failed && !repick(s, family)) rt_blob_fail(in, "a step whose kernel is not the one planned");
+}
+
+/* Whatever a step reads is an earlier step, and the operand table of an execute holds them. */
+static bool inputs_hold(const rt_cpu_plan *plan) {
+  for (int i = 0; i < plan->step_count; i++) {
+    const rt_cpu_step *s = &plan->steps[i];
+    int count = rt_cpu_step_input_count(s);
+    if (count > plan->max_operands) return false;
+    for (int k = 0; k < count; k++)
+      if (rt_cpu_step_input(s, k) < 0 || rt_cpu_step_input(s, k) >= plan->step_count) return false;
+  }
+  return true;
+}
+
+static rt_cpu_plan *get_plan(rt_blob_in *in, const hlo_module *module) {
+  rt_cpu_plan *plan = hlo_calloc(1, sizeof *plan);
+  if (!plan) return rt_blob_fail(in, "out of memory"), NULL;
+  reader r = {.in = in, .entry = module->entry, .n = module->entry->instr_count};
+  plan->step_count = (int)rt_blob_get_range(in, 0, r.n, "the plan's steps");
+  plan->arena_bytes = rt_blob_get_range(in, 0, INT64_MAX / 2, "the plan's arena");
+  plan->buffer_count = rt_blob_get_range(in, 0, INT64_MAX, "the plan");
+  plan->buffer_bytes = rt_blob_get_range(in, 0, INT64_MAX, "the plan");
+  plan->peak_live_bytes = rt_blob_get_range(in, 0, INT64_MAX, "the plan");
+  plan->max_operands = (int)rt_blob_get_range(in, 1, INT32_MAX - 1, "the plan");
+  plan->dynamic = rt_blob_get_bool(in, "the plan");
+  plan->kept_count = (int)rt_blob_get_range(in, 0, r.n, "the plan's kept steps");
+  plan->kept_slots = (int)rt_blob_get_range(in, 0, INT32_MAX, "the plan's kept stamps");
+  plan->kept_at = rt_blob_get_range(in, 0, plan->arena_bytes, "the plan's kept stamps");
+  if (!in->failed && plan->step_count != (plan->dynamic ? 0 : r.n)) rt_blob_fail(in, "the plan's steps");
+  if (!in->failed && plan->kept_at + (int64_t)sizeof(uint64_t) * plan->kept_slots > plan->arena_bytes)
+    rt_blob_fail(in, "the plan's kept stamps");
+  plan->steps = in->failed ? NULL : hlo_calloc((size_t)plan->step_count + 1, sizeof(rt_cpu_step));
+  if (!in->failed && !plan->steps) rt_blob_fail(in, "out of memory");
+  for (int i = 0; i < plan->step_count && !in->failed; i++) {
+    plan->steps[i].instr = module->entry->instrs[i];
+    get_step(&r, plan, &plan->steps[i]);
+    plan->primitives_pending = plan->primitives_pending || plan->steps[i].kind == RT_STEP_DNNL;
+  }
+  if (!in->failed && !inputs_hold(plan)) rt_blob_fail(in, "a step's inputs");
+  if (in->failed) {
+    rt_cpu_plan_free(plan);
+    return NULL;
+  }
+  plan->id = rt_cpu_plan_next_id();
+  return plan;
+}
+
+static hlo_status check_header(const unsigned char *p, size_t len, hlo_diag *diag) {
+  if (len < RT_CPU_BLOB_HEADER || memcmp(p, RT_CPU_BLOB_MAGIC, 8) != 0)
+    return hlo_diag_set(diag, HLO_ERR_INPUT, "not a serialized cpu executable (%zu bytes, no header)", len);
+  if (p[8] != RT_CPU_BLOB_VERSION)
+    return hlo_diag_set(diag, HLO_ERR_INPUT, "a serialized cpu executable of format version %d (this latch reads %d)",
+                        p[8], RT_CPU_BLOB_VERSION);
+  uint64_t sum = 0;
+  for (int i = 0; i < 8; i++) sum |= (uint64_t)p[9 + i] << (8 * i);
+  if (sum != rt_blob_checksum(p + RT_CPU_BLOB_HEADER, len - RT_CPU_BLOB_HEADER))
+    return hlo_diag_set(diag, HLO_ERR_INPUT, "a damaged serialized cpu executable (checksum mismatch, %zu bytes)", len);
+  return HLO_OK;
+}
+
+hlo_status rt_cpu_deserialize(const void *bytes, size_t len, hlo_module **module, rt_cpu_plan **plan, char **source,
+                              size_t *source_len, hlo_diag *diag) {
+  *module = NULL;
+  *plan = NULL;
+  *source = NULL;
+  *source_len = 0;
+  if (check_header(bytes, len, diag) != HLO_OK) return diag->status;
+  rt_blob_in in;
+  rt_blob_in_init(&in, (const unsigned char *)bytes + RT_CPU_BLOB_HEADER, len - RT_CPU_BLOB_HEADER);
+  size_t text_len;
+  const char *text = rt_blob_get_bytes(&in, &text_len, "the source text");
+  char *copy = text ? hlo_malloc(text_len + 1) : NULL;
+  if (text && !copy) rt_blob_fail(&in, "out of memory");
+  if (copy) memcpy(copy, text, text_len), copy[text_len] = '\0';
+  hlo_module *m = in.failed ? NULL : rt_cpu_decode_module(&in);
+  rt_cpu_plan *p = m ? get_plan(&in, m) : NULL;
+  if (!in.failed && in.p != in.end) rt_blob_fail(&in, "the end (bytes left over)");
+  if (in.failed) {
+    rt_cpu_plan_free(p);
+    hlo_module_free(m);
+    free(copy);
+    bool oom = strcmp(in.why, "out of memory") == 0;
+    return hlo_diag_set(diag, oom ? HLO_ERR_INTERNAL : HLO_ERR_INPUT, "%s reading a serialized cpu executable: %s",
+                        oom ? "out of memory" : "bad bytes", oom ? "" : in.why);
+  }
+  *module = m;
+  *plan = p;
+  *source = copy;
+  *source_len = text_len;
+  return HLO_OK;
+}
+
+hlo_status rt_cpu_plan_make_primitives(rt_cpu_plan *plan, hlo_diag *diag) {
+  for (int i = 0; i < plan->step_count; i++) {
+    rt_cpu_step *s = &plan->steps[i];
+    if (s->kind == RT_STEP_DNNL && !s->dnnl->conv_prim && !rt_cpu_dnnl_recreate(s->dnnl))
+      return hlo_diag_set(diag, HLO_ERR_INTERNAL,
+                          "oneDNN did not take the cached description of convolution %%%s again (another oneDNN "
+                          "or processor?)",
+                          s->dnnl->conv->name);
+  }
+  plan->primitives_pending = false;
+  return HLO_OK;
+}
