@@ -123,7 +123,7 @@ latch_status latch_function_options_init(latch_function_options *options) {
 
 /* ---- LATCH_LOG ---- */
 
-static const char *const log_words[] = {"recompiles", "guards"};
+static const char *const log_words[] = {"recompiles", "guards", "compiles"};
 enum { LOG_WORD_COUNT = sizeof log_words / sizeof log_words[0] };
 
 static bool is_log_word(const char *word, size_t len) {

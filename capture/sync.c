@@ -3,8 +3,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <inttypes.h>
+#include <stdio.h>
+
 #include "capture.h"
 #include "hlo/hlo.h"
+#include "runtime/cpu/cpu.h"
 
 typedef struct compile_job {
   latch_runtime *rt;
@@ -34,6 +38,20 @@ static void *codec_deserialize(void *ctx, const void *bytes, size_t len, hlo_dia
   return job->graph->backend->deserialize(bytes, len, &job->rt->compile_options, diag);
 }
 
+/* LATCH_LOG=compiles: one line per miss answered, saying where the executable came from and
+ * how long that took; for the cpu backend, how often its passes ran and how many plans it
+ * built in this process so far (a load from the disk cache adds to neither). */
+static void log_compile(const cap_graph *g, cache_origin origin, uint64_t ns) {
+  static const char *const from[] = {[CACHE_ORIGIN_COMPILED] = "compiled", [CACHE_ORIGIN_DISK] = "loaded from the disk cache",
+                                     [CACHE_ORIGIN_REMOTE] = "loaded from the remote cache"};
+  char work[128] = "";
+  if (g->backend == &rt_backend_cpu)
+    snprintf(work, sizeof work, " (cpu backend so far: passes ran %" PRId64 " times, %" PRId64 " plans built)",
+             rt_cpu_pass_runs(), rt_cpu_plans_built());
+  fprintf(stderr, "latch: graph %016" PRIx64 "%016" PRIx64 " %s in %.2f ms%s\n", g->key.hi, g->key.lo,
+          origin <= CACHE_ORIGIN_REMOTE ? from[origin] : "made", (double)ns / 1e6, work);
+}
+
 /* Called by the memory table on a miss, with no lock held: the disk cache (when on) or the
  * backend's compile. */
 static void *compile_graph(void *ctx, hlo_diag *diag) {
@@ -41,9 +59,10 @@ static void *compile_graph(void *ctx, hlo_diag *diag) {
   const cap_graph *g = job->graph;
   if (job->rt->check_mode != 0) return cap_compile_checked(job->rt, g, diag);
   rt_executable *exe;
+  uint64_t start = cap_now_ns();
+  cache_origin origin = CACHE_ORIGIN_COMPILED;
   if ((job->rt->disk || job->rt->remote) && g->backend->serialize && g->backend->deserialize) {
     cache_codec codec = {job, codec_compile, codec_serialize, codec_deserialize};
-    cache_origin origin = CACHE_ORIGIN_COMPILED;
     exe = cache_tiers_get_or_compile(job->rt->disk, job->rt->remote, g->key, job->rt->fingerprint, &codec, &origin,
                                      NULL, diag);
     if (exe && origin == CACHE_ORIGIN_DISK) atomic_fetch_add(&job->rt->disk_loads, 1);
@@ -52,6 +71,7 @@ static void *compile_graph(void *ctx, hlo_diag *diag) {
     exe = codec_compile(job, diag);
   }
   if (!exe) return NULL;
+  if (cap_log_has("compiles")) log_compile(g, origin, cap_now_ns() - start);
   cap_exe *value = hlo_malloc(sizeof *value);
   if (!value) {
     g->backend->destroy(exe);

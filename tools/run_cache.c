@@ -4,7 +4,7 @@
 
 #include "capture/capture.h"
 #include "cli.h"
-#include "capture/capture.h"
+#include "runtime/cpu/cpu.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -81,6 +81,9 @@ rt_executable *run_cache_compile(run_cache *cache, const rt_backend *backend, co
     printf("loaded compiled graph from cache in %.2f ms\n", cache->seconds * 1e3);
   else if (exe)
     print_compile_time(module, cache->seconds);
+  if (exe && backend == &rt_backend_cpu && cap_log_has("compiles")) /* a load runs no pass: 0 and 0 */
+    printf("cpu backend: passes ran %" PRId64 " times, %" PRId64 " plans built\n", rt_cpu_pass_runs(),
+           rt_cpu_plans_built());
   return exe;
 }
 

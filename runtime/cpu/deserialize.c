@@ -245,8 +245,8 @@ static void get_step(reader *r, rt_cpu_plan *plan, rt_cpu_step *s) {
   s->output = rt_blob_get_bool(in, "a step");
   s->in_place = rt_blob_get_bool(in, "a step");
   s->offset = rt_blob_get_range(in, -1, arena, "a buffer's offset");
-  s->scratch_bytes = rt_blob_get_range(in, 0, arena, "a step's scratch");
-  s->scratch_offset = rt_blob_get_range(in, 0, arena - s->scratch_bytes, "a step's scratch");
+  s->scratch_bytes = rt_blob_get_range(in, 0, INT64_MAX, "a step's scratch");
+  s->scratch_offset = rt_blob_get_range(in, 0, arena, "a step's scratch");
   s->kept = rt_blob_get_bool(in, "a step");
   s->stamp_offset = rt_blob_get_range(in, 0, arena, "a stamp's offset");
   s->weight_param = (int)rt_blob_get_range(in, -1, r->entry->param_count - 1, "kept weights");
@@ -258,6 +258,8 @@ static void get_step(reader *r, rt_cpu_plan *plan, rt_cpu_step *s) {
   for (int p = 0; s->part_offsets && p < s->part_count; p++) s->part_offsets[p] = rt_blob_get_range(in, 0, arena, "a part");
   s->frees = get_int_list(r, &s->free_count, r->n - 1, "a step's frees");
   s->kept_params = get_int_list(r, &s->kept_param_count, r->entry->param_count - 1, "a kept step's parameters");
+  if (rt_cpu_step_writes_buffer(s) && s->scratch_bytes > arena - s->scratch_offset) /* only those have any placed */
+    rt_blob_fail(in, "a step's scratch");
   if (s->kind == RT_STEP_FUSED && !in->failed) s->fusion = get_fusion(r);
   if (s->kind == RT_STEP_DNNL && !in->failed) s->dnnl = get_dnnl(r);
   if (!in->failed && !repick(s, family)) rt_blob_fail(in, "a step whose kernel is not the one planned");

@@ -1,0 +1,342 @@
+/* The cpu backend's serialized executable (runtime/cpu/serialize.c, deserialize.c):
+ *   - the module codec round-trips every corpus module (same text, same origins);
+ *   - differential: compile -> run, compile -> serialize -> deserialize -> run and the
+ *     reference evaluator agree, on convolutions with post-ops, blocked layouts between
+ *     them and a folded batch norm, on fused elementwise groups (a reduce tail, a flat dot
+ *     head), on kept weight work with the weights written in place between calls, and on an
+ *     executable loaded and then bound to another batch size; the loaded one gives the
+ *     compiled one's bytes exactly (same plan, same kernels);
+ *   - a load runs no pass and builds no plan (rt_cpu_pass_runs, rt_cpu_plans_built);
+ *   - every truncation and every flipped byte of a blob is an error, the format version is
+ *     checked, and a damaged blob with a recomputed checksum is an error or an executable,
+ *     never a crash (run under ASan). */
+#include <dirent.h>
+#include <stdlib.h>
+
+#include "cpu_util.h"
+#include "runtime/cpu/blob_internal.h"
+#include "runtime/cpu/cpu_internal.h"
+
+static const char *add_comp = "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n";
+
+/* conv -> batch norm -> relu (the fold's case: the scale goes into the weights, a kept step),
+ * then a second conv with a bias and a residual add of the first (blocked between them). */
+static char *conv_bn_text(int batch) {
+  static char text[4][4096];
+  static int next;
+  char *s = text[next++ % 4];
+  snprintf(s, sizeof text[0],
+           "HloModule c\nENTRY e {\n x = f32[%1$d,8,10,10] parameter(0)\n w = f32[8,8,3,3] parameter(1)\n"
+           " mean = f32[8] parameter(2)\n var = f32[8] parameter(3)\n gamma = f32[8] parameter(4)\n"
+           " beta = f32[8] parameter(5)\n w2 = f32[8,8,3,3] parameter(6)\n bias = f32[8] parameter(7)\n"
+           " c = f32[%1$d,8,10,10] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+           " bm = f32[%1$d,8,10,10] broadcast(mean), dimensions={1}\n bv = f32[%1$d,8,10,10] broadcast(var), dimensions={1}\n"
+           " eps = f32[] constant(1e-05)\n be = f32[%1$d,8,10,10] broadcast(eps), dimensions={}\n"
+           " vv = f32[%1$d,8,10,10] multiply(bv, bv)\n ve = f32[%1$d,8,10,10] add(vv, be)\n r = f32[%1$d,8,10,10] rsqrt(ve)\n"
+           " s = f32[%1$d,8,10,10] subtract(c, bm)\n n = f32[%1$d,8,10,10] multiply(s, r)\n"
+           " bg = f32[%1$d,8,10,10] broadcast(gamma), dimensions={1}\n g = f32[%1$d,8,10,10] multiply(n, bg)\n"
+           " bb = f32[%1$d,8,10,10] broadcast(beta), dimensions={1}\n b = f32[%1$d,8,10,10] add(g, bb)\n"
+           " zero = f32[] constant(0)\n z = f32[%1$d,8,10,10] broadcast(zero), dimensions={}\n"
+           " a = f32[%1$d,8,10,10] maximum(b, z)\n"
+           " c2 = f32[%1$d,8,10,10] convolution(a, w2), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+           " bb2 = f32[%1$d,8,10,10] broadcast(bias), dimensions={1}\n d2 = f32[%1$d,8,10,10] add(c2, bb2)\n"
+           " s2 = f32[%1$d,8,10,10] add(d2, a)\n ROOT y = f32[%1$d,8,10,10] maximum(s2, z)\n}\n",
+           batch);
+  return s;
+}
+
+/* A batched matmul by a broadcast weight (a flat dot head), tanh, exp and a multiply fused
+ * into it, and a reduce absorbing the group. */
+static char fused_text[2048];
+
+/* A weight scaled per column (kept: computed once per contents of w and g) feeding a dot,
+ * then a relu. */
+static char kept_text[2048];
+
+static void make_texts(void) {
+  snprintf(fused_text, sizeof fused_text,
+           "HloModule f\n%s\nENTRY e {\n x = f32[4,8,16] parameter(0)\n w = f32[16,32] parameter(1)\n"
+           " wb = f32[4,16,32] broadcast(w), dimensions={1,2}\n"
+           " d = f32[4,8,32] dot(x, wb), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, "
+           "rhs_contracting_dims={1}\n"
+           " t = f32[4,8,32] tanh(d)\n e = f32[4,8,32] exponential(t)\n m = f32[4,8,32] multiply(e, t)\n"
+           " zero = f32[] constant(0)\n ROOT r = f32[4,8] reduce(m, zero), dimensions={2}, to_apply=add\n}\n",
+           add_comp);
+  snprintf(kept_text, sizeof kept_text,
+           "HloModule k\nENTRY e {\n x = f32[6,16] parameter(0)\n w = f32[16,32] parameter(1)\n g = f32[32] parameter(2)\n"
+           " gb = f32[16,32] broadcast(g), dimensions={1}\n ws = f32[16,32] multiply(w, gb)\n"
+           " d = f32[6,32] dot(x, ws), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+           " zero = f32[] constant(0)\n z = f32[6,32] broadcast(zero), dimensions={}\n"
+           " ROOT y = f32[6,32] maximum(d, z)\n}\n");
+}
+
+/* ---- helpers ---- */
+
+static rt_value **random_args(const hlo_module *module, uint64_t seed) {
+  int n = module->entry->param_count;
+  rt_value **args = calloc((size_t)n + 1, sizeof *args);
+  hlo_diag diag = {0};
+  for (int i = 0; args && i < n; i++) args[i] = rt_random_value(&module->entry->params[i]->shape, seed, (uint64_t)i, &diag);
+  return args;
+}
+
+static void free_args(rt_value **args, int n) {
+  for (int i = 0; args && i < n; i++) rt_value_release(args[i]);
+  free(args);
+}
+
+static rt_value *run(rt_executable *exe, rt_value **args, int n) {
+  hlo_diag diag = {0};
+  rt_value *out = NULL;
+  hlo_status status = exe ? rt_backend_cpu.execute(exe, args, n, &out, &diag) : HLO_ERR_INTERNAL;
+  CHECK_MSG(status == HLO_OK, "execute: %s", diag.message);
+  return out;
+}
+
+static bool same_bytes(const rt_value *a, const rt_value *b) {
+  if (!a || !b || a->shape.dtype != b->shape.dtype || a->count != b->count) return false;
+  return memcmp(a->data, b->data, (size_t)hlo_shape_bytes(&a->shape)) == 0;
+}
+
+/* exe serialized and loaded again, checking that the load ran no pass and built no plan. */
+static rt_executable *reload(const rt_executable *exe) {
+  hlo_diag diag = {0};
+  void *bytes = NULL;
+  size_t len = 0;
+  CHECK_MSG(rt_backend_cpu.serialize(exe, &bytes, &len, &diag) == HLO_OK, "serialize: %s", diag.message);
+  int64_t passes = rt_cpu_pass_runs(), plans = rt_cpu_plans_built();
+  rt_executable *loaded = bytes ? rt_backend_cpu.deserialize(bytes, len, NULL, &diag) : NULL;
+  CHECK_MSG(loaded != NULL, "deserialize: %s", diag.message);
+  CHECK_EQ_INT(rt_cpu_pass_runs(), passes);
+  CHECK_EQ_INT(rt_cpu_plans_built(), plans);
+  free(bytes);
+  return loaded;
+}
+
+/* compile -> run, reload -> run (the same bytes, no pass or plan, also on its first run when
+ * oneDNN's primitives are made) and the reference (within cpu_agree's tolerance). */
+static void expect_round_trip(int line, const char *text, uint64_t seed) {
+  hlo_module *module = parse_checked(text);
+  rt_executable *exe = compile_checked(text);
+  rt_executable *loaded = exe ? reload(exe) : NULL;
+  int n = module ? module->entry->param_count : 0;
+  rt_value **args = module ? random_args(module, seed) : NULL;
+  hlo_diag diag = {0};
+  rt_value *want = NULL;
+  if (module) rt_evaluate(module, args, n, &(rt_eval_options){.fp64 = false}, &want, &diag);
+  rt_value *compiled = exe ? run(exe, args, n) : NULL;
+  int64_t passes = rt_cpu_pass_runs(), plans = rt_cpu_plans_built();
+  rt_value *got = loaded ? run(loaded, args, n) : NULL;
+  CHECK_EQ_INT(rt_cpu_pass_runs(), passes);
+  CHECK_EQ_INT(rt_cpu_plans_built(), plans);
+  CHECK_MSG(cpu_agree(want, compiled), "line %d: compiled against the reference", line);
+  CHECK_MSG(same_bytes(compiled, got), "line %d: loaded against compiled", line);
+  rt_value_release(want);
+  rt_value_release(compiled);
+  rt_value_release(got);
+  free_args(args, n);
+  rt_backend_cpu.destroy(loaded);
+  rt_backend_cpu.destroy(exe);
+  hlo_module_free(module);
+}
+
+/* ---- tests ---- */
+
+static void test_differential(void) {
+  int64_t reorders = rt_cpu_dnnl_weight_reorder_count();
+  expect_round_trip(__LINE__, conv_bn_text(2), 1);
+  CHECK(rt_cpu_dnnl_weight_reorder_count() > reorders); /* the loaded run went through oneDNN */
+  expect_round_trip(__LINE__, fused_text, 2);
+  expect_round_trip(__LINE__, kept_text, 3);
+  static const rt_compile_options unfused = {.no_fusion = true, .keep_arena_bytes = -1};
+  cpu_util_options = &unfused;
+  expect_round_trip(__LINE__, fused_text, 4);
+  cpu_util_options = NULL;
+}
+
+/* Kept weight work on a loaded executable: skipped while the weight's contents are the same,
+ * run again after the weight is written in place, right each time. */
+static void test_kept_weights(void) {
+  hlo_module *module = parse_checked(kept_text);
+  rt_executable *exe = compile_checked(kept_text);
+  rt_executable *loaded = exe ? reload(exe) : NULL;
+  rt_value **args = module ? random_args(module, 5) : NULL;
+  for (int call = 0; module && loaded && call < 3; call++) {
+    if (call == 2) { /* new weights, written in place */
+      for (int64_t i = 0; i < args[1]->count; i++) rt_set_f64(args[1], i, 0.25 * rt_get_f64(args[1], i) - 0.125);
+      rt_value_touch(args[1]);
+    }
+    int64_t reuses = rt_cpu_kept_reuse_count();
+    hlo_diag diag = {0};
+    rt_value *want = NULL;
+    rt_evaluate(module, args, 3, &(rt_eval_options){.fp64 = false}, &want, &diag);
+    rt_value *got = run(loaded, args, 3);
+    CHECK_MSG(cpu_agree(want, got), "call %d", call);
+    CHECK_EQ_INT(rt_cpu_kept_reuse_count() - reuses, call == 1 ? 1 : 0);
+    rt_value_release(want);
+    rt_value_release(got);
+  }
+  free_args(args, 3);
+  rt_backend_cpu.destroy(loaded);
+  rt_backend_cpu.destroy(exe);
+  hlo_module_free(module);
+}
+
+/* A loaded executable bound to another batch size: the source text is parsed then (no pass
+ * runs), and the bound one agrees with the reference. */
+static void test_bind_loaded(void) {
+  rt_executable *exe = compile_checked(conv_bn_text(2));
+  rt_executable *loaded = exe ? reload(exe) : NULL;
+  for (int batch = 1; loaded && batch <= 5; batch += 2) {
+    hlo_module *binding = parse_checked(conv_bn_text(batch));
+    int64_t passes = rt_cpu_pass_runs();
+    hlo_diag diag = {0};
+    rt_executable *bound = binding ? rt_backend_cpu.bind(loaded, binding, &diag) : NULL;
+    CHECK_MSG(bound != NULL, "bind to batch %d: %s", batch, diag.message);
+    CHECK_EQ_INT(rt_cpu_pass_runs(), passes);
+    rt_value **args = binding ? random_args(binding, 10 + (uint64_t)batch) : NULL;
+    rt_value *want = NULL;
+    if (binding) rt_evaluate(binding, args, 8, &(rt_eval_options){.fp64 = false}, &want, &diag);
+    rt_value *got = bound ? run(bound, args, 8) : NULL;
+    CHECK_MSG(cpu_agree(want, got), "batch %d", batch);
+    rt_value_release(want);
+    rt_value_release(got);
+    free_args(args, 8);
+    rt_backend_cpu.destroy(bound);
+    hlo_module_free(binding);
+  }
+  rt_backend_cpu.destroy(loaded);
+  rt_backend_cpu.destroy(exe);
+}
+
+/* Every truncation and every flipped byte is refused with a message; flips with the
+ * checksum made right again must not crash whatever they decode to. */
+static void test_damaged(void) {
+  rt_executable *exe = compile_checked(conv_bn_text(1));
+  hlo_diag diag = {0};
+  void *bytes = NULL;
+  size_t len = 0;
+  CHECK(exe && rt_backend_cpu.serialize(exe, &bytes, &len, &diag) == HLO_OK);
+  unsigned char *copy = malloc(len + 1);
+  int refused = 0, loaded = 0;
+  for (size_t cut = 0; bytes && copy && cut < len; cut++) {
+    memcpy(copy, bytes, cut);
+    hlo_diag_clear(&diag);
+    rt_executable *e = rt_backend_cpu.deserialize(copy, cut, NULL, &diag);
+    refused += e == NULL && diag.status == HLO_ERR_INPUT && diag.message[0];
+    rt_backend_cpu.destroy(e);
+  }
+  CHECK_EQ_INT(refused, (int)len);
+  refused = 0;
+  for (size_t at = 0; bytes && copy && at < len; at++) {
+    memcpy(copy, bytes, len);
+    copy[at] ^= 0xa5;
+    hlo_diag_clear(&diag);
+    rt_executable *e = rt_backend_cpu.deserialize(copy, len, NULL, &diag);
+    refused += e == NULL && diag.status == HLO_ERR_INPUT;
+    rt_backend_cpu.destroy(e);
+  }
+  CHECK_EQ_INT(refused, (int)len);
+  refused = 0;
+  for (size_t at = RT_CPU_BLOB_HEADER; bytes && copy && at < len; at++) {
+    memcpy(copy, bytes, len);
+    copy[at] ^= 0xa5;
+    uint64_t sum = rt_blob_checksum(copy + RT_CPU_BLOB_HEADER, len - RT_CPU_BLOB_HEADER);
+    for (int i = 0; i < 8; i++) copy[9 + i] = (unsigned char)(sum >> (8 * i));
+    hlo_diag_clear(&diag);
+    rt_executable *e = rt_backend_cpu.deserialize(copy, len, NULL, &diag);
+    if (e) loaded++;
+    else refused += diag.message[0] != '\0';
+    rt_backend_cpu.destroy(e);
+  }
+  CHECK_EQ_INT(refused + loaded, (int)(len - RT_CPU_BLOB_HEADER));
+  CHECK(refused > 0);
+  if (bytes && copy) { /* another format version */
+    memcpy(copy, bytes, len);
+    copy[8] = RT_CPU_BLOB_VERSION + 1;
+    hlo_diag_clear(&diag);
+    CHECK(rt_backend_cpu.deserialize(copy, len, NULL, &diag) == NULL);
+    CHECK_MSG(strstr(diag.message, "format version") != NULL, "%s", diag.message);
+  }
+  free(copy);
+  free(bytes);
+  rt_backend_cpu.destroy(exe);
+}
+
+/* The module codec over the corpus: decode(encode(m)) prints as m and keeps its origins. */
+static int codec_checked;
+
+static void codec_round_trip(const char *path, const hlo_module *module) {
+  hlo_strbuf out;
+  hlo_sb_init(&out);
+  rt_cpu_encode_module(&out, module);
+  CHECK_MSG(!out.failed, "%s: encoding ran out of memory", path);
+  rt_blob_in in;
+  rt_blob_in_init(&in, out.data, out.len);
+  hlo_module *back = rt_cpu_decode_module(&in);
+  CHECK_MSG(back != NULL && in.p == in.end, "%s: decode: %s", path, in.why);
+  char *want = hlo_module_to_text(module), *got = back ? hlo_module_to_text(back) : NULL;
+  CHECK_MSG(want && got && strcmp(want, got) == 0, "%s: the decoded module prints otherwise", path);
+  bool origins = back && back->comp_count == module->comp_count;
+  for (int c = 0; origins && c < module->comp_count; c++)
+    for (int i = 0; origins && i < module->comps[c]->instr_count; i++)
+      origins = module->comps[c]->instrs[i]->origin == back->comps[c]->instrs[i]->origin;
+  CHECK_MSG(origins, "%s: origins differ", path);
+  codec_checked++;
+  free(want);
+  free(got);
+  hlo_module_free(back);
+  hlo_sb_free(&out);
+}
+
+static void codec_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return;
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *text = malloc((size_t)size + 1);
+  size_t got = text ? fread(text, 1, (size_t)size, f) : 0;
+  fclose(f);
+  hlo_diag diag = {0};
+  hlo_module *module = text ? hlo_parse_module(text, got, path, &diag) : NULL;
+  if (module) {
+    hlo_module_number_origins(module);
+    codec_round_trip(path, module);
+    hlo_pass_run_all(module); /* and after the passes, as the cache writes it */
+    hlo_pass_fold_affine(module);
+    codec_round_trip(path, module);
+  }
+  hlo_module_free(module);
+  free(text);
+}
+
+static void test_module_codec(void) {
+  const char *dirs[] = {"../shared/corpus/xla"};
+  for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {
+    DIR *dir = opendir(dirs[d]);
+    struct dirent *e;
+    while (dir && (e = readdir(dir))) {
+      size_t n = strlen(e->d_name);
+      if (n < 5 || strcmp(e->d_name + n - 4, ".hlo") != 0) continue;
+      char path[1024];
+      snprintf(path, sizeof path, "%s/%s", dirs[d], e->d_name);
+      codec_file(path);
+    }
+    if (dir) closedir(dir);
+  }
+  hlo_module *module = parse_checked(conv_bn_text(3));
+  if (module) codec_round_trip("conv_bn", module);
+  hlo_module_free(module);
+  CHECK_MSG(codec_checked >= 20, "only %d modules checked", codec_checked);
+}
+
+int main(void) {
+  make_texts();
+  RUN(test_module_codec);
+  RUN(test_differential);
+  RUN(test_kept_weights);
+  RUN(test_bind_loaded);
+  RUN(test_damaged);
+  return TEST_REPORT();
+}
