@@ -8,6 +8,7 @@
  * descriptions are read as they were decided, and oneDNN's primitives, which oneDNN 2.6
  * cannot serialize, are made from those descriptions at the first execute
  * (rt_cpu_plan_make_primitives: oneDNN generates their code then, as it did at compile). */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,8 +94,9 @@ static bool restore_head(reader *r, rt_cpu_fusion *f) {
 
 static rt_cpu_fusion *get_fusion(reader *r) {
   rt_blob_in *in = r->in;
-  rt_cpu_fusion *f = hlo_calloc(1, sizeof *f);
+  rt_cpu_fusion *f = hlo_malloc(sizeof *f); /* the flat_* fields are written for flat heads only */
   if (!f) return rt_blob_fail(in, "out of memory"), NULL;
+  memset(f, 0, offsetof(rt_cpu_fusion, flat_rows));
   f->input_count = (int)rt_blob_get_count(in, FUSION_MAX_REGS, "a fused program's inputs");
   f->inputs = hlo_malloc(sizeof(int) * ((size_t)f->input_count + 1));
   for (int k = 0; f->inputs && k < f->input_count; k++) f->inputs[k] = get_instr_ref(r, "a fused input")->id;
@@ -189,8 +191,9 @@ static bool dnnl_indices_hold(const rt_cpu_dnnl *d) {
 
 static rt_cpu_dnnl *get_dnnl(reader *r) {
   rt_blob_in *in = r->in;
-  rt_cpu_dnnl *d = hlo_calloc(1, sizeof *d);
+  rt_cpu_dnnl *d = hlo_malloc(sizeof *d); /* post_md past post_count stays untouched: no page faults */
   if (!d) return rt_blob_fail(in, "out of memory"), NULL;
+  memset(d, 0, offsetof(rt_cpu_dnnl, post_md));
   d->conv = get_instr_ref(r, "a convolution");
   d->root = get_instr_ref(r, "a convolution's epilogue");
   d->post_count = (int)rt_blob_get_range(in, 0, RT_DNNL_MAX_POSTS, "post-ops");

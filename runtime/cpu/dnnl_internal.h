@@ -71,11 +71,9 @@ struct rt_cpu_dnnl {
   /* built by rt_cpu_dnnl_build */
   dnnl_memory_desc_t src_in_md;  /* how the source arrives: its producer's out_md, or row-major */
   dnnl_memory_desc_t src_md, weights_in_md, weights_md, bias_md, dst_md, out_md, scratchpad_md;
-  dnnl_memory_desc_t post_md[RT_DNNL_MAX_POSTS]; /* binary post-ops' operands as the primitive reads them */
   /* A residual that arrives row-major while the result is blocked is reordered into the
    * result's layout first (oneDNN's fast kernels read a residual only in the result's
    * layout; with a row-major one they fall back to a much slower one): from post_in_md. */
-  dnnl_memory_desc_t post_in_md[RT_DNNL_MAX_POSTS];
   rt_dnnl_reorder post_reorder[RT_DNNL_MAX_POSTS];
   dnnl_primitive_t conv_prim;
   /* with an activation last: the convolution without it, for inputs not all finite */
@@ -90,6 +88,10 @@ struct rt_cpu_dnnl {
   /* the primitives built (RT_DNNL_HAS_*): a deserialized step has the bits, and makes the
    * primitives from the descriptions above at its first run (rt_cpu_dnnl_recreate) */
   unsigned prims;
+  /* binary post-ops' operands (last, so that the slots past post_count of a fresh
+   * allocation are never written: a loaded plan's pages fault in only where used) */
+  dnnl_memory_desc_t post_md[RT_DNNL_MAX_POSTS]; /* as the primitive reads them */
+  dnnl_memory_desc_t post_in_md[RT_DNNL_MAX_POSTS]; /* as they arrive */
 };
 
 enum {

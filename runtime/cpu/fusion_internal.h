@@ -61,14 +61,9 @@ struct rt_cpu_fusion {
   int64_t head_scratch_bytes; /* its working memory: the FUSED step's scratch */
   int head_args[2];     /* its operands, as indices into inputs */
   /* A dot head whose rhs was a weight broadcast along the leading batch dims: it runs as one
-   * plain [rows, k] x weight product, reading the weight itself (head_args[1]). */
+   * plain [rows, k] x weight product, reading the weight itself (head_args[1]); the flat_*
+   * fields at the end. */
   bool flat;
-  int64_t flat_rows;
-  int64_t flat_contracting[2];
-  hlo_dot_dims flat_dims;
-  hlo_instr flat_instr; /* the head with flat_dims, reading flat_operands */
-  hlo_instr flat_operands[2]; /* the lhs seen as [rows, k], and the weight */
-  hlo_instr *flat_operand_list[2];
   /* A reduce whose operand is the group's value (else NULL): the FUSED step is the reduce's,
    * and each output folds its run of `inner` consecutive values as the program makes them,
    * tile by tile, in the reduce kernel's order. */
@@ -76,6 +71,13 @@ struct rt_cpu_fusion {
   hlo_opcode reducer;   /* add, multiply, maximum or minimum */
   int64_t inner;
   int tail_init;        /* the init value, as an index into inputs */
+  /* flat heads only (last, so that other groups' fresh allocations never write them) */
+  int64_t flat_rows;
+  int64_t flat_contracting[2];
+  hlo_dot_dims flat_dims;
+  hlo_instr *flat_operand_list[2];
+  hlo_instr flat_instr; /* the head with flat_dims, reading flat_operands */
+  hlo_instr flat_operands[2]; /* the lhs seen as [rows, k], and the weight */
 };
 
 /* (fusion.c) Fills f's flat_* fields for its dot head (f->head) read as one plain
