@@ -1,5 +1,6 @@
 /* The cpu backend's serialized executable (runtime/cpu/serialize.c, deserialize.c):
- *   - the module codec round-trips every corpus module (same text, same origins);
+ *   - the module codec round-trips every corpus module (same text, same origins), and each
+ *     one the cpu backend compiles runs loaded as compiled;
  *   - differential: compile -> run, compile -> serialize -> deserialize -> run and the
  *     reference evaluator agree, on convolutions with post-ops, blocked layouts between
  *     them and a folded batch norm, on fused elementwise groups (a reduce tail, a flat dot
@@ -289,6 +290,42 @@ static void codec_round_trip(const char *path, const hlo_module *module) {
   hlo_sb_free(&out);
 }
 
+/* Tuples and arrays: the same structure and bytes. */
+static bool same_values(const rt_value *a, const rt_value *b) {
+  if (!a || !b || a->shape.dtype != b->shape.dtype) return false;
+  if (a->shape.dtype != HLO_TUPLE) return same_bytes(a, b);
+  if (a->tuple_count != b->tuple_count) return false;
+  for (int i = 0; i < a->tuple_count; i++)
+    if (!same_values(a->tuple[i], b->tuple[i])) return false;
+  return true;
+}
+
+/* A corpus module the cpu backend compiles: loaded again, it gives the compiled one's bytes
+ * (the reference comparison is test_cpu_corpus's). Left out as test_cpu_corpus leaves them:
+ * the training steps of large models, mobilenet_v2 and sharded_computation (tens of seconds
+ * each on the cpu backend; test_warm_cache.sh loads the zoo's mobilenet_v2). */
+static int executables_checked;
+
+static void executable_round_trip(const char *path, const hlo_module *module) {
+  const char *slow[] = {"llama", "maxtext", "mobilenet", "sharded_computation"};
+  for (size_t i = 0; i < sizeof slow / sizeof slow[0]; i++)
+    if (strstr(path, slow[i])) return;
+  hlo_diag diag = {0};
+  rt_executable *exe = rt_backend_cpu.compile(module, NULL, &diag);
+  if (!exe) return; /* not one the cpu backend runs */
+  rt_executable *loaded = reload(exe);
+  int n = module->entry->param_count;
+  rt_value **args = random_args(module, 7);
+  rt_value *want = run(exe, args, n), *got = loaded ? run(loaded, args, n) : NULL;
+  CHECK_MSG(same_values(want, got), "%s: loaded against compiled", path);
+  executables_checked++;
+  rt_value_release(want);
+  rt_value_release(got);
+  free_args(args, n);
+  rt_backend_cpu.destroy(loaded);
+  rt_backend_cpu.destroy(exe);
+}
+
 static void codec_file(const char *path) {
   FILE *f = fopen(path, "rb");
   if (!f) return;
@@ -300,6 +337,7 @@ static void codec_file(const char *path) {
   fclose(f);
   hlo_diag diag = {0};
   hlo_module *module = text ? hlo_parse_module(text, got, path, &diag) : NULL;
+  if (module) executable_round_trip(path, module);
   if (module) {
     hlo_module_number_origins(module);
     codec_round_trip(path, module);
@@ -329,6 +367,7 @@ static void test_module_codec(void) {
   if (module) codec_round_trip("conv_bn", module);
   hlo_module_free(module);
   CHECK_MSG(codec_checked >= 20, "only %d modules checked", codec_checked);
+  CHECK_MSG(executables_checked >= 8, "only %d executables checked", executables_checked);
 }
 
 int main(void) {

@@ -289,7 +289,7 @@ static rt_cpu_plan *get_plan(rt_blob_in *in, const hlo_module *module) {
   plan->buffer_count = rt_blob_get_range(in, 0, INT64_MAX, "the plan");
   plan->buffer_bytes = rt_blob_get_range(in, 0, INT64_MAX, "the plan");
   plan->peak_live_bytes = rt_blob_get_range(in, 0, INT64_MAX, "the plan");
-  plan->max_operands = (int)rt_blob_get_range(in, 1, INT32_MAX - 1, "the plan");
+  plan->max_operands = (int)rt_blob_get_range(in, 0, INT32_MAX - 1, "the plan");
   plan->dynamic = rt_blob_get_bool(in, "the plan");
   plan->kept_count = (int)rt_blob_get_range(in, 0, r.n, "the plan's kept steps");
   plan->kept_slots = (int)rt_blob_get_range(in, 0, INT32_MAX, "the plan's kept stamps");
