@@ -2,7 +2,8 @@
  * must give the bytes one thread gets alone, which agree with the reference. The graph keeps
  * a blocked result between its two convolutions, absorbs a batch norm and a residual add as
  * post-ops and keeps its reordered weights in each arena with their stamps, so concurrent
- * runs share the primitives and nothing else. Built under ThreadSanitizer by make tsan
+ * runs share the primitives and nothing else. Then the same with the executable loaded from
+ * its serialized form, whose primitives the first of the threads makes. Built under ThreadSanitizer by make tsan
  * (oneDNN's OpenMP team is one thread there: libgomp is not instrumented). */
 #include <pthread.h>
 #include <stdio.h>
@@ -46,6 +47,9 @@ static void *work(void *arg) {
   return NULL;
 }
 
+/* Whether the threads run the executable compiled or the one loaded from its bytes. */
+static bool loaded_runs;
+
 static void test_four_threads(void) {
   hlo_module *module = parse_checked(text);
   rt_executable *exe = compile_checked(text);
@@ -61,10 +65,19 @@ static void test_four_threads(void) {
   CHECK_MSG(rt_backend_cpu.execute(exe, args, PARAMS, &alone, &diag) == HLO_OK, "%s", diag.message);
   rt_value *want = run_on(&rt_backend_reference, text, args, PARAMS, &diag);
   CHECK(alone && want && cpu_agree(want, alone));
+  /* loaded from its serialized form, the executable's first runs are these threads': the
+   * first makes the oneDNN primitives from their descriptions while the others wait */
+  void *bytes = NULL;
+  size_t len = 0;
+  rt_executable *loaded = loaded_runs && rt_backend_cpu.serialize(exe, &bytes, &len, &diag) == HLO_OK
+                              ? rt_backend_cpu.deserialize(bytes, len, NULL, &diag)
+                              : NULL;
+  CHECK_MSG(!loaded_runs || loaded, "%s", diag.message);
+  free(bytes);
   worker workers[THREADS];
   pthread_t threads[THREADS];
   for (int t = 0; alone && t < THREADS; t++) {
-    workers[t] = (worker){.exe = exe, .args = args, .want = alone};
+    workers[t] = (worker){.exe = loaded_runs ? loaded : exe, .args = args, .want = alone};
     CHECK(pthread_create(&threads[t], NULL, work, &workers[t]) == 0);
   }
   for (int t = 0; alone && t < THREADS; t++) {
@@ -75,11 +88,14 @@ static void test_four_threads(void) {
   rt_value_release(alone);
   rt_value_release(want);
   for (int i = 0; i < PARAMS; i++) rt_value_release(args[i]);
+  rt_backend_cpu.destroy(loaded);
   rt_backend_cpu.destroy(exe);
   hlo_module_free(module);
 }
 
 int main(void) {
+  RUN(test_four_threads);
+  loaded_runs = true;
   RUN(test_four_threads);
   return TEST_REPORT();
 }
