@@ -1,8 +1,9 @@
 /* runtime/cpu/: the fast cpu backend: passes, fusion, buffer planning, typed parallel
- * kernels (BLAS for dot and convolution), executables bound to new sizes, the reference
- * kernels as its fallback. The layer's one header: everything else here is private
- * (cpu_internal.h, fusion_internal.h, dnnl_internal.h, blob_internal.h, erf_f32_internal.h). Uses runtime/,
- * runtime/reference/, hlo/, OpenMP, oneDNN and BLAS. */
+ * kernels (BLAS for dot and convolution), executables bound to new sizes and serialized for
+ * the disk cache, the reference kernels as its fallback. The layer's one header: everything
+ * else here is private (cpu_internal.h, fusion_internal.h, dnnl_internal.h,
+ * blob_internal.h, erf_f32_internal.h). Uses runtime/, runtime/reference/, hlo/, OpenMP,
+ * oneDNN and BLAS. */
 #ifndef RT_CPU_H
 #define RT_CPU_H
 #include "runtime/runtime.h"
