@@ -10,7 +10,8 @@
  *   - a load runs no pass and builds no plan (rt_cpu_pass_runs, rt_cpu_plans_built);
  *   - every truncation and every flipped byte of a blob is an error, the format version is
  *     checked, and a damaged blob with a recomputed checksum is an error or an executable,
- *     never a crash (run under ASan). */
+ *     never a crash (run under ASan); out of memory at any allocation of a load is an error
+ *     saying so. */
 #include <dirent.h>
 #include <stdlib.h>
 
@@ -264,6 +265,40 @@ static void test_damaged(void) {
   rt_backend_cpu.destroy(exe);
 }
 
+/* Out of memory at each allocation of a load in turn (alone, then with every one after it):
+ * an error saying so, or (the hook spent) a load that runs as compiled; never a crash or a
+ * leak (ASan). */
+static void test_out_of_memory(void) {
+  rt_executable *exe = compile_checked(conv_bn_text(1));
+  hlo_diag diag = {0};
+  void *bytes = NULL;
+  size_t len = 0;
+  CHECK(exe && rt_backend_cpu.serialize(exe, &bytes, &len, &diag) == HLO_OK);
+  for (int every_after = 0; bytes && every_after < 2; every_after++) {
+    int failing = 0, unclean = 0;
+    long n;
+    for (n = 1; n < 100000; n++) {
+      hlo_diag_clear(&diag);
+      hlo_alloc_test_fail(n, every_after);
+      rt_executable *e = rt_backend_cpu.deserialize(bytes, len, NULL, &diag);
+      long failures = hlo_alloc_test_failures();
+      hlo_alloc_test_fail(0, false);
+      if (failures == 0) {
+        CHECK_MSG(e != NULL, "%s", diag.message);
+        rt_backend_cpu.destroy(e);
+        break;
+      }
+      failing++;
+      bool clean = e == NULL && diag.status == HLO_ERR_INTERNAL && strstr(diag.message, "out of memory");
+      if (!clean && unclean++ < 3) fprintf(stderr, "allocation %ld failed: %s, status %d: %s\n", n, e ? "loaded" : "refused", diag.status, diag.message);
+      rt_backend_cpu.destroy(e);
+    }
+    CHECK_MSG(unclean == 0 && failing > 10, "%d failing loads, %d unclean", failing, unclean);
+  }
+  free(bytes);
+  rt_backend_cpu.destroy(exe);
+}
+
 /* The module codec over the corpus: decode(encode(m)) prints as m and keeps its origins. */
 static int codec_checked;
 
@@ -377,5 +412,6 @@ int main(void) {
   RUN(test_kept_weights);
   RUN(test_bind_loaded);
   RUN(test_damaged);
+  RUN(test_out_of_memory);
   return TEST_REPORT();
 }

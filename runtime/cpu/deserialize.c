@@ -99,11 +99,12 @@ static rt_cpu_fusion *get_fusion(reader *r) {
   memset(f, 0, offsetof(rt_cpu_fusion, flat_rows));
   f->input_count = (int)rt_blob_get_count(in, FUSION_MAX_REGS, "a fused program's inputs");
   f->inputs = hlo_malloc(sizeof(int) * ((size_t)f->input_count + 1));
+  if (!f->inputs) rt_blob_fail(in, "out of memory");
   for (int k = 0; f->inputs && k < f->input_count; k++) f->inputs[k] = get_instr_ref(r, "a fused input")->id;
   f->instr_count = (int)rt_blob_get_count(in, FUSION_MAX_REGS, "a fused program");
-  f->instrs = hlo_malloc(sizeof(fusion_instr) * ((size_t)f->instr_count + 1));
+  f->instrs = in->failed ? NULL : hlo_malloc(sizeof(fusion_instr) * ((size_t)f->instr_count + 1));
+  if (!in->failed && !f->instrs) rt_blob_fail(in, "out of memory");
   for (int k = 0; f->instrs && k < f->instr_count; k++) get_fusion_instr(in, &f->instrs[k], f->input_count);
-  if (!f->inputs || !f->instrs) rt_blob_fail(in, "out of memory");
   int last_input = f->input_count > 0 ? f->input_count - 1 : 0;
   f->reg_count = (int)rt_blob_get_range(in, 0, FUSION_MAX_REGS, "a fused program's registers");
   f->result = (int)rt_blob_get_range(in, 0, f->reg_count - 1, "a fused program's result");
