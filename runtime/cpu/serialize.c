@@ -88,8 +88,36 @@ static void put_padding(hlo_strbuf *out, const hlo_padding *p) {
   }
 }
 
+static void put_dot(hlo_strbuf *out, const hlo_dot_dims *d) {
+  put_ints(out, &d->lhs_batch);
+  put_ints(out, &d->lhs_contracting);
+  put_ints(out, &d->rhs_batch);
+  put_ints(out, &d->rhs_contracting);
+}
+
+static void put_gather(hlo_strbuf *out, const hlo_gather_dims *g) {
+  put_ints(out, &g->offset_dims);
+  put_ints(out, &g->collapsed_slice_dims);
+  put_ints(out, &g->start_index_map);
+  put_ints(out, &g->operand_batching_dims);
+  put_ints(out, &g->start_indices_batching_dims);
+  rt_blob_put_int(out, g->index_vector_dim);
+  rt_blob_put_int(out, g->indices_are_sorted);
+}
+
+static void put_scatter(hlo_strbuf *out, const hlo_scatter_dims *s) {
+  put_ints(out, &s->update_window_dims);
+  put_ints(out, &s->inserted_window_dims);
+  put_ints(out, &s->scatter_dims_to_operand_dims);
+  put_ints(out, &s->input_batching_dims);
+  put_ints(out, &s->scatter_indices_batching_dims);
+  rt_blob_put_int(out, s->index_vector_dim);
+  rt_blob_put_int(out, s->indices_are_sorted);
+  rt_blob_put_int(out, s->unique_indices);
+}
+
 /* An instruction's attributes, most of them absent or at their default: a mask of those
- * present, then each (INSTR_FIELDS in this order, shared with deserialize_module.c). */
+ * present, then each, in this order (deserialize_module.c's get_attrs reads them so). */
 static void put_attrs(hlo_strbuf *out, const hlo_instr *x) {
   uint64_t epsilon;
   memcpy(&epsilon, &x->epsilon, sizeof epsilon);
@@ -113,33 +141,9 @@ static void put_attrs(hlo_strbuf *out, const hlo_instr *x) {
   if (x->padding) put_padding(out, x->padding);
   if (x->window) put_window(out, x->window);
   if (x->conv) put_conv(out, x->conv);
-  if (x->dot) {
-    put_ints(out, &x->dot->lhs_batch);
-    put_ints(out, &x->dot->lhs_contracting);
-    put_ints(out, &x->dot->rhs_batch);
-    put_ints(out, &x->dot->rhs_contracting);
-  }
-  if (x->gather) {
-    const hlo_gather_dims *g = x->gather;
-    put_ints(out, &g->offset_dims);
-    put_ints(out, &g->collapsed_slice_dims);
-    put_ints(out, &g->start_index_map);
-    put_ints(out, &g->operand_batching_dims);
-    put_ints(out, &g->start_indices_batching_dims);
-    rt_blob_put_int(out, g->index_vector_dim);
-    rt_blob_put_int(out, g->indices_are_sorted);
-  }
-  if (x->scatter) {
-    const hlo_scatter_dims *s = x->scatter;
-    put_ints(out, &s->update_window_dims);
-    put_ints(out, &s->inserted_window_dims);
-    put_ints(out, &s->scatter_dims_to_operand_dims);
-    put_ints(out, &s->input_batching_dims);
-    put_ints(out, &s->scatter_indices_batching_dims);
-    rt_blob_put_int(out, s->index_vector_dim);
-    rt_blob_put_int(out, s->indices_are_sorted);
-    rt_blob_put_int(out, s->unique_indices);
-  }
+  if (x->dot) put_dot(out, x->dot);
+  if (x->gather) put_gather(out, x->gather);
+  if (x->scatter) put_scatter(out, x->scatter);
   if (x->literal) put_literal(out, x->literal);
   if (x->custom_call_target) rt_blob_put_str(out, x->custom_call_target);
   if (x->fusion_kind) rt_blob_put_str(out, x->fusion_kind);
