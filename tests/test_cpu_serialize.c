@@ -3,7 +3,8 @@
  *     one the cpu backend compiles runs loaded as compiled;
  *   - differential: compile -> run, compile -> serialize -> deserialize -> run and the
  *     reference evaluator agree, on convolutions with post-ops, blocked layouts between
- *     them and a folded batch norm, on fused elementwise groups (a reduce tail, a flat dot
+ *     them, a max pool kept blocked between two, a row-major residual reordered into a
+ *     blocked result, and a folded batch norm, on fused elementwise groups (a reduce tail, a flat dot
  *     head), on kept weight work with the weights written in place between calls, and on an
  *     executable loaded and then bound to another batch size; the loaded one gives the
  *     compiled one's bytes exactly (same plan, same kernels);
@@ -18,6 +19,7 @@
 #include "cpu_util.h"
 #include "runtime/cpu/blob_internal.h"
 #include "runtime/cpu/cpu_internal.h"
+#include "runtime/cpu/dnnl_internal.h"
 
 static const char *add_comp = "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n";
 
@@ -46,6 +48,19 @@ static char *conv_bn_text(int batch) {
            batch);
   return s;
 }
+
+/* conv + a residual parameter (row-major, reordered into the blocked result's layout) ->
+ * relu -> a 3x3 max pool kept blocked between the convolutions -> conv -> relu. */
+static const char *pool_text =
+    "HloModule p\nmax {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT m = f32[] maximum(a, b)\n}\n"
+    "ENTRY e {\n x = f32[1,8,12,12] parameter(0)\n w = f32[8,8,3,3] parameter(1)\n res = f32[1,8,12,12] parameter(2)\n"
+    " w2 = f32[8,8,3,3] parameter(3)\n"
+    " c = f32[1,8,12,12] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+    " s = f32[1,8,12,12] add(c, res)\n zero = f32[] constant(0)\n z = f32[1,8,12,12] broadcast(zero), dimensions={}\n"
+    " a = f32[1,8,12,12] maximum(s, z)\n ninf = f32[] constant(-inf)\n"
+    " p = f32[1,8,6,6] reduce-window(a, ninf), window={size=1x1x3x3 stride=1x1x2x2 pad=0_0x0_0x1_1x1_1}, to_apply=max\n"
+    " c2 = f32[1,8,6,6] convolution(p, w2), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+    " z2 = f32[1,8,6,6] broadcast(zero), dimensions={}\n ROOT y = f32[1,8,6,6] maximum(c2, z2)\n}\n";
 
 /* A batched matmul by a broadcast weight (a flat dot head), tanh, exp and a multiply fused
  * into it, and a reduce absorbing the group. */
@@ -144,7 +159,36 @@ static void expect_round_trip(int line, const char *text, uint64_t seed) {
 
 /* ---- tests ---- */
 
+/* The DNNL steps of text's plan, as serialized: blocked pools and reordered residuals. */
+static void count_dnnl(const char *text, int *pools, int *residual_reorders) {
+  *pools = *residual_reorders = 0;
+  rt_executable *exe = compile_checked(text);
+  hlo_diag diag = {0};
+  void *bytes = NULL;
+  size_t len = 0, source_len = 0;
+  hlo_module *module = NULL;
+  rt_cpu_plan *plan = NULL;
+  char *source = NULL;
+  if (exe && rt_backend_cpu.serialize(exe, &bytes, &len, &diag) == HLO_OK)
+    rt_cpu_deserialize(bytes, len, &module, &plan, &source, &source_len, &diag);
+  for (int i = 0; plan && i < plan->step_count; i++) {
+    const rt_cpu_dnnl *d = plan->steps[i].kind == RT_STEP_DNNL ? plan->steps[i].dnnl : NULL;
+    *pools += d && d->pool && d->pool_block;
+    for (int k = 0; d && k < d->post_count; k++) *residual_reorders += (d->prims & RT_DNNL_HAS_POST_REORDER(k)) != 0;
+  }
+  rt_cpu_plan_free(plan);
+  hlo_module_free(module);
+  free(source);
+  free(bytes);
+  rt_backend_cpu.destroy(exe);
+}
+
 static void test_differential(void) {
+  int pools, residual_reorders;
+  count_dnnl(pool_text, &pools, &residual_reorders);
+  CHECK_EQ_INT(pools, 1);
+  CHECK_EQ_INT(residual_reorders, 1);
+  expect_round_trip(__LINE__, pool_text, 6);
   int64_t reorders = rt_cpu_dnnl_weight_reorder_count();
   expect_round_trip(__LINE__, conv_bn_text(2), 1);
   CHECK(rt_cpu_dnnl_weight_reorder_count() > reorders); /* the loaded run went through oneDNN */

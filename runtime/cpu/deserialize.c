@@ -164,16 +164,19 @@ static void get_md(rt_blob_in *in, dnnl_memory_desc_t *md) {
   md->extra.asymm_compensation_mask = (int)rt_blob_get_int(in, "a oneDNN layout");
 }
 
-static void get_post(reader *r, rt_dnnl_post *p, dnnl_memory_desc_t *md) {
+static void get_post(reader *r, rt_cpu_dnnl *d, int k) {
   rt_blob_in *in = r->in;
+  rt_dnnl_post *p = &d->posts[k];
   p->kind = (rt_dnnl_post_kind)rt_blob_get_range(in, RT_DNNL_BIAS, RT_DNNL_CLIP, "a post-op");
   p->instr = get_instr_ref(r, "a post-op");
   p->term = (int)rt_blob_get_range(in, -1, RT_DNNL_MAX_TERMS - 1, "a post-op's term");
   p->input = (int)rt_blob_get_range(in, -1, RT_DNNL_MAX_INPUTS - 1, "a post-op's input");
   p->values_offset = rt_blob_get_range(in, 0, INT64_MAX, "a post-op's values");
+  d->post_reorder[k].offset = rt_blob_get_range(in, 0, INT64_MAX, "a residual's reorder");
   p->lo = rt_blob_get_f32(in, "a clip");
   p->hi = rt_blob_get_f32(in, "a clip");
-  get_md(in, md);
+  get_md(in, &d->post_md[k]);
+  get_md(in, &d->post_in_md[k]);
 }
 
 /* Terms name earlier terms only (term_at recurses), posts and terms existing inputs. */
@@ -186,8 +189,17 @@ static bool dnnl_indices_hold(const rt_cpu_dnnl *d) {
   }
   for (int k = 0; k < d->post_count; k++)
     if (d->posts[k].term >= d->term_count || d->posts[k].input >= d->input_count) return false;
+  if (d->pool) /* a pool step: no convolution, the pool its root, a block the kernel has */
+    return !d->conv && d->root == d->pool && rt_cpu_dnnl_pool_supported(d->pool) && d->post_count == 0 &&
+           (d->pool_block == 8 || d->pool_block == 16);
   const hlo_instr *conv = d->conv;
-  return conv->opcode == HLO_OP_CONVOLUTION && conv->operand_count == 2 && conv->conv && conv->window;
+  return conv && conv->opcode == HLO_OP_CONVOLUTION && conv->operand_count == 2 && conv->conv && conv->window;
+}
+
+/* An instruction's index or -1 (none). */
+static const hlo_instr *get_optional_ref(reader *r, const char *what) {
+  int id = (int)rt_blob_get_range(r->in, -1, r->n - 1, what);
+  return id >= 0 ? r->entry->instrs[id] : NULL;
 }
 
 static rt_cpu_dnnl *get_dnnl(reader *r) {
@@ -195,10 +207,12 @@ static rt_cpu_dnnl *get_dnnl(reader *r) {
   rt_cpu_dnnl *d = hlo_malloc(sizeof *d); /* post_md past post_count stays untouched: no page faults */
   if (!d) return rt_blob_fail(in, "out of memory"), NULL;
   memset(d, 0, offsetof(rt_cpu_dnnl, post_md));
-  d->conv = get_instr_ref(r, "a convolution");
+  d->conv = get_optional_ref(r, "a convolution");
   d->root = get_instr_ref(r, "a convolution's epilogue");
+  d->pool = get_optional_ref(r, "a pool");
+  d->pool_block = (int)rt_blob_get_range(in, 0, 16, "a pool's block");
   d->post_count = (int)rt_blob_get_range(in, 0, RT_DNNL_MAX_POSTS, "post-ops");
-  for (int k = 0; k < d->post_count; k++) get_post(r, &d->posts[k], &d->post_md[k]);
+  for (int k = 0; k < d->post_count; k++) get_post(r, d, k);
   d->term_count = (int)rt_blob_get_range(in, 0, RT_DNNL_MAX_TERMS, "per-feature terms");
   for (int k = 0; k < d->term_count; k++) {
     rt_dnnl_term *t = &d->terms[k];
@@ -216,7 +230,7 @@ static rt_cpu_dnnl *get_dnnl(reader *r) {
                                &d->dst_md, &d->out_md, &d->scratchpad_md, &d->safe_scratchpad_md};
   for (size_t i = 0; i < sizeof mds / sizeof mds[0]; i++) get_md(in, mds[i]);
   d->blocked_out = rt_blob_get_bool(in, "a convolution's layout");
-  d->prims = (unsigned)rt_blob_get_range(in, 0, 15, "a convolution's primitives");
+  d->prims = (unsigned)rt_blob_get_range(in, 0, RT_DNNL_HAS_POST_REORDER(RT_DNNL_MAX_POSTS) - 1, "a convolution's primitives");
   int64_t *sizes[] = {&d->weights_bytes, &d->out_bytes, &d->scratch_bytes, &d->scratchpad_offset, &d->dst_offset,
                       &d->weights_scratch_offset, &d->src_reorder.offset, &d->weights_reorder.offset,
                       &d->dst_reorder.offset};
@@ -362,7 +376,7 @@ hlo_status rt_cpu_deserialize(const void *bytes, size_t len, hlo_module **module
 hlo_status rt_cpu_plan_make_primitives(rt_cpu_plan *plan, hlo_diag *diag) {
   for (int i = 0; i < plan->step_count; i++) {
     rt_cpu_step *s = &plan->steps[i];
-    if (s->kind == RT_STEP_DNNL && !s->dnnl->conv_prim && !rt_cpu_dnnl_recreate(s->dnnl))
+    if (s->kind == RT_STEP_DNNL && s->dnnl->conv && !s->dnnl->conv_prim && !rt_cpu_dnnl_recreate(s->dnnl))
       return hlo_diag_set(diag, HLO_ERR_INTERNAL,
                           "oneDNN did not take the cached description of convolution %%%s again (another oneDNN "
                           "or processor?)",

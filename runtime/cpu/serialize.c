@@ -258,16 +258,19 @@ static bool md_writable(const dnnl_memory_desc_t *md) {
 }
 
 static void put_dnnl(hlo_strbuf *out, const rt_cpu_dnnl *d) {
-  rt_blob_put_int(out, d->conv->id);
+  rt_blob_put_int(out, d->conv ? d->conv->id : -1);
   rt_blob_put_int(out, d->root->id);
+  rt_blob_put_int(out, d->pool ? d->pool->id : -1);
+  rt_blob_put_int(out, d->pool_block);
   rt_blob_put_int(out, d->post_count);
   for (int k = 0; k < d->post_count; k++) {
     const rt_dnnl_post *p = &d->posts[k];
-    int64_t fields[] = {p->kind, p->instr->id, p->term, p->input, p->values_offset};
+    int64_t fields[] = {p->kind, p->instr->id, p->term, p->input, p->values_offset, d->post_reorder[k].offset};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) rt_blob_put_int(out, fields[i]);
     rt_blob_put_f32(out, p->lo);
     rt_blob_put_f32(out, p->hi);
     put_md(out, &d->post_md[k]);
+    put_md(out, &d->post_in_md[k]);
   }
   rt_blob_put_int(out, d->term_count);
   for (int k = 0; k < d->term_count; k++) {
@@ -297,7 +300,7 @@ static bool dnnl_writable(const rt_cpu_dnnl *d) {
   for (size_t i = 0; i < sizeof mds / sizeof mds[0]; i++)
     if (!md_writable(mds[i])) return false;
   for (int k = 0; k < d->post_count; k++)
-    if (!md_writable(&d->post_md[k])) return false;
+    if (!md_writable(&d->post_md[k]) || !md_writable(&d->post_in_md[k])) return false;
   return true;
 }
 
