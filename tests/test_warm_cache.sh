@@ -28,7 +28,7 @@ check '[ "$(grep "^output" "$tmp/run1.log")" = "$(grep "^output" "$tmp/run2.log"
 check '[ -n "$(grep "^output" "$tmp/run1.log")" ]'
 
 # latch bench, per model: the second process loads every graph and compiles none.
-for model in resnet18 mobilenet_v2 bert_small gpt2 train_cnn; do
+for model in resnet18 squeezenet1_1 mobilenet_v2 bert_small gpt2 train_cnn; do
   for n in 1 2; do
     LATCH_LOG=compiles LATCH_CACHE_DIR="$tmp/bench-cache" "$latch" bench --model $model --tiny --mode every \
       --repeat 1 --warmup 0 --output "$tmp/$model$n.npy" > "$tmp/$model$n.log" 2>&1

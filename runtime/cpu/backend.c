@@ -512,9 +512,6 @@ static hlo_status cpu_execute(rt_executable *exe, rt_value *const *args, int arg
   return status;
 }
 
-/* The new executable for binding runs the compiled one's passes' result with shapes,
- * kernels and buffers for the binding's sizes; nothing is compiled. A bound executable
- * binds through the one it was bound from. */
 /* A deserialized executable's source module, parsed from its text at the first bind. */
 static hlo_status parse_source(rt_executable *exe, hlo_diag *diag) {
   pthread_mutex_lock(&exe->source_lock);
@@ -527,6 +524,9 @@ static hlo_status parse_source(rt_executable *exe, hlo_diag *diag) {
   return ok ? HLO_OK : diag->status;
 }
 
+/* The new executable for binding runs the compiled one's passes' result with shapes,
+ * kernels and buffers for the binding's sizes; nothing is compiled. A bound executable
+ * binds through the one it was bound from. */
 static rt_executable *cpu_bind(rt_executable *exe, const hlo_module *binding, hlo_diag *diag) {
   rt_executable *compiled = exe->bound_from ? exe->bound_from : exe;
   if (parse_source(compiled, diag) != HLO_OK) return NULL;
