@@ -3,8 +3,8 @@
  *     one the cpu backend compiles runs loaded as compiled;
  *   - differential: compile -> run, compile -> serialize -> deserialize -> run and the
  *     reference evaluator agree, on convolutions with post-ops, blocked layouts between
- *     them, a max pool kept blocked between two, a row-major residual reordered into a
- *     blocked result, and a folded batch norm, on fused elementwise groups (a reduce tail, a flat dot
+ *     them, a max pool and a concatenation kept blocked between them, a row-major residual
+ *     reordered into a blocked result, and a folded batch norm, on fused elementwise groups (a reduce tail, a flat dot
  *     head), on kept weight work with the weights written in place between calls, and on an
  *     executable loaded and then bound to another batch size; the loaded one gives the
  *     compiled one's bytes exactly (same plan, same kernels);
@@ -61,6 +61,17 @@ static const char *pool_text =
     " p = f32[1,8,6,6] reduce-window(a, ninf), window={size=1x1x3x3 stride=1x1x2x2 pad=0_0x0_0x1_1x1_1}, to_apply=max\n"
     " c2 = f32[1,8,6,6] convolution(p, w2), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
     " z2 = f32[1,8,6,6] broadcast(zero), dimensions={}\n ROOT y = f32[1,8,6,6] maximum(c2, z2)\n}\n";
+
+/* Two convolutions' results (kept blocked) joined along the channels, read by a third. */
+static const char *concat_text =
+    "HloModule k\nENTRY e {\n x = f32[1,16,8,8] parameter(0)\n w1 = f32[16,16,1,1] parameter(1)\n"
+    " w2 = f32[16,16,3,3] parameter(2)\n w3 = f32[16,32,1,1] parameter(3)\n"
+    " zero = f32[] constant(0)\n z = f32[1,16,8,8] broadcast(zero), dimensions={}\n"
+    " c1 = f32[1,16,8,8] convolution(x, w1), window={size=1x1}, dim_labels=bf01_oi01->bf01\n"
+    " a1 = f32[1,16,8,8] maximum(c1, z)\n"
+    " c2 = f32[1,16,8,8] convolution(x, w2), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+    " a2 = f32[1,16,8,8] maximum(c2, z)\n j = f32[1,32,8,8] concatenate(a1, a2), dimensions={1}\n"
+    " ROOT c3 = f32[1,16,8,8] convolution(j, w3), window={size=1x1}, dim_labels=bf01_oi01->bf01\n}\n";
 
 /* A batched matmul by a broadcast weight (a flat dot head), tanh, exp and a multiply fused
  * into it, and a reduce absorbing the group. */
@@ -159,9 +170,10 @@ static void expect_round_trip(int line, const char *text, uint64_t seed) {
 
 /* ---- tests ---- */
 
-/* The DNNL steps of text's plan, as serialized: blocked pools and reordered residuals. */
-static void count_dnnl(const char *text, int *pools, int *residual_reorders) {
-  *pools = *residual_reorders = 0;
+/* The DNNL steps of text's plan, as serialized: blocked pools and concatenations, and
+ * reordered residuals. */
+static void count_dnnl(const char *text, int *pools, int *concats, int *residual_reorders) {
+  *pools = *concats = *residual_reorders = 0;
   rt_executable *exe = compile_checked(text);
   hlo_diag diag = {0};
   void *bytes = NULL;
@@ -173,7 +185,8 @@ static void count_dnnl(const char *text, int *pools, int *residual_reorders) {
     rt_cpu_deserialize(bytes, len, &module, &plan, &source, &source_len, &diag);
   for (int i = 0; plan && i < plan->step_count; i++) {
     const rt_cpu_dnnl *d = plan->steps[i].kind == RT_STEP_DNNL ? plan->steps[i].dnnl : NULL;
-    *pools += d && d->pool && d->pool_block;
+    *pools += d && d->pool && d->block;
+    *concats += d && d->concat && d->block;
     for (int k = 0; d && k < d->post_count; k++) *residual_reorders += (d->prims & RT_DNNL_HAS_POST_REORDER(k)) != 0;
   }
   rt_cpu_plan_free(plan);
@@ -184,11 +197,14 @@ static void count_dnnl(const char *text, int *pools, int *residual_reorders) {
 }
 
 static void test_differential(void) {
-  int pools, residual_reorders;
-  count_dnnl(pool_text, &pools, &residual_reorders);
+  int pools, concats, residual_reorders;
+  count_dnnl(pool_text, &pools, &concats, &residual_reorders);
   CHECK_EQ_INT(pools, 1);
   CHECK_EQ_INT(residual_reorders, 1);
   expect_round_trip(__LINE__, pool_text, 6);
+  count_dnnl(concat_text, &pools, &concats, &residual_reorders);
+  CHECK_EQ_INT(concats, 1);
+  expect_round_trip(__LINE__, concat_text, 7);
   int64_t reorders = rt_cpu_dnnl_weight_reorder_count();
   expect_round_trip(__LINE__, conv_bn_text(2), 1);
   CHECK(rt_cpu_dnnl_weight_reorder_count() > reorders); /* the loaded run went through oneDNN */

@@ -189,9 +189,10 @@ static bool dnnl_indices_hold(const rt_cpu_dnnl *d) {
   }
   for (int k = 0; k < d->post_count; k++)
     if (d->posts[k].term >= d->term_count || d->posts[k].input >= d->input_count) return false;
-  if (d->pool) /* a pool step: no convolution, the pool its root, a block the kernel has */
-    return !d->conv && d->root == d->pool && rt_cpu_dnnl_pool_supported(d->pool) && d->post_count == 0 &&
-           (d->pool_block == 8 || d->pool_block == 16);
+  /* a pool or a concatenation: no convolution, itself the root, a block the kernel has */
+  bool blocked = (d->block == 8 || d->block == 16) && d->post_count == 0 && !d->conv;
+  if (d->pool) return blocked && !d->concat && d->root == d->pool && rt_cpu_dnnl_pool_supported(d->pool);
+  if (d->concat) return blocked && d->root == d->concat && rt_cpu_dnnl_concat_supported(d->concat);
   const hlo_instr *conv = d->conv;
   return conv && conv->opcode == HLO_OP_CONVOLUTION && conv->operand_count == 2 && conv->conv && conv->window;
 }
@@ -210,7 +211,11 @@ static rt_cpu_dnnl *get_dnnl(reader *r) {
   d->conv = get_optional_ref(r, "a convolution");
   d->root = get_instr_ref(r, "a convolution's epilogue");
   d->pool = get_optional_ref(r, "a pool");
-  d->pool_block = (int)rt_blob_get_range(in, 0, 16, "a pool's block");
+  d->concat = get_optional_ref(r, "a concatenation");
+  d->block = (int)rt_blob_get_range(in, 0, 16, "a channel block");
+  if (d->concat && d->concat->operand_count > RT_DNNL_MAX_INPUTS) rt_blob_fail(in, "a concatenation");
+  for (int k = 0; d->concat && !in->failed && k < d->concat->operand_count; k++)
+    d->operand_blocked[k] = rt_blob_get_bool(in, "a concatenation's layouts");
   d->post_count = (int)rt_blob_get_range(in, 0, RT_DNNL_MAX_POSTS, "post-ops");
   for (int k = 0; k < d->post_count; k++) get_post(r, d, k);
   d->term_count = (int)rt_blob_get_range(in, 0, RT_DNNL_MAX_TERMS, "per-feature terms");

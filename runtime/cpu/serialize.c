@@ -261,7 +261,9 @@ static void put_dnnl(hlo_strbuf *out, const rt_cpu_dnnl *d) {
   rt_blob_put_int(out, d->conv ? d->conv->id : -1);
   rt_blob_put_int(out, d->root->id);
   rt_blob_put_int(out, d->pool ? d->pool->id : -1);
-  rt_blob_put_int(out, d->pool_block);
+  rt_blob_put_int(out, d->concat ? d->concat->id : -1);
+  rt_blob_put_int(out, d->block);
+  for (int k = 0; d->concat && k < d->concat->operand_count; k++) rt_blob_put_int(out, d->operand_blocked[k]);
   rt_blob_put_int(out, d->post_count);
   for (int k = 0; k < d->post_count; k++) {
     const rt_dnnl_post *p = &d->posts[k];
