@@ -271,6 +271,54 @@ static void test_bind_loaded(void) {
   rt_backend_cpu.destroy(exe);
 }
 
+/* A called computation the passes inlined is left out of the blob (it never runs); the loaded
+ * executable still runs as compiled, and binds (the source keeps the call). */
+static char *call_text(int rows) {
+  static char text[2][1024];
+  static int next;
+  char *s = text[next++ % 2];
+  snprintf(s, sizeof text[0],
+           "HloModule c\nsq {\n a = f32[%1$d,8] parameter(0)\n ROOT m = f32[%1$d,8] multiply(a, a)\n}\n"
+           "ENTRY e {\n x = f32[%1$d,8] parameter(0)\n c = f32[%1$d,8] call(x), to_apply=sq\n"
+           " ROOT y = f32[%1$d,8] add(c, x)\n}\n",
+           rows);
+  return s;
+}
+
+static void test_dead_computations(void) {
+  expect_round_trip(__LINE__, call_text(4), 8);
+  rt_executable *exe = compile_checked(call_text(4));
+  hlo_diag diag = {0};
+  void *bytes = NULL;
+  size_t len = 0, source_len = 0;
+  hlo_module *module = NULL;
+  rt_cpu_plan *plan = NULL;
+  char *source = NULL;
+  if (exe && rt_backend_cpu.serialize(exe, &bytes, &len, &diag) == HLO_OK)
+    rt_cpu_deserialize(bytes, len, &module, &plan, &source, &source_len, &diag);
+  CHECK_MSG(module && module->comp_count == 1, "%d computations", module ? module->comp_count : -1);
+  rt_executable *loaded = exe ? reload(exe) : NULL;
+  hlo_module *binding = parse_checked(call_text(6));
+  rt_executable *bound = loaded && binding ? rt_backend_cpu.bind(loaded, binding, &diag) : NULL;
+  CHECK_MSG(bound != NULL, "bind: %s", diag.message);
+  rt_value **args = binding ? random_args(binding, 9) : NULL;
+  rt_value *want = NULL;
+  if (binding) rt_evaluate(binding, args, 1, &(rt_eval_options){.fp64 = false}, &want, &diag);
+  rt_value *got = bound ? run(bound, args, 1) : NULL;
+  CHECK(cpu_agree(want, got));
+  rt_value_release(want);
+  rt_value_release(got);
+  free_args(args, 1);
+  rt_backend_cpu.destroy(bound);
+  hlo_module_free(binding);
+  rt_backend_cpu.destroy(loaded);
+  rt_cpu_plan_free(plan);
+  hlo_module_free(module);
+  free(source);
+  free(bytes);
+  rt_backend_cpu.destroy(exe);
+}
+
 /* Every truncation and every flipped byte is refused with a message; flips with the
  * checksum made right again must not crash whatever they decode to. */
 static void test_damaged(void) {
@@ -365,7 +413,7 @@ static int codec_checked;
 static void codec_round_trip(const char *path, const hlo_module *module) {
   hlo_strbuf out;
   hlo_sb_init(&out);
-  rt_cpu_encode_module(&out, module);
+  rt_cpu_encode_module(&out, module, false);
   CHECK_MSG(!out.failed, "%s: encoding ran out of memory", path);
   rt_blob_in in;
   rt_blob_in_init(&in, out.data, out.len);
@@ -471,6 +519,7 @@ int main(void) {
   RUN(test_differential);
   RUN(test_kept_weights);
   RUN(test_bind_loaded);
+  RUN(test_dead_computations);
   RUN(test_damaged);
   RUN(test_out_of_memory);
   return TEST_REPORT();

@@ -152,8 +152,10 @@ hlo_status rt_cpu_serialize(const hlo_module *module, const rt_cpu_plan *plan, c
 hlo_status rt_cpu_deserialize(const void *bytes, size_t len, hlo_module **module, rt_cpu_plan **plan, char **source,
                               size_t *source_len, hlo_diag *diag);
 /* (serialize.c, deserialize_module.c) A module with its instructions' origins, in the
- * same encoding: print(decode(encode(m))) == print(m). */
-void rt_cpu_encode_module(hlo_strbuf *out, const hlo_module *module);
+ * same encoding: print(decode(encode(m))) == print(m); with live_only, only the
+ * computations the entry calls, directly or not (an executable's module after the passes
+ * keeps the bodies it inlined, which never run). */
+void rt_cpu_encode_module(hlo_strbuf *out, const hlo_module *module, bool live_only);
 struct rt_blob_in;
 hlo_module *rt_cpu_decode_module(struct rt_blob_in *in);
 /* The oneDNN primitives of a deserialized plan's DNNL steps (dnnl_conv.c per step);

@@ -14,6 +14,7 @@
  * The format version goes up with any change here; the disk cache's key holds the build
  * identity too, so a format change never meets an old entry there, and the version byte
  * guards blobs that come from elsewhere. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "blob_internal.h"
@@ -156,7 +157,7 @@ static void put_attrs(hlo_strbuf *out, const hlo_instr *x) {
   }
 }
 
-static void put_instr(hlo_strbuf *out, const hlo_instr *x) {
+static void put_instr(hlo_strbuf *out, const hlo_instr *x, const int *number) {
   rt_blob_put_int(out, x->opcode);
   rt_blob_put_str(out, x->name);
   rt_blob_put_int(out, x->origin);
@@ -164,11 +165,30 @@ static void put_instr(hlo_strbuf *out, const hlo_instr *x) {
   rt_blob_put_int(out, x->operand_count);
   for (int k = 0; k < x->operand_count; k++) rt_blob_put_int(out, x->operands[k]->id);
   rt_blob_put_int(out, x->called_count);
-  for (int k = 0; k < x->called_count; k++) rt_blob_put_int(out, x->called[k]->id);
+  for (int k = 0; k < x->called_count; k++) rt_blob_put_int(out, number[x->called[k]->id]);
   put_attrs(out, x);
 }
 
-void rt_cpu_encode_module(hlo_strbuf *out, const hlo_module *module) {
+/* Marks the computations comp calls, directly or not. */
+static void mark_called(const hlo_comp *comp, int *number) {
+  for (int i = 0; i < comp->instr_count; i++)
+    for (int k = 0; k < comp->instrs[i]->called_count; k++) {
+      const hlo_comp *callee = comp->instrs[i]->called[k];
+      if (number[callee->id] < 0) number[callee->id] = 0, mark_called(callee, number);
+    }
+}
+
+void rt_cpu_encode_module(hlo_strbuf *out, const hlo_module *module, bool live_only) {
+  int *number = hlo_malloc(sizeof(int) * ((size_t)module->comp_count + 1)); /* [comp]: its index written, or -1 */
+  if (!number) {
+    out->failed = true;
+    return;
+  }
+  for (int c = 0; c < module->comp_count; c++) number[c] = live_only ? -1 : 0;
+  if (live_only && module->entry) number[module->entry->id] = 0, mark_called(module->entry, number);
+  int count = 0;
+  for (int c = 0; c < module->comp_count; c++)
+    if (number[c] >= 0) number[c] = count++; /* callees still come before their callers */
   rt_blob_put_str(out, module->name);
   rt_blob_put_int(out, module->name_counter);
   rt_blob_put_int(out, module->raw_attr_count);
@@ -176,17 +196,19 @@ void rt_cpu_encode_module(hlo_strbuf *out, const hlo_module *module) {
     rt_blob_put_str(out, module->raw_attrs[a].name);
     rt_blob_put_str(out, module->raw_attrs[a].value);
   }
-  rt_blob_put_int(out, module->comp_count);
+  rt_blob_put_int(out, count);
   for (int c = 0; c < module->comp_count; c++) {
     const hlo_comp *comp = module->comps[c];
+    if (number[c] < 0) continue;
     rt_blob_put_str(out, comp->name);
     rt_blob_put_int(out, comp->instr_count);
-    for (int i = 0; i < comp->instr_count; i++) put_instr(out, comp->instrs[i]);
+    for (int i = 0; i < comp->instr_count; i++) put_instr(out, comp->instrs[i], number);
     rt_blob_put_int(out, comp->root ? comp->root->id : -1);
     rt_blob_put_int(out, comp->param_count);
     for (int p = 0; p < comp->param_count; p++) rt_blob_put_int(out, comp->params[p] ? comp->params[p]->id : -1);
   }
-  rt_blob_put_int(out, module->entry ? module->entry->id : -1);
+  rt_blob_put_int(out, module->entry ? number[module->entry->id] : -1);
+  free(number);
 }
 
 /* ---- the plan ---- */
@@ -351,7 +373,7 @@ hlo_status rt_cpu_serialize(const hlo_module *module, const rt_cpu_plan *plan, c
   hlo_sb_append(&out, (const char *)&version, 1);
   hlo_sb_append(&out, "\0\0\0\0\0\0\0\0", 8); /* the checksum, filled last */
   rt_blob_put_bytes(&out, source, source_len);
-  rt_cpu_encode_module(&out, module);
+  rt_cpu_encode_module(&out, module, true); /* what the passes left uncalled (inlined bodies) never runs */
   put_plan(&out, plan);
   size_t total = out.len;
   char *data = hlo_sb_take(&out);
