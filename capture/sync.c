@@ -13,6 +13,7 @@
 typedef struct compile_job {
   latch_runtime *rt;
   const cap_graph *graph;
+  uint64_t lower_ns, compile_ns; /* codec_compile's, for LATCH_LOG=compiles */
 } compile_job;
 
 /* The disk cache's codec: lowering and compiling on a miss, the backend's own serialized
@@ -20,9 +21,13 @@ typedef struct compile_job {
  * version and the CPU. */
 static void *codec_compile(void *ctx, hlo_diag *diag) {
   compile_job *job = ctx;
+  uint64_t start = cap_now_ns();
   hlo_module *module = cap_graph_lower(job->graph, diag);
   if (!module) return NULL;
+  uint64_t lowered = cap_now_ns();
   rt_executable *exe = job->graph->backend->compile(module, &job->rt->compile_options, diag);
+  job->lower_ns = lowered - start;
+  job->compile_ns = cap_now_ns() - lowered;
   hlo_module_free(module);
   if (exe) atomic_fetch_add(&job->rt->compiles, 1);
   return exe;
@@ -39,17 +44,21 @@ static void *codec_deserialize(void *ctx, const void *bytes, size_t len, hlo_dia
 }
 
 /* LATCH_LOG=compiles: one line per miss answered, saying where the executable came from and
- * how long that took; for the cpu backend, how often its passes ran and how many plans it
- * built in this process so far (a load from the disk cache adds to neither). */
-static void log_compile(const cap_graph *g, cache_origin origin, uint64_t ns) {
-  static const char *const from[] = {[CACHE_ORIGIN_COMPILED] = "compiled", [CACHE_ORIGIN_DISK] = "loaded from the disk cache",
-                                     [CACHE_ORIGIN_REMOTE] = "loaded from the remote cache"};
+ * how long that took (a compile: the backend's, after lowering, before saving it to the
+ * cache; a load: reading the entry and deserializing it); for the cpu backend, how often its
+ * passes ran and how many plans it built in this process so far (a load adds to neither). */
+static void log_compile(const compile_job *job, cache_origin origin, uint64_t ns) {
+  const cap_graph *g = job->graph;
   char work[128] = "";
   if (g->backend == &rt_backend_cpu)
     snprintf(work, sizeof work, " (cpu backend so far: passes ran %" PRId64 " times, %" PRId64 " plans built)",
              rt_cpu_pass_runs(), rt_cpu_plans_built());
-  fprintf(stderr, "latch: graph %016" PRIx64 "%016" PRIx64 " %s in %.2f ms%s\n", g->key.hi, g->key.lo,
-          origin <= CACHE_ORIGIN_REMOTE ? from[origin] : "made", (double)ns / 1e6, work);
+  if (origin == CACHE_ORIGIN_COMPILED)
+    fprintf(stderr, "latch: graph %016" PRIx64 "%016" PRIx64 " compiled in %.2f ms, lowered in %.2f ms%s\n", g->key.hi,
+            g->key.lo, (double)job->compile_ns / 1e6, (double)job->lower_ns / 1e6, work);
+  else
+    fprintf(stderr, "latch: graph %016" PRIx64 "%016" PRIx64 " loaded from the %s cache in %.2f ms%s\n", g->key.hi,
+            g->key.lo, origin == CACHE_ORIGIN_DISK ? "disk" : "remote", (double)ns / 1e6, work);
 }
 
 /* Called by the memory table on a miss, with no lock held: the disk cache (when on) or the
@@ -71,7 +80,7 @@ static void *compile_graph(void *ctx, hlo_diag *diag) {
     exe = codec_compile(job, diag);
   }
   if (!exe) return NULL;
-  if (cap_log_has("compiles")) log_compile(g, origin, cap_now_ns() - start);
+  if (cap_log_has("compiles")) log_compile(job, origin, cap_now_ns() - start);
   cap_exe *value = hlo_malloc(sizeof *value);
   if (!value) {
     g->backend->destroy(exe);
@@ -123,7 +132,7 @@ cache_entry *cap_exe_lookup(latch_runtime *rt, const cap_graph *g, latch_status 
 
 cache_entry *cap_graph_executable(latch_runtime *rt, const cap_graph *g, bool *compiled, latch_status *status) {
   hlo_diag diag = {0};
-  compile_job job = {rt, g};
+  compile_job job = {.rt = rt, .graph = g};
   bool hit = false;
   cache_entry *entry = cache_table_get_or_compile(rt->cache, g->key, compile_graph, &job, &diag, &hit);
   if (compiled) *compiled = entry && !hit;
