@@ -4,10 +4,11 @@
  *   - differential: compile -> run, compile -> serialize -> deserialize -> run and the
  *     reference evaluator agree, on convolutions with post-ops, blocked layouts between
  *     them, a max pool and a concatenation kept blocked between them, a row-major residual
- *     reordered into a blocked result, and a folded batch norm, on fused elementwise groups (a reduce tail, a flat dot
- *     head), on kept weight work with the weights written in place between calls, and on an
- *     executable loaded and then bound to another batch size; the loaded one gives the
- *     compiled one's bytes exactly (same plan, same kernels);
+ *     reordered into a blocked result and a folded batch norm; on fused elementwise groups
+ *     (a reduce tail, a flat dot head); on kept weight work with the weights written in
+ *     place between calls; on an executable loaded and then bound to another batch size;
+ *     and on a call the passes inlined (its computation left out of the blob); the loaded
+ *     one gives the compiled one's bytes exactly (same plan, same kernels);
  *   - a load runs no pass and builds no plan (rt_cpu_pass_runs, rt_cpu_plans_built);
  *   - every truncation and every flipped byte of a blob is an error, the format version is
  *     checked, and a damaged blob with a recomputed checksum (each byte flipped, then 3000
