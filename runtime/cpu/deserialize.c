@@ -295,7 +295,7 @@ static bool inputs_hold(const rt_cpu_plan *plan) {
     int count = rt_cpu_step_input_count(s);
     if (count > plan->max_operands) return false;
     for (int k = 0; k < count; k++)
-      if (rt_cpu_step_input(s, k) < 0 || rt_cpu_step_input(s, k) >= plan->step_count) return false;
+      if (rt_cpu_step_input(s, k) < 0 || rt_cpu_step_input(s, k) >= i) return false;
   }
   return true;
 }
