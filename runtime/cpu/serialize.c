@@ -5,10 +5,12 @@
  *
  *   "LATCHCPU" (8 bytes), format version (1 byte), checksum of the rest (8 bytes, LE)
  *   source    the module's text before the passes (bytes; NULL when there is none)
- *   module    the module after the passes, origins included (rt_cpu_encode_module)
+ *   module    the module after the passes, origins included, the computations it no longer
+ *             calls left out (rt_cpu_encode_module)
  *   plan      its numbers, then each step: kind, kernel family, buffers, frees, kept
- *             stamps and weights, and a FUSED step's program or a DNNL step's descriptions
- *             (post-ops, terms, the memory layouts oneDNN chose, scratch offsets)
+ *             stamps and weights, and a FUSED step's program or a DNNL step's description
+ *             (a convolution's post-ops, terms, the memory layouts oneDNN chose and scratch
+ *             offsets; a blocked pool's or concatenation's block and operand layouts)
  *
  * Instructions are named by their index in the entry, computations by theirs in the module.
  * The format version goes up with any change here; the disk cache's key holds the build
@@ -243,8 +245,8 @@ static void put_fusion(hlo_strbuf *out, const rt_cpu_fusion *f) {
     rt_blob_put_f32(out, x->imm);
   }
   int64_t fields[] = {f->reg_count, f->result, f->tiles, f->count, f->out_dtype, f->members,
-                              f->head ? f->head->id : -1, f->head_scratch_bytes, f->head_args[0], f->head_args[1],
-                              f->flat, f->tail ? f->tail->id : -1, f->reducer, f->inner, f->tail_init};
+                      f->head ? f->head->id : -1, f->head_scratch_bytes, f->head_args[0], f->head_args[1],
+                      f->flat, f->tail ? f->tail->id : -1, f->reducer, f->inner, f->tail_init};
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) rt_blob_put_int(out, fields[i]);
 }
 
