@@ -5,6 +5,7 @@
  * contents and again after an in-place write (touch, latch_assign), and bound executables
  * at new batch sizes. Each graph's plan is inspected too, so a test cannot pass by every
  * convolution quietly taking the old path. */
+#include <math.h>
 #include <stdio.h>
 
 #include "cpu_util.h"
@@ -271,6 +272,33 @@ static void test_nonfinite(void) {
              tails[t]);
     expect_dnnl(__LINE__, text, 1, 0, 1);
   }
+  /* a source large enough to be scanned in chunks over the threads, finite but for one NaN
+   * in its last chunk: relu(conv) of ones by ones is 1 everywhere, NaN there */
+  enum { C = 16, H = 128, W = 128, N = C * H * W };
+  const char *big = "HloModule c\nENTRY e {\n x = f32[1,16,128,128] parameter(0)\n w = f32[16,1,1,1] parameter(1)\n"
+                    " zero = f32[] constant(0)\n z = f32[1,16,128,128] broadcast(zero), dimensions={}\n"
+                    " c = f32[1,16,128,128] convolution(x, w), window={size=1x1}, dim_labels=bf01_oi01->bf01, "
+                    "feature_group_count=16\n ROOT y = f32[1,16,128,128] maximum(c, z)\n}\n";
+  double *ones = hlo_malloc(sizeof(double) * N);
+  CHECK(ones != NULL);
+  if (!ones) return;
+  for (int i = 0; i < N; i++) ones[i] = 1;
+  ones[N - 5] = NAN;
+  rt_value *args[] = {make_value(HLO_F32, 4, (int64_t[]){1, C, H, W}, ones),
+                      make_value(HLO_F32, 4, (int64_t[]){C, 1, 1, 1}, ones)};
+  hlo_diag diag = {0};
+  rt_value *got = run_on(&rt_backend_cpu, big, args, 2, &diag);
+  CHECK_MSG(got != NULL, "%s", diag.message);
+  int wrong = 0;
+  for (int i = 0; got && i < N; i++) {
+    float v = ((const float *)got->data)[i];
+    wrong += i == N - 5 ? !isnan(v) : v != 1.0f;
+  }
+  CHECK_EQ_INT(wrong, 0);
+  rt_value_release(got);
+  rt_value_release(args[0]);
+  rt_value_release(args[1]);
+  free(ones);
 }
 
 /* y = conv(x, w) for a [1,2,4,4] x of ones and w [3,2,1,1]: y[o] = sum over i of w[o][i]. */
