@@ -18,22 +18,29 @@ typedef struct plan_counts {
   int dnnl, blocked, posts;
 } plan_counts;
 
-static plan_counts count_plan(const char *text) {
-  plan_counts c = {0};
+/* Plans text and calls visit on each DNNL step of the plan. */
+static void each_dnnl_step(const char *text, void (*visit)(const rt_cpu_dnnl *d, void *ctx), void *ctx) {
   hlo_module *module = parse_checked(text);
-  if (!module) return c;
+  if (!module) return;
   hlo_diag diag = {0};
   rt_cpu_plan *plan = rt_cpu_plan_build(module, NULL, &diag);
   CHECK_MSG(plan != NULL, "plan: %s", diag.message);
-  for (int i = 0; plan && i < plan->step_count; i++) {
-    const rt_cpu_step *step = &plan->steps[i];
-    if (step->kind != RT_STEP_DNNL) continue;
-    c.dnnl++;
-    c.blocked += step->dnnl->blocked_out;
-    c.posts += step->dnnl->post_count;
-  }
+  for (int i = 0; plan && i < plan->step_count; i++)
+    if (plan->steps[i].kind == RT_STEP_DNNL) visit(plan->steps[i].dnnl, ctx);
   rt_cpu_plan_free(plan);
   hlo_module_free(module);
+}
+
+static void count_step(const rt_cpu_dnnl *d, void *ctx) {
+  plan_counts *c = ctx;
+  c->dnnl++;
+  c->blocked += d->blocked_out;
+  c->posts += d->post_count;
+}
+
+static plan_counts count_plan(const char *text) {
+  plan_counts c = {0};
+  each_dnnl_step(text, count_step, &c);
   return c;
 }
 
@@ -129,6 +136,11 @@ static const char *downsample =
     " s = f32[1,16,4,4] add(d, dd)\n zero = f32[] constant(0)\n z = f32[1,16,4,4] broadcast(zero), dimensions={}\n"
     " ROOT y = f32[1,16,4,4] maximum(s, z)\n}\n";
 
+static void expect_bias_first(const rt_cpu_dnnl *d, void *ctx) {
+  (void)ctx;
+  CHECK_EQ_INT(d->posts[0].kind, RT_DNNL_BIAS);
+}
+
 static void test_epilogues(void) {
   /* first conv: sub, mul (rsqrt computed over [C]), mul, add, clip; second: bias, relu */
   expect_dnnl(__LINE__, bn_relu6, 2, 1, 7);
@@ -145,18 +157,23 @@ static void test_epilogues(void) {
       " bb = f32[1,16,6,6] broadcast(b), dimensions={0,1}\n d = f32[1,16,6,6] add(c, bb)\n"
       " ROOT y = f32[1,16,6,6] maximum(d, z)\n}\n";
   expect_dnnl(__LINE__, bias4, 1, 0, 2);
-  hlo_module *module = parse_checked(bias4);
-  hlo_diag diag = {0};
-  rt_cpu_plan *plan = module ? rt_cpu_plan_build(module, NULL, &diag) : NULL;
-  for (int i = 0; plan && i < plan->step_count; i++)
-    if (plan->steps[i].kind == RT_STEP_DNNL) CHECK_EQ_INT(plan->steps[i].dnnl->posts[0].kind, RT_DNNL_BIAS);
-  rt_cpu_plan_free(plan);
-  hlo_module_free(module);
+  each_dnnl_step(bias4, expect_bias_first, NULL);
 }
 
 /* A residual that arrives row-major (a parameter here; a max pool's result in resnet18's first
  * blocks) is reordered into the result's blocked layout, so oneDNN runs its direct kernel
  * (with a row-major residual it took its im2col gemm one, about 7x slower at 56x56x64). */
+static void expect_residual_reordered(const rt_cpu_dnnl *d, void *ctx) {
+  (void)ctx;
+  CHECK_EQ_INT(d->posts[0].kind, RT_DNNL_ADD_FULL);
+  CHECK_MSG(d->post_reorder[0].prim != NULL, "the row-major residual is read as it arrives");
+  const_dnnl_primitive_desc_t pd = NULL;
+  const char *impl = NULL;
+  CHECK(dnnl_primitive_get_primitive_desc(d->conv_prim, &pd) == dnnl_success &&
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl);
+  CHECK_MSG(impl && !strstr(impl, "gemm"), "implementation %s", impl ? impl : "?");
+}
+
 static void test_row_major_residual(void) {
   const char *text =
       "HloModule c\nENTRY e {\n x = f32[2,16,10,10] parameter(0)\n w = f32[16,16,3,3] parameter(1)\n"
@@ -164,23 +181,7 @@ static void test_row_major_residual(void) {
       " c = f32[2,16,10,10] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
       " s = f32[2,16,10,10] add(c, r)\n ROOT y = f32[2,16,10,10] maximum(s, z)\n}\n";
   expect_dnnl(__LINE__, text, 1, 0, 2);
-  hlo_module *module = parse_checked(text);
-  hlo_diag diag = {0};
-  rt_cpu_plan *plan = module ? rt_cpu_plan_build(module, NULL, &diag) : NULL;
-  CHECK_MSG(plan != NULL, "plan: %s", diag.message);
-  for (int i = 0; plan && i < plan->step_count; i++) {
-    const rt_cpu_dnnl *d = plan->steps[i].kind == RT_STEP_DNNL ? plan->steps[i].dnnl : NULL;
-    if (!d) continue;
-    CHECK_EQ_INT(d->posts[0].kind, RT_DNNL_ADD_FULL);
-    CHECK_MSG(d->post_reorder[0].prim != NULL, "the row-major residual is read as it arrives");
-    const_dnnl_primitive_desc_t pd = NULL;
-    const char *impl = NULL;
-    CHECK(dnnl_primitive_get_primitive_desc(d->conv_prim, &pd) == dnnl_success &&
-          dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl);
-    CHECK_MSG(impl && !strstr(impl, "gemm"), "implementation %s", impl ? impl : "?");
-  }
-  rt_cpu_plan_free(plan);
-  hlo_module_free(module);
+  each_dnnl_step(text, expect_residual_reordered, NULL);
 }
 
 /* Max and min pools between convolutions read the blocked result as it is: a resnet stem
