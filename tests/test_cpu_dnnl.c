@@ -259,6 +259,43 @@ static void test_blocked_concat(void) {
   expect_dnnl(__LINE__, mixed, 3, 2, 0);
 }
 
+/* A source made by a convolution that ran its fast primitive with a relu6 last is known
+ * finite and is not scanned again: two such steps in a row scan only the graph's input.
+ * When the input holds NaN, the first step takes its safe primitive, says nothing, and the
+ * second scans its source and keeps the NaN as the reference does. */
+static void test_known_finite(void) {
+  const char *chain =
+      "HloModule c\nENTRY e {\n x = f32[1,8,6,6] parameter(0)\n w = f32[8,8,3,3] parameter(1)\n"
+      " w2 = f32[8,8,1,1] parameter(2)\n zero = f32[] constant(0)\n six = f32[] constant(6)\n"
+      " c = f32[1,8,6,6] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+      " a = f32[1,8,6,6] clamp(zero, c, six)\n"
+      " c2 = f32[1,8,6,6] convolution(a, w2), window={size=1x1}, dim_labels=bf01_oi01->bf01\n"
+      " ROOT y = f32[1,8,6,6] clamp(zero, c2, six)\n}\n";
+  expect_dnnl(__LINE__, chain, 2, 1, 2);
+  double xs[288], ws[576];
+  for (int i = 0; i < 288; i++) xs[i] = (i % 7) - 3;
+  for (int i = 0; i < 576; i++) ws[i] = ((i % 5) - 2) * 0.25;
+  for (int with_nan = 0; with_nan < 2; with_nan++) {
+    if (with_nan) xs[100] = NAN;
+    rt_value *args[] = {make_value(HLO_F32, 4, (int64_t[]){1, 8, 6, 6}, xs),
+                        make_value(HLO_F32, 4, (int64_t[]){8, 8, 3, 3}, ws),
+                        make_value(HLO_F32, 4, (int64_t[]){8, 8, 1, 1}, ws)};
+    hlo_diag diag = {0};
+    int64_t before = rt_cpu_dnnl_source_scan_count();
+    rt_value *got = run_on(&rt_backend_cpu, chain, args, 3, &diag);
+    int64_t scans = rt_cpu_dnnl_source_scan_count() - before;
+    rt_value *want = run_on(&rt_backend_reference, chain, args, 3, &diag);
+    CHECK_MSG(got && want && cpu_agree(want, got), "with_nan %d: %s", with_nan, diag.message);
+    CHECK_MSG(scans == 1 + with_nan, "with_nan %d: %lld sources scanned", with_nan, (long long)scans);
+    int nans = 0;
+    for (int i = 0; got && i < 288; i++) nans += isnan(((const float *)got->data)[i]);
+    CHECK(with_nan ? nans > 0 : nans == 0);
+    rt_value_release(got);
+    rt_value_release(want);
+    for (int k = 0; k < 3; k++) rt_value_release(args[k]);
+  }
+}
+
 /* NaN through an absorbed relu or relu6: oneDNN's would make it 0, the reference keeps it.
  * The inputs are sqrt of values in [-1, 1): about half NaN. */
 static void test_nonfinite(void) {
@@ -452,6 +489,7 @@ int main(void) {
   RUN(test_blocked_pools);
   RUN(test_blocked_pools_per_variant);
   RUN(test_blocked_concat);
+  RUN(test_known_finite);
   RUN(test_nonfinite);
   RUN(test_kept_weights);
   RUN(test_traced_weights);

@@ -138,6 +138,7 @@ static void give_arena(rt_executable *exe, char *arena, int64_t capacity) {
 typedef struct cell {
   rt_value *value;
   bool owned;
+  bool finite; /* known to hold no inf or NaN (a DNNL step said so this run) */
   rt_value view;
 } cell;
 
@@ -331,8 +332,8 @@ static hlo_status run_parts(const rt_cpu_step *step, char *arena, rt_value **ops
 
 /* A convolution on oneDNN into its buffer (or a value of its own, as a result), with its
  * weights kept in the arena when they are a parameter's. */
-static hlo_status run_dnnl(const rt_cpu_step *step, cell *c, char *arena, rt_value *const *args, rt_value **ops,
-                           rt_eval *eval) {
+static hlo_status run_dnnl(const rt_cpu_step *step, cell *c, bool source_finite, char *arena, rt_value *const *args,
+                           rt_value **ops, rt_eval *eval) {
   const hlo_instr *instr = step->instr;
   if (step->output) {
     c->value = rt_value_new(&instr->shape);
@@ -349,7 +350,8 @@ static hlo_status run_dnnl(const rt_cpu_step *step, cell *c, char *arena, rt_val
                           : 0;
   return rt_cpu_dnnl_step(step->dnnl, (const rt_value *const *)ops, c->value->data,
                           step->scratch_bytes ? arena + step->scratch_offset : NULL, kept ? arena + step->weight_offset : NULL,
-                          kept ? (uint64_t *)(arena + step->stamp_offset) : NULL, stamp, eval->diag);
+                          kept ? (uint64_t *)(arena + step->stamp_offset) : NULL, stamp, source_finite, &c->finite,
+                          eval->diag);
 }
 
 static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char *arena,
@@ -437,7 +439,7 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
       if (kept) keep_stamps(step, kept, args);
       break;
     case RT_STEP_DNNL:
-      return run_dnnl(step, c, arena, args, ops, eval);
+      return run_dnnl(step, c, cells[rt_cpu_step_input(step, 0)].finite, arena, args, ops, eval);
     case RT_STEP_SLOW: {
       rt_value *out = NULL;
       counted(1);

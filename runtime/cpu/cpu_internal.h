@@ -248,9 +248,15 @@ int64_t rt_cpu_dnnl_out_bytes(const rt_cpu_dnnl *dnnl);
 int64_t rt_cpu_dnnl_weights_bytes(const rt_cpu_dnnl *dnnl);
 int rt_cpu_dnnl_weights_operand(const rt_cpu_dnnl *dnnl);
 /* Runs a DNNL step (dnnl_conv.c); kept is the arena's kept weights and stamp
- * when weight_param >= 0, else NULL. */
+ * when weight_param >= 0, else NULL. source_finite: the source is known to hold no inf or
+ * NaN (the result of a step that said so), so it is not scanned; *result_finite says the
+ * same of this step's result (a convolution that ran its fast primitive with a clamp
+ * between finite bounds last: oneDNN's clip maps every value, NaN included, into them). */
 hlo_status rt_cpu_dnnl_step(const rt_cpu_dnnl *dnnl, const rt_value *const *in, void *out, void *scratch,
-                            char *kept, uint64_t *kept_stamp, uint64_t weight_stamp, hlo_diag *diag);
+                            char *kept, uint64_t *kept_stamp, uint64_t weight_stamp, bool source_finite,
+                            bool *result_finite, hlo_diag *diag);
+/* Sources scanned for inf and NaN so far, process-wide (for tests). */
+int64_t rt_cpu_dnnl_source_scan_count(void);
 /* Weight reorders made so far, process-wide (for tests). */
 int64_t rt_cpu_dnnl_weight_reorder_count(void);
 /* Sets the calling thread's OpenMP team to latch's thread count (one under ThreadSanitizer)

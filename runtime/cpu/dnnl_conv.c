@@ -503,8 +503,21 @@ static const void *post_operand(const rt_cpu_dnnl *d, int k, const rt_value *con
   return values;
 }
 
+/* Sources scanned, process-wide (for tests). */
+static _Atomic int64_t source_scans;
+
+int64_t rt_cpu_dnnl_source_scan_count(void) { return atomic_load(&source_scans); }
+
+/* Whether d's result is known finite after a run that took the fast primitive: a clamp
+ * between finite bounds last. */
+static bool clamps_finite(const rt_cpu_dnnl *d) {
+  const rt_dnnl_post *p = d->post_count ? &d->posts[d->post_count - 1] : NULL;
+  return p && p->kind == RT_DNNL_CLIP && isfinite(p->lo) && isfinite(p->hi);
+}
+
 static bool run_conv(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d, const rt_value *const *in,
-                     void *out, char *scratch, char *kept, uint64_t *kept_stamp, uint64_t stamp) {
+                     void *out, char *scratch, char *kept, uint64_t *kept_stamp, uint64_t stamp, bool source_finite,
+                     bool *result_finite) {
   bool ok = true;
   const void *src = in[0]->data;
   if (d->src_reorder.prim) {
@@ -514,8 +527,10 @@ static bool run_conv(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d
   }
   bool finite = true;
   const void *w = ok ? weights(stream, m, d, in[1], scratch, kept, kept_stamp, stamp, &ok, &finite) : NULL;
-  if (d->safe_prim) /* the source as it arrives (a blocked one is padded) */
-    finite = finite && all_finite(in[0]->data, (int64_t)dnnl_memory_desc_get_size(&d->src_in_md) / 4);
+  if (d->safe_prim && finite && !source_finite) { /* the source as it arrives (a blocked one is padded) */
+    finite = all_finite(in[0]->data, (int64_t)dnnl_memory_desc_get_size(&d->src_in_md) / 4);
+    atomic_fetch_add(&source_scans, 1);
+  }
   void *dst = d->dst_reorder.prim ? scratch + d->dst_offset : out;
   dnnl_exec_arg_t args[5 + RT_DNNL_MAX_POSTS];
   int n = 0;
@@ -544,18 +559,22 @@ static bool run_conv(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d
   ok = ok && !m->failed && dnnl_primitive_execute(prim, stream, n, args) == dnnl_success;
   if (ok && d->dst_reorder.prim) ok = reorder(stream, m, &d->dst_reorder, &d->dst_md, dst, &d->out_md, out);
   if (ok && !finite) activate(d, out, d->out_bytes / (int64_t)sizeof(float));
+  *result_finite = ok && finite && clamps_finite(d);
   return ok;
 }
 
 hlo_status rt_cpu_dnnl_step(const rt_cpu_dnnl *d, const rt_value *const *in, void *out, void *scratch, char *kept,
-                            uint64_t *kept_stamp, uint64_t weight_stamp, hlo_diag *diag) {
+                            uint64_t *kept_stamp, uint64_t weight_stamp, bool source_finite, bool *result_finite,
+                            hlo_diag *diag) {
+  *result_finite = false;
   if (d->pool) return rt_cpu_dnnl_pool_step(d, in, out, diag);
   if (d->concat) return rt_cpu_dnnl_concat_step(d, in, out, diag);
   int team = rt_cpu_dnnl_team_begin();
   dnnl_stream_t stream = NULL;
   run_memories m = {.count = 0};
   bool ok = dnnl_stream_create(&stream, the_engine(), dnnl_stream_default_flags) == dnnl_success &&
-            run_conv(stream, &m, d, in, out, (char *)scratch, kept, kept_stamp, weight_stamp) &&
+            run_conv(stream, &m, d, in, out, (char *)scratch, kept, kept_stamp, weight_stamp, source_finite,
+                     result_finite) &&
             dnnl_stream_wait(stream) == dnnl_success;
   for (int i = 0; i < m.count; i++) dnnl_memory_destroy(m.list[i]);
   if (stream) dnnl_stream_destroy(stream);
