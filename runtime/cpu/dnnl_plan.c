@@ -317,7 +317,7 @@ static bool build_all(rt_cpu_dnnl **at_root, int n) {
  * per-feature value already found unread elsewhere. */
 static bool absorbed(const rt_cpu_plan *plan, rt_cpu_dnnl *const *owner, const bool *member, int j) {
   const hlo_instr *instr = plan->steps[j].instr;
-  if (owner[j]) return owner[j]->conv != instr;
+  if (owner[j]) return owner[j]->conv && owner[j]->conv != instr; /* a pool or concatenation reads its operands */
   return member[j] && plan->steps[j].kind == RT_STEP_INSIDE;
 }
 
