@@ -10,6 +10,10 @@
 
 #include "hlo/hlo.h"
 
+/* ---- clock.c ---- */
+/* Seconds on the monotonic clock. */
+double cache_now_seconds(void);
+
 /* ---- hash.c ---- */
 /* Canonical 128-bit hashes of HLO instructions, computations and modules: the compile cache's
  * keys. Two graphs get the same key exactly when they compute the same thing the same way, as

@@ -1,15 +1,8 @@
 /* Get or compile through the on-disk cache (see disk_compile.h). */
 #include <stdlib.h>
-#include <time.h>
 
 #include "cache.h"
 #include "disk_internal.h"
-
-static double now_seconds(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 void *cache_codec_value(const cache_codec *codec, const void *bytes, size_t len) {
   hlo_diag ignored; /* an unusable entry is the cache's problem, not the caller's */
@@ -51,16 +44,16 @@ bool cache_disk_save(cache_disk *disk, cache_key key, const char *fingerprint, c
 
 void *cache_disk_get_or_compile(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec,
                                 cache_origin *origin, double *seconds, hlo_diag *diag) {
-  double start = now_seconds();
+  double start = cache_now_seconds();
   void *value = disk ? cache_disk_load(disk, key, fingerprint, codec) : NULL;
   if (value) {
     if (origin) *origin = CACHE_ORIGIN_DISK;
-    if (seconds) *seconds = now_seconds() - start;
+    if (seconds) *seconds = cache_now_seconds() - start;
     return value;
   }
   value = codec->compile(codec->ctx, diag);
   if (origin) *origin = CACHE_ORIGIN_COMPILED;
-  if (seconds) *seconds = now_seconds() - start;
+  if (seconds) *seconds = cache_now_seconds() - start;
   if (value && disk) cache_disk_save(disk, key, fingerprint, codec, value);
   return value;
 }

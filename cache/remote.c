@@ -24,12 +24,6 @@ struct cache_remote {
   atomic_uint_fast64_t hits, misses, writes, rejected, failures, rests, skipped, lease_waits, wait_timeouts;
 };
 
-static double now_seconds(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* ---- warnings, once per kind per process ---- */
 
 typedef enum warning_kind { WARN_UNAVAILABLE, WARN_AUTH, WARN_REFUSED, WARN_KIND_COUNT } warning_kind;
@@ -122,7 +116,7 @@ static void failed(cache_remote *remote, const char *why, bool quiet) {
        "tier rests for %d ms)", why, remote->config.failures_before_rest, remote->config.rest_ms);
   if (++remote->failures_in_a_row >= remote->config.failures_before_rest) {
     remote->failures_in_a_row = 0;
-    remote->resting_until = now_seconds() + remote->config.rest_ms * 1e-3;
+    remote->resting_until = cache_now_seconds() + remote->config.rest_ms * 1e-3;
     atomic_fetch_add(&remote->rests, 1);
   }
 }
@@ -189,7 +183,7 @@ static bool connected(cache_remote *remote) {
 bool remote_call(cache_remote *remote, int argc, const char **argv, const size_t *lens, redisReply **reply) {
   *reply = NULL;
   pthread_mutex_lock(&remote->lock);
-  if (remote->resting_until > 0 && now_seconds() < remote->resting_until) {
+  if (remote->resting_until > 0 && cache_now_seconds() < remote->resting_until) {
     pthread_mutex_unlock(&remote->lock);
     atomic_fetch_add(&remote->skipped, 1);
     return false;

@@ -9,12 +9,6 @@
 #include "cache.h"
 #include "remote_internal.h"
 
-static double now_seconds(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static void sleep_ms(double ms) {
   struct timespec t = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)((ms - 1000.0 * (double)(time_t)(ms / 1000)) * 1e6)};
   while (nanosleep(&t, &t) != 0 && errno == EINTR) {
@@ -39,8 +33,8 @@ static void *load_remote(cache_disk *disk, cache_remote *remote, cache_key key, 
  * died): *won then says this process compiles. NULL when this process must compile. */
 static void *wait_for_entry(cache_disk *disk, cache_remote *remote, cache_key key, const char *fingerprint,
                             const cache_codec *codec, char token[CACHE_LEASE_TOKEN], bool *won) {
-  double deadline = now_seconds() + cache_remote_config_of(remote)->wait_ms * 1e-3, delay = 2;
-  while (now_seconds() < deadline) {
+  double deadline = cache_now_seconds() + cache_remote_config_of(remote)->wait_ms * 1e-3, delay = 2;
+  while (cache_now_seconds() < deadline) {
     sleep_ms(delay);
     delay = delay * 2 < 50 ? delay * 2 : 50;
     void *value = load_remote(disk, remote, key, fingerprint, codec);
@@ -72,7 +66,7 @@ static void save(cache_disk *disk, cache_remote *remote, cache_key key, const ch
 
 void *cache_tiers_get_or_compile(cache_disk *disk, cache_remote *remote, cache_key key, const char *fingerprint,
                                  const cache_codec *codec, cache_origin *origin, double *seconds, hlo_diag *diag) {
-  double start = now_seconds();
+  double start = cache_now_seconds();
   cache_origin from = CACHE_ORIGIN_DISK;
   char token[CACHE_LEASE_TOKEN] = "";
   bool won = false;
@@ -93,6 +87,6 @@ void *cache_tiers_get_or_compile(cache_disk *disk, cache_remote *remote, cache_k
   }
   if (won) cache_remote_release(remote, key, fingerprint, token);
   if (origin) *origin = from;
-  if (seconds) *seconds = now_seconds() - start;
+  if (seconds) *seconds = cache_now_seconds() - start;
   return value;
 }
