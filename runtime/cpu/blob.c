@@ -2,6 +2,7 @@
  * says the encoding). */
 #include <stdio.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "blob_internal.h"
 #include "runtime/runtime.h"
@@ -128,19 +129,5 @@ int64_t rt_blob_get_count(rt_blob_in *in, int64_t max, const char *what) {
   return rt_blob_get_range(in, 0, max < left ? max : left, what);
 }
 
-/* Eight bytes at a time, each step a bijection of the running state (xor, multiply by an odd
- * constant, xorshift), so any change of one word changes the sum; the tail byte by byte and
- * the length last, then splitmix64's finalizer. */
-uint64_t rt_blob_checksum(const void *bytes, size_t len) {
-  const unsigned char *p = bytes;
-  uint64_t h = 0x6c61746368637075; /* "latchcpu" */
-  size_t i = 0;
-  for (; i + 8 <= len; i += 8) {
-    uint64_t w;
-    memcpy(&w, p + i, sizeof w);
-    h = (h ^ w) * 0x9e3779b97f4a7c15;
-    h ^= h >> 29;
-  }
-  for (; i < len; i++) h = ((h ^ p[i]) * 0x9e3779b97f4a7c15) ^ (h >> 29);
-  return rt_mix64(h ^ (uint64_t)len);
-}
+/* XXH3 (libxxhash, as the cache's keys): fast, and any change of a few bytes changes it. */
+uint64_t rt_blob_checksum(const void *bytes, size_t len) { return XXH3_64bits(bytes, len); }

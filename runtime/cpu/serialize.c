@@ -3,7 +3,7 @@
  *
  * Format (every integer a varint, blob_internal.h):
  *
- *   "LATCHCPU" (8 bytes), format version (1 byte), checksum of the rest (8 bytes, LE)
+ *   "LATCHCPU" (8 bytes), format version (1 byte), XXH3 checksum of the rest (8 bytes, LE)
  *   source    the module's text before the passes (bytes; NULL when there is none)
  *   module    the module after the passes, origins included, the computations it no longer
  *             calls left out (rt_cpu_encode_module)
