@@ -503,6 +503,28 @@ static void move_first(hlo_module *module, hlo_comp *comp) {
   comp->id = 0;
 }
 
+hlo_opcode hlo_simple_reducer(const hlo_comp *comp) {
+  if (!comp || comp->param_count != 2 || !comp->root) return HLO_OP_COUNT;
+  const hlo_instr *root = comp->root, *p0 = comp->params[0], *p1 = comp->params[1];
+  switch (root->opcode) {
+    case HLO_OP_ADD: case HLO_OP_MULTIPLY: case HLO_OP_MAXIMUM: case HLO_OP_MINIMUM:
+    case HLO_OP_AND: case HLO_OP_OR:
+      break;
+    default:
+      return HLO_OP_COUNT;
+  }
+  if (root->operand_count != 2 || !p0 || !p1) return HLO_OP_COUNT;
+  const hlo_instr *a = root->operands[0], *b = root->operands[1];
+  if (!((a == p0 && b == p1) || (a == p1 && b == p0))) return HLO_OP_COUNT;
+  if (p0->shape.rank != 0 || p1->shape.rank != 0 || root->shape.rank != 0) return HLO_OP_COUNT;
+  if (p0->shape.dtype != p1->shape.dtype || root->shape.dtype != p0->shape.dtype) return HLO_OP_COUNT;
+  if (!hlo_dtype_is_computable(root->shape.dtype)) return HLO_OP_COUNT;
+  /* and/or are bitwise: not defined on floats */
+  if ((root->opcode == HLO_OP_AND || root->opcode == HLO_OP_OR) && hlo_dtype_is_float(root->shape.dtype))
+    return HLO_OP_COUNT;
+  return root->opcode;
+}
+
 hlo_comp *hlo_build_scalar_reducer(hlo_module *module, hlo_opcode op, hlo_dtype dtype) {
   if (!hlo_opcode_is_elementwise_binary(op) || op == HLO_OP_COMPARE || !hlo_dtype_is_array(dtype)) return NULL;
   char base[64];

@@ -424,6 +424,10 @@ hlo_comp *hlo_build_scalar_reducer(hlo_module *module, hlo_opcode op, hlo_dtype 
 /* The same, but an identical reducer the module already has is returned instead of a new
  * one (reducers are pure, so reduces may share them, as XLA's own modules do). */
 hlo_comp *hlo_shared_scalar_reducer(hlo_module *module, hlo_opcode op, hlo_dtype dtype);
+/* The op of a computation whose root is one add, multiply, maximum, minimum, and or or of
+ * its two scalar parameters (what hlo_build_scalar_reducer makes), so a kernel can run it
+ * without a call per element; HLO_OP_COUNT for any other computation. */
+hlo_opcode hlo_simple_reducer(const hlo_comp *comp);
 /* Makes root the computation's result; it must belong to comp. */
 hlo_status hlo_comp_set_root(hlo_comp *comp, hlo_instr *root, hlo_diag *diag);
 

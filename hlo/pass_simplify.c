@@ -195,15 +195,6 @@ static bool no_padding(const hlo_padding *p) {
   return true;
 }
 
-/* The op of a computation that combines its two scalar parameters with one binary op. */
-static hlo_opcode combiner(const hlo_comp *comp) {
-  const hlo_instr *r = comp ? comp->root : NULL;
-  if (!r || r->operand_count != 2 || r->shape.rank != 0 || r->operands[0]->opcode != HLO_OP_PARAMETER ||
-      r->operands[1]->opcode != HLO_OP_PARAMETER || r->operands[0] == r->operands[1])
-    return HLO_OP_PARAMETER; /* stands for none */
-  return r->opcode;
-}
-
 /* Two scalar constants of one type with the same bytes. */
 static bool same_scalar(const hlo_instr *a, const hlo_instr *b) {
   const void *x = scalar_data(a, a->shape.dtype), *y = scalar_data(b, a->shape.dtype);
@@ -216,7 +207,7 @@ static bool same_scalar(const hlo_instr *a, const hlo_instr *b) {
 static bool fold_window_pad(hlo_instr *instr) {
   if (instr->operand_count != 2 || !instr->window || instr->called_count != 1) return false;
   hlo_instr *pad = instr->operands[0];
-  hlo_opcode op = combiner(instr->called[0]);
+  hlo_opcode op = hlo_simple_reducer(instr->called[0]);
   if (pad->opcode != HLO_OP_PAD || !pad->padding || !same_scalar(pad->operands[1], instr->operands[1]) ||
       (op != HLO_OP_MAXIMUM && op != HLO_OP_MINIMUM && op != HLO_OP_ADD) || pad->padding->rank != instr->window->rank ||
       !hlo_shape_is_default_layout(&pad->shape) || !hlo_shape_is_default_layout(&pad->operands[0]->shape))

@@ -4,7 +4,6 @@
  * no reorder on either side. latch's own kernel runs them (pool.c), with the reference's
  * NaN and signed-zero rules, which oneDNN's pooling does not keep. */
 #include "dnnl_internal.h"
-#include "runtime/reference/reference.h"
 
 bool rt_cpu_dnnl_pool_supported(const hlo_instr *instr) {
   if (instr->opcode != HLO_OP_REDUCE_WINDOW || instr->operand_count != 2 || instr->called_count != 1 ||
@@ -15,7 +14,7 @@ bool rt_cpu_dnnl_pool_supported(const hlo_instr *instr) {
       !hlo_shape_is_array(y) || y->dtype != HLO_F32 || !hlo_shape_is_default_layout(y) || init->dtype != HLO_F32 ||
       init->rank != 0)
     return false;
-  hlo_opcode op = rt_simple_reducer(instr->called[0]);
+  hlo_opcode op = hlo_simple_reducer(instr->called[0]);
   if (op != HLO_OP_MAXIMUM && op != HLO_OP_MINIMUM) return false;
   for (int d = 0; d < 4; d++) {
     const hlo_window_dim *w = &instr->window->dims[d];
@@ -55,7 +54,7 @@ bool rt_cpu_dnnl_build_pool(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in) {
 
 hlo_status rt_cpu_dnnl_pool_step(const rt_cpu_dnnl *d, const rt_value *const *in, void *out, hlo_diag *diag) {
   const hlo_instr *pool = d->pool;
-  hlo_opcode op = rt_simple_reducer(pool->called[0]);
+  hlo_opcode op = hlo_simple_reducer(pool->called[0]);
   float init = *(const float *)in[1]->data;
   if (!rt_cpu_pool_blocked_f32(pool->window, op, d->block, in[0]->data, pool->operands[0]->shape.dims, init, out,
                                pool->shape.dims, d->blocked_out))

@@ -400,7 +400,7 @@ static const hlo_instr *reduce_tail(const rt_cpu_plan *plan, const uses *u, int 
   if (r->opcode != HLO_OP_REDUCE || step->kind != RT_STEP_FAST || r->operand_count != 2 || r->operands[0] != x ||
       r->operands[1] == x || !plain_array(&r->shape, HLO_F32) || r->called_count != 1)
     return NULL;
-  *reducer = rt_simple_reducer(r->called[0]);
+  *reducer = hlo_simple_reducer(r->called[0]);
   if (*reducer != HLO_OP_ADD && *reducer != HLO_OP_MULTIPLY && *reducer != HLO_OP_MAXIMUM &&
       *reducer != HLO_OP_MINIMUM)
     return NULL;

@@ -1,5 +1,5 @@
 /* reduce and reduce-window with the simple reducers (add, multiply, maximum, minimum: the
- * computations rt_simple_reducer recognizes) as typed loops; any other reducer keeps the
+ * computations hlo_simple_reducer recognizes) as typed loops; any other reducer keeps the
  * reference kernel, which calls the computation per element.
  *
  * reduce: when the reduced dims are the innermost ones each output is one contiguous run,
@@ -167,7 +167,7 @@ DEFINE_REDUCE(int32_t)
 DEFINE_REDUCE(int64_t)
 
 static bool reduce_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
-  hlo_opcode op = rt_simple_reducer(instr->called[0]);
+  hlo_opcode op = hlo_simple_reducer(instr->called[0]);
   const hlo_shape *s = &in[0]->shape;
   bool reduced[HLO_MAX_RANK] = {false};
   for (int k = 0; k < instr->dimensions.count; k++) reduced[instr->dimensions.values[k]] = true;
@@ -301,7 +301,7 @@ static bool is_pool(const hlo_window *w) {
 }
 
 static bool reduce_window_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
-  window_job j = {.instr = instr, .op = rt_simple_reducer(instr->called[0]), .x = in[0], .init = in[1], .y = out};
+  window_job j = {.instr = instr, .op = hlo_simple_reducer(instr->called[0]), .x = in[0], .init = in[1], .y = out};
   hlo_dtype t = out->shape.dtype;
   const hlo_window *w = instr->window;
   if (is_pool(w)) {
@@ -329,7 +329,7 @@ rt_cpu_kernel rt_cpu_pick_reduce(const hlo_instr *instr) {
   if (t != HLO_F32 && t != HLO_F64 && t != HLO_S32 && t != HLO_S64) return NULL;
   const hlo_shape *x = &instr->operands[0]->shape, *init = &instr->operands[1]->shape;
   if (!hlo_shape_is_array(x) || x->dtype != t || init->dtype != t || init->rank != 0) return NULL;
-  hlo_opcode op = rt_simple_reducer(instr->called[0]);
+  hlo_opcode op = hlo_simple_reducer(instr->called[0]);
   if (op != HLO_OP_ADD && op != HLO_OP_MULTIPLY && op != HLO_OP_MAXIMUM && op != HLO_OP_MINIMUM) return NULL;
   if (instr->called[0]->root->shape.dtype != t) return NULL;
   if (instr->opcode == HLO_OP_REDUCE) {

@@ -18,31 +18,6 @@
 
 #include "reference.h"
 
-/* ---------------------------------------------------------------------------------------
- * Simple reducers */
-
-hlo_opcode rt_simple_reducer(const hlo_comp *comp) {
-  if (!comp || comp->param_count != 2 || !comp->root) return HLO_OP_COUNT;
-  const hlo_instr *root = comp->root, *p0 = comp->params[0], *p1 = comp->params[1];
-  switch (root->opcode) {
-    case HLO_OP_ADD: case HLO_OP_MULTIPLY: case HLO_OP_MAXIMUM: case HLO_OP_MINIMUM:
-    case HLO_OP_AND: case HLO_OP_OR:
-      break;
-    default:
-      return HLO_OP_COUNT;
-  }
-  if (root->operand_count != 2 || !p0 || !p1) return HLO_OP_COUNT;
-  const hlo_instr *a = root->operands[0], *b = root->operands[1];
-  if (!((a == p0 && b == p1) || (a == p1 && b == p0))) return HLO_OP_COUNT;
-  if (p0->shape.rank != 0 || p1->shape.rank != 0 || root->shape.rank != 0) return HLO_OP_COUNT;
-  if (p0->shape.dtype != p1->shape.dtype || root->shape.dtype != p0->shape.dtype) return HLO_OP_COUNT;
-  if (!hlo_dtype_is_computable(root->shape.dtype)) return HLO_OP_COUNT;
-  /* and/or are bitwise: not defined on floats */
-  if ((root->opcode == HLO_OP_AND || root->opcode == HLO_OP_OR) && hlo_dtype_is_float(root->shape.dtype))
-    return HLO_OP_COUNT;
-  return root->opcode;
-}
-
 /* maximum and minimum as the elementwise kernels define them: NaN wins, -0 < +0. */
 #define DEFINE_FLOAT_OPS(T, S)                                                             \
   static inline T max_##S(T a, T b) {                                                      \
@@ -302,7 +277,7 @@ rt_value *rt_reduce_output(rt_eval *eval, const hlo_instr *instr, rt_value *cons
 }
 
 hlo_opcode rt_fast_reducer(rt_eval *eval, const hlo_instr *instr, int n, const rt_value *output) {
-  hlo_opcode op = n == 1 ? rt_simple_reducer(instr->called[0]) : HLO_OP_COUNT;
+  hlo_opcode op = n == 1 ? hlo_simple_reducer(instr->called[0]) : HLO_OP_COUNT;
   if (op != HLO_OP_COUNT && rt_storage_dtype(eval, instr->called[0]->root->shape.dtype) != output->shape.dtype)
     op = HLO_OP_COUNT; /* a mistyped reducer: let the call report it */
   return op;

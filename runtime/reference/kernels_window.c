@@ -385,7 +385,7 @@ RT_KERNEL(rt_kernel_select_and_scatter) {
     for (int64_t i = 0; i < output->count; i++) rt_copy_element(output, i, init, 0);
     scatter_job job = {.eval = eval, .instr = instr, .operand = operand, .source = source, .output = output};
     job.select_dir = simple_select(instr->called[0]);
-    job.scatter_op = rt_simple_reducer(instr->called[1]);
+    job.scatter_op = hlo_simple_reducer(instr->called[1]);
     if (job.scatter_op != HLO_OP_COUNT &&
         rt_storage_dtype(eval, instr->called[1]->root->shape.dtype) != output->shape.dtype)
       job.scatter_op = HLO_OP_COUNT;

@@ -123,10 +123,6 @@ RT_KERNEL(rt_kernel_reduce);
 RT_KERNEL(rt_kernel_reduce_window);
 RT_KERNEL(rt_kernel_select_and_scatter);
 
-/* What the three share (kernels_reduce.c). The opcode of a computation whose root is one
- * add, multiply, maximum, minimum, and or or of its two scalar parameters, so it can run
- * without a call per element; HLO_OP_COUNT for any other computation. */
-hlo_opcode rt_simple_reducer(const hlo_comp *comp);
 /* What reduce and reduce-window share about their N outputs: output k's declared shape (the
  * k-th tuple element when the result is a tuple); output k made in it and filled with init
  * value args[n + k] (NULL with eval->diag set when it cannot be made or its type differs from
