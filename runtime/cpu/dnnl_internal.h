@@ -112,6 +112,11 @@ bool rt_cpu_dnnl_pool_supported(const hlo_instr *instr);
  * block of 8 or 16 channels); false when src_in is another layout. */
 bool rt_cpu_dnnl_build_pool(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in);
 hlo_status rt_cpu_dnnl_pool_step(const rt_cpu_dnnl *d, const rt_value *const *in, void *out, hlo_diag *diag);
+/* (also dnnl_pool.c, shared with dnnl_concat.c) */
+/* The block (8, 16) of a single-block [N, C, H, W] layout md of shape's dims, or 0. */
+int rt_cpu_dnnl_block_of(const dnnl_memory_desc_t *md, const hlo_shape *shape);
+/* md for shape's [N, C, H, W] dims in the single-block layout of block (0: row-major). */
+bool rt_cpu_dnnl_block_md(dnnl_memory_desc_t *md, const hlo_shape *shape, int block);
 
 /* dnnl_concat.c */
 /* Whether instr is a concatenation the blocked kernel runs: f32 [N, C, H, W] arrays joined
@@ -123,10 +128,6 @@ bool rt_cpu_dnnl_concat_supported(const hlo_instr *instr);
  * those differ or are no single-block layout. */
 bool rt_cpu_dnnl_build_concat(rt_cpu_dnnl *d, const dnnl_memory_desc_t *const *arrive);
 hlo_status rt_cpu_dnnl_concat_step(const rt_cpu_dnnl *d, const rt_value *const *in, void *out, hlo_diag *diag);
-/* The block (8, 16) of a single-block [N, C, H, W] layout md of shape's dims, or 0. */
-int rt_cpu_dnnl_block_of(const dnnl_memory_desc_t *md, const hlo_shape *shape);
-/* md for shape's [N, C, H, W] dims in the single-block layout of block (0: row-major). */
-bool rt_cpu_dnnl_block_md(dnnl_memory_desc_t *md, const hlo_shape *shape, int block);
 
 /* dnnl_conv.c */
 /* Whether oneDNN may run this convolution: f32, 2-D, row-major, no lhs dilation or

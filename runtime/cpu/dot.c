@@ -291,9 +291,10 @@ bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in,
        * gemv); about a million make a task */
       int64_t per_item = m == 1 ? (n < COL_BLOCK ? n : COL_BLOCK) * k : j.row_height * j.col_width * k;
       int64_t grain = per_item >= (1 << 20) ? 1 : (1 << 20) / (per_item ? per_item : 1);
-      int team = rt_cpu_dnnl_team_begin(); /* an item run on this thread may use the team */
+      /* oneDNN's sgemm on an item run on this thread uses the caller's team */
+      int team = j.on_dnnl ? rt_cpu_dnnl_team_begin() : 0;
       rt_parallel_for(s.batch * j.blocks, grain, dot_items, &j);
-      omp_set_num_threads(team);
+      if (j.on_dnnl) omp_set_num_threads(team);
     }
   }
   if (!s.in_place) {
