@@ -15,6 +15,14 @@ static inline latch_runtime *fu_open(void) {
   return latch_open(&options);
 }
 
+/* A runtime on backend with every other option at its default. */
+static inline latch_runtime *fu_open_backend(const char *backend) {
+  latch_options options;
+  latch_options_init(&options);
+  options.backend = backend;
+  return latch_open(&options);
+}
+
 static inline latch_function_options fu_options(latch_trace_mode mode, latch_shape_policy shapes) {
   latch_function_options o;
   latch_function_options_init(&o);

@@ -446,10 +446,7 @@ static void expect_call(int line, latch_function *f, latch_tensor *x, latch_tens
 }
 
 static void test_traced_weights(void) {
-  latch_options options;
-  latch_options_init(&options);
-  options.backend = "cpu";
-  latch_runtime *rt = latch_open(&options);
+  latch_runtime *rt = fu_open_backend("cpu");
   latch_function_options fo = fu_options(LATCH_TRACE_ONCE, LATCH_SHAPES_STATIC);
   latch_function *f = rt ? latch_function_new_step(rt, conv_fn, NULL, &fo) : NULL;
   latch_function *g = rt ? latch_function_new_step(rt, conv_step, rt, &fo) : NULL;

@@ -267,10 +267,7 @@ static void assign_from(latch_runtime *rt, latch_tensor *dst, int rank, const in
 }
 
 static void test_traced_assign(void) {
-  latch_options options;
-  latch_options_init(&options);
-  options.backend = "cpu";
-  latch_runtime *rt = latch_open(&options);
+  latch_runtime *rt = fu_open_backend("cpu");
   CHECK(rt != NULL);
   if (!rt) return;
   float xs[CIN * SIDE * SIDE], ws[COUT * CIN * 9], bn[4 * COUT];
