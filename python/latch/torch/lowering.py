@@ -151,20 +151,18 @@ lowers(aten.bitwise_and.Tensor, aten.logical_and.default)(_binary(AND))
 lowers(aten.bitwise_or.Tensor, aten.logical_or.default)(_binary(OR))
 
 
-@lowers(aten.add.Tensor, aten.add.Scalar)
-def add(a, b, alpha=1):
-    a, b = operands(a, b)
-    if alpha != 1:
-        b = L.binary(MUL, b, const(alpha, b.dtype))
-    return L.binary(ADD, a, b)
+def _scaled_binary(op):
+    """a op (alpha * b): aten's add and sub."""
+    def lower(a, b, alpha=1):
+        a, b = operands(a, b)
+        if alpha != 1:
+            b = L.binary(MUL, b, const(alpha, b.dtype))
+        return L.binary(op, a, b)
+    return lower
 
 
-@lowers(aten.sub.Tensor, aten.sub.Scalar)
-def sub(a, b, alpha=1):
-    a, b = operands(a, b)
-    if alpha != 1:
-        b = L.binary(MUL, b, const(alpha, b.dtype))
-    return L.binary(SUB, a, b)
+lowers(aten.add.Tensor, aten.add.Scalar)(_scaled_binary(ADD))
+sub = lowers(aten.sub.Tensor, aten.sub.Scalar)(_scaled_binary(SUB))
 
 
 @lowers(aten.rsub.Scalar, aten.rsub.Tensor)
