@@ -226,6 +226,26 @@ static void test_blocked_pools_per_variant(void) {
   CHECK(rt_cpu_fused_use_isa(widest));
 }
 
+/* alexnet's stem (11x11, stride 4, 3 features) has only oneDNN's im2col kernel, which
+ * writes row-major, which the blocked pool after it refuses: the stem's result is planned
+ * row-major, the pool runs on the plain kernel, and the convolutions after it still keep
+ * theirs blocked (before, one refusal made every result row-major). The stem's weights are
+ * scaled by 0.1 so that the sums stay small enough for cpu_agree's tolerance. */
+static void test_refused_layout(void) {
+  const char *text =
+      "HloModule c\nmx {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT m = f32[] maximum(a, b)\n}\n"
+      "ENTRY e {\n x = f32[2,3,39,39] parameter(0)\n w = f32[16,3,11,11] parameter(1)\n w2 = f32[16,16,3,3] parameter(2)\n"
+      " w3 = f32[8,16,3,3] parameter(3)\n zero = f32[] constant(0)\n ninf = f32[] constant(-inf)\n"
+      " tenth = f32[] constant(0.1)\n t = f32[16,3,11,11] broadcast(tenth), dimensions={}\n ws = f32[16,3,11,11] multiply(w, t)\n"
+      " c = f32[2,16,9,9] convolution(x, ws), window={size=11x11 stride=4x4 pad=2_2x2_2}, dim_labels=bf01_oi01->bf01\n"
+      " z = f32[2,16,9,9] broadcast(zero), dimensions={}\n r = f32[2,16,9,9] maximum(c, z)\n"
+      " p = f32[2,16,4,4] reduce-window(r, ninf), window={size=1x1x3x3 stride=1x1x2x2}, to_apply=mx\n"
+      " c2 = f32[2,16,4,4] convolution(p, w2), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+      " z2 = f32[2,16,4,4] broadcast(zero), dimensions={}\n r2 = f32[2,16,4,4] maximum(c2, z2)\n"
+      " ROOT y = f32[2,8,4,4] convolution(r2, w3), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n}\n";
+  expect_dnnl(__LINE__, text, 3, 1, 2);
+}
+
 /* Concatenations along the channels between convolutions: a Fire module (squeeze, two
  * expands with relu, joined, then a 1x1 convolution) keeps every result blocked; a join
  * that is the result leaves row-major; a join of a convolution's blocked result with a
@@ -486,6 +506,7 @@ int main(void) {
   RUN(test_blocked_pools);
   RUN(test_blocked_pools_per_variant);
   RUN(test_blocked_concat);
+  RUN(test_refused_layout);
   RUN(test_known_finite);
   RUN(test_nonfinite);
   RUN(test_kept_weights);

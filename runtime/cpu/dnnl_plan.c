@@ -14,8 +14,11 @@
  * (dnnl_pool.c), which reads it blocked and keeps its own result blocked on the same terms,
  * or a concatenation along the channels (dnnl_concat.c), which reads each operand as it
  * arrives and keeps its result blocked on the same terms when some operand arrives blocked;
- * anything else reads row-major, so reorders happen only where the graph leaves oneDNN. Were some primitive to
- * refuse the layouts planned, every result is planned row-major instead (which each probe
+ * anything else reads row-major, so reorders happen only where the graph leaves oneDNN. A
+ * primitive that refuses the layouts planned (oneDNN has only an im2col kernel for alexnet's
+ * 11x11 stride-4 stem, which writes row-major) gets row-major where it asked for a blocked
+ * result, else its blocked operands arrive row-major, and the plan is built again; only if
+ * that leaves nothing to change is every result planned row-major (which each probe
  * accepted). */
 #include <stdlib.h>
 
@@ -267,11 +270,13 @@ static bool some_arriving(rt_cpu_dnnl *const *at_root, const hlo_instr *concat) 
   return false;
 }
 
-static void plan_layouts(rt_cpu_dnnl **at_root, rt_cpu_dnnl *const *owner, const hlo_comp *entry, const users *u) {
+/* row_major[i]: result i was refused blocked (see demote). */
+static void plan_layouts(rt_cpu_dnnl **at_root, rt_cpu_dnnl *const *owner, const hlo_comp *entry, const users *u,
+                         const bool *row_major) {
   for (int i = 0; i < entry->instr_count; i++) {
     rt_cpu_dnnl *d = at_root[i];
     if (!d) continue;
-    d->blocked_out = !u->result[i] && u->count[i] > 0 && (!d->pool || arriving(at_root, d->pool->operands[0])) &&
+    d->blocked_out = !row_major[i] && !u->result[i] && u->count[i] > 0 && (!d->pool || arriving(at_root, d->pool->operands[0])) &&
                      (!d->concat || some_arriving(at_root, d->concat));
     for (int j = i + 1; j < entry->instr_count && d->blocked_out; j++) {
       const hlo_instr *user = entry->instrs[j];
@@ -282,8 +287,8 @@ static void plan_layouts(rt_cpu_dnnl **at_root, rt_cpu_dnnl *const *owner, const
 }
 
 /* Builds every candidate in step order (a producer's layout is known before its readers');
- * false when one refuses, all released. */
-static bool build_all(rt_cpu_dnnl **at_root, int n) {
+ * -1 when all are built, else the index of the one that refused, all released. */
+static int build_all(rt_cpu_dnnl **at_root, int n) {
   for (int i = 0; i < n; i++) {
     rt_cpu_dnnl *d = at_root[i];
     if (!d) continue;
@@ -292,7 +297,7 @@ static bool build_all(rt_cpu_dnnl **at_root, int n) {
       d->block = 0;
       if (!src || rt_cpu_dnnl_build_pool(d, src)) continue;
       for (int j = 0; j < i; j++) rt_cpu_dnnl_release(at_root[j]);
-      return false;
+      return i;
     }
     if (d->concat) { /* likewise one with no blocked operand */
       const dnnl_memory_desc_t *arrive[RT_DNNL_MAX_INPUTS] = {0};
@@ -300,17 +305,32 @@ static bool build_all(rt_cpu_dnnl **at_root, int n) {
       d->block = 0;
       if (!some_arriving(at_root, d->concat) || rt_cpu_dnnl_build_concat(d, arrive)) continue;
       for (int j = 0; j < i; j++) rt_cpu_dnnl_release(at_root[j]);
-      return false;
+      return i;
     }
     const dnnl_memory_desc_t *post_in[RT_DNNL_MAX_POSTS] = {0};
     for (int k = 0; k < d->post_count; k++)
       if (d->posts[k].kind == RT_DNNL_ADD_FULL) post_in[k] = arriving(at_root, d->inputs[d->posts[k].input]);
     if (!rt_cpu_dnnl_build(d, arriving(at_root, d->conv->operands[0]), post_in)) {
       for (int j = 0; j < i; j++) rt_cpu_dnnl_release(at_root[j]);
-      return false;
+      return i;
     }
   }
-  return true;
+  return -1;
+}
+
+
+/* After step i refused its layouts: its result is planned row-major if it was to be
+ * blocked, else every operand it read blocked arrives row-major. False when neither
+ * changes anything. */
+static bool demote(rt_cpu_dnnl *const *at_root, int i, bool *row_major) {
+  const rt_cpu_dnnl *d = at_root[i];
+  if (d->blocked_out) return row_major[i] = true;
+  bool changed = false;
+  for (int k = 0; k < rt_cpu_dnnl_input_count(d); k++) {
+    int from = rt_cpu_dnnl_input(d, k);
+    if (at_root[from] && at_root[from]->blocked_out) changed = row_major[from] = true;
+  }
+  return changed;
 }
 
 /* Whether instruction j is absorbed into a DNNL step: an epilogue op, or a member of a
@@ -398,19 +418,23 @@ hlo_status rt_cpu_dnnl_plan(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *
     at_root[d->root->id] = owner[instr->id] = d;
     for (int k = 0; k < d->post_count; k++) owner[d->posts[k].instr->id] = d;
   }
-  if (ok) {
-    plan_layouts(at_root, owner, entry, &u);
-    bool built = build_all(at_root, n);
-    if (!built) { /* some layout refused: row-major everywhere, as probed */
+  bool *row_major = ok ? hlo_calloc((size_t)n + 1, sizeof(bool)) : NULL;
+  if ((ok = ok && row_major)) {
+    int refused;
+    do plan_layouts(at_root, owner, entry, &u, row_major);
+    while ((refused = build_all(at_root, n)) >= 0 && demote(at_root, refused, row_major));
+    if (refused >= 0) { /* nothing left to demote: row-major everywhere, as probed */
       for (int i = 0; i < n; i++)
         if (at_root[i]) at_root[i]->blocked_out = false;
-      built = build_all(at_root, n);
+      refused = build_all(at_root, n);
     }
+    bool built = refused < 0;
     if (built) ok = apply(plan, at_root, owner, &u); /* else the existing kernels run them all */
   }
   for (int i = 0; i < n && at_root; i++) free(at_root[i]); /* none left when applied */
   free(at_root);
   free(owner);
+  free(row_major);
   free_users(&u);
   return ok ? HLO_OK : hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory (or oneDNN failed) planning convolutions");
 }
