@@ -689,6 +689,14 @@ int hlo_pass_dot_of_repeats(hlo_module *module);
  * number of convolutions folded into. */
 int hlo_pass_fold_affine(hlo_module *module);
 
+/* (pass_space_to_depth.c) */
+/* Rewrites a convolution with strides of 3 or more over few input features (alexnet's
+ * 11x11 stride-4 stem over 3) as a stride-1 convolution over the input's space-to-depth
+ * blocks, the kernel padded with zeros and cut the same way. Not exact (the sums include
+ * the zeros and run in another order): for backends that accept reassociated sums. Returns
+ * the number of convolutions rewritten. */
+int hlo_pass_conv_space_to_depth(hlo_module *module);
+
 /* Points every use of from (operands of comp's instructions, and the root) at to. */
 void hlo_replace_uses(hlo_comp *comp, hlo_instr *from, hlo_instr *to);
 

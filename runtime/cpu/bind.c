@@ -34,6 +34,26 @@ static const hlo_instr **flatten(const hlo_module *module, int32_t *count) {
   return all;
 }
 
+/* A pass-made instruction has no counterpart in the binding: it keeps its shape, but a pad
+ * or transpose of a value whose shape moved takes what inference gives, and a reshape
+ * whose leading dim was its operand's (the batch, as space-to-depth's reshapes keep it)
+ * takes the operand's new one. The checks after (hlo_verify_some_shapes) refuse whatever
+ * this leaves inconsistent. */
+static void follow_operand(hlo_arena *arena, const hlo_instr *src, hlo_instr *copy) {
+  if (src->operand_count < 1 || hlo_shape_equal(&src->operands[0]->shape, &copy->operands[0]->shape)) return;
+  const hlo_shape *from = &src->operands[0]->shape, *to = &copy->operands[0]->shape;
+  if (src->opcode == HLO_OP_RESHAPE && from->rank >= 1 && to->rank == from->rank && src->shape.rank >= 1 &&
+      src->shape.dims[0] == from->dims[0]) {
+    copy->shape = hlo_shape_clone(arena, &src->shape);
+    copy->shape.dims[0] = to->dims[0];
+    return;
+  }
+  if (src->opcode != HLO_OP_PAD && src->opcode != HLO_OP_TRANSPOSE) return;
+  hlo_diag diag;
+  hlo_shape inferred;
+  if (hlo_infer_shape(copy, &inferred, arena, &diag) == HLO_OK) copy->shape = inferred;
+}
+
 /* Every refusal is HLO_ERR_UNSUPPORTED: the caller compiles the binding instead. */
 #define REFUSE(diag, ...) hlo_diag_set((diag), HLO_ERR_UNSUPPORTED, "cannot bind: " __VA_ARGS__)
 
@@ -91,7 +111,10 @@ static hlo_comp *copy_entry(hlo_module *bound, const hlo_comp *entry, const hlo_
     copy->parent = comp;
     copy->operands = operands;
     for (int k = 0; k < src->operand_count; k++) copy->operands[k] = copies[src->operands[k]->id];
-    if (src->origin < 1 || src->origin > binding_count) continue; /* made by a pass: keeps its shape */
+    if (src->origin < 1 || src->origin > binding_count) { /* made by a pass */
+      follow_operand(arena, src, copy);
+      continue;
+    }
     const hlo_instr *origin = at_binding[src->origin - 1];
     copy->shape = hlo_shape_clone(arena, &origin->shape);
     if (src->opcode == HLO_OP_SLICE && origin->opcode == HLO_OP_SLICE) {
