@@ -5,6 +5,7 @@
  * arena last run by a bound executable); and through traced functions whose weight is
  * assigned in place between calls, or updated inside each call. Results against sums worked
  * out here. */
+#include <math.h>
 #include <stdio.h>
 
 #include "cpu_util.h"
@@ -221,10 +222,69 @@ static void test_lazy_weights(void) {
   latch_close(rt);
 }
 
+/* A per-feature value (y = x + (b - m * g) spread over x's rows) is kept: computed on the
+ * first execute, skipped on the next, computed again after m is written in place. A value
+ * spread from a large one (the sum of x * x's rows) is not kept, even with x unchanged. */
+static void test_per_feature(void) {
+  const char *text =
+      "HloModule pf\nadd {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n"
+      "ENTRY e {\n  x = f32[16,4] parameter(0)\n  b = f32[4] parameter(1)\n  m = f32[4] parameter(2)\n"
+      "  g = f32[4] parameter(3)\n  mg = f32[4] multiply(m, g)\n  t = f32[4] subtract(b, mg)\n"
+      "  bt = f32[16,4] broadcast(t), dimensions={1}\n  ROOT y = f32[16,4] add(x, bt)\n}\n";
+  rt_executable *exe = compile_checked(text);
+  double xs[64], bs[4] = {1, 2, 3, 4}, ms[4] = {0.5, -1, 2, 0}, gs[4] = {2, 3, -1, 5};
+  for (int i = 0; i < 64; i++) xs[i] = i * 0.25;
+  rt_value *args[4] = {make_value(HLO_F32, 2, (int64_t[]){16, 4}, xs), make_value(HLO_F32, 1, (int64_t[]){4}, bs),
+                       make_value(HLO_F32, 1, (int64_t[]){4}, ms), make_value(HLO_F32, 1, (int64_t[]){4}, gs)};
+  for (int run = 0; exe && run < 3; run++) {
+    if (run == 2) {
+      ((float *)args[2]->data)[1] = 7;
+      ms[1] = 7;
+      rt_value_touch(args[2]);
+    }
+    rt_value *result = NULL;
+    hlo_diag diag = {0};
+    int64_t before = rt_cpu_kept_reuse_count();
+    CHECK_MSG(rt_backend_cpu.execute(exe, args, 4, &result, &diag) == HLO_OK, "run %d: %s", run, diag.message);
+    CHECK_MSG(rt_cpu_kept_reuse_count() - before == (run == 1), "run %d: %lld kept steps skipped", run,
+              (long long)(rt_cpu_kept_reuse_count() - before));
+    bool right = result != NULL;
+    for (int i = 0; right && i < 64; i++) right = rt_get_f64(result, i) == xs[i] + (bs[i % 4] - ms[i % 4] * gs[i % 4]);
+    CHECK_MSG(right, "run %d: wrong values", run);
+    rt_value_release(result);
+  }
+  for (int i = 0; i < 4; i++) rt_value_release(args[i]);
+  if (exe) rt_backend_cpu.destroy(exe);
+  const char *big =
+      "HloModule big\nadd {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n"
+      "ENTRY e {\n  x = f32[8,16384] parameter(0)\n  z = f32[] constant(0)\n  xx = f32[8,16384] multiply(x, x)\n"
+      "  s = f32[16384] reduce(xx, z), dimensions={0}, to_apply=add\n"
+      "  bs = f32[8,16384] broadcast(s), dimensions={1}\n  ROOT y = f32[8,16384] subtract(x, bs)\n}\n";
+  exe = compile_checked(big);
+  hlo_diag diag = {0};
+  hlo_module *module = parse_checked(big);
+  rt_value *x = module ? rt_random_value(&module->entry->params[0]->shape, 3, 0, &diag) : NULL;
+  hlo_module_free(module);
+  for (int run = 0; exe && x && run < 2; run++) {
+    rt_value *result = NULL;
+    int64_t before = rt_cpu_kept_reuse_count();
+    CHECK_MSG(rt_backend_cpu.execute(exe, &x, 1, &result, &diag) == HLO_OK, "big run %d: %s", run, diag.message);
+    CHECK_MSG(rt_cpu_kept_reuse_count() == before, "big run %d: a sum over the input was kept", run);
+    double col = 0;
+    for (int r = 0; r < 8; r++) col += rt_get_f64(x, r * 16384 + 5) * rt_get_f64(x, r * 16384 + 5);
+    CHECK_MSG(result && fabs(rt_get_f64(result, 16384 * 2 + 5) - (rt_get_f64(x, 16384 * 2 + 5) - col)) < 1e-5,
+              "big run %d: wrong values", run);
+    rt_value_release(result);
+  }
+  rt_value_release(x);
+  if (exe) rt_backend_cpu.destroy(exe);
+}
+
 int main(void) {
   RUN(test_stamps);
   RUN(test_reuse);
   RUN(test_traced_weights);
   RUN(test_lazy_weights);
+  RUN(test_per_feature);
   return TEST_REPORT();
 }

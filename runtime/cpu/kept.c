@@ -9,8 +9,10 @@
  * Every value depends on parameters alone, the inputs too; what is worth keeping is what
  * prepares a weight. So the search starts from the weight operands of products (a
  * convolution's kernel, a dot's rhs) and from reduces of one parameter (a weight summed by
- * hlo_pass_dot_of_repeats), and walks back through cheap ops (elementwise, layout,
- * reduces: never through a product, whose result is an activation); a step is kept when it
+ * hlo_pass_dot_of_repeats) and from small values a broadcast spreads (a bias, a folded
+ * batch norm's shift over [C]: resnet50 computed 53 of them per call), and walks back
+ * through cheap ops (elementwise, layout, reduces: never through a product, whose result is
+ * an activation, and from a small value only through small ones); a step is kept when it
  * is found so and everything it reads is too, or a parameter or a constant. That covers the
  * batch norm that hlo_pass_fold_affine moved into a convolution's weights (the scale and the
  * scaled weights), a transposed weight, the summed weight of dot_of_repeats. */
@@ -42,8 +44,20 @@ static bool views_parameter(const hlo_instr *instr) {
   return under->opcode == HLO_OP_PARAMETER && hlo_shape_is_array(&under->shape);
 }
 
-/* wanted[i]: instruction i prepares a weight (see the header). */
-static void find_wanted(const hlo_comp *entry, bool *wanted) {
+/* A per-feature value: what a broadcast spreads at least 8-fold, of at most this many
+ * elements (a bias, a batch norm's scale and shift over [C]). */
+enum { PER_FEATURE_MAX = 1 << 16 };
+
+static bool spread_small(const hlo_instr *instr) {
+  if (instr->opcode != HLO_OP_BROADCAST || instr->operand_count != 1 || !hlo_shape_is_array(&instr->shape)) return false;
+  int64_t from = hlo_shape_elements(&instr->operands[0]->shape);
+  return from <= PER_FEATURE_MAX && from * 8 <= hlo_shape_elements(&instr->shape);
+}
+
+/* wanted[i]: instruction i prepares a weight (see the header), or a per-feature value:
+ * walked back from there through values no larger than PER_FEATURE_MAX, so an activation
+ * (the input of a batch's statistics) is never kept. */
+static void find_wanted(const hlo_comp *entry, bool *wanted, bool *small) {
   int n = entry->instr_count;
   for (int i = 0; i < n; i++) {
     const hlo_instr *instr = entry->instrs[i];
@@ -52,12 +66,16 @@ static void find_wanted(const hlo_comp *entry, bool *wanted) {
     if (instr->opcode == HLO_OP_REDUCE && instr->operand_count == 2 && views_parameter(instr->operands[0]) &&
         instr->operands[1]->opcode == HLO_OP_CONSTANT)
       wanted[i] = true;
+    if (spread_small(instr)) small[instr->operands[0]->id] = true;
   }
   for (int i = n - 1; i >= 0; i--) {
     const hlo_instr *instr = entry->instrs[i];
+    small[i] = small[i] && hlo_shape_is_array(&instr->shape) && hlo_shape_elements(&instr->shape) <= PER_FEATURE_MAX;
+    for (int k = 0; small[i] && cheap(instr) && k < instr->operand_count; k++) small[instr->operands[k]->id] = true;
     if (!wanted[i] || !cheap(instr)) continue;
     for (int k = 0; k < instr->operand_count; k++) wanted[instr->operands[k]->id] = true;
   }
+  for (int i = 0; i < n; i++) wanted[i] = wanted[i] || small[i];
 }
 
 /* The parameters step i depends on (through instructions that depend on weights alone),
@@ -89,9 +107,10 @@ static bool list_params(rt_cpu_plan *plan, const hlo_comp *entry, int i, const b
 bool rt_cpu_find_kept(rt_cpu_plan *plan, const hlo_comp *entry) {
   int n = plan->step_count;
   bool *wanted = hlo_calloc((size_t)n + 1, sizeof(bool)), *alone = hlo_calloc((size_t)n + 1, sizeof(bool));
+  bool *small = hlo_calloc((size_t)n + 1, sizeof(bool));
   int *seen = hlo_malloc(sizeof(int) * ((size_t)n + 1)), *stack = hlo_malloc(sizeof(int) * ((size_t)n + 1));
-  bool ok = wanted && alone && seen && stack;
-  if (ok) find_wanted(entry, wanted);
+  bool ok = wanted && alone && small && seen && stack;
+  if (ok) find_wanted(entry, wanted, small);
   for (int i = 0; ok && i < n; i++) seen[i] = -1;
   for (int i = 0; ok && i < n; i++) {
     const hlo_instr *instr = entry->instrs[i];
@@ -105,6 +124,7 @@ bool rt_cpu_find_kept(rt_cpu_plan *plan, const hlo_comp *entry) {
   }
   free(wanted);
   free(alone);
+  free(small);
   free(seen);
   free(stack);
   return ok;
