@@ -156,8 +156,12 @@ def peak_line(peak):
         return "peak: not measured"
     if peak.get("error"):
         return f"peak: not measured ({peak['error']})"
-    return (f"peak: {peak['gflops']:.1f} GFLOP/s, one f32 {peak['n']}x{peak['n']} product through latch's dot "
-            f"(latch bench --peak, same threads); GF/s columns: convolution and product flops over the step's median")
+    kernels = f"one f32 {peak['n']}x{peak['n']} product through latch's dot"
+    if peak.get("conv_gflops") is not None:
+        kernels = (f"the better of one f32 {peak['n']}x{peak['n']} product ({peak['product_gflops']:.1f}) and one 3x3 "
+                   f"convolution 128->128 at 56x56, batch 8 ({peak['conv_gflops']:.1f}) through latch")
+    return (f"peak: {peak['gflops']:.1f} GFLOP/s, {kernels} (latch bench --peak, same threads); GF/s columns: "
+            f"convolution and product flops over the step's median")
 
 
 def format_table(rows, summary, threads, repeat, warmup, torch_version, wait_policy="default", peak=None,

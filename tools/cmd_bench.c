@@ -38,9 +38,10 @@ void cmd_bench_usage(void) {
       "and automatic shape policies (traces, backend compiles, instantiations).\n"
       "\n"
       "latch bench --peak N [--repeat R] [--json FILE]:\n"
-      "The product peak: an f32 N x N by N x N product through the runtime (the backend's\n"
-      "dot kernel and its library, LATCH_THREADS threads), one untimed run, then the median of\n"
-      "R (default 5) wall times, printed as GFLOP/s (2 N^3 flops) and written to FILE.\n",
+      "The peak: the better of an f32 N x N by N x N product (the backend's dot kernel) and a\n"
+      "3x3 convolution of 128 to 128 features over 56x56 at batch 8 (its convolution library),\n"
+      "each through the runtime with LATCH_THREADS threads, one untimed run, then the median of\n"
+      "R (default 5) wall times, printed as GFLOP/s and written to FILE.\n",
       stdout);
 }
 
