@@ -7,7 +7,7 @@
  *     reordered into a blocked result and a folded batch norm; on fused elementwise groups
  *     (a reduce tail, a flat dot head); on kept weight work with the weights written in
  *     place between calls; on an executable loaded and then bound to another batch size;
- *     and on a call the passes inlined (its computation left out of the blob); the loaded
+ *     on a bound executable loaded, run and bound again; and on a call the passes inlined (its computation left out of the blob); the loaded
  *     one gives the compiled one's bytes exactly (same plan, same kernels);
  *   - a load runs no pass and builds no plan (rt_cpu_pass_runs, rt_cpu_plans_built);
  *   - every truncation and every flipped byte of a blob is an error, the format version is
@@ -269,6 +269,40 @@ static void test_bind_loaded(void) {
     hlo_module_free(binding);
   }
   rt_backend_cpu.destroy(loaded);
+  rt_backend_cpu.destroy(exe);
+}
+
+/* A bound executable serialized and loaded runs at its own sizes and binds to others (its
+ * blob holds the source text of the executable it was bound from); each agrees with the
+ * reference, and neither the load nor the binds run a pass. */
+static void test_bound_reloaded(void) {
+  rt_executable *exe = compile_checked(conv_bn_text(2));
+  hlo_module *at3 = parse_checked(conv_bn_text(3));
+  hlo_diag diag = {0};
+  rt_executable *bound = exe && at3 ? rt_backend_cpu.bind(exe, at3, &diag) : NULL;
+  CHECK_MSG(bound != NULL, "bind to batch 3: %s", diag.message);
+  int64_t passes = rt_cpu_pass_runs();
+  rt_executable *loaded = bound ? reload(bound) : NULL;
+  for (int batch = 1; loaded && batch <= 5; batch += 2) {
+    hlo_module *binding = batch == 3 ? at3 : parse_checked(conv_bn_text(batch));
+    hlo_diag_clear(&diag);
+    rt_executable *again = batch == 3 ? loaded : binding ? rt_backend_cpu.bind(loaded, binding, &diag) : NULL;
+    CHECK_MSG(again != NULL, "bind the loaded binding to batch %d: %s", batch, diag.message);
+    rt_value **args = binding ? random_args(binding, 20 + (uint64_t)batch) : NULL;
+    rt_value *want = NULL;
+    if (binding) rt_evaluate(binding, args, 8, &(rt_eval_options){.fp64 = false}, &want, &diag);
+    rt_value *got = again ? run(again, args, 8) : NULL;
+    CHECK_MSG(cpu_agree(want, got), "batch %d", batch);
+    rt_value_release(want);
+    rt_value_release(got);
+    free_args(args, 8);
+    if (again != loaded) rt_backend_cpu.destroy(again);
+    if (binding != at3) hlo_module_free(binding);
+  }
+  CHECK_EQ_INT(rt_cpu_pass_runs(), passes);
+  rt_backend_cpu.destroy(loaded);
+  rt_backend_cpu.destroy(bound);
+  hlo_module_free(at3);
   rt_backend_cpu.destroy(exe);
 }
 
@@ -542,6 +576,7 @@ int main(void) {
   RUN(test_differential);
   RUN(test_kept_weights);
   RUN(test_bind_loaded);
+  RUN(test_bound_reloaded);
   RUN(test_dead_computations);
   RUN(test_damaged);
   RUN(test_out_of_memory);

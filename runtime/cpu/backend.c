@@ -43,7 +43,7 @@ struct rt_executable {
   /* compiled: the module before the passes, origins numbered (deserialized: parsed from
    * source_text at the first bind, under source_lock); bound: NULL */
   hlo_module *source;
-  char *source_text;    /* its text, what serialize writes (bound: NULL) */
+  char *source_text;    /* its text, what serialize writes (bound: NULL, its family's is written) */
   size_t source_len;
   pthread_mutex_t source_lock;
   /* deserialized: the plan's oneDNN primitives are made at the first execute, under
@@ -563,10 +563,12 @@ static void cpu_destroy(rt_executable *exe) {
   free(exe);
 }
 
-/* A bound executable has no source text of its own: loaded again, it runs as it does here
- * and refuses to bind (its caller compiles the binding instead). */
+/* A bound executable is written with the source text of the executable it was bound from:
+ * its instructions' origins are positions in that text, so loaded again it binds to other
+ * sizes as that one does. */
 static hlo_status cpu_serialize(const rt_executable *exe, void **bytes, size_t *len, hlo_diag *diag) {
-  return rt_cpu_serialize(exe->module, exe->plan, exe->source_text, exe->source_len, bytes, len, diag);
+  const rt_executable *family = exe->bound_from ? exe->bound_from : exe;
+  return rt_cpu_serialize(exe->module, exe->plan, family->source_text, family->source_len, bytes, len, diag);
 }
 
 static rt_executable *cpu_deserialize(const void *bytes, size_t len, const rt_compile_options *options,
