@@ -11,7 +11,7 @@
  *     one gives the compiled one's bytes exactly (same plan, same kernels);
  *   - a load runs no pass and builds no plan (rt_cpu_pass_runs, rt_cpu_plans_built);
  *   - every truncation and every flipped byte of a blob is an error, the format version is
- *     checked, and a damaged blob with a recomputed checksum (each byte flipped, then 3000
+ *     checked, a module that does not verify (written with a right checksum) is refused, and a damaged blob with a recomputed checksum (each byte flipped, then 3000
  *     random multi-byte damages) is an error or an executable, never a crash (run under
  *     ASan); out of memory at any allocation of a load is an error saying so. */
 #include <dirent.h>
@@ -354,6 +354,44 @@ static void test_dead_computations(void) {
   rt_backend_cpu.destroy(exe);
 }
 
+/* A blob whose module the passes could not have made, written with a right checksum: a dot
+ * contracting a dim its operand lacks (the blob fuzzer's first finding, which a kernel picker
+ * read as an index of -61) is refused by the verifier at load, as input that says why. */
+static void test_unverified_module(void) {
+  static const char *text = "HloModule d\nENTRY e {\n a = f32[4,8] parameter(0)\n b = f32[8,3] parameter(1)\n"
+                            " ROOT d = f32[4,3] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  rt_executable *exe = compile_checked(text);
+  hlo_diag diag = {0};
+  void *bytes = NULL;
+  size_t len = 0, source_len = 0;
+  hlo_module *module = NULL;
+  rt_cpu_plan *plan = NULL;
+  char *source = NULL;
+  if (exe && rt_backend_cpu.serialize(exe, &bytes, &len, &diag) == HLO_OK)
+    rt_cpu_deserialize(bytes, len, &module, &plan, &source, &source_len, &diag);
+  hlo_instr *dot = module ? module->entry->root : NULL;
+  CHECK(dot && dot->opcode == HLO_OP_DOT && dot->dot && dot->dot->lhs_contracting.count == 1);
+  int64_t bad[] = {-61, 2, 7};
+  for (int k = 0; dot && dot->dot && k < 3; k++) {
+    dot->dot->lhs_contracting.values[0] = bad[k];
+    void *blob = NULL;
+    size_t blob_len = 0;
+    hlo_diag_clear(&diag);
+    CHECK(rt_cpu_serialize(module, plan, source, source_len, &blob, &blob_len, &diag) == HLO_OK);
+    hlo_diag_clear(&diag);
+    rt_executable *loaded = blob ? rt_backend_cpu.deserialize(blob, blob_len, NULL, &diag) : NULL;
+    CHECK_MSG(loaded == NULL && diag.status == HLO_ERR_INPUT && strstr(diag.message, "does not verify"),
+              "contracting dim %lld: %s", (long long)bad[k], diag.message);
+    rt_backend_cpu.destroy(loaded);
+    free(blob);
+  }
+  rt_cpu_plan_free(plan);
+  hlo_module_free(module);
+  free(source);
+  free(bytes);
+  rt_backend_cpu.destroy(exe);
+}
+
 /* Every truncation and every flipped byte is refused with a message; flips with the
  * checksum made right again must not crash whatever they decode to. */
 static void test_damaged(void) {
@@ -578,6 +616,7 @@ int main(void) {
   RUN(test_bind_loaded);
   RUN(test_bound_reloaded);
   RUN(test_dead_computations);
+  RUN(test_unverified_module);
   RUN(test_damaged);
   RUN(test_out_of_memory);
   return TEST_REPORT();

@@ -9,6 +9,7 @@
  * cannot serialize, are made from those descriptions at the first execute
  * (rt_cpu_plan_make_primitives: oneDNN generates their code then, as it did at compile). */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -362,6 +363,24 @@ static hlo_status check_header(const unsigned char *p, size_t len, hlo_diag *dia
   return HLO_OK;
 }
 
+/* The decoder checks that every reference is in range; the verifier checks what the
+ * kernel pickers and kernels take for granted of a module (attribute dims within ranks,
+ * shapes that follow from operands, reducers that fit): a blob's module must be one the
+ * passes could have made. */
+static void verify(rt_blob_in *in, const hlo_module *module) {
+  if (!module || in->failed) return;
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  if (hlo_verify_module(module, &diag) == HLO_OK) return;
+  if (strstr(diag.message, "out of memory")) {
+    rt_blob_fail(in, "out of memory");
+    return;
+  }
+  char why[sizeof in->why];
+  snprintf(why, sizeof why, "a module that does not verify (%.120s)", diag.message);
+  rt_blob_fail(in, why);
+}
+
 hlo_status rt_cpu_deserialize(const void *bytes, size_t len, hlo_module **module, rt_cpu_plan **plan, char **source,
                               size_t *source_len, hlo_diag *diag) {
   *module = NULL;
@@ -377,7 +396,8 @@ hlo_status rt_cpu_deserialize(const void *bytes, size_t len, hlo_module **module
   if (text && !copy) rt_blob_fail(&in, "out of memory");
   if (copy) memcpy(copy, text, text_len), copy[text_len] = '\0';
   hlo_module *m = in.failed ? NULL : rt_cpu_decode_module(&in);
-  rt_cpu_plan *p = m ? get_plan(&in, m) : NULL;
+  verify(&in, m);
+  rt_cpu_plan *p = m && !in.failed ? get_plan(&in, m) : NULL;
   if (!in.failed && in.p != in.end) rt_blob_fail(&in, "the end (bytes left over)");
   if (in.failed) {
     rt_cpu_plan_free(p);
