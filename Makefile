@@ -250,3 +250,27 @@ fuzz-npy: $(FUZZ_BUILD)/fuzz_npy
 	  $(FUZZ_BUILD)/npy_corpus
 
 .PHONY: fuzz-npy
+
+# `make fuzz-blob`: libFuzzer on the cpu backend's serialized executables
+# (tests/fuzz/fuzz_blob.c: the input is a blob's body, the target writes a header with its
+# checksum), run for FUZZ_SECONDS. The loader reaches every kernel picker, so the whole
+# library is built with clang under ASan and UBSan into build-fuzz/lib; seeded with the
+# bodies of the blobs the command writes for small corpus modules and tiny zoo models.
+FUZZ_LIB = $(FUZZ_BUILD)/lib/liblatch.a
+FUZZ_LIB_FLAGS = BUILD=$(FUZZ_BUILD)/lib CC=$(FUZZ_CC) VECTORIZE= OPT=-O1 \
+  SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
+
+$(FUZZ_BUILD)/fuzz_blob: tests/fuzz/fuzz_blob.c $(LIB_C) $(wildcard hlo/*.h runtime/*.h runtime/cpu/*.h)
+	$(MAKE) $(FUZZ_LIB_FLAGS) $(FUZZ_LIB)
+	$(FUZZ_CC) -std=c11 -g -O1 -D_GNU_SOURCE -I. -Iinclude \
+	  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fopenmp \
+	  -o $@ tests/fuzz/fuzz_blob.c $(FUZZ_LIB) $(LDLIBS)
+
+fuzz-blob: $(FUZZ_BUILD)/fuzz_blob $(BUILD)/latch
+	@rm -rf $(FUZZ_BUILD)/blob_corpus
+	@mkdir -p $(FUZZ_BUILD)/artifacts
+	sh tests/fuzz/blob_seeds.sh $(BUILD)/latch $(LATCH_CORPUS) $(FUZZ_BUILD)/blob_corpus
+	$(FUZZ_BUILD)/fuzz_blob -max_len=16384 -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=4096 \
+	  -artifact_prefix=$(FUZZ_BUILD)/artifacts/blob- -print_final_stats=1 $(FUZZ_BUILD)/blob_corpus
+
+.PHONY: fuzz-blob

@@ -8,6 +8,7 @@ PACKAGES=(
   build-essential    # cc, make, ar; gcc's ASan/UBSan runtimes for `make sanitize`
   clang              # the fuzzer: -fsanitize=fuzzer is clang-only
   libclang-rt-14-dev # clang's libFuzzer and sanitizer runtimes (not pulled in by clang)
+  libomp-14-dev      # make fuzz-blob: clang's OpenMP (omp.h, libomp) for runtime/parallel.c in the fuzzer's library build
   libxxhash-dev      # cache/: stable 128-bit hashes of canonical graphs
   libck-dev          # cache/: Concurrency Kit, lock-free reads of the in-memory table
   libhiredis-dev     # cache/: Redis's protocol (command writer, reply parser) for the remote tier

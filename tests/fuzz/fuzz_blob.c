@@ -1,0 +1,63 @@
+/* libFuzzer target for the cpu backend's serialized executables (runtime/cpu/deserialize.c,
+ * deserialize_module.c, blob.c). The input is a blob's body, everything after its header: the
+ * target writes the header (magic, format version, the body's checksum) in front, so that the
+ * fuzzer's changes reach the decoder instead of stopping at the checksum. Any body must load
+ * or fail with a message (HLO_ERR_INPUT, or out of memory), never crash or leak; one that
+ * loads must serialize again, and that blob must load and serialize to the same bytes.
+ * Seeds are bodies of blobs the cpu backend wrote for small corpus modules
+ * (tests/fuzz/blob_seeds.sh, run by `make fuzz-blob`). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/cpu/blob_internal.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/runtime.h"
+
+/* A failure must say why, as an input error or out of memory. */
+static void check_refusal(const hlo_diag *diag) {
+  if (diag->message[0] == '\0') abort();
+  if (diag->status != HLO_ERR_INPUT && !(diag->status == HLO_ERR_INTERNAL && strstr(diag->message, "out of memory")))
+    abort();
+}
+
+static rt_executable *load(const void *bytes, size_t len) {
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  rt_executable *exe = rt_backend_cpu.deserialize(bytes, len, NULL, &diag);
+  if (!exe) check_refusal(&diag);
+  return exe;
+}
+
+/* exe serialized; aborts when it cannot be (a loaded executable always can). */
+static unsigned char *serialize(const rt_executable *exe, size_t *len) {
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  void *bytes = NULL;
+  if (rt_backend_cpu.serialize(exe, &bytes, len, &diag) != HLO_OK) abort();
+  return bytes;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  unsigned char *blob = malloc(RT_CPU_BLOB_HEADER + size + 1);
+  if (!blob) return 0;
+  memcpy(blob, RT_CPU_BLOB_MAGIC, 8);
+  blob[8] = RT_CPU_BLOB_VERSION;
+  uint64_t sum = rt_blob_checksum(data, size);
+  for (int i = 0; i < 8; i++) blob[9 + i] = (unsigned char)(sum >> (8 * i));
+  if (size) memcpy(blob + RT_CPU_BLOB_HEADER, data, size);
+  rt_executable *exe = load(blob, RT_CPU_BLOB_HEADER + size);
+  free(blob);
+  if (!exe) return 0;
+  size_t len = 0, again_len = 0;
+  unsigned char *bytes = serialize(exe, &len);
+  rt_backend_cpu.destroy(exe);
+  rt_executable *again = load(bytes, len);
+  if (!again) abort(); /* what a load gave must load again */
+  unsigned char *again_bytes = serialize(again, &again_len);
+  if (again_len != len || memcmp(bytes, again_bytes, len) != 0) abort();
+  rt_backend_cpu.destroy(again);
+  free(bytes);
+  free(again_bytes);
+  return 0;
+}
