@@ -20,6 +20,7 @@ PACKAGES=(
   python3            # tests/test_compare_torch.sh runs bench/compare_torch.py (no torch needed)
   pkg-config         # tests/test_embed.sh links the README example through latch.pc and latch-static.pc
   python3-dev        # python/: Python.h for the latch._latch extension (make builds it)
+  libdlpack-dev      # python/: dlpack.h, the struct torch._C._from_dlpack takes results in without a copy
   python3-pytest     # tests/test_python.sh: the Python package's tests
   python3-torch      # latch.torch: make_fx, __torch_dispatch__, the models, and the peers in latch.bench
   python3-torchvision # latch.models: resnet18/50, mobilenet_v2, squeezenet1_1, alexnet, vgg16, vit_b_16

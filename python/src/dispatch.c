@@ -69,7 +69,6 @@ static size_t table_count;
 
 /* set by lazy_setup */
 static PyObject *lazy_type, *tensor_type, *make_wrapper, *slow_fn, *unwrap_fn, *cpu_device;
-static PyObject *torch_dtypes[LATCH_F64 + 1];
 static PyObject *s_lt, *wrapper_kwnames;
 
 /* ---- the table ---- */
@@ -497,8 +496,8 @@ static PyObject *lazy_new(PyObject *obj, bool requires_grad) {
   latch_tensor *t = ((LatchTensor *)obj)->t;
   int rank = latch_rank(t);
   latch_dtype dtype = latch_tensor_dtype(t);
-  if (dtype <= LATCH_INVALID || dtype > LATCH_F64 || !torch_dtypes[dtype])
-    return PyErr_Format(LatchUnsupported, "latch dtype %d has no torch dtype", (int)dtype);
+  PyObject *torch_dtype = lp_torch_dtype(dtype);
+  if (!torch_dtype) return PyErr_Format(LatchUnsupported, "latch dtype %d has no torch dtype", (int)dtype);
   PyObject *shape = PyTuple_New(rank), *r = NULL;
   for (int i = 0; shape && i < rank; i++) {
     PyObject *d = PyLong_FromLongLong(latch_dim(t, i));
@@ -506,10 +505,10 @@ static PyObject *lazy_new(PyObject *obj, bool requires_grad) {
     else PyTuple_SET_ITEM(shape, i, d);
   }
   if (shape && !requires_grad) {
-    PyObject *argv[4] = {NULL, lazy_type, shape, torch_dtypes[dtype]}; /* device: the default, the CPU */
+    PyObject *argv[4] = {NULL, lazy_type, shape, torch_dtype}; /* device: the default, the CPU */
     r = PyObject_Vectorcall(make_wrapper, argv + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, wrapper_kwnames);
   } else if (shape) {
-    PyObject *kw = Py_BuildValue("{sOsOsO}", "dtype", torch_dtypes[dtype], "device", cpu_device, "requires_grad", Py_True);
+    PyObject *kw = Py_BuildValue("{sOsOsO}", "dtype", torch_dtype, "device", cpu_device, "requires_grad", Py_True);
     PyObject *pos = kw ? PyTuple_Pack(2, lazy_type, shape) : NULL;
     r = pos ? PyObject_Call(make_wrapper, pos, kw) : NULL;
     Py_XDECREF(kw), Py_XDECREF(pos);
@@ -563,12 +562,11 @@ static PyObject *py_lazy_wrap(PyObject *self, PyObject *const *argv, Py_ssize_t 
   return lazy_new(argv[0], rg);
 }
 
-/* lazy_setup(LazyTensor, torch.Tensor, slow, unwrap, cpu device, {latch dtype: torch dtype}) */
+/* lazy_setup(LazyTensor, torch.Tensor, slow, unwrap, cpu device); the dtypes are set_dtypes' */
 static PyObject *py_lazy_setup(PyObject *self, PyObject *args) {
   (void)self;
-  PyObject *cls, *base, *slow, *unwrap, *device, *dtypes, *key, *value;
-  if (!PyArg_ParseTuple(args, "O!O!OOOO!", &PyType_Type, &cls, &PyType_Type, &base, &slow, &unwrap, &device,
-                        &PyDict_Type, &dtypes))
+  PyObject *cls, *base, *slow, *unwrap, *device;
+  if (!PyArg_ParseTuple(args, "O!O!OOO", &PyType_Type, &cls, &PyType_Type, &base, &slow, &unwrap, &device))
     return NULL;
   PyObject *maker = PyObject_GetAttrString(base, "_make_wrapper_subclass");
   if (!maker) return NULL;
@@ -578,12 +576,6 @@ static PyObject *py_lazy_setup(PyObject *self, PyObject *args) {
   Py_XSETREF(slow_fn, Py_NewRef(slow));
   Py_XSETREF(unwrap_fn, Py_NewRef(unwrap));
   Py_XSETREF(cpu_device, Py_NewRef(device));
-  Py_ssize_t pos = 0;
-  while (PyDict_Next(dtypes, &pos, &key, &value)) {
-    long d = PyLong_AsLong(key);
-    if (d == -1 && PyErr_Occurred()) return NULL;
-    if (d > LATCH_INVALID && d <= LATCH_F64) Py_XSETREF(torch_dtypes[d], Py_NewRef(value));
-  }
   if (!s_lt && (!(s_lt = PyUnicode_InternFromString("lt")) || !(wrapper_kwnames = Py_BuildValue("(s)", "dtype"))))
     return NULL;
   Py_RETURN_NONE;
@@ -592,7 +584,7 @@ static PyObject *py_lazy_setup(PyObject *self, PyObject *args) {
 static PyMethodDef dispatch_functions[] = {
     {"lower_table", py_lower_table, METH_O, "lower_table([(overload, schema name, overload name, lowering)])"},
     {"lower", (PyCFunction)(void (*)(void))py_lower, METH_FASTCALL, "lower(overload, args, kwargs): over latch Tensors"},
-    {"lazy_setup", py_lazy_setup, METH_VARARGS, "lazy_setup(LazyTensor, torch.Tensor, slow, unwrap, device, dtypes)"},
+    {"lazy_setup", py_lazy_setup, METH_VARARGS, "lazy_setup(LazyTensor, torch.Tensor, slow, unwrap, device)"},
     {"lazy_dispatch", (PyCFunction)(void (*)(void))py_lazy_dispatch, METH_FASTCALL,
      "lazy_dispatch(cls, func, types, args, kwargs): LazyTensor.__torch_dispatch__"},
     {"lazy_wrap", (PyCFunction)(void (*)(void))py_lazy_wrap, METH_FASTCALL, "lazy_wrap(Tensor, requires_grad=False) -> LazyTensor"},

@@ -26,7 +26,7 @@ typedef struct {
   PyObject_HEAD
   vectorcallfunc vectorcall;
   latch_function *fn;
-  PyObject *tracer; /* tracer([Tensor]) -> [Tensor] of output_count */
+  PyObject *tracer; /* tracer([Tensor], (torch tensors of the call)) -> [Tensor] of output_count */
   int output_count;
   PyObject *error_type, *error_value, *error_tb; /* raised by the tracer inside latch_call */
   int param_count;
@@ -34,6 +34,14 @@ typedef struct {
 } LatchFunction;
 
 static PyObject *s_version, *s_data_ptr;
+
+/* The torch tensors of the call in progress on this thread, for the tracer (a trace runs
+ * inside latch_call, on the calling thread; nested calls save and restore it). */
+typedef struct {
+  PyObject *const *args;
+  Py_ssize_t nargs;
+} call_args;
+static _Thread_local call_args current;
 
 /* ---- the trace: latch calls this; it calls the Python tracer ---- */
 
@@ -71,8 +79,11 @@ static latch_status trace(void *user, latch_tensor *const *inputs, int input_cou
     if (!t) Py_CLEAR(list);
     else PyList_SET_ITEM(list, i, t);
   }
-  if (list) result = PyObject_CallOneArg(self->tracer, list);
+  PyObject *args = list ? PyTuple_New(current.nargs) : NULL;
+  for (Py_ssize_t i = 0; args && i < current.nargs; i++) PyTuple_SET_ITEM(args, i, Py_NewRef(current.args[i]));
+  if (args) result = PyObject_CallFunctionObjArgs(self->tracer, list, args, NULL);
   Py_XDECREF(list);
+  Py_XDECREF(args);
   latch_status status = result ? trace_outputs(result, outputs, output_count) : LATCH_ERR_INPUT;
   Py_XDECREF(result);
   if (status != LATCH_OK) {
@@ -143,10 +154,10 @@ static PyObject *raise_kept(LatchFunction *self) {
   return NULL;
 }
 
-static PyObject *outputs_list(latch_tensor **outputs, int count) {
+static PyObject *outputs_list(latch_tensor **outputs, int count, PyObject *(*convert)(latch_tensor *)) {
   PyObject *list = PyList_New(count);
   for (int i = 0; i < count; i++) {
-    PyObject *t = list ? lp_wrap(outputs[i]) : (latch_release(outputs[i]), NULL);
+    PyObject *t = list ? convert(outputs[i]) : (latch_release(outputs[i]), NULL);
     if (list && !t) Py_CLEAR(list);
     if (list) PyList_SET_ITEM(list, i, t);
   }
@@ -155,7 +166,8 @@ static PyObject *outputs_list(latch_tensor **outputs, int count) {
 
 #define FEW 16
 static PyObject *function_call_inner(LatchFunction *self, PyObject *const *args, Py_ssize_t nargs,
-                                     latch_tensor **in, void **lent, latch_tensor **out) {
+                                     PyObject *(*convert)(latch_tensor *), latch_tensor **in, void **lent,
+                                     latch_tensor **out) {
   int n = (int)nargs, made = 0;
   PyObject *result = NULL;
   for (; made < n; made++)
@@ -164,7 +176,10 @@ static PyObject *function_call_inner(LatchFunction *self, PyObject *const *args,
     if (!param_check(&self->params[p])) goto done;
     in[n + p] = self->params[p].lt;
   }
+  call_args outer = current;
+  current = (call_args){args, nargs};
   latch_status status = latch_call(self->fn, in, n + self->param_count, NULL, 0, out, self->output_count);
+  current = outer;
   if (self->error_type) {
     for (int i = 0; i < self->output_count; i++) latch_release(out[i]);
     raise_kept(self);
@@ -177,7 +192,7 @@ static PyObject *function_call_inner(LatchFunction *self, PyObject *const *args,
   bool ok = true;
   for (int i = 0; ok && i < n; i++) ok = write_back(in[i], lent[i]);
   for (int p = 0; ok && p < self->param_count; p++) ok = write_back(self->params[p].lt, self->params[p].data);
-  result = ok ? outputs_list(out, self->output_count) : NULL;
+  result = ok ? outputs_list(out, self->output_count, convert) : NULL;
   if (!ok)
     for (int i = 0; i < self->output_count; i++) latch_release(out[i]);
 done:
@@ -185,21 +200,26 @@ done:
   return result;
 }
 
-static PyObject *function_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-  LatchFunction *self = (LatchFunction *)callable;
-  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames && PyTuple_GET_SIZE(kwnames))
-    return PyErr_Format(PyExc_TypeError, "latch Function: keyword arguments are not taken");
+PyObject *lp_function_call(PyObject *function, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *(*convert)(latch_tensor *)) {
+  LatchFunction *self = (LatchFunction *)function;
   size_t n = (size_t)nargs + (size_t)self->param_count;
   latch_tensor *in_few[FEW], *out_few[FEW], **in = in_few, **out = out_few;
   void *lent_few[FEW], **lent = lent_few;
   if (n > FEW) in = PyMem_Calloc(n, sizeof *in), lent = PyMem_Calloc(n, sizeof *lent);
   if (self->output_count > FEW) out = PyMem_Calloc((size_t)self->output_count, sizeof *out);
-  PyObject *result = in && lent && out ? function_call_inner(self, args, nargs, in, lent, out) : PyErr_NoMemory();
+  PyObject *result =
+      in && lent && out ? function_call_inner(self, args, nargs, convert, in, lent, out) : PyErr_NoMemory();
   if (in != in_few) PyMem_Free(in);
   if (lent != lent_few) PyMem_Free(lent);
   if (out != out_few) PyMem_Free(out);
   return result;
+}
+
+static PyObject *function_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  if (kwnames && PyTuple_GET_SIZE(kwnames))
+    return PyErr_Format(PyExc_TypeError, "latch Function: keyword arguments are not taken");
+  return lp_function_call(callable, args, PyVectorcall_NARGS(nargsf), lp_wrap);
 }
 
 /* ---- construction, parameters, stats ---- */
@@ -361,8 +381,9 @@ PyTypeObject LatchFunction_Type = {
     .tp_dealloc = (destructor)function_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "Function(tracer, output_count, name=None, mode=0, shapes=0, recompile_limit=-1, marks=None): trace "
-              "once, guard every call; call with torch tensors, get latch Tensors. marks: (input, dim) pairs "
-              "symbolic from the first trace",
+              "once, guard every call; call with torch tensors, get latch Tensors. tracer(inputs, args) gets the "
+              "latch Tensors to trace over and the call's torch tensors. marks: (input, dim) pairs symbolic from "
+              "the first trace",
     .tp_traverse = (traverseproc)function_traverse,
     .tp_clear = (inquiry)function_clear,
     .tp_init = (initproc)function_init,

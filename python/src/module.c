@@ -68,6 +68,7 @@ PyMODINIT_FUNC PyInit__latch(void) {
   if (!LatchError || !LatchUnsupported || PyModule_AddObjectRef(m, "Error", LatchError) < 0 ||
       PyModule_AddObjectRef(m, "Unsupported", LatchUnsupported) < 0 || PyModule_AddFunctions(m, module_methods) < 0 ||
       PyModule_AddFunctions(m, lp_op_methods) < 0 || lp_tensor_init(m) < 0 || lp_function_init(m) < 0 ||
+      lp_to_torch_init(m) < 0 || lp_compiled_init(m) < 0 ||
       lp_dispatch_init(m) < 0) {
     Py_DECREF(m);
     return NULL;

@@ -1,11 +1,12 @@
 /* The Tensor type: one reference to a latch_tensor. Torch tensors are lent to latch without
  * a copy (latch_from_borrowed over their storage, the torch tensor kept alive until latch
- * lets go), and results are read through the buffer protocol over latch_data, so
- * torch.frombuffer views latch's memory (the Tensor, and so the latch tensor, stays alive as
- * long as the view). */
+ * lets go). A Tensor's synced values can be read through the buffer protocol over
+ * latch_data (memoryview, bytes; the Tensor, and so the latch tensor, stays alive as long
+ * as the view); results go to torch through to_torch.c. */
 #include "latchpy.h"
 
-static PyObject *dtype_table; /* torch dtype -> latch dtype (int), set by latch/_dtypes.py */
+static PyObject *dtype_table; /* torch dtype -> latch dtype (int), set by latch/torch/dtypes.py */
+static PyObject *torch_dtypes[LATCH_F64 + 1]; /* the other way, from the same table */
 static PyObject *s_dtype, *s_is_cpu, *s_is_contiguous, *s_shape, *s_data_ptr, *s_device;
 
 latch_dtype lp_dtype_of_torch(PyObject *dtype) {
@@ -13,14 +14,21 @@ latch_dtype lp_dtype_of_torch(PyObject *dtype) {
   return v ? (latch_dtype)PyLong_AsLong(v) : LATCH_INVALID;
 }
 
-PyObject *lp_wrap(latch_tensor *t) {
-  if (!t) return PyErr_NoMemory();
+bool lp_tensor_ok(latch_tensor *t) {
+  if (!t) return PyErr_NoMemory(), false;
   const char *error = latch_tensor_error(t);
-  if (error) {
-    PyErr_SetString(LatchError, error);
-    latch_release(t);
-    return NULL;
-  }
+  if (!error) return true;
+  PyErr_SetString(LatchError, error);
+  latch_release(t);
+  return false;
+}
+
+PyObject *lp_torch_dtype(latch_dtype dtype) {
+  return dtype > LATCH_INVALID && dtype <= LATCH_F64 ? torch_dtypes[dtype] : NULL;
+}
+
+PyObject *lp_wrap(latch_tensor *t) {
+  if (!lp_tensor_ok(t)) return NULL;
   LatchTensor *self = PyObject_New(LatchTensor, &LatchTensor_Type);
   if (!self) {
     latch_release(t);
@@ -123,6 +131,14 @@ static PyObject *py_from_torch(PyObject *self, PyObject *tensor) {
 static PyObject *py_set_dtypes(PyObject *self, PyObject *table) {
   (void)self;
   if (!PyDict_Check(table)) return PyErr_Format(PyExc_TypeError, "set_dtypes: a dict, not %.100s", Py_TYPE(table)->tp_name);
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(table, &pos, &key, &value)) {
+    long d = PyLong_AsLong(value);
+    if (d == -1 && PyErr_Occurred()) return NULL;
+    if (d <= LATCH_INVALID || d > LATCH_F64) return PyErr_Format(PyExc_ValueError, "set_dtypes: %ld is no latch dtype", d);
+    Py_XSETREF(torch_dtypes[d], Py_NewRef(key));
+  }
   Py_XSETREF(dtype_table, Py_NewRef(table));
   Py_RETURN_NONE;
 }

@@ -18,7 +18,6 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils import _pytree as pytree
 
 from .. import _latch
-from . import dtypes as D
 from .lowering import LOWERINGS
 
 TRACE_ONCE, TRACE_EVERY, TRACE_EAGER = 0, 1, 2
@@ -95,8 +94,12 @@ def unlowered(gm):
     return None
 
 
-class Compiled:
-    """What latch.torch.compile returns: call it as the function or module it wraps."""
+class Compiled(_latch.Compiled):
+    """What latch.torch.compile returns: call it as the function or module it wraps. A warm
+    call never enters Python: _latch.Compiled's call (python/src/compiled.c) runs
+    self.function and returns its torch outputs; it calls _slow_call before the first trace
+    and after a fallback, _unsupported when latch cannot lower the graph, and _pack to build
+    a result that is not one tensor."""
 
     def __init__(self, fn, dynamic=None, mode=TRACE_ONCE, name=None):
         self.fn = fn
@@ -109,7 +112,6 @@ class Compiled:
         self.function = None
         self.eager_reason = None
         self.graphs = {}  # input signature -> (make_fx graph, output spec, leaf map)
-        self.args = None
 
     # ---- tracing ----
 
@@ -143,14 +145,15 @@ class Compiled:
         self.graphs[key] = entry = (gm, spec, leaves, tensor_leaves, attrs)
         return entry
 
-    def _trace(self, inputs):
+    def _trace(self, inputs, args):
         """Called by latch (inside latch_call) to trace: inputs are this call's latch Tensors,
-        the torch inputs first, then the parameters and buffers."""
-        gm, _, leaves, tensor_leaves, attrs = self._capture(self.args)
+        the torch inputs first, then the parameters and buffers; args the call's torch
+        tensors."""
+        gm, _, leaves, tensor_leaves, attrs = self._capture(args)
         op = unlowered(gm)
         if op is not None:
             raise _latch.Unsupported(f"{op} is not lowered")
-        n = len(self.args)
+        n = len(args)
         outs = interpret(gm, inputs[:n], {target: inputs[n + i] for target, i in attrs.items()})
         return [outs[i] for i in tensor_leaves]
 
@@ -159,7 +162,7 @@ class Compiled:
     def _fall_back(self, reason, args, kwargs):
         if self.eager_reason is None:
             self.eager_reason = reason
-            self.function = None  # calls take _first_call, which runs fn
+            self.function = None  # calls take _slow_call, which runs fn
             print(f"latch: compile: {self.name}: {reason}; running it eagerly", file=sys.stderr)
         return self.fn(*args, **kwargs)
 
@@ -178,25 +181,22 @@ class Compiled:
         self.function.set_params([(d, k) for d, k, _ in self.state])
         return None
 
-    def __call__(self, *args, **kwargs):
-        function = self.function
-        if function is None or kwargs:
-            return self._first_call(args, kwargs)
-        self.args = args
-        try:
-            outs = function(*args)  # the guards, in C; a non-tensor argument is a TypeError there
-        except _latch.Unsupported as e:
-            return self._fall_back(str(e), args, kwargs)
-        finally:
-            self.args = None
-        if self.single:
-            return D.to_torch(outs[0])
+    # The warm call is _latch.Compiled's (C): the guards (a non-tensor argument is a
+    # TypeError there), the cached executable, torch outputs. These are its Python paths.
+
+    def _unsupported(self, exc, args):
+        return self._fall_back(str(exc), args, {})
+
+    def _pack(self, outs):
         leaves = list(self.leaves)
         for i, t in zip(self.tensor_leaves, outs):
-            leaves[i] = D.to_torch(t)
+            leaves[i] = t
         return pytree.tree_unflatten(leaves, self.spec)
 
-    def _first_call(self, args, kwargs):
+    def _slow_call(self, args, kwargs):
+        """Before the first trace, after a fallback, or with keyword arguments (kwargs: a
+        dict or None)."""
+        kwargs = kwargs or {}
         if self.eager_reason is not None:
             return self.fn(*args, **kwargs)
         if kwargs or not all(isinstance(a, torch.Tensor) for a in args):

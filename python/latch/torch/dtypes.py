@@ -1,5 +1,5 @@
 """torch dtypes <-> latch dtype numbers (latch_dtype in include/latch.h), installed into the
-extension so it can lend torch tensors to latch."""
+extension so it can lend torch tensors to latch and give results back as torch tensors."""
 import torch
 
 from .. import _latch
@@ -14,6 +14,11 @@ TO_TORCH = {v: k for k, v in TO_LATCH.items()}
 FLOATS = (F16, BF16, F32, F64)
 
 _latch.set_dtypes(TO_LATCH)
+_latch.set_torch(torch._C._from_dlpack)
+
+# A torch tensor viewing the latch Tensor's synced memory (no copy; the latch tensor stays
+# alive as long as the torch tensor): DLPack, in C (python/src/to_torch.c).
+to_torch = _latch.to_torch
 
 
 def latch_dtype(dtype):
@@ -21,13 +26,3 @@ def latch_dtype(dtype):
         return TO_LATCH[dtype]
     except KeyError:
         raise _latch.Unsupported(f"latch: torch dtype {dtype} has no latch dtype") from None
-
-
-def to_torch(t):
-    """A torch tensor viewing the latch Tensor t's synced memory (no copy; t stays alive)."""
-    shape = t.shape
-    dtype = TO_TORCH[t.dtype]
-    if 0 in shape:
-        return torch.empty(shape, dtype=dtype)
-    flat = torch.frombuffer(t, dtype=dtype)
-    return flat if len(shape) == 1 else flat.view(shape)

@@ -130,7 +130,7 @@ def module(m):
     return LazyModule(m)
 
 
-_latch.lazy_setup(LazyTensor, torch.Tensor, _slow, _unwrap, torch.device("cpu"), D.TO_TORCH)
+_latch.lazy_setup(LazyTensor, torch.Tensor, _slow, _unwrap, torch.device("cpu"))
 
 
 def mark_step():
