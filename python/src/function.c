@@ -28,26 +28,33 @@ typedef struct {
   latch_function *fn;
   PyObject *tracer; /* tracer([Tensor], (torch tensors of the call)) -> [Tensor] of output_count */
   int output_count;
-  PyObject *error_type, *error_value, *error_tb; /* raised by the tracer inside latch_call */
   int param_count;
   param_guard *params;
 } LatchFunction;
 
 static PyObject *s_version, *s_data_ptr;
 
-/* The torch tensors of the call in progress on this thread, for the tracer (a trace runs
- * inside latch_call, on the calling thread; nested calls save and restore it). */
+/* The call in progress on this thread: its torch tensors, for the tracer, and the first
+ * exception the tracer raised. A trace runs inside latch_call on the calling thread, which
+ * let go of the GIL for it (the tracer takes it back); nested calls save and restore it. */
 typedef struct {
   PyObject *const *args;
   Py_ssize_t nargs;
-} call_args;
-static _Thread_local call_args current;
+  PyObject *error_type, *error_value, *error_tb;
+} call_state;
+static _Thread_local call_state *current;
 
 /* ---- the trace: latch calls this; it calls the Python tracer ---- */
 
-static void keep_error(LatchFunction *self) {
-  if (self->error_type) return; /* the first one is the cause */
-  PyErr_Fetch(&self->error_type, &self->error_value, &self->error_tb);
+static void keep_error(call_state *call) {
+  if (call->error_type) return PyErr_Clear(); /* the first one is the cause */
+  PyErr_Fetch(&call->error_type, &call->error_value, &call->error_tb);
+}
+
+static PyObject *args_tuple(const call_state *call) {
+  PyObject *args = PyTuple_New(call->nargs);
+  for (Py_ssize_t i = 0; args && i < call->nargs; i++) PyTuple_SET_ITEM(args, i, Py_NewRef(call->args[i]));
+  return args;
 }
 
 static latch_status trace_outputs(PyObject *result, latch_tensor **outputs, int output_count) {
@@ -70,17 +77,14 @@ static latch_status trace_outputs(PyObject *result, latch_tensor **outputs, int 
   return status;
 }
 
-static latch_status trace(void *user, latch_tensor *const *inputs, int input_count, latch_tensor **outputs,
-                          int output_count) {
-  LatchFunction *self = user;
-  PyObject *list = PyList_New(input_count), *result = NULL;
-  for (int i = 0; list && i < input_count; i++) {
+static latch_status trace_locked(LatchFunction *self, call_state *call, latch_tensor *const *inputs, int input_count,
+                                 latch_tensor **outputs, int output_count) {
+  PyObject *list = PyList_New(input_count), *args = list ? args_tuple(call) : NULL, *result = NULL;
+  for (int i = 0; args && i < input_count; i++) {
     PyObject *t = lp_wrap(latch_retain(inputs[i]));
-    if (!t) Py_CLEAR(list);
+    if (!t) Py_CLEAR(args);
     else PyList_SET_ITEM(list, i, t);
   }
-  PyObject *args = list ? PyTuple_New(current.nargs) : NULL;
-  for (Py_ssize_t i = 0; args && i < current.nargs; i++) PyTuple_SET_ITEM(args, i, Py_NewRef(current.args[i]));
   if (args) result = PyObject_CallFunctionObjArgs(self->tracer, list, args, NULL);
   Py_XDECREF(list);
   Py_XDECREF(args);
@@ -88,8 +92,17 @@ static latch_status trace(void *user, latch_tensor *const *inputs, int input_cou
   Py_XDECREF(result);
   if (status != LATCH_OK) {
     if (PyErr_ExceptionMatches(LatchUnsupported)) status = LATCH_ERR_UNSUPPORTED;
-    keep_error(self);
+    keep_error(call);
   }
+  return status;
+}
+
+static latch_status trace(void *user, latch_tensor *const *inputs, int input_count, latch_tensor **outputs,
+                          int output_count) {
+  if (!current) return LATCH_ERR_INTERNAL; /* latch traces only inside run's latch_call */
+  PyGILState_STATE gil = PyGILState_Ensure();
+  latch_status status = trace_locked(user, current, inputs, input_count, outputs, output_count);
+  PyGILState_Release(gil);
   return status;
 }
 
@@ -148,12 +161,6 @@ static bool write_back(latch_tensor *t, void *lent) {
 
 /* ---- the call ---- */
 
-static PyObject *raise_kept(LatchFunction *self) {
-  PyErr_Restore(self->error_type, self->error_value, self->error_tb);
-  self->error_type = self->error_value = self->error_tb = NULL;
-  return NULL;
-}
-
 static PyObject *outputs_list(latch_tensor **outputs, int count, PyObject *(*convert)(latch_tensor *)) {
   PyObject *list = PyList_New(count);
   for (int i = 0; i < count; i++) {
@@ -164,38 +171,52 @@ static PyObject *outputs_list(latch_tensor **outputs, int count, PyObject *(*con
   return list;
 }
 
+/* The torch inputs lent, then the parameters checked (each retained: another thread may lend
+ * it again while this call runs); in[0..*made) hold references, lent the memory. */
+static bool gather_inputs(LatchFunction *self, PyObject *const *args, int n, latch_tensor **in, void **lent,
+                          int *made) {
+  for (; *made < n; ++*made)
+    if (!(in[*made] = lp_borrow_torch(args[*made], &lent[*made]))) return false;
+  for (int p = 0; p < self->param_count; p++, ++*made) {
+    if (!param_check(&self->params[p])) return false;
+    in[n + p] = latch_retain(self->params[p].lt);
+    lent[n + p] = self->params[p].data;
+  }
+  return true;
+}
+
+/* latch_call without the GIL (a hit runs while other threads run Python; a trace waiting for
+ * another thread's does not hold up the tracer), the tracer's exception raised after it. */
+static bool run(LatchFunction *self, PyObject *const *args, Py_ssize_t nargs, latch_tensor **in, int count,
+                latch_tensor **out) {
+  call_state call = {args, nargs, NULL, NULL, NULL}, *outer = current;
+  current = &call;
+  latch_status status;
+  Py_BEGIN_ALLOW_THREADS
+  status = latch_call(self->fn, in, count, NULL, 0, out, self->output_count);
+  Py_END_ALLOW_THREADS
+  current = outer;
+  if (call.error_type) {
+    for (int i = 0; i < self->output_count; i++) latch_release(out[i]), out[i] = NULL;
+    PyErr_Restore(call.error_type, call.error_value, call.error_tb);
+    return false;
+  }
+  return status == LATCH_OK || lp_raise_status(status, "call");
+}
+
 #define FEW 16
 static PyObject *function_call_inner(LatchFunction *self, PyObject *const *args, Py_ssize_t nargs,
                                      PyObject *(*convert)(latch_tensor *), latch_tensor **in, void **lent,
                                      latch_tensor **out) {
-  int n = (int)nargs, made = 0;
+  int n = (int)nargs, made = 0, count = n + self->param_count;
   PyObject *result = NULL;
-  for (; made < n; made++)
-    if (!(in[made] = lp_borrow_torch(args[made], &lent[made]))) goto done;
-  for (int p = 0; p < self->param_count; p++) {
-    if (!param_check(&self->params[p])) goto done;
-    in[n + p] = self->params[p].lt;
+  if (gather_inputs(self, args, n, in, lent, &made) && run(self, args, nargs, in, count, out)) {
+    bool ok = true;
+    for (int i = 0; ok && i < count; i++) ok = write_back(in[i], lent[i]);
+    result = ok ? outputs_list(out, self->output_count, convert) : NULL;
+    if (!ok)
+      for (int i = 0; i < self->output_count; i++) latch_release(out[i]);
   }
-  call_args outer = current;
-  current = (call_args){args, nargs};
-  latch_status status = latch_call(self->fn, in, n + self->param_count, NULL, 0, out, self->output_count);
-  current = outer;
-  if (self->error_type) {
-    for (int i = 0; i < self->output_count; i++) latch_release(out[i]);
-    raise_kept(self);
-    goto done;
-  }
-  if (status != LATCH_OK) {
-    lp_raise_status(status, "call");
-    goto done;
-  }
-  bool ok = true;
-  for (int i = 0; ok && i < n; i++) ok = write_back(in[i], lent[i]);
-  for (int p = 0; ok && p < self->param_count; p++) ok = write_back(self->params[p].lt, self->params[p].data);
-  result = ok ? outputs_list(out, self->output_count, convert) : NULL;
-  if (!ok)
-    for (int i = 0; i < self->output_count; i++) latch_release(out[i]);
-done:
   for (int i = 0; i < made; i++) latch_release(in[i]);
   return result;
 }
@@ -348,9 +369,6 @@ static void function_dealloc(LatchFunction *self) {
   if (self->fn) latch_function_free(self->fn);
   free_params(self);
   Py_CLEAR(self->tracer);
-  Py_CLEAR(self->error_type);
-  Py_CLEAR(self->error_value);
-  Py_CLEAR(self->error_tb);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
