@@ -8,7 +8,15 @@
  * are passed after the inputs, so a replaced parameter of the same shape hits the same entry.
  *
  * After a call, an input or parameter the function assigned in place whose new value latch
- * could not write back into the lent memory is copied there, so torch sees every update. */
+ * could not write back into the lent memory is copied there, so torch sees every update.
+ *
+ * latch_call runs without the GIL: a hit's execution lets other Python threads run, and a
+ * call that waits for another thread's trace (latch runs traces one at a time) does not hold
+ * the GIL that trace's Python code needs (it did, and two threads hung). The tracer takes
+ * the GIL back; what it needs of the call is in the thread's call_state.
+ *
+ * lp_function_call is the call for both Function.__call__ (latch Tensors out) and
+ * latch.torch.Compiled's (torch tensors out, compiled.c). */
 #include <stddef.h>
 #include <string.h>
 
@@ -47,7 +55,10 @@ static _Thread_local call_state *current;
 /* ---- the trace: latch calls this; it calls the Python tracer ---- */
 
 static void keep_error(call_state *call) {
-  if (call->error_type) return PyErr_Clear(); /* the first one is the cause */
+  if (call->error_type) { /* the first one is the cause */
+    PyErr_Clear();
+    return;
+  }
   PyErr_Fetch(&call->error_type, &call->error_value, &call->error_tb);
 }
 

@@ -1,5 +1,5 @@
-"""python3 -m latch.bench: the SVG picture of its table (bar heights worked by hand) and one
-small end-to-end run writing --json and --svg."""
+"""python3 -m latch.bench: the SVG picture of its table (bar heights worked by hand), one
+small end-to-end run writing --json and --svg, and --tiny-only."""
 import json
 import math
 import os
@@ -37,3 +37,14 @@ def test_bench_writes_json_and_svg(tmp_path):
     assert row["model"] == "train_mlp" and row["batch"] == 1 and row["ms"]["eager"] > 0 and row["ms"]["latch_compile"] > 0
     titles = [t.text for t in ET.parse(out_svg).getroot().iter(SVG + "title")]
     assert [t.split(":")[0] for t in titles] == ["eager", "latch_compile"]
+
+
+def test_tiny_only_times_each_trace_once_mode(tmp_path):
+    out_json = tmp_path / "t.json"
+    run = subprocess.run([sys.executable, "-m", "latch.bench", "--tiny-only", "--json", str(out_json)],
+                         capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert run.returncode == 0, run.stderr
+    tiny = json.loads(out_json.read_text())["tiny"]
+    assert sorted(tiny) == ["eager_us", "jit_us", "latch_compile_execute_us", "latch_compile_us"]
+    assert all(v > 0 for v in tiny.values())
+    assert "tiny function x + 1 per call: eager_us" in run.stdout

@@ -3,10 +3,12 @@ tokens for the transformer blocks), ms per step of PyTorch eager, torch.jit.trac
 (TorchScript backend), latch lazy (trace every) and latch compile (trace once); the
 trace-once / trace-every speedup per model and its geomean; the per-op trace cost of both
 lazy modes; the per-call time of each trace-once mode on a tiny function. --json FILE
-writes every figure; --svg FILE draws the table as grouped bars.
+writes every figure; --svg FILE draws the table as grouped bars; --tiny-only measures the
+tiny function alone.
 
   python3 -m latch.bench [--models a,b] [--batch 1,8] [--sizes small,full] [--repeat N]
-                         [--modes eager,...] [--threads N] [--json FILE] [--svg FILE]"""
+                         [--modes eager,...] [--threads N] [--json FILE] [--svg FILE]
+                         [--tiny-only]"""
 import argparse
 import json
 import math
@@ -138,6 +140,19 @@ def tiny_overhead(repeat=20000):
     return out
 
 
+def print_tiny(tiny):
+    print("tiny function x + 1 per call: " + ", ".join(f"{k} {v:.2f} us" for k, v in tiny.items()))
+
+
+def tiny_only(json_path):
+    tiny = tiny_overhead()
+    print_tiny(tiny)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump({"tiny": tiny}, f, indent=1)
+    return 0
+
+
 def geomean(values):
     values = [v for v in values if v]
     return math.exp(sum(map(math.log, values)) / len(values)) if values else None
@@ -164,10 +179,13 @@ def main(argv=None):
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--json")
     p.add_argument("--svg")
+    p.add_argument("--tiny-only", action="store_true", help="only the per-call time on the tiny function")
     a = p.parse_args(argv)
     if a.child:
         mode, name, batch, size = a.child.split(",")
         return child(mode, name, int(batch), int(size), a.repeat)
+    if a.tiny_only:
+        return tiny_only(a.json)
     names, modes = a.models.split(","), a.modes.split(",")
     torch.set_num_threads(a.threads)
     latch_threads = int(os.environ.get("LATCH_THREADS") or 0) or os.cpu_count()
@@ -207,7 +225,7 @@ def main(argv=None):
     for r in rows:
         for mode, error in r.get("errors", {}).items():
             print(f"{r['model']} batch {r['batch']} size {r['size']}: {mode} failed: {error}")
-    print("tiny function x + 1 per call: " + ", ".join(f"{k} {v:.2f} us" for k, v in tiny.items()))
+    print_tiny(tiny)
     result = {"rows": rows, "geomean_once_vs_every_batch1": speedups, "tiny": tiny,
               "threads": {"torch": a.threads, "latch": latch_threads}}
     if a.json:
