@@ -22,8 +22,8 @@ typedef struct {
 static PyObject *s_slow_call, *s_unsupported, *s_pack;
 
 static PyObject *call_method2(PyObject *self, PyObject *name, PyObject *a, PyObject *b) {
-  PyObject *argv[3] = {self, a, b};
-  return PyObject_VectorcallMethod(name, argv, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+  PyObject *argv[4] = {NULL, self, a, b}; /* argv[0]: the callee's to use */
+  return PyObject_VectorcallMethod(name, argv + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
 
 static PyObject *unsupported(PyObject *self, PyObject *args) {

@@ -96,8 +96,8 @@ PyObject *lp_to_torch(latch_tensor *t) {
   if (capsule) out = PyObject_CallOneArg(from_dlpack, capsule);
   Py_XDECREF(capsule);
   if (out && dtype == LATCH_BOOL) {
-    PyObject *argv[2] = {out, lp_torch_dtype(LATCH_BOOL)};
-    PyObject *viewed = argv[1] ? PyObject_VectorcallMethod(s_view, argv, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
+    PyObject *argv[3] = {NULL, out, lp_torch_dtype(LATCH_BOOL)}; /* argv[0]: the callee's to use */
+    PyObject *viewed = argv[2] ? PyObject_VectorcallMethod(s_view, argv + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
                                : PyErr_Format(LatchUnsupported, "latch: no torch dtype for bool");
     Py_SETREF(out, viewed);
   }
