@@ -18,6 +18,11 @@ LDLIBS = -lxxhash -lck -lhiredis -lnettle -lopenblas -ldnnl -lgomp -lm -lpthread
 
 LIB_C = $(sort $(wildcard hlo/*.c guards/*.c cache/*.c runtime/*.c runtime/reference/*.c runtime/cpu/*.c minify/*.c capture/*.c))
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/obj/%.o)
+# The cpu backend's loops assume floating-point operations never trap (no code of latch's
+# enables traps or reads the exception flags): without that GCC keeps every comparison a
+# branch, and a loop with a clamp or a select (erf's, maximum's) stayed scalar. Values do not
+# change: only whether an exception flag may be raised by a lane that the scalar code skips.
+$(BUILD)/obj/runtime/cpu/%.o: CFLAGS += -fno-trapping-math
 # The parallel-for shim's loops are OpenMP's (runtime/parallel.c).
 $(BUILD)/obj/runtime/parallel.o: CFLAGS += -fopenmp
 # bench/: the model zoo and harness, written against include/latch.h alone; linked into the
