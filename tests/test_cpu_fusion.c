@@ -6,8 +6,8 @@
  * in the middle of a chain; inputs salted with NaN, infinities and signed zeros; sizes that
  * are empty, tiny, and odd multiples of nothing (bigger than a tile, so threads split them).
  * The reference evaluator computes the same f32 formulas one op at a time, so results must
- * agree exactly (NaN with NaN), but for graphs with erf, exp or logistic (plain arithmetic
- * here, libm's erff and expf there): within 1e-5.
+ * agree exactly (NaN with NaN), but for graphs with erf, exp, logistic or tanh (plain
+ * arithmetic here, libm's erff, expf and tanhf there): within 1e-5.
  *
  * The chains run again with each vector variant of the fused loops the processor has.
  *
@@ -251,10 +251,12 @@ static void run_graph(uint64_t seed) {
   hlo_status b = cpu ? rt_backend_cpu.execute(cpu, args, 11, &got, &diag) : HLO_ERR_INTERNAL;
   CHECK_MSG(b == HLO_OK, "seed %llu: cpu failed: %s", (unsigned long long)seed, diag.message);
   char why[256] = "";
-  /* f32 erf and exp are plain arithmetic on the cpu backend (erf_f32_internal.h, within 7
-   * ulps of libm's erff, which the reference calls; exp_f32_internal.h, within 1 ulp of expf,
-   * which logistic calls too): graphs with one agree to 1e-5, the rest exactly */
-  bool approximated = strstr(g.t.buf, " erf(") || strstr(g.t.buf, " exponential(") || strstr(g.t.buf, " logistic(");
+  /* f32 erf, exp and tanh are plain arithmetic on the cpu backend (erf_f32_internal.h,
+   * within 7 ulps of libm's erff, which the reference calls; exp_f32_internal.h, within 1 ulp
+   * of expf, which logistic calls too; tanh_f32_internal.h, within 2 of tanhf): graphs with
+   * one agree to 1e-5, the rest exactly */
+  bool approximated = strstr(g.t.buf, " erf(") || strstr(g.t.buf, " exponential(") ||
+                      strstr(g.t.buf, " logistic(") || strstr(g.t.buf, " tanh(");
   bool same = a == HLO_OK && b == HLO_OK && close_values(want, got, approximated ? 1e-5 : 0, why, sizeof why);
   CHECK_MSG(same, "seed %llu: %s\n%s", (unsigned long long)seed, why, g.t.buf);
   /* count the graphs where fusion happened, so the test shows it exercised the fused path */

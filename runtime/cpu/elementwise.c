@@ -10,6 +10,7 @@
 #include "cpu_internal.h"
 #include "erf_f32_internal.h"
 #include "exp_f32_internal.h"
+#include "tanh_f32_internal.h"
 #include "runtime/runtime.h"
 
 /* Operands of elementwise ops in this backend always match the result in shape, except that
@@ -39,13 +40,16 @@ bool rt_cpu_float_unary(hlo_opcode op) {
   }
 }
 
-/* The same formulas as the reference kernels, so both round alike, but for f32 erf and exp,
- * which vectorize: erf a rational function (erf_f32_internal.h, within 7 ulps of erff), exp
- * a reduction and a polynomial (exp_f32_internal.h, within 1 ulp). */
+/* The same formulas as the reference kernels, so both round alike, but for f32 erf, exp and
+ * tanh, which vectorize: erf a rational function (erf_f32_internal.h, within 7 ulps of
+ * erff), exp a reduction and a polynomial (exp_f32_internal.h, within 1 ulp), tanh a series
+ * or exp (tanh_f32_internal.h, within 2 ulps). */
 #define ERFf(x) rt_erf_f32(x)
 #define ERF(x) erf(x)
 #define EXPf(x) rt_exp_f32(x)
 #define EXP(x) exp(x)
+#define TANHf(x) rt_tanh_f32(x)
+#define TANH(x) tanh(x)
 #define UNARY_CASES(T, S, LOAD, STORE)                                                         \
   case HLO_OP_ABS: LOOP(fabs##S(x)); break;                                                  \
   case HLO_OP_NEGATE: LOOP(-x); break;                                                       \
@@ -53,7 +57,7 @@ bool rt_cpu_float_unary(hlo_opcode op) {
   case HLO_OP_RSQRT: LOOP((T)1 / sqrt##S(x)); break;                                         \
   case HLO_OP_EXP: LOOP(EXP##S(x)); break;                                                   \
   case HLO_OP_LOG: LOOP(log##S(x)); break;                                                   \
-  case HLO_OP_TANH: LOOP(tanh##S(x)); break;                                                 \
+  case HLO_OP_TANH: LOOP(TANH##S(x)); break;                                                 \
   case HLO_OP_LOGISTIC: LOOP((T)1 / ((T)1 + EXP##S(-x))); break;                             \
   case HLO_OP_FLOOR: LOOP(floor##S(x)); break;                                               \
   case HLO_OP_CEIL: LOOP(ceil##S(x)); break;                                                 \

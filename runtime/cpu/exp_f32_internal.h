@@ -14,7 +14,7 @@
  * bits of the rounded sum, not a float-to-int conversion (undefined for NaN).
  *
  * Within 1 ulp of exp rounded to f32 for every float from -104 to 89 (checked here for each
- * of them: 99.2% equal, the rest 1 apart; tests/test_exp_f32.c checks a sample of them, the
+ * of them: 99.2% equal, the rest 1 apart; tests/test_exp_tanh.c checks a sample of them, the
  * infinities, NaN, 0 and the ends of the range).
  * Every operation is IEEE f32 in a fixed order (no fused multiply-add: C11 mode contracts
  * nothing), so each vector width gives the same bits. */

@@ -10,8 +10,8 @@
  * and the widest the processor has is picked at the first run, so the build stays portable
  * (no -march). Each lane computes what the scalar loop would: the same IEEE operations in
  * the same order, no contraction into fused multiply-adds (-std=c11 turns it off), library
- * calls for log and the like, erf and exp as plain arithmetic (erf_f32_internal.h,
- * exp_f32_internal.h); so every variant gives the same bits. */
+ * calls for log and the like, erf, exp and tanh as plain arithmetic (erf_f32_internal.h,
+ * exp_f32_internal.h, tanh_f32_internal.h); so every variant gives the same bits. */
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -19,6 +19,7 @@
 #include "fusion_internal.h"
 #include "erf_f32_internal.h"
 #include "exp_f32_internal.h"
+#include "tanh_f32_internal.h"
 #include "runtime/runtime.h"
 
 static inline float max_f32(float a, float b) {
@@ -83,7 +84,7 @@ static void unary(hlo_opcode op, const float *a, int len, float *r) {
     case HLO_OP_RSQRT: LOOP(1.0f / sqrtf(x));
     case HLO_OP_EXP: LOOP(rt_exp_f32(x));
     case HLO_OP_LOG: LOOP(logf(x));
-    case HLO_OP_TANH: LOOP(tanhf(x));
+    case HLO_OP_TANH: LOOP(rt_tanh_f32(x));
     case HLO_OP_LOGISTIC: LOOP(1.0f / (1.0f + rt_exp_f32(-x)));
     case HLO_OP_FLOOR: LOOP(floorf(x));
     case HLO_OP_CEIL: LOOP(ceilf(x));
