@@ -129,6 +129,78 @@ static void test_reduce(void) {
   EXPECT_CPU(text, d, ((double[]){1, 5}), 0);
 }
 
+/* f32 maximum and minimum over the last dim (a softmax's row maximum) fold each row in vector
+ * lanes and again in order when the row holds a NaN or its result is a zero: rows of 1 to
+ * 40 elements and 197 with NaNs (two payloads, at the start, middle and end), zeros of both
+ * signs, infinities and an init that is NaN, against the in-order fold written here, bit for
+ * bit (the first NaN comes out; +0 wins a maximum over -0, -0 a minimum). */
+static float fold_extreme(bool max, float acc, float v) {
+  if (isnan(acc)) return acc;
+  if (isnan(v)) return v;
+  if (acc == v) return (signbit(acc) == max) ? v : acc;
+  return (max ? v > acc : v < acc) ? v : acc;
+}
+
+static void test_reduce_extreme_rows(void) {
+  const char *reducers =
+      "HloModule m\nmax {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT s = f32[] maximum(x, y)\n}\n"
+      "min {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT s = f32[] minimum(x, y)\n}\n";
+  uint32_t nan_a = 0x7fc00001u, nan_b = 0xffc00002u;
+  float na, nb;
+  memcpy(&na, &nan_a, sizeof na);
+  memcpy(&nb, &nan_b, sizeof nb);
+  enum { ROWS = 12 };
+  int mismatches = 0, compared = 0;
+  for (int n = 1; n <= 197; n = n < 40 ? n + 1 : 197) {
+    for (int op = 0; op < 2; op++)
+      for (int nan_init = 0; nan_init < 2; nan_init++) {
+        int64_t dims[2] = {ROWS, n};
+        hlo_shape shape = hlo_shape_make(HLO_F32, 2, dims);
+        rt_value *x = rt_value_new(&shape);
+        float *v = x->data;
+        for (int r = 0; r < ROWS; r++)
+          for (int i = 0; i < n; i++) {
+            float e = (float)((r * 31 + i * 17) % 23) - 11;
+            if (r == 1 || r == 2) e = 0.0f;                 /* all zeros: +0 ... */
+            if (r == 2 && i == n / 2) e = -0.0f;             /* ... and one -0 */
+            if (r == 3) e = -0.0f;                           /* all -0 */
+            if (r == 4 && i == n - 1) e = INFINITY;
+            if (r == 5 && i == 0) e = -INFINITY;
+            if (r == 6 && i == n / 2) e = na;                /* NaNs: the first comes out */
+            if (r == 7 && i == 0) e = nb;
+            if (r == 7 && i == n - 1) e = na;
+            if (r == 8) e = -(float)i - 0.5f;                /* negatives only */
+            v[r * n + i] = e;
+          }
+        float init = nan_init ? nb : op == 0 ? -INFINITY : INFINITY;
+        char text[1024];
+        snprintf(text, sizeof text, "%sENTRY e {\n a = f32[%d,%d] parameter(0)\n z = f32[] parameter(1)\n"
+                 " ROOT r = f32[%d] reduce(a, z), dimensions={1}, to_apply=%s\n}\n",
+                 reducers, ROWS, n, ROWS, op == 0 ? "max" : "min");
+        hlo_shape scalar = hlo_shape_make(HLO_F32, 0, NULL);
+        rt_value *z = rt_value_new(&scalar);
+        *(float *)z->data = init;
+        rt_value *args[2] = {x, z};
+        hlo_diag diag;
+        rt_value *got = run_on(&rt_backend_cpu, text, args, 2, &diag);
+        CHECK_MSG(got != NULL, "n %d: %s", n, diag.message);
+        for (int r = 0; got && r < ROWS; r++) {
+          float want = init;
+          for (int i = 0; i < n; i++) want = fold_extreme(op == 0, want, v[r * n + i]);
+          float have = ((const float *)got->data)[r];
+          mismatches += memcmp(&want, &have, sizeof want) != 0;
+          compared++;
+        }
+        rt_value_release(got);
+        rt_value_release(x);
+        rt_value_release(z);
+      }
+    if (n == 197) break;
+  }
+  CHECK_EQ_INT(mismatches, 0);
+  CHECK_EQ_INT(compared, 41 * 4 * ROWS);
+}
+
 /* A reduce over middle dims with the first kept is split over the first dim's slices (a
  * weight [256, 36, 4096] summed over its 36), four rows of an output row at a time: f32
  * sums of small integers (exact in any order), max, s32 sums that wrap, f64 sums over one
@@ -772,6 +844,7 @@ int main(void) {
   RUN(test_layout);
   RUN(test_reduce);
   RUN(test_reduce_split);
+  RUN(test_reduce_extreme_rows);
   RUN(test_pool);
   RUN(test_pool_special);
   RUN(test_pool_variants);

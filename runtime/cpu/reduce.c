@@ -3,7 +3,8 @@
  * reference kernel, which calls the computation per element.
  *
  * reduce: when the reduced dims are the innermost ones each output is one contiguous run,
- * and outputs are split over threads; otherwise the input is walked in row-major order,
+ * and outputs are split over threads (an f32 maximum or minimum folds its run in vector
+ * lanes: extreme_run_f32); otherwise the input is walked in row-major order,
  * each element combined into its output (the order the reference uses). reduce-window:
  * each output combines the init value with the window's taps that land on input elements;
  * taps in padding or dilation holes are skipped, as the reference does. */
@@ -166,6 +167,52 @@ DEFINE_REDUCE(double)
 DEFINE_REDUCE(int32_t)
 DEFINE_REDUCE(int64_t)
 
+/* f32 maximum or minimum of init and one contiguous run, as the in-order fold (fmax_f,
+ * fmin_f) gives it, in vector lanes: the fold's result does not depend on the order but for
+ * which NaN comes out (the first) and a zero's sign (+0 wins a maximum, -0 a minimum), so
+ * the lanes take the plain comparison, and a run holding a NaN, or whose result is a zero,
+ * is folded again in order. A softmax's row maximum was a third of its time as the fold. */
+/* lane[l] takes the element that wins CMP (>: maximum, <: minimum); nan[l] notes NaNs */
+#define LANE_FOLD(CMP)                                                                      \
+  for (; i + LANES <= n; i += LANES)                                                        \
+    for (int l = 0; l < LANES; l++) {                                                       \
+      float v = x[i + l];                                                                   \
+      nan[l] |= v != v;                                                                     \
+      lane[l] = v CMP lane[l] ? v : lane[l];                                                \
+    }                                                                                       \
+  for (int l = 0; i < n; i++, l++) {                                                        \
+    nan[l] |= x[i] != x[i];                                                                 \
+    lane[l] = x[i] CMP lane[l] ? x[i] : lane[l];                                            \
+  }                                                                                         \
+  for (int l = 1; l < LANES; l++) lane[0] = lane[l] CMP lane[0] ? lane[l] : lane[0];
+
+static float extreme_run_f32(hlo_opcode op, const float *x, int64_t n, float init) {
+  enum { LANES = 8 };
+  float lane[LANES];
+  int32_t nan[LANES];
+  for (int l = 0; l < LANES; l++) lane[l] = init, nan[l] = isnan(init);
+  int64_t i = 0;
+  if (op == HLO_OP_MAXIMUM) {
+    LANE_FOLD(>)
+  } else {
+    LANE_FOLD(<)
+  }
+  bool any_nan = false;
+  for (int l = 0; l < LANES; l++) any_nan = any_nan || nan[l];
+  if (!any_nan && lane[0] != 0) return lane[0];
+  float acc = init;
+  for (i = 0; i < n; i++) acc = op == HLO_OP_MAXIMUM ? fmax_f(acc, x[i]) : fmin_f(acc, x[i]);
+  return acc;
+}
+#undef LANE_FOLD
+
+static void inner_extreme_f32(void *ctx, int64_t begin, int64_t end) {
+  const reduce_job *j = ctx;
+  const float *x = j->x;
+  float *y = j->y, init = *(const float *)j->init;
+  for (int64_t o = begin; o < end; o++) y[o] = extreme_run_f32(j->op, x + o * j->inner, j->inner, init);
+}
+
 static bool reduce_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
   hlo_opcode op = hlo_simple_reducer(instr->called[0]);
   const hlo_shape *s = &in[0]->shape;
@@ -184,6 +231,7 @@ static bool reduce_kernel(const hlo_instr *instr, const rt_value *const *in, rt_
     reduce_job j = {.op = op, .x = in[0]->data, .init = in[1]->data, .y = out->data, .inner = inner};
     int64_t grain = RT_CPU_GRAIN / (inner ? inner : 1);
     void (*fn)(void *, int64_t, int64_t) = BY_TYPE(t, inner);
+    if (t == HLO_F32 && (op == HLO_OP_MAXIMUM || op == HLO_OP_MINIMUM)) fn = inner_extreme_f32;
     rt_parallel_for(out->count, grain > 0 ? grain : 1, fn, &j);
     return true;
   }
