@@ -11,8 +11,9 @@
  *
  * The chains run again with each vector variant of the fused loops the processor has.
  *
- * Plan inspection: a chain becomes one step, its intermediates take no buffer, and nothing
- * fuses across a value with two users or a result of the entry. */
+ * Plan inspection: a chain becomes one step, its intermediates take no buffer, a value whose
+ * users are all in one group joins it (GELU after a product), and nothing fuses across a
+ * value read by two groups or a result of the entry. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -322,6 +323,8 @@ static rt_cpu_plan *plan_with(const char *hlo, const rt_compile_options *options
 
 static rt_cpu_plan *plan_of(const char *hlo) { return plan_with(hlo, NULL); }
 
+static int compare_products(const char *hlo, uint64_t seed, bool specials);
+
 static int count_kind(const rt_cpu_plan *plan, rt_cpu_step_kind kind) {
   int n = 0;
   for (int i = 0; plan && i < plan->step_count; i++) n += plan->steps[i].kind == kind;
@@ -343,17 +346,51 @@ static void test_chain_is_one_step(void) {
   rt_cpu_plan_free(plan);
 }
 
-/* A value with two users, and a result of the entry, end groups: both must exist in memory. */
-static void test_no_fusion_across_shared_values(void) {
+/* A value whose users are all in one group joins it (computed once per tile, its tile kept
+ * for its second reader); a result of the entry ends groups, and so does a value read by two
+ * groups: both must exist in memory. */
+static void test_shared_values(void) {
   const char *hlo = "HloModule m\nENTRY e {\n x = f32[100] parameter(0)\n a = f32[100] exponential(x)\n"
                     " b = f32[100] negate(a)\n c = f32[100] tanh(b)\n d = f32[100] add(b, c)\n"
                     " e = f32[100] sine(d)\n f = f32[100] cosine(e)\n g = f32[100] abs(f)\n"
                     " ROOT r = (f32[100], f32[100]) tuple(g, e)\n}\n";
   rt_cpu_plan *plan = plan_of(hlo);
-  /* groups: {a, b} (b has two users), {c, d, e} (e is a result), {f, g} */
-  CHECK_EQ_INT(count_kind(plan, RT_STEP_FUSED), 3);
-  CHECK_EQ_INT(count_kind(plan, RT_STEP_INSIDE), 4);
+  /* groups: {a, b, c, d, e} (b's two users are in it; e is a result), {f, g} */
+  CHECK_EQ_INT(count_kind(plan, RT_STEP_FUSED), 2);
+  CHECK_EQ_INT(count_kind(plan, RT_STEP_INSIDE), 5);
   rt_cpu_plan_free(plan);
+  const char *split = "HloModule m\nENTRY e {\n x = f32[100] parameter(0)\n a = f32[100] exponential(x)\n"
+                      " b1 = f32[100] negate(a)\n b2 = f32[100] sine(b1)\n c1 = f32[100] tanh(a)\n"
+                      " c2 = f32[100] cosine(c1)\n ROOT r = (f32[100], f32[100]) tuple(b2, c2)\n}\n";
+  plan = plan_of(split);
+  /* groups {b1, b2} and {c1, c2}; a, read by both, is a plain step with a buffer */
+  CHECK_EQ_INT(count_kind(plan, RT_STEP_FUSED), 2);
+  CHECK_EQ_INT(count_kind(plan, RT_STEP_INSIDE), 2);
+  CHECK(plan && plan->steps[1].kind == RT_STEP_FAST && plan->arena_bytes > 0);
+  rt_cpu_plan_free(plan);
+  compare_products(hlo, 3, true);
+  compare_products(split, 4, true);
+}
+
+/* BERT's and ViT's Linear layer then GELU, whose input has two readers: one step, the
+ * product's epilogue (bias and GELU on each block the product finishes), against the
+ * reference. */
+static void test_gelu_is_the_products_epilogue(void) {
+  const char *hlo = "HloModule m\nENTRY e {\n x = f32[64,96] parameter(0)\n w = f32[96,200] parameter(1)\n"
+                    " b = f32[200] parameter(2)\n d = f32[64,200] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                    " bb = f32[64,200] broadcast(b), dimensions={1}\n y = f32[64,200] add(d, bb)\n"
+                    " r = f32[64,200] reshape(y)\n c = f32[] constant(0.70710677)\n cb = f32[64,200] broadcast(c), dimensions={}\n"
+                    " s = f32[64,200] multiply(r, cb)\n e = f32[64,200] erf(s)\n one = f32[] constant(1)\n"
+                    " ob = f32[64,200] broadcast(one), dimensions={}\n p = f32[64,200] add(e, ob)\n"
+                    " h = f32[] constant(0.5)\n hb = f32[64,200] broadcast(h), dimensions={}\n"
+                    " xh = f32[64,200] multiply(r, hb)\n ROOT g = f32[64,200] multiply(xh, p)\n}\n";
+  rt_cpu_plan *plan = plan_of(hlo);
+  CHECK_EQ_INT(count_kind(plan, RT_STEP_FUSED), 1);
+  CHECK_EQ_INT(count_kind(plan, RT_STEP_FAST), 0);
+  const rt_cpu_step *last = plan ? &plan->steps[plan->step_count - 1] : NULL;
+  CHECK(last && last->kind == RT_STEP_FUSED && last->fusion->head && last->fusion->head->opcode == HLO_OP_DOT);
+  rt_cpu_plan_free(plan);
+  CHECK_EQ_INT(compare_products(hlo, 5, false), 1);
 }
 
 /* A chain feeding a reduce: unfused it needs one buffer (each op writes over the one before);
@@ -646,7 +683,8 @@ int main(void) {
   RUN(test_batch1_conv_split);
   RUN(test_conv_epilogue_nonfinite);
   RUN(test_chain_is_one_step);
-  RUN(test_no_fusion_across_shared_values);
+  RUN(test_shared_values);
+  RUN(test_gelu_is_the_products_epilogue);
   RUN(test_arena_shrinks);
   RUN(test_random_chains);
   RUN(test_random_chains_per_variant);

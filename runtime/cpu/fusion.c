@@ -1,8 +1,11 @@
 /* Elementwise fusion in the cpu plan: which steps form a group, and each group's program.
  *
- * A group is a maximal tree of f32 elementwise steps (and reshapes between them) in which
- * every member but the last has exactly one user, inside the group, and is no result of the
- * entry: so no one else needs a member's value and it never has to exist in memory. The
+ * A group is a maximal set of f32 elementwise steps (and reshapes between them) in which
+ * every member but the last has all its users inside the group, and is no result of the
+ * entry: so no one else needs a member's value and it never has to exist in memory. A member
+ * read twice (GELU reads its input twice: x / 2 and erf(x / sqrt 2)) is computed once per
+ * tile and its tile kept until its last reader; so a product whose result GELU reads takes
+ * GELU as its epilogue. The
  * last member (the root) becomes a FUSED step that reads the group's inputs and runs the
  * program per tile; the others become INSIDE steps that do nothing and take no buffer.
  * Operands from outside are loads: linear, or through a broadcast folded into the load's
@@ -106,20 +109,29 @@ static void free_uses(uses *u) {
   free(u->result);
 }
 
-/* group[i]: the id of the root of step i's group, or -1. */
-static void find_groups(const rt_cpu_plan *plan, const uses *u, int *group, int *size) {
+/* group[i]: the id of the root of step i's group, or -1. users_group[i] (scratch): the group
+ * every user of step i is in, -1 when they are in different ones or one is in none, -2
+ * before any user is seen; users come after i, so all are seen when i is. */
+static void find_groups(const rt_cpu_plan *plan, const uses *u, int *group, int *size, int *users_group) {
+  for (int i = 0; i < plan->step_count; i++) users_group[i] = -2;
   for (int i = plan->step_count - 1; i >= 0; i--) {
     group[i] = -1;
     const rt_cpu_step *step = &plan->steps[i];
-    if (!fusible(step)) continue;
-    int user = u->last_user[i];
-    bool joins = u->count[i] == 1 && !u->result[i] && group[user] >= 0 && size[group[user]] < FUSION_MAX_MEMBERS;
-    if (joins) {
-      group[i] = group[user];
-      size[group[i]]++;
-    } else if (step->kind != RT_STEP_ALIAS) { /* a view alone computes nothing */
-      group[i] = i;
-      size[i] = 1;
+    int joined = users_group[i];
+    if (fusible(step)) {
+      bool joins = joined >= 0 && !u->result[i] && size[joined] < FUSION_MAX_MEMBERS;
+      if (joins) {
+        group[i] = joined;
+        size[joined]++;
+      } else if (step->kind != RT_STEP_ALIAS) { /* a view alone computes nothing */
+        group[i] = i;
+        size[i] = 1;
+      }
+    }
+    const hlo_instr *instr = step->instr;
+    for (int k = 0; k < instr->operand_count; k++) {
+      int o = instr->operands[k]->id;
+      users_group[o] = users_group[o] == -2 || users_group[o] == group[i] ? group[i] : -1;
     }
   }
 }
@@ -531,7 +543,8 @@ hlo_status rt_cpu_fuse(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag)
   bool oom = !count_uses(plan, entry, &u) || !group || !size || !reg_of || !stamp;
   if (!oom) {
     for (int i = 0; i < n; i++) stamp[i] = -1;
-    find_groups(plan, &u, group, size);
+    find_groups(plan, &u, group, size, stamp); /* stamp serves as its scratch until here */
+    for (int i = 0; i < n; i++) stamp[i] = -1;
     builder *b = hlo_calloc(1, sizeof *b);
     oom = !b;
     if (b) *b = (builder){.plan = plan, .group = group, .reg_of = reg_of, .stamp = stamp, .uses = &u};
