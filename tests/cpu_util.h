@@ -2,11 +2,22 @@
 #ifndef LATCH_CPU_UTIL_H
 #define LATCH_CPU_UTIL_H
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "eval_util.h"
 #include "runtime/runtime.h"
 #include "runtime/cpu/cpu.h"
 #include "runtime/reference/reference.h"
+
+/* The distance in representable floats between a and b (the f32 math functions' tests). */
+static inline int64_t ulps_apart(float a, float b) {
+  int32_t ia, ib;
+  memcpy(&ia, &a, sizeof ia);
+  memcpy(&ib, &b, sizeof ib);
+  int64_t oa = ia < 0 ? (int64_t)INT32_MIN - ia : ia, ob = ib < 0 ? (int64_t)INT32_MIN - ib : ib;
+  return oa > ob ? oa - ob : ob - oa;
+}
 
 /* The compile options the helpers below pass (NULL: the defaults); a test may point it at
  * others for a while (fusion off, say). */

@@ -12,15 +12,6 @@
 #include "runtime/cpu/exp_f32_internal.h"
 #include "runtime/cpu/tanh_f32_internal.h"
 
-/* The distance in representable floats between a and b. */
-static int64_t ulps_apart(float a, float b) {
-  int32_t ia, ib;
-  memcpy(&ia, &a, sizeof ia);
-  memcpy(&ib, &b, sizeof ib);
-  int64_t oa = ia < 0 ? (int64_t)INT32_MIN - ia : ia, ob = ib < 0 ? (int64_t)INT32_MIN - ib : ib;
-  return oa > ob ? oa - ob : ob - oa;
-}
-
 static void test_error_bounds(void) {
   int64_t worst = 0, checked = 0, subnormal = 0;
   float worst_at = 0;
