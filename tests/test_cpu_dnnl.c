@@ -216,6 +216,35 @@ static void test_blocked_pools(void) {
            " ROOT y = f32[1,8,4,4] convolution(p, w2), window={size=1x1}, dim_labels=bf01_oi01->bf01\n}\n",
            reducers);
   expect_dnnl(__LINE__, text, 3, 2, 0);
+  /* Rows wide enough for the kernel's four-at-a-time path (outputs whose windows lie inside
+   * the row) beside its one-at-a-time border outputs: stride 2 with padding, NaN through a
+   * 2x2 pool, and stride 1 over two blocks of 8. */
+  snprintf(text, sizeof text,
+           "%sENTRY e {\n x = f32[2,12,21,21] parameter(0)\n w = f32[12,12,3,3] parameter(1)\n w2 = f32[8,12,3,3] parameter(2)\n"
+           " zero = f32[] constant(0)\n z = f32[2,12,21,21] broadcast(zero), dimensions={}\n ninf = f32[] constant(-inf)\n"
+           " c = f32[2,12,21,21] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+           " r = f32[2,12,21,21] maximum(c, z)\n"
+           " p = f32[2,12,11,11] reduce-window(r, ninf), window={size=1x1x3x3 stride=1x1x2x2 pad=0_0x0_0x1_1x1_1}, to_apply=mx\n"
+           " ROOT y = f32[2,8,11,11] convolution(p, w2), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n}\n",
+           reducers);
+  expect_dnnl(__LINE__, text, 3, 2, 1);
+  snprintf(text, sizeof text,
+           "%sENTRY e {\n q = f32[1,8,18,18] parameter(0)\n w = f32[8,1,1,1] parameter(1)\n w2 = f32[8,8,1,1] parameter(2)\n"
+           " tenth = f32[] constant(0.9)\n t = f32[1,8,18,18] broadcast(tenth), dimensions={}\n s = f32[1,8,18,18] add(q, t)\n"
+           " x = f32[1,8,18,18] sqrt(s)\n ninf = f32[] constant(-inf)\n"
+           " c = f32[1,8,18,18] convolution(x, w), window={size=1x1}, dim_labels=bf01_oi01->bf01, feature_group_count=8\n"
+           " p = f32[1,8,9,9] reduce-window(c, ninf), window={size=1x1x2x2 stride=1x1x2x2}, to_apply=mx\n"
+           " ROOT y = f32[1,8,9,9] convolution(p, w2), window={size=1x1}, dim_labels=bf01_oi01->bf01\n}\n",
+           reducers);
+  expect_dnnl(__LINE__, text, 3, 2, 0);
+  snprintf(text, sizeof text,
+           "%sENTRY e {\n x = f32[1,16,13,13] parameter(0)\n w = f32[16,16,1,1] parameter(1)\n w2 = f32[8,16,1,1] parameter(2)\n"
+           " ninf = f32[] constant(-inf)\n"
+           " c = f32[1,16,13,13] convolution(x, w), window={size=1x1}, dim_labels=bf01_oi01->bf01\n"
+           " p = f32[1,16,13,13] reduce-window(c, ninf), window={size=1x1x3x3 pad=0_0x0_0x1_1x1_1}, to_apply=mx\n"
+           " ROOT y = f32[1,8,13,13] convolution(p, w2), window={size=1x1}, dim_labels=bf01_oi01->bf01\n}\n",
+           reducers);
+  expect_dnnl(__LINE__, text, 3, 2, 0);
 }
 
 /* The blocked pools run by each other vector variant this processor has. */

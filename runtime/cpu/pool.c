@@ -109,31 +109,51 @@ typedef struct blocked_job {
   bool blocked_out;
 } blocked_job;
 
+/* Four outputs of a row at a time where their windows lie inside the row: each output's
+ * combine is a chain of dependent steps (compare, blend, blend, blend), so one output at a
+ * time waits on that chain; four independent chains keep the vector units busy. */
+enum { POOL_UNROLL = 4 };
+
 #define DEFINE_BLOCKED(NAME, B, COMBINE, ATTR)                                               \
   ATTR static void NAME(void *ctx, int64_t begin, int64_t end) {                                \
     const blocked_job *j = ctx;                                                            \
+    int64_t sw = j->ww->stride, size_w = j->ww->size, pad_w = j->ww->pad_low;               \
     for (int64_t item = begin; item < end; item++) { /* (image, block, output row) */     \
       int64_t oh = item % j->out_h, nb = item / j->out_h, cb = nb % j->blocks, n = nb / j->blocks; \
       int64_t top = oh * j->wh->stride - j->wh->pad_low;                                   \
       int64_t k0 = top < 0 ? -top : 0, k1 = j->in_h - top < j->wh->size ? j->in_h - top : j->wh->size; \
       const float *plane = j->x + nb * j->in_h * j->in_w * B;                              \
-      for (int64_t ow = 0; ow < j->out_w; ow++) {                                          \
-        int64_t left = ow * j->ww->stride - j->ww->pad_low;                                \
-        int64_t l0 = left < 0 ? -left : 0, l1 = j->in_w - left < j->ww->size ? j->in_w - left : j->ww->size; \
-        float acc[B];                                                                      \
-        for (int l = 0; l < B; l++) acc[l] = j->init;                                      \
-        for (int64_t kh = k0; kh < k1; kh++)                                               \
-          for (int64_t kw = l0; kw < l1; kw++) {                                           \
-            const float *px = plane + ((top + kh) * j->in_w + left + kw) * B;              \
-            for (int l = 0; l < B; l++) acc[l] = COMBINE(acc[l], px[l]);                   \
-          }                                                                                \
-        int64_t real = j->channels - cb * B < B ? j->channels - cb * B : B;                \
-        if (j->blocked_out) {                                                              \
-          float *py = j->y + ((nb * j->out_h + oh) * j->out_w + ow) * B;                   \
-          for (int l = 0; l < B; l++) py[l] = l < real ? acc[l] : 0.0f;                    \
+      int64_t real = j->channels - cb * B < B ? j->channels - cb * B : B;                  \
+      for (int64_t ow = 0; ow < j->out_w;) {                                               \
+        int64_t left = ow * sw - pad_w, run = 1;                                           \
+        if (left >= 0 && ow + POOL_UNROLL <= j->out_w && (ow + POOL_UNROLL - 1) * sw - pad_w + size_w <= j->in_w) \
+          run = POOL_UNROLL;                                                               \
+        int64_t l0 = left < 0 ? -left : 0, l1 = j->in_w - left < size_w ? j->in_w - left : size_w; \
+        float acc[POOL_UNROLL][B];                                                         \
+        for (int u = 0; u < POOL_UNROLL; u++)                                              \
+          for (int l = 0; l < B; l++) acc[u][l] = j->init;                                 \
+        if (run == POOL_UNROLL) {                                                          \
+          for (int64_t kh = k0; kh < k1; kh++)                                             \
+            for (int64_t kw = 0; kw < size_w; kw++) {                                      \
+              const float *px = plane + ((top + kh) * j->in_w + left + kw) * B;            \
+              _Pragma("GCC unroll 4") for (int u = 0; u < POOL_UNROLL; u++)                \
+                for (int l = 0; l < B; l++) acc[u][l] = COMBINE(acc[u][l], px[u * sw * B + l]); \
+            }                                                                              \
         } else {                                                                           \
-          float *py = j->y + ((n * j->channels + cb * B) * j->out_h + oh) * j->out_w + ow; \
-          for (int64_t l = 0; l < real; l++) py[l * j->out_h * j->out_w] = acc[l];         \
+          for (int64_t kh = k0; kh < k1; kh++)                                             \
+            for (int64_t kw = l0; kw < l1; kw++) {                                         \
+              const float *px = plane + ((top + kh) * j->in_w + left + kw) * B;            \
+              for (int l = 0; l < B; l++) acc[0][l] = COMBINE(acc[0][l], px[l]);           \
+            }                                                                              \
+        }                                                                                  \
+        for (int64_t u = 0; u < run; u++, ow++) {                                          \
+          if (j->blocked_out) {                                                            \
+            float *py = j->y + ((nb * j->out_h + oh) * j->out_w + ow) * B;                 \
+            for (int l = 0; l < B; l++) py[l] = l < real ? acc[u][l] : 0.0f;              \
+          } else {                                                                         \
+            float *py = j->y + ((n * j->channels + cb * B) * j->out_h + oh) * j->out_w + ow; \
+            for (int64_t l = 0; l < real; l++) py[l * j->out_h * j->out_w] = acc[u][l];    \
+          }                                                                                \
         }                                                                                  \
       }                                                                                    \
     }                                                                                      \
