@@ -326,6 +326,29 @@ static void test_pool(void) {
   }
 }
 
+/* An f32 sum pool over whole planes (a classifier's global average pool before its division)
+ * adds each plane in row-major order from the init, as a loop written here does, bit for bit
+ * with values that round: 21 planes (eight at a time, then a tail of five) of 13x13. */
+static void test_global_sum_pool(void) {
+  enum { B = 3, C = 7, H = 13, W = 13 };
+  double *x = malloc(sizeof(double) * B * C * H * W), want[B * C];
+  for (int i = 0; i < B * C * H * W; i++) x[i] = (float)((i * 7919 % 1013) * 0.0137 - 6.1);
+  for (int p = 0; p < B * C; p++) {
+    float acc = 0.25f;
+    for (int t = 0; t < H * W; t++) acc = acc + (float)x[p * H * W + t];
+    want[p] = acc;
+  }
+  char text[1024];
+  snprintf(text, sizeof text,
+           "HloModule m\nadd {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT s = f32[] add(x, y)\n}\n"
+           "ENTRY e {\n a = f32[%d,%d,%d,%d] parameter(0)\n z = f32[] constant(0.25)\n"
+           " ROOT r = f32[%d,%d,1,1] reduce-window(a, z), window={size=1x1x%dx%d}, to_apply=add\n}\n",
+           B, C, H, W, B, C, H, W);
+  rt_value *args[] = {make_value(HLO_F32, 4, (int64_t[]){B, C, H, W}, x)};
+  expect_cpu(__LINE__, text, args, 1, want, B * C, 0);
+  free(x);
+}
+
 /* Max and min pools keep the reference's rules: a NaN in a window wins, +0 is the larger
  * zero and -0 the smaller (values worked out by hand). */
 static void test_pool_special(void) {
@@ -846,6 +869,7 @@ int main(void) {
   RUN(test_reduce_split);
   RUN(test_reduce_extreme_rows);
   RUN(test_pool);
+  RUN(test_global_sum_pool);
   RUN(test_pool_special);
   RUN(test_pool_variants);
   RUN(test_dot);

@@ -348,6 +348,46 @@ static bool is_pool(const hlo_window *w) {
   return true;
 }
 
+/* An f32 sum pool whose window is the whole plane (a classifier's global average pool before
+ * its division): each output is its plane's elements added in row-major order, as the
+ * generic loop adds them, so the results are the same bits. One plane's sum is a chain of
+ * dependent adds; eight planes go side by side, one chain each. Items are planes. */
+enum { GLOBAL_SUM_LANES = 8 };
+
+typedef struct global_sum_job {
+  const float *x;
+  float *y, init;
+  int64_t plane_size;
+} global_sum_job;
+
+static void global_sum_f32(void *ctx, int64_t begin, int64_t end) {
+  const global_sum_job *j = ctx;
+  int64_t n = j->plane_size, p = begin;
+  for (; p + GLOBAL_SUM_LANES <= end; p += GLOBAL_SUM_LANES) {
+    const float *x = j->x + p * n;
+    float acc[GLOBAL_SUM_LANES];
+    for (int l = 0; l < GLOBAL_SUM_LANES; l++) acc[l] = j->init;
+    for (int64_t t = 0; t < n; t++)
+      for (int l = 0; l < GLOBAL_SUM_LANES; l++) acc[l] += x[l * n + t];
+    for (int l = 0; l < GLOBAL_SUM_LANES; l++) j->y[p + l] = acc[l];
+  }
+  for (; p < end; p++) {
+    const float *x = j->x + p * n;
+    float acc = j->init;
+    for (int64_t t = 0; t < n; t++) acc += x[t];
+    j->y[p] = acc;
+  }
+}
+
+/* A pool (is_pool) whose window covers its input's last two dims exactly, leaving 1x1. */
+static bool is_whole_plane(const hlo_window *w, const hlo_shape *x, const hlo_shape *y) {
+  for (int d = w->rank - 2; d < w->rank; d++) {
+    const hlo_window_dim *wd = &w->dims[d];
+    if (wd->size != x->dims[d] || wd->pad_low != 0 || wd->pad_high != 0 || y->dims[d] != 1) return false;
+  }
+  return true;
+}
+
 static bool reduce_window_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
   window_job j = {.instr = instr, .op = hlo_simple_reducer(instr->called[0]), .x = in[0], .init = in[1], .y = out};
   hlo_dtype t = out->shape.dtype;
@@ -355,6 +395,13 @@ static bool reduce_window_kernel(const hlo_instr *instr, const rt_value *const *
   if (is_pool(w)) {
     if (rt_cpu_pool_f32(w, j.op, in[0], in[1], out)) return true;
     int r = out->shape.rank;
+    if (t == HLO_F32 && j.op == HLO_OP_ADD && is_whole_plane(w, &in[0]->shape, &out->shape)) {
+      global_sum_job g = {.x = in[0]->data, .y = out->data, .init = *(const float *)in[1]->data,
+                          .plane_size = in[0]->shape.dims[r - 2] * in[0]->shape.dims[r - 1]};
+      int64_t grain = RT_CPU_GRAIN / (g.plane_size ? g.plane_size : 1);
+      rt_parallel_for(out->count, grain > GLOBAL_SUM_LANES ? grain : GLOBAL_SUM_LANES, global_sum_f32, &g);
+      return true;
+    }
     int64_t rows = out->shape.dims[r - 1] ? out->count / out->shape.dims[r - 1] : 0;
     int64_t per_row = out->shape.dims[r - 1] * w->dims[r - 2].size * w->dims[r - 1].size;
     int64_t grain = RT_CPU_GRAIN / (per_row ? per_row : 1);
