@@ -375,7 +375,8 @@ static hlo_status check_links(verify_ctx *v, const hlo_instr *instr, int positio
 }
 
 static hlo_status check_shape(verify_ctx *v, const hlo_instr *instr, unsigned flags) {
-  hlo_diag inner = {HLO_OK, ""};
+  hlo_diag inner; /* cleared, not zeroed: writing its 1 KB per instruction was a quarter of a verify */
+  hlo_diag_clear(&inner);
   v->at = instr;
   hlo_shape inferred;
   if (hlo_infer_shape_flags(instr, flags, &inferred, &v->scratch, &inner)) return prefix_fail(v, &inner);
