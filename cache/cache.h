@@ -293,6 +293,10 @@ typedef struct cache_codec {
   hlo_status (*serialize)(void *ctx, const void *value, void **bytes, size_t *len, hlo_diag *diag);
   /* A value equal to the one serialized; NULL with diag when the bytes are unusable. */
   void *(*deserialize)(void *ctx, const void *bytes, size_t len, hlo_diag *diag);
+  /* Optional (NULL: deserialize): the same, but takes bytes (malloc'd) and frees them, on
+   * failure too, now or with the value, so a value that keeps some of its bytes need not
+   * copy them. The disk tier's loads use it. */
+  void *(*adopt)(void *ctx, void *bytes, size_t len, hlo_diag *diag);
 } cache_codec;
 
 typedef enum cache_origin {
@@ -310,6 +314,8 @@ void *cache_codec_bytes(const cache_codec *codec, const void *value, size_t *len
  * caller rejects the entry, which is the cache's problem, not its caller's). The disk and
  * remote tiers' loads share it. */
 void *cache_codec_value(const cache_codec *codec, const void *bytes, size_t len);
+/* The same for bytes the caller gives up (malloc'd): freed here, or kept by the value. */
+void *cache_codec_take(const cache_codec *codec, void *bytes, size_t len);
 /* Serializes value and puts it; false (with one warning per process) when it was not saved. A
  * caller that wants its first result soon can run the value first and save it afterwards. */
 bool cache_disk_save(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec,

@@ -10,12 +10,22 @@ void *cache_codec_value(const cache_codec *codec, const void *bytes, size_t len)
   return codec->deserialize(codec->ctx, bytes, len, &ignored);
 }
 
+void *cache_codec_take(const cache_codec *codec, void *bytes, size_t len) {
+  if (!codec->adopt) {
+    void *value = cache_codec_value(codec, bytes, len);
+    free(bytes);
+    return value;
+  }
+  hlo_diag ignored;
+  hlo_diag_clear(&ignored);
+  return codec->adopt(codec->ctx, bytes, len, &ignored);
+}
+
 void *cache_disk_load(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec) {
   void *bytes = NULL;
   size_t len = 0;
   if (!cache_disk_get(disk, key, fingerprint, &bytes, &len)) return NULL;
-  void *value = cache_codec_value(codec, bytes, len);
-  free(bytes);
+  void *value = cache_codec_take(codec, bytes, len);
   if (!value) cache_disk_reject(disk, key, fingerprint, CACHE_DISK_UNLOADABLE);
   return value;
 }

@@ -43,6 +43,11 @@ static void *codec_deserialize(void *ctx, const void *bytes, size_t len, hlo_dia
   return job->graph->backend->deserialize(bytes, len, &job->rt->compile_options, diag);
 }
 
+static void *codec_adopt(void *ctx, void *bytes, size_t len, hlo_diag *diag) {
+  const compile_job *job = ctx;
+  return job->graph->backend->adopt(bytes, len, &job->rt->compile_options, diag);
+}
+
 /* LATCH_LOG=compiles: one line per miss answered, saying where the executable came from and
  * how long that took (a compile: the backend's, after lowering, before saving it to the
  * cache; a load: reading the entry and deserializing it); for the cpu backend, how often its
@@ -71,7 +76,8 @@ static void *compile_graph(void *ctx, hlo_diag *diag) {
   uint64_t start = cap_now_ns();
   cache_origin origin = CACHE_ORIGIN_COMPILED;
   if ((job->rt->disk || job->rt->remote) && g->backend->serialize && g->backend->deserialize) {
-    cache_codec codec = {job, codec_compile, codec_serialize, codec_deserialize};
+    cache_codec codec = {job, codec_compile, codec_serialize, codec_deserialize,
+                         g->backend->adopt ? codec_adopt : NULL};
     exe = cache_tiers_get_or_compile(job->rt->disk, job->rt->remote, g->key, job->rt->fingerprint, &codec, &origin,
                                      NULL, diag);
     if (exe && origin == CACHE_ORIGIN_DISK) atomic_fetch_add(&job->rt->disk_loads, 1);

@@ -128,19 +128,24 @@ static bool same_bytes(const rt_value *a, const rt_value *b) {
 }
 
 /* exe serialized and loaded again, checking that the load ran no pass and built no plan. */
-static rt_executable *reload(const rt_executable *exe) {
+/* adopt: through rt_backend_cpu.adopt, which keeps the bytes (the disk cache's load). */
+static rt_executable *reload_by(const rt_executable *exe, bool adopt) {
   hlo_diag diag = {0};
   void *bytes = NULL;
   size_t len = 0;
   CHECK_MSG(rt_backend_cpu.serialize(exe, &bytes, &len, &diag) == HLO_OK, "serialize: %s", diag.message);
   int64_t passes = rt_cpu_pass_runs(), plans = rt_cpu_plans_built();
-  rt_executable *loaded = bytes ? rt_backend_cpu.deserialize(bytes, len, NULL, &diag) : NULL;
+  rt_executable *loaded = NULL;
+  if (bytes && adopt) loaded = rt_backend_cpu.adopt(bytes, len, NULL, &diag);
+  else if (bytes) loaded = rt_backend_cpu.deserialize(bytes, len, NULL, &diag);
   CHECK_MSG(loaded != NULL, "deserialize: %s", diag.message);
   CHECK_EQ_INT(rt_cpu_pass_runs(), passes);
   CHECK_EQ_INT(rt_cpu_plans_built(), plans);
-  free(bytes);
+  if (!adopt) free(bytes);
   return loaded;
 }
+
+static rt_executable *reload(const rt_executable *exe) { return reload_by(exe, false); }
 
 /* compile -> run, reload -> run (the same bytes, no pass or plan, also on its first run when
  * oneDNN's primitives are made) and the reference (within cpu_agree's tolerance). */
@@ -181,7 +186,7 @@ static void count_dnnl(const char *text, int *pools, int *concats, int *residual
   size_t len = 0, source_len = 0;
   hlo_module *module = NULL;
   rt_cpu_plan *plan = NULL;
-  char *source = NULL;
+  const char *source = NULL;
   if (exe && rt_backend_cpu.serialize(exe, &bytes, &len, &diag) == HLO_OK)
     rt_cpu_deserialize(bytes, len, &module, &plan, &source, &source_len, &diag);
   for (int i = 0; plan && i < plan->step_count; i++) {
@@ -192,7 +197,6 @@ static void count_dnnl(const char *text, int *pools, int *concats, int *residual
   }
   rt_cpu_plan_free(plan);
   hlo_module_free(module);
-  free(source);
   free(bytes);
   rt_backend_cpu.destroy(exe);
 }
@@ -246,10 +250,11 @@ static void test_kept_weights(void) {
 }
 
 /* A loaded executable bound to another batch size: the source text is parsed then (no pass
- * runs), and the bound one agrees with the reference. */
-static void test_bind_loaded(void) {
+ * runs), and the bound one agrees with the reference; loaded by copying the text out of the
+ * bytes or by keeping them (adopt). */
+static void bind_loaded(bool adopt) {
   rt_executable *exe = compile_checked(conv_bn_text(2));
-  rt_executable *loaded = exe ? reload(exe) : NULL;
+  rt_executable *loaded = exe ? reload_by(exe, adopt) : NULL;
   for (int batch = 1; loaded && batch <= 5; batch += 2) {
     hlo_module *binding = parse_checked(conv_bn_text(batch));
     int64_t passes = rt_cpu_pass_runs();
@@ -268,6 +273,38 @@ static void test_bind_loaded(void) {
     rt_backend_cpu.destroy(bound);
     hlo_module_free(binding);
   }
+  rt_backend_cpu.destroy(loaded);
+  rt_backend_cpu.destroy(exe);
+}
+
+static void test_bind_loaded(void) {
+  bind_loaded(false);
+  bind_loaded(true);
+}
+
+/* An adopted blob's executable keeps the source text inside the bytes it was given (the rest
+ * given back): written again, it is the same bytes; a blob adopt refuses is freed (ASan). */
+static void test_adopt_keeps_text(void) {
+  rt_executable *exe = compile_checked(conv_bn_text(2));
+  hlo_diag diag = {0};
+  void *bytes = NULL, *again = NULL;
+  size_t len = 0, again_len = 0;
+  if (exe) CHECK(rt_backend_cpu.serialize(exe, &bytes, &len, &diag) == HLO_OK);
+  void *copy = bytes ? malloc(len) : NULL;
+  if (copy) memcpy(copy, bytes, len);
+  rt_executable *loaded = copy ? rt_backend_cpu.adopt(copy, len, NULL, &diag) : NULL;
+  CHECK_MSG(loaded != NULL, "adopt: %s", diag.message);
+  if (loaded) CHECK(rt_backend_cpu.serialize(loaded, &again, &again_len, &diag) == HLO_OK);
+  CHECK(again && again_len == len && memcmp(again, bytes, len) == 0);
+  void *damaged = bytes ? malloc(len) : NULL;
+  if (damaged) {
+    memcpy(damaged, bytes, len);
+    ((unsigned char *)damaged)[len - 1] ^= 1;
+    hlo_diag_clear(&diag);
+    CHECK(rt_backend_cpu.adopt(damaged, len, NULL, &diag) == NULL && diag.status == HLO_ERR_INPUT);
+  }
+  free(again);
+  free(bytes);
   rt_backend_cpu.destroy(loaded);
   rt_backend_cpu.destroy(exe);
 }
@@ -328,7 +365,7 @@ static void test_dead_computations(void) {
   size_t len = 0, source_len = 0;
   hlo_module *module = NULL;
   rt_cpu_plan *plan = NULL;
-  char *source = NULL;
+  const char *source = NULL;
   if (exe && rt_backend_cpu.serialize(exe, &bytes, &len, &diag) == HLO_OK)
     rt_cpu_deserialize(bytes, len, &module, &plan, &source, &source_len, &diag);
   CHECK_MSG(module && module->comp_count == 1, "%d computations", module ? module->comp_count : -1);
@@ -349,7 +386,6 @@ static void test_dead_computations(void) {
   rt_backend_cpu.destroy(loaded);
   rt_cpu_plan_free(plan);
   hlo_module_free(module);
-  free(source);
   free(bytes);
   rt_backend_cpu.destroy(exe);
 }
@@ -366,7 +402,7 @@ static void test_unverified_module(void) {
   size_t len = 0, source_len = 0;
   hlo_module *module = NULL;
   rt_cpu_plan *plan = NULL;
-  char *source = NULL;
+  const char *source = NULL;
   if (exe && rt_backend_cpu.serialize(exe, &bytes, &len, &diag) == HLO_OK)
     rt_cpu_deserialize(bytes, len, &module, &plan, &source, &source_len, &diag);
   hlo_instr *dot = module ? module->entry->root : NULL;
@@ -387,7 +423,6 @@ static void test_unverified_module(void) {
   }
   rt_cpu_plan_free(plan);
   hlo_module_free(module);
-  free(source);
   free(bytes);
   rt_backend_cpu.destroy(exe);
 }
@@ -614,6 +649,7 @@ int main(void) {
   RUN(test_differential);
   RUN(test_kept_weights);
   RUN(test_bind_loaded);
+  RUN(test_adopt_keeps_text);
   RUN(test_bound_reloaded);
   RUN(test_dead_computations);
   RUN(test_unverified_module);

@@ -386,7 +386,7 @@ static void scan_and_verify(void) {
 /* ---- get or compile ---- */
 
 typedef struct fake {
-  int compiles, loads;
+  int compiles, loads, adopts;
   bool refuse_load;
 } fake;
 
@@ -413,13 +413,25 @@ static void *fake_deserialize(void *ctx, const void *bytes, size_t len, hlo_diag
   return strdup(bytes);
 }
 
+/* Keeps the bytes as the value (refused: frees them), as the cpu backend keeps its text. */
+static void *fake_adopt(void *ctx, void *bytes, size_t len, hlo_diag *diag) {
+  fake *f = ctx;
+  if (f->refuse_load || len == 0 || ((const char *)bytes)[len - 1] != '\0') {
+    free(bytes);
+    hlo_diag_set(diag, HLO_ERR_INPUT, "bad bytes");
+    return NULL;
+  }
+  f->adopts++;
+  return bytes;
+}
+
 static void get_or_compile(void) {
   char dir[64];
   make_temp_dir(dir);
   cache_disk *disk = open_dir(dir, 1 << 20);
   if (!disk) return;
   fake f = {0};
-  cache_codec codec = {&f, fake_compile, fake_serialize, fake_deserialize};
+  cache_codec codec = {&f, fake_compile, fake_serialize, fake_deserialize, NULL};
   hlo_diag diag;
   hlo_diag_clear(&diag);
   cache_origin origin;
@@ -453,6 +465,43 @@ static void get_or_compile(void) {
   v = cache_disk_get_or_compile(NULL, test_key(1), FP, &codec, &origin, NULL, &diag);
   CHECK(v && origin == CACHE_ORIGIN_COMPILED);
   free(v);
+  cache_disk_close(disk);
+  remove_tree(dir);
+}
+
+/* A codec that adopts: a load hands it the bytes read (the value is that buffer; ASan says
+ * whether each is freed once), deserialize is not called, and an adopt that refuses is a
+ * rejected entry, compiled again, as with deserialize. */
+static void get_or_compile_adopting(void) {
+  char dir[64];
+  make_temp_dir(dir);
+  cache_disk *disk = open_dir(dir, 1 << 20);
+  if (!disk) return;
+  fake f = {0};
+  cache_codec codec = {&f, fake_compile, fake_serialize, fake_deserialize, fake_adopt};
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  cache_origin origin;
+  char *v = cache_disk_get_or_compile(disk, test_key(2), FP, &codec, &origin, NULL, &diag);
+  CHECK(v && strcmp(v, "compiled value") == 0 && origin == CACHE_ORIGIN_COMPILED);
+  free(v);
+  v = cache_disk_get_or_compile(disk, test_key(2), FP, &codec, &origin, NULL, &diag);
+  CHECK(v && strcmp(v, "compiled value") == 0 && origin == CACHE_ORIGIN_DISK);
+  free(v);
+  CHECK_EQ_INT(f.adopts, 1);
+  CHECK_EQ_INT(f.loads, 0);
+  f.refuse_load = true;
+  cache_disk_reset_warnings();
+  capture_begin();
+  v = cache_disk_get_or_compile(disk, test_key(2), FP, &codec, &origin, NULL, &diag);
+  capture_end();
+  CHECK(v && origin == CACHE_ORIGIN_COMPILED);
+  free(v);
+  CHECK_EQ_INT(f.compiles, 2);
+  CHECK_EQ_INT(f.adopts, 1);
+  cache_disk_stats s;
+  cache_disk_get_stats(disk, &s);
+  CHECK_EQ_INT(s.corrupt, 1);
   cache_disk_close(disk);
   remove_tree(dir);
 }
@@ -641,6 +690,7 @@ int main(void) {
   RUN(lru_eviction);
   RUN(scan_and_verify);
   RUN(get_or_compile);
+  RUN(get_or_compile_adopting);
   RUN(injected_faults);
   RUN(real_filesystem_failures);
   RUN(configuration);

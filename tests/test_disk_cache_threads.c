@@ -60,7 +60,7 @@ typedef struct lookup {
 
 static void *through_disk(void *ctx, hlo_diag *diag) {
   lookup *l = ctx;
-  cache_codec codec = {&l->id, backend_compile, backend_serialize, backend_deserialize};
+  cache_codec codec = {&l->id, backend_compile, backend_serialize, backend_deserialize, NULL};
   return cache_disk_get_or_compile(l->disk, test_key(l->id), FP, &codec, NULL, NULL, diag);
 }
 

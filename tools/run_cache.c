@@ -25,6 +25,11 @@ static void *codec_deserialize(void *ctx, const void *bytes, size_t len, hlo_dia
   return c->backend->deserialize(bytes, len, c->options, diag);
 }
 
+static void *codec_adopt(void *ctx, void *bytes, size_t len, hlo_diag *diag) {
+  const run_cache *c = ctx;
+  return c->backend->adopt(bytes, len, c->options, diag);
+}
+
 /* Compile time with its rate per 1,000 instructions (every computation's), the figure that
  * says whether compiling stays small as graphs grow. */
 static void print_compile_time(const hlo_module *module, double seconds) {
@@ -40,7 +45,8 @@ rt_executable *run_cache_compile(run_cache *cache, const rt_backend *backend, co
   cache->backend = backend;
   cache->module = module;
   cache->options = options;
-  cache->codec = (cache_codec){cache, codec_compile, codec_serialize, codec_deserialize};
+  cache->codec = (cache_codec){cache, codec_compile, codec_serialize, codec_deserialize,
+                               backend->adopt ? codec_adopt : NULL};
   if (cap_env_cache_mode(CACHE_MODE_DISK, &cache->mode, diag) != HLO_OK) return NULL;
   char code[128];
   cap_code_options(options, code, sizeof code);

@@ -43,8 +43,12 @@ struct rt_executable {
   /* compiled: the module before the passes, origins numbered (deserialized: parsed from
    * source_text at the first bind, under source_lock); bound: NULL */
   hlo_module *source;
-  char *source_text;    /* its text, what serialize writes (bound: NULL, its family's is written) */
+  /* its text, NUL-terminated, what serialize writes (bound: NULL, its family's is written),
+   * inside source_block, the allocation the executable frees: the text's own, or the bytes
+   * of the blob it was adopted from (cpu_adopt) */
+  const char *source_text;
   size_t source_len;
+  void *source_block;
   pthread_mutex_t source_lock;
   /* deserialized: the plan's oneDNN primitives are made at the first execute, under
    * primitives_lock (rt_cpu_plan_make_primitives) */
@@ -211,7 +215,7 @@ static rt_executable *cpu_compile_text(const char *text, size_t len, const char 
   memcpy(source_text, text, len);
   source_text[len] = '\0';
   exe->source = source;
-  exe->source_text = source_text;
+  exe->source_text = exe->source_block = source_text;
   exe->source_len = len;
   return exe;
 }
@@ -565,7 +569,7 @@ static void cpu_destroy(rt_executable *exe) {
   if (exe->bound_from) rt_cpu_bound_module_free(exe->module);
   else hlo_module_free(exe->module);
   hlo_module_free(exe->source);
-  free(exe->source_text);
+  free(exe->source_block);
   free(exe);
 }
 
@@ -577,24 +581,61 @@ static hlo_status cpu_serialize(const rt_executable *exe, void **bytes, size_t *
   return rt_cpu_serialize(exe->module, exe->plan, family->source_text, family->source_len, bytes, len, diag);
 }
 
-static rt_executable *cpu_deserialize(const void *bytes, size_t len, const rt_compile_options *options,
-                                      hlo_diag *diag) {
+/* The executable bytes hold, without its source text: *text and *text_len say where that
+ * lies in bytes (NULL: none). */
+static rt_executable *load(const void *bytes, size_t len, const rt_compile_options *options, const char **text,
+                           size_t *text_len, hlo_diag *diag) {
   static const rt_compile_options defaults = RT_COMPILE_OPTIONS_INIT;
   hlo_module *module;
   rt_cpu_plan *plan;
-  char *source_text;
-  size_t source_len;
-  if (rt_cpu_deserialize(bytes, len, &module, &plan, &source_text, &source_len, diag) != HLO_OK) return NULL;
+  if (rt_cpu_deserialize(bytes, len, &module, &plan, text, text_len, diag) != HLO_OK) return NULL;
   openblas_set_num_threads(1);
   rt_executable *exe = new_executable(module, plan, options ? options : &defaults, diag);
   if (!exe) {
     rt_cpu_plan_free(plan);
     hlo_module_free(module);
-    free(source_text);
+  }
+  return exe;
+}
+
+static rt_executable *cpu_deserialize(const void *bytes, size_t len, const rt_compile_options *options,
+                                      hlo_diag *diag) {
+  const char *text;
+  size_t text_len;
+  rt_executable *exe = load(bytes, len, options, &text, &text_len, diag);
+  if (!exe || !text) return exe;
+  char *copy = hlo_malloc(text_len + 1);
+  if (!copy) {
+    cpu_destroy(exe);
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory keeping a loaded module's text");
     return NULL;
   }
-  exe->source_text = source_text;
-  exe->source_len = source_len;
+  memcpy(copy, text, text_len);
+  copy[text_len] = '\0';
+  exe->source_text = exe->source_block = copy;
+  exe->source_len = text_len;
+  return exe;
+}
+
+/* Keeps the blob's bytes instead of copying its source text out of them: in a fresh process
+ * every page a load writes first is a page fault, and the copy was 12 of gpt2's 113. The
+ * text leads the blob, so the bytes after it go back to malloc, and its NUL overwrites the
+ * first byte of the module's encoding, which was read already. */
+static rt_executable *cpu_adopt(void *bytes, size_t len, const rt_compile_options *options, hlo_diag *diag) {
+  const char *text;
+  size_t text_len;
+  rt_executable *exe = load(bytes, len, options, &text, &text_len, diag);
+  if (!exe || !text) {
+    free(bytes);
+    return exe;
+  }
+  size_t end = (size_t)(text - (const char *)bytes) + text_len; /* < len: the module follows */
+  char *kept = hlo_realloc(bytes, end + 1);
+  if (!kept) kept = bytes; /* a shrink that failed leaves bytes as they were */
+  kept[end] = '\0';
+  exe->source_block = kept;
+  exe->source_text = kept + (end - text_len);
+  exe->source_len = text_len;
   return exe;
 }
 
@@ -606,5 +647,6 @@ const rt_backend rt_backend_cpu = {
     .destroy = cpu_destroy,
     .serialize = cpu_serialize,
     .deserialize = cpu_deserialize,
+    .adopt = cpu_adopt,
     .bind = cpu_bind,
 };

@@ -146,11 +146,12 @@ uint64_t rt_cpu_plan_next_id(void);
  * serialize, are made from their descriptions at the first execute (primitives_pending). */
 hlo_status rt_cpu_serialize(const hlo_module *module, const rt_cpu_plan *plan, const char *source, size_t source_len,
                             void **bytes, size_t *len, hlo_diag *diag);
-/* On success *module and *plan are new (the plan's steps point into the module), *source a
- * malloc'd NUL-terminated copy or NULL. A truncated, damaged or foreign blob is
- * HLO_ERR_INPUT naming what could not be read. */
-hlo_status rt_cpu_deserialize(const void *bytes, size_t len, hlo_module **module, rt_cpu_plan **plan, char **source,
-                              size_t *source_len, hlo_diag *diag);
+/* On success *module and *plan are new (the plan's steps point into the module), and
+ * *source is where the source text lies in bytes (*source_len bytes, not NUL-terminated:
+ * the module's bytes follow), or NULL: the caller copies it or keeps bytes. A truncated,
+ * damaged or foreign blob is HLO_ERR_INPUT naming what could not be read. */
+hlo_status rt_cpu_deserialize(const void *bytes, size_t len, hlo_module **module, rt_cpu_plan **plan,
+                              const char **source, size_t *source_len, hlo_diag *diag);
 /* (serialize.c, deserialize_module.c) A module with its instructions' origins, in the
  * same encoding: print(decode(encode(m))) == print(m); with live_only, only the
  * computations the entry calls, directly or not (an executable's module after the passes

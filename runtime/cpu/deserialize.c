@@ -381,8 +381,8 @@ static void verify(rt_blob_in *in, const hlo_module *module) {
   rt_blob_fail(in, why);
 }
 
-hlo_status rt_cpu_deserialize(const void *bytes, size_t len, hlo_module **module, rt_cpu_plan **plan, char **source,
-                              size_t *source_len, hlo_diag *diag) {
+hlo_status rt_cpu_deserialize(const void *bytes, size_t len, hlo_module **module, rt_cpu_plan **plan,
+                              const char **source, size_t *source_len, hlo_diag *diag) {
   *module = NULL;
   *plan = NULL;
   *source = NULL;
@@ -392,9 +392,6 @@ hlo_status rt_cpu_deserialize(const void *bytes, size_t len, hlo_module **module
   rt_blob_in_init(&in, (const unsigned char *)bytes + RT_CPU_BLOB_HEADER, len - RT_CPU_BLOB_HEADER);
   size_t text_len;
   const char *text = rt_blob_get_bytes(&in, &text_len, "the source text");
-  char *copy = text ? hlo_malloc(text_len + 1) : NULL;
-  if (text && !copy) rt_blob_fail(&in, "out of memory");
-  if (copy) memcpy(copy, text, text_len), copy[text_len] = '\0';
   hlo_module *m = in.failed ? NULL : rt_cpu_decode_module(&in);
   verify(&in, m);
   rt_cpu_plan *p = m && !in.failed ? get_plan(&in, m) : NULL;
@@ -402,14 +399,13 @@ hlo_status rt_cpu_deserialize(const void *bytes, size_t len, hlo_module **module
   if (in.failed) {
     rt_cpu_plan_free(p);
     hlo_module_free(m);
-    free(copy);
     bool oom = strcmp(in.why, "out of memory") == 0;
     return hlo_diag_set(diag, oom ? HLO_ERR_INTERNAL : HLO_ERR_INPUT, "%s reading a serialized cpu executable: %s",
                         oom ? "out of memory" : "bad bytes", oom ? "" : in.why);
   }
   *module = m;
   *plan = p;
-  *source = copy;
+  *source = text;
   *source_len = text_len;
   return HLO_OK;
 }
