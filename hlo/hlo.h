@@ -143,18 +143,18 @@ typedef enum hlo_dim_kind {
   HLO_DIM_UNBOUNDED, /* f32[?]: dims[i] is -1 */
 } hlo_dim_kind;
 
-typedef struct hlo_shape {
+typedef struct hlo_shape { /* (ordered to leave no hole: 152 bytes, not 160) */
   hlo_dtype dtype; /* HLO_TUPLE for tuples, HLO_TOKEN for token[] */
   int rank;
   int64_t dims[HLO_MAX_RANK];
+  const char *layout_extra; /* text after ':' inside the layout braces, verbatim, or NULL */
+  struct hlo_shape *tuple; /* tuple_count element shapes */
+  int tuple_count;
   uint8_t dim_kind[HLO_MAX_RANK];
   /* Layout, minor-to-major. Always filled (the default {rank-1,...,0} when the text had
    * none); has_layout says whether it was written, so printing can keep the text's choice. */
-  bool has_layout;
   int8_t minor_to_major[HLO_MAX_RANK];
-  const char *layout_extra; /* text after ':' inside the layout braces, verbatim, or NULL */
-  int tuple_count;
-  struct hlo_shape *tuple; /* tuple_count element shapes */
+  bool has_layout;
 } hlo_shape;
 
 /* An array shape with the default layout. */
@@ -289,19 +289,21 @@ typedef struct hlo_comp hlo_comp;
 typedef struct hlo_module hlo_module;
 
 typedef struct hlo_instr {
+  /* (Fields are ordered so that none leaves a hole: a loaded module's instructions are most
+   * of the pages its load writes, runtime/cpu/deserialize_module.c.) */
   hlo_opcode opcode;
+  int operand_count;
   const char *name;
   hlo_shape shape;
-  int operand_count;
   struct hlo_instr **operands;
   /* Called computations, in the text's attribute order:
    *   reduce, reduce-window, map, call, sort, scatter, all-reduce: to_apply
    *   fusion: calls; while: condition, body; select-and-scatter: select, scatter
    *   conditional: true, false or the branch_computations list; custom-call: called_computations */
-  int called_count;
   hlo_comp **called;
-  hlo_comp *parent;
+  int called_count;
   int id; /* index in parent->instrs */
+  hlo_comp *parent;
   /* Where this instruction came from, for backends that rebind a compiled graph to other
    * sizes (runtime/backend.h, bind): 0 for none, else 1 + the instruction's position in the
    * module a backend was handed, counted over computations in order, then instructions in
@@ -311,6 +313,7 @@ typedef struct hlo_instr {
   /* Where the parser read it (1-based line and byte column in module->source), for the
    * verifier's messages; 0 when it was built in code. */
   int32_t line, col;
+  hlo_direction direction;     /* compare */
 
   /* Attributes; which ones an opcode uses is in the comments. */
   int64_t parameter_number; /* parameter */
@@ -327,20 +330,19 @@ typedef struct hlo_instr {
   hlo_gather_dims *gather;  /* gather */
   hlo_ints gather_slice_sizes; /* gather slice_sizes */
   hlo_scatter_dims *scatter;   /* scatter */
-  hlo_direction direction;     /* compare */
-  hlo_compare_type compare_type;
-  double epsilon;              /* batch-norm-* */
-  bool is_stable;              /* sort */
+  hlo_compare_type compare_type; /* compare */
   hlo_rng_algorithm rng_algorithm; /* rng-bit-generator */
+  double epsilon;              /* batch-norm-* */
   hlo_rng_distribution rng_distribution; /* rng */
+  bool is_stable;              /* sort */
+  bool is_composite;           /* call carrying a composite (is_composite=true) */
   int64_t exponent_bits, mantissa_bits;  /* reduce-precision */
   hlo_literal *literal;        /* constant */
   const char *custom_call_target; /* custom-call */
   const char *fusion_kind;        /* fusion: kLoop, kInput, kOutput, kCustom */
-  bool is_composite;              /* call carrying a composite (is_composite=true) */
-  const char *composite_name;     /* its composite.name frontend attribute, or NULL */
-  int raw_attr_count;
+  const char *composite_name;     /* its composite.name frontend attribute (is_composite), or NULL */
   hlo_raw_attr *raw_attrs;        /* everything else, verbatim, in text order */
+  int raw_attr_count;
 } hlo_instr;
 
 struct hlo_comp {
@@ -380,6 +382,9 @@ hlo_comp *hlo_module_find_comp(const hlo_module *module, const char *name);
  * the gather/scatter owner. */
 hlo_instr *hlo_comp_append(hlo_comp *comp, hlo_opcode opcode, const char *name,
                            int operand_count, hlo_instr *const *operands);
+/* Registers instr at the end of comp (its parent and id), for a caller that allocated it in
+ * comp's module's arena and fills it in itself (a decoder); false when memory runs out. */
+bool hlo_comp_add(hlo_comp *comp, hlo_instr *instr);
 /* Registers a parameter instruction in comp->params (grows the table); false when memory
  * runs out. */
 bool hlo_comp_set_param(hlo_comp *comp, hlo_instr *param);

@@ -132,19 +132,22 @@ hlo_instr *hlo_comp_append(hlo_comp *comp, hlo_opcode opcode, const char *name,
   if (!instr) return NULL;
   instr->opcode = opcode;
   instr->name = hlo_arena_strdup(arena, name);
-  instr->parent = comp;
   instr->operand_count = operand_count;
   instr->operands = hlo_arena_alloc(arena, sizeof(hlo_instr *) * (size_t)(operand_count + 1));
   if (!instr->name || !instr->operands) return NULL;
   for (int i = 0; i < operand_count; i++) instr->operands[i] = operands ? operands[i] : NULL;
   instr->feature_group_count = 1;
   instr->batch_group_count = 1;
-  if (!grow(comp->module, &comp->instrs, &comp->instr_capacity, comp->instr_count + 1,
-            sizeof(hlo_instr *)))
-    return NULL;
+  return hlo_comp_add(comp, instr) ? instr : NULL;
+}
+
+bool hlo_comp_add(hlo_comp *comp, hlo_instr *instr) {
+  if (!grow(comp->module, &comp->instrs, &comp->instr_capacity, comp->instr_count + 1, sizeof(hlo_instr *)))
+    return false;
+  instr->parent = comp;
   instr->id = comp->instr_count;
   comp->instrs[comp->instr_count++] = instr;
-  return instr;
+  return true;
 }
 
 bool hlo_comp_set_param(hlo_comp *comp, hlo_instr *param) {

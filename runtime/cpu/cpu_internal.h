@@ -72,31 +72,31 @@ typedef enum rt_cpu_step_kind {
 typedef struct rt_cpu_fusion rt_cpu_fusion;
 typedef struct rt_cpu_dnnl rt_cpu_dnnl;
 
-typedef struct rt_cpu_step {
+typedef struct rt_cpu_step { /* (ordered to leave no hole: a load writes one per instruction) */
   const hlo_instr *instr;
-  rt_cpu_step_kind kind;
   rt_cpu_kernel fast;
   rt_cpu_scratch_kernel fast_scratch; /* FAST: runs instead of fast when set */
   rt_kernel slow;
   rt_cpu_fusion *fusion; /* FUSED: the group's program and the steps it reads */
+  rt_cpu_step_kind kind;
   /* the storage holding this result: a step index (itself, or what an alias views), or
    * step_count + i for element i of the FAST tuple results, numbered in step order */
   int storage;
   bool output;      /* FAST: a result of the entry, written into a value of its own */
   bool in_place;    /* FAST: its buffer is an operand's, which dies here (elementwise ops) */
-  int64_t offset;   /* FAST array not output, and PART: byte offset of its buffer in the arena */
+  bool kept;        /* kept.c: below */
   int part_count;   /* FAST tuple: its elements, whose buffers are at part_offsets */
+  int64_t offset;   /* FAST array not output, and PART: byte offset of its buffer in the arena */
   int64_t *part_offsets;
   int64_t scratch_bytes, scratch_offset; /* fast_scratch's (or a FUSED head's) working memory in the arena */
   int free_count;   /* storages whose last reader is this step */
-  int *frees;
   /* kept (kept.c): work on weights alone, its buffer never reused: the arena keeps the
    * result from one execute to the next, with the stamps (rt_value.stamp) of the arguments
    * kept_params at stamp_offset (a slot holding the result's version, 0 when there is none,
    * then one per argument), and a later execute whose arguments have the same stamps skips
    * the step */
-  bool kept;
   int kept_param_count;
+  int *frees;
   int *kept_params;
   int64_t stamp_offset;
   /* DNNL: its primitives; weight_param >= 0 when its weights are that parameter's (through

@@ -222,8 +222,10 @@ static bool get_instr(reader *r, hlo_comp *comp) {
   hlo_opcode op = (hlo_opcode)rt_blob_get_range(in, 0, HLO_OP_COUNT - 1, "an opcode");
   const char *name = rt_blob_get_str(in, r->arena, "an instruction's name");
   if (in->failed || !name) return rt_blob_fail(in, "an instruction's name");
-  hlo_instr *x = hlo_comp_append(comp, op, "", 0, NULL);
-  if (!x) return rt_blob_fail(in, "out of memory");
+  /* not hlo_comp_append: its copy of the name and its operand list would be thrown away */
+  hlo_instr *x = get_struct(r, sizeof *x);
+  if (!x || !hlo_comp_add(comp, x)) return rt_blob_fail(in, "out of memory");
+  x->opcode = op;
   x->name = name;
   x->origin = (int32_t)rt_blob_get_range(in, 0, INT32_MAX, "an origin");
   if (!get_shape(r, &x->shape, 0)) return false;

@@ -39,8 +39,8 @@ typedef struct fusion_instr {
   int input;           /* index into the fusion's inputs */
   hlo_dtype dtype;     /* F32, PRED or S32 */
   bool linear;
+  float imm;           /* FU_IMM (here, not last: 64 bytes, not 72) */
   int64_t inner, period;
-  float imm;           /* FU_IMM */
 } fusion_instr;
 
 struct rt_cpu_fusion {
