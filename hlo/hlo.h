@@ -627,6 +627,12 @@ uint64_t hlo_fill_seed(const char *name);
  * Computations the entry never reaches are checked with XLA's importer's leniency
  * (HLO_INFER_IMPORTER). Errors name the computation and the instruction. */
 hlo_status hlo_verify_module(const hlo_module *module, hlo_diag *diag);
+/* The same for a module a decoder built checking each link as it read it (operands earlier
+ * instructions of their own computation, called computations earlier ones, each instruction
+ * registered at its position: runtime/cpu/deserialize_module.c), which those checks would
+ * only repeat: layouts, parameter tables, calls and shapes as above; names are not compared
+ * (a serialized executable's module is not printed for parsing, and no kernel reads them). */
+hlo_status hlo_verify_decoded(const hlo_module *module, hlo_diag *diag);
 
 /* The checks on one instruction's called computations: a reducer takes 2N scalars of the
  * init types and returns N of them, a while condition takes the loop state and returns

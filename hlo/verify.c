@@ -392,7 +392,8 @@ static hlo_status check_shape(verify_ctx *v, const hlo_instr *instr, unsigned fl
   return status;
 }
 
-static hlo_status verify_comp(verify_ctx *v, const hlo_comp *comp, unsigned flags) {
+/* decoded (hlo_verify_decoded): instruction names are not compared. */
+static hlo_status verify_comp(verify_ctx *v, const hlo_comp *comp, unsigned flags, bool decoded) {
   v->comp = comp;
   v->at = NULL;
   if (comp->module != v->module) return comp_fail(v, "belongs to another module");
@@ -402,7 +403,7 @@ static hlo_status verify_comp(verify_ctx *v, const hlo_comp *comp, unsigned flag
   hlo_status status = HLO_OK; /* every instruction's links were checked first (hlo_verify_module) */
   v->at = NULL;
   if (!status) status = check_params_table(v);
-  if (!status) status = check_unique_names(v);
+  if (!status && !decoded) status = check_unique_names(v);
   for (int i = 0; i < comp->instr_count && !status; i++) status = check_shape(v, comp->instrs[i], flags);
   return status;
 }
@@ -434,7 +435,15 @@ static hlo_status check_module_shape(verify_ctx *v) {
   return HLO_OK;
 }
 
-hlo_status hlo_verify_module(const hlo_module *module, hlo_diag *diag) {
+/* What a decoder that checked every link as it read it leaves to verify of an instruction's
+ * structure: its shape's layout. */
+static hlo_status check_layout(verify_ctx *v, const hlo_instr *instr) {
+  v->at = instr;
+  if (valid_layout(&instr->shape)) return HLO_OK;
+  return comp_fail(v, "instruction %%%s has an invalid shape %s", instr->name, hlo_shape_text(&instr->shape).s);
+}
+
+static hlo_status verify_module(const hlo_module *module, bool decoded, hlo_diag *diag) {
   if (!module) return hlo_diag_set(diag, HLO_ERR_INPUT, "no module to verify");
   verify_ctx v = {module, NULL, diag, {NULL, 0, false}, NULL};
   if (check_module_shape(&v)) return HLO_ERR_INPUT;
@@ -445,15 +454,20 @@ hlo_status hlo_verify_module(const hlo_module *module, hlo_diag *diag) {
   hlo_status status = HLO_OK;
   for (int i = 0; i < module->comp_count && !status; i++) {
     v.comp = module->comps[i];
-    for (int k = 0; k < v.comp->instr_count && !status; k++) status = check_links(&v, v.comp->instrs[k], k);
+    for (int k = 0; k < v.comp->instr_count && !status; k++)
+      status = decoded ? check_layout(&v, v.comp->instrs[k]) : check_links(&v, v.comp->instrs[k], k);
   }
   if (!status) mark_reachable(module->entry, reached);
   for (int i = 0; i < module->comp_count && !status; i++)
-    status = verify_comp(&v, module->comps[i], reached[i] ? 0 : HLO_INFER_IMPORTER);
+    status = verify_comp(&v, module->comps[i], reached[i] ? 0 : HLO_INFER_IMPORTER, decoded);
   hlo_arena_free(&v.scratch);
   free(reached);
   return status;
 }
+
+hlo_status hlo_verify_module(const hlo_module *module, hlo_diag *diag) { return verify_module(module, false, diag); }
+
+hlo_status hlo_verify_decoded(const hlo_module *module, hlo_diag *diag) { return verify_module(module, true, diag); }
 
 hlo_status hlo_verify_some_shapes(const hlo_comp *comp, const bool *only, hlo_diag *diag) {
   verify_ctx v = {comp->module, comp, diag, {NULL, 0, false}, NULL};

@@ -80,6 +80,34 @@ static void structure_is_checked(void) {
   end();
 }
 
+/* hlo_verify_decoded (a decoder checked the links): the same refusals of shapes, layouts and
+ * parameter tables, worded the same; duplicate names pass. */
+static void decoded_modules_skip_links_and_names(void) {
+  hlo_instr *sum = begin();
+  hlo_comp_append(main_comp, HLO_OP_NEGATE, "add.1", 1, &sum)->shape = sum->shape;
+  CHECK(hlo_verify_module(module, &diag) == HLO_ERR_INPUT);
+  hlo_diag_clear(&diag);
+  CHECK_MSG(hlo_verify_decoded(module, &diag) == HLO_OK, "%s", diag.message);
+  sum->shape.dims[0] = 3;
+  CHECK(hlo_verify_decoded(module, &diag) == HLO_ERR_INPUT);
+  CHECK_MSG(strstr(diag.message, "computation main: add %add.1: declared shape f32[3,3] but the operands give f32[2,3]"),
+            "%s", diag.message);
+  sum->shape.dims[0] = 2;
+  sum->shape.minor_to_major[1] = sum->shape.minor_to_major[0];
+  hlo_diag_clear(&diag);
+  CHECK(hlo_verify_decoded(module, &diag) == HLO_ERR_INPUT);
+  CHECK_MSG(strstr(diag.message, "computation main: instruction %add.1 has an invalid shape"), "%s", diag.message);
+  end();
+
+  begin();
+  hlo_shape scalar = hlo_shape_scalar(HLO_F32);
+  hlo_build_parameter(main_comp, 2, &scalar, "z", &diag);
+  hlo_diag_clear(&diag);
+  CHECK(hlo_verify_decoded(module, &diag) == HLO_ERR_INPUT);
+  CHECK_MSG(strstr(diag.message, "parameter numbers are not dense: 1 is missing"), "%s", diag.message);
+  end();
+}
+
 static void operands_stay_in_their_computation(void) {
   hlo_instr *sum = begin();
   hlo_comp *other = hlo_build_computation(module, "other", false);
@@ -182,6 +210,7 @@ int main(void) {
   RUN(sound_module_verifies);
   RUN(declared_shape_must_match);
   RUN(structure_is_checked);
+  RUN(decoded_modules_skip_links_and_names);
   RUN(operands_stay_in_their_computation);
   RUN(called_computations_must_fit);
   RUN(while_needs_a_pred_condition);
