@@ -118,6 +118,9 @@ typedef struct rt_cpu_plan {
   int64_t peak_live_bytes; /* the most bytes live at one step: the least any arena could be */
   int max_operands;
   bool dynamic;         /* some shape is dynamic: every step takes the reference path */
+  /* deserialized: the steps' lists (frees, parts, kept parameters) and fused programs are
+   * in the module's arena and go with it; rt_cpu_plan_free leaves them */
+  bool pieces_in_module;
   /* deserialized: the DNNL steps hold their descriptions but no oneDNN primitives yet
    * (rt_cpu_plan_make_primitives makes them, at the first execute) */
   bool primitives_pending;

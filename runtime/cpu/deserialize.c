@@ -21,7 +21,19 @@ typedef struct reader {
   rt_blob_in *in;
   const hlo_comp *entry;
   int n; /* entry instructions: steps */
+  /* the module's arena, which also holds the plan's small pieces (the steps' lists, fused
+   * programs): packed after the instructions, not in hundreds of allocations of their own
+   * (plan->pieces_in_module) */
+  hlo_arena *arena;
 } reader;
+
+/* count items of size bytes from the arena (zeroed); NULL with the failure set when memory
+ * runs out. */
+static void *get_room(reader *r, int64_t count, size_t size) {
+  void *p = hlo_arena_alloc(r->arena, size * (size_t)count);
+  if (!p) rt_blob_fail(r->in, "out of memory");
+  return p;
+}
 
 static const hlo_instr *get_instr_ref(reader *r, const char *what) {
   return r->entry->instrs[rt_blob_get_range(r->in, 0, r->n - 1, what)];
@@ -104,12 +116,10 @@ static rt_cpu_fusion *get_fusion(reader *r) {
   rt_cpu_fusion read, *f = &read;
   memset(f, 0, fusion_bytes(false));
   f->input_count = (int)rt_blob_get_count(in, FUSION_MAX_REGS, "a fused program's inputs");
-  f->inputs = hlo_malloc(sizeof(int) * ((size_t)f->input_count + 1));
-  if (!f->inputs) rt_blob_fail(in, "out of memory");
+  f->inputs = in->failed ? NULL : get_room(r, f->input_count, sizeof(int));
   for (int k = 0; f->inputs && k < f->input_count; k++) f->inputs[k] = get_instr_ref(r, "a fused input")->id;
   f->instr_count = (int)rt_blob_get_count(in, FUSION_MAX_REGS, "a fused program");
-  f->instrs = in->failed ? NULL : hlo_malloc(sizeof(fusion_instr) * ((size_t)f->instr_count + 1));
-  if (!in->failed && !f->instrs) rt_blob_fail(in, "out of memory");
+  f->instrs = in->failed ? NULL : get_room(r, f->instr_count, sizeof(fusion_instr));
   for (int k = 0; f->instrs && k < f->instr_count; k++) get_fusion_instr(in, &f->instrs[k], f->input_count);
   int last_input = f->input_count > 0 ? f->input_count - 1 : 0;
   f->reg_count = (int)rt_blob_get_range(in, 0, FUSION_MAX_REGS, "a fused program's registers");
@@ -129,13 +139,8 @@ static rt_cpu_fusion *get_fusion(reader *r) {
   f->tail_init = (int)rt_blob_get_range(in, 0, last_input, "a fused reduce's init");
   for (int k = 0; !in->failed && k < f->instr_count; k++)
     if (f->instrs[k].code == FU_LOAD && f->instrs[k].input < 0 && head < 0) rt_blob_fail(in, "a fused load of no head");
-  f = in->failed ? NULL : hlo_malloc(fusion_bytes(read.flat));
-  if (!in->failed && !f) rt_blob_fail(in, "out of memory");
-  if (!f) {
-    free(read.inputs);
-    free(read.instrs);
-    return NULL;
-  }
+  f = in->failed ? NULL : get_room(r, 1, fusion_bytes(read.flat));
+  if (!f) return NULL; /* what was read stays in the arena, freed with the module */
   memcpy(f, &read, fusion_bytes(false));
   if (!in->failed && head >= 0 && f->input_count > 0) {
     f->head = r->entry->instrs[head];
@@ -144,7 +149,6 @@ static rt_cpu_fusion *get_fusion(reader *r) {
   if (!in->failed && tail >= 0) f->tail = r->entry->instrs[tail];
   if (in->failed || (head >= 0 && !f->head)) {
     rt_blob_fail(in, "a fused program");
-    rt_cpu_fusion_free(f);
     return NULL;
   }
   return f;
@@ -266,12 +270,10 @@ static rt_cpu_dnnl *get_dnnl(reader *r) {
 /* ---- steps and the plan ---- */
 
 /* An empty list is NULL (every reader goes by its count): most steps free nothing and keep
- * nothing, and a small allocation for each was a page fault every hundred steps. */
+ * nothing. */
 static int *get_int_list(reader *r, int *count, int64_t hi, const char *what) {
   *count = (int)rt_blob_get_count(r->in, INT32_MAX, what);
-  if (*count == 0) return NULL;
-  int *list = hlo_malloc(sizeof(int) * (size_t)*count);
-  if (!list) rt_blob_fail(r->in, "out of memory");
+  int *list = *count && !r->in->failed ? get_room(r, *count, sizeof(int)) : NULL;
   for (int k = 0; list && k < *count; k++) list[k] = (int)rt_blob_get_range(r->in, 0, hi, what);
   return list;
 }
@@ -293,8 +295,7 @@ static void get_step(reader *r, rt_cpu_plan *plan, rt_cpu_step *s) {
   s->weight_kept = (int)rt_blob_get_range(in, -1, r->n - 1, "kept weights");
   s->weight_offset = rt_blob_get_range(in, 0, arena, "kept weights");
   s->part_count = (int)rt_blob_get_range(in, 0, s->instr->shape.tuple_count, "a step's parts");
-  s->part_offsets = s->part_count ? hlo_malloc(sizeof(int64_t) * (size_t)s->part_count) : NULL;
-  if (s->part_count && !s->part_offsets) rt_blob_fail(in, "out of memory");
+  s->part_offsets = s->part_count && !in->failed ? get_room(r, s->part_count, sizeof(int64_t)) : NULL;
   for (int p = 0; s->part_offsets && p < s->part_count; p++) s->part_offsets[p] = rt_blob_get_range(in, 0, arena, "a part");
   s->frees = get_int_list(r, &s->free_count, r->n - 1, "a step's frees");
   s->kept_params = get_int_list(r, &s->kept_param_count, r->entry->param_count - 1, "a kept step's parameters");
@@ -317,10 +318,11 @@ static bool inputs_hold(const rt_cpu_plan *plan) {
   return true;
 }
 
-static rt_cpu_plan *get_plan(rt_blob_in *in, const hlo_module *module) {
+static rt_cpu_plan *get_plan(rt_blob_in *in, hlo_module *module) {
   rt_cpu_plan *plan = hlo_calloc(1, sizeof *plan);
   if (!plan) return rt_blob_fail(in, "out of memory"), NULL;
-  reader r = {.in = in, .entry = module->entry, .n = module->entry->instr_count};
+  plan->pieces_in_module = true;
+  reader r = {.in = in, .entry = module->entry, .n = module->entry->instr_count, .arena = &module->arena};
   plan->step_count = (int)rt_blob_get_range(in, 0, r.n, "the plan's steps");
   plan->arena_bytes = rt_blob_get_range(in, 0, INT64_MAX / 2, "the plan's arena");
   plan->buffer_count = rt_blob_get_range(in, 0, INT64_MAX, "the plan");

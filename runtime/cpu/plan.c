@@ -544,10 +544,12 @@ rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, const rt_compile_option
 void rt_cpu_plan_free(rt_cpu_plan *plan) {
   if (!plan) return;
   for (int i = 0; plan->steps && i < plan->step_count; i++) {
-    free(plan->steps[i].frees);
-    free(plan->steps[i].part_offsets);
-    free(plan->steps[i].kept_params);
-    rt_cpu_fusion_free(plan->steps[i].fusion);
+    if (!plan->pieces_in_module) {
+      free(plan->steps[i].frees);
+      free(plan->steps[i].part_offsets);
+      free(plan->steps[i].kept_params);
+      rt_cpu_fusion_free(plan->steps[i].fusion);
+    }
     rt_cpu_dnnl_free(plan->steps[i].dnnl);
   }
   free(plan->steps);
