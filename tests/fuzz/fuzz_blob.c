@@ -3,9 +3,12 @@
  * target writes the header (magic, format version, the body's checksum) in front, so that the
  * fuzzer's changes reach the decoder instead of stopping at the checksum. Any body must load
  * or fail with a message (HLO_ERR_INPUT, or out of memory), never crash or leak; one that
- * loads must serialize again, and that blob must load and serialize to the same bytes.
+ * loads must serialize again, and that blob must load and serialize to the same bytes. The
+ * first load takes the bytes (rt_backend_cpu.adopt, as the disk cache loads), the second
+ * copies what it keeps (deserialize).
  * Seeds are bodies of blobs the cpu backend wrote for small corpus modules
  * (tests/fuzz/blob_seeds.sh, run by `make fuzz-blob`). */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,10 +24,12 @@ static void check_refusal(const hlo_diag *diag) {
     abort();
 }
 
-static rt_executable *load(const void *bytes, size_t len) {
+/* adopt: bytes is malloc'd and the load takes it. */
+static rt_executable *load(void *bytes, size_t len, bool adopt) {
   hlo_diag diag;
   hlo_diag_clear(&diag);
-  rt_executable *exe = rt_backend_cpu.deserialize(bytes, len, NULL, &diag);
+  rt_executable *exe = adopt ? rt_backend_cpu.adopt(bytes, len, NULL, &diag)
+                             : rt_backend_cpu.deserialize(bytes, len, NULL, &diag);
   if (!exe) check_refusal(&diag);
   return exe;
 }
@@ -46,13 +51,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint64_t sum = rt_blob_checksum(data, size);
   for (int i = 0; i < 8; i++) blob[9 + i] = (unsigned char)(sum >> (8 * i));
   if (size) memcpy(blob + RT_CPU_BLOB_HEADER, data, size);
-  rt_executable *exe = load(blob, RT_CPU_BLOB_HEADER + size);
-  free(blob);
+  rt_executable *exe = load(blob, RT_CPU_BLOB_HEADER + size, true);
   if (!exe) return 0;
   size_t len = 0, again_len = 0;
   unsigned char *bytes = serialize(exe, &len);
   rt_backend_cpu.destroy(exe);
-  rt_executable *again = load(bytes, len);
+  rt_executable *again = load(bytes, len, false);
   if (!again) abort(); /* what a load gave must load again */
   unsigned char *again_bytes = serialize(again, &again_len);
   if (again_len != len || memcmp(bytes, again_bytes, len) != 0) abort();
