@@ -581,8 +581,8 @@ static hlo_status cpu_serialize(const rt_executable *exe, void **bytes, size_t *
   return rt_cpu_serialize(exe->module, exe->plan, family->source_text, family->source_len, bytes, len, diag);
 }
 
-/* The executable bytes hold, without its source text: *text and *text_len say where that
- * lies in bytes (NULL: none). */
+/* The executable that bytes hold, still without its source text: *text and *text_len say
+ * where that lies in bytes (NULL: there is none). */
 static rt_executable *load(const void *bytes, size_t len, const rt_compile_options *options, const char **text,
                            size_t *text_len, hlo_diag *diag) {
   static const rt_compile_options defaults = RT_COMPILE_OPTIONS_INIT;
