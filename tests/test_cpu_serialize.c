@@ -174,31 +174,47 @@ static void expect_round_trip(int line, const char *text, uint64_t seed) {
   hlo_module_free(module);
 }
 
+/* text compiled, serialized, and the blob decoded again: the module and plan as a load reads
+ * them (NULL where a stage failed). */
+typedef struct decoded {
+  rt_executable *exe;
+  void *bytes;
+  size_t len, source_len;
+  hlo_module *module;
+  rt_cpu_plan *plan;
+  const char *source;
+} decoded;
+
+static decoded decode_compiled(const char *text) {
+  decoded d = {.exe = compile_checked(text)};
+  hlo_diag diag = {0};
+  if (d.exe && rt_backend_cpu.serialize(d.exe, &d.bytes, &d.len, &diag) == HLO_OK)
+    rt_cpu_deserialize(d.bytes, d.len, &d.module, &d.plan, &d.source, &d.source_len, &diag);
+  return d;
+}
+
+static void decoded_free(decoded *d) {
+  rt_cpu_plan_free(d->plan);
+  hlo_module_free(d->module);
+  free(d->bytes);
+  rt_backend_cpu.destroy(d->exe);
+}
+
 /* ---- tests ---- */
 
 /* The DNNL steps of text's plan, as serialized: blocked pools and concatenations, and
  * reordered residuals. */
 static void count_dnnl(const char *text, int *pools, int *concats, int *residual_reorders) {
   *pools = *concats = *residual_reorders = 0;
-  rt_executable *exe = compile_checked(text);
-  hlo_diag diag = {0};
-  void *bytes = NULL;
-  size_t len = 0, source_len = 0;
-  hlo_module *module = NULL;
-  rt_cpu_plan *plan = NULL;
-  const char *source = NULL;
-  if (exe && rt_backend_cpu.serialize(exe, &bytes, &len, &diag) == HLO_OK)
-    rt_cpu_deserialize(bytes, len, &module, &plan, &source, &source_len, &diag);
+  decoded dec = decode_compiled(text);
+  const rt_cpu_plan *plan = dec.plan;
   for (int i = 0; plan && i < plan->step_count; i++) {
     const rt_cpu_dnnl *d = plan->steps[i].kind == RT_STEP_DNNL ? plan->steps[i].dnnl : NULL;
     *pools += d && d->pool && d->block;
     *concats += d && d->concat && d->block;
     for (int k = 0; d && k < d->post_count; k++) *residual_reorders += (d->prims & RT_DNNL_HAS_POST_REORDER(k)) != 0;
   }
-  rt_cpu_plan_free(plan);
-  hlo_module_free(module);
-  free(bytes);
-  rt_backend_cpu.destroy(exe);
+  decoded_free(&dec);
 }
 
 static void test_differential(void) {
@@ -359,15 +375,10 @@ static char *call_text(int rows) {
 
 static void test_dead_computations(void) {
   expect_round_trip(__LINE__, call_text(4), 8);
-  rt_executable *exe = compile_checked(call_text(4));
+  decoded dec = decode_compiled(call_text(4));
+  rt_executable *exe = dec.exe;
+  hlo_module *module = dec.module;
   hlo_diag diag = {0};
-  void *bytes = NULL;
-  size_t len = 0, source_len = 0;
-  hlo_module *module = NULL;
-  rt_cpu_plan *plan = NULL;
-  const char *source = NULL;
-  if (exe && rt_backend_cpu.serialize(exe, &bytes, &len, &diag) == HLO_OK)
-    rt_cpu_deserialize(bytes, len, &module, &plan, &source, &source_len, &diag);
   CHECK_MSG(module && module->comp_count == 1, "%d computations", module ? module->comp_count : -1);
   rt_executable *loaded = exe ? reload(exe) : NULL;
   hlo_module *binding = parse_checked(call_text(6));
@@ -384,10 +395,7 @@ static void test_dead_computations(void) {
   rt_backend_cpu.destroy(bound);
   hlo_module_free(binding);
   rt_backend_cpu.destroy(loaded);
-  rt_cpu_plan_free(plan);
-  hlo_module_free(module);
-  free(bytes);
-  rt_backend_cpu.destroy(exe);
+  decoded_free(&dec);
 }
 
 /* A blob whose module the passes could not have made, written with a right checksum: a dot
@@ -396,15 +404,9 @@ static void test_dead_computations(void) {
 static void test_unverified_module(void) {
   static const char *text = "HloModule d\nENTRY e {\n a = f32[4,8] parameter(0)\n b = f32[8,3] parameter(1)\n"
                             " ROOT d = f32[4,3] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
-  rt_executable *exe = compile_checked(text);
+  decoded dec = decode_compiled(text);
+  hlo_module *module = dec.module;
   hlo_diag diag = {0};
-  void *bytes = NULL;
-  size_t len = 0, source_len = 0;
-  hlo_module *module = NULL;
-  rt_cpu_plan *plan = NULL;
-  const char *source = NULL;
-  if (exe && rt_backend_cpu.serialize(exe, &bytes, &len, &diag) == HLO_OK)
-    rt_cpu_deserialize(bytes, len, &module, &plan, &source, &source_len, &diag);
   hlo_instr *dot = module ? module->entry->root : NULL;
   CHECK(dot && dot->opcode == HLO_OP_DOT && dot->dot && dot->dot->lhs_contracting.count == 1);
   int64_t bad[] = {-61, 2, 7};
@@ -413,7 +415,7 @@ static void test_unverified_module(void) {
     void *blob = NULL;
     size_t blob_len = 0;
     hlo_diag_clear(&diag);
-    CHECK(rt_cpu_serialize(module, plan, source, source_len, &blob, &blob_len, &diag) == HLO_OK);
+    CHECK(rt_cpu_serialize(module, dec.plan, dec.source, dec.source_len, &blob, &blob_len, &diag) == HLO_OK);
     hlo_diag_clear(&diag);
     rt_executable *loaded = blob ? rt_backend_cpu.deserialize(blob, blob_len, NULL, &diag) : NULL;
     CHECK_MSG(loaded == NULL && diag.status == HLO_ERR_INPUT && strstr(diag.message, "does not verify"),
@@ -421,10 +423,7 @@ static void test_unverified_module(void) {
     rt_backend_cpu.destroy(loaded);
     free(blob);
   }
-  rt_cpu_plan_free(plan);
-  hlo_module_free(module);
-  free(bytes);
-  rt_backend_cpu.destroy(exe);
+  decoded_free(&dec);
 }
 
 /* Every truncation and every flipped byte is refused with a message; flips with the
