@@ -330,12 +330,49 @@ static void test_known_finite(void) {
                         make_value(HLO_F32, 4, (int64_t[]){8, 8, 3, 3}, ws),
                         make_value(HLO_F32, 4, (int64_t[]){8, 8, 1, 1}, ws)};
     hlo_diag diag = {0};
-    int64_t before = rt_cpu_dnnl_source_scan_count();
+    int64_t before = rt_cpu_dnnl_input_scan_count();
     rt_value *got = run_on(&rt_backend_cpu, chain, args, 3, &diag);
-    int64_t scans = rt_cpu_dnnl_source_scan_count() - before;
+    int64_t scans = rt_cpu_dnnl_input_scan_count() - before;
     rt_value *want = run_on(&rt_backend_reference, chain, args, 3, &diag);
     CHECK_MSG(got && want && cpu_agree(want, got), "with_nan %d: %s", with_nan, diag.message);
     CHECK_MSG(scans == 1 + with_nan, "with_nan %d: %lld sources scanned", with_nan, (long long)scans);
+    int nans = 0;
+    for (int i = 0; got && i < 288; i++) nans += isnan(((const float *)got->data)[i]);
+    CHECK(with_nan ? nans > 0 : nans == 0);
+    rt_value_release(got);
+    rt_value_release(want);
+    for (int k = 0; k < 3; k++) rt_value_release(args[k]);
+  }
+}
+
+/* A residual block's input is scanned once: the first convolution scans it as its source,
+ * and the last one, adding it as its residual, knows it finite from that scan (before, three
+ * scans: x, the first relu's result, x again). With NaN in x, both convolutions take their
+ * safe primitives and the NaN reaches the result as the reference's does. */
+static void test_residual_scanned_once(void) {
+  const char *block =
+      "HloModule c\nENTRY e {\n x = f32[1,8,6,6] parameter(0)\n w = f32[8,8,3,3] parameter(1)\n"
+      " w2 = f32[8,8,3,3] parameter(2)\n zero = f32[] constant(0)\n z = f32[1,8,6,6] broadcast(zero), dimensions={}\n"
+      " c = f32[1,8,6,6] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+      " r = f32[1,8,6,6] maximum(c, z)\n"
+      " c2 = f32[1,8,6,6] convolution(r, w2), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+      " s = f32[1,8,6,6] add(c2, x)\n ROOT y = f32[1,8,6,6] maximum(s, z)\n}\n";
+  expect_dnnl(__LINE__, block, 2, 1, 3);
+  double xs[288], ws[576];
+  for (int i = 0; i < 288; i++) xs[i] = (i % 7) - 3;
+  for (int i = 0; i < 576; i++) ws[i] = ((i % 5) - 2) * 0.25;
+  for (int with_nan = 0; with_nan < 2; with_nan++) {
+    if (with_nan) xs[100] = NAN;
+    rt_value *args[] = {make_value(HLO_F32, 4, (int64_t[]){1, 8, 6, 6}, xs),
+                        make_value(HLO_F32, 4, (int64_t[]){8, 8, 3, 3}, ws),
+                        make_value(HLO_F32, 4, (int64_t[]){8, 8, 3, 3}, ws)};
+    hlo_diag diag = {0};
+    int64_t before = rt_cpu_dnnl_input_scan_count();
+    rt_value *got = run_on(&rt_backend_cpu, block, args, 3, &diag);
+    int64_t scans = rt_cpu_dnnl_input_scan_count() - before;
+    rt_value *want = run_on(&rt_backend_reference, block, args, 3, &diag);
+    CHECK_MSG(got && want && cpu_agree(want, got), "with_nan %d: %s", with_nan, diag.message);
+    CHECK_MSG(scans == 2, "with_nan %d: %lld inputs scanned", with_nan, (long long)scans);
     int nans = 0;
     for (int i = 0; got && i < 288; i++) nans += isnan(((const float *)got->data)[i]);
     CHECK(with_nan ? nans > 0 : nans == 0);
@@ -537,6 +574,7 @@ int main(void) {
   RUN(test_blocked_concat);
   RUN(test_refused_layout);
   RUN(test_known_finite);
+  RUN(test_residual_scanned_once);
   RUN(test_nonfinite);
   RUN(test_kept_weights);
   RUN(test_traced_weights);

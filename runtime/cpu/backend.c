@@ -339,9 +339,10 @@ static hlo_status run_parts(const rt_cpu_step *step, char *arena, rt_value **ops
 
 /* A convolution on oneDNN into its buffer (or a value of its own, as a result), with its
  * weights kept in the arena when they are a parameter's. */
-static hlo_status run_dnnl(const rt_cpu_step *step, cell *c, bool source_finite, char *arena, rt_value *const *args,
-                           rt_value **ops, rt_eval *eval) {
+static hlo_status run_dnnl(const rt_cpu_step *step, cell *cells, char *arena, rt_value *const *args, rt_value **ops,
+                           rt_eval *eval) {
   const hlo_instr *instr = step->instr;
+  cell *c = &cells[instr->id];
   if (step->output) {
     c->value = rt_value_new(&instr->shape);
     counted(1);
@@ -355,10 +356,18 @@ static hlo_status run_dnnl(const rt_cpu_step *step, cell *c, bool source_finite,
   uint64_t stamp = step->weight_param >= 0 ? args[step->weight_param]->stamp
                    : kept ? *(const uint64_t *)(arena + steps[step->weight_kept].stamp_offset)
                           : 0;
-  return rt_cpu_dnnl_step(step->dnnl, (const rt_value *const *)ops, c->value->data,
-                          step->scratch_bytes ? arena + step->scratch_offset : NULL, kept ? arena + step->weight_offset : NULL,
-                          kept ? (uint64_t *)(arena + step->stamp_offset) : NULL, stamp, source_finite, &c->finite,
-                          eval->diag);
+  /* What a scan here finds finite stays known for the value's later readers this run (a
+   * residual block's input: the first convolution's source, then the last one's residual). */
+  bool in_finite[RT_CPU_DNNL_STEP_INPUTS] = {false};
+  int inputs = rt_cpu_step_input_count(step);
+  for (int k = 0; k < inputs; k++) in_finite[k] = cells[rt_cpu_step_input(step, k)].finite;
+  hlo_status status = rt_cpu_dnnl_step(step->dnnl, (const rt_value *const *)ops, c->value->data,
+                                       step->scratch_bytes ? arena + step->scratch_offset : NULL,
+                                       kept ? arena + step->weight_offset : NULL,
+                                       kept ? (uint64_t *)(arena + step->stamp_offset) : NULL, stamp, in_finite,
+                                       &c->finite, eval->diag);
+  for (int k = 0; k < inputs; k++) cells[rt_cpu_step_input(step, k)].finite |= in_finite[k];
+  return status;
 }
 
 static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char *arena,
@@ -446,7 +455,7 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
       if (kept) keep_stamps(step, kept, args);
       break;
     case RT_STEP_DNNL:
-      return run_dnnl(step, c, cells[rt_cpu_step_input(step, 0)].finite, arena, args, ops, eval);
+      return run_dnnl(step, cells, arena, args, ops, eval);
     case RT_STEP_SLOW: {
       rt_value *out = NULL;
       counted(1);

@@ -252,15 +252,19 @@ int64_t rt_cpu_dnnl_out_bytes(const rt_cpu_dnnl *dnnl);
 int64_t rt_cpu_dnnl_weights_bytes(const rt_cpu_dnnl *dnnl);
 int rt_cpu_dnnl_weights_operand(const rt_cpu_dnnl *dnnl);
 /* Runs a DNNL step (dnnl_conv.c); kept is the arena's kept weights and stamp
- * when weight_param >= 0, else NULL. source_finite: the source is known to hold no inf or
- * NaN (the result of a step that said so), so it is not scanned; *result_finite says the
- * same of this step's result (a convolution that ran its fast primitive with a clamp
- * between finite bounds last: oneDNN's clip maps every value, NaN included, into them). */
+ * when weight_param >= 0, else NULL. in_finite[k], one per input as in[] (the source, the
+ * weights, then the post-ops' inputs): true when input k is known to hold no inf or NaN (a
+ * step said so of its result, or a scan earlier in the run found it), so it is not scanned;
+ * set true when this step scans the source or a post-op input and finds it finite.
+ * *result_finite says the same of this step's result (a convolution that ran its fast
+ * primitive with a clamp between finite bounds last: oneDNN's clip maps every value, NaN
+ * included, into them). */
+enum { RT_CPU_DNNL_STEP_INPUTS = 18 }; /* at most: a convolution's two operands, its post-ops' 16 inputs */
 hlo_status rt_cpu_dnnl_step(const rt_cpu_dnnl *dnnl, const rt_value *const *in, void *out, void *scratch,
-                            char *kept, uint64_t *kept_stamp, uint64_t weight_stamp, bool source_finite,
+                            char *kept, uint64_t *kept_stamp, uint64_t weight_stamp, bool *in_finite,
                             bool *result_finite, hlo_diag *diag);
-/* Sources scanned for inf and NaN so far, process-wide (for tests). */
-int64_t rt_cpu_dnnl_source_scan_count(void);
+/* Inputs (sources and post-op inputs) scanned for inf and NaN so far, process-wide (for tests). */
+int64_t rt_cpu_dnnl_input_scan_count(void);
 /* Weight reorders made so far, process-wide (for tests). */
 int64_t rt_cpu_dnnl_weight_reorder_count(void);
 /* Sets the calling thread's OpenMP team to latch's thread count (one under ThreadSanitizer)

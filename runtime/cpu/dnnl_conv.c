@@ -503,10 +503,10 @@ static const void *post_operand(const rt_cpu_dnnl *d, int k, const rt_value *con
   return values;
 }
 
-/* Sources scanned, process-wide (for tests). */
-static _Atomic int64_t source_scans;
+/* Inputs scanned (sources and post-op inputs), process-wide (for tests). */
+static _Atomic int64_t input_scans;
 
-int64_t rt_cpu_dnnl_source_scan_count(void) { return atomic_load(&source_scans); }
+int64_t rt_cpu_dnnl_input_scan_count(void) { return atomic_load(&input_scans); }
 
 /* Whether d's result is known finite after a run that took the fast primitive: a clamp
  * between finite bounds last. */
@@ -516,7 +516,7 @@ static bool clamps_finite(const rt_cpu_dnnl *d) {
 }
 
 static bool run_conv(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d, const rt_value *const *in,
-                     void *out, char *scratch, char *kept, uint64_t *kept_stamp, uint64_t stamp, bool source_finite,
+                     void *out, char *scratch, char *kept, uint64_t *kept_stamp, uint64_t stamp, bool *in_finite,
                      bool *result_finite) {
   bool ok = true;
   const void *src = in[0]->data;
@@ -527,9 +527,9 @@ static bool run_conv(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d
   }
   bool finite = true;
   const void *w = ok ? weights(stream, m, d, in[1], scratch, kept, kept_stamp, stamp, &ok, &finite) : NULL;
-  if (d->safe_prim && finite && !source_finite) { /* the source as it arrives (a blocked one is padded) */
-    finite = all_finite(in[0]->data, (int64_t)dnnl_memory_desc_get_size(&d->src_in_md) / 4);
-    atomic_fetch_add(&source_scans, 1);
+  if (d->safe_prim && finite && !in_finite[0]) { /* the source as it arrives (a blocked one is padded) */
+    finite = in_finite[0] = all_finite(in[0]->data, (int64_t)dnnl_memory_desc_get_size(&d->src_in_md) / 4);
+    atomic_fetch_add(&input_scans, 1);
   }
   void *dst = d->dst_reorder.prim ? scratch + d->dst_offset : out;
   dnnl_exec_arg_t args[5 + RT_DNNL_MAX_POSTS];
@@ -547,9 +547,13 @@ static bool run_conv(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d
       ok = reorder(stream, m, &d->post_reorder[k], &d->post_in_md[k], data, &d->post_md[k], to);
       data = to;
     }
-    if (d->safe_prim && finite) /* ADD_FULL: the operand as the primitive reads it (maybe padded) */
+    bool *known = p->input >= 0 ? &in_finite[2 + p->input] : NULL; /* an input's, not a value made here */
+    if (d->safe_prim && finite && !(known && *known)) { /* ADD_FULL: the operand as the primitive reads it (maybe padded) */
       finite = all_finite(data, p->kind == RT_DNNL_ADD_FULL ? (int64_t)dnnl_memory_desc_get_size(&d->post_md[k]) / 4
                                                             : d->conv->shape.dims[d->conv->conv->output_feature]);
+      if (known) *known = finite;
+      atomic_fetch_add(&input_scans, 1);
+    }
     if (p->kind == RT_DNNL_BIAS) args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, memory(m, &d->bias_md, data)};
     else /* oneDNN numbers its post-ops without the bias, which comes first when present */
       args[n++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(k - (d->posts[0].kind == RT_DNNL_BIAS)) | DNNL_ARG_SRC_1,
@@ -564,7 +568,7 @@ static bool run_conv(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d
 }
 
 hlo_status rt_cpu_dnnl_step(const rt_cpu_dnnl *d, const rt_value *const *in, void *out, void *scratch, char *kept,
-                            uint64_t *kept_stamp, uint64_t weight_stamp, bool source_finite, bool *result_finite,
+                            uint64_t *kept_stamp, uint64_t weight_stamp, bool *in_finite, bool *result_finite,
                             hlo_diag *diag) {
   *result_finite = false;
   if (d->pool) return rt_cpu_dnnl_pool_step(d, in, out, diag);
@@ -573,7 +577,7 @@ hlo_status rt_cpu_dnnl_step(const rt_cpu_dnnl *d, const rt_value *const *in, voi
   dnnl_stream_t stream = NULL;
   run_memories m = {.count = 0};
   bool ok = dnnl_stream_create(&stream, the_engine(), dnnl_stream_default_flags) == dnnl_success &&
-            run_conv(stream, &m, d, in, out, (char *)scratch, kept, kept_stamp, weight_stamp, source_finite,
+            run_conv(stream, &m, d, in, out, (char *)scratch, kept, kept_stamp, weight_stamp, in_finite,
                      result_finite) &&
             dnnl_stream_wait(stream) == dnnl_success;
   for (int i = 0; i < m.count; i++) dnnl_memory_destroy(m.list[i]);

@@ -30,6 +30,7 @@ typedef enum rt_dnnl_post_kind {
 } rt_dnnl_post_kind;
 
 enum { RT_DNNL_MAX_POSTS = 8, RT_DNNL_MAX_TERMS = 32, RT_DNNL_MAX_INPUTS = 16, RT_DNNL_MAX_MEMBERS = 64 };
+_Static_assert(2 + RT_DNNL_MAX_INPUTS == RT_CPU_DNNL_STEP_INPUTS, "a DNNL step's inputs fit in_finite");
 
 /* A node of a per-feature value: an input's [C] array (op PARAMETER), a scalar (CONSTANT),
  * or an elementwise op over nodes a and b. */
