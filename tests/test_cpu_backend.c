@@ -326,9 +326,10 @@ static void test_pool(void) {
   }
 }
 
-/* An f32 sum pool over whole planes (a classifier's global average pool before its division)
- * adds each plane in row-major order from the init, as a loop written here does, bit for bit
- * with values that round: 21 planes (eight at a time, then a tail of five) of 13x13. */
+/* An f32 sum over whole planes (a classifier's global average pool before its division), as
+ * a reduce-window and as a reduce over the last two dims, adds each plane in row-major order
+ * from the init, as a loop written here does, bit for bit with values that round: 21 planes
+ * (eight at a time, then a tail of five) of 13x13. */
 static void test_global_sum_pool(void) {
   enum { B = 3, C = 7, H = 13, W = 13 };
   double *x = malloc(sizeof(double) * B * C * H * W), want[B * C];
@@ -346,6 +347,13 @@ static void test_global_sum_pool(void) {
            B, C, H, W, B, C, H, W);
   rt_value *args[] = {make_value(HLO_F32, 4, (int64_t[]){B, C, H, W}, x)};
   expect_cpu(__LINE__, text, args, 1, want, B * C, 0);
+  snprintf(text, sizeof text,
+           "HloModule m\nadd {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT s = f32[] add(x, y)\n}\n"
+           "ENTRY e {\n a = f32[%d,%d,%d,%d] parameter(0)\n z = f32[] constant(0.25)\n"
+           " ROOT r = f32[%d,%d] reduce(a, z), dimensions={2,3}, to_apply=add\n}\n",
+           B, C, H, W, B, C);
+  rt_value *reduced[] = {make_value(HLO_F32, 4, (int64_t[]){B, C, H, W}, x)};
+  expect_cpu(__LINE__, text, reduced, 1, want, B * C, 0);
   free(x);
 }
 

@@ -4,7 +4,9 @@
  *
  * reduce: when the reduced dims are the innermost ones each output is one contiguous run,
  * and outputs are split over threads (an f32 maximum or minimum folds its run in vector
- * lanes: extreme_run_f32); otherwise the input is walked in row-major order,
+ * lanes: extreme_run_f32; f32 sums take eight runs side by side: inner_sum_f32); a
+ * reduce-window over whole planes is such a reduce; otherwise the input is walked in
+ * row-major order,
  * each element combined into its output (the order the reference uses). reduce-window:
  * each output combines the init value with the window's taps that land on input elements;
  * taps in padding or dilation holes are skipped, as the reference does. */
@@ -213,6 +215,43 @@ static void inner_extreme_f32(void *ctx, int64_t begin, int64_t end) {
   for (int64_t o = begin; o < end; o++) y[o] = extreme_run_f32(j->op, x + o * j->inner, j->inner, init);
 }
 
+/* f32 sums of contiguous runs, each added in order from init as inner_float adds it (the
+ * same bits): one run's sum is a chain of dependent adds, so eight runs go side by side, one
+ * chain each. A classifier's global average pool is such a sum (a reduce over the last dims,
+ * or a reduce-window over whole planes). */
+enum { SUM_LANES = 8 };
+
+static void inner_sum_f32(void *ctx, int64_t begin, int64_t end) {
+  const reduce_job *j = ctx;
+  int64_t n = j->inner, o = begin;
+  float *y = j->y, init = *(const float *)j->init;
+  for (; o + SUM_LANES <= end; o += SUM_LANES) {
+    const float *x = (const float *)j->x + o * n;
+    float acc[SUM_LANES];
+    for (int l = 0; l < SUM_LANES; l++) acc[l] = init;
+    for (int64_t t = 0; t < n; t++)
+      for (int l = 0; l < SUM_LANES; l++) acc[l] += x[l * n + t];
+    for (int l = 0; l < SUM_LANES; l++) y[o + l] = acc[l];
+  }
+  for (; o < end; o++) {
+    const float *x = (const float *)j->x + o * n;
+    float acc = init;
+    for (int64_t t = 0; t < n; t++) acc += x[t];
+    y[o] = acc;
+  }
+}
+
+/* Each output a contiguous run of inner elements, split over the threads. */
+static void reduce_runs(hlo_opcode op, hlo_dtype t, const rt_value *x, const rt_value *init, rt_value *out,
+                        int64_t inner) {
+  reduce_job j = {.op = op, .x = x->data, .init = init->data, .y = out->data, .inner = inner};
+  int64_t grain = RT_CPU_GRAIN / (inner ? inner : 1);
+  void (*fn)(void *, int64_t, int64_t) = BY_TYPE(t, inner);
+  if (t == HLO_F32 && (op == HLO_OP_MAXIMUM || op == HLO_OP_MINIMUM)) fn = inner_extreme_f32;
+  if (t == HLO_F32 && op == HLO_OP_ADD) fn = inner_sum_f32, grain = grain > SUM_LANES ? grain : SUM_LANES;
+  rt_parallel_for(out->count, grain > 0 ? grain : 1, fn, &j);
+}
+
 static bool reduce_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
   hlo_opcode op = hlo_simple_reducer(instr->called[0]);
   const hlo_shape *s = &in[0]->shape;
@@ -228,11 +267,7 @@ static bool reduce_kernel(const hlo_instr *instr, const rt_value *const *in, rt_
   }
   hlo_dtype t = out->shape.dtype;
   if (trailing || s->rank == 0) {
-    reduce_job j = {.op = op, .x = in[0]->data, .init = in[1]->data, .y = out->data, .inner = inner};
-    int64_t grain = RT_CPU_GRAIN / (inner ? inner : 1);
-    void (*fn)(void *, int64_t, int64_t) = BY_TYPE(t, inner);
-    if (t == HLO_F32 && (op == HLO_OP_MAXIMUM || op == HLO_OP_MINIMUM)) fn = inner_extreme_f32;
-    rt_parallel_for(out->count, grain > 0 ? grain : 1, fn, &j);
+    reduce_runs(op, t, in[0], in[1], out, inner);
     return true;
   }
   int64_t out_strides[HLO_MAX_RANK], kept_strides[HLO_MAX_RANK];
@@ -348,37 +383,6 @@ static bool is_pool(const hlo_window *w) {
   return true;
 }
 
-/* An f32 sum pool whose window is the whole plane (a classifier's global average pool before
- * its division): each output is its plane's elements added in row-major order, as the
- * generic loop adds them, so the results are the same bits. One plane's sum is a chain of
- * dependent adds; eight planes go side by side, one chain each. Items are planes. */
-enum { GLOBAL_SUM_LANES = 8 };
-
-typedef struct global_sum_job {
-  const float *x;
-  float *y, init;
-  int64_t plane_size;
-} global_sum_job;
-
-static void global_sum_f32(void *ctx, int64_t begin, int64_t end) {
-  const global_sum_job *j = ctx;
-  int64_t n = j->plane_size, p = begin;
-  for (; p + GLOBAL_SUM_LANES <= end; p += GLOBAL_SUM_LANES) {
-    const float *x = j->x + p * n;
-    float acc[GLOBAL_SUM_LANES];
-    for (int l = 0; l < GLOBAL_SUM_LANES; l++) acc[l] = j->init;
-    for (int64_t t = 0; t < n; t++)
-      for (int l = 0; l < GLOBAL_SUM_LANES; l++) acc[l] += x[l * n + t];
-    for (int l = 0; l < GLOBAL_SUM_LANES; l++) j->y[p + l] = acc[l];
-  }
-  for (; p < end; p++) {
-    const float *x = j->x + p * n;
-    float acc = j->init;
-    for (int64_t t = 0; t < n; t++) acc += x[t];
-    j->y[p] = acc;
-  }
-}
-
 /* A pool (is_pool) whose window covers its input's last two dims exactly, leaving 1x1. */
 static bool is_whole_plane(const hlo_window *w, const hlo_shape *x, const hlo_shape *y) {
   for (int d = w->rank - 2; d < w->rank; d++) {
@@ -395,11 +399,8 @@ static bool reduce_window_kernel(const hlo_instr *instr, const rt_value *const *
   if (is_pool(w)) {
     if (rt_cpu_pool_f32(w, j.op, in[0], in[1], out)) return true;
     int r = out->shape.rank;
-    if (t == HLO_F32 && j.op == HLO_OP_ADD && is_whole_plane(w, &in[0]->shape, &out->shape)) {
-      global_sum_job g = {.x = in[0]->data, .y = out->data, .init = *(const float *)in[1]->data,
-                          .plane_size = in[0]->shape.dims[r - 2] * in[0]->shape.dims[r - 1]};
-      int64_t grain = RT_CPU_GRAIN / (g.plane_size ? g.plane_size : 1);
-      rt_parallel_for(out->count, grain > GLOBAL_SUM_LANES ? grain : GLOBAL_SUM_LANES, global_sum_f32, &g);
+    if (is_whole_plane(w, &in[0]->shape, &out->shape)) { /* a reduce over the last two dims */
+      reduce_runs(j.op, t, in[0], in[1], out, in[0]->shape.dims[r - 2] * in[0]->shape.dims[r - 1]);
       return true;
     }
     int64_t rows = out->shape.dims[r - 1] ? out->count / out->shape.dims[r - 1] : 0;
