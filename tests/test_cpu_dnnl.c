@@ -308,6 +308,35 @@ static void test_blocked_concat(void) {
   expect_dnnl(__LINE__, mixed, 3, 2, 0);
 }
 
+/* text (x f32[1,8,6,6], w f32[8,8,3,3], w2 of w2_kernel x w2_kernel) run on the cpu backend,
+ * without and then with a NaN in x: the same as the reference, the NaN reaching the result,
+ * and want_scans[with_nan] inputs scanned for inf and NaN. */
+static void expect_scans(int line, const char *text, int64_t w2_kernel, const int want_scans[2]) {
+  double xs[288], ws[576];
+  for (int i = 0; i < 288; i++) xs[i] = (i % 7) - 3;
+  for (int i = 0; i < 576; i++) ws[i] = ((i % 5) - 2) * 0.25;
+  for (int with_nan = 0; with_nan < 2; with_nan++) {
+    if (with_nan) xs[100] = NAN;
+    rt_value *args[] = {make_value(HLO_F32, 4, (int64_t[]){1, 8, 6, 6}, xs),
+                        make_value(HLO_F32, 4, (int64_t[]){8, 8, 3, 3}, ws),
+                        make_value(HLO_F32, 4, (int64_t[]){8, 8, w2_kernel, w2_kernel}, ws)};
+    hlo_diag diag = {0};
+    int64_t before = rt_cpu_dnnl_input_scan_count();
+    rt_value *got = run_on(&rt_backend_cpu, text, args, 3, &diag);
+    int64_t scans = rt_cpu_dnnl_input_scan_count() - before;
+    rt_value *want = run_on(&rt_backend_reference, text, args, 3, &diag);
+    CHECK_MSG(got && want && cpu_agree(want, got), "line %d, with_nan %d: %s", line, with_nan, diag.message);
+    CHECK_MSG(scans == want_scans[with_nan], "line %d, with_nan %d: %lld inputs scanned, want %d", line, with_nan,
+              (long long)scans, want_scans[with_nan]);
+    int nans = 0;
+    for (int i = 0; got && i < 288; i++) nans += isnan(((const float *)got->data)[i]);
+    CHECK_MSG(with_nan ? nans > 0 : nans == 0, "line %d, with_nan %d: %d NaN", line, with_nan, nans);
+    rt_value_release(got);
+    rt_value_release(want);
+    for (int k = 0; k < 3; k++) rt_value_release(args[k]);
+  }
+}
+
 /* A source made by a convolution that ran its fast primitive with a relu6 last is known
  * finite and is not scanned again: two such steps in a row scan only the graph's input.
  * When the input holds NaN, the first step takes its safe primitive, says nothing, and the
@@ -321,28 +350,7 @@ static void test_known_finite(void) {
       " c2 = f32[1,8,6,6] convolution(a, w2), window={size=1x1}, dim_labels=bf01_oi01->bf01\n"
       " ROOT y = f32[1,8,6,6] clamp(zero, c2, six)\n}\n";
   expect_dnnl(__LINE__, chain, 2, 1, 2);
-  double xs[288], ws[576];
-  for (int i = 0; i < 288; i++) xs[i] = (i % 7) - 3;
-  for (int i = 0; i < 576; i++) ws[i] = ((i % 5) - 2) * 0.25;
-  for (int with_nan = 0; with_nan < 2; with_nan++) {
-    if (with_nan) xs[100] = NAN;
-    rt_value *args[] = {make_value(HLO_F32, 4, (int64_t[]){1, 8, 6, 6}, xs),
-                        make_value(HLO_F32, 4, (int64_t[]){8, 8, 3, 3}, ws),
-                        make_value(HLO_F32, 4, (int64_t[]){8, 8, 1, 1}, ws)};
-    hlo_diag diag = {0};
-    int64_t before = rt_cpu_dnnl_input_scan_count();
-    rt_value *got = run_on(&rt_backend_cpu, chain, args, 3, &diag);
-    int64_t scans = rt_cpu_dnnl_input_scan_count() - before;
-    rt_value *want = run_on(&rt_backend_reference, chain, args, 3, &diag);
-    CHECK_MSG(got && want && cpu_agree(want, got), "with_nan %d: %s", with_nan, diag.message);
-    CHECK_MSG(scans == 1 + with_nan, "with_nan %d: %lld sources scanned", with_nan, (long long)scans);
-    int nans = 0;
-    for (int i = 0; got && i < 288; i++) nans += isnan(((const float *)got->data)[i]);
-    CHECK(with_nan ? nans > 0 : nans == 0);
-    rt_value_release(got);
-    rt_value_release(want);
-    for (int k = 0; k < 3; k++) rt_value_release(args[k]);
-  }
+  expect_scans(__LINE__, chain, 1, (const int[]){1, 2});
 }
 
 /* A residual block's input is scanned once: the first convolution scans it as its source,
@@ -358,28 +366,7 @@ static void test_residual_scanned_once(void) {
       " c2 = f32[1,8,6,6] convolution(r, w2), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
       " s = f32[1,8,6,6] add(c2, x)\n ROOT y = f32[1,8,6,6] maximum(s, z)\n}\n";
   expect_dnnl(__LINE__, block, 2, 1, 3);
-  double xs[288], ws[576];
-  for (int i = 0; i < 288; i++) xs[i] = (i % 7) - 3;
-  for (int i = 0; i < 576; i++) ws[i] = ((i % 5) - 2) * 0.25;
-  for (int with_nan = 0; with_nan < 2; with_nan++) {
-    if (with_nan) xs[100] = NAN;
-    rt_value *args[] = {make_value(HLO_F32, 4, (int64_t[]){1, 8, 6, 6}, xs),
-                        make_value(HLO_F32, 4, (int64_t[]){8, 8, 3, 3}, ws),
-                        make_value(HLO_F32, 4, (int64_t[]){8, 8, 3, 3}, ws)};
-    hlo_diag diag = {0};
-    int64_t before = rt_cpu_dnnl_input_scan_count();
-    rt_value *got = run_on(&rt_backend_cpu, block, args, 3, &diag);
-    int64_t scans = rt_cpu_dnnl_input_scan_count() - before;
-    rt_value *want = run_on(&rt_backend_reference, block, args, 3, &diag);
-    CHECK_MSG(got && want && cpu_agree(want, got), "with_nan %d: %s", with_nan, diag.message);
-    CHECK_MSG(scans == 2, "with_nan %d: %lld inputs scanned", with_nan, (long long)scans);
-    int nans = 0;
-    for (int i = 0; got && i < 288; i++) nans += isnan(((const float *)got->data)[i]);
-    CHECK(with_nan ? nans > 0 : nans == 0);
-    rt_value_release(got);
-    rt_value_release(want);
-    for (int k = 0; k < 3; k++) rt_value_release(args[k]);
-  }
+  expect_scans(__LINE__, block, 3, (const int[]){2, 2});
 }
 
 /* NaN through an absorbed relu or relu6: oneDNN's would make it 0, the reference keeps it.
