@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """latch's trace-once mode against ONNX Runtime and PyTorch eager on the same models (issue 16).
 
-  bench/compare_ort.py [--model M ...] [--batch 1,8] [--size 224] [--repeat N] [--warmup N] [--threads N]
+  bench/compare_ort.py [--model M ...] [--batch 1,8] [--size 224] [--repeat N] [--rounds N] [--warmup N] [--threads N]
                        [--ort DIR] [--node node] [--onnx-dir DIR] [--peak N] [--torch-passive] [--json FILE]
 
 Per size, model and batch: latch and PyTorch as compare_torch.py times them (its functions),
@@ -14,6 +14,10 @@ effective GFLOP/s of latch and ORT (the convolutions' and products' flops counte
 torch_zoo.py, over the median step) next to the product peak measured through latch in the
 same run. A model that fails on a side is printed with its error and left out of that side's
 geomeans; exit status 1 only if no row ran on latch and ORT both, 2 for bad arguments.
+
+--rounds N (default 3) runs the whole plan N times, ORT first in every other round, and pools
+each side's samples of a row over the rounds: this machine's speed drifts over minutes, and a
+row timed once sees one moment of it.
 
 Opt-in (`make compare-ort`): needs python3-torch, python3-torchvision, node, and
 onnxruntime-node installed with `npm install --ignore-scripts onnxruntime-node` (the Makefile
@@ -84,7 +88,7 @@ def format_table(rows, by_ort, by_torch, args, versions, peak):
     torch_version, ort_version = versions
     policy = os.environ.get("OMP_WAIT_POLICY", "OpenMP defaults")
     out = [f"compare_ort: latch once (LATCH_CACHE=memory) vs ONNX Runtime {ort_version or '?'} (node) vs PyTorch "
-           f"{torch_version or '?'} eager ({policy}), median wall ms per step over {args.repeat} steps (after "
+           f"{torch_version or '?'} eager ({policy}), median wall ms per step over {ct.steps_text(args.repeat, args.rounds)} (after "
            f"{args.warmup} warm-up), {args.threads} thread(s) each",
            f"{'model':<14} {'batch':>5} {'size':>5} {'latch ms':>10} {'ort ms':>10} {'torch ms':>10} "
            f"{'latch/ort':>10} {'latch/torch':>12} {'latch GF/s':>10} {'ort GF/s':>9} {'latch %pk':>9} {'ort %pk':>8}"
@@ -123,7 +127,7 @@ def format_table(rows, by_ort, by_torch, args, versions, peak):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ct.add_common_arguments(parser, 10)
+    ct.add_common_arguments(parser, 5, 3)
     parser.add_argument("--ort", default=DEFAULT_ORT, help=f"the onnxruntime-node package (default {DEFAULT_ORT})")
     parser.add_argument("--node", default="node")
     parser.add_argument("--ort-time", default=os.path.join(ct.HERE, "ort_time.js"))
@@ -142,18 +146,30 @@ def main(argv=None):
         parser.error(f"cannot open --log {args.log}: {e}")
     with tempfile.TemporaryDirectory(prefix="compare-ort-") as tmp:
         peak = ct.run_peak(args, tmp, log)
-        for size, batch, model in ct.plan_runs(models, batches, sizes, True):
-            print(f"compare_ort: {model} batch {batch} size {size} ...", file=sys.stderr, flush=True)
-            row, version = ct.compare_row(args, model, batch, size, tmp, log)
-            ort, o_version = run_ort(args, model, batch, size, tmp, log)
-            rows.append(add_ort(row, ort))
+        plan = ct.plan_runs(models, batches, sizes, True)
+        sides, orts = {item: [] for item in plan}, {item: [] for item in plan}
+        for rnd in range(args.rounds):
+            for size, batch, model in plan:
+                print(f"compare_ort: {model} batch {batch} size {size} (round {rnd + 1} of {args.rounds}) ...",
+                      file=sys.stderr, flush=True)
+                # ORT first in every other round: neither side always runs right after the other.
+                if rnd % 2:
+                    orts[(size, batch, model)].append(run_ort(args, model, batch, size, tmp, log))
+                sides[(size, batch, model)].append(ct.run_sides(args, model, batch, size, tmp, log))
+                if not rnd % 2:
+                    orts[(size, batch, model)].append(run_ort(args, model, batch, size, tmp, log))
+        for item in plan:
+            size, batch, model = item
+            row, version = ct.row_from_rounds(model, batch, size, sides[item])
+            rows.append(add_ort(row, ct.merge_rounds([o[0] for o in orts[item]])))
+            o_version = next((o[1] for o in orts[item] if o[1]), None)
             torch_version, ort_version = torch_version or version, ort_version or o_version
     if log:
         log.close()
     by_ort, by_torch = ct.summarise(rows, "ratio_ort", "ratio_ort_min"), ct.summarise(rows)
     print(format_table(rows, by_ort, by_torch, args, (torch_version, ort_version), peak))
     if args.json and not ct.write_json(args.json, {
-            "compare_ort": 1, "clock": "wall", "threads": args.threads, "repeat": args.repeat, "warmup": args.warmup,
+            "compare_ort": 1, "clock": "wall", "threads": args.threads, "repeat": args.repeat, "rounds": args.rounds, "warmup": args.warmup,
             "torch": torch_version, "ort": ort_version, "peak": peak, "rows": rows,
             "geomean_ort": by_ort, "geomean_torch": by_torch}):
         return 1

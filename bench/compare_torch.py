@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """latch's trace-once mode against PyTorch eager on the same architectures (issues 7, 16).
 
-  bench/compare_torch.py [--model M ...] [--batch 1,8] [--size default,224] [--repeat N] [--warmup N]
+  bench/compare_torch.py [--model M ...] [--batch 1,8] [--size default,224] [--repeat N] [--rounds N] [--warmup N]
                          [--threads N] [--torch-passive] [--peak N] [--json FILE] [--latch build/latch]
                          [--python /usr/bin/python3]
 
@@ -28,6 +28,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -164,11 +165,18 @@ def peak_line(peak):
             f"convolution and product flops over the step's median")
 
 
+def steps_text(repeat, rounds):
+    """How many steps each median is over, for a table's header."""
+    if rounds == 1:
+        return f"{repeat} steps"
+    return f"{repeat * rounds} steps ({repeat} in each of {rounds} rounds, the sides' order alternating)"
+
+
 def format_table(rows, summary, threads, repeat, warmup, torch_version, wait_policy="default", peak=None,
-                 passive=False):
+                 passive=False, rounds=1):
     policy = "OpenMP defaults" if wait_policy == "default" else f"OMP_WAIT_POLICY={wait_policy}"
     out = [f"compare_torch: latch once (LATCH_CACHE=memory) vs PyTorch {torch_version or '?'} eager, "
-           f"median wall ms per step over {repeat} steps (after {warmup} warm-up), {threads} thread(s) each "
+           f"median wall ms per step over {steps_text(repeat, rounds)} (after {warmup} warm-up), {threads} thread(s) each "
            f"(torch {policy}); min ratio: fastest step against fastest step",
            f"{'model':<14} {'batch':>5} {'size':>5} {'latch once ms':>14} {'torch ms':>10} {'latch/torch':>12} "
            f"{'min ratio':>10} {'latch GF/s':>10} {'%peak':>6}" + (f" {'passive ms':>10} {'l/passive':>10}" if passive else "")]
@@ -298,20 +306,47 @@ def plan_runs(models, batches, sizes, explicit_sizes):
     return runs
 
 
-def compare_row(args, model, batch, size, tmp, log):
-    """latch and PyTorch on one model, batch and size: the row, and PyTorch's version."""
+def run_sides(args, model, batch, size, tmp, log):
+    """One round of latch and PyTorch on one model, batch and size: (latch, torch, torch passive
+    or None), each a (median, samples, size, error, min) tuple, then PyTorch's version and the
+    step's flops."""
     latch = run_latch(args, model, batch, size, tmp, log)
     # PyTorch gets the size latch ran at, so a model's default size is latch's.
     run_size = size or latch[2]
-    flops = version = None
+    flops = version = passive = None
     if run_size:
         torch, version, flops = run_torch(args, model, batch, run_size, tmp, log)
+        if args.torch_passive:
+            passive, _, _ = run_torch(args, model, batch, run_size, tmp, log, passive=True)
     else:  # torch_zoo's own default (224) would not be the same input
         torch = (None, None, None, "not run: latch gave no size (pass --size)", None)
-    row = make_row(model, batch, latch, torch, flops)
+    return (latch, torch, passive), version, flops
+
+
+def merge_rounds(results):
+    """A side's (median, samples, size, error, min) tuples from several rounds as one: the
+    median and the least of every round's samples together (a round's median stands for its
+    samples where it gave none); the first failed round as it is."""
+    if len(results) == 1:
+        return results[0]
+    for r in results:
+        if r[3] is not None:
+            return r
+    samples = [s for r in results for s in (r[1] or [r[0]])]
+    least = min(r[4] if r[4] is not None else r[0] for r in results)
+    return statistics.median(samples), samples, results[0][2], None, least
+
+
+def row_from_rounds(model, batch, size, rounds):
+    """The row from run_sides' results of every round (at least one), and PyTorch's version."""
+    sides = [merge_rounds([r[0][k] for r in rounds]) if rounds[0][0][k] else None for k in range(3)]
+    version = next((r[1] for r in rounds if r[1]), None)
+    flops = next((r[2] for r in rounds if r[2]), None)
+    row = make_row(model, batch, sides[0], sides[1], flops)
     row["size_class"] = size or "default"
-    if args.torch_passive and run_size:
-        passive, _, _ = run_torch(args, model, batch, run_size, tmp, log, passive=True)
+    row["rounds"] = len(rounds)
+    passive = sides[2]
+    if passive:
         row["torch_passive_ms"], row["torch_passive_error"] = passive[0], passive[3]
         row["ratio_passive"] = (row["latch_once_ms"] / passive[0]
                                 if row["latch_once_ms"] and passive[0] and not row["latch_error"] else None)
@@ -325,7 +360,7 @@ def parse_list(text, what):
     return items
 
 
-def add_common_arguments(parser, default_repeat):
+def add_common_arguments(parser, default_repeat, default_rounds=1):
     """The options compare_torch.py and compare_ort.py share."""
     # extend: a repeated --model adds to the list instead of replacing it.
     parser.add_argument("--model", nargs="+", action="extend", help="models (comma or space separated)")
@@ -334,6 +369,9 @@ def add_common_arguments(parser, default_repeat):
                         help="image sides or sequence lengths, `default` for each model's own")
     parser.add_argument("--repeat", type=int, default=default_repeat,
                         help=f"timed steps per side (default {default_repeat})")
+    parser.add_argument("--rounds", type=int, default=default_rounds,
+                        help=f"times every row is run, the sides' order alternating, their samples pooled "
+                        f"(default {default_rounds}): this machine's speed drifts by minutes")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first, per side (default 2; "
                         "latch compiles in the first)")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads per side (default: cores)")
@@ -360,8 +398,10 @@ def check_common_arguments(parser, args, default_models, default_sizes):
         sizes = parse_sizes(args.size) if args.size else default_sizes
     except ValueError as e:
         parser.error(f"--size takes integers or `default`, got {e}")
-    if any(b < 1 for b in batches) or args.repeat < 1 or args.threads < 1 or args.warmup < 1 or args.peak < 0:
-        parser.error("--batch, --repeat, --warmup and --threads must be at least 1, --size and --peak not negative")
+    if (any(b < 1 for b in batches) or args.repeat < 1 or args.rounds < 1 or args.threads < 1 or args.warmup < 1
+            or args.peak < 0):
+        parser.error("--batch, --repeat, --rounds, --warmup and --threads must be at least 1, --size and --peak not "
+                     "negative")
     if not os.access(args.latch, os.X_OK):
         parser.error(f"{args.latch} is not an executable (run make first, or pass --latch)")
     return models, batches, sizes, bool(args.size)
@@ -390,9 +430,15 @@ def main(argv=None):
         parser.error(f"cannot open --log {args.log}: {e}")
     with tempfile.TemporaryDirectory(prefix="compare-torch-") as tmp:
         peak = run_peak(args, tmp, log)
-        for size, batch, model in plan_runs(models, batches, sizes, explicit):
-            print(f"compare_torch: {model} batch {batch} size {size or 'default'} ...", file=sys.stderr, flush=True)
-            row, version = compare_row(args, model, batch, size, tmp, log)
+        plan = plan_runs(models, batches, sizes, explicit)
+        results = {item: [] for item in plan}
+        for rnd in range(args.rounds):
+            for size, batch, model in plan:
+                print(f"compare_torch: {model} batch {batch} size {size or 'default'} (round {rnd + 1} of "
+                      f"{args.rounds}) ...", file=sys.stderr, flush=True)
+                results[(size, batch, model)].append(run_sides(args, model, batch, size, tmp, log))
+        for size, batch, model in plan:
+            row, version = row_from_rounds(model, batch, size, results[(size, batch, model)])
             torch_version = torch_version or version
             rows.append(row)
     if log:
@@ -400,9 +446,9 @@ def main(argv=None):
     summary = summarise(rows)
     wait_policy = os.environ.get("OMP_WAIT_POLICY", "default")
     print(format_table(rows, summary, args.threads, args.repeat, args.warmup, torch_version, wait_policy, peak,
-                       args.torch_passive))
+                       args.torch_passive, args.rounds))
     if args.json and not write_json(args.json, {
-            "compare_torch": 2, "clock": "wall", "threads": args.threads, "repeat": args.repeat,
+            "compare_torch": 2, "clock": "wall", "threads": args.threads, "repeat": args.repeat, "rounds": args.rounds,
             "warmup": args.warmup, "torch": torch_version, "omp_wait_policy": wait_policy, "peak": peak,
             "rows": rows, "geomean": summary,
             "geomean_passive": summarise(rows, "ratio_passive", "ratio_passive") if args.torch_passive else None}):

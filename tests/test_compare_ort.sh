@@ -30,8 +30,16 @@ if "--peak" in a:
     sys.exit(0)
 model, batch, size = a[a.index("--model") + 1], int(a[a.index("--batch") + 1]), int(a[a.index("--size") + 1])
 ms = {"a": 10.0, "b": 40.0}.get(model, 1.0) * batch
+samples = [ms]
+if model == "r":  # rounds: its n-th run gives these samples; every run is logged in order.log
+    log = sys.argv[0] + ".order"
+    n = sum(1 for l in open(log) if l.startswith("latch")) if __import__("os").path.exists(log) else 0
+    open(log, "a").write("latch\n")
+    samples = [[10.0, 30.0], [20.0], [50.0, 60.0, 40.0]][n]
+    ms = sorted(samples)[len(samples) // 2]
 json.dump({"models": [{"name": model, "batch": batch, "size": size, "error": None,
-                       "modes": {"once": {"median_ms": ms, "min_ms": ms, "samples_ms": [ms]}}}]}, open(out, "w"))
+                       "modes": {"once": {"median_ms": ms, "min_ms": min(samples), "samples_ms": samples}}}]},
+          open(out, "w"))
 PY
 # Fake torch_zoo.py: time: 20 ms times the batch (5 with OMP_WAIT_POLICY=PASSIVE), 1e9 flops
 # times the batch; export-onnx: a
@@ -61,7 +69,15 @@ onnx = a[a.index("--onnx") + 1]
 assert open(onnx).read() == "onnx" and a[a.index("--threads") + 1] == "3" and len(shape) == 4
 model = onnx.rsplit("/", 1)[1].split("-")[0]
 ms = {"a": 5.0, "b": 50.0}.get(model, 1.0) * shape[0]
-json.dump({"ort": "9.9.9", "median_ms": ms, "min_ms": ms, "samples_ms": [ms]}, open(a[a.index("--json") + 1], "w"))
+samples = [ms]
+if model == "r":  # rounds: 8, then 12 and 16, then 9 (median 10 of the four, least 8)
+    log = sys.argv[0].replace("ort_time.py", "latch.order")
+    n = sum(1 for l in open(log) if l.startswith("ort")) if __import__("os").path.exists(log) else 0
+    open(log, "a").write("ort\n")
+    samples = [[8.0], [12.0, 16.0], [9.0]][n]
+    ms = sorted(samples)[len(samples) // 2]
+json.dump({"ort": "9.9.9", "median_ms": ms, "min_ms": min(samples), "samples_ms": samples},
+          open(a[a.index("--json") + 1], "w"))
 PY
 chmod +x "$tmp/latch"
 mkdir "$tmp/ort"
@@ -100,6 +116,21 @@ assert abs(d[\"geomean_ort\"][\"per_batch\"][\"8 @224\"][\"geomean\"] - 0.8 ** 0
 # against that last: 10 / 5 = 2.00x.
 run --model a --batch 1 --torch-passive > "$tmp/passive.txt" 2>&1
 check 'grep -Eq "^a +1 +224 +10\.00 +5\.00 +20\.00 .* 5\.00 +2\.00x$" "$tmp/passive.txt"'
+# --rounds 3 (also the default): each side's samples of the three rounds pooled (latch: 10 30 20 50 60 40, median
+# 35, least 10; ORT: 8 12 16 9, median 10.5, least 8), ORT run first in the second round only.
+run --model r --batch 1 --rounds 3 --json "$tmp/rounds.json" > "$tmp/rounds.txt" 2>&1
+check 'grep -Eq "^r +1 +224 +35\.00 +10\.50 .* 3\.33x " "$tmp/rounds.txt"'
+check 'grep -q "over 6 steps (2 in each of 3 rounds" "$tmp/rounds.txt"'
+check '[ "$(tr "\n" " " < "$tmp/latch.order")" = "latch ort ort latch latch ort " ]'
+check '"$PYTHON" -c "
+import json, sys
+r = json.load(open(sys.argv[1]))[\"rows\"][0]
+assert r[\"rounds\"] == 3 and r[\"latch_min_ms\"] == 10.0 and r[\"ort_min_ms\"] == 8.0, r
+assert sorted(r[\"latch_samples_ms\"]) == [10, 20, 30, 40, 50, 60] and r[\"ratio_ort_min\"] == 1.25, r
+" "$tmp/rounds.json"'
+run --model a --rounds 0 > "$tmp/bad.txt" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "rounds" "$tmp/bad.txt"'
 # Nothing ran on ORT's side: exit 1. Bad arguments: exit 2, no traceback.
 run --model noexport --batch 1 > "$tmp/none.txt" 2>&1
 rc=$?
