@@ -311,6 +311,20 @@ static void test_blocked_concat(void) {
 /* text (x f32[1,8,6,6], w f32[8,8,3,3], w2 of w2_kernel x w2_kernel) run on the cpu backend,
  * without and then with a NaN in x: the same as the reference, the NaN reaching the result,
  * and want_scans[with_nan] inputs scanned for inf and NaN. */
+/* text on the cpu backend against the reference on args, counting the inputs its DNNL steps
+ * scan; the result (NULL on failure), which the caller releases. */
+static rt_value *check_scans(int line, const char *text, rt_value **args, int count, int want_scans) {
+  hlo_diag diag = {0};
+  int64_t before = rt_cpu_dnnl_input_scan_count();
+  rt_value *got = run_on(&rt_backend_cpu, text, args, count, &diag);
+  int64_t scans = rt_cpu_dnnl_input_scan_count() - before;
+  rt_value *want = run_on(&rt_backend_reference, text, args, count, &diag);
+  CHECK_MSG(got && want && cpu_agree(want, got), "line %d: %s", line, diag.message);
+  CHECK_MSG(scans == want_scans, "line %d: %lld inputs scanned, want %d", line, (long long)scans, want_scans);
+  rt_value_release(want);
+  return got;
+}
+
 static void expect_scans(int line, const char *text, int64_t w2_kernel, const int want_scans[2]) {
   double xs[288], ws[576];
   for (int i = 0; i < 288; i++) xs[i] = (i % 7) - 3;
@@ -320,19 +334,11 @@ static void expect_scans(int line, const char *text, int64_t w2_kernel, const in
     rt_value *args[] = {make_value(HLO_F32, 4, (int64_t[]){1, 8, 6, 6}, xs),
                         make_value(HLO_F32, 4, (int64_t[]){8, 8, 3, 3}, ws),
                         make_value(HLO_F32, 4, (int64_t[]){8, 8, w2_kernel, w2_kernel}, ws)};
-    hlo_diag diag = {0};
-    int64_t before = rt_cpu_dnnl_input_scan_count();
-    rt_value *got = run_on(&rt_backend_cpu, text, args, 3, &diag);
-    int64_t scans = rt_cpu_dnnl_input_scan_count() - before;
-    rt_value *want = run_on(&rt_backend_reference, text, args, 3, &diag);
-    CHECK_MSG(got && want && cpu_agree(want, got), "line %d, with_nan %d: %s", line, with_nan, diag.message);
-    CHECK_MSG(scans == want_scans[with_nan], "line %d, with_nan %d: %lld inputs scanned, want %d", line, with_nan,
-              (long long)scans, want_scans[with_nan]);
+    rt_value *got = check_scans(line * 10 + with_nan, text, args, 3, want_scans[with_nan]);
     int nans = 0;
     for (int i = 0; got && i < 288; i++) nans += isnan(((const float *)got->data)[i]);
     CHECK_MSG(with_nan ? nans > 0 : nans == 0, "line %d, with_nan %d: %d NaN", line, with_nan, nans);
     rt_value_release(got);
-    rt_value_release(want);
     for (int k = 0; k < 3; k++) rt_value_release(args[k]);
   }
 }
@@ -367,6 +373,80 @@ static void test_residual_scanned_once(void) {
       " s = f32[1,8,6,6] add(c2, x)\n ROOT y = f32[1,8,6,6] maximum(s, z)\n}\n";
   expect_dnnl(__LINE__, block, 2, 1, 3);
   expect_scans(__LINE__, block, 3, (const int[]){2, 2});
+}
+
+/* A pool's result and a concatenation's are checked for inf and NaN as they are written, so
+ * the convolution reading them does not scan them: a conv-relu, pool, conv-relu chain scans
+ * only the graph's input (before: the pool's result too); with NaN in it, the pool passes the
+ * NaN on, says so, and the second convolution scans its source and takes its safe primitive. */
+static void test_written_finite(void) {
+  const char *pooled =
+      "HloModule c\nENTRY e {\n x = f32[1,8,6,6] parameter(0)\n w = f32[8,8,3,3] parameter(1)\n"
+      " w2 = f32[8,8,3,3] parameter(2)\n zero = f32[] constant(0)\n ninf = f32[] constant(-inf)\n"
+      " z = f32[1,8,6,6] broadcast(zero), dimensions={}\n"
+      " c = f32[1,8,6,6] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+      " r = f32[1,8,6,6] maximum(c, z)\n"
+      " p = f32[1,8,6,6] reduce-window(r, ninf), window={size=1x1x3x3 pad=0_0x0_0x1_1x1_1}, to_apply=mx\n"
+      " c2 = f32[1,8,6,6] convolution(p, w2), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+      " ROOT y = f32[1,8,6,6] maximum(c2, z)\n}\n"
+      "mx {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT m = f32[] maximum(a, b)\n}\n";
+  expect_dnnl(__LINE__, pooled, 3, 2, 2);
+  expect_scans(__LINE__, pooled, 3, (const int[]){1, 2});
+
+  /* squeezenet's Fire module: two convolutions of one source joined, then a convolution. The
+   * source is scanned once; the join checks the two results as it copies them. With NaN: the
+   * source twice (found not finite, it is not known finite), the join's result once. */
+  const char *fire =
+      "HloModule c\nENTRY e {\n x = f32[1,16,5,5] parameter(0)\n w1 = f32[16,16,1,1] parameter(1)\n"
+      " w3 = f32[16,16,3,3] parameter(2)\n w = f32[8,32,1,1] parameter(3)\n zero = f32[] constant(0)\n"
+      " z = f32[1,16,5,5] broadcast(zero), dimensions={}\n z8 = f32[1,8,5,5] broadcast(zero), dimensions={}\n"
+      " c1 = f32[1,16,5,5] convolution(x, w1), window={size=1x1}, dim_labels=bf01_oi01->bf01\n"
+      " r1 = f32[1,16,5,5] maximum(c1, z)\n"
+      " c3 = f32[1,16,5,5] convolution(x, w3), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+      " r3 = f32[1,16,5,5] maximum(c3, z)\n j = f32[1,32,5,5] concatenate(r1, r3), dimensions={1}\n"
+      " c = f32[1,8,5,5] convolution(j, w), window={size=1x1}, dim_labels=bf01_oi01->bf01\n"
+      " ROOT y = f32[1,8,5,5] maximum(c, z8)\n}\n";
+  expect_dnnl(__LINE__, fire, 4, 3, 3);
+  double xs[400], ws[2304];
+  for (int i = 0; i < 400; i++) xs[i] = (i % 7) - 3;
+  for (int i = 0; i < 2304; i++) ws[i] = ((i % 5) - 2) * 0.25;
+  for (int with_nan = 0; with_nan < 2; with_nan++) {
+    if (with_nan) xs[123] = NAN;
+    rt_value *args[] = {make_value(HLO_F32, 4, (int64_t[]){1, 16, 5, 5}, xs),
+                        make_value(HLO_F32, 4, (int64_t[]){16, 16, 1, 1}, ws),
+                        make_value(HLO_F32, 4, (int64_t[]){16, 16, 3, 3}, ws),
+                        make_value(HLO_F32, 4, (int64_t[]){8, 32, 1, 1}, ws)};
+    rt_value *got = check_scans(__LINE__ * 10 + with_nan, fire, args, 4, with_nan ? 3 : 1);
+    int nans = 0;
+    for (int i = 0; got && i < 200; i++) nans += isnan(((const float *)got->data)[i]);
+    CHECK_MSG(with_nan ? nans > 0 : nans == 0, "with_nan %d: %d NaN", with_nan, nans);
+    rt_value_release(got);
+    for (int k = 0; k < 4; k++) rt_value_release(args[k]);
+  }
+
+  /* A pool window over padding alone gives its init, -inf, from finite values: the check sees
+   * it, and the next convolution scans its source; its -inf times weights of both signs makes
+   * NaN that oneDNN's relu would turn into 0, the reference's keeps. */
+  const char *padded =
+      "HloModule c\nENTRY e {\n x = f32[1,8,6,6] parameter(0)\n w = f32[8,8,3,3] parameter(1)\n"
+      " w2 = f32[8,8,3,3] parameter(2)\n zero = f32[] constant(0)\n ninf = f32[] constant(-inf)\n"
+      " z = f32[1,8,6,6] broadcast(zero), dimensions={}\n"
+      " c = f32[1,8,6,6] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+      " r = f32[1,8,6,6] maximum(c, z)\n"
+      " p = f32[1,8,8,8] reduce-window(r, ninf), window={size=1x1x1x1 pad=0_0x0_0x1_1x1_1}, to_apply=mx\n"
+      " c2 = f32[1,8,6,6] convolution(p, w2), window={size=3x3}, dim_labels=bf01_oi01->bf01\n"
+      " ROOT y = f32[1,8,6,6] maximum(c2, z)\n}\n"
+      "mx {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT m = f32[] maximum(a, b)\n}\n";
+  expect_dnnl(__LINE__, padded, 3, 2, 2);
+  rt_value *args[] = {make_value(HLO_F32, 4, (int64_t[]){1, 8, 6, 6}, xs),
+                      make_value(HLO_F32, 4, (int64_t[]){8, 8, 3, 3}, ws),
+                      make_value(HLO_F32, 4, (int64_t[]){8, 8, 3, 3}, ws)};
+  rt_value *got = check_scans(__LINE__, padded, args, 3, 2);
+  int nans = 0;
+  for (int i = 0; got && i < 288; i++) nans += isnan(((const float *)got->data)[i]);
+  CHECK_MSG(nans > 0, "%d NaN from -inf", nans);
+  rt_value_release(got);
+  for (int k = 0; k < 3; k++) rt_value_release(args[k]);
 }
 
 /* NaN through an absorbed relu or relu6: oneDNN's would make it 0, the reference keeps it.
@@ -562,6 +642,7 @@ int main(void) {
   RUN(test_refused_layout);
   RUN(test_known_finite);
   RUN(test_residual_scanned_once);
+  RUN(test_written_finite);
   RUN(test_nonfinite);
   RUN(test_kept_weights);
   RUN(test_traced_weights);

@@ -27,9 +27,22 @@ rt_cpu_kernel rt_cpu_pick_reduce(const hlo_instr *instr);
 bool rt_cpu_pool_f32(const hlo_window *w, hlo_opcode op, const rt_value *x, const rt_value *init, rt_value *y);
 /* The same over an [N, C, H, W] activation x in oneDNN's blocked layout with blocks of
  * `block` (8 or 16) channels (window w over dims 2 and 3 only), into y blocked the same way
- * (padded lanes zero) or row-major; false for other blocks, reducers or window ranks. */
+ * (padded lanes zero) or row-major; false for other blocks, reducers or window ranks.
+ * *finite: whether every value written is finite (checked as they are written, so the next
+ * convolution need not scan them). */
 bool rt_cpu_pool_blocked_f32(const hlo_window *w, hlo_opcode op, int block, const float *x, const int64_t *in_dims,
-                             float init, float *y, const int64_t *out_dims, bool blocked_out);
+                             float init, float *y, const int64_t *out_dims, bool blocked_out, bool *finite);
+/* Whether count floats hold no inf or NaN: x * 0 is NaN exactly for those. The flags are
+ * or-ed as integers, which the compiler may vectorize (a float sum it may not reorder), so a
+ * scan runs at memory speed. */
+static inline bool rt_cpu_finite_run(const float *x, int64_t count) {
+  unsigned bad = 0;
+  for (int64_t i = 0; i < count; i++) {
+    float zero = x[i] * 0.0f;
+    bad |= zero != zero;
+  }
+  return bad == 0;
+}
 rt_cpu_kernel rt_cpu_pick_gather(const hlo_instr *instr);
 
 /* A fast kernel that needs working memory besides its result (operand copies in a canonical
@@ -258,7 +271,8 @@ int rt_cpu_dnnl_weights_operand(const rt_cpu_dnnl *dnnl);
  * set true when this step scans the source or a post-op input and finds it finite.
  * *result_finite says the same of this step's result (a convolution that ran its fast
  * primitive with a clamp between finite bounds last: oneDNN's clip maps every value, NaN
- * included, into them). */
+ * included, into them; a pool or a concatenation whose values were checked as they were
+ * written). */
 enum { RT_CPU_DNNL_STEP_INPUTS = 18 }; /* at most: a convolution's two operands, its post-ops' 16 inputs */
 hlo_status rt_cpu_dnnl_step(const rt_cpu_dnnl *dnnl, const rt_value *const *in, void *out, void *scratch,
                             char *kept, uint64_t *kept_stamp, uint64_t weight_stamp, bool *in_finite,

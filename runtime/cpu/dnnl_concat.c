@@ -4,6 +4,7 @@
  * squeezenet's Fire modules (two convolutions joined, then a convolution or a pool) cost no
  * reorder. Every operand holds whole blocks of channels (a multiple of 16), so in the blocked
  * layout an operand's part of each image is one contiguous run. */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "dnnl_internal.h"
@@ -44,12 +45,29 @@ bool rt_cpu_dnnl_build_concat(rt_cpu_dnnl *d, const dnnl_memory_desc_t *const *a
 typedef struct concat_job {
   const rt_cpu_dnnl *d;
   const rt_value *const *in;
+  const bool *in_finite; /* operand k known to hold no inf or NaN: not checked */
   float *out;
   int64_t channels, plane; /* the result's channels; H * W */
+  atomic_bool *nonfinite;  /* set when a value copied is inf or NaN */
 } concat_job;
 
+enum { CHECKED_COPY = 4096 }; /* floats copied, then checked while they are in the cache */
+
+/* count floats from x to y, and whether they are all finite. */
+static bool copy_finite(float *y, const float *x, int64_t count) {
+  bool finite = true;
+  for (int64_t at = 0; at < count; at += CHECKED_COPY) {
+    int64_t n = count - at < CHECKED_COPY ? count - at : CHECKED_COPY;
+    memcpy(y + at, x + at, (size_t)n * sizeof(float));
+    finite = rt_cpu_finite_run(y + at, n) && finite;
+  }
+  return finite;
+}
+
 /* Items are (image, operand) pairs: operand k's channels of image n, from its layout into the
- * result's. A block's B channels of one pixel are B consecutive floats. */
+ * result's. A block's B channels of one pixel are B consecutive floats. Each operand's values
+ * are checked for inf and NaN as they are copied, unless known already, so the convolution
+ * that reads the result need not scan it. */
 static void concat_items(void *ctx, int64_t begin, int64_t end) {
   const concat_job *j = ctx;
   const hlo_instr *concat = j->d->concat;
@@ -60,9 +78,12 @@ static void concat_items(void *ctx, int64_t begin, int64_t end) {
     int64_t channels = concat->operands[k]->shape.dims[1];
     const float *x = (const float *)j->in[k]->data + n * channels * plane;
     float *y = j->out + (n * j->channels + first) * plane; /* both layouts: channels come in whole blocks */
-    bool in_blocked = j->d->operand_blocked[k], out_blocked = j->d->blocked_out;
+    bool in_blocked = j->d->operand_blocked[k], out_blocked = j->d->blocked_out, check = !j->in_finite[k];
     if (in_blocked == out_blocked) {
-      memcpy(y, x, (size_t)(channels * plane) * sizeof(float));
+      if (check && !copy_finite(y, x, channels * plane))
+        atomic_store_explicit(j->nonfinite, true, memory_order_relaxed);
+      else if (!check)
+        memcpy(y, x, (size_t)(channels * plane) * sizeof(float));
       continue;
     }
     for (int64_t c = 0; c < channels; c++) { /* channel c: a row-major plane, or every b-th float of a block */
@@ -72,16 +93,22 @@ static void concat_items(void *ctx, int64_t begin, int64_t end) {
       else
         for (int64_t p = 0; p < plane; p++) y[plain_at + p] = x[blocked_at + p * b];
     }
+    /* the same values as x's run, in another order (a blocked run's padded lanes are zero) */
+    if (check && !rt_cpu_finite_run(x, channels * plane)) atomic_store_explicit(j->nonfinite, true, memory_order_relaxed);
   }
 }
 
-hlo_status rt_cpu_dnnl_concat_step(const rt_cpu_dnnl *d, const rt_value *const *in, void *out, hlo_diag *diag) {
+hlo_status rt_cpu_dnnl_concat_step(const rt_cpu_dnnl *d, const rt_value *const *in, const bool *in_finite, void *out,
+                                   bool *finite, hlo_diag *diag) {
   (void)diag;
   const hlo_shape *y = &d->concat->shape;
-  concat_job j = {.d = d, .in = in, .out = out, .channels = y->dims[1], .plane = y->dims[2] * y->dims[3]};
+  atomic_bool nonfinite = false;
+  concat_job j = {.d = d, .in = in, .in_finite = in_finite, .out = out, .channels = y->dims[1],
+                  .plane = y->dims[2] * y->dims[3], .nonfinite = &nonfinite};
   int64_t items = y->dims[0] * d->concat->operand_count;
   int64_t per_item = y->dims[1] * j.plane / d->concat->operand_count;
   int64_t grain = RT_CPU_GRAIN / (per_item ? per_item : 1);
   rt_parallel_for(items, grain > 0 ? grain : 1, concat_items, &j);
+  *finite = !atomic_load(&nonfinite);
   return HLO_OK;
 }

@@ -393,17 +393,6 @@ static bool reorder(dnnl_stream_t stream, run_memories *m, const rt_dnnl_reorder
   return !m->failed && dnnl_primitive_execute(r->prim, stream, 2, args) == dnnl_success;
 }
 
-/* x * 0 is NaN exactly when x is inf or NaN. The flags are or-ed as integers, which the
- * compiler may vectorize (a float sum it may not reorder): the scan runs at memory speed. */
-static bool finite_run(const float *x, int64_t count) {
-  unsigned bad = 0;
-  for (int64_t i = 0; i < count; i++) {
-    float zero = x[i] * 0.0f;
-    bad |= zero != zero;
-  }
-  return bad == 0;
-}
-
 enum { FINITE_CHUNK = 1 << 16, FINITE_MAX_CHUNKS = 64 };
 
 typedef struct finite_job {
@@ -416,7 +405,7 @@ static void finite_chunks(void *ctx, int64_t begin, int64_t end) {
   finite_job *j = ctx;
   for (int64_t c = begin; c < end; c++) {
     int64_t first = c * j->chunk, n = j->count - first < j->chunk ? j->count - first : j->chunk;
-    j->finite[c] = finite_run(j->x + first, n);
+    j->finite[c] = rt_cpu_finite_run(j->x + first, n);
   }
 }
 
@@ -424,7 +413,7 @@ static void finite_chunks(void *ctx, int64_t begin, int64_t end) {
  * reads the whole source once more, and alone on one thread it was a tenth of mobilenet_v2's
  * step at batch 8. */
 static bool all_finite(const float *x, int64_t count) {
-  if (count < 2 * FINITE_CHUNK) return finite_run(x, count);
+  if (count < 2 * FINITE_CHUNK) return rt_cpu_finite_run(x, count);
   finite_job j = {.x = x, .count = count};
   int64_t chunks = count / FINITE_CHUNK < FINITE_MAX_CHUNKS ? count / FINITE_CHUNK : FINITE_MAX_CHUNKS;
   j.chunk = (count + chunks - 1) / chunks;
@@ -571,8 +560,8 @@ hlo_status rt_cpu_dnnl_step(const rt_cpu_dnnl *d, const rt_value *const *in, voi
                             uint64_t *kept_stamp, uint64_t weight_stamp, bool *in_finite, bool *result_finite,
                             hlo_diag *diag) {
   *result_finite = false;
-  if (d->pool) return rt_cpu_dnnl_pool_step(d, in, out, diag);
-  if (d->concat) return rt_cpu_dnnl_concat_step(d, in, out, diag);
+  if (d->pool) return rt_cpu_dnnl_pool_step(d, in, out, result_finite, diag);
+  if (d->concat) return rt_cpu_dnnl_concat_step(d, in, in_finite, out, result_finite, diag);
   int team = rt_cpu_dnnl_team_begin();
   dnnl_stream_t stream = NULL;
   run_memories m = {.count = 0};

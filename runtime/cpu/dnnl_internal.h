@@ -112,7 +112,9 @@ bool rt_cpu_dnnl_pool_supported(const hlo_instr *instr);
 /* Plans d's pool for its source arriving as src_in (a blocked [N, C, H, W] layout with one
  * block of 8 or 16 channels); false when src_in is another layout. */
 bool rt_cpu_dnnl_build_pool(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in);
-hlo_status rt_cpu_dnnl_pool_step(const rt_cpu_dnnl *d, const rt_value *const *in, void *out, hlo_diag *diag);
+/* *finite: whether the result holds no inf or NaN (checked as it is written). */
+hlo_status rt_cpu_dnnl_pool_step(const rt_cpu_dnnl *d, const rt_value *const *in, void *out, bool *finite,
+                                 hlo_diag *diag);
 /* (also dnnl_pool.c, shared with dnnl_concat.c) */
 /* The block (8, 16) of a single-block [N, C, H, W] layout md of shape's dims, or 0. */
 int rt_cpu_dnnl_block_of(const dnnl_memory_desc_t *md, const hlo_shape *shape);
@@ -128,7 +130,10 @@ bool rt_cpu_dnnl_concat_supported(const hlo_instr *instr);
  * result blocked when d->blocked_out, in the block of its blocked operands. false when
  * those differ or are no single-block layout. */
 bool rt_cpu_dnnl_build_concat(rt_cpu_dnnl *d, const dnnl_memory_desc_t *const *arrive);
-hlo_status rt_cpu_dnnl_concat_step(const rt_cpu_dnnl *d, const rt_value *const *in, void *out, hlo_diag *diag);
+/* in_finite[k]: operand k is known to hold no inf or NaN. *finite: whether the result holds
+ * none (known from the operands, else checked as it is copied). */
+hlo_status rt_cpu_dnnl_concat_step(const rt_cpu_dnnl *d, const rt_value *const *in, const bool *in_finite, void *out,
+                                   bool *finite, hlo_diag *diag);
 
 /* dnnl_conv.c */
 /* Whether oneDNN may run this convolution: f32, 2-D, row-major, no lhs dilation or

@@ -52,12 +52,13 @@ bool rt_cpu_dnnl_build_pool(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in) {
   return true;
 }
 
-hlo_status rt_cpu_dnnl_pool_step(const rt_cpu_dnnl *d, const rt_value *const *in, void *out, hlo_diag *diag) {
+hlo_status rt_cpu_dnnl_pool_step(const rt_cpu_dnnl *d, const rt_value *const *in, void *out, bool *finite,
+                                 hlo_diag *diag) {
   const hlo_instr *pool = d->pool;
   hlo_opcode op = hlo_simple_reducer(pool->called[0]);
   float init = *(const float *)in[1]->data;
   if (!rt_cpu_pool_blocked_f32(pool->window, op, d->block, in[0]->data, pool->operands[0]->shape.dims, init, out,
-                               pool->shape.dims, d->blocked_out))
+                               pool->shape.dims, d->blocked_out, finite))
     return hlo_diag_set(diag, HLO_ERR_INTERNAL, "the blocked pool %%%s was planned for a layout it cannot run",
                         pool->name);
   return HLO_OK;

@@ -9,6 +9,7 @@
  * loop's row-major order (of several NaNs, another one may come out). Written without
  * branches so that the column loop vectorizes. Sums keep the generic loop: reordering them
  * would change their rounding. */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "cpu_internal.h"
@@ -107,17 +108,21 @@ typedef struct blocked_job {
   const float *x;
   float *y, init;
   bool blocked_out;
+  atomic_bool *nonfinite; /* set when a value written is inf or NaN */
 } blocked_job;
 
 /* Four outputs of a row at a time where their windows lie inside the row: each output's
  * combine is a chain of dependent steps (compare, blend, blend, blend), so one output at a
- * time waits on that chain; four independent chains keep the vector units busy. */
+ * time waits on that chain; four independent chains keep the vector units busy. Every lane
+ * written, padded ones included (zero, or init where a window holds only padding), is
+ * checked for inf and NaN in registers, as rt_cpu_finite_run does. */
 enum { POOL_UNROLL = 4 };
 
 #define DEFINE_BLOCKED(NAME, B, COMBINE, ATTR)                                               \
   ATTR static void NAME(void *ctx, int64_t begin, int64_t end) {                                \
     const blocked_job *j = ctx;                                                            \
     int64_t sw = j->ww->stride, size_w = j->ww->size, pad_w = j->ww->pad_low;               \
+    unsigned bad = 0;                                                                      \
     for (int64_t item = begin; item < end; item++) { /* (image, block, output row) */     \
       int64_t oh = item % j->out_h, nb = item / j->out_h, cb = nb % j->blocks, n = nb / j->blocks; \
       int64_t top = oh * j->wh->stride - j->wh->pad_low;                                   \
@@ -147,6 +152,10 @@ enum { POOL_UNROLL = 4 };
             }                                                                              \
         }                                                                                  \
         for (int64_t u = 0; u < run; u++, ow++) {                                          \
+          for (int l = 0; l < B; l++) {                                                    \
+            float zero = acc[u][l] * 0.0f;                                                 \
+            bad |= zero != zero;                                                           \
+          }                                                                                \
           if (j->blocked_out) {                                                            \
             float *py = j->y + ((nb * j->out_h + oh) * j->out_w + ow) * B;                 \
             for (int l = 0; l < B; l++) py[l] = l < real ? acc[u][l] : 0.0f;              \
@@ -157,6 +166,7 @@ enum { POOL_UNROLL = 4 };
         }                                                                                  \
       }                                                                                    \
     }                                                                                      \
+    if (bad) atomic_store_explicit(j->nonfinite, true, memory_order_relaxed);              \
   }
 
 /* Each kernel for each instruction set fused groups are built for (fused.c), the one
@@ -210,16 +220,18 @@ bool rt_cpu_pool_f32(const hlo_window *w, hlo_opcode op, const rt_value *x, cons
 }
 
 bool rt_cpu_pool_blocked_f32(const hlo_window *w, hlo_opcode op, int block, const float *x, const int64_t *in_dims,
-                             float init, float *y, const int64_t *out_dims, bool blocked_out) {
+                             float init, float *y, const int64_t *out_dims, bool blocked_out, bool *finite) {
   if ((block != 8 && block != 16) || (op != HLO_OP_MAXIMUM && op != HLO_OP_MINIMUM) || w->rank != 4) return false;
+  atomic_bool nonfinite = false;
   blocked_job j = {.wh = &w->dims[2], .ww = &w->dims[3], .channels = in_dims[1], .blocks = (in_dims[1] + block - 1) / block,
                    .in_h = in_dims[2], .in_w = in_dims[3], .out_h = out_dims[2], .out_w = out_dims[3], .x = x, .y = y,
-                   .init = init, .blocked_out = blocked_out};
+                   .init = init, .blocked_out = blocked_out, .nonfinite = &nonfinite};
   pool_rows rows = kernel(block == 8 ? (op == HLO_OP_MAXIMUM ? POOL_BLOCKED8_MAX : POOL_BLOCKED8_MIN)
                                      : (op == HLO_OP_MAXIMUM ? POOL_BLOCKED16_MAX : POOL_BLOCKED16_MIN));
   int64_t items = in_dims[0] * j.blocks * j.out_h;
   int64_t per_item = j.out_w * j.wh->size * j.ww->size * block;
   int64_t grain = RT_CPU_GRAIN / (per_item ? per_item : 1);
   rt_parallel_for(items, grain > 0 ? grain : 1, rows, &j);
+  *finite = !atomic_load(&nonfinite);
   return true;
 }
