@@ -247,11 +247,60 @@ static void test_blocked_pools(void) {
   expect_dnnl(__LINE__, text, 3, 2, 0);
 }
 
+/* Sum pools on the blocked kernel, after a depthwise 1x1 convolution by ones (an exact copy,
+ * so the pool's input is x itself, blocked): a global average pool's sum over 7x7 planes, 24
+ * channels (three blocks of 8, or two of 16 with 8 padded lanes), and a 3x3 stride-2 sum with
+ * padding, against loops written here: each window's taps added in row-major order from the
+ * init, padding skipped, as the reference folds; the same bits. */
+static void expect_sum_pool(int line, int64_t c, int64_t h, int64_t k, int64_t stride, int64_t pad) {
+  int64_t oh = (h + 2 * pad - k) / stride + 1, count = 2 * c * h * h;
+  double *x = hlo_malloc(sizeof(double) * (size_t)count), *ones = hlo_malloc(sizeof(double) * (size_t)c);
+  double *want = hlo_malloc(sizeof(double) * (size_t)(2 * c * oh * oh));
+  CHECK(x && ones && want);
+  if (!x || !ones || !want) return;
+  for (int64_t i = 0; i < count; i++) x[i] = (float)((i * 7919 % 1013) * 0.0137 - 6.1);
+  for (int64_t i = 0; i < c; i++) ones[i] = 1;
+  for (int64_t p = 0; p < 2 * c; p++)
+    for (int64_t i = 0; i < oh; i++)
+      for (int64_t j = 0; j < oh; j++) {
+        float acc = 0.25f;
+        for (int64_t a = 0; a < k; a++)
+          for (int64_t b = 0; b < k; b++) {
+            int64_t r = i * stride + a - pad, q = j * stride + b - pad;
+            if (r >= 0 && r < h && q >= 0 && q < h) acc = acc + (float)x[(p * h + r) * h + q];
+          }
+        want[(p * oh + i) * oh + j] = acc;
+      }
+  char text[1024];
+  snprintf(text, sizeof text,
+           "HloModule c\nad {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n"
+           "ENTRY e {\n x = f32[2,%lld,%lld,%lld] parameter(0)\n w = f32[%lld,1,1,1] parameter(1)\n"
+           " init = f32[] constant(0.25)\n c = f32[2,%lld,%lld,%lld] convolution(x, w), window={size=1x1}, "
+           "dim_labels=bf01_oi01->bf01, feature_group_count=%lld\n"
+           " ROOT p = f32[2,%lld,%lld,%lld] reduce-window(c, init), window={size=1x1x%lldx%lld stride=1x1x%lldx%lld "
+           "pad=0_0x0_0x%lld_%lldx%lld_%lld}, to_apply=ad\n}\n",
+           (long long)c, (long long)h, (long long)h, (long long)c, (long long)c, (long long)h, (long long)h,
+           (long long)c, (long long)c, (long long)oh, (long long)oh, (long long)k, (long long)k, (long long)stride,
+           (long long)stride, (long long)pad, (long long)pad, (long long)pad, (long long)pad);
+  plan_counts planned = count_plan(text);
+  CHECK_MSG(planned.dnnl == 2 && planned.blocked == 1, "line %d: %d DNNL steps, %d blocked; want 2, 1", line,
+            planned.dnnl, planned.blocked);
+  rt_value *args[] = {make_value(HLO_F32, 4, (int64_t[]){2, c, h, h}, x), make_value(HLO_F32, 4, (int64_t[]){c, 1, 1, 1}, ones)};
+  expect_cpu(line, text, args, 2, want, 2 * c * oh * oh, 0);
+  free(x), free(ones), free(want);
+}
+
+static void test_blocked_sum_pools(void) {
+  expect_sum_pool(__LINE__, 24, 7, 7, 1, 0);
+  expect_sum_pool(__LINE__, 16, 11, 3, 2, 1);
+  expect_sum_pool(__LINE__, 8, 21, 3, 1, 1); /* rows wide enough for the four-at-a-time path */
+}
+
 /* The blocked pools run by each other vector variant this processor has. */
 static void test_blocked_pools_per_variant(void) {
   rt_cpu_isa widest = rt_cpu_fused_isa();
   for (int isa = 0; isa < RT_CPU_ISA_COUNT; isa++)
-    if (isa != (int)widest && rt_cpu_fused_use_isa((rt_cpu_isa)isa)) test_blocked_pools();
+    if (isa != (int)widest && rt_cpu_fused_use_isa((rt_cpu_isa)isa)) test_blocked_pools(), test_blocked_sum_pools();
   CHECK(rt_cpu_fused_use_isa(widest));
 }
 
@@ -637,6 +686,7 @@ int main(void) {
   RUN(test_epilogues);
   RUN(test_row_major_residual);
   RUN(test_blocked_pools);
+  RUN(test_blocked_sum_pools);
   RUN(test_blocked_pools_per_variant);
   RUN(test_blocked_concat);
   RUN(test_refused_layout);

@@ -27,7 +27,9 @@ rt_cpu_kernel rt_cpu_pick_reduce(const hlo_instr *instr);
 bool rt_cpu_pool_f32(const hlo_window *w, hlo_opcode op, const rt_value *x, const rt_value *init, rt_value *y);
 /* The same over an [N, C, H, W] activation x in oneDNN's blocked layout with blocks of
  * `block` (8 or 16) channels (window w over dims 2 and 3 only), into y blocked the same way
- * (padded lanes zero) or row-major; false for other blocks, reducers or window ranks.
+ * (padded lanes zero) or row-major; sums too (op HLO_OP_ADD, each window's taps added in
+ * row-major order from init, as the reference folds); false for other blocks, reducers or
+ * window ranks.
  * *finite: whether every value written is finite (checked as they are written, so the next
  * convolution need not scan them). */
 bool rt_cpu_pool_blocked_f32(const hlo_window *w, hlo_opcode op, int block, const float *x, const int64_t *in_dims,

@@ -106,7 +106,7 @@ enum {
 /* dnnl_plan.c: rt_cpu_dnnl_plan and the step's inputs are in cpu_internal.h */
 
 /* dnnl_pool.c */
-/* Whether instr is a pool the blocked kernel runs: a reduce-window by maximum or minimum over
+/* Whether instr is a pool the blocked kernel runs: a reduce-window by maximum, minimum or sum over
  * dims 2 and 3 of an f32 [N, C, H, W] array, no dilation, reversal or negative padding. */
 bool rt_cpu_dnnl_pool_supported(const hlo_instr *instr);
 /* Plans d's pool for its source arriving as src_in (a blocked [N, C, H, W] layout with one

@@ -1,4 +1,4 @@
-/* Max and min pools between oneDNN convolutions, planned with them (dnnl_plan.c): the pool
+/* Max, min and sum pools between oneDNN convolutions, planned with them (dnnl_plan.c): the pool
  * reads its producer's blocked result as it is and writes its own result blocked the same way
  * when every reader takes that layout, row-major otherwise, so resnet's and vgg's pools cost
  * no reorder on either side. latch's own kernel runs them (pool.c), with the reference's
@@ -15,7 +15,7 @@ bool rt_cpu_dnnl_pool_supported(const hlo_instr *instr) {
       init->rank != 0)
     return false;
   hlo_opcode op = hlo_simple_reducer(instr->called[0]);
-  if (op != HLO_OP_MAXIMUM && op != HLO_OP_MINIMUM) return false;
+  if (op != HLO_OP_MAXIMUM && op != HLO_OP_MINIMUM && op != HLO_OP_ADD) return false;
   for (int d = 0; d < 4; d++) {
     const hlo_window_dim *w = &instr->window->dims[d];
     if (w->lhs_dilate != 1 || w->rhs_dilate != 1 || w->reversal || w->pad_low < 0 || w->pad_high < 0 || w->size < 1 ||

@@ -7,8 +7,10 @@
  * maximum and minimum as the reference computes them (NaN wins, +0 is the larger zero) are
  * associative and commutative, so combining rows first gives the same values as the generic
  * loop's row-major order (of several NaNs, another one may come out). Written without
- * branches so that the column loop vectorizes. Sums keep the generic loop: reordering them
- * would change their rounding. */
+ * branches so that the column loop vectorizes. Sums keep the generic loop on row-major
+ * planes: reordering them would change their rounding. In oneDNN's blocked layout (below)
+ * the lanes are channels, each output's taps are folded in the reference's order, and sums
+ * run there too (a global average pool after a convolution). */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -46,6 +48,9 @@ static inline float min_f(float a, float b) {
   r = pick(-(uint32_t)(a == b), ua | ub, r);
   return from_bits(pick(-(uint32_t)(a != a), ua, r));
 }
+
+/* A sum in the order the caller folds: a window's taps in row-major order from the init. */
+static inline float add_f(float a, float b) { return a + b; }
 
 enum { POOL_MAX_WIDTH = 4096 }; /* the row buffers live on the stack */
 
@@ -172,18 +177,21 @@ enum { POOL_UNROLL = 4 };
 /* Each kernel for each instruction set fused groups are built for (fused.c), the one
  * rt_cpu_fused_isa picks running: the same results, wider vectors. */
 typedef void (*pool_rows)(void *ctx, int64_t begin, int64_t end);
-enum { POOL_ROWS_MAX, POOL_ROWS_MIN, POOL_BLOCKED8_MAX, POOL_BLOCKED8_MIN, POOL_BLOCKED16_MAX, POOL_BLOCKED16_MIN,
-       POOL_KERNELS };
+enum { POOL_ROWS_MAX, POOL_ROWS_MIN, POOL_BLOCKED8_MAX, POOL_BLOCKED8_MIN, POOL_BLOCKED8_SUM, POOL_BLOCKED16_MAX,
+       POOL_BLOCKED16_MIN, POOL_BLOCKED16_SUM, POOL_KERNELS };
 
 #define POOL_VARIANT(ISA, ATTR)                                                              \
   DEFINE_ROWS(max_rows_##ISA, max_f, ATTR)                                                 \
   DEFINE_ROWS(min_rows_##ISA, min_f, ATTR)                                                 \
   DEFINE_BLOCKED(max_blocked8_##ISA, 8, max_f, ATTR)                                       \
   DEFINE_BLOCKED(min_blocked8_##ISA, 8, min_f, ATTR)                                       \
+  DEFINE_BLOCKED(sum_blocked8_##ISA, 8, add_f, ATTR)                                       \
   DEFINE_BLOCKED(max_blocked16_##ISA, 16, max_f, ATTR)                                     \
-  DEFINE_BLOCKED(min_blocked16_##ISA, 16, min_f, ATTR)
-#define POOL_TABLE(ISA) \
-  {max_rows_##ISA, min_rows_##ISA, max_blocked8_##ISA, min_blocked8_##ISA, max_blocked16_##ISA, min_blocked16_##ISA}
+  DEFINE_BLOCKED(min_blocked16_##ISA, 16, min_f, ATTR)                                     \
+  DEFINE_BLOCKED(sum_blocked16_##ISA, 16, add_f, ATTR)
+#define POOL_TABLE(ISA)                                                                                     \
+  {max_rows_##ISA,     min_rows_##ISA,      max_blocked8_##ISA, min_blocked8_##ISA, sum_blocked8_##ISA, \
+   max_blocked16_##ISA, min_blocked16_##ISA, sum_blocked16_##ISA}
 
 POOL_VARIANT(portable, __attribute__((flatten)))
 #if RT_CPU_X86_VARIANTS
@@ -221,13 +229,15 @@ bool rt_cpu_pool_f32(const hlo_window *w, hlo_opcode op, const rt_value *x, cons
 
 bool rt_cpu_pool_blocked_f32(const hlo_window *w, hlo_opcode op, int block, const float *x, const int64_t *in_dims,
                              float init, float *y, const int64_t *out_dims, bool blocked_out, bool *finite) {
-  if ((block != 8 && block != 16) || (op != HLO_OP_MAXIMUM && op != HLO_OP_MINIMUM) || w->rank != 4) return false;
+  if ((block != 8 && block != 16) || (op != HLO_OP_MAXIMUM && op != HLO_OP_MINIMUM && op != HLO_OP_ADD) ||
+      w->rank != 4)
+    return false;
   atomic_bool nonfinite = false;
   blocked_job j = {.wh = &w->dims[2], .ww = &w->dims[3], .channels = in_dims[1], .blocks = (in_dims[1] + block - 1) / block,
                    .in_h = in_dims[2], .in_w = in_dims[3], .out_h = out_dims[2], .out_w = out_dims[3], .x = x, .y = y,
                    .init = init, .blocked_out = blocked_out, .nonfinite = &nonfinite};
-  pool_rows rows = kernel(block == 8 ? (op == HLO_OP_MAXIMUM ? POOL_BLOCKED8_MAX : POOL_BLOCKED8_MIN)
-                                     : (op == HLO_OP_MAXIMUM ? POOL_BLOCKED16_MAX : POOL_BLOCKED16_MIN));
+  int which = op == HLO_OP_MAXIMUM ? POOL_BLOCKED8_MAX : op == HLO_OP_MINIMUM ? POOL_BLOCKED8_MIN : POOL_BLOCKED8_SUM;
+  pool_rows rows = kernel(block == 8 ? which : which - POOL_BLOCKED8_MAX + POOL_BLOCKED16_MAX);
   int64_t items = in_dims[0] * j.blocks * j.out_h;
   int64_t per_item = j.out_w * j.wh->size * j.ww->size * block;
   int64_t grain = RT_CPU_GRAIN / (per_item ? per_item : 1);
