@@ -157,8 +157,10 @@ typedef struct hlo_shape { /* (ordered to leave no hole: 152 bytes, not 160) */
   bool has_layout;
 } hlo_shape;
 
-/* An array shape with the default layout. */
+/* An array shape with the default layout; _set_array writes one in place (a value's, a
+ * view's: no copy of a returned struct on the hot path). */
 hlo_shape hlo_shape_make(hlo_dtype dtype, int rank, const int64_t *dims);
+void hlo_shape_set_array(hlo_shape *shape, hlo_dtype dtype, int rank, const int64_t *dims);
 hlo_shape hlo_shape_scalar(hlo_dtype dtype);
 hlo_shape hlo_shape_tuple(hlo_arena *arena, int count, const hlo_shape *elements);
 void hlo_shape_default_layout(hlo_shape *shape);

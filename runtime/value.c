@@ -1,27 +1,61 @@
+/* Values: arrays and tuples with a reference count, and element access by flat index.
+ *
+ * A warm call of a traced function makes a few small values (the borrowed input, each result,
+ * the result tuple), so each is one malloc: a small array's data and a tuple's element list
+ * sit in the same block, after the struct (INLINE_BYTES, INLINE_ELEMENTS), and the struct
+ * is filled field by field rather than calloc'd (glibc's calloc never takes a block from the
+ * thread's cache, and the frees then overflow it into the slower bins). */
 #include "runtime.h"
 
+#include <stdalign.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+enum { INLINE_BYTES = 256, INLINE_ELEMENTS = 8 };
+
+/* Where a value's inline data or elements start: after the struct, at malloc's alignment. */
+#define INLINE_AT ((sizeof(rt_value) + alignof(max_align_t) - 1) / alignof(max_align_t) * alignof(max_align_t))
+
+static void *inline_part(rt_value *value) { return (char *)value + INLINE_AT; }
+
+/* Whether p is value's inline part; compared as numbers, since a value made elsewhere (a
+ * view, a struct calloc'd by hand) has none to point at. */
+static bool is_inline(const rt_value *value, const void *p) { return (uintptr_t)p == (uintptr_t)value + INLINE_AT; }
 
 static _Atomic uint64_t last_stamp;
 
 void rt_value_touch(rt_value *value) { value->stamp = atomic_fetch_add(&last_stamp, 1) + 1; }
 
-static rt_value *alloc_value(void) {
-  rt_value *value = hlo_calloc(1, sizeof *value);
-  if (value) value->refcount = 1, rt_value_touch(value);
+/* A value with extra bytes after the struct, every field but the shape set. */
+static rt_value *alloc_value(size_t extra) {
+  rt_value *value = hlo_malloc(INLINE_AT + extra);
+  if (!value) return NULL;
+  value->refcount = 1;
+  value->data = NULL;
+  value->count = 0;
+  value->tuple_count = 0;
+  value->tuple = NULL;
+  value->release = NULL;
+  value->release_ctx = NULL;
+  rt_value_touch(value);
   return value;
 }
 
 rt_value *rt_value_new(const hlo_shape *shape) {
   if (!hlo_dtype_is_computable(shape->dtype)) return NULL;
-  rt_value *value = alloc_value();
+  int64_t bytes = hlo_shape_bytes(shape);
+  size_t size = (size_t)(bytes > 0 ? bytes : 1);
+  rt_value *value = alloc_value(size <= INLINE_BYTES ? size : 0);
   if (!value) return NULL;
-  value->shape = hlo_shape_make(shape->dtype, shape->rank, shape->dims);
+  hlo_shape_set_array(&value->shape, shape->dtype, shape->rank, shape->dims);
   value->count = hlo_shape_elements(&value->shape);
-  int64_t bytes = hlo_shape_bytes(&value->shape);
-  value->data = hlo_calloc(1, (size_t)(bytes > 0 ? bytes : 1));
+  if (size <= INLINE_BYTES) {
+    value->data = memset(inline_part(value), 0, size);
+    return value;
+  }
+  value->data = hlo_calloc(1, size);
   if (!value->data) {
     free(value);
     return NULL;
@@ -39,9 +73,9 @@ static void keep_borrowed(void *release_ctx) { (void)release_ctx; }
 rt_value *rt_value_borrow(hlo_dtype dtype, int rank, const int64_t *dims, void *data,
                           void (*release)(void *release_ctx), void *release_ctx) {
   if (!hlo_dtype_is_computable(dtype)) return NULL;
-  rt_value *value = alloc_value();
+  rt_value *value = alloc_value(0);
   if (!value) return NULL;
-  value->shape = hlo_shape_make(dtype, rank, dims);
+  hlo_shape_set_array(&value->shape, dtype, rank, dims);
   value->count = hlo_shape_elements(&value->shape);
   value->data = data;
   value->release = release ? release : keep_borrowed; /* never free()d: not latch's memory */
@@ -50,11 +84,12 @@ rt_value *rt_value_borrow(hlo_dtype dtype, int rank, const int64_t *dims, void *
 }
 
 rt_value *rt_value_new_tuple(int count, rt_value **elements) {
-  rt_value *value = alloc_value();
+  bool inline_elements = count <= INLINE_ELEMENTS;
+  rt_value *value = alloc_value(inline_elements ? sizeof(rt_value *) * (size_t)count : 0);
   if (!value) return NULL;
-  value->shape.dtype = HLO_TUPLE;
+  hlo_shape_set_array(&value->shape, HLO_TUPLE, 0, NULL);
   value->tuple_count = count;
-  value->tuple = hlo_calloc((size_t)(count ? count : 1), sizeof(rt_value *));
+  value->tuple = inline_elements ? inline_part(value) : hlo_calloc((size_t)(count ? count : 1), sizeof(rt_value *));
   if (!value->tuple) {
     free(value);
     return NULL;
@@ -71,10 +106,10 @@ rt_value *rt_value_retain(rt_value *value) {
 void rt_value_release(rt_value *value) {
   if (!value || --value->refcount > 0) return;
   for (int i = 0; i < value->tuple_count; i++) rt_value_release(value->tuple[i]);
-  free(value->tuple);
+  if (!is_inline(value, value->tuple)) free(value->tuple);
   if (value->release)
     value->release(value->release_ctx);
-  else
+  else if (!is_inline(value, value->data))
     free(value->data);
   free(value);
 }

@@ -254,10 +254,15 @@ static void keep_stamps(const rt_cpu_step *step, uint64_t *slots, rt_value *cons
 }
 
 static void set_view(cell *c, const hlo_shape *shape, void *data) {
-  c->view = (rt_value){.refcount = 1};
-  c->view.shape = hlo_shape_make(shape->dtype, shape->rank, shape->dims);
-  c->view.count = hlo_shape_elements(&c->view.shape);
+  c->view.refcount = 1;
+  hlo_shape_set_array(&c->view.shape, shape->dtype, shape->rank, shape->dims);
   c->view.data = data;
+  c->view.count = hlo_shape_elements(&c->view.shape);
+  c->view.tuple_count = 0;
+  c->view.tuple = NULL;
+  c->view.stamp = 0;
+  c->view.release = NULL;
+  c->view.release_ctx = NULL;
   c->value = &c->view;
   c->owned = false;
 }
@@ -370,6 +375,10 @@ static hlo_status run_dnnl(const rt_cpu_step *step, cell *cells, char *arena, rt
   return status;
 }
 
+/* Up to this many steps an execute keeps its cells and operands on the stack, and a tuple
+ * step of up to this many elements its element list. */
+#define FEW_STEPS 8
+
 static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char *arena,
                            rt_value *const *args, rt_value **ops, rt_eval *eval) {
   const hlo_instr *instr = step->instr;
@@ -405,7 +414,8 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
       }
       break;
     case RT_STEP_TUPLE: {
-      rt_value **elements = hlo_calloc((size_t)instr->operand_count + 1, sizeof(rt_value *));
+      rt_value *few[FEW_STEPS], **elements = few;
+      if (instr->operand_count > FEW_STEPS) elements = hlo_calloc((size_t)instr->operand_count, sizeof(rt_value *));
       if (!elements) return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in tuple %%%s", instr->name);
       bool ok = true;
       for (int k = 0; k < instr->operand_count; k++) {
@@ -416,7 +426,7 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
       counted(1);
       if (!c->value)
         for (int k = 0; k < instr->operand_count; k++) rt_value_release(elements[k]);
-      free(elements);
+      if (elements != few) free(elements);
       if (!c->value) return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in tuple %%%s", instr->name);
       c->owned = true;
       break;
@@ -489,7 +499,6 @@ static hlo_status make_primitives(rt_executable *exe, hlo_diag *diag) {
   return status;
 }
 
-#define FEW_STEPS 8
 static hlo_status cpu_execute(rt_executable *exe, rt_value *const *args, int arg_count, rt_value **result,
                               hlo_diag *diag) {
   *result = NULL;
@@ -507,7 +516,10 @@ static hlo_status cpu_execute(rt_executable *exe, rt_value *const *args, int arg
   cell few_cells[FEW_STEPS + 1];
   rt_value *few_ops[FEW_STEPS + 1];
   bool few = n <= FEW_STEPS && plan->max_operands <= FEW_STEPS;
-  if (few) memset(few_cells, 0, sizeof(cell) * ((size_t)n + 1)), memset(few_ops, 0, sizeof few_ops);
+  if (few) { /* a cell's view is written whole before it is read: only the rest is cleared */
+    for (int i = 0; i <= n; i++) few_cells[i].value = NULL, few_cells[i].owned = few_cells[i].finite = false;
+    memset(few_ops, 0, sizeof few_ops);
+  }
   cell *cells = few ? few_cells : hlo_calloc((size_t)n + 1, sizeof(cell));
   rt_value **ops = few ? few_ops : hlo_calloc((size_t)plan->max_operands + 1, sizeof(rt_value *));
   int64_t capacity;
