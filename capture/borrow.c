@@ -17,15 +17,14 @@ latch_tensor *latch_from_borrowed(latch_runtime *rt, latch_dtype dtype, int rank
       if (release) release(release_ctx);
       return cap_error(rt, "from_borrowed: dim %d is negative (%lld)", i, (long long)dims[i]);
     }
-  hlo_shape shape = hlo_shape_make(d, rank, dims);
-  if (hlo_shape_bytes(&shape) > 0 && !data) {
-    if (release) release(release_ctx);
-    return cap_error(rt, "from_borrowed: data is NULL");
-  }
   rt_value *value = rt_value_borrow(d, rank, dims, data, release, release_ctx);
   if (!value) {
     if (release) release(release_ctx);
     return cap_error(rt, "from_borrowed: out of memory");
+  }
+  if (!data && hlo_shape_bytes(&value->shape) > 0) {
+    rt_value_release(value); /* calls release */
+    return cap_error(rt, "from_borrowed: data is NULL");
   }
   return cap_wrap(rt, cap_node_data(value));
 }

@@ -87,10 +87,14 @@ typedef struct cap_node {
   uint8_t state;    /* cap_state; written only by the owning thread while PENDING */
   uint8_t reported; /* ERROR: a sync has reported it */
   int operand_count, attr_count;
+  /* READY: the hash new users see, of dtype and dims only (cap_operand_hash), computed by
+   * the first reader: most values (a call's inputs and results) are never an operand of a
+   * traced op. Readers on several threads may fill it at once, with the same words. */
+  atomic_bool data_hash_known;
   int64_t dims[HLO_MAX_RANK];
   double scalar[2];
-  cache_key hash;             /* as computed at creation */
-  cache_key data_hash;        /* READY: dtype and dims only */
+  cache_key hash;             /* PENDING and ERROR: as computed at creation */
+  _Atomic uint64_t data_hash[2];
   struct cap_node **operands; /* inline_operands or malloc'd */
   struct cap_node *inline_operands[CAP_INLINE_OPERANDS];
   rt_value *value; /* READY */
@@ -176,7 +180,8 @@ cap_node *cap_node_new(cap_op op, int sub, int operand_count, cap_node *const *o
 bool cap_node_finish(cap_node *node);
 bool cap_node_hash(const cap_node *node, cache_key *key);
 cache_key cap_data_hash(hlo_dtype dtype, int rank, const int64_t *dims);
-/* The hash a new user sees: data_hash when READY, else hash. */
+/* The hash a new user sees: of dtype and dims when READY (filled in at the first read),
+ * else hash. */
 cache_key cap_operand_hash(const cap_node *node);
 cap_node *cap_node_retain(cap_node *node);
 void cap_node_release(cap_node *node);

@@ -411,7 +411,6 @@ static cap_kept *specialize(latch_runtime *rt, cap_entry *e, const int64_t *bind
     proxy->rank = params[p]->rank;
     memcpy(proxy->dims, params[p]->dims, sizeof(int64_t) * proxy->rank);
     cap_node_set_value(proxy, NULL);
-    proxy->hash = proxy->data_hash;
   }
   for (int i = 0; ok && i < e->node_count; i++) {
     const cap_tmpl_node *t = &e->nodes[i];
@@ -535,7 +534,8 @@ latch_status cap_entry_run(latch_runtime *rt, cap_entry *e, latch_tensor *const 
     }
     if (run.cached || run.module || run.bound) {
       rt_value *result = NULL;
-      hlo_diag diag = {0};
+      hlo_diag diag; /* not zeroed whole (1 KB a call): status and message[0] are what is read */
+      hlo_diag_clear(&diag);
       uint64_t start = cap_now_ns();
       if (run.module) {
         status = cap_status(rt->backend->execute_module(run.module, views, n, &result, &diag));

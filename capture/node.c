@@ -33,6 +33,7 @@ cap_node *cap_node_new(cap_op op, int sub, int operand_count, cap_node *const *o
   node->rank = 0;
   node->state = CAP_PENDING;
   node->reported = 0;
+  atomic_init(&node->data_hash_known, false);
   node->operand_count = operand_count;
   node->attr_count = attr_count;
   node->scalar[0] = node->scalar[1] = 0;
@@ -80,7 +81,18 @@ cache_key cap_data_hash(hlo_dtype dtype, int rank, const int64_t *dims) {
   return digest(buf, (size_t)(p - buf));
 }
 
-cache_key cap_operand_hash(const cap_node *node) { return node->state == CAP_READY ? node->data_hash : node->hash; }
+cache_key cap_operand_hash(const cap_node *node) {
+  if (node->state != CAP_READY) return node->hash;
+  cap_node *n = (cap_node *)node; /* data_hash is a cache, filled by whoever reads first */
+  if (atomic_load_explicit(&n->data_hash_known, memory_order_acquire))
+    return (cache_key){atomic_load_explicit(&n->data_hash[0], memory_order_relaxed),
+                       atomic_load_explicit(&n->data_hash[1], memory_order_relaxed)};
+  cache_key key = cap_data_hash((hlo_dtype)n->dtype, n->rank, n->dims);
+  atomic_store_explicit(&n->data_hash[0], key.lo, memory_order_relaxed);
+  atomic_store_explicit(&n->data_hash[1], key.hi, memory_order_relaxed);
+  atomic_store_explicit(&n->data_hash_known, true, memory_order_release);
+  return key;
+}
 
 /* Little-endian words on every host (a no-op on the usual ones). */
 static inline uint64_t le64(uint64_t v) {
@@ -110,10 +122,9 @@ bool cap_node_hash(const cap_node *node, cache_key *key) {
   w[k++] = le64(bits[0]);
   w[k++] = le64(bits[1]);
   for (int i = 0; i < node->operand_count; i++) {
-    const cap_node *operand = node->operands[i];
-    const cache_key *h = operand->state == CAP_READY ? &operand->data_hash : &operand->hash;
-    w[k++] = le64(h->lo);
-    w[k++] = le64(h->hi);
+    cache_key h = cap_operand_hash(node->operands[i]);
+    w[k++] = le64(h.lo);
+    w[k++] = le64(h.hi);
   }
   *key = digest((const unsigned char *)w, k * sizeof(uint64_t));
   if (w != small) free(w);
@@ -155,7 +166,6 @@ void cap_node_release(cap_node *node) {
 
 void cap_node_set_value(cap_node *node, rt_value *value) {
   node->value = value;
-  node->data_hash = cap_data_hash((hlo_dtype)node->dtype, node->rank, node->dims);
   for (int i = 0; i < node->operand_count; i++) cap_node_release(node->operands[i]);
   if (node->operands != node->inline_operands) free(node->operands);
   node->operands = node->inline_operands;
@@ -176,7 +186,7 @@ cap_node *cap_node_data(rt_value *value) {
   node->rank = (uint8_t)value->shape.rank;
   memcpy(node->dims, value->shape.dims, sizeof(int64_t) * (size_t)value->shape.rank);
   cap_node_set_value(node, value);
-  node->hash = node->data_hash;
+  node->hash = (cache_key){0, 0}; /* never read: users of a READY node see cap_operand_hash */
   return node;
 }
 
