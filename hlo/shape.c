@@ -5,12 +5,14 @@
 #include <string.h>
 
 /* Field by field, every byte but the tail padding written: a memset of the whole 152 bytes
- * compiles to `rep stos`, whose start-up was most of a warm call's shape-making (three to
- * five shapes a call). */
+ * compiles to `rep stos`, whose start-up was most of a warm call's shape-making (five
+ * shapes a call). */
 void hlo_shape_set_array(hlo_shape *shape, hlo_dtype dtype, int rank, const int64_t *dims) {
   shape->dtype = dtype;
   shape->rank = rank;
-  for (int i = 0; i < HLO_MAX_RANK; i++) shape->dims[i] = i < rank ? dims[i] : 0;
+  int known = rank < 0 ? 0 : rank > HLO_MAX_RANK ? HLO_MAX_RANK : rank; /* a bad rank writes no further */
+  if (known) memcpy(shape->dims, dims, sizeof(int64_t) * (size_t)known);
+  memset(shape->dims + known, 0, sizeof(int64_t) * (size_t)(HLO_MAX_RANK - known));
   shape->layout_extra = NULL;
   shape->tuple = NULL;
   memset(&shape->tuple_count, 0, sizeof *shape - offsetof(hlo_shape, tuple_count));
