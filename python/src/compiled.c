@@ -39,19 +39,15 @@ static PyObject *compiled_call(LatchCompiled *self, PyObject *args, PyObject *kw
   if (!self->function || (kwargs && PyDict_GET_SIZE(kwargs)))
     return call_method2((PyObject *)self, s_slow_call, args, kwargs ? kwargs : Py_None);
   PyObject *function = Py_NewRef(self->function); /* the fallback may drop self->function */
-  PyObject *outs = lp_function_call(function, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), lp_to_torch);
+  bool single = self->single; /* one output, returned itself: no list made */
+  PyObject *outs =
+      lp_function_call(function, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), lp_to_torch, single);
   Py_DECREF(function);
   if (!outs) return PyErr_ExceptionMatches(LatchUnsupported) ? unsupported((PyObject *)self, args) : NULL;
-  if (!self->single) {
-    PyObject *packed = PyObject_CallMethodOneArg((PyObject *)self, s_pack, outs);
-    Py_DECREF(outs);
-    return packed;
-  }
-  PyObject *one = PyList_GET_SIZE(outs) == 1 ? Py_NewRef(PyList_GET_ITEM(outs, 0))
-                                             : PyErr_Format(PyExc_RuntimeError, "latch Compiled: single set, %zd outputs",
-                                                            PyList_GET_SIZE(outs));
+  if (single) return outs;
+  PyObject *packed = PyObject_CallMethodOneArg((PyObject *)self, s_pack, outs);
   Py_DECREF(outs);
-  return one;
+  return packed;
 }
 
 static PyObject *compiled_get_function(LatchCompiled *self, void *closure) {

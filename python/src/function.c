@@ -217,14 +217,16 @@ static bool run(LatchFunction *self, PyObject *const *args, Py_ssize_t nargs, la
 
 #define FEW 16
 static PyObject *function_call_inner(LatchFunction *self, PyObject *const *args, Py_ssize_t nargs,
-                                     PyObject *(*convert)(latch_tensor *), latch_tensor **in, void **lent,
-                                     latch_tensor **out) {
+                                     PyObject *(*convert)(latch_tensor *), bool one, latch_tensor **in,
+                                     void **lent, latch_tensor **out) {
   int n = (int)nargs, made = 0, count = n + self->param_count;
   PyObject *result = NULL;
+  if (one && self->output_count != 1)
+    return PyErr_Format(PyExc_RuntimeError, "latch Compiled: single set, %d outputs", self->output_count);
   if (gather_inputs(self, args, n, in, lent, &made) && run(self, args, nargs, in, count, out)) {
     bool ok = true;
     for (int i = 0; ok && i < count; i++) ok = write_back(in[i], lent[i]);
-    result = ok ? outputs_list(out, self->output_count, convert) : NULL;
+    result = !ok ? NULL : one ? convert(out[0]) : outputs_list(out, self->output_count, convert);
     if (!ok)
       for (int i = 0; i < self->output_count; i++) latch_release(out[i]);
   }
@@ -233,7 +235,7 @@ static PyObject *function_call_inner(LatchFunction *self, PyObject *const *args,
 }
 
 PyObject *lp_function_call(PyObject *function, PyObject *const *args, Py_ssize_t nargs,
-                           PyObject *(*convert)(latch_tensor *)) {
+                           PyObject *(*convert)(latch_tensor *), bool one) {
   LatchFunction *self = (LatchFunction *)function;
   size_t n = (size_t)nargs + (size_t)self->param_count;
   latch_tensor *in_few[FEW], *out_few[FEW], **in = in_few, **out = out_few;
@@ -241,7 +243,7 @@ PyObject *lp_function_call(PyObject *function, PyObject *const *args, Py_ssize_t
   if (n > FEW) in = PyMem_Calloc(n, sizeof *in), lent = PyMem_Calloc(n, sizeof *lent);
   if (self->output_count > FEW) out = PyMem_Calloc((size_t)self->output_count, sizeof *out);
   PyObject *result =
-      in && lent && out ? function_call_inner(self, args, nargs, convert, in, lent, out) : PyErr_NoMemory();
+      in && lent && out ? function_call_inner(self, args, nargs, convert, one, in, lent, out) : PyErr_NoMemory();
   if (in != in_few) PyMem_Free(in);
   if (lent != lent_few) PyMem_Free(lent);
   if (out != out_few) PyMem_Free(out);
@@ -251,7 +253,7 @@ PyObject *lp_function_call(PyObject *function, PyObject *const *args, Py_ssize_t
 static PyObject *function_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
   if (kwnames && PyTuple_GET_SIZE(kwnames))
     return PyErr_Format(PyExc_TypeError, "latch Function: keyword arguments are not taken");
-  return lp_function_call(callable, args, PyVectorcall_NARGS(nargsf), lp_wrap);
+  return lp_function_call(callable, args, PyVectorcall_NARGS(nargsf), lp_wrap, false);
 }
 
 /* ---- construction, parameters, stats ---- */

@@ -61,9 +61,10 @@ int lp_to_torch_init(PyObject *module);
 
 /* function.c */
 /* Calls function (a Function) on the torch tensors args: the list of its outputs, each made
- * by convert (lp_wrap, lp_to_torch), which takes over the reference; NULL with an exception. */
+ * by convert (lp_wrap, lp_to_torch), which takes over the reference, or with one set the
+ * only output itself (RuntimeError if there are several); NULL with an exception. */
 PyObject *lp_function_call(PyObject *function, PyObject *const *args, Py_ssize_t nargs,
-                           PyObject *(*convert)(latch_tensor *));
+                           PyObject *(*convert)(latch_tensor *), bool one);
 int lp_function_init(PyObject *module);
 
 /* compiled.c */

@@ -52,15 +52,52 @@ static void release_pyobject(void *obj) {
   PyGILState_Release(state);
 }
 
+/* The attributes a lend reads (dtype, is_cpu, shape) are data descriptors of torch's tensor
+ * base type: the lookup that finds them (the type's MRO, the attribute cache, the instance
+ * dict checked after) cost as much as the getters. They are looked up once per tensor type
+ * and called directly while that type is unchanged (its version tag) and reads attributes
+ * the generic way, which is what the lookup would find: a data descriptor of the type comes
+ * before anything in the instance's dict. Methods (is_contiguous, data_ptr) are looked up as
+ * usual, since an instance may hold its own. One type is remembered, torch.Tensor in
+ * practice; another type is looked up as before. */
+typedef struct {
+  PyTypeObject *type; /* borrowed: compared only, with its version tag */
+  unsigned int version;
+  PyObject *dtype, *is_cpu, *shape; /* borrowed from the type's MRO, valid while the tag is */
+} known_type;
+static known_type known;
+
+static bool learn_type(PyTypeObject *type) {
+  known.type = NULL;
+  if (type->tp_getattro != PyObject_GenericGetAttr) return false;
+  PyObject *dtype = _PyType_Lookup(type, s_dtype), *is_cpu = _PyType_Lookup(type, s_is_cpu),
+           *shape = _PyType_Lookup(type, s_shape);
+  PyObject *found[3] = {dtype, is_cpu, shape};
+  for (int i = 0; i < 3; i++)
+    if (!found[i] || !Py_TYPE(found[i])->tp_descr_get || !Py_TYPE(found[i])->tp_descr_set) return false;
+  if (!PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG)) return false; /* set by the lookups */
+  known = (known_type){type, type->tp_version_tag, dtype, is_cpu, shape};
+  return true;
+}
+
+/* tensor.<name>, where direct is the known type's descriptor for it. */
+static PyObject *read_attr(PyObject *tensor, PyObject *name, PyObject *const *direct) {
+  PyTypeObject *type = Py_TYPE(tensor);
+  bool same = type == known.type && PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG) &&
+              type->tp_version_tag == known.version;
+  if (!same && !learn_type(type)) return PyObject_GetAttr(tensor, name);
+  return Py_TYPE(*direct)->tp_descr_get(*direct, tensor, (PyObject *)type);
+}
+
 static bool attr_true(PyObject *obj, PyObject *name, bool call) {
-  PyObject *v = call ? PyObject_CallMethodNoArgs(obj, name) : PyObject_GetAttr(obj, name);
+  PyObject *v = call ? PyObject_CallMethodNoArgs(obj, name) : read_attr(obj, name, &known.is_cpu);
   int truth = v ? PyObject_IsTrue(v) : -1;
   Py_XDECREF(v);
   return truth == 1;
 }
 
 static bool read_dims(PyObject *tensor, int *rank, int64_t *dims) {
-  PyObject *shape = PyObject_GetAttr(tensor, s_shape);
+  PyObject *shape = read_attr(tensor, s_shape, &known.shape);
   if (!shape) return false;
   Py_ssize_t n = PyTuple_Check(shape) ? PyTuple_GET_SIZE(shape) : -1;
   bool ok = n >= 0 && n <= LATCH_MAX_RANK;
@@ -78,7 +115,7 @@ static bool read_dims(PyObject *tensor, int *rank, int64_t *dims) {
 latch_tensor *lp_borrow_torch(PyObject *tensor, void **data_ptr) {
   latch_runtime *rt = lp_runtime();
   if (!rt) return NULL;
-  PyObject *dtype = PyObject_GetAttr(tensor, s_dtype);
+  PyObject *dtype = read_attr(tensor, s_dtype, &known.dtype);
   if (!dtype) {
     PyErr_Format(PyExc_TypeError, "latch: a torch tensor expected, not %.100s", Py_TYPE(tensor)->tp_name);
     return NULL;

@@ -157,3 +157,42 @@ def test_threads_calling_one_compiled_function():
         t.join(120)
     assert not any(t.is_alive() for t in threads), "a call hung"
     assert errors == []
+
+
+class _OnCpuInName(torch.Tensor):
+    """A tensor type whose is_cpu says False: a lend must ask this type, not torch's getter."""
+
+    @property
+    def is_cpu(self):
+        return False
+
+
+class _ShapeByGetattribute(torch.Tensor):
+    """A tensor type that answers shape through __getattribute__: read the generic way."""
+
+    def __getattribute__(self, name):
+        if name == "shape":
+            return torch.Size([1])
+        return super().__getattribute__(name)
+
+
+def test_lending_reads_each_tensor_types_own_attributes():
+    """The lend calls torch's attribute getters directly for a type it has seen (python/src/
+    tensor.c, read_attr); a subclass's own descriptor, a __getattribute__ and a change to the
+    class since are each seen, as plain attribute access would see them."""
+    x = torch.tensor([1.0, 2.0])
+    assert _latch.from_torch(x).shape == (2,)  # torch.Tensor learned
+    with pytest.raises(ValueError, match="device"):
+        _latch.from_torch(x.as_subclass(_OnCpuInName))
+    assert _latch.from_torch(x).shape == (2,)  # and back
+    assert _latch.from_torch(torch.ones(3).as_subclass(_ShapeByGetattribute)).shape == (1,)
+    original = torch.Tensor.is_cpu
+    try:
+        torch.Tensor.is_cpu = property(lambda self: False)  # the class changed: looked up again
+        with pytest.raises(ValueError, match="device"):
+            _latch.from_torch(x)
+    finally:
+        torch.Tensor.is_cpu = original
+    assert _latch.from_torch(x).shape == (2,)
+    c = lt.compile(lambda x: x + 1)
+    assert warm(c, x).tolist() == [2.0, 3.0]
