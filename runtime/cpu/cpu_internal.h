@@ -34,15 +34,17 @@ bool rt_cpu_pool_f32(const hlo_window *w, hlo_opcode op, const rt_value *x, cons
  * convolution need not scan them). */
 bool rt_cpu_pool_blocked_f32(const hlo_window *w, hlo_opcode op, int block, const float *x, const int64_t *in_dims,
                              float init, float *y, const int64_t *out_dims, bool blocked_out, bool *finite);
-/* Whether count floats hold no inf or NaN: x * 0 is NaN exactly for those. The flags are
- * or-ed as integers, which the compiler may vectorize (a float sum it may not reorder), so a
- * scan runs at memory speed. */
+/* 1 when x is inf or NaN, else 0: x * 0 is NaN exactly for those. Callers or the flags
+ * together as integers, which the compiler may vectorize (a float sum it may not reorder),
+ * so a scan, or a kernel checking what it writes, runs at memory speed. */
+static inline unsigned rt_cpu_nonfinite(float x) {
+  float zero = x * 0.0f;
+  return zero != zero;
+}
+/* Whether count floats hold no inf or NaN. */
 static inline bool rt_cpu_finite_run(const float *x, int64_t count) {
   unsigned bad = 0;
-  for (int64_t i = 0; i < count; i++) {
-    float zero = x[i] * 0.0f;
-    bad |= zero != zero;
-  }
+  for (int64_t i = 0; i < count; i++) bad |= rt_cpu_nonfinite(x[i]);
   return bad == 0;
 }
 rt_cpu_kernel rt_cpu_pick_gather(const hlo_instr *instr);

@@ -51,16 +51,12 @@ typedef struct concat_job {
   atomic_bool *nonfinite;  /* set when a value copied is inf or NaN */
 } concat_job;
 
-/* count floats from x to y, and whether they are all finite (x * 0 is NaN exactly for inf
- * and NaN), in one pass that the compiler vectorizes: a third faster than memcpy and then a
- * scan of what it wrote, with the run in the cache. */
+/* count floats from x to y, and whether they are all finite, in one pass that the compiler
+ * vectorizes: a third faster than memcpy and then a scan of what it wrote, with the run in
+ * the cache. */
 static bool copy_finite(float *y, const float *x, int64_t count) {
   unsigned bad = 0;
-  for (int64_t i = 0; i < count; i++) {
-    float v = x[i], zero = v * 0.0f;
-    y[i] = v;
-    bad |= zero != zero;
-  }
+  for (int64_t i = 0; i < count; i++) bad |= rt_cpu_nonfinite(y[i] = x[i]);
   return bad == 0;
 }
 
@@ -80,10 +76,10 @@ static void concat_items(void *ctx, int64_t begin, int64_t end) {
     float *y = j->out + (n * j->channels + first) * plane; /* both layouts: channels come in whole blocks */
     bool in_blocked = j->d->operand_blocked[k], out_blocked = j->d->blocked_out, check = !j->in_finite[k];
     if (in_blocked == out_blocked) {
-      if (check && !copy_finite(y, x, channels * plane))
-        atomic_store_explicit(j->nonfinite, true, memory_order_relaxed);
-      else if (!check)
+      if (!check)
         memcpy(y, x, (size_t)(channels * plane) * sizeof(float));
+      else if (!copy_finite(y, x, channels * plane))
+        atomic_store_explicit(j->nonfinite, true, memory_order_relaxed);
       continue;
     }
     for (int64_t c = 0; c < channels; c++) { /* channel c: a row-major plane, or every b-th float of a block */

@@ -120,7 +120,7 @@ typedef struct blocked_job {
  * combine is a chain of dependent steps (compare, blend, blend, blend), so one output at a
  * time waits on that chain; four independent chains keep the vector units busy. Every lane
  * written, padded ones included (zero, or init where a window holds only padding), is
- * checked for inf and NaN in registers, as rt_cpu_finite_run does. */
+ * checked for inf and NaN in registers (rt_cpu_nonfinite). */
 enum { POOL_UNROLL = 4 };
 
 #define DEFINE_BLOCKED(NAME, B, COMBINE, ATTR)                                               \
@@ -157,10 +157,7 @@ enum { POOL_UNROLL = 4 };
             }                                                                              \
         }                                                                                  \
         for (int64_t u = 0; u < run; u++, ow++) {                                          \
-          for (int l = 0; l < B; l++) {                                                    \
-            float zero = acc[u][l] * 0.0f;                                                 \
-            bad |= zero != zero;                                                           \
-          }                                                                                \
+          for (int l = 0; l < B; l++) bad |= rt_cpu_nonfinite(acc[u][l]);                 \
           if (j->blocked_out) {                                                            \
             float *py = j->y + ((nb * j->out_h + oh) * j->out_w + ow) * B;                 \
             for (int l = 0; l < B; l++) py[l] = l < real ? acc[u][l] : 0.0f;              \
