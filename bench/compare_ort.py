@@ -88,7 +88,7 @@ def format_table(rows, by_ort, by_torch, args, versions, peak):
     torch_version, ort_version = versions
     policy = os.environ.get("OMP_WAIT_POLICY", "OpenMP defaults")
     out = [f"compare_ort: latch once (LATCH_CACHE=memory) vs ONNX Runtime {ort_version or '?'} (node) vs PyTorch "
-           f"{torch_version or '?'} eager ({policy}), median wall ms per step over {ct.steps_text(args.repeat, args.rounds)} (after "
+           f"{torch_version or '?'} eager ({policy}), median wall ms per step over {ct.steps_text(args.repeat, args.rounds, alternating=True)} (after "
            f"{args.warmup} warm-up), {args.threads} thread(s) each",
            f"{'model':<14} {'batch':>5} {'size':>5} {'latch ms':>10} {'ort ms':>10} {'torch ms':>10} "
            f"{'latch/ort':>10} {'latch/torch':>12} {'latch GF/s':>10} {'ort GF/s':>9} {'latch %pk':>9} {'ort %pk':>8}"

@@ -165,11 +165,13 @@ def peak_line(peak):
             f"convolution and product flops over the step's median")
 
 
-def steps_text(repeat, rounds):
-    """How many steps each median is over, for a table's header."""
+def steps_text(repeat, rounds, alternating=False):
+    """How many steps each median is over, for a table's header; alternating: the sides'
+    order changes from round to round (compare_ort's)."""
     if rounds == 1:
         return f"{repeat} steps"
-    return f"{repeat * rounds} steps ({repeat} in each of {rounds} rounds, the sides' order alternating)"
+    order = ", the sides' order alternating" if alternating else ""
+    return f"{repeat * rounds} steps ({repeat} in each of {rounds} rounds{order})"
 
 
 def format_table(rows, summary, threads, repeat, warmup, torch_version, wait_policy="default", peak=None,
@@ -370,8 +372,8 @@ def add_common_arguments(parser, default_repeat, default_rounds=1):
     parser.add_argument("--repeat", type=int, default=default_repeat,
                         help=f"timed steps per side (default {default_repeat})")
     parser.add_argument("--rounds", type=int, default=default_rounds,
-                        help=f"times every row is run, the sides' order alternating, their samples pooled "
-                        f"(default {default_rounds}): this machine's speed drifts by minutes")
+                        help=f"times the whole plan is run, each side's samples of a row pooled (default "
+                        f"{default_rounds}): this machine's speed drifts by minutes")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first, per side (default 2; "
                         "latch compiles in the first)")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads per side (default: cores)")
