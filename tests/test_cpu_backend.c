@@ -563,6 +563,86 @@ static void test_gemv(void) {
              " rhs_contracting_dims={1}\n}\n", c, want2, 0);
 }
 
+/* Two to eight rows against a matrix stored [n][k] (a Linear layer's weight, the transpose
+ * folded into the dot) take dot_rows.c: whole tiles of 4 rows x 3 columns, then the rows
+ * left (m % 4) and the columns left (n % 3), k in vectors of 8 then the k % 8 left. Small
+ * integers from a hash of the indices keep every sum exact, so c is computed here by plain
+ * loops and must match to the bit: m = 2, 3, 5 and 8, n = 7 (two tiles and one column) and
+ * 100 (two column blocks of 96), k = 5 (no whole vector), 13 and 40; then a batch of two. */
+static void expect_few_rows(int64_t batch, int64_t m, int64_t n, int64_t k) {
+  double *a = malloc(sizeof(double) * (size_t)(batch * m * k)), *b = malloc(sizeof(double) * (size_t)(batch * n * k));
+  double *want = calloc((size_t)(batch * m * n), sizeof(double));
+  for (int64_t i = 0; i < batch * m * k; i++) a[i] = (double)((uint32_t)(i * 2654435761u) >> 29) - 3;
+  for (int64_t i = 0; i < batch * n * k; i++) b[i] = (double)((uint32_t)(i * 2246822519u) >> 28) - 7;
+  for (int64_t g = 0; g < batch; g++)
+    for (int64_t r = 0; r < m; r++)
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t t = 0; t < k; t++) want[(g * m + r) * n + j] += a[(g * m + r) * k + t] * b[(g * n + j) * k + t];
+  char text[512];
+  if (batch == 1)
+    snprintf(text, sizeof text,
+             "HloModule m\nENTRY e {\n a = f32[%lld,%lld] parameter(0)\n b = f32[%lld,%lld] parameter(1)\n"
+             " ROOT d = f32[%lld,%lld] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n}\n",
+             (long long)m, (long long)k, (long long)n, (long long)k, (long long)m, (long long)n);
+  else
+    snprintf(text, sizeof text,
+             "HloModule m\nENTRY e {\n a = f32[%lld,%lld,%lld] parameter(0)\n b = f32[%lld,%lld,%lld] parameter(1)\n"
+             " ROOT d = f32[%lld,%lld,%lld] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2},"
+             " rhs_batch_dims={0}, rhs_contracting_dims={2}\n}\n",
+             (long long)batch, (long long)m, (long long)k, (long long)batch, (long long)n, (long long)k,
+             (long long)batch, (long long)m, (long long)n);
+  rt_value *args[] = {batch == 1 ? f32v(2, (int64_t[]){m, k}, a) : f32v(3, (int64_t[]){batch, m, k}, a),
+                      batch == 1 ? f32v(2, (int64_t[]){n, k}, b) : f32v(3, (int64_t[]){batch, n, k}, b)};
+  expect_cpu(__LINE__, text, args, 2, want, batch * m * n, 0);
+  free(a);
+  free(b);
+  free(want);
+}
+
+static void test_few_rows(void) {
+  const int64_t rows[] = {2, 3, 5, 8}, cols[] = {7, 100}, depth[] = {5, 13, 40};
+  for (int r = 0; r < 4; r++)
+    for (int c = 0; c < 2; c++)
+      for (int d = 0; d < 3; d++) expect_few_rows(1, rows[r], cols[c], depth[d]);
+  expect_few_rows(2, 3, 10, 17);
+}
+
+/* The few-row kernel's order is fixed by the shapes (dot_rows.c): with values whose sums
+ * round, every vector variant this processor has gives the same bits as the widest, and a
+ * call for a block of columns gives the bits of the call for all of them. */
+static void test_few_rows_variants(void) {
+  enum { M = 7, N = 11, K = 37 };
+  float a[M * K], b[N * K], c[M * N], want[M * N], part[M * N];
+  for (int i = 0; i < M * K; i++) a[i] = 1.0f / (float)(i % 13 + 1) - 0.3f;
+  for (int i = 0; i < N * K; i++) b[i] = (float)(i % 17) * 0.37f - 2.9f;
+  rt_cpu_dot_rows_f32(a, b, want, M, N, K, 0, N);
+  double worst = 0;
+  for (int r = 0; r < M; r++)
+    for (int j = 0; j < N; j++) {
+      double exact = 0, size = 0;
+      for (int t = 0; t < K; t++) exact += (double)a[r * K + t] * b[j * K + t], size += fabs((double)a[r * K + t] * b[j * K + t]);
+      double err = fabs(want[r * N + j] - exact) / size;
+      if (err > worst) worst = err;
+    }
+  CHECK_MSG(worst < 1e-6, "relative error %g", worst);
+  for (int i = 0; i < M * N; i++) part[i] = NAN;
+  rt_cpu_dot_rows_f32(a, b, part, M, N, K, 3, 8);
+  for (int r = 0; r < M; r++)
+    for (int j = 0; j < N; j++)
+      if (j >= 3 && j < 8) CHECK(memcmp(&part[r * N + j], &want[r * N + j], sizeof(float)) == 0);
+      else CHECK(isnan(part[r * N + j])); /* columns outside the block are not written */
+  rt_cpu_isa widest = rt_cpu_fused_isa();
+  int ran = 0;
+  for (int isa = 0; isa < RT_CPU_ISA_COUNT; isa++) {
+    if (isa == (int)widest || !rt_cpu_fused_use_isa((rt_cpu_isa)isa)) continue;
+    rt_cpu_dot_rows_f32(a, b, c, M, N, K, 0, N);
+    CHECK_MSG(memcmp(c, want, sizeof c) == 0, "variant %s differs", rt_cpu_isa_name((rt_cpu_isa)isa));
+    ran++;
+  }
+  CHECK(ran >= 1);
+  CHECK(rt_cpu_fused_use_isa(widest));
+}
+
 /* A batch of small planes runs as one product (folded): 3x3 windows with padding 1 and
  * stride 1 or 2, and a 1x1 window read in place, over batches of 3, in f32 and f64, against
  * loops written here (small integers: exact); then larger ones against the reference, with
@@ -886,6 +966,8 @@ int main(void) {
   RUN(test_dot);
   rt_cpu_dot_use_dnnl(dnnl_products);
   RUN(test_gemv);
+  RUN(test_few_rows);
+  RUN(test_few_rows_variants);
   RUN(test_gather_rows);
   RUN(test_split_gemv);
   RUN(test_transpose_tiled);

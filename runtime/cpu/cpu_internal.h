@@ -224,6 +224,12 @@ typedef struct rt_cpu_epilogue {
 bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in, rt_value *out,
                               const rt_cpu_epilogue *epilogue, void *scratch);
 bool rt_cpu_is_dot_kernel(rt_cpu_scratch_kernel kernel);
+/* c[r][j] = sum over t of a[r][t] * b[j][t], for r < m and col0 <= j < col1 (dot_rows.c): a
+ * few rows (a is [m][k]) against a matrix stored [n][k], which is read once; c is [m][n].
+ * The dot kernel's path for 2 to RT_CPU_DOT_ROWS rows of f32. */
+enum { RT_CPU_DOT_ROWS = 8 };
+void rt_cpu_dot_rows_f32(const float *a, const float *b, float *c, int64_t m, int64_t n, int64_t k, int64_t col0,
+                         int64_t col1);
 
 /* Fusion (fusion.c), run on a plan whose steps are classified and not yet
  * assigned buffers: turns groups of elementwise steps into one FUSED step each (at the

@@ -18,7 +18,10 @@
  * (a weight stored [in, out]) into blocks of rows too, each summing its share of k into
  * partial results in scratch that are added up afterwards, in a fixed order; split into
  * column blocks instead, each item read a few hundred bytes from every row, one page apart,
- * and ran at a third of the memory's speed. */
+ * and ran at a third of the memory's speed. Two to RT_CPU_DOT_ROWS rows of f32 against a
+ * [n][k] matrix (a Linear layer at batch 8) go to dot_rows.c, which reads the weights once
+ * where sgemm packs them first: alexnet's classifier at batch 8 from PyTorch (the transpose of
+ * each nn.Linear weight folded into its dot), 27-33 -> 16-19 ms. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +34,7 @@
 #include "runtime/reference/reference.h"
 #include "runtime/runtime.h"
 
-enum { COL_BLOCK = 256 };
+enum { COL_BLOCK = 256, ROWS_COL_BLOCK = 96 };
 
 /* A [k][n] gemv of at least SPLIT_WORK elements is split into at most MAX_K_BLOCKS blocks of
  * k, each at least SPLIT_WORK elements; the count depends on the shape alone, so results do
@@ -55,6 +58,7 @@ typedef struct dot_job {
   int64_t row_height, col_blocks, col_width;
   bool a_transposed, b_transposed;
   bool on_dnnl; /* f32 gemm through oneDNN (rt_cpu_dot_on_dnnl) */
+  bool few_rows; /* f32, 2 to RT_CPU_DOT_ROWS rows, B [n][k]: items are (batch, ROWS_COL_BLOCK columns) */
   const rt_cpu_epilogue *epilogue; /* f32 only: c is the output itself */
   int64_t k_blocks; /* > 0: a [k][n] gemv summed in k_blocks blocks of k into partials */
   void *partials;   /* [k_blocks][n] */
@@ -115,10 +119,26 @@ static void k_block_sums(void *ctx, int64_t begin, int64_t end) {
   if (j->epilogue) j->epilogue->run(j->epilogue->ctx, begin, end);
 }
 
+/* few_rows: each item is every row of a batch against a block of columns. */
+static void few_rows_items(const dot_job *j, int64_t begin, int64_t end) {
+  for (int64_t item = begin; item < end; item++) {
+    int64_t batch = item / j->blocks, c0 = (item % j->blocks) * ROWS_COL_BLOCK;
+    int64_t c1 = j->n - c0 < ROWS_COL_BLOCK ? j->n : c0 + ROWS_COL_BLOCK, c_at = batch * j->m * j->n;
+    rt_cpu_dot_rows_f32((const float *)j->a + batch * j->m * j->k, (const float *)j->b + batch * j->n * j->k,
+                        (float *)j->c + c_at, j->m, j->n, j->k, c0, c1);
+    if (j->epilogue)
+      for (int64_t r = 0; r < j->m; r++) j->epilogue->run(j->epilogue->ctx, c_at + r * j->n + c0, c_at + r * j->n + c1);
+  }
+}
+
 static void dot_items(void *ctx, int64_t begin, int64_t end) {
   const dot_job *j = ctx;
   if (j->m == 1) {
     gemv_items(j, begin, end);
+    return;
+  }
+  if (j->few_rows) {
+    few_rows_items(j, begin, end);
     return;
   }
   for (int64_t item = begin; item < end; item++) {
@@ -286,10 +306,14 @@ bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in,
       rt_parallel_for(s.k_blocks, 1, k_block_items, &j);
       rt_parallel_for(n, 4096, k_block_sums, &j);
     } else {
-      if (m > 1) split_grid(&j, s.batch);
+      j.few_rows = !j.f64 && m >= 2 && m <= RT_CPU_DOT_ROWS && s.b_transposed && !s.a_transposed;
+      if (j.few_rows) j.blocks = (n + ROWS_COL_BLOCK - 1) / ROWS_COL_BLOCK;
+      else if (m > 1) split_grid(&j, s.batch);
       /* an item is at most row_height * col_width * k multiply-adds (COL_BLOCK * k for
-       * gemv); about a million make a task */
-      int64_t per_item = m == 1 ? (n < COL_BLOCK ? n : COL_BLOCK) * k : j.row_height * j.col_width * k;
+       * gemv, m * ROWS_COL_BLOCK * k for few rows); about a million make a task */
+      int64_t per_item = m == 1       ? (n < COL_BLOCK ? n : COL_BLOCK) * k
+                         : j.few_rows ? m * (n < ROWS_COL_BLOCK ? n : ROWS_COL_BLOCK) * k
+                                      : j.row_height * j.col_width * k;
       int64_t grain = per_item >= (1 << 20) ? 1 : (1 << 20) / (per_item ? per_item : 1);
       /* oneDNN's sgemm on an item run on this thread uses the caller's team */
       int team = j.on_dnnl ? rt_cpu_dnnl_team_begin() : 0;
