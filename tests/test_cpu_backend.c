@@ -504,7 +504,8 @@ static void test_gather_rows(void) {
  * in blocks of k into partials then added up: a and B hold small integers from a hash of
  * their indices (no pattern whose sum over a block of k vanishes), so every sum is exact
  * and c[j] is computed here by plain loops. K x N is
- * 16.8M elements (16 blocks, uneven) for f32, 2.2M (2 blocks) for f64. */
+ * 16.8M elements (16 blocks, uneven) for f32, 2.2M (16 blocks) for f64; 600 x 500 (2 blocks)
+ * for f32 again. */
 static void expect_split_gemv(hlo_dtype dtype, const char *type, int64_t k, int64_t n) {
   double *a = malloc(sizeof(double) * (size_t)k), *b = malloc(sizeof(double) * (size_t)(k * n));
   double *want = calloc((size_t)n, sizeof(double));
@@ -529,6 +530,7 @@ static void expect_split_gemv(hlo_dtype dtype, const char *type, int64_t k, int6
 static void test_split_gemv(void) {
   expect_split_gemv(HLO_F32, "f32", 4099, 4097);
   expect_split_gemv(HLO_F64, "f64", 1100, 2001);
+  expect_split_gemv(HLO_F32, "f32", 600, 500);
 }
 
 /* Single-row products take the gemv path, in column blocks of 256: 300 columns are two
