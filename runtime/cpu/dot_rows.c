@@ -3,10 +3,11 @@
  *
  * Why not BLAS: sgemm packs the whole weight matrix into its own layout on every call, so
  * 151 MB of weights cross memory twice for eight rows of arithmetic (alexnet's first layer:
- * 15.9 ms a call through OpenBLAS against 12.4 here). Here each output column is one row of B, read once, in
- * order, with every row of A against it: the weights are streamed from memory a single time
- * (rows of A stay in cache). Three columns and up to four rows at a time: twelve vector sums
- * in registers, three loads from B and four from A for every twelve products.
+ * 15.9 ms a call through OpenBLAS against 12.4 here). Here each output column is one row of
+ * B, read once, in order, with every row of A against it: the weights are streamed from
+ * memory a single time (rows of A stay in cache). Three columns and up to four rows at a
+ * time: twelve vector sums in registers, three loads from B and four from A for every twelve
+ * products.
  *
  * Order: c[r][j] sums k in eight lanes (lane l takes k = l, l + 8, ...), adds the lanes as
  * ((0+4)+(1+5))+((2+6)+(3+7)), then adds the k % 8 last products in order. That is fixed by
