@@ -19,58 +19,47 @@
 typedef float v8 __attribute__((vector_size(32)));
 
 enum { COLS = 3, ROWS = 4 };
+_Static_assert(COLS == 3, "the tiles below are named and made for three columns");
 
 /* The eight lanes' sum, in the order the header gives. */
 #define LANES(v) ((((v)[0] + (v)[4]) + ((v)[1] + (v)[5])) + (((v)[2] + (v)[6]) + ((v)[3] + (v)[7])))
 
-/* NAME##_tileR: c[r][j0 + q] for r < R, q < COLS; the loops have constant bounds, so the
- * compiler unrolls them and keeps the R * COLS sums in registers. */
-#define DEFINE_TILE(NAME, R, ATTR)                                                                      \
-  static inline ATTR void NAME##_tile##R(const float *a, const float *b, float *c, int64_t n, int64_t k, \
-                                         int64_t j0) {                                                  \
-    v8 sum[R][COLS];                                                                                    \
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                                 \
-      _Pragma("GCC unroll 3") for (int q = 0; q < COLS; q++) sum[r][q] = (v8){0};                       \
-    const float *col = b + j0 * k;                                                                      \
-    int64_t at = 0;                                                                                     \
-    for (; at + 8 <= k; at += 8) {                                                                      \
-      v8 w[COLS];                                                                                       \
-      _Pragma("GCC unroll 3") for (int q = 0; q < COLS; q++) __builtin_memcpy(&w[q], col + q * k + at, sizeof w[q]); \
-      _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                             \
-        v8 x;                                                                                           \
-        __builtin_memcpy(&x, a + r * k + at, sizeof x);                                                 \
-        _Pragma("GCC unroll 3") for (int q = 0; q < COLS; q++) sum[r][q] += x * w[q];                   \
-      }                                                                                                 \
-    }                                                                                                   \
-    for (int r = 0; r < R; r++)                                                                         \
-      for (int q = 0; q < COLS; q++) {                                                                  \
-        float total = LANES(sum[r][q]);                                                                 \
-        for (int64_t t = at; t < k; t++) total += a[r * k + t] * col[q * k + t];                        \
-        c[r * n + j0 + q] = total;                                                                      \
-      }                                                                                                 \
+/* NAME##_tileRxC: c[r][j0 + q] for r < R, q < C; the loops have constant bounds, so the
+ * compiler unrolls them and keeps the R * C sums in registers. */
+#define DEFINE_TILE(NAME, R, C, ATTR)                                                                        \
+  static inline ATTR void NAME##_tile##R##x##C(const float *a, const float *b, float *c, int64_t n, int64_t k, \
+                                               int64_t j0) {                                                 \
+    v8 sum[R][C];                                                                                            \
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                                                      \
+      _Pragma("GCC unroll 3") for (int q = 0; q < C; q++) sum[r][q] = (v8){0};                               \
+    const float *col = b + j0 * k;                                                                           \
+    int64_t at = 0;                                                                                          \
+    for (; at + 8 <= k; at += 8) {                                                                           \
+      v8 w[C];                                                                                               \
+      _Pragma("GCC unroll 3") for (int q = 0; q < C; q++) __builtin_memcpy(&w[q], col + q * k + at, sizeof w[q]); \
+      _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                                  \
+        v8 x;                                                                                                \
+        __builtin_memcpy(&x, a + r * k + at, sizeof x);                                                      \
+        _Pragma("GCC unroll 3") for (int q = 0; q < C; q++) sum[r][q] += x * w[q];                           \
+      }                                                                                                      \
+    }                                                                                                        \
+    for (int r = 0; r < R; r++)                                                                              \
+      for (int q = 0; q < C; q++) {                                                                          \
+        float total = LANES(sum[r][q]);                                                                      \
+        for (int64_t t = at; t < k; t++) total += a[r * k + t] * col[q * k + t];                             \
+        c[r * n + j0 + q] = total;                                                                           \
+      }                                                                                                      \
   }
 
 /* NAME: rows [0, m) (all of them, m <= RT_CPU_DOT_ROWS) of c, columns [j0, j1). Columns
- * past the last whole tile are one row and one column at a time. */
+ * past the last whole tile are one row and one column at a time (a 1x1 tile: the same sums
+ * in the same order). */
 #define DEFINE_ROWS(NAME, ATTR)                                                                            \
-  DEFINE_TILE(NAME, 1, ATTR)                                                                               \
-  DEFINE_TILE(NAME, 2, ATTR)                                                                               \
-  DEFINE_TILE(NAME, 3, ATTR)                                                                               \
-  DEFINE_TILE(NAME, 4, ATTR)                                                                               \
-  static inline ATTR void NAME##_one(const float *a, const float *b, float *c, int64_t k, int64_t j) { \
-    v8 sum = {0};                                                                                          \
-    const float *col = b + j * k;                                                                          \
-    int64_t at = 0;                                                                                        \
-    for (; at + 8 <= k; at += 8) {                                                                         \
-      v8 x, w;                                                                                             \
-      __builtin_memcpy(&x, a + at, sizeof x);                                                              \
-      __builtin_memcpy(&w, col + at, sizeof w);                                                            \
-      sum += x * w;                                                                                        \
-    }                                                                                                      \
-    float total = LANES(sum);                                                                              \
-    for (int64_t t = at; t < k; t++) total += a[t] * col[t];                                               \
-    c[j] = total;                                                                                          \
-  }                                                                                                        \
+  DEFINE_TILE(NAME, 1, 3, ATTR) /* 3: COLS, spelled out for the names */                                   \
+  DEFINE_TILE(NAME, 2, 3, ATTR)                                                                            \
+  DEFINE_TILE(NAME, 3, 3, ATTR)                                                                            \
+  DEFINE_TILE(NAME, 4, 3, ATTR)                                                                            \
+  DEFINE_TILE(NAME, 1, 1, ATTR)                                                                            \
   static ATTR void NAME(const float *a, const float *b, float *c, int64_t m, int64_t n, int64_t k, int64_t j0, \
                         int64_t j1) {                                                                      \
     for (int64_t r0 = 0; r0 < m; r0 += ROWS) {                                                             \
@@ -78,13 +67,13 @@ enum { COLS = 3, ROWS = 4 };
       float *cr = c + r0 * n;                                                                              \
       int64_t rows = m - r0 < ROWS ? m - r0 : ROWS, j = j0;                                                \
       for (; j + COLS <= j1; j += COLS) switch (rows) {                                                    \
-          case 1: NAME##_tile1(ar, b, cr, n, k, j); break;                                                 \
-          case 2: NAME##_tile2(ar, b, cr, n, k, j); break;                                                 \
-          case 3: NAME##_tile3(ar, b, cr, n, k, j); break;                                                 \
-          default: NAME##_tile4(ar, b, cr, n, k, j); break;                                                \
+          case 1: NAME##_tile1x3(ar, b, cr, n, k, j); break;                                               \
+          case 2: NAME##_tile2x3(ar, b, cr, n, k, j); break;                                               \
+          case 3: NAME##_tile3x3(ar, b, cr, n, k, j); break;                                               \
+          default: NAME##_tile4x3(ar, b, cr, n, k, j); break;                                              \
         }                                                                                                  \
       for (; j < j1; j++)                                                                                  \
-        for (int64_t r = 0; r < rows; r++) NAME##_one(ar + r * k, b, cr + r * n, k, j);                 \
+        for (int64_t r = 0; r < rows; r++) NAME##_tile1x1(ar + r * k, b, cr + r * n, n, k, j);             \
     }                                                                                                      \
   }
 
