@@ -115,7 +115,7 @@ typedef struct rt_backend {
   rt_executable *(*deserialize)(const void *bytes, size_t len, const rt_compile_options *options, hlo_diag *diag);
   /* Optional (NULL: deserialize, then free bytes): deserialize that takes bytes, a malloc'd
    * buffer, and frees it, on failure too, now or with the executable; an executable that
-   * keeps part of its bytes (the cpu backend's source text) need not copy it. */
+   * keeps part of its bytes (the cpu backend's source module) need not copy it. */
   rt_executable *(*adopt)(void *bytes, size_t len, const rt_compile_options *options, hlo_diag *diag);
   /* Optional (NULL when the backend must compile first): runs a module directly, with no
    * compile work, as execute would run its executable. A traced function with symbolic dims

@@ -265,9 +265,9 @@ static void test_kept_weights(void) {
   hlo_module_free(module);
 }
 
-/* A loaded executable bound to another batch size: the source text is parsed then (no pass
- * runs), and the bound one agrees with the reference; loaded by copying the text out of the
- * bytes or by keeping them (adopt). */
+/* A loaded executable bound to another batch size: the source module is decoded then (no pass
+ * runs), and the bound one agrees with the reference; loaded by copying its encoding out
+ * of the bytes or by keeping them (adopt). */
 static void bind_loaded(bool adopt) {
   rt_executable *exe = compile_checked(conv_bn_text(2));
   rt_executable *loaded = exe ? reload_by(exe, adopt) : NULL;
@@ -298,9 +298,9 @@ static void test_bind_loaded(void) {
   bind_loaded(true);
 }
 
-/* An adopted blob's executable keeps the source text inside the bytes it was given (the rest
+/* An adopted blob's executable keeps the source module inside the bytes it was given (the rest
  * given back): written again, it is the same bytes; a blob adopt refuses is freed (ASan). */
-static void test_adopt_keeps_text(void) {
+static void test_adopt_keeps_source(void) {
   rt_executable *exe = compile_checked(conv_bn_text(2));
   hlo_diag diag = {0};
   void *bytes = NULL, *again = NULL;
@@ -326,7 +326,7 @@ static void test_adopt_keeps_text(void) {
 }
 
 /* A bound executable serialized and loaded runs at its own sizes and binds to others (its
- * blob holds the source text of the executable it was bound from); each agrees with the
+ * blob holds the source module of the executable it was bound from); each agrees with the
  * reference, and neither the load nor the binds run a pass. */
 static void test_bound_reloaded(void) {
   rt_executable *exe = compile_checked(conv_bn_text(2));
@@ -426,10 +426,21 @@ static void test_unverified_module(void) {
   decoded_free(&dec);
 }
 
+/* A loaded blob whose bytes were changed binds to another batch or refuses with a message:
+ * its source module is decoded only then, and must not crash whatever it decodes to. */
+static bool binds_or_says_why(rt_executable *loaded, const hlo_module *binding) {
+  hlo_diag diag = {0};
+  rt_executable *bound = rt_backend_cpu.bind(loaded, binding, &diag);
+  rt_backend_cpu.destroy(bound);
+  return bound || diag.message[0] != '\0';
+}
+
 /* Every truncation and every flipped byte is refused with a message; flips with the
- * checksum made right again must not crash whatever they decode to. */
+ * checksum made right again must not crash whatever they decode to, loaded or bound. */
 static void test_damaged(void) {
   rt_executable *exe = compile_checked(conv_bn_text(1));
+  hlo_module *binding = parse_checked(conv_bn_text(3));
+  int bind_answers = 0, bind_tries = 0;
   hlo_diag diag = {0};
   void *bytes = NULL;
   size_t len = 0;
@@ -464,6 +475,7 @@ static void test_damaged(void) {
     rt_executable *e = rt_backend_cpu.deserialize(copy, len, NULL, &diag);
     if (e) loaded++;
     else refused += diag.message[0] != '\0';
+    if (e && binding) bind_tries++, bind_answers += binds_or_says_why(e, binding);
     rt_backend_cpu.destroy(e);
   }
   CHECK_EQ_INT(refused + loaded, (int)(len - RT_CPU_BLOB_HEADER));
@@ -486,10 +498,13 @@ static void test_damaged(void) {
     void *again = NULL;
     size_t again_len = 0;
     fuzzed += e ? rt_backend_cpu.serialize(e, &again, &again_len, &diag) == HLO_OK : diag.message[0] != '\0';
+    if (e && binding) bind_tries++, bind_answers += binds_or_says_why(e, binding);
     free(again);
     rt_backend_cpu.destroy(e);
   }
   CHECK_EQ_INT(fuzzed, bytes && copy ? 3000 : 0);
+  CHECK_EQ_INT(bind_answers, bind_tries);
+  CHECK(bind_tries > 0);
   if (bytes && copy) { /* another format version */
     memcpy(copy, bytes, len);
     copy[8] = RT_CPU_BLOB_VERSION + 1;
@@ -499,6 +514,7 @@ static void test_damaged(void) {
   }
   free(copy);
   free(bytes);
+  hlo_module_free(binding);
   rt_backend_cpu.destroy(exe);
 }
 
@@ -669,7 +685,7 @@ int main(void) {
   RUN(test_differential);
   RUN(test_kept_weights);
   RUN(test_bind_loaded);
-  RUN(test_adopt_keeps_text);
+  RUN(test_adopt_keeps_source);
   RUN(test_bound_reloaded);
   RUN(test_dead_computations);
   RUN(test_unverified_module);

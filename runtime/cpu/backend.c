@@ -16,6 +16,7 @@
 #include <cblas.h>
 
 #include "runtime/runtime.h"
+#include "blob_internal.h"
 #include "cpu_internal.h"
 #include "hlo/hlo.h"
 
@@ -40,13 +41,13 @@ static int64_t keep_arena_budget(const rt_compile_options *options) {
 
 struct rt_executable {
   hlo_module *module;   /* what runs: the optimized module, or a bound copy of its entry */
-  /* compiled: the module before the passes, origins numbered (deserialized: parsed from
-   * source_text at the first bind, under source_lock); bound: NULL */
+  /* compiled: the module before the passes, origins numbered (deserialized: decoded from
+   * source_bytes at the first bind, under source_lock); bound: NULL */
   hlo_module *source;
-  /* its text, NUL-terminated, what serialize writes (bound: NULL, its family's is written),
-   * inside source_block, the allocation the executable frees: the text's own, or the bytes
-   * of the blob it was adopted from (cpu_adopt) */
-  const char *source_text;
+  /* its encoding (rt_cpu_encode_module), what serialize writes (bound: NULL, its family's
+   * is written), inside source_block, the allocation the executable frees: the encoding's
+   * own, or the bytes of the blob it was adopted from (cpu_adopt) */
+  const char *source_bytes;
   size_t source_len;
   void *source_block;
   pthread_mutex_t source_lock;
@@ -167,10 +168,11 @@ static _Atomic int64_t pass_runs;
 
 int64_t rt_cpu_pass_runs(void) { return atomic_load(&pass_runs); }
 
-/* Compiles a module's text: parsed twice, once kept as the source (what serialize writes and
- * bind compares a binding with) and once for the passes, each instruction of both numbered
- * by its position in the text (origin) so that bind can map an optimized instruction to its
- * counterpart in another binding of the source. */
+/* Compiles a module's text: parsed twice, once kept as the source (bind compares a binding
+ * with it; serialize writes its encoding, which a load decodes far faster than it could
+ * parse the text) and once for the passes, each instruction of both numbered by its
+ * position (origin) so that bind can map an optimized instruction to its counterpart in
+ * another binding of the source. */
 static rt_executable *cpu_compile_text(const char *text, size_t len, const char *where,
                                        const rt_compile_options *options, hlo_diag *diag) {
   static const rt_compile_options defaults = RT_COMPILE_OPTIONS_INIT;
@@ -202,21 +204,23 @@ static rt_executable *cpu_compile_text(const char *text, size_t len, const char 
   /* a pass that ran out of memory mid-rewrite leaves the module's failed flag */
   rt_cpu_plan *plan = hlo_module_check_memory(module, "optimizing the module", diag) ? NULL
                                                                                       : rt_cpu_plan_build(module, options, diag);
-  char *source_text = plan ? hlo_malloc(len + 1) : NULL;
-  if (plan && !source_text) hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory keeping the module's text");
-  rt_executable *exe = source_text ? new_executable(module, plan, options, diag) : NULL;
+  hlo_strbuf encoded;
+  hlo_sb_init(&encoded);
+  if (plan) rt_cpu_encode_module(&encoded, source, false);
+  size_t encoded_len = encoded.len;
+  char *source_bytes = plan ? hlo_sb_take(&encoded) : NULL;
+  if (plan && !source_bytes) hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory encoding the module");
+  rt_executable *exe = source_bytes ? new_executable(module, plan, options, diag) : NULL;
   if (!exe) {
-    free(source_text);
+    free(source_bytes);
     rt_cpu_plan_free(plan);
     hlo_module_free(module);
     hlo_module_free(source);
     return NULL;
   }
-  memcpy(source_text, text, len);
-  source_text[len] = '\0';
   exe->source = source;
-  exe->source_text = exe->source_block = source_text;
-  exe->source_len = len;
+  exe->source_bytes = exe->source_block = source_bytes;
+  exe->source_len = encoded_len;
   return exe;
 }
 
@@ -548,14 +552,25 @@ static hlo_status cpu_execute(rt_executable *exe, rt_value *const *args, int arg
   return status;
 }
 
-/* A deserialized executable's source module, parsed from its text at the first bind. */
-static hlo_status parse_source(rt_executable *exe, hlo_diag *diag) {
+/* A deserialized executable's source module, decoded at the first bind and checked as a
+ * loaded module is (deserialize.c): bytes that passed the checksum may still come from
+ * elsewhere. */
+static hlo_status decode_source(rt_executable *exe, hlo_diag *diag) {
   pthread_mutex_lock(&exe->source_lock);
-  if (!exe->source && exe->source_text) {
-    exe->source = hlo_parse_module(exe->source_text, exe->source_len, "<cache entry>", diag);
-    if (exe->source) hlo_module_number_origins(exe->source);
+  if (!exe->source && exe->source_bytes) {
+    rt_blob_in in;
+    rt_blob_in_init(&in, exe->source_bytes, exe->source_len);
+    hlo_module *source = rt_cpu_decode_module(&in);
+    if (source && in.p != in.end) rt_blob_fail(&in, "the end (bytes left over)");
+    if (in.failed) {
+      hlo_diag_set(diag, HLO_ERR_INPUT, "bad bytes reading the source module of a cpu executable: %s", in.why);
+    } else if (hlo_verify_decoded(source, diag) == HLO_OK) {
+      hlo_module_number_origins(source);
+      exe->source = source;
+    }
+    if (!exe->source) hlo_module_free(source);
   }
-  bool ok = exe->source || !exe->source_text;
+  bool ok = exe->source || !exe->source_bytes;
   pthread_mutex_unlock(&exe->source_lock);
   return ok ? HLO_OK : diag->status;
 }
@@ -565,7 +580,7 @@ static hlo_status parse_source(rt_executable *exe, hlo_diag *diag) {
  * binds through the one it was bound from. */
 static rt_executable *cpu_bind(rt_executable *exe, const hlo_module *binding, hlo_diag *diag) {
   rt_executable *compiled = exe->bound_from ? exe->bound_from : exe;
-  if (parse_source(compiled, diag) != HLO_OK) return NULL;
+  if (decode_source(compiled, diag) != HLO_OK) return NULL;
   hlo_module *bound = rt_cpu_bind_module(compiled->source, compiled->module, binding, diag);
   if (!bound) return NULL;
   rt_cpu_plan *plan = rt_cpu_plan_build(bound, &compiled->options, diag);
@@ -594,22 +609,22 @@ static void cpu_destroy(rt_executable *exe) {
   free(exe);
 }
 
-/* A bound executable is written with the source text of the executable it was bound from:
- * its instructions' origins are positions in that text, so loaded again it binds to other
- * sizes as that one does. */
+/* A bound executable is written with the source module of the executable it was bound
+ * from: its instructions' origins are positions in that module, so loaded again it binds to
+ * other sizes as that one does. */
 static hlo_status cpu_serialize(const rt_executable *exe, void **bytes, size_t *len, hlo_diag *diag) {
   const rt_executable *family = exe->bound_from ? exe->bound_from : exe;
-  return rt_cpu_serialize(exe->module, exe->plan, family->source_text, family->source_len, bytes, len, diag);
+  return rt_cpu_serialize(exe->module, exe->plan, family->source_bytes, family->source_len, bytes, len, diag);
 }
 
-/* The executable that bytes hold, still without its source text: *text and *text_len say
- * where that lies in bytes (NULL: there is none). */
-static rt_executable *load(const void *bytes, size_t len, const rt_compile_options *options, const char **text,
-                           size_t *text_len, hlo_diag *diag) {
+/* The executable that bytes hold, still without its source module: *source and
+ * *source_len say where that module's encoding lies in bytes (NULL: there is none). */
+static rt_executable *load(const void *bytes, size_t len, const rt_compile_options *options, const char **source,
+                           size_t *source_len, hlo_diag *diag) {
   static const rt_compile_options defaults = RT_COMPILE_OPTIONS_INIT;
   hlo_module *module;
   rt_cpu_plan *plan;
-  if (rt_cpu_deserialize(bytes, len, &module, &plan, text, text_len, diag) != HLO_OK) return NULL;
+  if (rt_cpu_deserialize(bytes, len, &module, &plan, source, source_len, diag) != HLO_OK) return NULL;
   openblas_set_num_threads(1);
   rt_executable *exe = new_executable(module, plan, options ? options : &defaults, diag);
   if (!exe) {
@@ -621,42 +636,39 @@ static rt_executable *load(const void *bytes, size_t len, const rt_compile_optio
 
 static rt_executable *cpu_deserialize(const void *bytes, size_t len, const rt_compile_options *options,
                                       hlo_diag *diag) {
-  const char *text;
-  size_t text_len;
-  rt_executable *exe = load(bytes, len, options, &text, &text_len, diag);
-  if (!exe || !text) return exe;
-  char *copy = hlo_malloc(text_len + 1);
+  const char *source;
+  size_t source_len;
+  rt_executable *exe = load(bytes, len, options, &source, &source_len, diag);
+  if (!exe || !source) return exe;
+  char *copy = hlo_malloc(source_len + 1);
   if (!copy) {
     cpu_destroy(exe);
-    hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory keeping a loaded module's text");
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory keeping a loaded module's source");
     return NULL;
   }
-  memcpy(copy, text, text_len);
-  copy[text_len] = '\0';
-  exe->source_text = exe->source_block = copy;
-  exe->source_len = text_len;
+  memcpy(copy, source, source_len);
+  exe->source_bytes = exe->source_block = copy;
+  exe->source_len = source_len;
   return exe;
 }
 
-/* Keeps the blob's bytes instead of copying its source text out of them: in a fresh process
- * every page a load writes first is a page fault, and the copy was 12 of gpt2's 113. The
- * text leads the blob, so the bytes after it go back to malloc, and its NUL overwrites the
- * first byte of the module's encoding, which was read already. */
+/* Keeps the blob's bytes instead of copying its source module's encoding out of them: in a
+ * fresh process every page a load writes first is a page fault, and the copy was 12 of
+ * gpt2's 113. The encoding leads the blob, so the bytes after it go back to malloc. */
 static rt_executable *cpu_adopt(void *bytes, size_t len, const rt_compile_options *options, hlo_diag *diag) {
-  const char *text;
-  size_t text_len;
-  rt_executable *exe = load(bytes, len, options, &text, &text_len, diag);
-  if (!exe || !text) {
+  const char *source;
+  size_t source_len;
+  rt_executable *exe = load(bytes, len, options, &source, &source_len, diag);
+  if (!exe || !source) {
     free(bytes);
     return exe;
   }
-  size_t end = (size_t)(text - (const char *)bytes) + text_len; /* < len: the module follows */
-  char *kept = hlo_realloc(bytes, end + 1);
+  size_t end = (size_t)(source - (const char *)bytes) + source_len; /* < len: the module follows */
+  char *kept = hlo_realloc(bytes, end);
   if (!kept) kept = bytes; /* a shrink that failed leaves bytes as they were */
-  kept[end] = '\0';
   exe->source_block = kept;
-  exe->source_text = kept + (end - text_len);
-  exe->source_len = text_len;
+  exe->source_bytes = kept + (end - source_len);
+  exe->source_len = source_len;
   return exe;
 }
 

@@ -159,7 +159,7 @@ uint64_t rt_cpu_plan_next_id(void);
 
 /* (serialize.c, deserialize.c) The executable's serialized form: the module after the
  * passes, the plan with every decision in it (steps, kernels, buffers, fused programs, oneDNN
- * descriptions with their layouts) and the text of the module before the passes (what bind
+ * descriptions with their layouts) and the module before the passes, encoded (what bind
  * compares bindings with; NULL when there is none), in a versioned, checksummed binary format
  * (serialize.c's header). Loading runs no pass and no planning: kernels are looked up again
  * by the family recorded for each step, and oneDNN's primitives, which oneDNN 2.6 cannot
@@ -167,8 +167,9 @@ uint64_t rt_cpu_plan_next_id(void);
 hlo_status rt_cpu_serialize(const hlo_module *module, const rt_cpu_plan *plan, const char *source, size_t source_len,
                             void **bytes, size_t *len, hlo_diag *diag);
 /* On success *module and *plan are new (the plan's steps point into the module), and
- * *source is where the source text lies in bytes (*source_len bytes, not NUL-terminated:
- * the module's bytes follow), or NULL: the caller copies it or keeps bytes. A truncated,
+ * *source is where the source module's encoding lies in bytes (*source_len bytes; the
+ * optimized module's follow), or NULL: the caller copies it or keeps bytes, and decodes it
+ * when it binds (rt_cpu_decode_module). A truncated,
  * damaged or foreign blob is HLO_ERR_INPUT naming what could not be read. */
 hlo_status rt_cpu_deserialize(const void *bytes, size_t len, hlo_module **module, rt_cpu_plan **plan,
                               const char **source, size_t *source_len, hlo_diag *diag);

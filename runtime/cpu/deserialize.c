@@ -1,5 +1,5 @@
 /* Reading a serialized cpu executable (format in serialize.c): the header is checked (magic,
- * version, checksum), then the source text, the optimized module (deserialize_module.c) and
+ * version, checksum), then the source module's encoding, the optimized module (deserialize_module.c) and
  * the plan are read back, every count and index checked against its range, so a truncated or
  * damaged blob is a clear error and never a pointer out of bounds.
  *
@@ -394,7 +394,7 @@ hlo_status rt_cpu_deserialize(const void *bytes, size_t len, hlo_module **module
   rt_blob_in in;
   rt_blob_in_init(&in, (const unsigned char *)bytes + RT_CPU_BLOB_HEADER, len - RT_CPU_BLOB_HEADER);
   size_t text_len;
-  const char *text = rt_blob_get_bytes(&in, &text_len, "the source text");
+  const char *text = rt_blob_get_bytes(&in, &text_len, "the source module");
   hlo_module *m = in.failed ? NULL : rt_cpu_decode_module(&in);
   verify(&in, m);
   rt_cpu_plan *p = m && !in.failed ? get_plan(&in, m) : NULL;

@@ -4,7 +4,9 @@
  * Format (every integer a varint, blob_internal.h):
  *
  *   "LATCHCPU" (8 bytes), format version (1 byte), XXH3 checksum of the rest (8 bytes, LE)
- *   source    the module's text before the passes (bytes; NULL when there is none)
+ *   source    the module before the passes, origins numbered, encoded as the module
+ *             below (rt_cpu_encode_module, every computation) but kept as bytes: a load
+ *             decodes it only when it binds (NULL when there is none)
  *   module    the module after the passes, origins included, the computations it no longer
  *             calls left out (rt_cpu_encode_module)
  *   plan      its numbers, then each step: kind, kernel family, buffers, frees, kept

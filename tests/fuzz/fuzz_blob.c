@@ -5,7 +5,8 @@
  * or fail with a message (HLO_ERR_INPUT, or out of memory), never crash or leak; one that
  * loads must serialize again, and that blob must load and serialize to the same bytes. The
  * first load takes the bytes (rt_backend_cpu.adopt, as the disk cache loads), the second
- * copies what it keeps (deserialize).
+ * copies what it keeps (deserialize) and is bound to another module, which decodes the
+ * source module the blob keeps: it binds or refuses with a message.
  * Seeds are bodies of blobs the cpu backend wrote for small corpus modules
  * (tests/fuzz/blob_seeds.sh, run by `make fuzz-blob`). */
 #include <stdbool.h>
@@ -43,6 +44,20 @@ static unsigned char *serialize(const rt_executable *exe, size_t *len) {
   return bytes;
 }
 
+/* Binding exe decodes its source module first; a binding it cannot take is refused with a
+ * message (or out of memory), never a crash. */
+static void bind_once(rt_executable *exe) {
+  static const char text[] = "HloModule b\nENTRY e {\n x = f32[3] parameter(0)\n ROOT y = f32[3] add(x, x)\n}\n";
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  hlo_module *binding = hlo_parse_module(text, sizeof text - 1, "binding", &diag);
+  if (!binding) abort();
+  rt_executable *bound = rt_backend_cpu.bind(exe, binding, &diag);
+  if (!bound && diag.message[0] == '\0') abort();
+  rt_backend_cpu.destroy(bound);
+  hlo_module_free(binding);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   unsigned char *blob = malloc(RT_CPU_BLOB_HEADER + size + 1);
   if (!blob) return 0;
@@ -60,6 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!again) abort(); /* what a load gave must load again */
   unsigned char *again_bytes = serialize(again, &again_len);
   if (again_len != len || memcmp(bytes, again_bytes, len) != 0) abort();
+  bind_once(again);
   rt_backend_cpu.destroy(again);
   free(bytes);
   free(again_bytes);
