@@ -146,6 +146,7 @@ static hlo_status check_replacements(const hlo_comp *bound_entry, const hlo_comp
     const hlo_instr *source = at_source[compiled->origin - 1], *binding = at_binding[compiled->origin - 1];
     if (compiled->opcode != source->opcode || compiled->operand_count != source->operand_count) continue;
     for (int k = 0; k < compiled->operand_count; k++) {
+      if (compiled->operands[k]->origin == source->operands[k]->origin) continue; /* not replaced */
       if (!hlo_shape_equal(&compiled->operands[k]->shape, &source->operands[k]->shape)) continue;
       if (hlo_shape_equal(&bound->operands[k]->shape, &binding->operands[k]->shape)) continue;
       return REFUSE(diag,

@@ -498,12 +498,10 @@ static rt_cpu_fusion *head_only(builder *b, int id, const hlo_instr *weight, boo
   return f;
 }
 
-/* Turns the group rooted at root into one FUSED step, its other members into INSIDE, and
- * counts the broadcasts it folded. */
-static void apply(rt_cpu_plan *plan, const int *group, int root, rt_cpu_fusion *f, const builder *b, int *folded) {
+/* Turns the group rooted at root into one FUSED step and counts the broadcasts it folded;
+ * its other members are made INSIDE by the caller, all groups' in one pass. */
+static void apply(rt_cpu_plan *plan, int root, rt_cpu_fusion *f, const builder *b, int *folded) {
   for (int k = 0; k < b->fold_count; k++) folded[b->folds_of[k]]++;
-  for (int i = 0; i < root; i++)
-    if (group[i] == root) plan->steps[i].kind = RT_STEP_INSIDE;
   if (f->head && f->head->id != root) plan->steps[f->head->id].kind = RT_STEP_INSIDE;
   if (f->tail) { /* the group's value is never stored: the reduce's step runs the group */
     plan->steps[root].kind = RT_STEP_INSIDE;
@@ -551,20 +549,19 @@ hlo_status rt_cpu_fuse(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag)
     for (int root = 0; root < n && !oom; root++) {
       if (group[root] != root) continue;
       rt_cpu_fusion *f = build_program(b, root, size[root], &oom);
-      if (f) {
-        apply(plan, group, root, f, b, u.folded);
-      } else {
-        for (int i = 0; i <= root; i++)
-          if (group[i] == root) group[i] = -1;
-      }
+      if (f) apply(plan, root, f, b, u.folded);
+      else size[root] = 0; /* its members stay steps of their own */
     }
+    /* a member's users are all in its group, so no later group read it */
+    for (int i = 0; i < n && !oom; i++)
+      if (group[i] >= 0 && group[i] != i && size[group[i]] > 0) plan->steps[i].kind = RT_STEP_INSIDE;
     /* dots with a shared weight that no group took as its head: a group of their own */
     for (int i = 0; i < n && !oom && b; i++) {
       const rt_cpu_step *step = &plan->steps[i];
       const hlo_instr *weight = step->kind == RT_STEP_FAST && step->fast_scratch ? shared_weight(plan, step->instr) : NULL;
       if (!weight) continue;
       rt_cpu_fusion *f = head_only(b, i, weight, &oom);
-      if (f) apply(plan, group, i, f, b, u.folded);
+      if (f) apply(plan, i, f, b, u.folded);
     }
     free(b);
     /* a broadcast every user folded is never read */
