@@ -38,6 +38,9 @@ typedef struct rt_value {
 
 /* A zero-filled array of this (array) shape; the layout is dropped. NULL if too large. */
 rt_value *rt_value_new(const hlo_shape *shape);
+/* The same with its bytes left as malloc gives them: for a writer of every element (a
+ * kernel's result, a copy), which need not pay for zeroing them first. */
+rt_value *rt_value_new_unfilled(const hlo_shape *shape);
 rt_value *rt_value_new_array(hlo_dtype dtype, int rank, const int64_t *dims);
 /* An array over the caller's memory (row-major, dtype's size * elements bytes), not copied;
  * release(release_ctx) is called once the value is gone (not when this returns NULL). */

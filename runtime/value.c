@@ -43,7 +43,7 @@ static rt_value *alloc_value(size_t extra) {
   return value;
 }
 
-rt_value *rt_value_new(const hlo_shape *shape) {
+static rt_value *new_array(const hlo_shape *shape, bool zeroed) {
   if (!hlo_dtype_is_computable(shape->dtype)) return NULL;
   int64_t bytes = hlo_shape_bytes(shape);
   size_t size = (size_t)(bytes > 0 ? bytes : 1);
@@ -52,16 +52,21 @@ rt_value *rt_value_new(const hlo_shape *shape) {
   hlo_shape_set_array(&value->shape, shape->dtype, shape->rank, shape->dims);
   value->count = hlo_shape_elements(&value->shape);
   if (size <= INLINE_BYTES) {
-    value->data = memset(inline_part(value), 0, size);
+    value->data = inline_part(value);
+    if (zeroed) memset(value->data, 0, size);
     return value;
   }
-  value->data = hlo_calloc(1, size);
+  value->data = zeroed ? hlo_calloc(1, size) : hlo_malloc(size);
   if (!value->data) {
     free(value);
     return NULL;
   }
   return value;
 }
+
+rt_value *rt_value_new(const hlo_shape *shape) { return new_array(shape, true); }
+
+rt_value *rt_value_new_unfilled(const hlo_shape *shape) { return new_array(shape, false); }
 
 rt_value *rt_value_new_array(hlo_dtype dtype, int rank, const int64_t *dims) {
   hlo_shape shape = hlo_shape_make(dtype, rank, dims);
@@ -142,7 +147,7 @@ rt_value *rt_value_copy(const rt_value *value) {
     free(elements);
     return copy;
   }
-  rt_value *copy = rt_value_new(&value->shape);
+  rt_value *copy = rt_value_new_unfilled(&value->shape);
   if (copy) memcpy(copy->data, value->data, (size_t)hlo_shape_bytes(&value->shape));
   return copy;
 }

@@ -50,6 +50,32 @@ static void test_small_and_large_arrays(void) {
   rt_value_release(copy);
 }
 
+/* An unfilled value is the zeroed one's twin but for its bytes: same shape, count, block
+ * layout (inline when small) and alignment, every byte writable (ASan), freed on release;
+ * a large copy holds the original's bytes. Out of memory fails cleanly. */
+static void test_unfilled(void) {
+  hlo_shape small_shape = hlo_shape_make(HLO_F32, 2, (int64_t[]){3, 5});
+  hlo_shape large_shape = hlo_shape_make(HLO_F64, 1, (int64_t[]){1000});
+  rt_value *small = rt_value_new_unfilled(&small_shape), *large = rt_value_new_unfilled(&large_shape);
+  rt_value *zeroed = rt_value_new(&small_shape);
+  CHECK(small && large && zeroed);
+  CHECK(small->count == 15 && large->count == 1000 && hlo_shape_equal(&small->shape, &small_shape));
+  CHECK((char *)small->data - (char *)small == (char *)zeroed->data - (char *)zeroed); /* inline, as the zeroed one */
+  CHECK((uintptr_t)large->data % alignof(max_align_t) == 0);
+  memset(small->data, 0xcd, 60);
+  for (int i = 0; i < 1000; i++) ((double *)large->data)[i] = i;
+  rt_value *copy = rt_value_copy(large);
+  CHECK(copy && copy->data != large->data && memcmp(copy->data, large->data, 8000) == 0);
+  rt_value_release(copy);
+  rt_value_release(small);
+  rt_value_release(large);
+  rt_value_release(zeroed);
+  hlo_alloc_test_fail(2, false);
+  hlo_shape big = hlo_shape_make(HLO_F32, 1, (int64_t[]){100000});
+  CHECK(rt_value_new_unfilled(&big) == NULL);
+  hlo_alloc_test_fail(0, false);
+}
+
 static void test_tuples_of_few_and_many(void) {
   enum { MANY = 20 };
   rt_value *few[3], *many[MANY];
@@ -156,6 +182,7 @@ static void test_ready_hash_filled_by_first_reader(void) {
 
 int main(void) {
   RUN(test_small_and_large_arrays);
+  RUN(test_unfilled);
   RUN(test_tuples_of_few_and_many);
   RUN(test_borrowed);
   RUN(test_out_of_memory);

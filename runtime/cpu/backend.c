@@ -352,8 +352,8 @@ static hlo_status run_dnnl(const rt_cpu_step *step, cell *cells, char *arena, rt
                            rt_eval *eval) {
   const hlo_instr *instr = step->instr;
   cell *c = &cells[instr->id];
-  if (step->output) {
-    c->value = rt_value_new(&instr->shape);
+  if (step->output) { /* oneDNN writes all of it, as it does a buffer of the arena */
+    c->value = rt_value_new_unfilled(&instr->shape);
     counted(1);
     if (!c->value) return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory for the result of %%%s", instr->name);
     c->owned = true;
@@ -443,8 +443,8 @@ static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char
     case RT_STEP_FAST:
     case RT_STEP_FUSED:
       if (step->part_count) return run_parts(step, arena, ops, eval);
-      if (step->output) {
-        c->value = rt_value_new(&instr->shape);
+      if (step->output) { /* written whole by the kernel, as a buffer of the arena is */
+        c->value = rt_value_new_unfilled(&instr->shape);
         counted(1);
         if (!c->value)
           return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory for the result of %%%s", instr->name);
