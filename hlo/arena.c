@@ -33,7 +33,8 @@ void hlo_arena_free(hlo_arena *arena) {
   arena->failed = false;
 }
 
-void *hlo_arena_alloc(hlo_arena *arena, size_t size) {
+/* size bytes (rounded up to 16), not zeroed; NULL with the failed flag set. */
+static void *bump(hlo_arena *arena, size_t size) {
   if (size > SIZE_MAX - 15) {
     arena->failed = true;
     return NULL;
@@ -62,12 +63,18 @@ void *hlo_arena_alloc(hlo_arena *arena, size_t size) {
   void *result = block->data + block->offset;
   block->offset += size;
   arena->used_bytes += size;
-  memset(result, 0, size);
   return result;
 }
 
+void *hlo_arena_alloc(hlo_arena *arena, size_t size) {
+  void *result = bump(arena, size);
+  return result ? memset(result, 0, size) : NULL;
+}
+
+void *hlo_arena_alloc_unzeroed(hlo_arena *arena, size_t size) { return bump(arena, size); }
+
 char *hlo_arena_strndup(hlo_arena *arena, const char *text, size_t len) {
-  char *copy = hlo_arena_alloc(arena, len + 1);
+  char *copy = hlo_arena_alloc_unzeroed(arena, len + 1);
   if (!copy) return NULL;
   memcpy(copy, text, len);
   copy[len] = 0;

@@ -104,6 +104,8 @@ void hlo_arena_init(hlo_arena *arena);
 void hlo_arena_free(hlo_arena *arena);
 /* Zeroed, 16-byte aligned memory; NULL (and arena->failed set) when memory runs out. */
 void *hlo_arena_alloc(hlo_arena *arena, size_t size);
+/* The same, not zeroed: for a caller that writes every byte before reading any. */
+void *hlo_arena_alloc_unzeroed(hlo_arena *arena, size_t size);
 char *hlo_arena_strndup(hlo_arena *arena, const char *text, size_t len);
 char *hlo_arena_strdup(hlo_arena *arena, const char *text);
 void *hlo_arena_memdup(hlo_arena *arena, const void *data, size_t size);

@@ -104,7 +104,7 @@ static hlo_comp *copy_entry(hlo_module *bound, const hlo_comp *entry, const hlo_
   comp->params = params;
   for (int i = 0; i < entry->instr_count; i++) {
     const hlo_instr *src = entry->instrs[i];
-    hlo_instr *copy = copies[i] = hlo_arena_alloc(arena, sizeof *copy);
+    hlo_instr *copy = copies[i] = hlo_arena_alloc_unzeroed(arena, sizeof *copy); /* written whole below */
     hlo_instr **operands = hlo_arena_alloc(arena, sizeof(hlo_instr *) * ((size_t)src->operand_count + 1));
     if (!copy || !operands) break; /* arena->failed: reported below */
     *copy = *src;

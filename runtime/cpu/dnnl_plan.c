@@ -381,7 +381,16 @@ static bool apply(rt_cpu_plan *plan, rt_cpu_dnnl **at_root, rt_cpu_dnnl *const *
   return true;
 }
 
+/* Whether some step is a convolution oneDNN takes: pools and concatenations go to oneDNN
+ * only after one. */
+static bool has_dnnl_conv(const rt_cpu_plan *plan) {
+  for (int i = 0; i < plan->step_count; i++)
+    if (plan->steps[i].kind == RT_STEP_FAST && rt_cpu_dnnl_conv_supported(plan->steps[i].instr)) return true;
+  return false;
+}
+
 hlo_status rt_cpu_dnnl_plan(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag) {
+  if (!has_dnnl_conv(plan)) return HLO_OK;
   int n = plan->step_count;
   users u = {0};
   rt_cpu_dnnl **at_root = hlo_calloc((size_t)n + 1, sizeof *at_root), **owner = hlo_calloc((size_t)n + 1, sizeof *owner);
