@@ -169,8 +169,8 @@ hlo_status rt_cpu_serialize(const hlo_module *module, const rt_cpu_plan *plan, c
 /* On success *module and *plan are new (the plan's steps point into the module), and
  * *source is where the source module's encoding lies in bytes (*source_len bytes; the
  * optimized module's follow), or NULL: the caller copies it or keeps bytes, and decodes it
- * when it binds (rt_cpu_decode_module). A truncated,
- * damaged or foreign blob is HLO_ERR_INPUT naming what could not be read. */
+ * when it binds (rt_cpu_decode_module). A truncated, damaged or foreign blob is
+ * HLO_ERR_INPUT naming what could not be read. */
 hlo_status rt_cpu_deserialize(const void *bytes, size_t len, hlo_module **module, rt_cpu_plan **plan,
                               const char **source, size_t *source_len, hlo_diag *diag);
 /* (serialize.c, deserialize_module.c) A module with its instructions' origins, in the

@@ -1,7 +1,8 @@
 /* Reading a serialized cpu executable (format in serialize.c): the header is checked (magic,
- * version, checksum), then the source module's encoding, the optimized module (deserialize_module.c) and
- * the plan are read back, every count and index checked against its range, so a truncated or
- * damaged blob is a clear error and never a pointer out of bounds.
+ * version, checksum), then the source module's encoding is found (decoded only at a bind),
+ * and the optimized module (deserialize_module.c) and the plan are read back, every count and
+ * index checked against its range, so a truncated or damaged blob is a clear error and never
+ * a pointer out of bounds.
  *
  * No pass runs and nothing is planned: each step's kernel is asked of the picker recorded
  * for it (a lookup, checked to give the same scratch sizes), fused programs and oneDNN
@@ -393,8 +394,8 @@ hlo_status rt_cpu_deserialize(const void *bytes, size_t len, hlo_module **module
   if (check_header(bytes, len, diag) != HLO_OK) return diag->status;
   rt_blob_in in;
   rt_blob_in_init(&in, (const unsigned char *)bytes + RT_CPU_BLOB_HEADER, len - RT_CPU_BLOB_HEADER);
-  size_t text_len;
-  const char *text = rt_blob_get_bytes(&in, &text_len, "the source module");
+  size_t encoded_len;
+  const char *encoded = rt_blob_get_bytes(&in, &encoded_len, "the source module");
   hlo_module *m = in.failed ? NULL : rt_cpu_decode_module(&in);
   verify(&in, m);
   rt_cpu_plan *p = m && !in.failed ? get_plan(&in, m) : NULL;
@@ -408,8 +409,8 @@ hlo_status rt_cpu_deserialize(const void *bytes, size_t len, hlo_module **module
   }
   *module = m;
   *plan = p;
-  *source = text;
-  *source_len = text_len;
+  *source = encoded;
+  *source_len = encoded_len;
   return HLO_OK;
 }
 

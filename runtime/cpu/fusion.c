@@ -552,7 +552,8 @@ hlo_status rt_cpu_fuse(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag)
       if (f) apply(plan, root, f, b, u.folded);
       else size[root] = 0; /* its members stay steps of their own */
     }
-    /* a member's users are all in its group, so no later group read it */
+    /* members become INSIDE only now: a member's users are all in its own group, so no
+     * other group's build looked at its step */
     for (int i = 0; i < n && !oom; i++)
       if (group[i] >= 0 && group[i] != i && size[group[i]] > 0) plan->steps[i].kind = RT_STEP_INSIDE;
     /* dots with a shared weight that no group took as its head: a group of their own */
