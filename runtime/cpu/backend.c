@@ -1,12 +1,13 @@
 /* The cpu backend: compile runs the hlo/ passes over a copy of the module and builds a plan
  * (plan.c); execute walks the plan with per-call state only, so one executable
- * may run on many threads at once. Parallelism is inside kernels (TBB, runtime/parallel.cc);
+ * may run on many threads at once. Parallelism is inside kernels (OpenMP, runtime/parallel.c);
  * OpenBLAS is held to one thread so the two never oversubscribe the cores: big matrix
- * products are split across TBB tasks instead (dot.c). Its serialized form
- * (serialize.c) is the optimized module and the plan, with the HLO text of the module it was
- * compiled from (before the passes): deserialize runs no pass and plans nothing, and parses
- * that text only when the executable is first bound to other sizes (bind.c), so a loaded
- * executable binds as a compiled one does: origins are positions in that text. */
+ * products are split across latch's parallel loops instead (dot.c). Its serialized form
+ * (serialize.c) is the optimized module and the plan, with the module it was compiled from
+ * (before the passes), encoded: deserialize runs no pass and plans nothing, and decodes that
+ * module only when the executable is first bound to other sizes (bind.c), so a loaded
+ * executable binds as a compiled one does: origins are positions in that module. */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -164,6 +165,31 @@ static rt_executable *new_executable(hlo_module *module, rt_cpu_plan *plan, cons
   return exe;
 }
 
+/* OpenBLAS runs single-threaded inside latch's parallel loops (dot.c, conv.c). Its pthread
+ * build (Debian's default) starts its worker threads when it is loaded, and each spins for
+ * about 2^28 cycles (0.1 s here) before it sleeps: a process that ran steps at once (a bench,
+ * `latch run`) had its first steps take 16 ms instead of 0.3 while a worker spun beside
+ * OpenMP's threads. Setting the thread count does not stop them; that build's
+ * blas_thread_shutdown_ (its own, used at fork) does, and a later call for more threads
+ * starts them again. Looked up in the library that holds openblas_set_num_threads, so that
+ * another BLAS in the process is left alone; other builds (serial, OpenMP) have none. */
+static void stop_blas_threads(void) {
+  Dl_info info;
+  void *lib = dladdr((void *)openblas_set_num_threads, &info) && info.dli_fname
+                  ? dlopen(info.dli_fname, RTLD_NOLOAD | RTLD_LAZY)
+                  : NULL;
+  int (*shutdown)(void) = lib ? (int (*)(void))dlsym(lib, "blas_thread_shutdown_") : NULL;
+  if (shutdown) shutdown();
+  if (lib) dlclose(lib);
+}
+
+/* Called before any executable of this backend runs (compile, load). */
+static void blas_single_threaded(void) {
+  static pthread_once_t stopped = PTHREAD_ONCE_INIT;
+  openblas_set_num_threads(1);
+  pthread_once(&stopped, stop_blas_threads);
+}
+
 static _Atomic int64_t pass_runs;
 
 int64_t rt_cpu_pass_runs(void) { return atomic_load(&pass_runs); }
@@ -200,7 +226,7 @@ static rt_executable *cpu_compile_text(const char *text, size_t len, const char 
   /* a strided convolution over few features as a stride-1 one over space-to-depth blocks,
    * within rounding (oneDNN has only im2col for alexnet's stem) */
   hlo_pass_conv_space_to_depth(module);
-  openblas_set_num_threads(1);
+  blas_single_threaded();
   /* a pass that ran out of memory mid-rewrite leaves the module's failed flag */
   rt_cpu_plan *plan = hlo_module_check_memory(module, "optimizing the module", diag) ? NULL
                                                                                       : rt_cpu_plan_build(module, options, diag);
@@ -625,7 +651,7 @@ static rt_executable *load(const void *bytes, size_t len, const rt_compile_optio
   hlo_module *module;
   rt_cpu_plan *plan;
   if (rt_cpu_deserialize(bytes, len, &module, &plan, source, source_len, diag) != HLO_OK) return NULL;
-  openblas_set_num_threads(1);
+  blas_single_threaded();
   rt_executable *exe = new_executable(module, plan, options ? options : &defaults, diag);
   if (!exe) {
     rt_cpu_plan_free(plan);
