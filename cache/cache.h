@@ -223,8 +223,10 @@ uint64_t cache_disk_max_bytes(const cache_disk *disk);
 /* On a hit, *bytes is a malloc'd copy of the payload (the caller frees it) and *len its length,
  * and the entry becomes the most recently used. A miss returns false and sets nothing. */
 bool cache_disk_get(cache_disk *disk, cache_key key, const char *fingerprint, void **bytes, size_t *len);
-/* Publishes an entry, replacing any older one, then evicts down to the size limit. Returns
- * false when the write was skipped (filesystem error, entry larger than the limit). */
+/* Publishes an entry, replacing any older one, then evicts down to the size limit when this
+ * process's writes since its last look at the directory could have taken it past the limit
+ * (see put in disk.c). Returns false when the write was skipped (filesystem error, entry
+ * larger than the limit). */
 bool cache_disk_put(cache_disk *disk, cache_key key, const char *fingerprint, const void *bytes, size_t len);
 /* The same without the fsync, for a copy of an entry kept elsewhere (a remote hit): a power
  * cut may lose it (its checksum then makes it a miss) and costs one fetch, while the fsync
@@ -268,8 +270,9 @@ hlo_status cache_disk_scan(const char *dir, bool check, bool fix, cache_disk_vis
  * skips its put). Other files in dir are left alone. */
 hlo_status cache_disk_clear(const char *dir, cache_disk_summary *summary, hlo_diag *diag);
 /* Removes the least recently used entries until the total is <= max_bytes, and temporary files
- * older than stale_seconds. Returns the number of entries removed. */
-uint64_t cache_disk_evict(const char *dir, uint64_t max_bytes, double stale_seconds);
+ * older than stale_seconds. Returns the number of entries removed; *left_bytes (may be NULL)
+ * is what the entries it saw and kept hold. */
+uint64_t cache_disk_evict(const char *dir, uint64_t max_bytes, double stale_seconds, uint64_t *left_bytes);
 
 /* Test-only: forget which warnings were already given, so a test can see the next one. */
 void cache_disk_reset_warnings(void);

@@ -22,7 +22,12 @@ struct cache_disk {
   cache_disk_faults faults;
   atomic_uint_fast64_t hits, misses, writes, write_errors, corrupt, evictions, bytes_read, bytes_written;
   atomic_uint_fast64_t temp_counter;
+  /* The directory's bytes at this process's last eviction scan (UNSCANNED before the first)
+   * and what this process has written since (see maybe_evict). */
+  atomic_uint_fast64_t scanned_bytes, written_since_scan;
 };
+
+#define UNSCANNED UINT64_MAX
 
 cache_disk *cache_disk_open(const char *dir, uint64_t max_bytes, const cache_disk_test_hooks *hooks, hlo_diag *diag) {
   if (!dir || !*dir || strlen(dir) >= DIR_MAX_BYTES) {
@@ -41,6 +46,7 @@ cache_disk *cache_disk_open(const char *dir, uint64_t max_bytes, const cache_dis
     return NULL;
   }
   disk->max_bytes = max_bytes;
+  atomic_store(&disk->scanned_bytes, UNSCANNED);
   int err = cache_disk_mkdirs(disk->dir, &disk->faults);
   char why[160];
   if (err) {
@@ -55,7 +61,27 @@ cache_disk *cache_disk_open(const char *dir, uint64_t max_bytes, const cache_dis
   return disk;
 }
 
+static void evict(cache_disk *disk) {
+  uint64_t left = 0;
+  atomic_store(&disk->written_since_scan, 0);
+  atomic_fetch_add(&disk->evictions, cache_disk_evict(disk->dir, disk->max_bytes, CACHE_DISK_STALE_TEMP_SECONDS, &left));
+  atomic_store(&disk->scanned_bytes, left);
+}
+
+/* Listing the directory costs a stat per entry (20 ms for 6,000 entries here), which a write
+ * per graph cannot pay each time: eager mode writes one per op. The scan runs at a process's
+ * first write, then when its writes since the last scan could take the directory past the
+ * limit, or come to a sixteenth of it: other processes' writes are seen at that scan, or at
+ * their own. Closing after writes scans once more, so a process leaves the directory within
+ * its limit. */
+static void maybe_evict(cache_disk *disk, uint64_t file_bytes) {
+  uint64_t since = atomic_fetch_add(&disk->written_since_scan, file_bytes) + file_bytes;
+  uint64_t scanned = atomic_load(&disk->scanned_bytes);
+  if (scanned == UNSCANNED || since >= disk->max_bytes / 16 || scanned + since > disk->max_bytes) evict(disk);
+}
+
 void cache_disk_close(cache_disk *disk) {
+  if (disk && !disk->unusable && atomic_load(&disk->written_since_scan) > 0) evict(disk);
   free(disk);
 }
 
@@ -206,7 +232,7 @@ static bool put(cache_disk *disk, cache_key key, const char *fingerprint, const 
   }
   atomic_fetch_add(&disk->writes, 1);
   atomic_fetch_add(&disk->bytes_written, len);
-  atomic_fetch_add(&disk->evictions, cache_disk_evict(disk->dir, disk->max_bytes, CACHE_DISK_STALE_TEMP_SECONDS));
+  maybe_evict(disk, file_bytes);
   return true;
 }
 

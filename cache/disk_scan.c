@@ -126,7 +126,8 @@ static double age_seconds(const struct timespec *mtime, const struct timespec *n
   return (double)(now->tv_sec - mtime->tv_sec) + (double)(now->tv_nsec - mtime->tv_nsec) * 1e-9;
 }
 
-uint64_t cache_disk_evict(const char *dir, uint64_t max_bytes, double stale_seconds) {
+uint64_t cache_disk_evict(const char *dir, uint64_t max_bytes, double stale_seconds, uint64_t *left_bytes) {
+  if (left_bytes) *left_bytes = 0;
   DIR *d = opendir(dir);
   if (!d) return 0;
   struct timespec now;
@@ -170,5 +171,6 @@ uint64_t cache_disk_evict(const char *dir, uint64_t max_bytes, double stale_seco
   }
   closedir(d);
   free(items);
+  if (left_bytes) *left_bytes = total;
   return evicted;
 }

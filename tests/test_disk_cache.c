@@ -324,7 +324,7 @@ static void lru_eviction(void) {
   fclose(fopen(stale, "w"));
   fclose(fopen(fresh, "w"));
   set_mtime(stale, now - CACHE_DISK_STALE_TEMP_SECONDS - 60);
-  CHECK_EQ_INT(cache_disk_evict(dir, UINT64_MAX, CACHE_DISK_STALE_TEMP_SECONDS), 0);
+  CHECK_EQ_INT(cache_disk_evict(dir, UINT64_MAX, CACHE_DISK_STALE_TEMP_SECONDS, NULL), 0);
   CHECK(!file_exists(stale));
   CHECK(file_exists(fresh));
   /* clear removes entries and temporary files, and nothing else */
@@ -346,6 +346,58 @@ static void count_visit(void *ctx, const cache_disk_entry_info *info) {
   (void)ctx;
   visited++;
   if (!info->is_temp && !info->problem) CHECK(strcmp(info->fingerprint, FP) == 0);
+}
+
+/* A stale temporary file in dir (a writer that died), which an eviction scan removes: it
+ * shows when a scan ran. */
+static void plant_stale_temp(const char *dir, char path[512]) {
+  snprintf(path, 512, "%s/" CACHE_DISK_TEMP_PREFIX "dead-writer", dir);
+  fclose(fopen(path, "w"));
+  set_mtime(path, time(NULL) - CACHE_DISK_STALE_TEMP_SECONDS - 60);
+}
+
+/* The directory is listed (stat per entry) at a process's first write, then only once its
+ * writes since could take the directory past the limit or come to a sixteenth of it, and once
+ * more at close after writes; the limit still holds after each of those. */
+static void scans_amortized(void) {
+  char dir[64], stale[512];
+  make_temp_dir(dir);
+  uint64_t entry = CACHE_DISK_HEADER_BYTES + strlen(FP) + test_len(0), limit = 64 * entry;
+  cache_disk *disk = open_dir(dir, limit);
+  if (!disk) return;
+  plant_stale_temp(dir, stale);
+  CHECK(put_payload(disk, 0, FP)); /* the first write scans */
+  CHECK(!file_exists(stale));
+  plant_stale_temp(dir, stale);
+  CHECK(put_payload(disk, 1, FP)); /* 2 entries written since: under a sixteenth of 64 */
+  CHECK(put_payload(disk, 2, FP));
+  CHECK(file_exists(stale));
+  int i = 3;
+  for (; i < 64 && file_exists(stale); i++) CHECK(put_payload(disk, (uint64_t)i, FP));
+  /* the scan came when this process's writes since the first reached limit / 16 (4 entries,
+   * give or take the payloads' lengths) */
+  CHECK_MSG(i >= 5 && i <= 8, "the second scan came after %d writes", i);
+  plant_stale_temp(dir, stale);
+  CHECK(put_payload(disk, 100, FP));
+  CHECK(file_exists(stale));
+  cache_disk_close(disk); /* written since the last scan: close scans */
+  CHECK(!file_exists(stale));
+  /* a limit that the writes since the last scan would pass scans at once, and evicts */
+  disk = open_dir(dir, 3 * entry);
+  if (!disk) return;
+  CHECK(put_payload(disk, 200, FP));
+  cache_disk_summary summary;
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  CHECK(cache_disk_scan(dir, false, false, NULL, NULL, &summary, &diag) == HLO_OK);
+  CHECK(summary.entry_bytes <= 3 * entry);
+  CHECK(put_payload(disk, 201, FP));
+  CHECK(cache_disk_scan(dir, false, false, NULL, NULL, &summary, &diag) == HLO_OK);
+  CHECK(summary.entry_bytes <= 3 * entry);
+  cache_disk_close(disk);
+  hlo_diag_clear(&diag);
+  CHECK(cache_disk_clear(dir, &summary, &diag) == HLO_OK);
+  rmdir(dir);
 }
 
 static void scan_and_verify(void) {
@@ -688,6 +740,7 @@ int main(void) {
   RUN(every_byte_checked);
   RUN(fingerprints);
   RUN(lru_eviction);
+  RUN(scans_amortized);
   RUN(scan_and_verify);
   RUN(get_or_compile);
   RUN(get_or_compile_adopting);

@@ -227,9 +227,9 @@ static void killed_writer(bool had_entry) {
   CHECK_EQ_INT(summary.bad_entries, 0);
   CHECK_EQ_INT(summary.temps, 1); /* the dead writer's file, invisible to readers */
   /* once old enough (here: any age) eviction removes it; fresh ones are left to their writers */
-  cache_disk_evict(dir, 1 << 20, CACHE_DISK_STALE_TEMP_SECONDS);
+  cache_disk_evict(dir, 1 << 20, CACHE_DISK_STALE_TEMP_SECONDS, NULL);
   CHECK_EQ_INT(count_files(dir, CACHE_DISK_TEMP_PREFIX), 1);
-  cache_disk_evict(dir, 1 << 20, -1);
+  cache_disk_evict(dir, 1 << 20, -1, NULL);
   CHECK_EQ_INT(count_files(dir, CACHE_DISK_TEMP_PREFIX), 0);
   /* and the key can be written again */
   CHECK(put_payload(disk, key, FP));
