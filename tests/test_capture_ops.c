@@ -269,6 +269,50 @@ static void test_shape_ops(void) {
   latch_release(bad);
 }
 
+/* latch_rand_*'s draw for element i, written here from the documented scheme (splitmix64's
+ * finalizer over the seed and the index; uniform in [0, 1) from the top 53 bits), not taken
+ * from the library. */
+static uint64_t test_mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+  return z ^ (z >> 31);
+}
+
+static double test_unit(uint64_t seed, int64_t i) {
+  return (double)(test_mix(seed ^ test_mix((uint64_t)i + UINT64_C(0x632BE59BD9B4E019))) >> 11) * 0x1p-53;
+}
+
+/* Large tensors are drawn split over the threads: every element is still the draw for its
+ * index (f32 rounded from the double), at the start, the middle and the end. */
+static void test_random_large(void) {
+  enum { N = 300001 };
+  latch_tensor *u = latch_rand_uniform(util_rt, LATCH_F32, 1, DIMS(N), -2, 3, 42);
+  latch_tensor *n = latch_rand_normal(util_rt, LATCH_F64, 1, DIMS(N), 1, 2, 7);
+  double *got_u = malloc(sizeof(double) * N), *got_n = malloc(sizeof(double) * N);
+  CHECK(u && n && got_u && got_n);
+  if (!u || !n || !got_u || !got_n) {
+    free(got_u);
+    free(got_n);
+    return;
+  }
+  CHECK_EQ_INT(latch_read_f64(u, got_u, N), LATCH_OK);
+  CHECK_EQ_INT(latch_read_f64(n, got_n, N), LATCH_OK);
+  int wrong_u = 0, wrong_n = 0;
+  for (int64_t i = 0; i < N; i++) {
+    float want_u = (float)(-2 + 5 * test_unit(42, i));
+    double u1 = test_unit(7, 2 * i), u2 = test_unit(7, 2 * i + 1);
+    double want_n = 1 + 2 * sqrt(-2.0 * log1p(-u1)) * cos(6.283185307179586 * u2);
+    wrong_u += got_u[i] != (double)want_u;
+    wrong_n += got_n[i] != want_n;
+  }
+  CHECK_EQ_INT(wrong_u, 0);
+  CHECK_EQ_INT(wrong_n, 0);
+  free(got_u);
+  free(got_n);
+  latch_release(u);
+  latch_release(n);
+}
+
 static void test_creation(void) {
   EXPECT(latch_full(util_rt, LATCH_F32, 2, DIMS(1, 2), 2.5), 0, 2.5, 2.5);
   EXPECT(latch_zeros(util_rt, LATCH_I32, 1, DIMS(2)), 0, 0, 0);
@@ -375,6 +419,7 @@ int main(void) {
   RUN(test_embedding);
   RUN(test_shape_ops);
   RUN(test_creation);
+  RUN(test_random_large);
   RUN(test_edges);
   util_release_all();
   latch_close(util_rt);
