@@ -152,7 +152,8 @@ latch_tensor *latch_scalar(latch_runtime *rt, latch_dtype dtype, double value); 
 /* Element i along dim holds i. */
 latch_tensor *latch_iota(latch_runtime *rt, latch_dtype dtype, int rank, const int64_t *dims, int dim);
 /* Uniform in [low, high) (integers: the floor), or normal(mean=low, std=high); the same seed
- * gives the same values on every machine. Made at once, on the host. */
+ * gives the same values on every machine and at any thread count. Made at once, on the host
+ * (a large one over latch's threads). */
 latch_tensor *latch_rand_uniform(latch_runtime *rt, latch_dtype dtype, int rank, const int64_t *dims,
                                  double low, double high, uint64_t seed);
 latch_tensor *latch_rand_normal(latch_runtime *rt, latch_dtype dtype, int rank, const int64_t *dims,
