@@ -7,12 +7,6 @@
 
 #define GOLDEN_GAMMA UINT64_C(0x9e3779b97f4a7c15)
 
-uint64_t rt_mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return z ^ (z >> 31);
-}
-
 typedef struct splitmix {
   uint64_t state;
 } splitmix;

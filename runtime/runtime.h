@@ -241,8 +241,13 @@ void rt_random_fill(rt_value *value, uint64_t seed, uint64_t stream);
 /* A new value of shape (tuples element-wise, a token as an empty tuple) filled from the
  * stream; NULL with an error for types that are not computable or when memory runs out. */
 rt_value *rt_random_value(const hlo_shape *shape, uint64_t seed, uint64_t stream, hlo_diag *diag);
-/* splitmix64's output function, exposed for tests and derived seeds. */
-uint64_t rt_mix64(uint64_t x);
+/* splitmix64's output function, exposed for tests and derived seeds; inline, since random
+ * fills call it once or twice per element. */
+static inline uint64_t rt_mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+  return z ^ (z >> 31);
+}
 
 /* ---- accuracy.c ---- */
 /* The accuracy check: is a backend's result as close to the truth as the reference
