@@ -240,23 +240,25 @@ typedef struct random_job {
   bool normal, integral;
 } random_job;
 
-/* Elements [begin, end): each a function of the seed and its index alone, so any split of
- * the elements between threads gives the same values. */
+/* Element i's draw: a function of the seed and i alone. */
+static double draw(const random_job *j, int64_t i) {
+  if (!j->normal) return j->a + (j->b - j->a) * unit(j->seed, i);
+  double u1 = unit(j->seed, 2 * i), u2 = unit(j->seed, 2 * i + 1);
+  return j->a + j->b * sqrt(-2.0 * log1p(-u1)) * cos(6.283185307179586 * u2);
+}
+
+/* Elements [begin, end), so any split of the elements between threads gives the same
+ * values. f32 (the zoo's weights) is stored as rt_set_f64 would store it, without its switch
+ * per element. */
 static void random_items(void *ctx, int64_t begin, int64_t end) {
   const random_job *j = ctx;
-  if (j->value->shape.dtype == HLO_F32 && !j->normal) { /* the zoo's weights: rt_set_f64's rounding, inline */
+  if (j->value->shape.dtype == HLO_F32) {
     float *out = j->value->data;
-    for (int64_t i = begin; i < end; i++) out[i] = (float)(j->a + (j->b - j->a) * unit(j->seed, i));
+    for (int64_t i = begin; i < end; i++) out[i] = (float)draw(j, i);
     return;
   }
   for (int64_t i = begin; i < end; i++) {
-    double x;
-    if (j->normal) {
-      double u1 = unit(j->seed, 2 * i), u2 = unit(j->seed, 2 * i + 1);
-      x = j->a + j->b * sqrt(-2.0 * log1p(-u1)) * cos(6.283185307179586 * u2);
-    } else {
-      x = j->a + (j->b - j->a) * unit(j->seed, i);
-    }
+    double x = draw(j, i);
     rt_set_f64(j->value, i, j->integral ? floor(x) : x);
   }
 }

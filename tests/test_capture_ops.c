@@ -288,29 +288,37 @@ static void test_random_large(void) {
   enum { N = 300001 };
   latch_tensor *u = latch_rand_uniform(util_rt, LATCH_F32, 1, DIMS(N), -2, 3, 42);
   latch_tensor *n = latch_rand_normal(util_rt, LATCH_F64, 1, DIMS(N), 1, 2, 7);
+  latch_tensor *n32 = latch_rand_normal(util_rt, LATCH_F32, 1, DIMS(N), 1, 2, 7);
   double *got_u = malloc(sizeof(double) * N), *got_n = malloc(sizeof(double) * N);
-  CHECK(u && n && got_u && got_n);
-  if (!u || !n || !got_u || !got_n) {
+  double *got_n32 = malloc(sizeof(double) * N);
+  CHECK(u && n && n32 && got_u && got_n && got_n32);
+  if (!u || !n || !n32 || !got_u || !got_n || !got_n32) {
     free(got_u);
     free(got_n);
+    free(got_n32);
     return;
   }
   CHECK_EQ_INT(latch_read_f64(u, got_u, N), LATCH_OK);
   CHECK_EQ_INT(latch_read_f64(n, got_n, N), LATCH_OK);
-  int wrong_u = 0, wrong_n = 0;
+  CHECK_EQ_INT(latch_read_f64(n32, got_n32, N), LATCH_OK);
+  int wrong_u = 0, wrong_n = 0, wrong_n32 = 0;
   for (int64_t i = 0; i < N; i++) {
     float want_u = (float)(-2 + 5 * test_unit(42, i));
     double u1 = test_unit(7, 2 * i), u2 = test_unit(7, 2 * i + 1);
     double want_n = 1 + 2 * sqrt(-2.0 * log1p(-u1)) * cos(6.283185307179586 * u2);
     wrong_u += got_u[i] != (double)want_u;
     wrong_n += got_n[i] != want_n;
+    wrong_n32 += got_n32[i] != (double)(float)want_n;
   }
   CHECK_EQ_INT(wrong_u, 0);
   CHECK_EQ_INT(wrong_n, 0);
+  CHECK_EQ_INT(wrong_n32, 0);
   free(got_u);
   free(got_n);
+  free(got_n32);
   latch_release(u);
   latch_release(n);
+  latch_release(n32);
 }
 
 static void test_creation(void) {
