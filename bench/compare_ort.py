@@ -17,7 +17,11 @@ geomeans; exit status 1 only if no row ran on latch and ORT both, 2 for bad argu
 
 --rounds N (default 3) runs the whole plan N times, ORT first in every other round, and pools
 each side's samples of a row over the rounds: this machine's speed drifts over minutes, and a
-row timed once sees one moment of it.
+row timed once sees one moment of it. The "by round" column pairs the sides within each round
+instead: latch's median over ORT's in the same round (the two ran back to back), the median
+of those ratios over the rounds. A slow round then weighs on both sides of its own ratio,
+where pooled samples let it fall on one side only (a round that slowed latch but not ORT
+moves latch's pooled median, and the other way round).
 
 Opt-in (`make compare-ort`): needs python3-torch, python3-torchvision, node, and
 onnxruntime-node installed with `npm install --ignore-scripts onnxruntime-node` (the Makefile
@@ -26,6 +30,7 @@ with fake children (tests/test_compare_ort.sh).
 """
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 
@@ -70,17 +75,32 @@ def run_ort(args, model, batch, size, tmp, log):
     return (doc["median_ms"], doc.get("samples_ms"), size, None, doc.get("min_ms")), doc.get("ort")
 
 
-def add_ort(row, ort):
-    """ORT's figures into a compare_torch row: its ms, latch/ORT, ORT's GFLOP/s."""
+def round_ratios(sides, orts):
+    """latch's median over ORT's in each round both sides ran in (run_sides' and run_ort's
+    results, in round order)."""
+    ratios = []
+    for side, ort in zip(sides, orts):
+        latch, o = side[0][0], ort[0]
+        if latch[3] is None and o[3] is None and latch[0] and o[0]:
+            ratios.append(latch[0] / o[0])
+    return ratios
+
+
+def add_ort(row, ort, by_round=()):
+    """ORT's figures into a compare_torch row: its ms, latch/ORT (pooled, fastest steps, and
+    the median of by_round, the rounds' own ratios), ORT's GFLOP/s."""
     o_ms, o_samples, o_size, o_err, o_min = ort
     row.update({"ort_ms": o_ms, "ort_min_ms": o_min, "ort_samples_ms": o_samples, "ort_error": o_err,
-                "ratio_ort": None, "ratio_ort_min": None, "ort_gflops": None})
+                "ratio_ort": None, "ratio_ort_min": None, "ratio_ort_rounds": list(by_round),
+                "ratio_ort_by_round": None, "ort_gflops": None})
     if o_err is None and o_ms:
         row["ort_gflops"] = ct.gflops(row["flops"], o_ms)
         if row["latch_error"] is None and row["latch_once_ms"]:
             row["ratio_ort"] = row["latch_once_ms"] / o_ms
             if row["latch_min_ms"] and o_min:
                 row["ratio_ort_min"] = row["latch_min_ms"] / o_min
+            if by_round:
+                row["ratio_ort_by_round"] = statistics.median(by_round)
     return row
 
 
@@ -91,7 +111,8 @@ def format_table(rows, by_ort, by_torch, args, versions, peak):
            f"{torch_version or '?'} eager ({policy}), median wall ms per step over {ct.steps_text(args.repeat, args.rounds, alternating=True)} (after "
            f"{args.warmup} warm-up), {args.threads} thread(s) each",
            f"{'model':<14} {'batch':>5} {'size':>5} {'latch ms':>10} {'ort ms':>10} {'torch ms':>10} "
-           f"{'latch/ort':>10} {'latch/torch':>12} {'latch GF/s':>10} {'ort GF/s':>9} {'latch %pk':>9} {'ort %pk':>8}"
+           f"{'latch/ort':>10} {'by round':>9} {'latch/torch':>12} {'latch GF/s':>10} {'ort GF/s':>9} {'latch %pk':>9} "
+           f"{'ort %pk':>8}"
            + (f" {'passive ms':>10} {'l/passive':>10}" if args.torch_passive else "")]
     peak_gflops = peak.get("gflops") if peak else None
 
@@ -101,7 +122,7 @@ def format_table(rows, by_ort, by_torch, args, versions, peak):
     for r in rows:
         line = (f"{r['model']:<14} {r['batch']:>5} {ct.fmt(r['size'], 'd'):>5} {ct.fmt(r['latch_once_ms'], '.2f'):>10} "
                 f"{ct.fmt(r['ort_ms'], '.2f'):>10} {ct.fmt(r['torch_ms'], '.2f'):>10} {ct.fmt_ratio(r['ratio_ort'], 10)} "
-                f"{ct.fmt_ratio(r['ratio'], 12)} {ct.fmt(r['latch_gflops'], '.1f'):>10} "
+                f"{ct.fmt_ratio(r['ratio_ort_by_round'], 9)} {ct.fmt_ratio(r['ratio'], 12)} {ct.fmt(r['latch_gflops'], '.1f'):>10} "
                 f"{ct.fmt(r['ort_gflops'], '.1f'):>9} {ct.fmt(share(r['latch_gflops']), '.0f'):>9} "
                 f"{ct.fmt(share(r['ort_gflops']), '.0f'):>8}")
         if args.torch_passive:
@@ -115,12 +136,13 @@ def format_table(rows, by_ort, by_torch, args, versions, peak):
     for g in by_ort["per_batch"]:
         o, t = by_ort["per_batch"][g], by_torch["per_batch"].get(g, {})
         out.append(f"{'geomean batch ' + g:<26} {'':>10} {'':>10} {'':>10} {ct.fmt_ratio(o['geomean'], 10)} "
-                   f"{ct.fmt_ratio(t.get('geomean'), 12)}  (ort: {o['models']} model{'s' if o['models'] != 1 else ''}, "
-                   f"largest {ct.fmt(o['max'], '.2f')}x; torch: {t.get('models', 0)})")
+                   f"{ct.fmt_ratio(o['geomean_paired'], 9)} {ct.fmt_ratio(t.get('geomean'), 12)}  (ort: {o['models']} "
+                   f"model{'s' if o['models'] != 1 else ''}, largest {ct.fmt(o['max'], '.2f')}x; torch: {t.get('models', 0)})")
     o, t = by_ort["all"], by_torch["all"]
     out.append(f"{'geomean all':<26} {'':>10} {'':>10} {'':>10} {ct.fmt_ratio(o['geomean'], 10)} "
-               f"{ct.fmt_ratio(t['geomean'], 12)}  (ort: {o['models']} row{'s' if o['models'] != 1 else ''}, "
-               f"largest {ct.fmt(o['max'], '.2f')}x; torch: {t['models']}); below 1: latch is faster")
+               f"{ct.fmt_ratio(o['geomean_paired'], 9)} {ct.fmt_ratio(t['geomean'], 12)}  (ort: {o['models']} "
+               f"row{'s' if o['models'] != 1 else ''}, largest {ct.fmt(o['max'], '.2f')}x; torch: {t['models']}); "
+               f"below 1: latch is faster")
     out.append(ct.peak_line(peak))
     return "\n".join(out)
 
@@ -161,12 +183,12 @@ def main(argv=None):
         for item in plan:
             size, batch, model = item
             row, version = ct.row_from_rounds(model, batch, size, sides[item])
-            rows.append(add_ort(row, ct.merge_rounds([o[0] for o in orts[item]])))
+            rows.append(add_ort(row, ct.merge_rounds([o[0] for o in orts[item]]), round_ratios(sides[item], orts[item])))
             o_version = next((o[1] for o in orts[item] if o[1]), None)
             torch_version, ort_version = torch_version or version, ort_version or o_version
     if log:
         log.close()
-    by_ort, by_torch = ct.summarise(rows, "ratio_ort", "ratio_ort_min"), ct.summarise(rows)
+    by_ort, by_torch = ct.summarise(rows, "ratio_ort", "ratio_ort_min", "ratio_ort_by_round"), ct.summarise(rows)
     print(format_table(rows, by_ort, by_torch, args, (torch_version, ort_version), peak))
     if args.json and not ct.write_json(args.json, {
             "compare_ort": 1, "clock": "wall", "threads": args.threads, "repeat": args.repeat, "rounds": args.rounds, "warmup": args.warmup,

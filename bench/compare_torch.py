@@ -125,22 +125,25 @@ def group_key(row):
     return str(row["batch"]) if size_class == "default" else f"{row['batch']} @{size_class}"
 
 
-def summarise(rows, ratio="ratio", ratio_min="ratio_min"):
-    """Geomean of a ratio column per group (group_key, a string, for JSON) and over every row."""
+def summarise(rows, ratio="ratio", ratio_min="ratio_min", ratio_paired=None):
+    """Geomean of a ratio column per group (group_key, a string, for JSON) and over every row;
+    of ratio_min's too, and of ratio_paired's when given (geomean_paired)."""
     groups = []
     for r in rows:
         if group_key(r) not in groups:
             groups.append(group_key(r))
-    per_batch = {}
-    for g in groups:
-        ratios = [r[ratio] for r in rows if group_key(r) == g and r.get(ratio) is not None]
-        mins = [r[ratio_min] for r in rows if group_key(r) == g and r.get(ratio) is not None]
-        per_batch[g] = {"geomean": geomean(ratios), "geomean_min": geomean(mins), "models": len(ratios),
-                        "max": max(ratios) if ratios else None}
-    every = [r[ratio] for r in rows if r.get(ratio) is not None]
-    mins = [r[ratio_min] for r in rows if r.get(ratio) is not None]
-    return {"per_batch": per_batch, "all": {"geomean": geomean(every), "geomean_min": geomean(mins),
-                                            "models": len(every), "max": max(every) if every else None}}
+
+    def summary(members):
+        ratios = [r[ratio] for r in members if r.get(ratio) is not None]
+        mins = [r[ratio_min] for r in members if r.get(ratio) is not None]
+        out = {"geomean": geomean(ratios), "geomean_min": geomean(mins), "models": len(ratios),
+               "max": max(ratios) if ratios else None}
+        if ratio_paired:
+            out["geomean_paired"] = geomean([r.get(ratio_paired) for r in members if r.get(ratio) is not None])
+        return out
+
+    per_batch = {g: summary([r for r in rows if group_key(r) == g]) for g in groups}
+    return {"per_batch": per_batch, "all": summary(rows)}
 
 
 def fmt(value, spec):

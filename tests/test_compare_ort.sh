@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench/compare_ort.py without PyTorch, node or ONNX Runtime: fake `latch bench`, fake
 # `torch_zoo.py` (time and export-onnx) and a fake ort_time.js (run by python instead of node)
-# write canned JSON; the table, both ratios, the geomeans and largest ratio per batch size, the
+# write canned JSON; the table, the ratios (pooled and by round), the geomeans and largest ratio per batch size, the
 # GFLOP/s columns against the fake peak, the export done once per model and size, the failure
 # rows, --json and the exit status are checked against figures worked out by hand.
 PYTHON=${PYTHON:-python3}
@@ -90,14 +90,15 @@ run --model a,b,noexport --batch 1,8 --json "$tmp/out.json" > "$tmp/out.txt" 2> 
 rc=$?
 cat "$tmp/out.txt"
 check '[ $rc -eq 0 ]'
-# a at batch 1: latch 10, ort 5, torch 20: 2.00x and 0.50x; 1e9 flops: 100 and 200 GFLOP/s,
-# 200% and 400% of the fake 50. b: 40, 50, 20: 0.80x, 2.00x; 25 and 20 GFLOP/s.
-check 'grep -Eq "^a +1 +224 +10\.00 +5\.00 +20\.00 +2\.00x +0\.50x +100\.0 +200\.0 +200 +400$" "$tmp/out.txt"'
-check 'grep -Eq "^b +8 +224 +320\.00 +400\.00 +160\.00 +0\.80x +2\.00x +25\.0 +20\.0 +50 +40$" "$tmp/out.txt"'
-# latch/ORT: the geomean of 2.0 and 0.8 = 1.26 (noexport has no ORT time); latch/torch: of
-# 0.5, 2.0 and noexport's 1/20 = 0.05^(1/3) = 0.37
-check 'grep -Eq "^geomean batch 1 @224 +1\.26x +0\.37x +\(ort: 2 models, largest 2\.00x; torch: 3\)" "$tmp/out.txt"'
-check 'grep -Eq "^geomean all +1\.26x +0\.37x +\(ort: 4 rows, largest 2\.00x; torch: 6\)" "$tmp/out.txt"'
+# a at batch 1: latch 10, ort 5, torch 20: 2.00x (every round the same: 2.00x by round too)
+# and 0.50x; 1e9 flops: 100 and 200 GFLOP/s, 200% and 400% of the fake 50. b: 40, 50, 20:
+# 0.80x, 2.00x; 25 and 20 GFLOP/s.
+check 'grep -Eq "^a +1 +224 +10\.00 +5\.00 +20\.00 +2\.00x +2\.00x +0\.50x +100\.0 +200\.0 +200 +400$" "$tmp/out.txt"'
+check 'grep -Eq "^b +8 +224 +320\.00 +400\.00 +160\.00 +0\.80x +0\.80x +2\.00x +25\.0 +20\.0 +50 +40$" "$tmp/out.txt"'
+# latch/ORT: the geomean of 2.0 and 0.8 = 1.26, pooled and by round (noexport has no ORT
+# time); latch/torch: of 0.5, 2.0 and noexport's 1/20 = 0.05^(1/3) = 0.37
+check 'grep -Eq "^geomean batch 1 @224 +1\.26x +1\.26x +0\.37x +\(ort: 2 models, largest 2\.00x; torch: 3\)" "$tmp/out.txt"'
+check 'grep -Eq "^geomean all +1\.26x +1\.26x +0\.37x +\(ort: 4 rows, largest 2\.00x; torch: 6\)" "$tmp/out.txt"'
 check 'grep -q "^noexport .*ort failed: export: exit 1: .*cannot export noexport" "$tmp/out.txt"'
 check 'grep -q "ONNX Runtime 9.9.9 (node) vs PyTorch fake eager" "$tmp/out.txt"'
 check 'grep -q "^peak: 50.0 GFLOP/s, the better of one f32 2048x2048 product (40.0) and one 3x3 convolution 128->128 at 56x56, batch 8 (50.0)" "$tmp/out.txt"'
@@ -118,8 +119,11 @@ run --model a --batch 1 --torch-passive > "$tmp/passive.txt" 2>&1
 check 'grep -Eq "^a +1 +224 +10\.00 +5\.00 +20\.00 .* 5\.00 +2\.00x$" "$tmp/passive.txt"'
 # --rounds 3 (also the default): each side's samples of the three rounds pooled (latch: 10 30 20 50 60 40, median
 # 35, least 10; ORT: 8 12 16 9, median 10.5, least 8), ORT run first in the second round only.
+# By round: the fakes' round medians are 30, 20, 50 and 8, 16, 9: 3.75x, 1.25x and 5.56x, whose
+# median is 3.75x where the pooled samples give 3.33x.
 run --model r --batch 1 --rounds 3 --json "$tmp/rounds.json" > "$tmp/rounds.txt" 2>&1
-check 'grep -Eq "^r +1 +224 +35\.00 +10\.50 .* 3\.33x " "$tmp/rounds.txt"'
+check 'grep -Eq "^r +1 +224 +35\.00 +10\.50 +[0-9.]+ +3\.33x +3\.75x " "$tmp/rounds.txt"'
+check 'grep -Eq "^geomean batch 1 @224 +3\.33x +3\.75x " "$tmp/rounds.txt"'
 check 'grep -q "over 6 steps (2 in each of 3 rounds" "$tmp/rounds.txt"'
 check '[ "$(tr "\n" " " < "$tmp/latch.order")" = "latch ort ort latch latch ort " ]'
 check '"$PYTHON" -c "
@@ -127,6 +131,9 @@ import json, sys
 r = json.load(open(sys.argv[1]))[\"rows\"][0]
 assert r[\"rounds\"] == 3 and r[\"latch_min_ms\"] == 10.0 and r[\"ort_min_ms\"] == 8.0, r
 assert sorted(r[\"latch_samples_ms\"]) == [10, 20, 30, 40, 50, 60] and r[\"ratio_ort_min\"] == 1.25, r
+assert [round(x, 4) for x in r[\"ratio_ort_rounds\"]] == [3.75, 1.25, 5.5556] and r[\"ratio_ort_by_round\"] == 3.75, r
+g = json.load(open(sys.argv[1]))[\"geomean_ort\"]
+assert g[\"all\"][\"geomean_paired\"] == 3.75 and g[\"per_batch\"][\"1 @224\"][\"geomean_paired\"] == 3.75, g
 " "$tmp/rounds.json"'
 run --model a --rounds 0 > "$tmp/bad.txt" 2>&1
 rc=$?
