@@ -136,11 +136,11 @@ def format_table(rows, by_ort, by_torch, args, versions, peak):
     for g in by_ort["per_batch"]:
         o, t = by_ort["per_batch"][g], by_torch["per_batch"].get(g, {})
         out.append(f"{'geomean batch ' + g:<26} {'':>10} {'':>10} {'':>10} {ct.fmt_ratio(o['geomean'], 10)} "
-                   f"{ct.fmt_ratio(o['geomean_paired'], 9)} {ct.fmt_ratio(t.get('geomean'), 12)}  (ort: {o['models']} "
+                   f"{ct.fmt_ratio(o['geomean_by_round'], 9)} {ct.fmt_ratio(t.get('geomean'), 12)}  (ort: {o['models']} "
                    f"model{'s' if o['models'] != 1 else ''}, largest {ct.fmt(o['max'], '.2f')}x; torch: {t.get('models', 0)})")
     o, t = by_ort["all"], by_torch["all"]
     out.append(f"{'geomean all':<26} {'':>10} {'':>10} {'':>10} {ct.fmt_ratio(o['geomean'], 10)} "
-               f"{ct.fmt_ratio(o['geomean_paired'], 9)} {ct.fmt_ratio(t['geomean'], 12)}  (ort: {o['models']} "
+               f"{ct.fmt_ratio(o['geomean_by_round'], 9)} {ct.fmt_ratio(t['geomean'], 12)}  (ort: {o['models']} "
                f"row{'s' if o['models'] != 1 else ''}, largest {ct.fmt(o['max'], '.2f')}x; torch: {t['models']}); "
                f"below 1: latch is faster")
     out.append(ct.peak_line(peak))

@@ -125,9 +125,9 @@ def group_key(row):
     return str(row["batch"]) if size_class == "default" else f"{row['batch']} @{size_class}"
 
 
-def summarise(rows, ratio="ratio", ratio_min="ratio_min", ratio_paired=None):
+def summarise(rows, ratio="ratio", ratio_min="ratio_min", ratio_by_round=None):
     """Geomean of a ratio column per group (group_key, a string, for JSON) and over every row;
-    of ratio_min's too, and of ratio_paired's when given (geomean_paired)."""
+    of ratio_min's too, and of ratio_by_round's when given (geomean_by_round)."""
     groups = []
     for r in rows:
         if group_key(r) not in groups:
@@ -138,8 +138,8 @@ def summarise(rows, ratio="ratio", ratio_min="ratio_min", ratio_paired=None):
         mins = [r[ratio_min] for r in members if r.get(ratio) is not None]
         out = {"geomean": geomean(ratios), "geomean_min": geomean(mins), "models": len(ratios),
                "max": max(ratios) if ratios else None}
-        if ratio_paired:
-            out["geomean_paired"] = geomean([r.get(ratio_paired) for r in members if r.get(ratio) is not None])
+        if ratio_by_round:
+            out["geomean_by_round"] = geomean([r.get(ratio_by_round) for r in members if r.get(ratio) is not None])
         return out
 
     per_batch = {g: summary([r for r in rows if group_key(r) == g]) for g in groups}

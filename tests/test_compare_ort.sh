@@ -1,9 +1,10 @@
 #!/bin/sh
 # bench/compare_ort.py without PyTorch, node or ONNX Runtime: fake `latch bench`, fake
 # `torch_zoo.py` (time and export-onnx) and a fake ort_time.js (run by python instead of node)
-# write canned JSON; the table, the ratios (pooled and by round), the geomeans and largest ratio per batch size, the
-# GFLOP/s columns against the fake peak, the export done once per model and size, the failure
-# rows, --json and the exit status are checked against figures worked out by hand.
+# write canned JSON; the table, the ratios (pooled and by round), the geomeans and largest
+# ratio per batch size, the GFLOP/s columns against the fake peak, the export done once per
+# model and size, the failure rows, --json and the exit status are checked against figures
+# worked out by hand.
 PYTHON=${PYTHON:-python3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -133,7 +134,7 @@ assert r[\"rounds\"] == 3 and r[\"latch_min_ms\"] == 10.0 and r[\"ort_min_ms\"] 
 assert sorted(r[\"latch_samples_ms\"]) == [10, 20, 30, 40, 50, 60] and r[\"ratio_ort_min\"] == 1.25, r
 assert [round(x, 4) for x in r[\"ratio_ort_rounds\"]] == [3.75, 1.25, 5.5556] and r[\"ratio_ort_by_round\"] == 3.75, r
 g = json.load(open(sys.argv[1]))[\"geomean_ort\"]
-assert g[\"all\"][\"geomean_paired\"] == 3.75 and g[\"per_batch\"][\"1 @224\"][\"geomean_paired\"] == 3.75, g
+assert g[\"all\"][\"geomean_by_round\"] == 3.75 and g[\"per_batch\"][\"1 @224\"][\"geomean_by_round\"] == 3.75, g
 " "$tmp/rounds.json"'
 run --model a --rounds 0 > "$tmp/bad.txt" 2>&1
 rc=$?
