@@ -575,21 +575,54 @@ static const char *batch_text(int batch) {
   return text;
 }
 
+/* The plan of text (NULL after a failed check); free with free_plan. */
+static rt_cpu_plan *plan_of(const char *text, hlo_module **module) {
+  hlo_diag diag = {0};
+  *module = parse_checked(text);
+  rt_cpu_plan *plan = *module ? rt_cpu_plan_build(*module, NULL, &diag) : NULL;
+  CHECK_MSG(plan != NULL || !*module, "plan: %s", diag.message);
+  return plan;
+}
+
+static void free_plan(rt_cpu_plan *plan, hlo_module *module) {
+  rt_cpu_plan_free(plan);
+  hlo_module_free(module);
+}
+
+/* Whether the plans of two texts keep the same results at the same places (kept_layout.c). */
+static bool same_kept_layout(const char *a, const char *b) {
+  hlo_module *ma, *mb;
+  rt_cpu_plan *pa = plan_of(a, &ma);
+  char copy[512];
+  snprintf(copy, sizeof copy, "%s", b); /* batch_text reuses one buffer */
+  rt_cpu_plan *pb = plan_of(copy, &mb);
+  rt_cpu_kept_layout *layout = pa ? rt_cpu_kept_layout_of(pa) : NULL;
+  bool same = layout && pb && rt_cpu_kept_layout_matches(layout, pb);
+  rt_cpu_kept_layout_free(layout);
+  free_plan(pa, ma);
+  free_plan(pb, mb);
+  return same;
+}
+
 /* Kept weights: reordered on the first execute, not on the next with the same stamp, again
- * after an in-place write and touch, and again for a bound executable's own plan. Whether
- * oneDNN wants these weights reordered at all depends on the processor; the test asks what
- * the plan says. */
+ * after an in-place write and touch. A bound executable shares its family's arena: where its
+ * plan keeps the weights as the compiled one's does (the same oneDNN layout at the same
+ * place: kept_layout.c), the weights the other reordered serve it too, and switching back
+ * and forth reorders nothing. Whether oneDNN wants these weights reordered at all depends on
+ * the processor; the test asks what the plans say. */
 static void test_kept_weights(void) {
   rt_executable *exe = compile_checked(batch_text(1));
   if (!exe) return;
-  hlo_module *module = parse_checked(batch_text(1));
-  hlo_diag diag = {0};
-  rt_cpu_plan *plan = module ? rt_cpu_plan_build(module, NULL, &diag) : NULL;
+  hlo_module *module;
+  rt_cpu_plan *plan = plan_of(batch_text(1), &module);
   int64_t once = 0;
   for (int i = 0; plan && i < plan->step_count; i++)
     if (plan->steps[i].kind == RT_STEP_DNNL) once = plan->steps[i].weight_param >= 0 ? 1 : 0;
-  rt_cpu_plan_free(plan);
-  hlo_module_free(module);
+  free_plan(plan, module);
+  char one[512];
+  snprintf(one, sizeof one, "%s", batch_text(1));
+  int64_t switched = same_kept_layout(one, batch_text(5)) ? 0 : once;
+  hlo_diag diag = {0};
   rt_value *w = make_value(HLO_F32, 4, (int64_t[]){3, 2, 1, 1}, (double[]){1, 2, 3, 4, 5, 6});
   expect_one_by_one(__LINE__, exe, 1, w, once);
   expect_one_by_one(__LINE__, exe, 1, w, 0);
@@ -602,15 +635,94 @@ static void test_kept_weights(void) {
   hlo_module_free(binding);
   CHECK_MSG(bound != NULL, "bind: %s", diag.message);
   if (bound) {
-    expect_one_by_one(__LINE__, bound, 5, w, once);
+    expect_one_by_one(__LINE__, bound, 5, w, once); /* the family's arena is too small: one of its own */
     expect_one_by_one(__LINE__, bound, 5, w, 0);
     ((float *)w->data)[5] = -7;
     rt_value_touch(w);
     expect_one_by_one(__LINE__, bound, 5, w, once);
-    expect_one_by_one(__LINE__, exe, 1, w, once); /* the arena last held the bound plan's */
+    expect_one_by_one(__LINE__, exe, 1, w, switched); /* the arena last held the bound plan's */
+    expect_one_by_one(__LINE__, bound, 5, w, switched);
     rt_backend_cpu.destroy(bound);
+    /* the arena came back from the bound executable, whose layout went with it: not trusted */
+    expect_one_by_one(__LINE__, exe, 1, w, once);
+    expect_one_by_one(__LINE__, exe, 1, w, 0);
   }
   rt_value_release(w);
+  rt_backend_cpu.destroy(exe);
+}
+
+/* y = relu(conv(x, w) + b), 3x3 over 16 features: weights oneDNN reorders on every x86
+ * processor it has a kernel for. */
+static const char *relu_conv =
+    "HloModule c\nENTRY e {\n x = f32[%1$d,16,6,6] parameter(0)\n w = f32[16,16,3,3] parameter(1)\n"
+    " b = f32[16] parameter(2)\n c = f32[%1$d,16,6,6] convolution(x, w), window={size=3x3 pad=1_1x1_1}, "
+    "dim_labels=bf01_oi01->bf01\n bb = f32[%1$d,16,6,6] broadcast(b), dimensions={1}\n a = f32[%1$d,16,6,6] add(c, bb)\n"
+    " z = f32[] constant(0)\n zb = f32[%1$d,16,6,6] broadcast(z), dimensions={}\n"
+    " ROOT y = f32[%1$d,16,6,6] maximum(a, zb)\n}\n";
+
+/* exe at batch against the reference on seeded arguments sharing w and b; want_reorders:
+ * the weight reorders its execute makes. */
+static void expect_relu_conv(int line, rt_executable *exe, int batch, rt_value *w, rt_value *b,
+                             int64_t want_reorders) {
+  char text[1024];
+  snprintf(text, sizeof text, relu_conv, batch);
+  hlo_module *module = parse_checked(text);
+  if (!module) return;
+  hlo_diag diag = {0};
+  rt_value *x = rt_random_value(&module->entry->params[0]->shape, (uint64_t)line, 0, &diag);
+  rt_value *args[] = {x, w, b}, *got = NULL, *want = NULL;
+  int64_t before = rt_cpu_dnnl_weight_reorder_count();
+  CHECK_MSG(rt_backend_cpu.execute(exe, args, 3, &got, &diag) == HLO_OK, "line %d: %s", line, diag.message);
+  int64_t reorders = rt_cpu_dnnl_weight_reorder_count() - before;
+  CHECK_MSG(reorders == want_reorders, "line %d: %lld weight reorders, want %lld", line, (long long)reorders,
+            (long long)want_reorders);
+  rt_eval_options options = {.fp64 = false};
+  CHECK_MSG(rt_evaluate(module, args, 3, &options, &want, &diag) == HLO_OK, "line %d: reference: %s", line,
+            diag.message);
+  CHECK_MSG(cpu_agree(want, got), "line %d: differs from the reference", line);
+  rt_value_release(got);
+  rt_value_release(want);
+  rt_value_release(x);
+  hlo_module_free(module);
+}
+
+/* Two bindings of one graph called in turn (a server's batch sizes of 2 and 3) share their
+ * family's arena and with it the reordered weights: one reorder for the first call and one
+ * for the first call of the larger binding (the arena it needs is new), none for the
+ * switches after them, one again after the weights are written in place, and the results
+ * are the reference's throughout. */
+static void test_kept_across_bindings(void) {
+  char two[1024], three[1024];
+  snprintf(two, sizeof two, relu_conv, 2);
+  snprintf(three, sizeof three, relu_conv, 3);
+  CHECK_MSG(same_kept_layout(two, three), "the two batch sizes' plans keep their weights at other places");
+  rt_executable *exe = compile_checked(two);
+  hlo_module *binding = parse_checked(three);
+  hlo_diag diag = {0};
+  rt_executable *bound = exe && binding ? rt_backend_cpu.bind(exe, binding, &diag) : NULL;
+  hlo_module_free(binding);
+  CHECK_MSG(bound != NULL, "bind: %s", diag.message);
+  if (!bound) {
+    rt_backend_cpu.destroy(exe);
+    return;
+  }
+  hlo_shape w_shape = hlo_shape_make(HLO_F32, 4, (int64_t[]){16, 16, 3, 3}), b_shape = hlo_shape_make(HLO_F32, 1, (int64_t[]){16});
+  rt_value *w = rt_random_value(&w_shape, 7, 1, &diag), *b = rt_random_value(&b_shape, 7, 2, &diag);
+  expect_relu_conv(__LINE__, exe, 2, w, b, 1);
+  expect_relu_conv(__LINE__, bound, 3, w, b, 1);
+  expect_relu_conv(__LINE__, exe, 2, w, b, 0);
+  for (int round = 0; round < 3; round++) {
+    expect_relu_conv(__LINE__, bound, 3, w, b, 0);
+    expect_relu_conv(__LINE__, exe, 2, w, b, 0);
+  }
+  ((float *)w->data)[3] = 0.5f; /* written in place and touched: reordered once more */
+  rt_value_touch(w);
+  expect_relu_conv(__LINE__, bound, 3, w, b, 1);
+  expect_relu_conv(__LINE__, exe, 2, w, b, 0);
+  expect_relu_conv(__LINE__, bound, 3, w, b, 0);
+  rt_value_release(w);
+  rt_value_release(b);
+  rt_backend_cpu.destroy(bound);
   rt_backend_cpu.destroy(exe);
 }
 
@@ -699,6 +811,7 @@ int main(void) {
   RUN(test_written_finite);
   RUN(test_nonfinite);
   RUN(test_kept_weights);
+  RUN(test_kept_across_bindings);
   RUN(test_traced_weights);
   return TEST_REPORT();
 }

@@ -68,6 +68,8 @@ struct rt_executable {
   char *pool;
   int64_t pool_bytes;
   uint64_t pool_plan; /* the plan of the execute that gave the pool back (its kept results) */
+  const rt_cpu_kept_layout *pool_layout; /* where that plan keeps them (its executable's) */
+  rt_cpu_kept_layout *kept_layout;       /* this executable's plan's (NULL: keeps none) */
 };
 
 /* Values and arenas executes have allocated, process-wide; tests read it to check that an
@@ -92,8 +94,9 @@ static rt_executable *family_of(rt_executable *exe) { return exe->bound_from ? e
 
 /* An arena of at least the plan's bytes; *capacity is its size. A bound executable's own
  * allocation has a quarter more, so that the next few bindings fit in it too. Its kept
- * results count only if this plan's execute gave it back: otherwise their stamps are
- * cleared. */
+ * results count only if this plan's execute gave it back, or a plan that keeps the same
+ * results at the same places (another binding of the graph: switching between batch sizes
+ * would otherwise reorder every weight again): otherwise their stamps are cleared. */
 static char *take_arena(rt_executable *exe, int64_t *capacity) {
   const rt_cpu_plan *plan = exe->plan;
   int64_t need = plan->arena_bytes;
@@ -106,7 +109,7 @@ static char *take_arena(rt_executable *exe, int64_t *capacity) {
   if (family->pool && family->pool_bytes >= need) {
     arena = family->pool;
     *capacity = family->pool_bytes;
-    kept = family->pool_plan == plan->id;
+    kept = family->pool_plan == plan->id || rt_cpu_kept_layout_matches(family->pool_layout, plan);
     family->pool = NULL;
     family->pool_bytes = 0;
   }
@@ -132,6 +135,7 @@ static void give_arena(rt_executable *exe, char *arena, int64_t capacity) {
       family->pool = arena;
       family->pool_bytes = capacity;
       family->pool_plan = exe->plan->id;
+      family->pool_layout = exe->kept_layout;
     }
     pthread_mutex_unlock(&family->pool_lock);
   }
@@ -158,6 +162,12 @@ static rt_executable *new_executable(hlo_module *module, rt_cpu_plan *plan, cons
   exe->module = module;
   exe->plan = plan;
   exe->options = *options;
+  exe->kept_layout = rt_cpu_kept_layout_of(plan);
+  if (!exe->kept_layout && plan->kept_count && !plan->dynamic) {
+    free(exe);
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
+    return NULL;
+  }
   atomic_store(&exe->primitives_pending, plan->primitives_pending);
   pthread_mutex_init(&exe->pool_lock, NULL);
   pthread_mutex_init(&exe->source_lock, NULL);
@@ -622,6 +632,12 @@ static rt_executable *cpu_bind(rt_executable *exe, const hlo_module *binding, hl
 
 static void cpu_destroy(rt_executable *exe) {
   if (!exe) return;
+  if (exe->bound_from) { /* the family's arena may have come back from this one's execute */
+    pthread_mutex_lock(&exe->bound_from->pool_lock);
+    if (exe->bound_from->pool_layout == exe->kept_layout) exe->bound_from->pool_layout = NULL;
+    pthread_mutex_unlock(&exe->bound_from->pool_lock);
+  }
+  rt_cpu_kept_layout_free(exe->kept_layout);
   if (exe->pool) atomic_fetch_sub(&kept_arena_bytes, exe->pool_bytes);
   free(exe->pool);
   pthread_mutex_destroy(&exe->pool_lock);

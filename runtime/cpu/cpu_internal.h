@@ -141,8 +141,9 @@ typedef struct rt_cpu_plan {
   /* deserialized: the DNNL steps hold their descriptions but no oneDNN primitives yet
    * (rt_cpu_plan_make_primitives makes them, at the first execute) */
   bool primitives_pending;
-  /* kept steps (kept_count): their stamps (kept_slots of them, from kept_at) and buffers end
-   * the arena; an arena last run by another plan (id) holds no kept results */
+  /* kept steps (kept_count): their stamps (kept_slots of them, from kept_at: 0, before the
+   * other buffers) and buffers; an arena last run by another plan (id) holds no kept results
+   * unless that plan keeps the same ones at the same places (rt_cpu_kept_layout_matches) */
   uint64_t id;
   int kept_count;
   int kept_slots;
@@ -198,6 +199,15 @@ typedef enum rt_cpu_kernel_family {
 /* (kept.c) Marks the kept steps of a plan whose outputs are marked; false when
  * memory ran out. */
 bool rt_cpu_find_kept(rt_cpu_plan *plan, const hlo_comp *entry);
+/* (kept_layout.c) Where plan keeps its kept results: NULL when it keeps none (or runs on
+ * the reference evaluator), or when memory ran out. It points into plan and its module, and
+ * goes before them. */
+typedef struct rt_cpu_kept_layout rt_cpu_kept_layout;
+rt_cpu_kept_layout *rt_cpu_kept_layout_of(const rt_cpu_plan *plan);
+/* Whether plan, of the same family as layout's (the same optimized graph), keeps the same
+ * results at the same places: an arena the one ran then holds the other's too. */
+bool rt_cpu_kept_layout_matches(const rt_cpu_kept_layout *layout, const rt_cpu_plan *plan);
+void rt_cpu_kept_layout_free(rt_cpu_kept_layout *layout);
 /* Kept steps skipped so far, process-wide (for tests). */
 int64_t rt_cpu_kept_reuse_count(void);
 

@@ -411,10 +411,41 @@ static bool peak_live_bytes(const block *blocks, int count, int n, int64_t *peak
   return true;
 }
 
-/* Arena offsets for every buffer and scratch block. */
+/* The kept stamps and buffers, from offset 0 of the arena: there they lie where they lie in
+ * every binding of the graph whose kept values are the same size, and such bindings can hand
+ * them on (rt_cpu_kept_layout_matches). Returns where the other buffers may start. */
+static int64_t place_kept(rt_cpu_plan *plan, const liveness *l, int64_t *offsets) {
+  plan->kept_at = 0;
+  if (!plan->kept_count) return 0;
+  int64_t at = aligned((int64_t)sizeof(uint64_t) * plan->kept_slots);
+  for (int i = 0, k = 0; i < l->n; i++) {
+    rt_cpu_step *step = &plan->steps[i];
+    if (step->weight_param >= 0 || step->weight_kept >= 0) { /* a DNNL step's reordered weights */
+      step->stamp_offset = (int64_t)sizeof(uint64_t) * k++;
+      step->weight_offset = at;
+      at += aligned(rt_cpu_dnnl_weights_bytes(step->dnnl));
+      continue;
+    }
+    if (!step->kept) continue;
+    step->stamp_offset = (int64_t)sizeof(uint64_t) * k;
+    k += 1 + step->kept_param_count;
+    offsets[i] = at;
+    at += l->size[i];
+  }
+  return at;
+}
+
+/* Arena offsets for every buffer and scratch block: the kept ones first, then the rest by
+ * first fit. */
 static bool place(rt_cpu_plan *plan, const liveness *l) {
   block *blocks = hlo_malloc(sizeof(block) * (size_t)(l->storage_count + l->n + 1));
-  if (!blocks) return false;
+  int64_t *offsets = hlo_malloc(sizeof(int64_t) * ((size_t)l->storage_count + 1));
+  if (!blocks || !offsets) {
+    free(blocks);
+    free(offsets);
+    return false;
+  }
+  int64_t base = place_kept(plan, l, offsets);
   int count = 0;
   plan->buffer_bytes = 0;
   for (int s = 0; s < l->storage_count; s++)
@@ -424,38 +455,13 @@ static bool place(rt_cpu_plan *plan, const liveness *l) {
     if (rt_cpu_step_writes_buffer(&plan->steps[i]) && plan->steps[i].scratch_bytes)
       blocks[count++] = (block){.storage = -1 - i, .first = i, .last = i, .size = aligned(plan->steps[i].scratch_bytes)};
   for (int b = 0; b < count; b++) plan->buffer_bytes += blocks[b].size;
-  if (!peak_live_bytes(blocks, count, l->n, &plan->peak_live_bytes)) {
-    free(blocks);
-    return false;
-  }
-  if (!place_blocks(blocks, count, &plan->arena_bytes, &plan->buffer_count)) {
-    free(blocks);
-    return false;
-  }
-  int64_t *offsets = hlo_malloc(sizeof(int64_t) * ((size_t)l->storage_count + 1));
-  bool ok = offsets != NULL;
+  bool ok = peak_live_bytes(blocks, count, l->n, &plan->peak_live_bytes) &&
+            place_blocks(blocks, count, &plan->arena_bytes, &plan->buffer_count);
   for (int b = 0; ok && b < count; b++) {
-    if (blocks[b].storage >= 0) offsets[blocks[b].storage] = blocks[b].offset;
-    else plan->steps[-1 - blocks[b].storage].scratch_offset = blocks[b].offset;
+    if (blocks[b].storage >= 0) offsets[blocks[b].storage] = base + blocks[b].offset;
+    else plan->steps[-1 - blocks[b].storage].scratch_offset = base + blocks[b].offset;
   }
-  /* kept: a stamp each, then their buffers, after everything else */
-  plan->kept_at = plan->arena_bytes;
-  int64_t at = plan->kept_at + aligned((int64_t)sizeof(uint64_t) * plan->kept_slots);
-  for (int i = 0, k = 0; ok && plan->kept_count && i < l->n; i++) {
-    rt_cpu_step *step = &plan->steps[i];
-    if (step->weight_param >= 0 || step->weight_kept >= 0) { /* a DNNL step's reordered weights */
-      step->stamp_offset = plan->kept_at + (int64_t)sizeof(uint64_t) * k++;
-      step->weight_offset = at;
-      at += aligned(rt_cpu_dnnl_weights_bytes(step->dnnl));
-      continue;
-    }
-    if (!step->kept) continue;
-    step->stamp_offset = plan->kept_at + (int64_t)sizeof(uint64_t) * k;
-    k += 1 + step->kept_param_count;
-    offsets[i] = at;
-    at += l->size[i];
-  }
-  if (plan->kept_count) plan->arena_bytes = at;
+  if (ok && base) plan->arena_bytes += base;
   for (int i = 0; ok && i < l->n; i++) {
     rt_cpu_step *step = &plan->steps[i];
     step->offset = -1;

@@ -1,0 +1,77 @@
+/* Where a plan keeps its kept results (kept.c; plan.c's place_kept puts them first in the
+ * arena), so that the arena of one executable's family can hand them from one plan to
+ * another: bindings of a graph to other sizes (a batch of 2, then of 3) share one arena, and
+ * before this every switch between them threw away the kept results, a whole network's
+ * reordered weights included, and made them again.
+ *
+ * Two plans of one family (the same optimized graph: instruction i is the same operation in
+ * both) hand their kept results on when every kept result lies at the same offsets: the
+ * same steps, each with its stamps at the same place, each result of the same shape at the
+ * same offset, and a DNNL step's weights in the same oneDNN layout. The stamps then say, as
+ * they do within one plan, whether a result is still current for this execute's arguments. */
+#include <stdlib.h>
+
+#include "dnnl_internal.h"
+
+typedef struct kept_item {
+  int step;
+  int param_count;
+  int64_t stamp_offset, offset;
+  const hlo_shape *shape;          /* a kept step's result (its plan's module outlives the layout) */
+  const dnnl_memory_desc_t *weights; /* a DNNL step's reordered weights, or NULL */
+} kept_item;
+
+struct rt_cpu_kept_layout {
+  int count;
+  kept_item items[];
+};
+
+static bool weights_kept(const rt_cpu_step *step) { return step->weight_param >= 0 || step->weight_kept >= 0; }
+
+static int item_count(const rt_cpu_plan *plan) {
+  int count = 0;
+  for (int i = 0; i < plan->step_count; i++) count += plan->steps[i].kept || weights_kept(&plan->steps[i]);
+  return count;
+}
+
+/* Step i's kept item as plan lays it out. */
+static kept_item item_of(const rt_cpu_plan *plan, int i) {
+  const rt_cpu_step *step = &plan->steps[i];
+  if (weights_kept(step))
+    return (kept_item){.step = i, .stamp_offset = step->stamp_offset, .offset = step->weight_offset,
+                       .weights = &step->dnnl->weights_md};
+  return (kept_item){.step = i, .param_count = step->kept_param_count, .stamp_offset = step->stamp_offset,
+                     .offset = step->offset, .shape = &step->instr->shape};
+}
+
+static bool same_item(const kept_item *a, const kept_item *b) {
+  if (a->step != b->step || a->param_count != b->param_count || a->stamp_offset != b->stamp_offset ||
+      a->offset != b->offset || !a->weights != !b->weights)
+    return false;
+  return a->weights ? dnnl_memory_desc_equal(a->weights, b->weights) != 0 : hlo_shape_equal(a->shape, b->shape);
+}
+
+/* NULL when plan keeps nothing (or runs on the reference evaluator), or memory ran out. */
+rt_cpu_kept_layout *rt_cpu_kept_layout_of(const rt_cpu_plan *plan) {
+  if (!plan->kept_count || plan->dynamic) return NULL;
+  int count = item_count(plan);
+  rt_cpu_kept_layout *layout = hlo_malloc(sizeof *layout + sizeof(kept_item) * (size_t)count);
+  if (!layout) return NULL;
+  layout->count = 0;
+  for (int i = 0; i < plan->step_count; i++)
+    if (plan->steps[i].kept || weights_kept(&plan->steps[i])) layout->items[layout->count++] = item_of(plan, i);
+  return layout;
+}
+
+bool rt_cpu_kept_layout_matches(const rt_cpu_kept_layout *layout, const rt_cpu_plan *plan) {
+  if (!layout || !plan->kept_count || plan->dynamic || plan->kept_at != 0) return false;
+  int k = 0;
+  for (int i = 0; i < plan->step_count; i++) {
+    if (!plan->steps[i].kept && !weights_kept(&plan->steps[i])) continue;
+    kept_item item = item_of(plan, i);
+    if (k == layout->count || !same_item(&layout->items[k++], &item)) return false;
+  }
+  return k == layout->count;
+}
+
+void rt_cpu_kept_layout_free(rt_cpu_kept_layout *layout) { free(layout); }
