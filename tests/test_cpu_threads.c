@@ -88,13 +88,15 @@ static void test_four_threads(void) {
   rt_backend_cpu.destroy(exe);
 }
 
-/* Executables bound from one compiled graph share one kept arena: four threads each run a
- * binding of its own (rows 61..64 of x @ w, then tanh) at once; each result must equal what
- * its binding gives alone. */
+/* Executables bound from one compiled graph share one kept arena, and with it the kept
+ * weight (w * w, the same for every binding: kept_layout.c hands it from one plan to
+ * another): four threads each run a binding of its own (rows 61..64 of x @ (w * w), then
+ * tanh) at once; each result must equal what its binding gives alone. */
 static const char *bound_text(int rows) {
   static char text[512];
   snprintf(text, sizeof text,
-           "HloModule b\nENTRY e {\n a = f32[%d,300] parameter(0)\n b = f32[300,64] parameter(1)\n"
+           "HloModule b\nENTRY e {\n a = f32[%d,300] parameter(0)\n w = f32[300,64] parameter(1)\n"
+           " b = f32[300,64] multiply(w, w)\n"
            " d = f32[%d,64] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
            " t = f32[%d,64] tanh(d)\n ROOT e = f32[%d,64] exponential(t)\n}\n",
            rows, rows, rows, rows);
