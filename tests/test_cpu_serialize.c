@@ -426,6 +426,32 @@ static void test_unverified_module(void) {
   decoded_free(&dec);
 }
 
+/* A blob whose plan says a step that is no convolution keeps reordered weights, with a right
+ * checksum (the blob fuzzer's finding once kept_layout.c read that step's oneDNN weight
+ * layout, which it has none of): refused at load as input that says why. */
+static void test_weights_without_convolution(void) {
+  static const char *text = "HloModule d\nENTRY e {\n a = f32[4,8] parameter(0)\n b = f32[8,3] parameter(1)\n"
+                            " ROOT d = f32[4,3] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  decoded dec = decode_compiled(text);
+  hlo_diag diag = {0};
+  for (int field = 0; dec.plan && field < 2; field++) {
+    rt_cpu_step *dot = &dec.plan->steps[dec.module->entry->root->id];
+    int *weights = field == 0 ? &dot->weight_param : &dot->weight_kept;
+    *weights = field == 0 ? 1 : 0;
+    void *blob = NULL;
+    size_t blob_len = 0;
+    CHECK(rt_cpu_serialize(dec.module, dec.plan, dec.source, dec.source_len, &blob, &blob_len, &diag) == HLO_OK);
+    *weights = -1;
+    hlo_diag_clear(&diag);
+    rt_executable *loaded = blob ? rt_backend_cpu.deserialize(blob, blob_len, NULL, &diag) : NULL;
+    CHECK_MSG(loaded == NULL && diag.status == HLO_ERR_INPUT && strstr(diag.message, "kept weights"),
+              "field %d: %s", field, diag.message);
+    rt_backend_cpu.destroy(loaded);
+    free(blob);
+  }
+  decoded_free(&dec);
+}
+
 /* A loaded blob whose bytes were changed binds to another batch or refuses with a message:
  * its source module is decoded only then, and must not crash whatever it decodes to. */
 static bool binds_or_says_why(rt_executable *loaded, const hlo_module *binding) {
@@ -689,6 +715,7 @@ int main(void) {
   RUN(test_bound_reloaded);
   RUN(test_dead_computations);
   RUN(test_unverified_module);
+  RUN(test_weights_without_convolution);
   RUN(test_damaged);
   RUN(test_out_of_memory);
   return TEST_REPORT();

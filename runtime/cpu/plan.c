@@ -324,7 +324,7 @@ static void mark_kept_weights(rt_cpu_plan *plan) {
 }
 
 /* Kept steps (rt_cpu_find_kept) are taken out of liveness (no reuse, no in-place writes
- * over them) and placed after the others. */
+ * over them) and placed before the others (place_kept). */
 static bool mark_kept(rt_cpu_plan *plan, liveness *l, const hlo_comp *entry) {
   if (!rt_cpu_find_kept(plan, entry)) return false;
   for (int i = 0; i < l->n; i++)
