@@ -18,17 +18,27 @@ typedef struct plan_counts {
   int dnnl, blocked, posts;
 } plan_counts;
 
-/* Plans text and calls visit on each DNNL step of the plan. */
-static void each_dnnl_step(const char *text, void (*visit)(const rt_cpu_dnnl *d, void *ctx), void *ctx) {
-  hlo_module *module = parse_checked(text);
-  if (!module) return;
+/* The plan of text (NULL after a failed check); free with free_plan. */
+static rt_cpu_plan *plan_of(const char *text, hlo_module **module) {
   hlo_diag diag = {0};
-  rt_cpu_plan *plan = rt_cpu_plan_build(module, NULL, &diag);
-  CHECK_MSG(plan != NULL, "plan: %s", diag.message);
-  for (int i = 0; plan && i < plan->step_count; i++)
-    if (plan->steps[i].kind == RT_STEP_DNNL) visit(plan->steps[i].dnnl, ctx);
+  *module = parse_checked(text);
+  rt_cpu_plan *plan = *module ? rt_cpu_plan_build(*module, NULL, &diag) : NULL;
+  CHECK_MSG(plan != NULL || !*module, "plan: %s", diag.message);
+  return plan;
+}
+
+static void free_plan(rt_cpu_plan *plan, hlo_module *module) {
   rt_cpu_plan_free(plan);
   hlo_module_free(module);
+}
+
+/* Plans text and calls visit on each DNNL step of the plan. */
+static void each_dnnl_step(const char *text, void (*visit)(const rt_cpu_dnnl *d, void *ctx), void *ctx) {
+  hlo_module *module;
+  rt_cpu_plan *plan = plan_of(text, &module);
+  for (int i = 0; plan && i < plan->step_count; i++)
+    if (plan->steps[i].kind == RT_STEP_DNNL) visit(plan->steps[i].dnnl, ctx);
+  free_plan(plan, module);
 }
 
 static void count_step(const rt_cpu_dnnl *d, void *ctx) {
@@ -573,20 +583,6 @@ static const char *batch_text(int batch) {
   static char text[512];
   snprintf(text, sizeof text, one_by_one, batch);
   return text;
-}
-
-/* The plan of text (NULL after a failed check); free with free_plan. */
-static rt_cpu_plan *plan_of(const char *text, hlo_module **module) {
-  hlo_diag diag = {0};
-  *module = parse_checked(text);
-  rt_cpu_plan *plan = *module ? rt_cpu_plan_build(*module, NULL, &diag) : NULL;
-  CHECK_MSG(plan != NULL || !*module, "plan: %s", diag.message);
-  return plan;
-}
-
-static void free_plan(rt_cpu_plan *plan, hlo_module *module) {
-  rt_cpu_plan_free(plan);
-  hlo_module_free(module);
 }
 
 /* Whether the plans of two texts keep the same results at the same places (kept_layout.c). */

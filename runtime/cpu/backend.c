@@ -67,8 +67,9 @@ struct rt_executable {
   pthread_mutex_t pool_lock;
   char *pool;
   int64_t pool_bytes;
-  uint64_t pool_plan; /* the plan of the execute that gave the pool back (its kept results) */
-  const rt_cpu_kept_layout *pool_layout; /* where that plan keeps them (its executable's) */
+  /* where the execute that gave the pool back keeps its kept results (its executable's
+   * kept_layout: which plan ran is this pointer too) */
+  const rt_cpu_kept_layout *pool_layout;
   rt_cpu_kept_layout *kept_layout;       /* this executable's plan's (NULL: keeps none) */
 };
 
@@ -109,7 +110,7 @@ static char *take_arena(rt_executable *exe, int64_t *capacity) {
   if (family->pool && family->pool_bytes >= need) {
     arena = family->pool;
     *capacity = family->pool_bytes;
-    kept = family->pool_plan == plan->id || rt_cpu_kept_layout_matches(family->pool_layout, plan);
+    kept = family->pool_layout == exe->kept_layout || rt_cpu_kept_layout_matches(family->pool_layout, plan);
     family->pool = NULL;
     family->pool_bytes = 0;
   }
@@ -134,7 +135,6 @@ static void give_arena(rt_executable *exe, char *arena, int64_t capacity) {
       dropped_bytes = family->pool_bytes;
       family->pool = arena;
       family->pool_bytes = capacity;
-      family->pool_plan = exe->plan->id;
       family->pool_layout = exe->kept_layout;
     }
     pthread_mutex_unlock(&family->pool_lock);
@@ -396,7 +396,7 @@ static hlo_status run_dnnl(const rt_cpu_step *step, cell *cells, char *arena, rt
   } else {
     set_view(c, &instr->shape, arena + step->offset);
   }
-  bool kept = step->weight_param >= 0 || step->weight_kept >= 0;
+  bool kept = rt_cpu_step_keeps_weights(step);
   const rt_cpu_step *steps = step - instr->id; /* the plan's: step i is entry instruction i */
   uint64_t stamp = step->weight_param >= 0 ? args[step->weight_param]->stamp
                    : kept ? *(const uint64_t *)(arena + steps[step->weight_kept].stamp_offset)

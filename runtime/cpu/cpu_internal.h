@@ -126,6 +126,11 @@ typedef struct rt_cpu_step { /* (ordered to leave no hole: a load writes one per
   int64_t weight_offset;
 } rt_cpu_step;
 
+/* Whether step (a DNNL one) keeps its weights reordered in the arena's kept region. */
+static inline bool rt_cpu_step_keeps_weights(const rt_cpu_step *step) {
+  return step->weight_param >= 0 || step->weight_kept >= 0;
+}
+
 typedef struct rt_cpu_plan {
   int step_count;
   rt_cpu_step *steps;   /* in execution order; step i is entry->instrs[i] */
@@ -142,9 +147,8 @@ typedef struct rt_cpu_plan {
    * (rt_cpu_plan_make_primitives makes them, at the first execute) */
   bool primitives_pending;
   /* kept steps (kept_count): their stamps (kept_slots of them, from kept_at: 0, before the
-   * other buffers) and buffers; an arena last run by another plan (id) holds no kept results
+   * other buffers) and buffers; an arena last run by another plan holds no kept results
    * unless that plan keeps the same ones at the same places (rt_cpu_kept_layout_matches) */
-  uint64_t id;
   int kept_count;
   int kept_slots;
   int64_t kept_at;
@@ -155,8 +159,6 @@ typedef struct rt_cpu_plan {
  * defaults) says whether to fuse. */
 rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, const rt_compile_options *options, hlo_diag *diag);
 void rt_cpu_plan_free(rt_cpu_plan *plan);
-/* A number no other plan has had in this process (rt_cpu_plan.id). */
-uint64_t rt_cpu_plan_next_id(void);
 
 /* (serialize.c, deserialize.c) The executable's serialized form: the module after the
  * passes, the plan with every decision in it (steps, kernels, buffers, fused programs, oneDNN

@@ -304,7 +304,7 @@ static void get_step(reader *r, rt_cpu_plan *plan, rt_cpu_step *s) {
     rt_blob_fail(in, "a step's scratch");
   if (s->kind == RT_STEP_FUSED && !in->failed) s->fusion = get_fusion(r);
   if (s->kind == RT_STEP_DNNL && !in->failed) s->dnnl = get_dnnl(r);
-  if (!in->failed && (s->weight_param >= 0 || s->weight_kept >= 0) && !s->dnnl) /* only a DNNL step keeps weights */
+  if (!in->failed && rt_cpu_step_keeps_weights(s) && !s->dnnl) /* only a DNNL step keeps weights */
     rt_blob_fail(in, "kept weights");
   if (!in->failed && !repick(s, family)) rt_blob_fail(in, "a step whose kernel is not the one planned");
 }
@@ -351,7 +351,6 @@ static rt_cpu_plan *get_plan(rt_blob_in *in, hlo_module *module) {
     rt_cpu_plan_free(plan);
     return NULL;
   }
-  plan->id = rt_cpu_plan_next_id();
   return plan;
 }
 

@@ -26,18 +26,15 @@ struct rt_cpu_kept_layout {
   kept_item items[];
 };
 
-static bool weights_kept(const rt_cpu_step *step) { return step->weight_param >= 0 || step->weight_kept >= 0; }
-
-static int item_count(const rt_cpu_plan *plan) {
-  int count = 0;
-  for (int i = 0; i < plan->step_count; i++) count += plan->steps[i].kept || weights_kept(&plan->steps[i]);
-  return count;
+/* Whether step i keeps a result: its own (a kept step) or its reordered weights. */
+static bool keeps(const rt_cpu_plan *plan, int i) {
+  return plan->steps[i].kept || rt_cpu_step_keeps_weights(&plan->steps[i]);
 }
 
 /* Step i's kept item as plan lays it out. */
 static kept_item item_of(const rt_cpu_plan *plan, int i) {
   const rt_cpu_step *step = &plan->steps[i];
-  if (weights_kept(step))
+  if (rt_cpu_step_keeps_weights(step))
     return (kept_item){.step = i, .stamp_offset = step->stamp_offset, .offset = step->weight_offset,
                        .weights = &step->dnnl->weights_md};
   return (kept_item){.step = i, .param_count = step->kept_param_count, .stamp_offset = step->stamp_offset,
@@ -54,12 +51,13 @@ static bool same_item(const kept_item *a, const kept_item *b) {
 /* NULL when plan keeps nothing (or runs on the reference evaluator), or memory ran out. */
 rt_cpu_kept_layout *rt_cpu_kept_layout_of(const rt_cpu_plan *plan) {
   if (!plan->kept_count || plan->dynamic) return NULL;
-  int count = item_count(plan);
+  int count = 0;
+  for (int i = 0; i < plan->step_count; i++) count += keeps(plan, i);
   rt_cpu_kept_layout *layout = hlo_malloc(sizeof *layout + sizeof(kept_item) * (size_t)count);
   if (!layout) return NULL;
   layout->count = 0;
   for (int i = 0; i < plan->step_count; i++)
-    if (plan->steps[i].kept || weights_kept(&plan->steps[i])) layout->items[layout->count++] = item_of(plan, i);
+    if (keeps(plan, i)) layout->items[layout->count++] = item_of(plan, i);
   return layout;
 }
 
@@ -67,7 +65,7 @@ bool rt_cpu_kept_layout_matches(const rt_cpu_kept_layout *layout, const rt_cpu_p
   if (!layout || !plan->kept_count || plan->dynamic || plan->kept_at != 0) return false;
   int k = 0;
   for (int i = 0; i < plan->step_count; i++) {
-    if (!plan->steps[i].kept && !weights_kept(&plan->steps[i])) continue;
+    if (!keeps(plan, i)) continue;
     kept_item item = item_of(plan, i);
     if (k == layout->count || !same_item(&layout->items[k++], &item)) return false;
   }

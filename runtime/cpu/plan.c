@@ -420,7 +420,7 @@ static int64_t place_kept(rt_cpu_plan *plan, const liveness *l, int64_t *offsets
   int64_t at = aligned((int64_t)sizeof(uint64_t) * plan->kept_slots);
   for (int i = 0, k = 0; i < l->n; i++) {
     rt_cpu_step *step = &plan->steps[i];
-    if (step->weight_param >= 0 || step->weight_kept >= 0) { /* a DNNL step's reordered weights */
+    if (rt_cpu_step_keeps_weights(step)) { /* a DNNL step's reordered weights */
       step->stamp_offset = (int64_t)sizeof(uint64_t) * k++;
       step->weight_offset = at;
       at += aligned(rt_cpu_dnnl_weights_bytes(step->dnnl));
@@ -492,10 +492,7 @@ static hlo_status assign(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *dia
   return ok ? HLO_OK : hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory planning");
 }
 
-static _Atomic uint64_t last_id;
 static _Atomic int64_t plans_built;
-
-uint64_t rt_cpu_plan_next_id(void) { return atomic_fetch_add(&last_id, 1) + 1; }
 
 int64_t rt_cpu_plans_built(void) { return atomic_load(&plans_built); }
 
@@ -511,7 +508,6 @@ rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, const rt_compile_option
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory planning");
     return NULL;
   }
-  plan->id = rt_cpu_plan_next_id();
   atomic_fetch_add(&plans_built, 1);
   for (int i = 0; i < entry->instr_count; i++)
     if (is_dynamic(&entry->instrs[i]->shape)) plan->dynamic = true;
