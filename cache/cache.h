@@ -323,6 +323,11 @@ void *cache_codec_take(const cache_codec *codec, void *bytes, size_t len);
  * caller that wants its first result soon can run the value first and save it afterwards. */
 bool cache_disk_save(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec,
                      const void *value);
+/* The same without the fsync (cache_disk_put_copy), for a value made cheaply from another
+ * entry (a binding of a compiled graph to other sizes): a power cut may lose it, which costs
+ * making it again, while the fsync would cost each new binding milliseconds. */
+bool cache_disk_save_copy(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec,
+                          const void *value);
 
 /* The value for (key, fingerprint): deserialized from disk on a hit, else compiled and then
  * saved. disk NULL: just compile. Never fails for the cache's sake: an entry the codec cannot

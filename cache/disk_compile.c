@@ -42,14 +42,24 @@ void *cache_codec_bytes(const cache_codec *codec, const void *value, size_t *len
   return bytes;
 }
 
-bool cache_disk_save(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec,
-                     const void *value) {
+static bool save(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec, const void *value,
+                 bool (*put)(cache_disk *, cache_key, const char *, const void *, size_t)) {
   size_t len = 0;
   void *bytes = cache_codec_bytes(codec, value, &len);
   if (!bytes) return false;
-  bool saved = cache_disk_put(disk, key, fingerprint, bytes, len);
+  bool saved = put(disk, key, fingerprint, bytes, len);
   free(bytes);
   return saved;
+}
+
+bool cache_disk_save(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec,
+                     const void *value) {
+  return save(disk, key, fingerprint, codec, value, cache_disk_put);
+}
+
+bool cache_disk_save_copy(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec,
+                          const void *value) {
+  return save(disk, key, fingerprint, codec, value, cache_disk_put_copy);
 }
 
 void *cache_disk_get_or_compile(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec,

@@ -301,6 +301,14 @@ void *cap_compile_checked(latch_runtime *rt, const cap_graph *g, hlo_diag *diag)
  * caller drops with cache_table_release. NULL with the error set. *compiled tells whether
  * this call compiled it; *status the failure's code. */
 cache_entry *cap_graph_executable(latch_runtime *rt, const cap_graph *g, bool *compiled, latch_status *status);
+/* A binding of a symbolic entry's executable to g's sizes (rt_backend.bind) kept in the disk
+ * cache under g's own key, where compiling g would be saved: an earlier process's binding,
+ * or a compile of g, loaded (NULL: none on disk, no disk cache, or LATCH_CHECK on, which
+ * compiles every binding), and a new binding saved without the fsync (it is made again in
+ * a millisecond if a power cut loses it). The remote tier is left out: a round trip to it
+ * costs what binding does. */
+rt_executable *cap_graph_load_binding(latch_runtime *rt, const cap_graph *g);
+void cap_graph_save_binding(latch_runtime *rt, const cap_graph *g, const rt_executable *bound);
 /* A private shell around a shared value for one run (see sync.c), and an output taken from
  * a run: copied when it is one of the run's shells. */
 rt_value *cap_value_view(const rt_value *value);

@@ -392,8 +392,9 @@ static rt_executable *bind_entry(const latch_runtime *rt, const cap_entry *e, co
 /* What runs a binding the trace did not see. The template is instantiated with this call's
  * sizes (nodes, then HLO through the usual lowering); a backend that can run a module
  * without compiling it (execute_module) runs that module, one that can bind its compiled
- * executable to other sizes (bind) does so, and the rest compile it like any graph, keyed
- * in the shared cache. Either way the result is kept per binding. */
+ * executable to other sizes (bind) loads the binding an earlier process saved in the disk
+ * cache or binds it (and saves it), and the rest compile it like any graph, keyed in the
+ * shared cache. Either way the result is kept per binding. */
 static cap_kept *specialize(latch_runtime *rt, cap_entry *e, const int64_t *bindings, cap_node *const *params,
                             cap_run_kind *kind, latch_status *status) {
   cap_kept *found = cap_bindings_find(e, bindings);
@@ -448,10 +449,15 @@ static cap_kept *specialize(latch_runtime *rt, cap_entry *e, const int64_t *bind
         if (!spec.module) cap_set_error("call: instantiating a symbolic trace: %s", diag.message);
         *kind = CAP_RUN_INSTANTIATED;
       } else {
-        hlo_diag diag = {0};
-        hlo_module *module = cap_graph_lower(&g, &diag);
-        spec.bound = module ? bind_entry(rt, e, module, &spec.bound_by) : NULL;
-        hlo_module_free(module);
+        spec.bound = cap_graph_load_binding(rt, &g);
+        spec.bound_by = g.backend;
+        if (!spec.bound) {
+          hlo_diag diag = {0};
+          hlo_module *module = cap_graph_lower(&g, &diag);
+          spec.bound = module ? bind_entry(rt, e, module, &spec.bound_by) : NULL;
+          hlo_module_free(module);
+          if (spec.bound) cap_graph_save_binding(rt, &g, spec.bound);
+        }
         *kind = CAP_RUN_INSTANTIATED;
         if (!spec.bound) {
           bool compiled = false;

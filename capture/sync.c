@@ -150,6 +150,26 @@ cache_entry *cap_graph_executable(latch_runtime *rt, const cap_graph *g, bool *c
   return entry;
 }
 
+static bool keeps_bindings(const latch_runtime *rt, const cap_graph *g) {
+  return rt->disk && rt->check_mode == 0 && g->backend->serialize && g->backend->deserialize;
+}
+
+rt_executable *cap_graph_load_binding(latch_runtime *rt, const cap_graph *g) {
+  if (!keeps_bindings(rt, g)) return NULL;
+  compile_job job = {.rt = rt, .graph = g};
+  cache_codec codec = {&job, NULL, codec_serialize, codec_deserialize, g->backend->adopt ? codec_adopt : NULL};
+  rt_executable *exe = cache_disk_load(rt->disk, g->key, rt->fingerprint, &codec);
+  if (exe) atomic_fetch_add(&rt->disk_loads, 1);
+  return exe;
+}
+
+void cap_graph_save_binding(latch_runtime *rt, const cap_graph *g, const rt_executable *bound) {
+  if (!keeps_bindings(rt, g)) return;
+  compile_job job = {.rt = rt, .graph = g};
+  cache_codec codec = {&job, NULL, codec_serialize, codec_deserialize, NULL};
+  cache_disk_save_copy(rt->disk, g->key, rt->fingerprint, &codec, bound);
+}
+
 latch_status cap_exe_run(latch_runtime *rt, const cap_exe *exe, rt_value *const *args, rt_value **outputs) {
   hlo_diag diag = {0};
   rt_value **views = hlo_calloc((size_t)exe->param_count + 1, sizeof *views);

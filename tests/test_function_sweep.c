@@ -190,23 +190,54 @@ static void disk_sweep(const char *dir, float *outputs, latch_stats *stats, latc
   latch_close(rt);
 }
 
-/* A second process finds the two executables on disk, compiles nothing, and still binds
- * every other batch size: the loaded executables bind as the compiled ones did. */
+/* Flips one payload byte of every entry in dir (the last byte of each file). */
+static int damage_entries(const char *dir) {
+  char command[256];
+  snprintf(command, sizeof command,
+           "for f in %s/*.latch; do printf '\\377' | dd of=\"$f\" bs=1 seek=$(($(stat -c %%s \"$f\") - 1)) "
+           "conv=notrunc 2>/dev/null; done; ls %s/*.latch | wc -l",
+           dir, dir);
+  FILE *p = popen(command, "r");
+  int count = -1;
+  if (p && fscanf(p, "%d", &count) != 1) count = -1;
+  if (p) pclose(p);
+  return count;
+}
+
+/* The first process compiles the two executables (batch 1, then the batch symbolic) and
+ * binds the symbolic one to batches 3..64, saving every one on disk. A second process finds
+ * all 64 there: it compiles nothing and binds nothing, loading each batch's binding, and
+ * gives the same bits. With every entry damaged, a third process loads none, compiles and
+ * binds again, and still gives the same bits. */
 static void test_disk_sweep(void) {
   char dir[] = "/tmp/latch-sweep-XXXXXX";
   CHECK(mkdtemp(dir) != NULL);
-  float cold[64], warm[64];
-  latch_stats s1, s2;
-  latch_function_stats f1, f2;
+  float cold[64], warm[64], damaged[64];
+  latch_stats s1, s2, s3;
+  latch_function_stats f1, f2, f3;
   disk_sweep(dir, cold, &s1, &f1);
-  disk_sweep(dir, warm, &s2, &f2);
   CHECK_EQ_INT(s1.compiles, 2);
+  CHECK_EQ_INT(f1.instantiations, 62);
+  CHECK_EQ_INT(s1.disk_writes, 64);
+  CHECK_EQ_INT(s1.disk_loads, 0);
+  disk_sweep(dir, warm, &s2, &f2);
   CHECK_EQ_INT(s2.compiles, 0);
+  CHECK_EQ_INT(s2.disk_loads, 64);
+  CHECK_EQ_INT(s2.disk_writes, 0);
   CHECK_EQ_INT(f2.instantiations, 62);
   CHECK_EQ_INT(f2.specializations, 0);
   CHECK(memcmp(cold, warm, sizeof cold) == 0);
-  printf("mlp sweep 1..64 on cpu with the disk cache: %llu compiles cold, %llu warm, %llu bindings warm\n",
-         (unsigned long long)s1.compiles, (unsigned long long)s2.compiles, (unsigned long long)f2.instantiations);
+  CHECK_EQ_INT(damage_entries(dir), 64);
+  disk_sweep(dir, damaged, &s3, &f3);
+  CHECK_EQ_INT(s3.compiles, 2);
+  CHECK_EQ_INT(s3.disk_loads, 0);
+  CHECK_EQ_INT(s3.disk_writes, 64);
+  CHECK_EQ_INT(f3.instantiations, 62);
+  CHECK(memcmp(cold, damaged, sizeof cold) == 0);
+  printf("mlp sweep 1..64 on cpu with the disk cache: %llu compiles cold, %llu warm (%llu loads), %llu with every "
+         "entry damaged\n",
+         (unsigned long long)s1.compiles, (unsigned long long)s2.compiles, (unsigned long long)s2.disk_loads,
+         (unsigned long long)s3.compiles);
   char command[128];
   snprintf(command, sizeof command, "rm -rf %s", dir);
   CHECK(system(command) == 0);
