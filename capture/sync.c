@@ -158,8 +158,13 @@ rt_executable *cap_graph_load_binding(latch_runtime *rt, const cap_graph *g) {
   if (!keeps_bindings(rt, g)) return NULL;
   compile_job job = {.rt = rt, .graph = g};
   cache_codec codec = {&job, NULL, codec_serialize, codec_deserialize, g->backend->adopt ? codec_adopt : NULL};
+  uint64_t start = cap_now_ns();
   rt_executable *exe = cache_disk_load(rt->disk, g->key, rt->fingerprint, &codec);
-  if (exe) atomic_fetch_add(&rt->disk_loads, 1);
+  if (!exe) return NULL;
+  atomic_fetch_add(&rt->disk_loads, 1);
+  if (cap_log_has("compiles"))
+    fprintf(stderr, "latch: binding %016" PRIx64 "%016" PRIx64 " loaded from the disk cache in %.2f ms\n", g->key.hi,
+            g->key.lo, (double)(cap_now_ns() - start) / 1e6);
   return exe;
 }
 

@@ -116,7 +116,7 @@ typedef struct latch_stats {
   uint64_t cache_hits, cache_misses, compile_failures, evictions, cache_entries;
   uint64_t compiles;       /* graphs the backend compiled (misses not answered by the disk) */
   uint64_t disk_loads;     /* misses answered by the disk cache: compiled (or bound) by an earlier process */
-  uint64_t disk_writes;    /* compiled graphs (and bindings, latch_function_stats) stored in the disk cache */
+  uint64_t disk_writes;    /* compiled graphs (and traced functions' bindings) stored in the disk cache */
   uint64_t remote_loads;   /* misses answered by the remote cache (LATCH_CACHE_URL): compiled elsewhere */
   uint64_t remote_writes;  /* compiled graphs stored in the remote cache */
   uint64_t compile_ns;     /* time answering misses: compiling, or loading from disk */
@@ -378,9 +378,9 @@ typedef struct latch_function_stats {
    * bound to the entry's one executable (the cpu backend: shapes, kernels and buffers are
    * worked out for the binding's sizes; with the disk cache on, the binding is saved there
    * and a later process loads it instead of binding again) or run directly (the reference
-   * evaluator): an instantiation. Where neither is possible (a backend with neither, or a binding the
-   * compiled graph's decisions do not hold for) the binding is compiled: a specialization,
-   * counted in latch_stats.compiles too. */
+   * evaluator): an instantiation. Where neither is possible (a backend with neither, or a
+   * binding the compiled graph's decisions do not hold for) the binding is compiled: a
+   * specialization, counted in latch_stats.compiles too. */
   uint64_t specializations;
   uint64_t instantiations;
   uint64_t instantiate_ns;  /* building modules from templates, lowering, verifying, binding or loading */
