@@ -15,6 +15,17 @@ static inline latch_runtime *fu_open(void) {
   return latch_open(&options);
 }
 
+/* A runtime on the cpu backend, eager off, with the disk cache in dir. */
+static inline latch_runtime *fu_open_disk(const char *dir) {
+  latch_options options;
+  latch_options_init(&options);
+  options.backend = "cpu";
+  options.eager = false;
+  options.cache = "disk";
+  options.cache_dir = dir;
+  return latch_open(&options);
+}
+
 /* A runtime on backend with every other option at its default. */
 static inline latch_runtime *fu_open_backend(const char *backend) {
   latch_options options;

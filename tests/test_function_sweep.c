@@ -162,13 +162,7 @@ static void test_cnn_sweep(void) {
 /* One runtime on the cpu backend with the disk cache in dir: the MLP sweep 1..64 under the
  * automatic policy; outputs[b - 1] keeps each batch's last element. */
 static void disk_sweep(const char *dir, float *outputs, latch_stats *stats, latch_function_stats *fstats) {
-  latch_options options;
-  latch_options_init(&options);
-  options.backend = "cpu";
-  options.eager = false;
-  options.cache = "disk";
-  options.cache_dir = dir;
-  latch_runtime *rt = latch_open(&options);
+  latch_runtime *rt = fu_open_disk(dir);
   CHECK_MSG(rt != NULL, "%s", latch_last_error());
   if (!rt) return;
   model m = mlp_weights(rt);

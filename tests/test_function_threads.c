@@ -256,37 +256,23 @@ static void test_missing_at_once(void) {
   }
 }
 
-/* A runtime on the cpu backend with the disk cache in dir. */
-static latch_runtime *open_with_disk(const char *dir) {
-  latch_options options;
-  latch_options_init(&options);
-  options.backend = "cpu";
-  options.eager = false;
-  options.cache = "disk";
-  options.cache_dir = dir;
-  return latch_open(&options);
-}
-
 /* The cpu backend with the disk cache: the threads bind and save bindings at once, then a
  * second runtime's threads load them at once (and bind and save the sizes the first runtime
  * did not reach). */
 static void test_threads_with_disk(void) {
   char dir[] = "/tmp/latch-function-threads-XXXXXX";
   CHECK(mkdtemp(dir) != NULL);
-  latch_stats first, second;
-  rt = open_with_disk(dir);
-  CHECK(rt != NULL);
-  if (!rt) return;
-  test_threads();
-  latch_get_stats(rt, &first);
-  latch_close(rt);
-  rt = open_with_disk(dir);
-  CHECK(rt != NULL);
-  if (!rt) return;
-  test_threads();
-  latch_get_stats(rt, &second);
-  latch_close(rt);
+  latch_stats runs[2];
+  for (int r = 0; r < 2; r++) {
+    rt = fu_open_disk(dir);
+    CHECK(rt != NULL);
+    if (!rt) return;
+    test_threads();
+    latch_get_stats(rt, &runs[r]);
+    latch_close(rt);
+  }
   rt = NULL;
+  latch_stats first = runs[0], second = runs[1];
   CHECK(first.disk_writes > 2); /* the compiled entries and bindings */
   CHECK(second.disk_loads > 2);
   CHECK_EQ_INT(second.compiles, 0);
