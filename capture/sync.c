@@ -48,6 +48,12 @@ static void *codec_adopt(void *ctx, void *bytes, size_t len, hlo_diag *diag) {
   return job->graph->backend->adopt(bytes, len, &job->rt->compile_options, diag);
 }
 
+/* The disk and remote tiers' codec for job's graph. */
+static cache_codec codec_of(compile_job *job) {
+  return (cache_codec){job, codec_compile, codec_serialize, codec_deserialize,
+                       job->graph->backend->adopt ? codec_adopt : NULL};
+}
+
 /* LATCH_LOG=compiles: one line per miss answered, saying where the executable came from and
  * how long that took (a compile: the backend's, after lowering, before saving it to the
  * cache; a load: reading the entry and deserializing it); for the cpu backend, how often its
@@ -76,8 +82,7 @@ static void *compile_graph(void *ctx, hlo_diag *diag) {
   uint64_t start = cap_now_ns();
   cache_origin origin = CACHE_ORIGIN_COMPILED;
   if ((job->rt->disk || job->rt->remote) && g->backend->serialize && g->backend->deserialize) {
-    cache_codec codec = {job, codec_compile, codec_serialize, codec_deserialize,
-                         g->backend->adopt ? codec_adopt : NULL};
+    cache_codec codec = codec_of(job);
     exe = cache_tiers_get_or_compile(job->rt->disk, job->rt->remote, g->key, job->rt->fingerprint, &codec, &origin,
                                      NULL, diag);
     if (exe && origin == CACHE_ORIGIN_DISK) atomic_fetch_add(&job->rt->disk_loads, 1);
@@ -157,7 +162,7 @@ static bool keeps_bindings(const latch_runtime *rt, const cap_graph *g) {
 rt_executable *cap_graph_load_binding(latch_runtime *rt, const cap_graph *g) {
   if (!keeps_bindings(rt, g)) return NULL;
   compile_job job = {.rt = rt, .graph = g};
-  cache_codec codec = {&job, NULL, codec_serialize, codec_deserialize, g->backend->adopt ? codec_adopt : NULL};
+  cache_codec codec = codec_of(&job);
   uint64_t start = cap_now_ns();
   rt_executable *exe = cache_disk_load(rt->disk, g->key, rt->fingerprint, &codec);
   if (!exe) return NULL;
@@ -171,7 +176,7 @@ rt_executable *cap_graph_load_binding(latch_runtime *rt, const cap_graph *g) {
 void cap_graph_save_binding(latch_runtime *rt, const cap_graph *g, const rt_executable *bound) {
   if (!keeps_bindings(rt, g)) return;
   compile_job job = {.rt = rt, .graph = g};
-  cache_codec codec = {&job, NULL, codec_serialize, codec_deserialize, NULL};
+  cache_codec codec = codec_of(&job);
   cache_disk_save_copy(rt->disk, g->key, rt->fingerprint, &codec, bound);
 }
 
