@@ -117,7 +117,7 @@ static char *take_arena(rt_executable *exe, int64_t *capacity) {
   pthread_mutex_unlock(&family->pool_lock);
   if (arena) atomic_fetch_sub(&kept_arena_bytes, *capacity);
   else *capacity = exe->bound_from ? rt_cpu_aligned(need + need / 4) : need, arena = new_arena(*capacity);
-  if (arena && !kept && plan->kept_count) memset(arena + plan->kept_at, 0, sizeof(uint64_t) * (size_t)plan->kept_slots);
+  if (arena && !kept && plan->kept_count) memset(arena, 0, sizeof(uint64_t) * (size_t)plan->kept_slots);
   return arena;
 }
 

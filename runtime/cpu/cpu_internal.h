@@ -146,12 +146,12 @@ typedef struct rt_cpu_plan {
   /* deserialized: the DNNL steps hold their descriptions but no oneDNN primitives yet
    * (rt_cpu_plan_make_primitives makes them, at the first execute) */
   bool primitives_pending;
-  /* kept steps (kept_count): their stamps (kept_slots of them, from kept_at: 0, before the
-   * other buffers) and buffers; an arena last run by another plan holds no kept results
-   * unless that plan keeps the same ones at the same places (rt_cpu_kept_layout_matches) */
+  /* kept steps (kept_count): their stamps (kept_slots of them, from the arena's offset 0)
+   * and buffers come before the other buffers; an arena last run by another plan holds no
+   * kept results unless that plan keeps the same ones at the same places
+   * (rt_cpu_kept_layout_matches) */
   int kept_count;
   int kept_slots;
-  int64_t kept_at;
 } rt_cpu_plan;
 
 /* Builds the plan for module's entry (after passes); NULL with diag (HLO_ERR_UNSUPPORTED

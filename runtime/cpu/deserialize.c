@@ -335,9 +335,8 @@ static rt_cpu_plan *get_plan(rt_blob_in *in, hlo_module *module) {
   plan->dynamic = rt_blob_get_bool(in, "the plan");
   plan->kept_count = (int)rt_blob_get_range(in, 0, r.n, "the plan's kept steps");
   plan->kept_slots = (int)rt_blob_get_range(in, 0, INT32_MAX, "the plan's kept stamps");
-  plan->kept_at = rt_blob_get_range(in, 0, plan->arena_bytes, "the plan's kept stamps");
   if (!in->failed && plan->step_count != (plan->dynamic ? 0 : r.n)) rt_blob_fail(in, "the plan's steps");
-  if (!in->failed && plan->kept_at + (int64_t)sizeof(uint64_t) * plan->kept_slots > plan->arena_bytes)
+  if (!in->failed && (int64_t)sizeof(uint64_t) * plan->kept_slots > plan->arena_bytes)
     rt_blob_fail(in, "the plan's kept stamps");
   plan->steps = in->failed ? NULL : hlo_calloc((size_t)plan->step_count + 1, sizeof(rt_cpu_step));
   if (!in->failed && !plan->steps) rt_blob_fail(in, "out of memory");

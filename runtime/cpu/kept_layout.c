@@ -62,7 +62,7 @@ rt_cpu_kept_layout *rt_cpu_kept_layout_of(const rt_cpu_plan *plan) {
 }
 
 bool rt_cpu_kept_layout_matches(const rt_cpu_kept_layout *layout, const rt_cpu_plan *plan) {
-  if (!layout || !plan->kept_count || plan->dynamic || plan->kept_at != 0) return false;
+  if (!layout || !plan->kept_count || plan->dynamic) return false;
   int k = 0;
   for (int i = 0; i < plan->step_count; i++) {
     if (!keeps(plan, i)) continue;

@@ -415,7 +415,6 @@ static bool peak_live_bytes(const block *blocks, int count, int n, int64_t *peak
  * every binding of the graph whose kept values are the same size, and such bindings can hand
  * them on (rt_cpu_kept_layout_matches). Returns where the other buffers may start. */
 static int64_t place_kept(rt_cpu_plan *plan, const liveness *l, int64_t *offsets) {
-  plan->kept_at = 0;
   if (!plan->kept_count) return 0;
   int64_t at = aligned((int64_t)sizeof(uint64_t) * plan->kept_slots);
   for (int i = 0, k = 0; i < l->n; i++) {

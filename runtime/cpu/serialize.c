@@ -361,8 +361,7 @@ static hlo_status check_writable(const rt_cpu_plan *plan, hlo_diag *diag) {
 
 static void put_plan(hlo_strbuf *out, const rt_cpu_plan *plan) {
   int64_t fields[] = {plan->step_count, plan->arena_bytes, plan->buffer_count, plan->buffer_bytes,
-                      plan->peak_live_bytes, plan->max_operands, plan->dynamic, plan->kept_count, plan->kept_slots,
-                      plan->kept_at};
+                      plan->peak_live_bytes, plan->max_operands, plan->dynamic, plan->kept_count, plan->kept_slots};
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) rt_blob_put_int(out, fields[i]);
   for (int i = 0; i < plan->step_count; i++) put_step(out, &plan->steps[i]);
 }
