@@ -389,6 +389,14 @@ static rt_executable *bind_entry(const latch_runtime *rt, const cap_entry *e, co
   return bound;
 }
 
+/* A binding loaded from disk shares the entry's executable's kept buffers, as one bound
+ * from it does (the weights another size reordered, an arena already faulted in). */
+static void share_buffers(cap_entry *e, rt_executable *loaded, const rt_backend *backend) {
+  cap_exe *compiled = e->cached ? cache_entry_value(e->cached) : NULL;
+  if (compiled && compiled->backend == backend && backend->share_buffers)
+    backend->share_buffers(loaded, compiled->exe);
+}
+
 /* What runs a binding the trace did not see. The template is instantiated with this call's
  * sizes (nodes, then HLO through the usual lowering); a backend that can run a module
  * without compiling it (execute_module) runs that module, one that can bind its compiled
@@ -451,6 +459,7 @@ static cap_kept *specialize(latch_runtime *rt, cap_entry *e, const int64_t *bind
       } else {
         spec.bound = cap_graph_load_binding(rt, &g);
         spec.bound_by = g.backend;
+        if (spec.bound) share_buffers(e, spec.bound, g.backend);
         if (!spec.bound) {
           hlo_diag diag = {0};
           hlo_module *module = cap_graph_lower(&g, &diag);

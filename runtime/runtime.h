@@ -141,6 +141,13 @@ typedef struct rt_backend {
    * Lifetime: the result shares exe's read-only parts, so exe must outlive it (destroy the
    * bound executable first). binding may be freed once bind returns. */
   rt_executable *(*bind)(rt_executable *exe, const hlo_module *binding, hlo_diag *diag);
+  /* Optional (NULL: every executable keeps its own buffers): exe, just deserialized from what
+   * a bind of family's graph made (another process saved the binding), shares what family's
+   * bindings share as if bind had made it: the buffers kept between executes and the
+   * parameter-only results kept in them, so a size loaded from disk does not redo the weight
+   * work another size of the graph did. Call it before exe first runs. False (exe keeps its
+   * own) when exe is not of family's graph. Lifetime as bind's: destroy exe before family. */
+  bool (*share_buffers)(rt_executable *exe, rt_executable *family);
 } rt_backend;
 
 /* A module's HLO text as a malloc'd buffer: the serialized form of backends whose executable

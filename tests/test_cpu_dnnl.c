@@ -7,6 +7,8 @@
  * convolution quietly taking the old path. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cpu_util.h"
 #include "function_util.h"
@@ -722,6 +724,63 @@ static void test_kept_across_bindings(void) {
   rt_backend_cpu.destroy(exe);
 }
 
+/* A binding saved by one process and loaded by another is an executable of its own; told to
+ * share its family's buffers (rt_backend.share_buffers, as a traced function's entry does
+ * for each binding it loads) it takes the weights its family reordered, as a bound one does.
+ * The family is compiled at batch 3 and the binding is of batch 2, whose arena fits in the
+ * family's: no reorder at its first call. The same bytes loaded and not told to share
+ * reorder them into an arena of their own; an executable of another graph is refused. */
+static void test_kept_across_loaded_bindings(void) {
+  char two[1024], three[1024];
+  snprintf(two, sizeof two, relu_conv, 2);
+  snprintf(three, sizeof three, relu_conv, 3);
+  rt_executable *exe = compile_checked(three);
+  hlo_module *binding = parse_checked(two);
+  hlo_diag diag = {0};
+  rt_executable *bound = exe && binding ? rt_backend_cpu.bind(exe, binding, &diag) : NULL;
+  hlo_module_free(binding);
+  void *bytes = NULL;
+  size_t len = 0;
+  CHECK_MSG(bound && rt_backend_cpu.serialize(bound, &bytes, &len, &diag) == HLO_OK, "bind or serialize: %s",
+            diag.message);
+  rt_backend_cpu.destroy(bound);
+  rt_executable *shared = bytes ? rt_backend_cpu.deserialize(bytes, len, NULL, &diag) : NULL;
+  rt_executable *alone = bytes ? rt_backend_cpu.deserialize(bytes, len, NULL, &diag) : NULL;
+  free(bytes);
+  rt_executable *other = compile_checked(batch_text(2));
+  CHECK_MSG(shared && alone && other, "deserialize: %s", diag.message);
+  if (!exe || !shared || !alone || !other) {
+    rt_backend_cpu.destroy(shared), rt_backend_cpu.destroy(alone), rt_backend_cpu.destroy(other);
+    rt_backend_cpu.destroy(exe);
+    return;
+  }
+  CHECK(rt_backend_cpu.share_buffers(shared, exe));
+  CHECK(!rt_backend_cpu.share_buffers(shared, exe)); /* once */
+  CHECK(!rt_backend_cpu.share_buffers(other, exe));  /* another graph */
+  hlo_shape w_shape = hlo_shape_make(HLO_F32, 4, (int64_t[]){16, 16, 3, 3}), b_shape = hlo_shape_make(HLO_F32, 1, (int64_t[]){16});
+  rt_value *w = rt_random_value(&w_shape, 11, 1, &diag), *b = rt_random_value(&b_shape, 11, 2, &diag);
+  expect_relu_conv(__LINE__, exe, 3, w, b, 1);
+  expect_relu_conv(__LINE__, shared, 2, w, b, 0);
+  expect_relu_conv(__LINE__, alone, 2, w, b, 1);
+  for (int round = 0; round < 3; round++) {
+    expect_relu_conv(__LINE__, exe, 3, w, b, 0);
+    expect_relu_conv(__LINE__, shared, 2, w, b, 0);
+  }
+  ((float *)w->data)[3] = 0.5f; /* written in place and touched: reordered once more */
+  rt_value_touch(w);
+  expect_relu_conv(__LINE__, exe, 3, w, b, 1);
+  expect_relu_conv(__LINE__, alone, 2, w, b, 1);
+  expect_relu_conv(__LINE__, shared, 2, w, b, 0);
+  rt_backend_cpu.destroy(shared); /* the arena came back from it, whose layout went with it: not trusted */
+  expect_relu_conv(__LINE__, exe, 3, w, b, 1);
+  expect_relu_conv(__LINE__, exe, 3, w, b, 0);
+  rt_value_release(w);
+  rt_value_release(b);
+  rt_backend_cpu.destroy(alone);
+  rt_backend_cpu.destroy(other);
+  rt_backend_cpu.destroy(exe);
+}
+
 /* Through the public API: a traced conv whose weight is assigned between calls and updated
  * inside a step; each call must see the weights as they are. */
 static latch_status conv_fn(void *user, latch_tensor *const *in, int in_count, latch_tensor **out, int out_count) {
@@ -792,6 +851,69 @@ static void test_traced_weights(void) {
   latch_close(rt);
 }
 
+/* y = conv3x3(x, w), 16 features, padded: weights oneDNN reorders. */
+static latch_status conv3_fn(void *user, latch_tensor *const *in, int in_count, latch_tensor **out, int out_count) {
+  (void)user, (void)in_count, (void)out_count;
+  latch_conv2d_params p = {{1, 1}, {1, 1}, {1, 1}, 1};
+  out[0] = latch_conv2d(in[0], in[1], &p);
+  return out[0] ? LATCH_OK : LATCH_ERR_INTERNAL;
+}
+
+/* One process of test_loaded_binding_shares: a traced conv, its batch symbolic, called at
+ * batch 3 and then 2 on a runtime with the disk cache in dir. outs[b - 2]: batch b's values;
+ * *reorders: the weight reorders the batch-2 call made; *loads: the runtime's disk loads. */
+static void conv_process(const char *dir, double **outs, int64_t *reorders, uint64_t *loads) {
+  latch_runtime *rt = fu_open_disk(dir);
+  CHECK_MSG(rt != NULL, "%s", latch_last_error());
+  if (!rt) return;
+  latch_dim_mark batch = {.input = 0, .dim = 0, .dynamic = true};
+  latch_function_options fo = fu_options(LATCH_TRACE_ONCE, LATCH_SHAPES_MARKED);
+  fo.mark_count = 1, fo.marks = &batch;
+  latch_function *f = latch_function_new_step(rt, conv3_fn, NULL, &fo);
+  latch_tensor *w = fu_ramp(rt, 4, (int64_t[]){16, 16, 3, 3}, 0.001, -1);
+  for (int b = 3; f && b >= 2; b--) {
+    latch_tensor *x = fu_ramp(rt, 4, (int64_t[]){b, 16, 5, 5}, 0.01, -3), *y = NULL, *in[] = {x, w};
+    int64_t before = rt_cpu_dnnl_weight_reorder_count();
+    CHECK_EQ_INT(latch_call(f, in, 2, NULL, 0, &y, 1), LATCH_OK);
+    outs[b - 2] = fu_read(y);
+    CHECK(outs[b - 2] != NULL);
+    if (b == 2) *reorders = rt_cpu_dnnl_weight_reorder_count() - before;
+    latch_release(y);
+    latch_release(x);
+  }
+  latch_stats stats;
+  latch_get_stats(rt, &stats);
+  *loads = stats.disk_loads;
+  latch_release(w);
+  latch_function_free(f);
+  latch_close(rt);
+}
+
+/* Through the public API with the disk cache: the first process compiles at batch 3 and
+ * binds batch 2, which shares the compiled one's arena and reorders no weight. The second
+ * loads both from disk; the batch-2 binding it loads shares its entry's buffers as the bound
+ * one did, so it too reorders none, and the values are the first process's bits. */
+static void test_loaded_binding_shares(void) {
+  char dir[] = "/tmp/latch-share-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  double *cold[2] = {NULL, NULL}, *warm[2] = {NULL, NULL};
+  int64_t cold_reorders = -1, warm_reorders = -1;
+  uint64_t cold_loads = 0, warm_loads = 0;
+  conv_process(dir, cold, &cold_reorders, &cold_loads);
+  conv_process(dir, warm, &warm_reorders, &warm_loads);
+  CHECK_EQ_INT(cold_loads, 0);
+  CHECK_EQ_INT(warm_loads, 2);
+  CHECK_EQ_INT(cold_reorders, 0);
+  CHECK_EQ_INT(warm_reorders, 0);
+  for (int b = 2; b <= 3; b++)
+    CHECK_MSG(cold[b - 2] && warm[b - 2] && memcmp(cold[b - 2], warm[b - 2], sizeof(double) * (size_t)b * 16 * 25) == 0,
+              "batch %d: the loaded binding's values differ from the bound one's", b);
+  for (int i = 0; i < 2; i++) free(cold[i]), free(warm[i]);
+  char command[128];
+  snprintf(command, sizeof command, "rm -rf %s", dir);
+  CHECK(system(command) == 0);
+}
+
 int main(void) {
   RUN(test_layouts);
   RUN(test_fallbacks);
@@ -808,6 +930,8 @@ int main(void) {
   RUN(test_nonfinite);
   RUN(test_kept_weights);
   RUN(test_kept_across_bindings);
+  RUN(test_kept_across_loaded_bindings);
+  RUN(test_loaded_binding_shares);
   RUN(test_traced_weights);
   return TEST_REPORT();
 }

@@ -57,13 +57,17 @@ struct rt_executable {
   _Atomic bool primitives_pending;
   pthread_mutex_t primitives_lock;
   rt_executable *bound_from; /* bound: the compiled executable sharing its computations */
+  /* bound, or loaded from a binding and told to share (cpu_share_buffers): the executable
+   * whose pool (below) this one takes its arena from; NULL: its own pool */
+  rt_executable *pool_from;
   rt_cpu_plan *plan;
   rt_compile_options options; /* its compile's; a bound executable's are its family's */
-  /* compiled executables only: one arena kept from a finished execute, of pool_bytes, for
-   * this executable and every one bound from it (bindings of one graph differ in size a
-   * little, a cache one longer each step, and should not fault in fresh pages each time).
-   * An execute takes it whole when it is large enough (a thread that finds it taken or too
-   * small allocates its own): executes running at once never share buffers. */
+  /* executables without pool_from only: one arena kept from a finished execute, of
+   * pool_bytes, for this executable and every one whose pool_from it is (bindings of one
+   * graph differ in size a little, a cache one longer each step, and should not fault in
+   * fresh pages each time). An execute takes it whole when it is large enough (a thread
+   * that finds it taken or too small allocates its own): executes running at once never
+   * share buffers. */
   pthread_mutex_t pool_lock;
   char *pool;
   int64_t pool_bytes;
@@ -91,9 +95,9 @@ static char *new_arena(int64_t bytes) {
   return hlo_aligned_alloc(RT_CPU_ALIGN, (size_t)bytes);
 }
 
-static rt_executable *family_of(rt_executable *exe) { return exe->bound_from ? exe->bound_from : exe; }
+static rt_executable *family_of(rt_executable *exe) { return exe->pool_from ? exe->pool_from : exe; }
 
-/* An arena of at least the plan's bytes; *capacity is its size. A bound executable's own
+/* An arena of at least the plan's bytes; *capacity is its size. A bound (or sharing) executable's own
  * allocation has a quarter more, so that the next few bindings fit in it too. Its kept
  * results count only if this plan's execute gave it back, or a plan that keeps the same
  * results at the same places (another binding of the graph: switching between batch sizes
@@ -116,7 +120,7 @@ static char *take_arena(rt_executable *exe, int64_t *capacity) {
   }
   pthread_mutex_unlock(&family->pool_lock);
   if (arena) atomic_fetch_sub(&kept_arena_bytes, *capacity);
-  else *capacity = exe->bound_from ? rt_cpu_aligned(need + need / 4) : need, arena = new_arena(*capacity);
+  else *capacity = exe->pool_from ? rt_cpu_aligned(need + need / 4) : need, arena = new_arena(*capacity);
   if (arena && !kept && plan->kept_count) memset(arena, 0, sizeof(uint64_t) * (size_t)plan->kept_slots);
   return arena;
 }
@@ -626,16 +630,26 @@ static rt_executable *cpu_bind(rt_executable *exe, const hlo_module *binding, hl
     rt_cpu_bound_module_free(bound);
     return NULL;
   }
-  bound_exe->bound_from = compiled;
+  bound_exe->bound_from = bound_exe->pool_from = compiled;
   return bound_exe;
+}
+
+/* Only an executable of the family's very optimized graph shares (its arena's kept results
+ * are matched step by step, kept_layout.c): what a disk entry holds under a binding's key may
+ * also be a compile of that graph, whose passes may have decided otherwise. */
+static bool cpu_share_buffers(rt_executable *exe, rt_executable *family) {
+  rt_executable *owner = family_of(family);
+  if (exe == owner || exe->pool_from || exe->pool || !rt_cpu_same_graph(owner->module, exe->module)) return false;
+  exe->pool_from = owner;
+  return true;
 }
 
 static void cpu_destroy(rt_executable *exe) {
   if (!exe) return;
-  if (exe->bound_from) { /* the family's arena may have come back from this one's execute */
-    pthread_mutex_lock(&exe->bound_from->pool_lock);
-    if (exe->bound_from->pool_layout == exe->kept_layout) exe->bound_from->pool_layout = NULL;
-    pthread_mutex_unlock(&exe->bound_from->pool_lock);
+  if (exe->pool_from) { /* the family's arena may have come back from this one's execute */
+    pthread_mutex_lock(&exe->pool_from->pool_lock);
+    if (exe->pool_from->pool_layout == exe->kept_layout) exe->pool_from->pool_layout = NULL;
+    pthread_mutex_unlock(&exe->pool_from->pool_lock);
   }
   rt_cpu_kept_layout_free(exe->kept_layout);
   if (exe->pool) atomic_fetch_sub(&kept_arena_bytes, exe->pool_bytes);
@@ -724,4 +738,5 @@ const rt_backend rt_backend_cpu = {
     .deserialize = cpu_deserialize,
     .adopt = cpu_adopt,
     .bind = cpu_bind,
+    .share_buffers = cpu_share_buffers,
 };

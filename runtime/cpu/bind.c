@@ -65,6 +65,7 @@ static bool same_operands(const hlo_instr *a, const hlo_instr *b) {
 }
 
 static hlo_status check_same_graph(const hlo_module *source, const hlo_module *binding, hlo_diag *diag) {
+  if (!source->entry || !binding->entry) return REFUSE(diag, "a module without an entry");
   if (source->comp_count != binding->comp_count || source->entry->id != binding->entry->id)
     return REFUSE(diag, "%s has other computations than the compiled %s", binding->name, source->name);
   for (int c = 0; c < source->comp_count; c++) {
@@ -82,6 +83,11 @@ static hlo_status check_same_graph(const hlo_module *source, const hlo_module *b
     }
   }
   return HLO_OK;
+}
+
+bool rt_cpu_same_graph(const hlo_module *a, const hlo_module *b) {
+  hlo_diag diag;
+  return check_same_graph(a, b, &diag) == HLO_OK;
 }
 
 /* The entry of optimized, rebuilt in bound's arena at the binding's sizes; NULL when memory

@@ -225,6 +225,10 @@ int64_t rt_cpu_allocation_count(void);
 hlo_module *rt_cpu_bind_module(const hlo_module *source, const hlo_module *optimized, const hlo_module *binding,
                                hlo_diag *diag);
 void rt_cpu_bound_module_free(hlo_module *bound);
+/* Whether b is a at other sizes: the same computations, instruction counts, opcodes,
+ * operands and attributes but sizes (what bind checks of the graph it binds). Two optimized
+ * modules alike so are one family: instruction i is the same operation in both. */
+bool rt_cpu_same_graph(const hlo_module *a, const hlo_module *b);
 
 /* Work run on a part [begin, end) of a kernel's f32 output right after the kernel wrote it,
  * while it is still in cache, inside the same parallel task. */
