@@ -2,9 +2,9 @@
  * arena, with the argument's stamp, and skips the step while an execute's argument has the
  * same stamp. Checked: stamps (new values, copies, touches); reuse and recomputation on the
  * backend (same value, a value written and touched, a copy, a view without a stamp, an
- * arena last run by a bound executable); and through traced functions whose weight is
- * assigned in place between calls, or updated inside each call. Results against sums worked
- * out here. */
+ * arena last run by a bound executable, a kept row whose slice moves with the binding); and
+ * through traced functions whose weight is assigned in place between calls, or updated
+ * inside each call. Results against sums worked out here. */
 #include <math.h>
 #include <stdio.h>
 
@@ -288,11 +288,62 @@ static void test_per_feature(void) {
   if (exe) rt_backend_cpu.destroy(exe);
 }
 
+/* y = x + broadcast(w[k]): one row of a weight, picked by a slice whose bounds move with a
+ * size (a decoder's position embedding at the current position). The row is kept (a
+ * per-feature value spread 8-fold, read from a parameter alone), and two bindings of the
+ * graph at other positions keep it at the same place with the same shape and stamps: an
+ * arena one of them gave back must not hand its row to the other. */
+static const char *window_graph(int64_t k) {
+  static char text[1024];
+  snprintf(text, sizeof text,
+           "HloModule win\nENTRY e {\n  x = f32[8,4] parameter(0)\n  w = f32[6,4] parameter(1)\n"
+           "  s = f32[1,4] slice(w), slice={[%1$lld:%2$lld], [0:4]}\n  r = f32[4] reshape(s)\n"
+           "  b = f32[8,4] broadcast(r), dimensions={1}\n  ROOT y = f32[8,4] add(x, b)\n}\n",
+           (long long)k, (long long)k + 1);
+  return text;
+}
+
+static void expect_window(int line, rt_executable *exe, int64_t k, rt_value *x, rt_value *w) {
+  rt_value *args[] = {x, w}, *y = NULL;
+  hlo_diag diag = {0};
+  CHECK_MSG(rt_backend_cpu.execute(exe, args, 2, &y, &diag) == HLO_OK, "line %d: %s", line, diag.message);
+  bool right = y != NULL;
+  for (int i = 0; right && i < 32; i++) right = rt_get_f64(y, i) == rt_get_f64(x, i) + rt_get_f64(w, k * 4 + i % 4);
+  CHECK_MSG(right, "line %d: y is not x plus row %lld of w", line, (long long)k);
+  rt_value_release(y);
+}
+
+static void test_moving_window(void) {
+  rt_executable *exe = compile_checked(window_graph(1));
+  hlo_module *binding = parse_checked(window_graph(4));
+  hlo_diag diag = {0};
+  rt_executable *bound = exe && binding ? rt_backend_cpu.bind(exe, binding, &diag) : NULL;
+  hlo_module_free(binding);
+  CHECK_MSG(bound != NULL, "bind: %s", diag.message);
+  double xs[32], ws[24];
+  for (int i = 0; i < 32; i++) xs[i] = i;
+  for (int i = 0; i < 24; i++) ws[i] = 100 * (i / 4 + 1) + i % 4;
+  rt_value *x = make_value(HLO_F32, 2, (int64_t[]){8, 4}, xs), *w = make_value(HLO_F32, 2, (int64_t[]){6, 4}, ws);
+  for (int round = 0; bound && round < 3; round++) {
+    expect_window(__LINE__, exe, 1, x, w);
+    expect_window(__LINE__, bound, 4, x, w);
+  }
+  int64_t before = rt_cpu_kept_reuse_count();
+  expect_window(__LINE__, bound, 4, x, w); /* its own row, from the arena it gave back: kept */
+  CHECK_MSG(rt_cpu_kept_reuse_count() - before == 1, "the row was not kept (%lld reuses)",
+            (long long)(rt_cpu_kept_reuse_count() - before));
+  rt_value_release(x);
+  rt_value_release(w);
+  if (bound) rt_backend_cpu.destroy(bound);
+  if (exe) rt_backend_cpu.destroy(exe);
+}
+
 int main(void) {
   RUN(test_stamps);
   RUN(test_reuse);
   RUN(test_traced_weights);
   RUN(test_lazy_weights);
   RUN(test_per_feature);
+  RUN(test_moving_window);
   return TEST_REPORT();
 }

@@ -8,7 +8,10 @@
  * both) hand their kept results on when every kept result lies at the same offsets: the
  * same steps, each with its stamps at the same place, each result of the same shape at the
  * same offset, and a DNNL step's weights in the same oneDNN layout. The stamps then say, as
- * they do within one plan, whether a result is still current for this execute's arguments. */
+ * they do within one plan, whether a result is still current for this execute's arguments.
+ * They say nothing of sizes that are not shapes: a kept slice whose bounds move with the
+ * binding (a position embedding's row at the current position) reads other elements of the
+ * same parameter, so each kept step's instruction must match in its size attributes too. */
 #include <stdlib.h>
 
 #include "dnnl_internal.h"
@@ -17,7 +20,7 @@ typedef struct kept_item {
   int step;
   int param_count;
   int64_t stamp_offset, offset;
-  const hlo_shape *shape;          /* a kept step's result (its plan's module outlives the layout) */
+  const hlo_instr *instr;          /* a kept step's (its plan's module outlives the layout) */
   const dnnl_memory_desc_t *weights; /* a DNNL step's reordered weights, or NULL */
 } kept_item;
 
@@ -38,14 +41,16 @@ static kept_item item_of(const rt_cpu_plan *plan, int i) {
     return (kept_item){.step = i, .stamp_offset = step->stamp_offset, .offset = step->weight_offset,
                        .weights = &step->dnnl->weights_md};
   return (kept_item){.step = i, .param_count = step->kept_param_count, .stamp_offset = step->stamp_offset,
-                     .offset = step->offset, .shape = &step->instr->shape};
+                     .offset = step->offset, .instr = step->instr};
 }
 
 static bool same_item(const kept_item *a, const kept_item *b) {
   if (a->step != b->step || a->param_count != b->param_count || a->stamp_offset != b->stamp_offset ||
       a->offset != b->offset || !a->weights != !b->weights)
     return false;
-  return a->weights ? dnnl_memory_desc_equal(a->weights, b->weights) != 0 : hlo_shape_equal(a->shape, b->shape);
+  if (a->weights) return dnnl_memory_desc_equal(a->weights, b->weights) != 0;
+  const char *which;
+  return hlo_shape_equal(&a->instr->shape, &b->instr->shape) && hlo_instr_same_attrs(a->instr, b->instr, true, &which);
 }
 
 /* NULL when plan keeps nothing (or runs on the reference evaluator), or memory ran out. */
