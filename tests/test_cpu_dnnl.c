@@ -684,6 +684,29 @@ static void expect_relu_conv(int line, rt_executable *exe, int batch, rt_value *
   hlo_module_free(module);
 }
 
+/* relu_conv's weights and bias, seeded. */
+static void relu_conv_weights(uint64_t seed, rt_value **w, rt_value **b) {
+  hlo_shape w_shape = hlo_shape_make(HLO_F32, 4, (int64_t[]){16, 16, 3, 3}), b_shape = hlo_shape_make(HLO_F32, 1, (int64_t[]){16});
+  hlo_diag diag = {0};
+  *w = rt_random_value(&w_shape, seed, 1, &diag);
+  *b = rt_random_value(&b_shape, seed, 2, &diag);
+}
+
+/* A weight written in place and touched, as latch_assign leaves it. */
+static void rewrite(rt_value *w) {
+  ((float *)w->data)[3] = 0.5f;
+  rt_value_touch(w);
+}
+
+/* Three rounds of a then b, each reordering no weight: they share what the other reordered. */
+static void expect_switches(int line, rt_executable *a, int a_batch, rt_executable *b, int b_batch, rt_value *w,
+                            rt_value *bias) {
+  for (int round = 0; round < 3; round++) {
+    expect_relu_conv(line, a, a_batch, w, bias, 0);
+    expect_relu_conv(line, b, b_batch, w, bias, 0);
+  }
+}
+
 /* Two bindings of one graph called in turn (a server's batch sizes of 2 and 3) share their
  * family's arena and with it the reordered weights: one reorder for the first call and one
  * for the first call of the larger binding (the arena it needs is new), none for the
@@ -704,17 +727,13 @@ static void test_kept_across_bindings(void) {
     rt_backend_cpu.destroy(exe);
     return;
   }
-  hlo_shape w_shape = hlo_shape_make(HLO_F32, 4, (int64_t[]){16, 16, 3, 3}), b_shape = hlo_shape_make(HLO_F32, 1, (int64_t[]){16});
-  rt_value *w = rt_random_value(&w_shape, 7, 1, &diag), *b = rt_random_value(&b_shape, 7, 2, &diag);
+  rt_value *w, *b;
+  relu_conv_weights(7, &w, &b);
   expect_relu_conv(__LINE__, exe, 2, w, b, 1);
   expect_relu_conv(__LINE__, bound, 3, w, b, 1);
   expect_relu_conv(__LINE__, exe, 2, w, b, 0);
-  for (int round = 0; round < 3; round++) {
-    expect_relu_conv(__LINE__, bound, 3, w, b, 0);
-    expect_relu_conv(__LINE__, exe, 2, w, b, 0);
-  }
-  ((float *)w->data)[3] = 0.5f; /* written in place and touched: reordered once more */
-  rt_value_touch(w);
+  expect_switches(__LINE__, bound, 3, exe, 2, w, b);
+  rewrite(w); /* reordered once more */
   expect_relu_conv(__LINE__, bound, 3, w, b, 1);
   expect_relu_conv(__LINE__, exe, 2, w, b, 0);
   expect_relu_conv(__LINE__, bound, 3, w, b, 0);
@@ -757,17 +776,13 @@ static void test_kept_across_loaded_bindings(void) {
   CHECK(rt_backend_cpu.share_buffers(shared, exe));
   CHECK(!rt_backend_cpu.share_buffers(shared, exe)); /* once */
   CHECK(!rt_backend_cpu.share_buffers(other, exe));  /* another graph */
-  hlo_shape w_shape = hlo_shape_make(HLO_F32, 4, (int64_t[]){16, 16, 3, 3}), b_shape = hlo_shape_make(HLO_F32, 1, (int64_t[]){16});
-  rt_value *w = rt_random_value(&w_shape, 11, 1, &diag), *b = rt_random_value(&b_shape, 11, 2, &diag);
+  rt_value *w, *b;
+  relu_conv_weights(11, &w, &b);
   expect_relu_conv(__LINE__, exe, 3, w, b, 1);
   expect_relu_conv(__LINE__, shared, 2, w, b, 0);
   expect_relu_conv(__LINE__, alone, 2, w, b, 1);
-  for (int round = 0; round < 3; round++) {
-    expect_relu_conv(__LINE__, exe, 3, w, b, 0);
-    expect_relu_conv(__LINE__, shared, 2, w, b, 0);
-  }
-  ((float *)w->data)[3] = 0.5f; /* written in place and touched: reordered once more */
-  rt_value_touch(w);
+  expect_switches(__LINE__, exe, 3, shared, 2, w, b);
+  rewrite(w); /* reordered once more */
   expect_relu_conv(__LINE__, exe, 3, w, b, 1);
   expect_relu_conv(__LINE__, alone, 2, w, b, 1);
   expect_relu_conv(__LINE__, shared, 2, w, b, 0);
