@@ -459,8 +459,9 @@ static cap_kept *specialize(latch_runtime *rt, cap_entry *e, const int64_t *bind
       } else {
         spec.bound = cap_graph_load_binding(rt, &g);
         spec.bound_by = g.backend;
-        if (spec.bound) share_buffers(e, spec.bound, g.backend);
-        if (!spec.bound) {
+        if (spec.bound) {
+          share_buffers(e, spec.bound, g.backend);
+        } else {
           hlo_diag diag = {0};
           hlo_module *module = cap_graph_lower(&g, &diag);
           spec.bound = module ? bind_entry(rt, e, module, &spec.bound_by) : NULL;

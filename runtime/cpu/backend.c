@@ -97,11 +97,12 @@ static char *new_arena(int64_t bytes) {
 
 static rt_executable *family_of(rt_executable *exe) { return exe->pool_from ? exe->pool_from : exe; }
 
-/* An arena of at least the plan's bytes; *capacity is its size. A bound (or sharing) executable's own
- * allocation has a quarter more, so that the next few bindings fit in it too. Its kept
- * results count only if this plan's execute gave it back, or a plan that keeps the same
- * results at the same places (another binding of the graph: switching between batch sizes
- * would otherwise reorder every weight again): otherwise their stamps are cleared. */
+/* An arena of at least the plan's bytes; *capacity is its size. An executable sharing its
+ * family's pool (bound, or loaded and shared) allocates a quarter more, so that the next few
+ * bindings fit in it too. Its kept results count only if this plan's execute gave it back,
+ * or a plan that keeps the same results at the same places (another binding of the graph:
+ * switching between batch sizes would otherwise reorder every weight again): otherwise
+ * their stamps are cleared. */
 static char *take_arena(rt_executable *exe, int64_t *capacity) {
   const rt_cpu_plan *plan = exe->plan;
   int64_t need = plan->arena_bytes;
