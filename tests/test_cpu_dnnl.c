@@ -932,6 +932,59 @@ static void test_loaded_binding_shares(void) {
   CHECK(system(command) == 0);
 }
 
+/* Winograd (oneDNN's F(4x4, 3x3), AVX-512 only): at batch 8 over 64 channels at 14x14 oneDNN
+ * picks it for a 3x3 convolution with a bias and relu. Its results against the reference on
+ * seeded values; then with NaN in the source and inf in the weights (the safe direct
+ * primitive runs, the NaN and inf land where the reference's do); then with finite values
+ * so large that Winograd's transforms overflow (+-3e37) while the direct sums stay finite:
+ * the result is checked, found not finite and computed again directly. On AVX2 the plan
+ * must say direct. */
+static const char *wino_conv =
+    "HloModule c\nENTRY e {\n x = f32[8,64,14,14] parameter(0)\n w = f32[64,64,3,3] parameter(1)\n"
+    " b = f32[64] parameter(2)\n c = f32[8,64,14,14] convolution(x, w), window={size=3x3 pad=1_1x1_1}, "
+    "dim_labels=bf01_oi01->bf01\n bb = f32[8,64,14,14] broadcast(b), dimensions={1}\n a = f32[8,64,14,14] add(c, bb)\n"
+    " z = f32[] constant(0)\n zb = f32[8,64,14,14] broadcast(z), dimensions={}\n"
+    " ROOT y = f32[8,64,14,14] maximum(a, zb)\n}\n";
+
+static void count_winograd(const rt_cpu_dnnl *d, void *ctx) { *(int *)ctx += d->alg == dnnl_convolution_winograd; }
+
+/* wino_conv on the cpu backend against the reference on args; how many results are not finite. */
+static int expect_wino(int line, rt_value **args) {
+  hlo_diag diag = {0};
+  rt_value *got = run_on(&rt_backend_cpu, wino_conv, args, 3, &diag);
+  rt_value *want = run_on(&rt_backend_reference, wino_conv, args, 3, &diag);
+  CHECK_MSG(got && want && cpu_agree(want, got), "line %d: differs from the reference %s", line, diag.message);
+  int nonfinite = 0;
+  for (int64_t i = 0; got && i < got->count; i++) nonfinite += !isfinite(((const float *)got->data)[i]);
+  rt_value_release(got);
+  rt_value_release(want);
+  return nonfinite;
+}
+
+static void test_winograd(void) {
+  bool avx512 = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+  int winograd = 0;
+  each_dnnl_step(wino_conv, count_winograd, &winograd);
+  CHECK_EQ_INT(winograd, avx512 ? 1 : 0);
+  expect_dnnl(__LINE__, wino_conv, 1, 0, 2);
+  hlo_module *module = parse_checked(wino_conv);
+  if (!module) return;
+  hlo_diag diag = {0};
+  rt_value *args[3];
+  for (int i = 0; i < 3; i++) args[i] = rt_random_value(&module->entry->params[i]->shape, 7, (uint64_t)i, &diag);
+  float *x = args[0]->data, *w = args[1]->data;
+  x[1000] = NAN;
+  w[77] = INFINITY;
+  CHECK_MSG(expect_wino(__LINE__, args) > 0, "NaN and inf reach the result");
+  for (int64_t i = 0; i < args[0]->count; i++) x[i] = (i % 2 ? 3e37f : -3e37f) * (1 + (float)(i % 5) / 8);
+  for (int64_t i = 0; i < args[1]->count; i++) w[i] = (float)((i * 37) % 11 - 5) * 2e-5f;
+  rt_value_touch(args[0]);
+  rt_value_touch(args[1]);
+  CHECK_EQ_INT(expect_wino(__LINE__, args), 0);
+  for (int i = 0; i < 3; i++) rt_value_release(args[i]);
+  hlo_module_free(module);
+}
+
 int main(void) {
   RUN(test_layouts);
   RUN(test_fallbacks);
@@ -951,5 +1004,6 @@ int main(void) {
   RUN(test_kept_across_loaded_bindings);
   RUN(test_loaded_binding_shares);
   RUN(test_traced_weights);
+  RUN(test_winograd);
   return TEST_REPORT();
 }

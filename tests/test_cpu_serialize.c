@@ -217,7 +217,28 @@ static void count_dnnl(const char *text, int *pools, int *concats, int *residual
   decoded_free(&dec);
 }
 
+/* A 3x3 convolution oneDNN runs by Winograd on AVX-512 (batch 8, 64 channels, 14x14): its
+ * transformed weights' layout (a oneDNN format of its own, not blocked) and its direct safe
+ * primitive's go through the blob. How many of the decoded plan's steps are Winograd's. */
+static const char *winograd_text =
+    "HloModule c\nENTRY e {\n x = f32[8,64,14,14] parameter(0)\n w = f32[64,64,3,3] parameter(1)\n"
+    " c = f32[8,64,14,14] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+    " z = f32[] constant(0)\n zb = f32[8,64,14,14] broadcast(z), dimensions={}\n"
+    " ROOT y = f32[8,64,14,14] maximum(c, zb)\n}\n";
+
+static int decoded_winograd(const char *text) {
+  decoded dec = decode_compiled(text);
+  int count = 0;
+  for (int i = 0; dec.plan && i < dec.plan->step_count; i++)
+    count += dec.plan->steps[i].kind == RT_STEP_DNNL && dec.plan->steps[i].dnnl->alg == dnnl_convolution_winograd;
+  decoded_free(&dec);
+  return count;
+}
+
 static void test_differential(void) {
+  bool avx512 = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+  CHECK_EQ_INT(decoded_winograd(winograd_text), avx512 ? 1 : 0);
+  expect_round_trip(__LINE__, winograd_text, 8);
   int pools, concats, residual_reorders;
   count_dnnl(pool_text, &pools, &concats, &residual_reorders);
   CHECK_EQ_INT(pools, 1);

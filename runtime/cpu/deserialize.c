@@ -162,13 +162,22 @@ static void get_md(rt_blob_in *in, dnnl_memory_desc_t *md) {
   md->ndims = (int)rt_blob_get_range(in, 0, DNNL_MAX_NDIMS, "a oneDNN layout");
   md->data_type = (dnnl_data_type_t)rt_blob_get_range(in, dnnl_data_type_undef, dnnl_u8, "a oneDNN type");
   md->offset0 = rt_blob_get_int(in, "a oneDNN layout");
-  md->format_kind = (dnnl_format_kind_t)rt_blob_get_range(in, dnnl_format_kind_undef, dnnl_blocked, "a oneDNN format");
+  md->format_kind =
+      (dnnl_format_kind_t)rt_blob_get_range(in, dnnl_format_kind_undef, dnnl_format_kind_wino, "a oneDNN format");
   for (int d = 0; d < md->ndims; d++) {
     md->dims[d] = rt_blob_get_int(in, "a oneDNN layout");
     md->padded_dims[d] = rt_blob_get_int(in, "a oneDNN layout");
     md->padded_offsets[d] = rt_blob_get_int(in, "a oneDNN layout");
   }
   dnnl_blocking_desc_t *b = &md->format_desc.blocking;
+  if (md->format_kind == dnnl_format_kind_wino) { /* oneDNN compares it with its own when the primitive is made */
+    dnnl_wino_desc_t *w = &md->format_desc.wino_desc;
+    w->wino_format = (dnnl_wino_memory_format_t)rt_blob_get_range(in, dnnl_wino_undef, dnnl_wino_wei_OBaaIBOIio, "a Winograd layout");
+    int *ints[] = {&w->r, &w->alpha, &w->ic, &w->oc, &w->ic_block, &w->oc_block, &w->ic2_block, &w->oc2_block};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) *ints[i] = (int)rt_blob_get_range(in, 0, INT32_MAX, "a Winograd layout");
+    w->size = (size_t)rt_blob_get_range(in, 0, INT64_MAX, "a Winograd layout");
+    w->adj_scale = rt_blob_get_f32(in, "a Winograd layout");
+  }
   if (md->format_kind == dnnl_blocked) {
     for (int d = 0; d < md->ndims; d++) b->strides[d] = rt_blob_get_int(in, "a oneDNN layout");
     b->inner_nblks = (int)rt_blob_get_range(in, 0, DNNL_MAX_NDIMS, "a oneDNN layout");
@@ -251,15 +260,20 @@ static rt_cpu_dnnl *get_dnnl(reader *r) {
   d->member_count = (int)rt_blob_get_range(in, 0, RT_DNNL_MAX_MEMBERS, "per-feature members");
   for (int k = 0; k < d->member_count; k++) d->members[k] = get_instr_ref(r, "a per-feature member");
   dnnl_memory_desc_t *mds[] = {&d->src_in_md, &d->src_md, &d->weights_in_md, &d->weights_md, &d->bias_md,
-                               &d->dst_md, &d->out_md, &d->scratchpad_md, &d->safe_scratchpad_md};
+                               &d->dst_md, &d->out_md, &d->scratchpad_md, &d->safe_scratchpad_md,
+                               &d->safe_weights_md};
   for (size_t i = 0; i < sizeof mds / sizeof mds[0]; i++) get_md(in, mds[i]);
   d->blocked_out = rt_blob_get_bool(in, "a convolution's layout");
-  d->prims = (unsigned)rt_blob_get_range(in, 0, RT_DNNL_HAS_POST_REORDER(RT_DNNL_MAX_POSTS) - 1, "a convolution's primitives");
+  d->prims = (unsigned)rt_blob_get_range(in, 0, RT_DNNL_HAS_SAFE_WEIGHTS_REORDER * 2 - 1, "a convolution's primitives");
   int64_t *sizes[] = {&d->weights_bytes, &d->out_bytes, &d->scratch_bytes, &d->scratchpad_offset, &d->dst_offset,
                       &d->weights_scratch_offset, &d->src_reorder.offset, &d->weights_reorder.offset,
                       &d->dst_reorder.offset};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) *sizes[i] = rt_blob_get_range(in, 0, INT64_MAX, "a size");
   d->weight_param = (int)rt_blob_get_range(in, -1, INT32_MAX, "a convolution's weights");
+  d->alg = rt_blob_get_range(in, 0, INT32_MAX, "a convolution's algorithm") == dnnl_convolution_winograd
+               ? dnnl_convolution_winograd
+               : dnnl_convolution_direct;
+  d->safe_weights_reorder.offset = rt_blob_get_range(in, 0, INT64_MAX, "a convolution's weights");
   if (!in->failed && !dnnl_indices_hold(d)) rt_blob_fail(in, "a convolution's description");
   if (in->failed) {
     free(d);

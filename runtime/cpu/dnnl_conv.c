@@ -162,11 +162,12 @@ static const char *impl_name(dnnl_primitive_desc_t pd) {
   return name;
 }
 
-/* The convolution's primitive descriptor with the first post_count post-ops, for the layouts
- * x, w, y (format `any` lets oneDNN choose); NULL when it refuses or offers only its
+/* The convolution's primitive descriptor by alg with the first post_count post-ops, for the
+ * layouts x, w, y (format `any` lets oneDNN choose); NULL when it refuses or offers only its
  * reference implementation (slower than the existing path). */
-static dnnl_primitive_desc_t conv_pd(rt_cpu_dnnl *d, int post_count, const dnnl_memory_desc_t *x_any,
-                                     const dnnl_memory_desc_t *w_any, const dnnl_memory_desc_t *y_any) {
+static dnnl_primitive_desc_t conv_pd(rt_cpu_dnnl *d, dnnl_alg_kind_t alg, int post_count,
+                                     const dnnl_memory_desc_t *x_any, const dnnl_memory_desc_t *w_any,
+                                     const dnnl_memory_desc_t *y_any) {
   const hlo_instr *conv = d->conv;
   dnnl_memory_desc_t bias;
   bool has_bias = d->post_count > 0 && d->posts[0].kind == RT_DNNL_BIAS;
@@ -181,7 +182,7 @@ static dnnl_primitive_desc_t conv_pd(rt_cpu_dnnl *d, int post_count, const dnnl_
     pad_r[s] = wd->pad_high;
   }
   dnnl_convolution_desc_t desc;
-  if (dnnl_dilated_convolution_forward_desc_init(&desc, dnnl_forward_inference, dnnl_convolution_direct, x_any,
+  if (dnnl_dilated_convolution_forward_desc_init(&desc, dnnl_forward_inference, alg, x_any,
                                                  w_any, has_bias ? &bias : NULL, y_any, strides, dilates, pad_l,
                                                  pad_r) != dnnl_success)
     return NULL;
@@ -214,19 +215,37 @@ static bool make_reorder(rt_dnnl_reorder *r, const dnnl_memory_desc_t *from, con
 
 static bool is_activation(const rt_dnnl_post *p) { return p->kind == RT_DNNL_RELU || p->kind == RT_DNNL_CLIP; }
 
-/* With an activation last: the same convolution without it, in the layouts the first one
- * chose, for inputs that are not all finite (oneDNN's relu and clip turn NaN into numbers;
- * the step then applies the activation itself, as the reference does). */
+static bool activation_last(const rt_cpu_dnnl *d) {
+  return d->post_count > 0 && is_activation(&d->posts[d->post_count - 1]);
+}
+
+static bool winograd(const rt_cpu_dnnl *d) { return d->alg == dnnl_convolution_winograd; }
+
+/* The post-ops the fast primitive applies: all, but a Winograd step's last activation, which
+ * run_conv applies after checking the result (oneDNN's relu would turn the NaN of an
+ * overflow in the transforms into 0 and hide it). */
+static int fast_posts(const rt_cpu_dnnl *d) { return d->post_count - (winograd(d) && activation_last(d)); }
+
+/* For inputs that are not all finite (oneDNN's relu and clip turn NaN into numbers; the step
+ * then applies the activation itself, as the reference does), and for a Winograd step's
+ * (see alg): the convolution without a last activation, direct, in the source and result
+ * layouts the first one chose; its weights' too unless it is Winograd's. */
 static bool make_safe(rt_cpu_dnnl *d) {
   d->safe_prim = NULL;
   d->safe_scratchpad_md = (dnnl_memory_desc_t){0};
-  if (d->post_count == 0 || !is_activation(&d->posts[d->post_count - 1])) return true;
+  d->safe_weights_md = (dnnl_memory_desc_t){0};
+  if (!activation_last(d) && !winograd(d)) return true;
+  dnnl_memory_desc_t w_any;
+  if (!any_md(&w_any, &d->weights_in_md)) return false;
   int team = rt_cpu_dnnl_team_begin();
-  dnnl_primitive_desc_t pd = conv_pd(d, d->post_count - 1, &d->src_md, &d->weights_md, &d->dst_md);
+  dnnl_primitive_desc_t pd = conv_pd(d, dnnl_convolution_direct, d->post_count - activation_last(d), &d->src_md,
+                                     winograd(d) ? &w_any : &d->weights_md, &d->dst_md);
   omp_set_num_threads(team);
   bool ok = pd && dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), &d->dst_md) &&
+            dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0), &d->src_md) &&
             dnnl_primitive_create(&d->safe_prim, pd) == dnnl_success;
   if (ok) d->safe_scratchpad_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  if (ok && winograd(d)) d->safe_weights_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
   if (pd) dnnl_primitive_desc_destroy(pd);
   if (!ok) d->safe_prim = NULL;
   return ok;
@@ -247,7 +266,7 @@ static bool plan_residual_reorders(rt_cpu_dnnl *d, const dnnl_memory_desc_t *con
                                    const dnnl_memory_desc_t *y_any, const dnnl_memory_desc_t *y_plain) {
   int first = row_major_residual(d, post_in);
   if (first < 0) return false;
-  dnnl_primitive_desc_t pd = conv_pd(d, first, x_any, w_any, y_any);
+  dnnl_primitive_desc_t pd = conv_pd(d, d->alg, first, x_any, w_any, y_any);
   if (!pd) return false;
   dnnl_memory_desc_t written = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
   dnnl_primitive_desc_destroy(pd);
@@ -261,7 +280,8 @@ static bool plan_residual_reorders(rt_cpu_dnnl *d, const dnnl_memory_desc_t *con
 static unsigned made_prims(const rt_cpu_dnnl *d) {
   unsigned made = (d->safe_prim ? RT_DNNL_HAS_SAFE : 0) | (d->src_reorder.prim ? RT_DNNL_HAS_SRC_REORDER : 0) |
                   (d->weights_reorder.prim ? RT_DNNL_HAS_WEIGHTS_REORDER : 0) |
-                  (d->dst_reorder.prim ? RT_DNNL_HAS_DST_REORDER : 0);
+                  (d->dst_reorder.prim ? RT_DNNL_HAS_DST_REORDER : 0) |
+                  (d->safe_weights_reorder.prim ? RT_DNNL_HAS_SAFE_WEIGHTS_REORDER : 0);
   for (int k = 0; k < d->post_count; k++)
     if (d->post_reorder[k].prim) made |= RT_DNNL_HAS_POST_REORDER(k);
   return made;
@@ -273,9 +293,38 @@ static bool make_reorders(rt_cpu_dnnl *d) {
   bool ok = make_reorder(&d->src_reorder, &d->src_in_md, &d->src_md) &&
             make_reorder(&d->dst_reorder, &d->dst_md, &d->out_md) &&
             make_reorder(&d->weights_reorder, &d->weights_in_md, &d->weights_md);
+  d->safe_weights_reorder.prim = NULL;
+  if (ok && winograd(d)) ok = make_reorder(&d->safe_weights_reorder, &d->weights_in_md, &d->safe_weights_md);
   for (int k = 0; k < d->post_count && ok; k++)
     ok = d->posts[k].kind != RT_DNNL_ADD_FULL || make_reorder(&d->post_reorder[k], &d->post_in_md[k], &d->post_md[k]);
   return ok;
+}
+
+/* Whether oneDNN may pick Winograd for d (dnnl_convolution_auto): a 3x3 convolution, stride 1,
+ * no dilation or groups, 64 or more features in and out, on a processor with AVX-512 (oneDNN
+ * 2.6 has no f32 Winograd kernel for AVX2). oneDNN decides by its own measure of what pays
+ * (at batch 8 on resnet's 28x28 and 14x14 layers it picks its 4x3 kernel: 8.1 -> 3.3 and
+ * 7.4 -> 4.0 ms; at batch 1, direct), and takes it only without binary post-ops (a residual,
+ * a per-feature scale). Below 64 features it would pick it for layers too small to gain
+ * (3 to 4 features at 6x6), whose bindings at other batch sizes then keep their weights in
+ * another layout and cannot share them. */
+static bool winograd_candidate(const rt_cpu_dnnl *d) {
+  const hlo_instr *conv = d->conv;
+  const hlo_conv_dims *c = conv->conv;
+  if (conv->feature_group_count != 1 || conv->operands[0]->shape.dims[c->input_feature] < 64 ||
+      conv->shape.dims[c->output_feature] < 64)
+    return false;
+  for (int s = 0; s < 2; s++) {
+    const hlo_window_dim *wd = &conv->window->dims[s];
+    if (wd->size != 3 || wd->stride != 1 || wd->rhs_dilate != 1) return false;
+  }
+  return (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+}
+
+/* The algorithm pd runs, auto resolved: by its implementation's name (jit_wino_4x3 and the
+ * like), which names what runs whatever its descriptor says. */
+static dnnl_alg_kind_t chosen_alg(dnnl_primitive_desc_t pd) {
+  return strstr(impl_name(pd), "wino") ? dnnl_convolution_winograd : dnnl_convolution_direct;
 }
 
 /* The convolution's primitive descriptor for x, w and y, with each row-major residual read
@@ -285,11 +334,23 @@ static dnnl_primitive_desc_t layouts_pd(rt_cpu_dnnl *d, const dnnl_memory_desc_t
                                         const dnnl_memory_desc_t *y, const dnnl_memory_desc_t *y_plain) {
   for (int k = 0; k < d->post_count; k++) d->post_md[k] = d->post_in_md[k];
   bool residual_reordered = plan_residual_reorders(d, post_in, x, w, y, y_plain);
-  dnnl_primitive_desc_t pd = conv_pd(d, d->post_count, x, w, y);
+  dnnl_primitive_desc_t pd = conv_pd(d, d->alg, d->post_count, x, w, y);
   if (!pd && residual_reordered) { /* oneDNN refused the blocked residual: read it as it arrives */
     for (int k = 0; k < d->post_count; k++) d->post_md[k] = d->post_in_md[k];
-    pd = conv_pd(d, d->post_count, x, w, y);
+    pd = conv_pd(d, d->alg, d->post_count, x, w, y);
   }
+  return pd;
+}
+
+/* pd made again in its layouts without its last activation (fast_posts); NULL when oneDNN
+ * refuses that. */
+static dnnl_primitive_desc_t without_activation(rt_cpu_dnnl *d, dnnl_primitive_desc_t pd) {
+  dnnl_memory_desc_t x = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0),
+                     w = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0),
+                     y = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+  dnnl_primitive_desc_destroy(pd);
+  pd = conv_pd(d, d->alg, fast_posts(d), &x, &w, &y);
+  if (pd && chosen_alg(pd) != d->alg) dnnl_primitive_desc_destroy(pd), pd = NULL;
   return pd;
 }
 
@@ -333,11 +394,14 @@ bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const d
   dnnl_memory_desc_t x_any, w_any, y_any;
   if (!any_md(&x_any, &x_plain) || !any_md(&w_any, &d->weights_in_md) || !any_md(&y_any, &y_plain)) return false;
   for (int k = 0; k < d->post_count; k++) d->post_in_md[k] = d->post_md[k];
+  d->alg = winograd_candidate(d) ? dnnl_convolution_auto : dnnl_convolution_direct;
   int team = rt_cpu_dnnl_team_begin();
   dnnl_memory_desc_t x_blocked = x_any, y_blocked = y_any;
   dnnl_primitive_desc_t pd = NULL;
   if (blocked_on_avx512(d, &x_blocked, &y_blocked)) pd = layouts_pd(d, post_in, &x_blocked, &w_any, &y_blocked, &y_plain);
   if (!pd) pd = layouts_pd(d, post_in, &x_any, &w_any, &y_any, &y_plain);
+  if (pd) d->alg = chosen_alg(pd);
+  if (pd && fast_posts(d) < d->post_count) pd = without_activation(d, pd);
   omp_set_num_threads(team);
   if (!pd) return false;
   d->src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
@@ -358,6 +422,7 @@ bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const d
   d->src_reorder.offset = take(&at, d->src_reorder.prim != NULL, &d->src_md);
   d->dst_offset = take(&at, d->dst_reorder.prim != NULL, &d->dst_md);
   d->weights_scratch_offset = take(&at, d->weights_reorder.prim != NULL, &d->weights_md);
+  d->safe_weights_reorder.offset = take(&at, d->safe_weights_reorder.prim != NULL, &d->safe_weights_md);
   for (int k = 0; k < d->post_count; k++)
     d->post_reorder[k].offset = take(&at, d->post_reorder[k].prim != NULL, &d->post_md[k]);
   for (int k = 0; k < d->post_count; k++) { /* per-feature values computed over [C] */
@@ -373,14 +438,17 @@ bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const d
 
 bool rt_cpu_dnnl_recreate(rt_cpu_dnnl *d) {
   if (!d->conv) return true; /* a pool: latch's own kernel, no primitive */
-  dnnl_memory_desc_t scratchpad = d->scratchpad_md, safe_scratchpad = d->safe_scratchpad_md;
+  dnnl_memory_desc_t scratchpad = d->scratchpad_md, safe_scratchpad = d->safe_scratchpad_md,
+                     safe_weights = d->safe_weights_md;
   int team = rt_cpu_dnnl_team_begin();
-  dnnl_primitive_desc_t pd = conv_pd(d, d->post_count, &d->src_md, &d->weights_md, &d->dst_md);
+  dnnl_primitive_desc_t pd = conv_pd(d, d->alg, fast_posts(d), &d->src_md, &d->weights_md, &d->dst_md);
   omp_set_num_threads(team);
-  bool ok = pd && dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0), &scratchpad) &&
+  bool ok = pd && chosen_alg(pd) == d->alg &&
+            dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0), &scratchpad) &&
             dnnl_primitive_create(&d->conv_prim, pd) == dnnl_success;
   if (pd) dnnl_primitive_desc_destroy(pd);
-  ok = ok && make_safe(d) && dnnl_memory_desc_equal(&d->safe_scratchpad_md, &safe_scratchpad);
+  ok = ok && make_safe(d) && dnnl_memory_desc_equal(&d->safe_scratchpad_md, &safe_scratchpad) &&
+       dnnl_memory_desc_equal(&d->safe_weights_md, &safe_weights);
   ok = ok && make_reorders(d) && made_prims(d) == d->prims;
   if (!ok) rt_cpu_dnnl_release(d);
   return ok;
@@ -389,10 +457,11 @@ bool rt_cpu_dnnl_recreate(rt_cpu_dnnl *d) {
 void rt_cpu_dnnl_release(rt_cpu_dnnl *d) {
   if (!d) return;
   dnnl_primitive_t prims[] = {d->conv_prim, d->safe_prim, d->src_reorder.prim, d->weights_reorder.prim,
-                              d->dst_reorder.prim};
+                              d->dst_reorder.prim, d->safe_weights_reorder.prim};
   for (size_t i = 0; i < sizeof prims / sizeof prims[0]; i++)
     if (prims[i]) dnnl_primitive_destroy(prims[i]);
   d->conv_prim = d->safe_prim = d->src_reorder.prim = d->weights_reorder.prim = d->dst_reorder.prim = NULL;
+  d->safe_weights_reorder.prim = NULL;
   for (int k = 0; k < RT_DNNL_MAX_POSTS; k++) {
     if (d->post_reorder[k].prim) dnnl_primitive_destroy(d->post_reorder[k].prim);
     d->post_reorder[k].prim = NULL;
@@ -443,6 +512,46 @@ static void finite_chunks(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
+/* The activation last in d's epilogue, over the result as the reference computes it
+ * (maximum and clamp keep NaN), in whatever layout it is: elementwise, and zero padding
+ * stays zero (a clamp is absorbed only when its range holds 0). */
+static void activate(const rt_cpu_dnnl *d, float *y, int64_t count) {
+  const rt_dnnl_post *p = &d->posts[d->post_count - 1];
+  float lo = p->kind == RT_DNNL_RELU ? 0 : p->lo, hi = p->kind == RT_DNNL_RELU ? INFINITY : p->hi;
+  for (int64_t i = 0; i < count; i++) {
+    float v = y[i];
+    y[i] = isnan(v) ? v : v < lo ? lo : v > hi ? hi : v;
+  }
+}
+
+typedef struct checked_job {
+  const rt_cpu_dnnl *d;
+  float *y;
+  int64_t count, chunk;
+  bool finite[FINITE_MAX_CHUNKS];
+} checked_job;
+
+static void checked_chunks(void *ctx, int64_t begin, int64_t end) {
+  checked_job *j = ctx;
+  for (int64_t c = begin; c < end; c++) {
+    int64_t first = c * j->chunk, n = j->count - first < j->chunk ? j->count - first : j->chunk;
+    j->finite[c] = rt_cpu_finite_run(j->y + first, n);
+    if (j->finite[c] && fast_posts(j->d) < j->d->post_count) activate(j->d, j->y + first, n);
+  }
+}
+
+/* A Winograd step's result y: whether it is all finite, and where it is, with the
+ * activation the primitive left out applied; in chunks over the threads. */
+static bool checked_result(const rt_cpu_dnnl *d, float *y, int64_t count) {
+  checked_job j = {.d = d, .y = y, .count = count};
+  int64_t chunks = count / FINITE_CHUNK < 1 ? 1 : count / FINITE_CHUNK < FINITE_MAX_CHUNKS ? count / FINITE_CHUNK : FINITE_MAX_CHUNKS;
+  j.chunk = (count + chunks - 1) / chunks;
+  rt_parallel_for(chunks, 1, checked_chunks, &j);
+  bool finite = true;
+  for (int64_t c = 0; c < chunks; c++) finite = finite && j.finite[c];
+  return finite;
+}
+
 /* A large activation (megabytes at batch 8) is scanned in chunks over the threads: the scan
  * reads the whole source once more, and alone on one thread it was a tenth of mobilenet_v2's
  * step at batch 8. */
@@ -481,18 +590,6 @@ static const void *weights(dnnl_stream_t stream, run_memories *m, const rt_cpu_d
   if (*ok && kept) *kept_stamp = stamp | (*finite ? 0 : NONFINITE_WEIGHTS);
   atomic_fetch_add(&weight_reorders, 1);
   return to;
-}
-
-/* The activation last in d's epilogue, over the result as the reference computes it
- * (maximum and clamp keep NaN), in whatever layout it is: elementwise, and zero padding
- * stays zero (a clamp is absorbed only when its range holds 0). */
-static void activate(const rt_cpu_dnnl *d, float *y, int64_t count) {
-  const rt_dnnl_post *p = &d->posts[d->post_count - 1];
-  float lo = p->kind == RT_DNNL_RELU ? 0 : p->lo, hi = p->kind == RT_DNNL_RELU ? INFINITY : p->hi;
-  for (int64_t i = 0; i < count; i++) {
-    float v = y[i];
-    y[i] = isnan(v) ? v : v < lo ? lo : v > hi ? hi : v;
-  }
 }
 
 /* Term t of d's per-feature values at feature c; in[2 + k] is d's input k. Each op as the
@@ -538,6 +635,23 @@ static bool clamps_finite(const rt_cpu_dnnl *d) {
   return p && p->kind == RT_DNNL_CLIP && isfinite(p->lo) && isfinite(p->hi);
 }
 
+/* The safe primitive's weights when they are not the fast one's (Winograd's): oneDNN's
+ * direct layout, reordered into the scratch for this run. */
+static const void *safe_weights(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d, const rt_value *w,
+                                char *scratch, const void *fast, bool *ok) {
+  if (!d->safe_weights_reorder.prim) return fast;
+  char *to = scratch + d->safe_weights_reorder.offset;
+  *ok = *ok && reorder(stream, m, &d->safe_weights_reorder, &d->weights_in_md, w->data, &d->safe_weights_md, to);
+  return to;
+}
+
+/* Runs the fast primitive, or the safe one (safe), over args whose weights are args[1]. */
+static bool execute(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d, dnnl_exec_arg_t *args, int n,
+                    bool safe, const void *w) {
+  args[1] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, memory(m, safe && winograd(d) ? &d->safe_weights_md : &d->weights_md, w)};
+  return !m->failed && dnnl_primitive_execute(safe ? d->safe_prim : d->conv_prim, stream, n, args) == dnnl_success;
+}
+
 static bool run_conv(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d, const rt_value *const *in,
                      void *out, char *scratch, char *kept, uint64_t *kept_stamp, uint64_t stamp, bool *in_finite,
                      bool *result_finite) {
@@ -558,7 +672,7 @@ static bool run_conv(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d
   dnnl_exec_arg_t args[5 + RT_DNNL_MAX_POSTS];
   int n = 0;
   args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, memory(m, &d->src_md, src)};
-  args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, memory(m, &d->weights_md, w)};
+  n++; /* the weights: execute's */
   args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DST, memory(m, &d->dst_md, dst)};
   args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, memory(m, &d->scratchpad_md, scratch + d->scratchpad_offset)};
   for (int k = 0; k < d->post_count; k++) {
@@ -582,11 +696,22 @@ static bool run_conv(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d
       args[n++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(k - (d->posts[0].kind == RT_DNNL_BIAS)) | DNNL_ARG_SRC_1,
                                     memory(m, &d->post_md[k], data)};
   }
-  dnnl_primitive_t prim = finite ? d->conv_prim : d->safe_prim;
-  ok = ok && !m->failed && dnnl_primitive_execute(prim, stream, n, args) == dnnl_success;
+  bool safe = !finite;
+  if (safe) w = safe_weights(stream, m, d, in[1], scratch, w, &ok);
+  ok = ok && execute(stream, m, d, args, n, safe, w);
+  /* Winograd over finite operands: the result is checked (and then activated), and known
+   * finite after; an inf or NaN there (an overflow in its transforms) is computed again
+   * directly */
+  bool checked = ok && !safe && winograd(d);
+  if (checked && !checked_result(d, dst, (int64_t)dnnl_memory_desc_get_size(&d->dst_md) / 4)) {
+    safe = true;
+    checked = false;
+    w = safe_weights(stream, m, d, in[1], scratch, w, &ok);
+    ok = ok && execute(stream, m, d, args, n, safe, w);
+  }
   if (ok && d->dst_reorder.prim) ok = reorder(stream, m, &d->dst_reorder, &d->dst_md, dst, &d->out_md, out);
-  if (ok && !finite) activate(d, out, d->out_bytes / (int64_t)sizeof(float));
-  *result_finite = ok && finite && clamps_finite(d);
+  if (ok && safe && activation_last(d)) activate(d, out, d->out_bytes / (int64_t)sizeof(float));
+  *result_finite = ok && (checked || (finite && clamps_finite(d)));
   return ok;
 }
 

@@ -89,6 +89,14 @@ struct rt_cpu_dnnl {
   /* the primitives built (RT_DNNL_HAS_*): a deserialized step has the bits, and makes the
    * primitives from the descriptions above at its first run (rt_cpu_dnnl_recreate) */
   unsigned prims;
+  /* the algorithm oneDNN runs: direct, or winograd where it picked it (its F(4x4, 3x3)
+   * kernel, AVX-512 only). A Winograd step's safe primitive is direct with every post-op
+   * but a last activation, reading its own weights layout (safe_weights_md, reordered into
+   * the scratch when it runs): a tile mixes its inputs, so an inf or NaN, or an overflow in
+   * the transforms, would spread over it */
+  dnnl_alg_kind_t alg;
+  dnnl_memory_desc_t safe_weights_md;
+  rt_dnnl_reorder safe_weights_reorder;
   /* binary post-ops' operands (last, so that the slots past post_count of a fresh
    * allocation are never written: a loaded plan's pages fault in only where used) */
   dnnl_memory_desc_t post_md[RT_DNNL_MAX_POSTS]; /* as the primitive reads them */
@@ -102,6 +110,7 @@ enum {
   RT_DNNL_HAS_DST_REORDER = 1u << 3,
 };
 #define RT_DNNL_HAS_POST_REORDER(k) (1u << (4 + (k))) /* post k's residual reordered */
+#define RT_DNNL_HAS_SAFE_WEIGHTS_REORDER (1u << (4 + RT_DNNL_MAX_POSTS))
 
 /* dnnl_plan.c: rt_cpu_dnnl_plan and the step's inputs are in cpu_internal.h */
 

@@ -252,8 +252,8 @@ static void put_fusion(hlo_strbuf *out, const rt_cpu_fusion *f) {
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) rt_blob_put_int(out, fields[i]);
 }
 
-/* A memory descriptor by its fields (oneDNN 2.6's plain struct; only blocked and undefined
- * formats occur in a plan). */
+/* A memory descriptor by its fields (oneDNN 2.6's plain struct; blocked, undefined and
+ * Winograd's weights formats occur in a plan). */
 static void put_md(hlo_strbuf *out, const dnnl_memory_desc_t *md) {
   rt_blob_put_int(out, md->ndims);
   rt_blob_put_int(out, md->data_type);
@@ -265,6 +265,13 @@ static void put_md(hlo_strbuf *out, const dnnl_memory_desc_t *md) {
     rt_blob_put_int(out, md->padded_offsets[d]);
   }
   const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
+  if (md->format_kind == dnnl_format_kind_wino) { /* Winograd's transformed weights */
+    const dnnl_wino_desc_t *w = &md->format_desc.wino_desc;
+    int64_t fields[] = {w->wino_format, w->r, w->alpha, w->ic, w->oc, w->ic_block, w->oc_block, w->ic2_block,
+                        w->oc2_block, (int64_t)w->size};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) rt_blob_put_int(out, fields[i]);
+    rt_blob_put_f32(out, w->adj_scale);
+  }
   if (md->format_kind == dnnl_blocked) {
     for (int d = 0; d < md->ndims; d++) rt_blob_put_int(out, b->strides[d]);
     rt_blob_put_int(out, b->inner_nblks);
@@ -280,7 +287,8 @@ static void put_md(hlo_strbuf *out, const dnnl_memory_desc_t *md) {
 }
 
 static bool md_writable(const dnnl_memory_desc_t *md) {
-  return md->format_kind == dnnl_blocked || md->format_kind == dnnl_format_kind_undef;
+  return md->format_kind == dnnl_blocked || md->format_kind == dnnl_format_kind_undef ||
+         md->format_kind == dnnl_format_kind_wino;
 }
 
 static void put_dnnl(hlo_strbuf *out, const rt_cpu_dnnl *d) {
@@ -312,11 +320,13 @@ static void put_dnnl(hlo_strbuf *out, const rt_cpu_dnnl *d) {
   rt_blob_put_int(out, d->member_count);
   for (int k = 0; k < d->member_count; k++) rt_blob_put_int(out, d->members[k]->id);
   const dnnl_memory_desc_t *mds[] = {&d->src_in_md, &d->src_md, &d->weights_in_md, &d->weights_md, &d->bias_md,
-                                     &d->dst_md, &d->out_md, &d->scratchpad_md, &d->safe_scratchpad_md};
+                                     &d->dst_md, &d->out_md, &d->scratchpad_md, &d->safe_scratchpad_md,
+                                     &d->safe_weights_md};
   for (size_t i = 0; i < sizeof mds / sizeof mds[0]; i++) put_md(out, mds[i]);
   int64_t fields[] = {d->blocked_out, d->prims, d->weights_bytes, d->out_bytes, d->scratch_bytes,
                       d->scratchpad_offset, d->dst_offset, d->weights_scratch_offset, d->src_reorder.offset,
-                      d->weights_reorder.offset, d->dst_reorder.offset, d->weight_param};
+                      d->weights_reorder.offset, d->dst_reorder.offset, d->weight_param, d->alg,
+                      d->safe_weights_reorder.offset};
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) rt_blob_put_int(out, fields[i]);
 }
 
@@ -324,7 +334,8 @@ static void put_dnnl(hlo_strbuf *out, const rt_cpu_dnnl *d) {
  * no plan has chosen so far, is refused rather than written wrong). */
 static bool dnnl_writable(const rt_cpu_dnnl *d) {
   const dnnl_memory_desc_t *mds[] = {&d->src_in_md, &d->src_md, &d->weights_in_md, &d->weights_md, &d->bias_md,
-                                     &d->dst_md, &d->out_md, &d->scratchpad_md, &d->safe_scratchpad_md};
+                                     &d->dst_md, &d->out_md, &d->scratchpad_md, &d->safe_scratchpad_md,
+                                     &d->safe_weights_md};
   for (size_t i = 0; i < sizeof mds / sizeof mds[0]; i++)
     if (!md_writable(mds[i])) return false;
   for (int k = 0; k < d->post_count; k++)
