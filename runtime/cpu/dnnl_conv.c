@@ -300,19 +300,24 @@ static bool make_reorders(rt_cpu_dnnl *d) {
   return ok;
 }
 
-/* Whether oneDNN may pick Winograd for d (dnnl_convolution_auto): a 3x3 convolution, stride 1,
- * no dilation or groups, 64 or more features in and out, on a processor with AVX-512 (oneDNN
- * 2.6 has no f32 Winograd kernel for AVX2). oneDNN decides by its own measure of what pays
- * (at batch 8 on resnet's 28x28 and 14x14 layers it picks its 4x3 kernel: 8.1 -> 3.3 and
- * 7.4 -> 4.0 ms; at batch 1, direct), and takes it only without binary post-ops (a residual,
- * a per-feature scale). Below 64 features it would pick it for layers too small to gain
- * (3 to 4 features at 6x6), whose bindings at other batch sizes then keep their weights in
- * another layout and cannot share them. */
+/* Whether d asks oneDNN for Winograd (dnnl_convolution_winograd; direct when it refuses: a
+ * binary post-op such as a residual or a per-feature scale): a 3x3 convolution, stride 1, no
+ * dilation or groups, 64 or more features in and out, a result of 7x7 or more, on a processor
+ * with AVX-512 (oneDNN 2.6 has no f32 Winograd kernel for AVX2). Asked, oneDNN runs its 2x3
+ * or 4x3 kernel; resnet50's four kinds of such layers at 224x224 and batch 1, in the graph
+ * (AMD EPYC, AVX-512, 2 threads, ONEDNN_VERBOSE): 56x56x64 1.23 -> 0.69 ms, 28x28x128
+ * 1.13 -> 0.70, 14x14x256 1.15 -> 0.81, 7x7x512 1.49 -> 1.11; at batch 8 its 4x3 kernel
+ * 8.1 -> 3.3 ms and 7.4 -> 4.0 on the 28x28 and 14x14 ones. dnnl_convolution_auto, tried
+ * first, kept the direct kernel at batch 1 (vgg16's step 151 ms against 73-94 asked).
+ * Below 64 features oneDNN took it for layers too small to gain (3 to 4 features at 6x6),
+ * whose bindings at other batch sizes then keep their weights in another layout and cannot
+ * share them. */
 static bool winograd_candidate(const rt_cpu_dnnl *d) {
   const hlo_instr *conv = d->conv;
   const hlo_conv_dims *c = conv->conv;
   if (conv->feature_group_count != 1 || conv->operands[0]->shape.dims[c->input_feature] < 64 ||
-      conv->shape.dims[c->output_feature] < 64)
+      conv->shape.dims[c->output_feature] < 64 || conv->shape.dims[c->output_spatial[0]] < 7 ||
+      conv->shape.dims[c->output_spatial[1]] < 7)
     return false;
   for (int s = 0; s < 2; s++) {
     const hlo_window_dim *wd = &conv->window->dims[s];
@@ -375,6 +380,16 @@ static bool blocked_on_avx512(const rt_cpu_dnnl *d, dnnl_memory_desc_t *x_any, d
   return dnnl_memory_desc_init_by_tag(y_any, 4, y_any->dims, dnnl_f32, dnnl_aBcd16b) == dnnl_success;
 }
 
+/* layouts_pd with the blocked request first (blocked_on_avx512), then `any`. */
+static dnnl_primitive_desc_t any_layouts_pd(rt_cpu_dnnl *d, const dnnl_memory_desc_t *const *post_in,
+                                            const dnnl_memory_desc_t *x_any, const dnnl_memory_desc_t *w_any,
+                                            const dnnl_memory_desc_t *y_any, const dnnl_memory_desc_t *y_plain) {
+  dnnl_memory_desc_t x_blocked = *x_any, y_blocked = *y_any;
+  dnnl_primitive_desc_t pd = NULL;
+  if (blocked_on_avx512(d, &x_blocked, &y_blocked)) pd = layouts_pd(d, post_in, &x_blocked, w_any, &y_blocked, y_plain);
+  return pd ? pd : layouts_pd(d, post_in, x_any, w_any, y_any, y_plain);
+}
+
 /* A block of md's size at *at in the scratch, when needed. */
 static int64_t take(int64_t *at, bool needed, const dnnl_memory_desc_t *md) {
   int64_t offset = *at;
@@ -394,12 +409,13 @@ bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const d
   dnnl_memory_desc_t x_any, w_any, y_any;
   if (!any_md(&x_any, &x_plain) || !any_md(&w_any, &d->weights_in_md) || !any_md(&y_any, &y_plain)) return false;
   for (int k = 0; k < d->post_count; k++) d->post_in_md[k] = d->post_md[k];
-  d->alg = winograd_candidate(d) ? dnnl_convolution_auto : dnnl_convolution_direct;
+  d->alg = winograd_candidate(d) ? dnnl_convolution_winograd : dnnl_convolution_direct;
   int team = rt_cpu_dnnl_team_begin();
-  dnnl_memory_desc_t x_blocked = x_any, y_blocked = y_any;
-  dnnl_primitive_desc_t pd = NULL;
-  if (blocked_on_avx512(d, &x_blocked, &y_blocked)) pd = layouts_pd(d, post_in, &x_blocked, &w_any, &y_blocked, &y_plain);
-  if (!pd) pd = layouts_pd(d, post_in, &x_any, &w_any, &y_any, &y_plain);
+  dnnl_primitive_desc_t pd = any_layouts_pd(d, post_in, &x_any, &w_any, &y_any, &y_plain);
+  if (!pd && winograd(d)) { /* a binary post-op (a residual, a per-feature scale): direct */
+    d->alg = dnnl_convolution_direct;
+    pd = any_layouts_pd(d, post_in, &x_any, &w_any, &y_any, &y_plain);
+  }
   if (pd) d->alg = chosen_alg(pd);
   if (pd && fast_posts(d) < d->post_count) pd = without_activation(d, pd);
   omp_set_num_threads(team);
