@@ -306,8 +306,10 @@ hlo_status rt_cpu_dnnl_step(const rt_cpu_dnnl *dnnl, const rt_value *const *in, 
                             bool *result_finite, hlo_diag *diag);
 /* Inputs (sources and post-op inputs) scanned for inf and NaN so far, process-wide (for tests). */
 int64_t rt_cpu_dnnl_input_scan_count(void);
-/* Weight reorders made so far, process-wide (for tests). */
+/* Weight reorders made so far (wino.c's filter transforms too), process-wide (for tests). */
 int64_t rt_cpu_dnnl_weight_reorder_count(void);
+/* Convolutions run by latch's own Winograd (wino.c) so far, process-wide (for tests). */
+int64_t rt_cpu_wino_run_count(void);
 /* Sets the calling thread's OpenMP team to latch's thread count (one under ThreadSanitizer)
  * for the oneDNN calls that follow; returns the size it had, for omp_set_num_threads after. */
 int rt_cpu_dnnl_team_begin(void);

@@ -274,6 +274,9 @@ static rt_cpu_dnnl *get_dnnl(reader *r) {
                ? dnnl_convolution_winograd
                : dnnl_convolution_direct;
   d->safe_weights_reorder.offset = rt_blob_get_range(in, 0, INT64_MAX, "a convolution's weights");
+  d->wino = rt_blob_get_bool(in, "a convolution's algorithm");
+  d->wino_workers = (int)rt_blob_get_range(in, 0, INT32_MAX, "a convolution's workers");
+  d->wino_offset = rt_blob_get_range(in, 0, INT64_MAX, "a convolution's tiles");
   if (!in->failed && !dnnl_indices_hold(d)) rt_blob_fail(in, "a convolution's description");
   if (in->failed) {
     free(d);

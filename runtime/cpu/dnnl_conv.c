@@ -430,6 +430,12 @@ bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const d
   bool ok = dnnl_primitive_create(&d->conv_prim, pd) == dnnl_success;
   dnnl_primitive_desc_destroy(pd);
   ok = ok && make_safe(d) && make_reorders(d);
+  d->prims = made_prims(d);
+  d->wino = ok && !winograd(d) && rt_cpu_wino_fits(d) && rt_cpu_wino_pays(d);
+  if (d->wino) {
+    d->wino_workers = rt_cpu_wino_workers();
+    if (rt_cpu_wino_weights_bytes(d) > d->weights_bytes) d->weights_bytes = rt_cpu_wino_weights_bytes(d);
+  }
   int64_t at = 0;
   d->scratchpad_offset = take(&at, true, dnnl_memory_desc_get_size(&d->safe_scratchpad_md) >
                                                dnnl_memory_desc_get_size(&d->scratchpad_md)
@@ -446,8 +452,9 @@ bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const d
     p->values_offset = at;
     if (p->term >= 0 && p->input < 0) at += rt_cpu_aligned((int64_t)sizeof(float) * y_plain.dims[1]);
   }
+  d->wino_offset = at;
+  if (d->wino) at += rt_cpu_wino_scratch_bytes(d);
   d->scratch_bytes = at;
-  d->prims = made_prims(d);
   if (!ok) rt_cpu_dnnl_release(d);
   return ok;
 }
@@ -465,7 +472,7 @@ bool rt_cpu_dnnl_recreate(rt_cpu_dnnl *d) {
   if (pd) dnnl_primitive_desc_destroy(pd);
   ok = ok && make_safe(d) && dnnl_memory_desc_equal(&d->safe_scratchpad_md, &safe_scratchpad) &&
        dnnl_memory_desc_equal(&d->safe_weights_md, &safe_weights);
-  ok = ok && make_reorders(d) && made_prims(d) == d->prims;
+  ok = ok && make_reorders(d) && made_prims(d) == d->prims && (!d->wino || rt_cpu_wino_valid(d));
   if (!ok) rt_cpu_dnnl_release(d);
   return ok;
 }
@@ -608,6 +615,22 @@ static const void *weights(dnnl_stream_t stream, run_memories *m, const rt_cpu_d
   return to;
 }
 
+/* The filters transformed for wino.c, kept: transformed again only for new contents, as
+ * weights() reorders. *finite: whether the weights are all finite. */
+static const void *wino_filters(const rt_cpu_dnnl *d, const rt_value *w, char *kept, uint64_t *kept_stamp,
+                                uint64_t stamp, bool *finite) {
+  if (stamp && (*kept_stamp & ~NONFINITE_WEIGHTS) == stamp) {
+    *finite = !(*kept_stamp & NONFINITE_WEIGHTS);
+    return kept;
+  }
+  *kept_stamp = 0;
+  rt_cpu_wino_filters(d, w->data, (float *)kept);
+  *finite = all_finite(w->data, w->count);
+  *kept_stamp = stamp | (*finite ? 0 : NONFINITE_WEIGHTS);
+  atomic_fetch_add(&weight_reorders, 1);
+  return kept;
+}
+
 /* Term t of d's per-feature values at feature c; in[2 + k] is d's input k. Each op as the
  * reference computes it in f32 (maximum and minimum propagate NaN). */
 static float term_at(const rt_cpu_dnnl *d, int t, const rt_value *const *in, int64_t c) {
@@ -668,10 +691,14 @@ static bool execute(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d,
   return !m->failed && dnnl_primitive_execute(safe ? d->safe_prim : d->conv_prim, stream, n, args) == dnnl_success;
 }
 
+/* Three ways, by what the step planned and what its operands hold: latch's own Winograd
+ * (wino.c, on AVX2) when its filters are kept (a parameter's or a kept step's) and every
+ * operand is finite; oneDNN's fast primitive (its own Winograd on AVX-512: the result then
+ * checked); or the safe primitive when an operand, or a Winograd result, is not finite. */
 static bool run_conv(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d, const rt_value *const *in,
                      void *out, char *scratch, char *kept, uint64_t *kept_stamp, uint64_t stamp, bool *in_finite,
                      bool *result_finite) {
-  bool ok = true;
+  bool ok = true, own = d->wino && kept, guard = d->safe_prim || own;
   const void *src = in[0]->data;
   if (d->src_reorder.prim) {
     void *to = scratch + d->src_reorder.offset;
@@ -679,13 +706,16 @@ static bool run_conv(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d
     src = to;
   }
   bool finite = true;
-  const void *w = ok ? weights(stream, m, d, in[1], scratch, kept, kept_stamp, stamp, &ok, &finite) : NULL;
-  if (d->safe_prim && finite && !in_finite[0]) { /* the source as it arrives (a blocked one is padded) */
+  const void *w = !ok ? NULL
+                  : own ? wino_filters(d, in[1], kept, kept_stamp, stamp, &finite)
+                        : weights(stream, m, d, in[1], scratch, kept, kept_stamp, stamp, &ok, &finite);
+  if (guard && finite && !in_finite[0]) { /* the source as it arrives (a blocked one is padded) */
     finite = in_finite[0] = all_finite(in[0]->data, (int64_t)dnnl_memory_desc_get_size(&d->src_in_md) / 4);
     atomic_fetch_add(&input_scans, 1);
   }
   void *dst = d->dst_reorder.prim ? scratch + d->dst_offset : out;
   dnnl_exec_arg_t args[5 + RT_DNNL_MAX_POSTS];
+  const void *post_data[RT_DNNL_MAX_POSTS] = {NULL};
   int n = 0;
   args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, memory(m, &d->src_md, src)};
   n++; /* the weights: execute's */
@@ -701,33 +731,41 @@ static bool run_conv(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d
       data = to;
     }
     bool *known = p->input >= 0 ? &in_finite[2 + p->input] : NULL; /* an input's, not a value made here */
-    if (d->safe_prim && finite && !(known && *known)) { /* ADD_FULL: the operand as the primitive reads it (maybe padded) */
+    if (guard && finite && !(known && *known)) { /* ADD_FULL: the operand as the primitive reads it (maybe padded) */
       finite = all_finite(data, p->kind == RT_DNNL_ADD_FULL ? (int64_t)dnnl_memory_desc_get_size(&d->post_md[k]) / 4
                                                             : d->conv->shape.dims[d->conv->conv->output_feature]);
       if (known) *known = finite;
       atomic_fetch_add(&input_scans, 1);
     }
+    post_data[k] = data;
     if (p->kind == RT_DNNL_BIAS) args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, memory(m, &d->bias_md, data)};
     else /* oneDNN numbers its post-ops without the bias, which comes first when present */
       args[n++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(k - (d->posts[0].kind == RT_DNNL_BIAS)) | DNNL_ARG_SRC_1,
                                     memory(m, &d->post_md[k], data)};
   }
-  bool safe = !finite;
-  if (safe) w = safe_weights(stream, m, d, in[1], scratch, w, &ok);
-  ok = ok && execute(stream, m, d, args, n, safe, w);
-  /* Winograd over finite operands: the result is checked (and then activated), and known
-   * finite after; an inf or NaN there (an overflow in its transforms) is computed again
-   * directly */
-  bool checked = ok && !safe && winograd(d);
-  if (checked && !checked_result(d, dst, (int64_t)dnnl_memory_desc_get_size(&d->dst_md) / 4)) {
-    safe = true;
-    checked = false;
-    w = safe_weights(stream, m, d, in[1], scratch, w, &ok);
+  bool done = ok && own && finite && rt_cpu_wino_run(d, src, w, post_data, dst, scratch + d->wino_offset);
+  if (ok && own && !done) { /* oneDNN's weights, reordered into the scratch for this run */
+    bool weights_finite;
+    w = weights(stream, m, d, in[1], scratch, NULL, NULL, 0, &ok, &weights_finite);
+  }
+  bool safe = !finite && d->safe_prim, checked = false;
+  if (!done) {
+    if (safe) w = safe_weights(stream, m, d, in[1], scratch, w, &ok);
     ok = ok && execute(stream, m, d, args, n, safe, w);
+    /* oneDNN's Winograd over finite operands: the result is checked (and then activated), and
+     * known finite after; an inf or NaN there (an overflow in its transforms) is computed
+     * again directly */
+    checked = ok && !safe && winograd(d);
+    if (checked && !checked_result(d, dst, (int64_t)dnnl_memory_desc_get_size(&d->dst_md) / 4)) {
+      safe = true;
+      checked = false;
+      w = safe_weights(stream, m, d, in[1], scratch, w, &ok);
+      ok = ok && execute(stream, m, d, args, n, safe, w);
+    }
   }
   if (ok && d->dst_reorder.prim) ok = reorder(stream, m, &d->dst_reorder, &d->dst_md, dst, &d->out_md, out);
   if (ok && safe && activation_last(d)) activate(d, out, d->out_bytes / (int64_t)sizeof(float));
-  *result_finite = ok && (checked || (finite && clamps_finite(d)));
+  *result_finite = ok && (done || checked || (finite && clamps_finite(d)));
   return ok;
 }
 

@@ -97,6 +97,13 @@ struct rt_cpu_dnnl {
   dnnl_alg_kind_t alg;
   dnnl_memory_desc_t safe_weights_md;
   rt_dnnl_reorder safe_weights_reorder;
+  /* latch's own Winograd (wino.c; nChw8c, so AVX2, where oneDNN has none) runs the
+   * convolution instead of the fast primitive when its operands are finite: its kept weights
+   * are then the transformed filters (weights_bytes their size), oneDNN's reordered ones go
+   * to the scratch for the other runs; wino_workers' tiles in the scratch at wino_offset */
+  bool wino;
+  int wino_workers;
+  int64_t wino_offset;
   /* binary post-ops' operands (last, so that the slots past post_count of a fresh
    * allocation are never written: a loaded plan's pages fault in only where used) */
   dnnl_memory_desc_t post_md[RT_DNNL_MAX_POSTS]; /* as the primitive reads them */
@@ -157,4 +164,26 @@ void rt_cpu_dnnl_release(rt_cpu_dnnl *d);
  * chose, no longer `any`); false when oneDNN refuses them or would want other scratch
  * sizes or layouts than the plan has room for (another oneDNN, another processor). */
 bool rt_cpu_dnnl_recreate(rt_cpu_dnnl *d);
+
+/* wino.c: a 3x3 convolution by Winograd's F(4x4, 3x3) over nChw8c layouts */
+/* Whether d's convolution is one wino.c runs: 3x3, stride 1, no dilation or groups, source and
+ * result nChw8c in multiples of 8 channels, residuals in the result's layout, weights
+ * reordered. */
+bool rt_cpu_wino_fits(const rt_cpu_dnnl *d);
+/* Whether it pays over oneDNN's direct kernel (enough tiles for the channels). */
+bool rt_cpu_wino_pays(const rt_cpu_dnnl *d);
+/* The workers a step planned now deals its tiles to (the runtime's threads). */
+int rt_cpu_wino_workers(void);
+int64_t rt_cpu_wino_weights_bytes(const rt_cpu_dnnl *d);
+int64_t rt_cpu_wino_scratch_bytes(const rt_cpu_dnnl *d); /* after wino_workers is set */
+/* Whether a deserialized d's Winograd fields hold: it fits, and its room is there. */
+bool rt_cpu_wino_valid(const rt_cpu_dnnl *d);
+/* The filters w (the HLO's weights, through weights_in_md) transformed into u
+ * (rt_cpu_wino_weights_bytes). */
+void rt_cpu_wino_filters(const rt_cpu_dnnl *d, const float *w, float *u);
+/* dst (dst_md) from src (src_md) and the transformed filters u, through d's post-ops, which
+ * read post_data[k] (a per-feature [C] array, or a residual in dst_md); scratch at
+ * d->wino_offset. false when the result holds an inf or a NaN (then recompute it otherwise). */
+bool rt_cpu_wino_run(const rt_cpu_dnnl *d, const float *src, const float *u, const void *const *post_data, float *dst,
+                     char *scratch);
 #endif

@@ -7,7 +7,9 @@
  * Two plans of one family (the same optimized graph: instruction i is the same operation in
  * both) hand their kept results on when every kept result lies at the same offsets: the
  * same steps, each with its stamps at the same place, each result of the same shape at the
- * same offset, and a DNNL step's weights in the same oneDNN layout. The stamps then say, as
+ * same offset, and a DNNL step's weights in the same oneDNN layout, or both its filters
+ * transformed for wino.c (a batch of 8 may run a layer by Winograd that a batch of 1 leaves
+ * to oneDNN). The stamps then say, as
  * they do within one plan, whether a result is still current for this execute's arguments.
  * They say nothing of sizes that are not shapes: a kept slice whose bounds move with the
  * binding (a position embedding's row at the current position) reads other elements of the
@@ -22,6 +24,7 @@ typedef struct kept_item {
   int64_t stamp_offset, offset;
   const hlo_instr *instr;          /* a kept step's (its plan's module outlives the layout) */
   const dnnl_memory_desc_t *weights; /* a DNNL step's reordered weights, or NULL */
+  bool wino;                         /* ... transformed for wino.c instead */
 } kept_item;
 
 struct rt_cpu_kept_layout {
@@ -39,7 +42,7 @@ static kept_item item_of(const rt_cpu_plan *plan, int i) {
   const rt_cpu_step *step = &plan->steps[i];
   if (rt_cpu_step_keeps_weights(step))
     return (kept_item){.step = i, .stamp_offset = step->stamp_offset, .offset = step->weight_offset,
-                       .weights = &step->dnnl->weights_md};
+                       .weights = &step->dnnl->weights_md, .wino = step->dnnl->wino};
   return (kept_item){.step = i, .param_count = step->kept_param_count, .stamp_offset = step->stamp_offset,
                      .offset = step->offset, .instr = step->instr};
 }
@@ -48,7 +51,7 @@ static bool same_item(const kept_item *a, const kept_item *b) {
   if (a->step != b->step || a->param_count != b->param_count || a->stamp_offset != b->stamp_offset ||
       a->offset != b->offset || !a->weights != !b->weights)
     return false;
-  if (a->weights) return dnnl_memory_desc_equal(a->weights, b->weights) != 0;
+  if (a->weights) return a->wino == b->wino && dnnl_memory_desc_equal(a->weights, b->weights) != 0;
   const char *which;
   return hlo_shape_equal(&a->instr->shape, &b->instr->shape) && hlo_instr_same_attrs(a->instr, b->instr, true, &which);
 }

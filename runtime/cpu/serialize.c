@@ -326,7 +326,7 @@ static void put_dnnl(hlo_strbuf *out, const rt_cpu_dnnl *d) {
   int64_t fields[] = {d->blocked_out, d->prims, d->weights_bytes, d->out_bytes, d->scratch_bytes,
                       d->scratchpad_offset, d->dst_offset, d->weights_scratch_offset, d->src_reorder.offset,
                       d->weights_reorder.offset, d->dst_reorder.offset, d->weight_param, d->alg,
-                      d->safe_weights_reorder.offset};
+                      d->safe_weights_reorder.offset, d->wino, d->wino_workers, d->wino_offset};
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) rt_blob_put_int(out, fields[i]);
 }
 
