@@ -326,8 +326,8 @@ static bool winograd_candidate(const rt_cpu_dnnl *d) {
   return (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
 }
 
-/* The algorithm pd runs, auto resolved: by its implementation's name (jit_wino_4x3 and the
- * like), which names what runs whatever its descriptor says. */
+/* The algorithm pd runs, by its implementation's name (jit_wino_4x3, jit_fp32_wino_2x3),
+ * which names what runs whatever its descriptor says. */
 static dnnl_alg_kind_t chosen_alg(dnnl_primitive_desc_t pd) {
   return strstr(impl_name(pd), "wino") ? dnnl_convolution_winograd : dnnl_convolution_direct;
 }
@@ -360,10 +360,10 @@ static dnnl_primitive_desc_t without_activation(rt_cpu_dnnl *d, dnnl_primitive_d
 }
 
 /* On a processor with AVX-512, the result is asked for in nChw16c, and a grouped
- * convolution's source too, before `any` (everywhere on AVX2, where oneDNN picks nChw8c
- * itself, and where oneDNN refuses the blocked request: groups of 3 channels);
- * false when the processor has no AVX-512 (nothing to ask first). With `any` there, oneDNN 2.6 picks its brgconv kernels over NHWC
- * (acdb), and those refuse a residual as a binary post-op: every convolution that adds one
+ * convolution's source too, before `any` (which stays everywhere on AVX2, where oneDNN picks
+ * nChw8c itself, and where oneDNN refuses the blocked request: groups of 3 channels); false
+ * when the processor has no AVX-512 (nothing to ask first). With `any` there, oneDNN 2.6
+ * picks its brgconv kernels over NHWC (acdb), and those refuse a residual as a binary post-op: every convolution that adds one
  * fell to its im2col gemm over NCHW (resnet50's 1x1 ones at 56x56: 19-47 ms instead of 1),
  * and NHWC is no single-block layout for the blocked pools and concatenations, so each
  * result was reordered on its way out. Asked for nChw16c, it runs its direct AVX-512
