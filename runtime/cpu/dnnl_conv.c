@@ -521,20 +521,6 @@ static bool reorder(dnnl_stream_t stream, run_memories *m, const rt_dnnl_reorder
 
 enum { FINITE_CHUNK = 1 << 16, FINITE_MAX_CHUNKS = 64 };
 
-typedef struct finite_job {
-  const float *x;
-  int64_t count, chunk;
-  bool finite[FINITE_MAX_CHUNKS];
-} finite_job;
-
-static void finite_chunks(void *ctx, int64_t begin, int64_t end) {
-  finite_job *j = ctx;
-  for (int64_t c = begin; c < end; c++) {
-    int64_t first = c * j->chunk, n = j->count - first < j->chunk ? j->count - first : j->chunk;
-    j->finite[c] = rt_cpu_finite_run(j->x + first, n);
-  }
-}
-
 /* The activation last in d's epilogue, over the result as the reference computes it
  * (maximum and clamp keep NaN), in whatever layout it is: elementwise, and zero padding
  * stays zero (a clamp is absorbed only when its range holds 0). */
@@ -547,32 +533,40 @@ static void activate(const rt_cpu_dnnl *d, float *y, int64_t count) {
   }
 }
 
-typedef struct checked_job {
-  const rt_cpu_dnnl *d;
-  float *y;
+/* A scan of x in chunks; with activated set (x is then its result, written), that step's
+ * last activation is applied to each chunk found finite. */
+typedef struct finite_job {
+  const float *x;
+  const rt_cpu_dnnl *activated;
   int64_t count, chunk;
   bool finite[FINITE_MAX_CHUNKS];
-} checked_job;
+} finite_job;
 
-static void checked_chunks(void *ctx, int64_t begin, int64_t end) {
-  checked_job *j = ctx;
+static void finite_chunks(void *ctx, int64_t begin, int64_t end) {
+  finite_job *j = ctx;
   for (int64_t c = begin; c < end; c++) {
     int64_t first = c * j->chunk, n = j->count - first < j->chunk ? j->count - first : j->chunk;
-    j->finite[c] = rt_cpu_finite_run(j->y + first, n);
-    if (j->finite[c] && fast_posts(j->d) < j->d->post_count) activate(j->d, j->y + first, n);
+    j->finite[c] = rt_cpu_finite_run(j->x + first, n);
+    if (j->finite[c] && j->activated) activate(j->activated, (float *)j->x + first, n);
   }
 }
 
-/* A Winograd step's result y: whether it is all finite, and where it is, with the
- * activation the primitive left out applied; in chunks over the threads. */
-static bool checked_result(const rt_cpu_dnnl *d, float *y, int64_t count) {
-  checked_job j = {.d = d, .y = y, .count = count};
+/* Whether x's count values are all finite, scanned in chunks over the threads (activated:
+ * see finite_job). */
+static bool finite_over_threads(const float *x, int64_t count, const rt_cpu_dnnl *activated) {
+  finite_job j = {.x = x, .activated = activated, .count = count};
   int64_t chunks = count / FINITE_CHUNK < 1 ? 1 : count / FINITE_CHUNK < FINITE_MAX_CHUNKS ? count / FINITE_CHUNK : FINITE_MAX_CHUNKS;
   j.chunk = (count + chunks - 1) / chunks;
-  rt_parallel_for(chunks, 1, checked_chunks, &j);
+  rt_parallel_for(chunks, 1, finite_chunks, &j);
   bool finite = true;
   for (int64_t c = 0; c < chunks; c++) finite = finite && j.finite[c];
   return finite;
+}
+
+/* A Winograd step's result y: whether it is all finite, and where it is, with the
+ * activation the primitive left out applied. */
+static bool checked_result(const rt_cpu_dnnl *d, float *y, int64_t count) {
+  return finite_over_threads(y, count, fast_posts(d) < d->post_count ? d : NULL);
 }
 
 /* A large activation (megabytes at batch 8) is scanned in chunks over the threads: the scan
@@ -580,13 +574,7 @@ static bool checked_result(const rt_cpu_dnnl *d, float *y, int64_t count) {
  * step at batch 8. */
 static bool all_finite(const float *x, int64_t count) {
   if (count < 2 * FINITE_CHUNK) return rt_cpu_finite_run(x, count);
-  finite_job j = {.x = x, .count = count};
-  int64_t chunks = count / FINITE_CHUNK < FINITE_MAX_CHUNKS ? count / FINITE_CHUNK : FINITE_MAX_CHUNKS;
-  j.chunk = (count + chunks - 1) / chunks;
-  rt_parallel_for(chunks, 1, finite_chunks, &j);
-  bool finite = true;
-  for (int64_t c = 0; c < chunks; c++) finite = finite && j.finite[c];
-  return finite;
+  return finite_over_threads(x, count, NULL);
 }
 
 /* The kept stamp's top bit: the kept weights hold inf or NaN (stamps count up from 1). */
