@@ -356,10 +356,12 @@ static bool write_json(const char *path, const options *o, const model_run *runs
         if (fs->guard_timed) snprintf(guard_ns, sizeof guard_ns, "%llu", (unsigned long long)fs->guard_ns);
         fprintf(f, ",\n        \"function\": {\"calls\": %llu, \"hits\": %llu, \"traces\": %llu, \"recompiles\": %llu, "
                    "\"guard_ns\": %s, \"guard_timed\": %llu, \"guard_checks\": %llu, \"trace_ns\": %llu, "
-                   "\"trace_every\": %s}",
+                   "\"instantiations\": %llu, \"instantiate_ns\": %llu, \"trace_every\": %s}",
                 (unsigned long long)fs->calls, (unsigned long long)fs->hits, (unsigned long long)fs->traces,
                 (unsigned long long)fs->recompiles, guard_ns, (unsigned long long)fs->guard_timed,
-                (unsigned long long)fs->guard_checks, (unsigned long long)fs->trace_ns, fs->trace_every ? "true" : "false");
+                (unsigned long long)fs->guard_checks, (unsigned long long)fs->trace_ns,
+                (unsigned long long)fs->instantiations, (unsigned long long)fs->instantiate_ns,
+                fs->trace_every ? "true" : "false");
       }
       fprintf(f, ",\n        \"max_abs_diff\": %s, \"max_rel_diff\": %s, \"agrees\": %s}",
               json_num(r->max_abs[m], "%.9g").text, json_num(r->max_rel[m], "%.9g").text, r->agree[m] ? "true" : "false");

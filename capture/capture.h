@@ -444,12 +444,17 @@ typedef struct cap_tmpl_node {
  * executable bound to it (backends with bind; it shares the entry's executable, so it is
  * destroyed first), the binding's module itself (backends with execute_module), or else a
  * compiled specialization. */
+typedef struct cap_segments cap_segments;
 typedef struct cap_spec {
   int64_t *bindings;
   cache_entry *cached;
   hlo_module *module;
   rt_executable *bound;
   const rt_backend *bound_by; /* the backend whose executable bound is */
+  /* an entry run in segments (segments.c): the moved segments' executables at this
+   * binding, by segment (the still ones are the entry's) */
+  cache_entry **segment_exes;
+  int segment_count;
 } cap_spec;
 
 /* A binding's spec as an entry keeps it (bindings.c): counted, since a call may still run it
@@ -485,6 +490,7 @@ typedef struct cap_entry {
   int node_count;
   cap_tmpl_node *nodes;
   int *roots;
+  cap_segments *segments; /* NULL: bindings other than the trace's bind the whole graph */
   pthread_mutex_t spec_lock;
   cap_kept **kept; /* at most CAP_BINDINGS_KEPT */
   int kept_count, kept_capacity;
@@ -502,6 +508,27 @@ void cap_bindings_release(latch_runtime *rt, cap_kept *kept);
 void cap_bindings_free(latch_runtime *rt, cap_entry *e);
 /* Bindings kept now, and dropped so far. */
 void cap_bindings_count(cap_entry *e, uint64_t *kept, uint64_t *dropped);
+
+/* (segments.c) A symbolic entry whose template has few symbolic nodes (a cache growing by
+ * one position: its concatenations and the attention over it), cut into segments: the still
+ * ones are the same graphs at every binding, compiled once for the entry, and a binding
+ * compiles or loads only the moved ones, small graphs of their own. The plan is NULL when
+ * segments do not pay (nothing symbolic, most of the graph, or too many segments) or memory
+ * runs out; param_symbolic: which graph parameters have symbolic dims. */
+cap_segments *cap_segments_plan(const cap_entry *e, const bool *param_symbolic);
+void cap_segments_free(latch_runtime *rt, cap_segments *s);
+int cap_segments_count(const cap_segments *s);
+/* The moved segments' executables at bindings (e->segments->count entries, NULL for the
+ * still ones), making the still ones first if this is the entry's first run. NULL when a
+ * segment did not compile (*status says why) or did not come out as planned: the caller
+ * runs the whole graph. *compiled: some segment was compiled. */
+cache_entry **cap_segments_bind(latch_runtime *rt, const cap_entry *e, const int64_t *bindings,
+                                cap_node *const *params, bool *compiled, latch_status *status);
+void cap_segment_exes_free(latch_runtime *rt, cache_entry **exes, int count);
+/* Runs the segments on the call's parameter values; results[r] gets a new reference to the
+ * value of template node roots[r]. */
+latch_status cap_segments_run(latch_runtime *rt, const cap_segments *s, cache_entry *const *moved_exes,
+                              rt_value *const *params, const int *roots, int root_count, rt_value **results);
 
 /* (reasons.c) The guards that failed at a function's recompiles, counted per guard. */
 enum { CAP_REASONS = 16 };

@@ -88,6 +88,21 @@ static bool build_template(cap_entry *e, cap_trace *trace, const cap_graph *g) {
   return true;
 }
 
+/* The entry run in segments (segments.c), or NULL: which parameters have symbolic dims
+ * decides with the template. */
+static cap_segments *plan_segments(const cap_entry *e, cap_trace *trace, const cap_graph *g) {
+  bool *param_symbolic = hlo_calloc((size_t)g->param_count + 1, sizeof(bool));
+  if (!param_symbolic) return NULL;
+  for (int p = 0; p < g->param_count; p++) {
+    guard_expr dims[HLO_MAX_RANK];
+    cap_trace_node_dims(trace, g->params[p], dims);
+    for (int d = 0; d < g->params[p]->rank; d++) param_symbolic[p] |= !guard_expr_is_const(&dims[d], NULL);
+  }
+  cap_segments *s = cap_segments_plan(e, param_symbolic);
+  free(param_symbolic);
+  return s;
+}
+
 static void fail_status(latch_status *status, latch_status code, const char *message) {
   if (message) cap_set_error("%s", message);
   *status = code;
@@ -221,8 +236,9 @@ cap_entry *cap_entry_build(cap_trace *trace, latch_tensor *const *outputs, int o
   if (ok && trace->symbolic && guard_program_symbol_count(e->program) > 0) {
     ok = build_template(e, trace, &g);
     if (!ok) cap_set_error("call: out of memory keeping the trace");
+    if (ok && !rt->backend->execute_module) e->segments = plan_segments(e, trace, &g);
   }
-  if (ok && g.root_count) {
+  if (ok && g.root_count && !e->segments) { /* segments: made at the first run, in specialize */
     e->cached = cap_graph_executable(rt, &g, compiled, status);
     ok = e->cached != NULL;
   }
@@ -242,6 +258,7 @@ void cap_entry_free(latch_runtime *rt, cap_entry *e) {
   guard_program_free(e->program);
   cap_bindings_free(rt, e); /* bound executables share the entry's executable: they go first */
   if (e->cached) cache_table_release(rt->cache, e->cached);
+  cap_segments_free(rt, e->segments);
   for (int p = 0; e->params && p < e->param_count; p++) cap_node_release(e->params[p].node);
   for (int j = 0; e->outputs && j < e->output_count; j++) cap_node_release(e->outputs[j].node);
   for (int c = 0; c < e->captured_count; c++) latch_release(e->captured[c].handle);
@@ -407,6 +424,21 @@ static cap_kept *specialize(latch_runtime *rt, cap_entry *e, const int64_t *bind
                             cap_run_kind *kind, latch_status *status) {
   cap_kept *found = cap_bindings_find(e, bindings);
   if (found) return found;
+  if (e->segments) {
+    bool compiled = false;
+    cap_spec segmented = {.bindings = (int64_t *)bindings, .segment_count = cap_segments_count(e->segments)}; /* copied by cap_bindings_keep */
+    segmented.segment_exes = cap_segments_bind(rt, e, bindings, params, &compiled, status);
+    if (segmented.segment_exes) {
+      *kind = compiled ? CAP_RUN_SPECIALIZED : CAP_RUN_INSTANTIATED;
+      cap_kept *kept = cap_bindings_keep(rt, e, &segmented);
+      if (!kept) {
+        cap_set_error("call: out of memory");
+        *status = LATCH_ERR_INTERNAL;
+      }
+      return kept;
+    }
+    *status = LATCH_OK; /* a segment that did not compile: the whole graph runs, as below */
+  }
   cap_node **made = hlo_calloc((size_t)e->node_count + 1, sizeof *made);
   cap_node **roots = hlo_malloc(sizeof(cap_node *) * ((size_t)e->root_count + 1));
   /* Compiling needs the parameters' shapes only, and one distinct leaf per parameter even
@@ -438,7 +470,7 @@ static cap_kept *specialize(latch_runtime *rt, cap_entry *e, const int64_t *bind
     memcpy(n->scalar, t->scalar, sizeof n->scalar);
     if (ok) ok = cap_node_finish(n);
   }
-  cap_spec spec = {NULL, NULL, NULL, NULL, NULL};
+  cap_spec spec = {0};
   if (ok) {
     for (int r = 0; r < e->root_count; r++) roots[r] = made[e->roots[r]];
     cap_graph g;
@@ -498,6 +530,29 @@ static cap_kept *specialize(latch_runtime *rt, cap_entry *e, const int64_t *bind
   return kept;
 }
 
+/* A binding run in segments: root_nodes[r] gets root r's value. */
+static latch_status run_segments(latch_runtime *rt, const cap_entry *e, cache_entry *const *moved_exes,
+                                 rt_value *const *views, cap_node **root_nodes) {
+  rt_value **results = hlo_calloc((size_t)e->root_count + 1, sizeof(rt_value *));
+  if (!results) {
+    cap_set_error("call: out of memory");
+    return LATCH_ERR_INTERNAL;
+  }
+  latch_status status = cap_segments_run(rt, e->segments, moved_exes, views, e->roots, e->root_count, results);
+  atomic_fetch_add(&rt->syncs, 1);
+  for (int r = 0; status == LATCH_OK && r < e->root_count; r++) {
+    root_nodes[r] = cap_node_data(results[r]); /* takes the reference, or drops it */
+    results[r] = NULL;
+    if (!root_nodes[r]) {
+      status = LATCH_ERR_INTERNAL;
+      cap_set_error("call: out of memory");
+    }
+  }
+  for (int r = 0; r < e->root_count; r++) rt_value_release(results[r]);
+  free(results);
+  return status;
+}
+
 latch_status cap_entry_run(latch_runtime *rt, cap_entry *e, latch_tensor *const *inputs, uint64_t seed,
                            const int64_t *bindings, cap_node *const *first_params, latch_tensor **outputs,
                            cap_run_kind *kind, uint64_t *instantiate_ns) {
@@ -541,14 +596,16 @@ latch_status cap_entry_run(latch_runtime *rt, cap_entry *e, latch_tensor *const 
     views[p] = &shells[p];
   }
   if (status == LATCH_OK && e->root_count) {
-    cap_spec run = {NULL, e->cached, NULL, NULL, NULL};
-    if (e->nodes && !same_bindings(bindings, e->hint_bindings, e->symbol_count)) {
+    cap_spec run = {.cached = e->cached};
+    if (e->nodes && (e->segments || !same_bindings(bindings, e->hint_bindings, e->symbol_count))) {
       uint64_t start = cap_now_ns();
       held = specialize(rt, e, bindings, params, kind, &status);
-      run = held ? held->spec : (cap_spec){NULL, NULL, NULL, NULL, NULL};
+      run = held ? held->spec : (cap_spec){0};
       if (*kind == CAP_RUN_INSTANTIATED) *instantiate_ns = cap_now_ns() - start;
     }
-    if (run.cached || run.module || run.bound) {
+    if (run.segment_exes) {
+      status = run_segments(rt, e, run.segment_exes, views, root_nodes);
+    } else if (run.cached || run.module || run.bound) {
       rt_value *result = NULL;
       hlo_diag diag; /* not zeroed whole (1 KB a call): status and message[0] are what is read */
       hlo_diag_clear(&diag);

@@ -1,0 +1,344 @@
+/* A symbolic entry run in segments, when only a small part of its template has symbolic
+ * sizes: a decoder step whose cache grows by one position every call has symbolic
+ * concatenations and attention over the cache, a tenth of the graph. Binding the whole
+ * graph at each new size works out shapes, kernels and buffers for every instruction, and
+ * loading a saved binding decodes and checks them all: 0.3-0.7 ms for gpt2's 4 layers, a
+ * quarter of its step. In segments, the still parts are the same graphs at every binding,
+ * compiled once per entry; a new binding instantiates, compiles or loads only the moved
+ * parts, small graphs found in the executable cache by their keys like any other.
+ *
+ * A node moves when one of its dims or slice bounds is symbolic, or one of its operands'
+ * dims is. Each node goes to the first segment, at or after its operands', of its kind
+ * (even segments still, odd ones moved), so a chain of still nodes stays in one segment and
+ * values cross segments only where a moved part starts or ends (in a decoder, the heads'
+ * queries, keys and values and the attention's result: a few KB). Every segment is a graph
+ * of its own, instantiated at the call's sizes and found by its own key, so the split
+ * changes what runs where, never what is computed. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capture.h"
+
+/* When segments pay: at most a quarter of the nodes move, at least LEAST_STILL stay (work
+ * worth not redoing: a graph whose still part is its constants binds whole), and there are
+ * at most MOST_SEGMENTS segments (running more would cost what binding saves). */
+enum { MOVED_SHARE = 4, LEAST_STILL = 32, MOST_SEGMENTS = 64 };
+
+typedef struct cap_segment {
+  cache_entry *exe; /* still segments: the entry's, made at its first run */
+  bool sorted;      /* args are in the executable's parameter order (set once, under the lock) */
+  int arg_count, out_count;
+  int *args; /* per parameter of exe: >= 0 the node an earlier segment made, < 0 call parameter -1 - arg */
+  int *outs; /* per output of exe: the node it computes */
+} cap_segment;
+
+struct cap_segments {
+  int count, node_count;
+  int *segment; /* per template node */
+  cap_segment *items;
+  pthread_mutex_t lock; /* over still_made */
+  bool still_made;
+};
+
+static bool moved_segment(int g) { return g % 2 == 1; }
+
+int cap_segments_count(const cap_segments *s) { return s->count; }
+
+void cap_segments_free(latch_runtime *rt, cap_segments *s) {
+  if (!s) return;
+  for (int g = 0; s->items && g < s->count; g++) {
+    if (s->items[g].exe) cache_table_release(rt->cache, s->items[g].exe);
+    free(s->items[g].args);
+    free(s->items[g].outs);
+  }
+  free(s->items);
+  free(s->segment);
+  pthread_mutex_destroy(&s->lock);
+  free(s);
+}
+
+void cap_segment_exes_free(latch_runtime *rt, cache_entry **exes, int count) {
+  for (int g = 0; exes && g < count; g++)
+    if (exes[g]) cache_table_release(rt->cache, exes[g]);
+  free(exes);
+}
+
+static bool symbolic(const guard_expr *exprs, int count) {
+  for (int k = 0; k < count; k++)
+    if (!guard_expr_is_const(&exprs[k], NULL)) return true;
+  return false;
+}
+
+/* Numbers the segments; returns how many, or 0 when segments do not pay (a symbolic batch
+ * moves every node: binding the whole graph is the better deal). */
+static int number(const cap_entry *e, const bool *param_symbolic, int *segment) {
+  int count = 0, moved = 0;
+  for (int i = 0; i < e->node_count; i++) {
+    const cap_tmpl_node *t = &e->nodes[i];
+    bool moves = symbolic(t->dims, t->rank) || (t->attr_exprs && symbolic(t->attr_exprs, t->attr_count < 4 ? t->attr_count : 4));
+    int at = 0; /* the first segment its operands allow */
+    for (int k = 0; k < t->operand_count; k++) {
+      int o = t->operands[k];
+      moves = moves || (o >= 0 ? symbolic(e->nodes[o].dims, e->nodes[o].rank) : param_symbolic[-1 - o]);
+      if (o >= 0 && segment[o] > at) at = segment[o];
+    }
+    if (moved_segment(at) != moves) at++;
+    segment[i] = at;
+    if (at + 1 > count) count = at + 1;
+    moved += moves;
+  }
+  bool pays = moved > 0 && MOVED_SHARE * moved <= e->node_count && e->node_count - moved >= LEAST_STILL;
+  return pays ? count : 0;
+}
+
+/* Appends v to list (of *count) unless it is there. */
+static void add_once(int *list, int *count, int v) {
+  for (int i = 0; i < *count; i++)
+    if (list[i] == v) return;
+  list[(*count)++] = v;
+}
+
+/* Each segment's outputs (nodes a later segment reads, and roots) and arguments (call
+ * parameters and earlier nodes it reads), in template order. A segment the numbering left
+ * empty (the first, when a moved node starts the graph) has neither and is skipped. */
+static bool wire(const cap_entry *e, cap_segments *s) {
+  int n = e->node_count;
+  bool *crosses = hlo_calloc((size_t)n + 1, sizeof(bool));
+  if (!crosses) return false;
+  for (int r = 0; r < e->root_count; r++) crosses[e->roots[r]] = true;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < e->nodes[i].operand_count; k++) {
+      int o = e->nodes[i].operands[k];
+      if (o >= 0 && s->segment[o] != s->segment[i]) crosses[o] = true;
+    }
+  bool ok = true;
+  for (int g = 0; g < s->count && ok; g++) {
+    cap_segment *seg = &s->items[g];
+    int reads = 0, makes = 0;
+    for (int i = 0; i < n; i++)
+      if (s->segment[i] == g) reads += e->nodes[i].operand_count, makes += crosses[i];
+    seg->args = hlo_malloc(sizeof(int) * ((size_t)reads + 1));
+    seg->outs = hlo_malloc(sizeof(int) * ((size_t)makes + 1));
+    if (!(ok = seg->args && seg->outs)) break;
+    for (int i = 0; i < n; i++) {
+      if (s->segment[i] != g) continue;
+      if (crosses[i]) seg->outs[seg->out_count++] = i;
+      for (int k = 0; k < e->nodes[i].operand_count; k++) {
+        int o = e->nodes[i].operands[k];
+        if (o < 0 || s->segment[o] != g) add_once(seg->args, &seg->arg_count, o);
+      }
+    }
+  }
+  free(crosses);
+  return ok;
+}
+
+cap_segments *cap_segments_plan(const cap_entry *e, const bool *param_symbolic) {
+  cap_segments *s = hlo_calloc(1, sizeof *s);
+  if (!s) return NULL;
+  pthread_mutex_init(&s->lock, NULL);
+  s->node_count = e->node_count;
+  s->segment = hlo_calloc((size_t)e->node_count + 1, sizeof(int));
+  if (s->segment) s->count = number(e, param_symbolic, s->segment);
+  if (s->count > 0 && s->count <= MOST_SEGMENTS && (s->items = hlo_calloc((size_t)s->count, sizeof *s->items)) &&
+      wire(e, s))
+    return s;
+  cap_segments_free(NULL, s); /* no executables yet */
+  return NULL;
+}
+
+/* The nodes of one kind of segment (moved or still) at a binding, each reading its own
+ * segment's nodes and stand-ins for the rest: leaves[p] for call parameter p, cuts[o] for
+ * node o of another segment. */
+typedef struct made_nodes {
+  cap_node **nodes, **cuts, **leaves;
+} made_nodes;
+
+static void made_free(const cap_entry *e, made_nodes *made) {
+  for (int i = 0; i < e->node_count; i++) {
+    if (made->nodes) cap_node_release(made->nodes[i]);
+    if (made->cuts) cap_node_release(made->cuts[i]);
+  }
+  for (int p = 0; made->leaves && p < e->param_count; p++) cap_node_release(made->leaves[p]);
+  free(made->nodes);
+  free(made->cuts);
+  free(made->leaves);
+}
+
+/* A READY leaf without a value: a graph's parameter. */
+static cap_node *stand_in(uint8_t dtype, int rank, const int64_t *dims) {
+  cap_node *leaf = cap_node_new(CAP_DATA, 0, 0, NULL, 0);
+  if (!leaf) return NULL;
+  leaf->dtype = dtype;
+  leaf->rank = (uint8_t)rank;
+  memcpy(leaf->dims, dims, sizeof(int64_t) * (size_t)rank);
+  cap_node_set_value(leaf, NULL);
+  return leaf;
+}
+
+static bool eval_dims(const cap_tmpl_node *t, const int64_t *bindings, int64_t *dims) {
+  for (int d = 0; d < t->rank; d++)
+    if (!guard_expr_eval(&t->dims[d], bindings, &dims[d]) || dims[d] < 0) return false;
+  return true;
+}
+
+static cap_node *operand_for(const cap_entry *e, const cap_segments *s, const int64_t *bindings, made_nodes *made,
+                             int i, int o) {
+  if (o < 0) return made->leaves[-1 - o];
+  if (s->segment[o] == s->segment[i]) return made->nodes[o];
+  if (!made->cuts[o]) {
+    int64_t dims[HLO_MAX_RANK];
+    if (!eval_dims(&e->nodes[o], bindings, dims)) return NULL;
+    made->cuts[o] = stand_in(e->nodes[o].dtype, e->nodes[o].rank, dims);
+  }
+  return made->cuts[o];
+}
+
+static bool make_node(const cap_entry *e, const cap_segments *s, const int64_t *bindings, made_nodes *made, int i) {
+  const cap_tmpl_node *t = &e->nodes[i];
+  cap_node *operands[16], **list = operands;
+  if (t->operand_count > 16 && !(list = hlo_malloc(sizeof(cap_node *) * (size_t)t->operand_count))) return false;
+  bool ok = true;
+  for (int k = 0; k < t->operand_count && ok; k++)
+    ok = (list[k] = operand_for(e, s, bindings, made, i, t->operands[k])) != NULL;
+  cap_node *node = ok ? cap_node_new((cap_op)t->op, t->sub, t->operand_count, list, t->attr_count) : NULL;
+  if (list != operands) free(list);
+  if (!(made->nodes[i] = node)) return false;
+  node->dtype = t->dtype;
+  node->rank = t->rank;
+  if (!eval_dims(t, bindings, node->dims)) return false;
+  if (t->attr_count) memcpy(node->attrs, t->attrs, sizeof(int64_t) * (size_t)t->attr_count);
+  for (int k = 0; t->attr_exprs && k < t->attr_count && k < 4; k++)
+    if (!guard_expr_eval(&t->attr_exprs[k], bindings, &node->attrs[k])) return false;
+  memcpy(node->scalar, t->scalar, sizeof node->scalar);
+  return cap_node_finish(node);
+}
+
+static bool make_nodes(const cap_entry *e, const cap_segments *s, const int64_t *bindings, cap_node *const *params,
+                       bool moved, made_nodes *made) {
+  made->nodes = hlo_calloc((size_t)e->node_count + 1, sizeof(cap_node *));
+  made->cuts = hlo_calloc((size_t)e->node_count + 1, sizeof(cap_node *));
+  made->leaves = hlo_calloc((size_t)e->param_count + 1, sizeof(cap_node *));
+  if (!made->nodes || !made->cuts || !made->leaves) return false;
+  for (int p = 0; p < e->param_count; p++)
+    if (!(made->leaves[p] = stand_in(params[p]->dtype, params[p]->rank, params[p]->dims))) return false;
+  for (int i = 0; i < e->node_count; i++)
+    if (moved_segment(s->segment[i]) == moved && !make_node(e, s, bindings, made, i)) return false;
+  return true;
+}
+
+static const cap_node *leaf_of(const made_nodes *made, int arg) {
+  return arg < 0 ? made->leaves[-1 - arg] : made->cuts[arg];
+}
+
+/* Collects a segment's graph and finds its executable (*exe). The first time its arguments
+ * are put in the graph's parameter order (the walk's, which follows from the template, not
+ * the sizes); later, that order is checked. false with *status set when the compile failed,
+ * and without when the graph did not come out as wired (a latch bug: the caller binds the
+ * whole graph instead). Under the segments' lock. */
+static bool compile_segment(latch_runtime *rt, const made_nodes *made, cap_segment *seg, cache_entry **exe,
+                            bool *compiled, latch_status *status) {
+  bool sort_args = !seg->sorted;
+  enum { FEW = 32 };
+  cap_node *root_buffer[FEW], **roots = root_buffer;
+  int sorted_buffer[FEW], *sorted = sorted_buffer;
+  if (seg->out_count > FEW) roots = hlo_malloc(sizeof(cap_node *) * (size_t)seg->out_count);
+  if (seg->arg_count > FEW) sorted = hlo_malloc(sizeof(int) * (size_t)seg->arg_count);
+  bool ok = roots && sorted;
+  for (int r = 0; ok && r < seg->out_count; r++) roots[r] = made->nodes[seg->outs[r]];
+  cap_graph g;
+  if (ok && cap_graph_collect(&g, rt->backend, seg->out_count, roots, NULL) == LATCH_OK) {
+    ok = g.root_count == seg->out_count && g.param_count == seg->arg_count;
+    for (int r = 0; ok && r < g.root_count; r++) ok = g.roots[r] == roots[r];
+    for (int k = 0; ok && k < g.param_count; k++) { /* argument k of the executable */
+      int found = -1;
+      for (int a = 0; a < seg->arg_count && found < 0; a++)
+        if (leaf_of(made, seg->args[a]) == g.params[k]) found = a;
+      ok = sort_args ? found >= 0 : found == k;
+      if (ok) sorted[k] = seg->args[found];
+    }
+    if (ok && sort_args) memcpy(seg->args, sorted, sizeof(int) * (size_t)seg->arg_count);
+    seg->sorted = seg->sorted || ok;
+    if (ok) {
+      bool made_now = false;
+      *exe = cap_graph_executable(rt, &g, &made_now, status);
+      *compiled = *compiled || made_now;
+      ok = *exe != NULL;
+    }
+    cap_graph_free(&g);
+  } else {
+    ok = false;
+  }
+  if (roots != root_buffer) free(roots);
+  if (sorted != sorted_buffer) free(sorted);
+  return ok;
+}
+
+/* The still segments' executables, made at the entry's first run: their graphs are the same
+ * at every binding. */
+static bool make_still(latch_runtime *rt, const cap_entry *e, cap_segments *s, const int64_t *bindings,
+                       cap_node *const *params, bool *compiled, latch_status *status) {
+  pthread_mutex_lock(&s->lock);
+  bool ok = s->still_made;
+  if (!ok) {
+    made_nodes made = {0};
+    ok = make_nodes(e, s, bindings, params, false, &made);
+    for (int g = 0; ok && g < s->count; g++)
+      if (!moved_segment(g) && s->items[g].out_count)
+        ok = compile_segment(rt, &made, &s->items[g], &s->items[g].exe, compiled, status);
+    made_free(e, &made);
+    s->still_made = ok;
+  }
+  pthread_mutex_unlock(&s->lock);
+  return ok;
+}
+
+cache_entry **cap_segments_bind(latch_runtime *rt, const cap_entry *e, const int64_t *bindings,
+                                cap_node *const *params, bool *compiled, latch_status *status) {
+  cap_segments *s = e->segments;
+  *compiled = false;
+  if (!make_still(rt, e, s, bindings, params, compiled, status)) return NULL;
+  cache_entry **exes = hlo_calloc((size_t)s->count, sizeof(cache_entry *));
+  made_nodes made = {0};
+  bool ok = exes && make_nodes(e, s, bindings, params, true, &made);
+  pthread_mutex_lock(&s->lock); /* (a compile under it: calls with new sizes compile one at a time) */
+  for (int g = 0; ok && g < s->count; g++)
+    if (moved_segment(g) && s->items[g].out_count)
+      ok = compile_segment(rt, &made, &s->items[g], &exes[g], compiled, status);
+  pthread_mutex_unlock(&s->lock);
+  made_free(e, &made);
+  if (ok) return exes;
+  cap_segment_exes_free(rt, exes, s->count);
+  return NULL;
+}
+
+latch_status cap_segments_run(latch_runtime *rt, const cap_segments *s, cache_entry *const *moved_exes,
+                              rt_value *const *params, const int *roots, int root_count, rt_value **results) {
+  rt_value **values = hlo_calloc((size_t)s->node_count + 1, sizeof(rt_value *));
+  latch_status status = values ? LATCH_OK : LATCH_ERR_INTERNAL;
+  if (!values) cap_set_error("call: out of memory");
+  for (int g = 0; g < s->count && status == LATCH_OK; g++) {
+    const cap_segment *seg = &s->items[g];
+    if (!seg->out_count) continue;
+    enum { FEW = 32 };
+    rt_value *arg_buffer[FEW], *out_buffer[FEW], **args = arg_buffer, **outs = out_buffer;
+    if (seg->arg_count > FEW) args = hlo_malloc(sizeof(rt_value *) * (size_t)seg->arg_count);
+    if (seg->out_count > FEW) outs = hlo_malloc(sizeof(rt_value *) * (size_t)seg->out_count);
+    if (!args || !outs) {
+      status = LATCH_ERR_INTERNAL;
+      cap_set_error("call: out of memory");
+    }
+    for (int a = 0; status == LATCH_OK && a < seg->arg_count; a++)
+      args[a] = seg->args[a] < 0 ? params[-1 - seg->args[a]] : values[seg->args[a]];
+    const cache_entry *exe = moved_segment(g) ? moved_exes[g] : seg->exe;
+    if (status == LATCH_OK) status = cap_exe_run(rt, cache_entry_value(exe), args, outs);
+    for (int o = 0; status == LATCH_OK && o < seg->out_count; o++) values[seg->outs[o]] = outs[o];
+    if (args != arg_buffer) free(args);
+    if (outs != out_buffer) free(outs);
+  }
+  for (int r = 0; r < root_count; r++) results[r] = status == LATCH_OK ? rt_value_retain(values[roots[r]]) : NULL;
+  for (int i = 0; values && i < s->node_count; i++) rt_value_release(values[i]);
+  free(values);
+  return status;
+}
