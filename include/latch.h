@@ -380,7 +380,11 @@ typedef struct latch_function_stats {
    * and a later process loads it instead of binding again) or run directly (the reference
    * evaluator): an instantiation. Where neither is possible (a backend with neither, or a
    * binding the compiled graph's decisions do not hold for) the binding is compiled: a
-   * specialization, counted in latch_stats.compiles too. */
+   * specialization, counted in latch_stats.compiles too. An entry with few symbolic nodes
+   * (a cache growing by one position a call) runs in segments on the cpu backend: the
+   * parts without symbolic sizes are compiled once for the entry, and a new binding
+   * compiles (a specialization) or loads from the disk cache (an instantiation) only the
+   * small graphs of the symbolic parts. */
   uint64_t specializations;
   uint64_t instantiations;
   uint64_t instantiate_ns;  /* building modules from templates, lowering, verifying, binding or loading */
