@@ -426,7 +426,8 @@ static cap_kept *specialize(latch_runtime *rt, cap_entry *e, const int64_t *bind
   if (found) return found;
   if (e->segments) {
     bool compiled = false;
-    cap_spec segmented = {.bindings = (int64_t *)bindings, .segment_count = cap_segments_count(e->segments)}; /* copied by cap_bindings_keep */
+    /* bindings: copied by cap_bindings_keep */
+    cap_spec segmented = {.bindings = (int64_t *)bindings, .segment_count = cap_segments_count(e->segments)};
     segmented.segment_exes = cap_segments_bind(rt, e, bindings, params, &compiled, status);
     if (segmented.segment_exes) {
       *kind = compiled ? CAP_RUN_SPECIALIZED : CAP_RUN_INSTANTIATED;

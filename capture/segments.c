@@ -76,7 +76,8 @@ static int number(const cap_entry *e, const bool *param_symbolic, int *segment) 
   int count = 0, moved = 0;
   for (int i = 0; i < e->node_count; i++) {
     const cap_tmpl_node *t = &e->nodes[i];
-    bool moves = symbolic(t->dims, t->rank) || (t->attr_exprs && symbolic(t->attr_exprs, t->attr_count < 4 ? t->attr_count : 4));
+    int bounds = t->attr_count < 4 ? t->attr_count : 4; /* a slice's symbolic start and stop */
+    bool moves = symbolic(t->dims, t->rank) || (t->attr_exprs && symbolic(t->attr_exprs, bounds));
     int at = 0; /* the first segment its operands allow */
     for (int k = 0; k < t->operand_count; k++) {
       int o = t->operands[k];
