@@ -518,6 +518,8 @@ void cap_bindings_count(cap_entry *e, uint64_t *kept, uint64_t *dropped);
 cap_segments *cap_segments_plan(const cap_entry *e, const bool *param_symbolic);
 void cap_segments_free(latch_runtime *rt, cap_segments *s);
 int cap_segments_count(const cap_segments *s);
+/* "3 still, 2 moved; 45 of 578 nodes move" (LATCH_LOG=guards). */
+void cap_segments_describe(const cap_segments *s, char *out, size_t size);
 /* The moved segments' executables at bindings (e->segments->count entries, NULL for the
  * still ones), making the still ones first if this is the entry's first run. NULL when a
  * segment did not compile (*status says why) or did not come out as planned: the caller

@@ -219,12 +219,17 @@ static bool plan_dims(latch_function *f, latch_tensor *const *inputs, int input_
 
 /* ---- logs ---- */
 
-static void log_guards(latch_function *f, const cap_trace *trace, int entry_number) {
+static void log_guards(latch_function *f, const cap_trace *trace, const cap_entry *e, int entry_number) {
   hlo_strbuf sb;
   hlo_sb_init(&sb);
   guard_set_print(trace->guards, &sb);
   fprintf(stderr, "latch: '%s' entry %d guards:\n%s", f->name, entry_number, sb.data ? sb.data : "");
   hlo_sb_free(&sb);
+  if (e->segments) {
+    char what[160];
+    cap_segments_describe(e->segments, what, sizeof what);
+    fprintf(stderr, "latch: '%s' entry %d runs in segments: %s\n", f->name, entry_number, what);
+  }
 }
 
 static void log_recompile(latch_function *f, uint64_t number, const guard_failure *why, bool have_why,
@@ -403,7 +408,7 @@ static latch_status trace_call(latch_function *f, latch_tensor *const *inputs, i
       *made = e;
       if (print_guards) {
         entry_list *list = atomic_load_explicit(&f->list, memory_order_acquire);
-        log_guards(f, &trace, list ? list->count + 1 : 1);
+        log_guards(f, &trace, e, list ? list->count + 1 : 1);
       }
     } else {
       cap_entry_free(rt, e);

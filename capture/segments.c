@@ -1,6 +1,6 @@
 /* A symbolic entry run in segments, when only a small part of its template has symbolic
  * sizes: a decoder step whose cache grows by one position every call has symbolic
- * concatenations and attention over the cache, a tenth of the graph. Binding the whole
+ * concatenations and attention over the cache, a fifth of the nodes. Binding the whole
  * graph at each new size works out shapes, kernels and buffers for every instruction, and
  * loading a saved binding decodes and checks them all: 0.3-0.7 ms for gpt2's 4 layers, a
  * quarter of its step. In segments, the still parts are the same graphs at every binding,
@@ -15,6 +15,7 @@
  * of its own, instantiated at the call's sizes and found by its own key, so the split
  * changes what runs where, never what is computed. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,7 +35,7 @@ typedef struct cap_segment {
 } cap_segment;
 
 struct cap_segments {
-  int count, node_count;
+  int count, node_count, moved_nodes;
   int *segment; /* per template node */
   cap_segment *items;
   pthread_mutex_t lock; /* over still_made */
@@ -44,6 +45,13 @@ struct cap_segments {
 static bool moved_segment(int g) { return g % 2 == 1; }
 
 int cap_segments_count(const cap_segments *s) { return s->count; }
+
+void cap_segments_describe(const cap_segments *s, char *out, size_t size) {
+  int still = 0, moved = 0;
+  for (int g = 0; g < s->count; g++)
+    if (s->items[g].out_count) moved_segment(g) ? moved++ : still++;
+  snprintf(out, size, "%d still, %d moved; %d of %d nodes move", still, moved, s->moved_nodes, s->node_count);
+}
 
 void cap_segments_free(latch_runtime *rt, cap_segments *s) {
   if (!s) return;
@@ -72,7 +80,7 @@ static bool symbolic(const guard_expr *exprs, int count) {
 
 /* Numbers the segments; returns how many, or 0 when segments do not pay (a symbolic batch
  * moves every node: binding the whole graph is the better deal). */
-static int number(const cap_entry *e, const bool *param_symbolic, int *segment) {
+static int number(const cap_entry *e, const bool *param_symbolic, int *segment, int *moved_nodes) {
   int count = 0, moved = 0;
   for (int i = 0; i < e->node_count; i++) {
     const cap_tmpl_node *t = &e->nodes[i];
@@ -89,6 +97,7 @@ static int number(const cap_entry *e, const bool *param_symbolic, int *segment) 
     if (at + 1 > count) count = at + 1;
     moved += moves;
   }
+  *moved_nodes = moved;
   bool pays = moved > 0 && MOVED_SHARE * moved <= e->node_count && e->node_count - moved >= LEAST_STILL;
   return pays ? count : 0;
 }
@@ -141,7 +150,7 @@ cap_segments *cap_segments_plan(const cap_entry *e, const bool *param_symbolic) 
   pthread_mutex_init(&s->lock, NULL);
   s->node_count = e->node_count;
   s->segment = hlo_calloc((size_t)e->node_count + 1, sizeof(int));
-  if (s->segment) s->count = number(e, param_symbolic, s->segment);
+  if (s->segment) s->count = number(e, param_symbolic, s->segment, &s->moved_nodes);
   if (s->count > 0 && s->count <= MOST_SEGMENTS && (s->items = hlo_calloc((size_t)s->count, sizeof *s->items)) &&
       wire(e, s))
     return s;

@@ -2,12 +2,14 @@
  * parts are compiled once and only the moved part (the concatenations and the attention
  * over the caches) is compiled per size. Checked: the values against a host fp64 computation
  * at every size; the compile counts (the still part compiled once, a size seen again
- * compiling nothing); a second runtime on the same disk cache compiling nothing; and
- * threads calling with different sizes at once (run under ThreadSanitizer by `make tsan`). */
+ * compiling nothing); a second runtime on the same disk cache compiling nothing; the
+ * LATCH_LOG=guards line; and threads calling with different sizes at once (run under
+ * ThreadSanitizer by `make tsan`). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "function_util.h"
@@ -206,6 +208,44 @@ static void disk_cache_keeps_segments(void) {
   CHECK(system(command) == 0);
 }
 
+/* LATCH_LOG=guards names the entry that runs in segments, with its counts. */
+static void log_says_segments(void) {
+  const char *before = getenv("LATCH_LOG");
+  char *saved = before ? strdup(before) : NULL;
+  setenv("LATCH_LOG", "guards", 1);
+  latch_runtime *rt = open_memory();
+  model md;
+  make_model(rt, &md);
+  latch_function_options o;
+  latch_function_options_init(&o);
+  o.name = "decoder";
+  latch_function *f = latch_function_new_step(rt, step, &md, &o);
+  if (saved) setenv("LATCH_LOG", saved, 1);
+  else unsetenv("LATCH_LOG");
+  free(saved);
+  static char text[1 << 16];
+  fflush(stderr);
+  char path[] = "/tmp/latch_test_segments_XXXXXX";
+  int fd = mkstemp(path), err = dup(2);
+  dup2(fd, 2);
+  bool right = call_at(rt, f, 4) && call_at(rt, f, 5);
+  fflush(stderr);
+  dup2(err, 2);
+  close(err);
+  FILE *log = fopen(path, "r");
+  size_t len = log ? fread(text, 1, sizeof text - 1, log) : 0;
+  if (log) fclose(log);
+  unlink(path);
+  close(fd);
+  text[len] = 0;
+  CHECK(right);
+  CHECK(strstr(text, "'decoder' entry 1 runs in segments") == NULL); /* the static trace */
+  CHECK_MSG(strstr(text, "'decoder' entry 2 runs in segments: 3 still, 3 moved; ") != NULL, "%s", text);
+  latch_function_free(f);
+  latch_release(md.w), latch_release(md.p);
+  latch_close(rt);
+}
+
 static latch_runtime *shared_rt;
 static latch_function *shared_fn;
 
@@ -241,6 +281,7 @@ int main(void) {
   for (int i = 0; i < POSITIONS * D; i++) positions[i] = (float)(0.5 * cos(i * 0.37));
   RUN(still_part_compiles_once);
   RUN(disk_cache_keeps_segments);
+  RUN(log_says_segments);
   RUN(threads_bind_and_run);
   return TEST_REPORT();
 }
