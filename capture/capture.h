@@ -299,7 +299,8 @@ void *cap_compile_checked(latch_runtime *rt, const cap_graph *g, hlo_diag *diag)
 /* ---- sync (sync.c) ---- */
 /* The executable for a collected graph, from the cache or compiled now: a reference the
  * caller drops with cache_table_release. NULL with the error set. *compiled tells whether
- * this call compiled it; *status the failure's code. */
+ * this call compiled it (a backend compile, not a load from the disk or remote tier);
+ * *status the failure's code. */
 cache_entry *cap_graph_executable(latch_runtime *rt, const cap_graph *g, bool *compiled, latch_status *status);
 /* A binding of a symbolic entry's executable to g's sizes (rt_backend.bind) kept in the disk
  * cache under g's own key, where compiling g would be saved: an earlier process's binding,

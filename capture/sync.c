@@ -14,6 +14,7 @@ typedef struct compile_job {
   latch_runtime *rt;
   const cap_graph *graph;
   uint64_t lower_ns, compile_ns; /* codec_compile's, for LATCH_LOG=compiles */
+  bool compiled;                  /* the backend compiled it (not a load from disk or remote) */
 } compile_job;
 
 /* The disk cache's codec: lowering and compiling on a miss, the backend's own serialized
@@ -30,6 +31,7 @@ static void *codec_compile(void *ctx, hlo_diag *diag) {
   job->compile_ns = cap_now_ns() - lowered;
   hlo_module_free(module);
   if (exe) atomic_fetch_add(&job->rt->compiles, 1);
+  job->compiled = exe != NULL;
   return exe;
 }
 
@@ -77,7 +79,10 @@ static void log_compile(const compile_job *job, cache_origin origin, uint64_t ns
 static void *compile_graph(void *ctx, hlo_diag *diag) {
   compile_job *job = ctx;
   const cap_graph *g = job->graph;
-  if (job->rt->check_mode != 0) return cap_compile_checked(job->rt, g, diag);
+  if (job->rt->check_mode != 0) {
+    job->compiled = true; /* checked graphs bypass the disk and remote tiers */
+    return cap_compile_checked(job->rt, g, diag);
+  }
   rt_executable *exe;
   uint64_t start = cap_now_ns();
   cache_origin origin = CACHE_ORIGIN_COMPILED;
@@ -146,7 +151,7 @@ cache_entry *cap_graph_executable(latch_runtime *rt, const cap_graph *g, bool *c
   compile_job job = {.rt = rt, .graph = g};
   bool hit = false;
   cache_entry *entry = cache_table_get_or_compile(rt->cache, g->key, compile_graph, &job, &diag, &hit);
-  if (compiled) *compiled = entry && !hit;
+  if (compiled) *compiled = entry && !hit && job.compiled;
   *status = LATCH_OK;
   if (!entry) {
     cap_set_error("sync: %s", diag.message[0] ? diag.message : "compile failed");
