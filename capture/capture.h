@@ -187,6 +187,9 @@ cap_node *cap_node_retain(cap_node *node);
 void cap_node_release(cap_node *node);
 /* A READY leaf holding value (the reference is taken over). */
 cap_node *cap_node_data(rt_value *value);
+/* A READY leaf of dtype and dims without a value: a graph parameter standing for a value
+ * that comes at run time. NULL when memory runs out. */
+cap_node *cap_node_stand_in(uint8_t dtype, int rank, const int64_t *dims);
 /* An ERROR node with a formatted message. */
 cap_node *cap_node_error(const char *format, ...) __attribute__((format(printf, 1, 2)));
 /* Marks node READY with value (reference taken over), dropping its operands. */
@@ -509,6 +512,13 @@ void cap_bindings_release(latch_runtime *rt, cap_kept *kept);
 void cap_bindings_free(latch_runtime *rt, cap_entry *e);
 /* Bindings kept now, and dropped so far. */
 void cap_bindings_count(cap_entry *e, uint64_t *kept, uint64_t *dropped);
+
+/* (entry.c) Template node t's dims at bindings; false when one does not evaluate or is
+ * negative. */
+bool cap_tmpl_dims(const cap_tmpl_node *t, const int64_t *bindings, int64_t *dims);
+/* Template node t at bindings, reading operands (t->operand_count of them); NULL when a dim
+ * or slice bound does not evaluate, or memory runs out. */
+cap_node *cap_tmpl_instantiate(const cap_tmpl_node *t, cap_node *const *operands, const int64_t *bindings);
 
 /* (segments.c) A symbolic entry whose template has few symbolic nodes (a cache growing by
  * one position: its concatenations and the attention over it), cut into segments: the still

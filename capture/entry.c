@@ -414,6 +414,27 @@ static void share_buffers(cap_entry *e, rt_executable *loaded, const rt_backend 
     backend->share_buffers(loaded, compiled->exe);
 }
 
+bool cap_tmpl_dims(const cap_tmpl_node *t, const int64_t *bindings, int64_t *dims) {
+  for (int d = 0; d < t->rank; d++)
+    if (!guard_expr_eval(&t->dims[d], bindings, &dims[d]) || dims[d] < 0) return false;
+  return true;
+}
+
+cap_node *cap_tmpl_instantiate(const cap_tmpl_node *t, cap_node *const *operands, const int64_t *bindings) {
+  cap_node *n = cap_node_new((cap_op)t->op, t->sub, t->operand_count, operands, t->attr_count);
+  if (!n) return NULL;
+  n->dtype = t->dtype;
+  n->rank = t->rank;
+  bool ok = cap_tmpl_dims(t, bindings, n->dims);
+  if (t->attr_count) memcpy(n->attrs, t->attrs, sizeof(int64_t) * (size_t)t->attr_count);
+  for (int k = 0; ok && t->attr_exprs && k < t->attr_count && k < 4; k++)
+    ok = guard_expr_eval(&t->attr_exprs[k], bindings, &n->attrs[k]);
+  memcpy(n->scalar, t->scalar, sizeof n->scalar);
+  if (ok && cap_node_finish(n)) return n;
+  cap_node_release(n);
+  return NULL;
+}
+
 /* What runs a binding the trace did not see. The template is instantiated with this call's
  * sizes (nodes, then HLO through the usual lowering); a backend that can run a module
  * without compiling it (execute_module) runs that module, one that can bind its compiled
@@ -446,30 +467,15 @@ static cap_kept *specialize(latch_runtime *rt, cap_entry *e, const int64_t *bind
    * when this call passes one tensor twice: stand-ins without values. */
   cap_node **proxies = hlo_calloc((size_t)e->param_count + 1, sizeof *proxies);
   bool ok = made && roots && proxies;
-  for (int p = 0; ok && p < e->param_count; p++) {
-    cap_node *proxy = proxies[p] = cap_node_new(CAP_DATA, 0, 0, NULL, 0);
-    if (!(ok = proxy != NULL)) break;
-    proxy->dtype = params[p]->dtype;
-    proxy->rank = params[p]->rank;
-    memcpy(proxy->dims, params[p]->dims, sizeof(int64_t) * proxy->rank);
-    cap_node_set_value(proxy, NULL);
-  }
+  for (int p = 0; ok && p < e->param_count; p++)
+    ok = (proxies[p] = cap_node_stand_in(params[p]->dtype, params[p]->rank, params[p]->dims)) != NULL;
   for (int i = 0; ok && i < e->node_count; i++) {
     const cap_tmpl_node *t = &e->nodes[i];
     cap_node *operands[16], **list = operands;
     if (t->operand_count > 16 && !(list = hlo_malloc(sizeof(cap_node *) * (size_t)t->operand_count))) break;
     for (int k = 0; k < t->operand_count; k++) list[k] = t->operands[k] >= 0 ? made[t->operands[k]] : proxies[-1 - t->operands[k]];
-    cap_node *n = made[i] = cap_node_new((cap_op)t->op, t->sub, t->operand_count, list, t->attr_count);
+    ok = (made[i] = cap_tmpl_instantiate(t, list, bindings)) != NULL;
     if (list != operands) free(list);
-    if (!(ok = n != NULL)) break;
-    n->dtype = t->dtype;
-    n->rank = t->rank;
-    for (int d = 0; ok && d < t->rank; d++) ok = guard_expr_eval(&t->dims[d], bindings, &n->dims[d]) && n->dims[d] >= 0;
-    if (t->attr_count) memcpy(n->attrs, t->attrs, sizeof(int64_t) * (size_t)t->attr_count);
-    for (int k = 0; ok && t->attr_exprs && k < t->attr_count && k < 4; k++)
-      ok = guard_expr_eval(&t->attr_exprs[k], bindings, &n->attrs[k]);
-    memcpy(n->scalar, t->scalar, sizeof n->scalar);
-    if (ok) ok = cap_node_finish(n);
   }
   cap_spec spec = {0};
   if (ok) {

@@ -176,6 +176,16 @@ void cap_node_set_value(cap_node *node, rt_value *value) {
   node->state = CAP_READY;
 }
 
+cap_node *cap_node_stand_in(uint8_t dtype, int rank, const int64_t *dims) {
+  cap_node *node = cap_node_new(CAP_DATA, 0, 0, NULL, 0);
+  if (!node) return NULL;
+  node->dtype = dtype;
+  node->rank = (uint8_t)rank;
+  memcpy(node->dims, dims, sizeof(int64_t) * (size_t)rank);
+  cap_node_set_value(node, NULL);
+  return node;
+}
+
 cap_node *cap_node_data(rt_value *value) {
   cap_node *node = cap_node_new(CAP_DATA, 0, 0, NULL, 0);
   if (!node) {

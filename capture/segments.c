@@ -176,31 +176,14 @@ static void made_free(const cap_entry *e, made_nodes *made) {
   free(made->leaves);
 }
 
-/* A READY leaf without a value: a graph's parameter. */
-static cap_node *stand_in(uint8_t dtype, int rank, const int64_t *dims) {
-  cap_node *leaf = cap_node_new(CAP_DATA, 0, 0, NULL, 0);
-  if (!leaf) return NULL;
-  leaf->dtype = dtype;
-  leaf->rank = (uint8_t)rank;
-  memcpy(leaf->dims, dims, sizeof(int64_t) * (size_t)rank);
-  cap_node_set_value(leaf, NULL);
-  return leaf;
-}
-
-static bool eval_dims(const cap_tmpl_node *t, const int64_t *bindings, int64_t *dims) {
-  for (int d = 0; d < t->rank; d++)
-    if (!guard_expr_eval(&t->dims[d], bindings, &dims[d]) || dims[d] < 0) return false;
-  return true;
-}
-
 static cap_node *operand_for(const cap_entry *e, const cap_segments *s, const int64_t *bindings, made_nodes *made,
                              int i, int o) {
   if (o < 0) return made->leaves[-1 - o];
   if (s->segment[o] == s->segment[i]) return made->nodes[o];
   if (!made->cuts[o]) {
     int64_t dims[HLO_MAX_RANK];
-    if (!eval_dims(&e->nodes[o], bindings, dims)) return NULL;
-    made->cuts[o] = stand_in(e->nodes[o].dtype, e->nodes[o].rank, dims);
+    if (!cap_tmpl_dims(&e->nodes[o], bindings, dims)) return NULL;
+    made->cuts[o] = cap_node_stand_in(e->nodes[o].dtype, e->nodes[o].rank, dims);
   }
   return made->cuts[o];
 }
@@ -212,17 +195,9 @@ static bool make_node(const cap_entry *e, const cap_segments *s, const int64_t *
   bool ok = true;
   for (int k = 0; k < t->operand_count && ok; k++)
     ok = (list[k] = operand_for(e, s, bindings, made, i, t->operands[k])) != NULL;
-  cap_node *node = ok ? cap_node_new((cap_op)t->op, t->sub, t->operand_count, list, t->attr_count) : NULL;
+  if (ok) made->nodes[i] = cap_tmpl_instantiate(t, list, bindings);
   if (list != operands) free(list);
-  if (!(made->nodes[i] = node)) return false;
-  node->dtype = t->dtype;
-  node->rank = t->rank;
-  if (!eval_dims(t, bindings, node->dims)) return false;
-  if (t->attr_count) memcpy(node->attrs, t->attrs, sizeof(int64_t) * (size_t)t->attr_count);
-  for (int k = 0; t->attr_exprs && k < t->attr_count && k < 4; k++)
-    if (!guard_expr_eval(&t->attr_exprs[k], bindings, &node->attrs[k])) return false;
-  memcpy(node->scalar, t->scalar, sizeof node->scalar);
-  return cap_node_finish(node);
+  return made->nodes[i] != NULL;
 }
 
 static bool make_nodes(const cap_entry *e, const cap_segments *s, const int64_t *bindings, cap_node *const *params,
@@ -232,7 +207,7 @@ static bool make_nodes(const cap_entry *e, const cap_segments *s, const int64_t 
   made->leaves = hlo_calloc((size_t)e->param_count + 1, sizeof(cap_node *));
   if (!made->nodes || !made->cuts || !made->leaves) return false;
   for (int p = 0; p < e->param_count; p++)
-    if (!(made->leaves[p] = stand_in(params[p]->dtype, params[p]->rank, params[p]->dims))) return false;
+    if (!(made->leaves[p] = cap_node_stand_in(params[p]->dtype, params[p]->rank, params[p]->dims))) return false;
   for (int i = 0; i < e->node_count; i++)
     if (moved_segment(s->segment[i]) == moved && !make_node(e, s, bindings, made, i)) return false;
   return true;
