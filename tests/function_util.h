@@ -1,8 +1,10 @@
 /* Helpers for the traced-function tests: runtimes, options, host tensors, reading values. */
 #ifndef FUNCTION_UTIL_H
 #define FUNCTION_UTIL_H
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "latch.h"
 #include "test.h"
@@ -77,6 +79,26 @@ static inline double fu_max_diff(latch_tensor *a, latch_tensor *b) {
   free(x);
   free(y);
   return worst;
+}
+
+/* stderr into a file while body runs; returns what was written (static buffer, 64 KB). */
+static inline const char *fu_capture_stderr(void (*body)(void *), void *arg) {
+  static char text[1 << 16];
+  fflush(stderr);
+  char path[] = "/tmp/latch_test_stderr_XXXXXX";
+  int fd = mkstemp(path), saved = dup(2);
+  dup2(fd, 2);
+  body(arg);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  FILE *log = fopen(path, "r");
+  size_t len = log ? fread(text, 1, sizeof text - 1, log) : 0;
+  if (log) fclose(log);
+  unlink(path);
+  close(fd);
+  text[len] = 0;
+  return text;
 }
 
 #define FDIMS(...) ((const int64_t[]){__VA_ARGS__})

@@ -714,26 +714,6 @@ static void test_random(void) {
     for (int c = 0; c < CALLS; c++) free(seen[m][c][0]), free(seen[m][c][1]);
 }
 
-/* stderr into a file while body runs; returns what was written (static buffer). */
-static const char *capture_stderr(void (*body)(void *), void *arg) {
-  static char text[8192];
-  fflush(stderr);
-  char path[] = "/tmp/latch_test_function_XXXXXX";
-  int fd = mkstemp(path), saved = dup(2);
-  dup2(fd, 2);
-  body(arg);
-  fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  FILE *log = fopen(path, "r");
-  size_t len = log ? fread(text, 1, sizeof text - 1, log) : 0;
-  if (log) fclose(log);
-  unlink(path);
-  close(fd);
-  text[len] = 0;
-  return text;
-}
-
 static void two_sizes(void *arg) {
   latch_function *f = arg;
   for (int64_t size = 3; size <= 5; size += 2) {
@@ -756,7 +736,7 @@ static void test_logs(void) {
   if (saved) setenv("LATCH_LOG", saved, 1);
   else unsetenv("LATCH_LOG");
   free(saved);
-  const char *text = capture_stderr(two_sizes, f);
+  const char *text = fu_capture_stderr(two_sizes, f);
   CHECK(strstr(text, "'logged' entry 1 guards:") != NULL);
   CHECK(strstr(text, "input 1 dim 0 == 3") != NULL);
   CHECK(strstr(text, "'logged' entry 2 guards:") != NULL);
@@ -766,17 +746,8 @@ static void test_logs(void) {
   latch_function_free(f);
 }
 
-/* The recompile limit: static shapes, limit 3, eight sizes. */
-static void test_limit(void) {
-  latch_function_options o = fu_options(LATCH_TRACE_ONCE, LATCH_SHAPES_STATIC);
-  o.recompile_limit = 3;
-  o.name = "limited";
-  latch_function *f = latch_function_new(rt, affine, NULL, &o);
-  /* stderr into a file, to count the warnings. */
-  fflush(stderr);
-  char path[] = "/tmp/latch_test_function_XXXXXX";
-  int fd = mkstemp(path), saved = dup(2);
-  dup2(fd, 2);
+static void sizes_1_to_8_twice(void *arg) {
+  latch_function *f = arg;
   for (int64_t size = 1; size <= 8; size++) {
     latch_tensor *x = fu_ramp(rt, 1, &size, 1, 0), *y = fu_ramp(rt, 1, &size, 2, 1);
     call_affine(f, x, y, __LINE__);
@@ -784,16 +755,15 @@ static void test_limit(void) {
     latch_release(x);
     latch_release(y);
   }
-  fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  char text[4096] = {0};
-  FILE *log = fopen(path, "r");
-  size_t len = log ? fread(text, 1, sizeof text - 1, log) : 0;
-  if (log) fclose(log);
-  unlink(path);
-  close(fd);
-  text[len] = 0;
+}
+
+/* The recompile limit: static shapes, limit 3, eight sizes. */
+static void test_limit(void) {
+  latch_function_options o = fu_options(LATCH_TRACE_ONCE, LATCH_SHAPES_STATIC);
+  o.recompile_limit = 3;
+  o.name = "limited";
+  latch_function *f = latch_function_new(rt, affine, NULL, &o);
+  const char *text = fu_capture_stderr(sizes_1_to_8_twice, f); /* to count the warnings */
   int warnings = 0;
   for (const char *p = text; (p = strstr(p, "recompile limit")); p++) warnings++;
   CHECK_EQ_INT(warnings, 1);

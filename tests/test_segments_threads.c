@@ -214,6 +214,17 @@ static void disk_cache_keeps_segments(void) {
   CHECK(system(command) == 0);
 }
 
+typedef struct logged_calls {
+  latch_runtime *rt;
+  latch_function *f;
+  bool right;
+} logged_calls;
+
+static void call_4_and_5(void *arg) {
+  logged_calls *c = arg;
+  c->right = call_at(c->rt, c->f, 4) && call_at(c->rt, c->f, 5);
+}
+
 /* LATCH_LOG=guards names the entry that runs in segments, with its counts. */
 static void log_says_segments(void) {
   const char *before = getenv("LATCH_LOG");
@@ -225,29 +236,15 @@ static void log_says_segments(void) {
   latch_function_options o;
   latch_function_options_init(&o);
   o.name = "decoder";
-  latch_function *f = latch_function_new_step(rt, step, &md, &o);
+  logged_calls calls = {rt, latch_function_new_step(rt, step, &md, &o), false};
   if (saved) setenv("LATCH_LOG", saved, 1);
   else unsetenv("LATCH_LOG");
   free(saved);
-  static char text[1 << 16];
-  fflush(stderr);
-  char path[] = "/tmp/latch_test_segments_XXXXXX";
-  int fd = mkstemp(path), err = dup(2);
-  dup2(fd, 2);
-  bool right = call_at(rt, f, 4) && call_at(rt, f, 5);
-  fflush(stderr);
-  dup2(err, 2);
-  close(err);
-  FILE *log = fopen(path, "r");
-  size_t len = log ? fread(text, 1, sizeof text - 1, log) : 0;
-  if (log) fclose(log);
-  unlink(path);
-  close(fd);
-  text[len] = 0;
-  CHECK(right);
+  const char *text = fu_capture_stderr(call_4_and_5, &calls);
+  CHECK(calls.right);
   CHECK(strstr(text, "'decoder' entry 1 runs in segments") == NULL); /* the static trace */
   CHECK_MSG(strstr(text, "'decoder' entry 2 runs in segments: 3 still, 3 moved; ") != NULL, "%s", text);
-  latch_function_free(f);
+  latch_function_free(calls.f);
   latch_release(md.w), latch_release(md.p);
   latch_close(rt);
 }
