@@ -538,10 +538,10 @@ void cap_segments_describe(const cap_segments *s, char *out, size_t size);
 cache_entry **cap_segments_bind(latch_runtime *rt, const cap_entry *e, const int64_t *bindings,
                                 cap_node *const *params, bool *compiled, latch_status *status);
 void cap_segment_exes_free(latch_runtime *rt, cache_entry **exes, int count);
-/* Runs the segments on the call's parameter values; results[r] gets a new reference to the
- * value of template node roots[r]. */
+/* Runs the segments on the call's parameter values; results[r] gets a READY node holding
+ * the value of template node roots[r]. */
 latch_status cap_segments_run(latch_runtime *rt, const cap_segments *s, cache_entry *const *moved_exes,
-                              rt_value *const *params, const int *roots, int root_count, rt_value **results);
+                              rt_value *const *params, const int *roots, int root_count, cap_node **results);
 
 /* (reasons.c) The guards that failed at a function's recompiles, counted per guard. */
 enum { CAP_REASONS = 16 };

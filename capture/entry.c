@@ -537,29 +537,6 @@ static cap_kept *specialize(latch_runtime *rt, cap_entry *e, const int64_t *bind
   return kept;
 }
 
-/* A binding run in segments: root_nodes[r] gets root r's value. */
-static latch_status run_segments(latch_runtime *rt, const cap_entry *e, cache_entry *const *moved_exes,
-                                 rt_value *const *views, cap_node **root_nodes) {
-  rt_value **results = hlo_calloc((size_t)e->root_count + 1, sizeof(rt_value *));
-  if (!results) {
-    cap_set_error("call: out of memory");
-    return LATCH_ERR_INTERNAL;
-  }
-  latch_status status = cap_segments_run(rt, e->segments, moved_exes, views, e->roots, e->root_count, results);
-  atomic_fetch_add(&rt->syncs, 1);
-  for (int r = 0; status == LATCH_OK && r < e->root_count; r++) {
-    root_nodes[r] = cap_node_data(results[r]); /* takes the reference, or drops it */
-    results[r] = NULL;
-    if (!root_nodes[r]) {
-      status = LATCH_ERR_INTERNAL;
-      cap_set_error("call: out of memory");
-    }
-  }
-  for (int r = 0; r < e->root_count; r++) rt_value_release(results[r]);
-  free(results);
-  return status;
-}
-
 latch_status cap_entry_run(latch_runtime *rt, cap_entry *e, latch_tensor *const *inputs, uint64_t seed,
                            const int64_t *bindings, cap_node *const *first_params, latch_tensor **outputs,
                            cap_run_kind *kind, uint64_t *instantiate_ns) {
@@ -611,7 +588,8 @@ latch_status cap_entry_run(latch_runtime *rt, cap_entry *e, latch_tensor *const 
       if (*kind == CAP_RUN_INSTANTIATED) *instantiate_ns = cap_now_ns() - start;
     }
     if (run.segment_exes) {
-      status = run_segments(rt, e, run.segment_exes, views, root_nodes);
+      status = cap_segments_run(rt, e->segments, run.segment_exes, views, e->roots, e->root_count, root_nodes);
+      atomic_fetch_add(&rt->syncs, 1);
     } else if (run.cached || run.module || run.bound) {
       rt_value *result = NULL;
       hlo_diag diag; /* not zeroed whole (1 KB a call): status and message[0] are what is read */

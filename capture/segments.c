@@ -299,7 +299,7 @@ cache_entry **cap_segments_bind(latch_runtime *rt, const cap_entry *e, const int
 }
 
 latch_status cap_segments_run(latch_runtime *rt, const cap_segments *s, cache_entry *const *moved_exes,
-                              rt_value *const *params, const int *roots, int root_count, rt_value **results) {
+                              rt_value *const *params, const int *roots, int root_count, cap_node **results) {
   rt_value **values = hlo_calloc((size_t)s->node_count + 1, sizeof(rt_value *));
   latch_status status = values ? LATCH_OK : LATCH_ERR_INTERNAL;
   if (!values) cap_set_error("call: out of memory");
@@ -322,7 +322,11 @@ latch_status cap_segments_run(latch_runtime *rt, const cap_segments *s, cache_en
     if (args != arg_buffer) free(args);
     if (outs != out_buffer) free(outs);
   }
-  for (int r = 0; r < root_count; r++) results[r] = status == LATCH_OK ? rt_value_retain(values[roots[r]]) : NULL;
+  for (int r = 0; status == LATCH_OK && r < root_count; r++)
+    if (!(results[r] = cap_node_data(rt_value_retain(values[roots[r]])))) {
+      status = LATCH_ERR_INTERNAL;
+      cap_set_error("call: out of memory");
+    }
   for (int i = 0; values && i < s->node_count; i++) rt_value_release(values[i]);
   free(values);
   return status;
