@@ -159,6 +159,7 @@ struct latch_runtime {
   int check_mode;   /* min_check_mode from options.check */
   double check_tol;
   double check_timeout; /* seconds; the checking child is killed past it */
+  double check_budget;  /* seconds for one graph's check and repro together */
   atomic_uint_fast64_t check_failures;
   pthread_mutex_t repro_lock;
   char last_repro[4096]; /* the newest repro directory, "" when none */
@@ -294,6 +295,7 @@ latch_status cap_exe_run(latch_runtime *rt, const cap_exe *exe, rt_value *const 
 
 /* ---- checks (check.c) ---- */
 #define CAP_CHECK_DEFAULT_TIMEOUT 30.0
+#define CAP_CHECK_DEFAULT_BUDGET 60.0
 /* A cap_exe for graph g compiled under LATCH_CHECK: the backend's when it compiles (and,
  * for accuracy, agrees with the fp64 reference on the graph's inputs), else the reference
  * backend's after writing a repro and warning. NULL with diag only when both fail. */

@@ -127,6 +127,7 @@ latch_runtime *latch_open(const latch_options *options) {
   rt->check_mode = check_mode;
   rt->check_tol = options->check_tol > 0 ? options->check_tol : RT_ACCURACY_DEFAULT_TOL;
   rt->check_timeout = options->check_timeout > 0 ? options->check_timeout : CAP_CHECK_DEFAULT_TIMEOUT;
+  rt->check_budget = options->check_budget > 0 ? options->check_budget : CAP_CHECK_DEFAULT_BUDGET;
   pthread_mutex_init(&rt->repro_lock, NULL);
   hlo_diag diag = {0};
   bool off = strcmp(cache, "off") == 0;

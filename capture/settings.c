@@ -79,6 +79,7 @@ latch_status latch_options_init(latch_options *options) {
   options->check = "off";
   options->check_tol = RT_ACCURACY_DEFAULT_TOL;
   options->check_timeout = CAP_CHECK_DEFAULT_TIMEOUT;
+  options->check_budget = CAP_CHECK_DEFAULT_BUDGET;
   options->keep_arena_mb = -1;
   if (env_text("LATCH_BACKEND")) options->backend = env_text("LATCH_BACKEND");
   if (env_text("LATCH_CACHE")) options->cache = env_text("LATCH_CACHE");
@@ -92,6 +93,7 @@ latch_status latch_options_init(latch_options *options) {
   ok = env_bool("LATCH_EAGER", &options->eager) && ok;
   ok = env_number("LATCH_CHECK_TOL", false, &options->check_tol) && ok;
   ok = env_number("LATCH_CHECK_TIMEOUT", true, &options->check_timeout) && ok;
+  ok = env_number("LATCH_CHECK_BUDGET", true, &options->check_budget) && ok;
   ok = env_cache_max_bytes(&options->cache_max_bytes) && ok;
   ok = env_int("LATCH_KEEP_ARENA_MB", &options->keep_arena_mb) && ok;
   ok = env_bool("LATCH_NO_FUSION", &options->no_fusion) && ok;

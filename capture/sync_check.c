@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "capture.h"
 #include "minify/minify.h"
@@ -58,43 +59,69 @@ static rt_value **views_of(const cap_graph *g, const hlo_module *module, rt_valu
   return views;
 }
 
-/* The check in a child process: false with the reason in why when the backend failed it.
- * A check that cannot be started (no fork) is run here instead, unprotected, after a
- * warning: checking matters more than isolating it. */
-static bool check_isolated(const hlo_module *module, rt_value **views, int count, const min_predicate *predicate,
-                           char *why, size_t size) {
-  min_outcome outcome;
-  hlo_diag diag = {0};
-  if (min_check(predicate, module, views, count, &outcome, &diag) != HLO_OK) {
-    fprintf(stderr, "latch: warning: the check runs unisolated: %s\n", diag.message);
-    min_check_inline(predicate, module, views, count, &outcome);
-  }
-  if (outcome.kind == MIN_PASS) return true;
-  min_outcome_describe(&outcome, why, (int)size);
-  return false;
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* Minifies the failing graph and prints the one warning line. */
-static void report_failure(latch_runtime *rt, const hlo_module *module, rt_value **views, int count,
-                           min_check_kind kind, const char *why) {
-  char dir[4096] = "", path[4096] = "";
+/* The check in a child process: false with the outcome when the backend failed it. A check
+ * that cannot be started (no fork) is run here instead, unprotected, after a warning:
+ * checking matters more than isolating it. */
+static bool check_isolated(const hlo_module *module, rt_value **views, int count, const min_predicate *predicate,
+                           min_outcome *outcome) {
+  hlo_diag diag = {0};
+  if (min_check(predicate, module, views, count, outcome, &diag) != HLO_OK) {
+    fprintf(stderr, "latch: warning: the check runs unisolated: %s\n", diag.message);
+    min_check_inline(predicate, module, views, count, outcome);
+  }
+  return outcome->kind == MIN_PASS;
+}
+
+/* A new repro directory under LATCH_REPRO_DIR, else /tmp; false when none can be made. */
+static bool make_repro_dir(char *dir, size_t size) {
   const char *parent = cap_env_repro_dir();
-  if (parent) {
-    snprintf(dir, sizeof dir, "%s/latch-repro-XXXXXX", parent);
-    if (!mkdtemp(dir)) dir[0] = 0;
+  snprintf(dir, size, "%s/latch-repro-XXXXXX", parent ? parent : "/tmp");
+  return mkdtemp(dir) != NULL;
+}
+
+/* Writes the unminified graph (dir/unminified.hlo), then minifies it into the same directory
+ * in what is left of the budget, starting from the failure the check saw (a hang is not
+ * checked again, nor minified). The note says where the repro is, or why there is none. */
+static void write_repro(latch_runtime *rt, const hlo_module *module, rt_value **views, int count, min_check_kind kind,
+                        const min_outcome *failure, double deadline, const char *dir, char *note, size_t size) {
+  hlo_diag diag = {0};
+  if (min_write_case(dir, "unminified.hlo", module, NULL, 0, &diag) != HLO_OK) {
+    snprintf(note, size, "no repro: %s", diag.message);
+    return;
+  }
+  double left = deadline - now_s();
+  if (left <= 0) {
+    snprintf(note, size, "not minified (the check budget LATCH_CHECK_BUDGET is spent): %s/unminified.hlo", dir);
+    return;
   }
   min_auto_request request = {.module = module, .inputs = views, .input_count = count, .backend = rt->backend,
                               .compile_options = &rt->compile_options, .kind = kind, .tol = rt->check_tol,
-                              .timeout_s = rt->check_timeout, .dir = dir[0] ? dir : NULL,
+                              .timeout_s = rt->check_timeout, .budget_s = left, .failure = failure, .dir = dir,
                               .max_bytes = cap_env_repro_max_bytes()};
-  hlo_diag diag = {0};
-  bool wrote = min_auto_repro(&request, path, sizeof path, &diag) == HLO_OK;
+  char path[4096];
+  if (min_auto_repro(&request, path, sizeof path, &diag) != HLO_OK)
+    snprintf(note, size, "not minified (%s): %s/unminified.hlo", diag.message, dir);
+  else snprintf(note, size, "repro: %s", path);
+}
+
+/* Writes the repro and prints the one warning line. */
+static void report_failure(latch_runtime *rt, const hlo_module *module, rt_value **views, int count,
+                           min_check_kind kind, const min_outcome *failure, const char *why, double deadline) {
+  char dir[4096], note[8192];
+  bool made = make_repro_dir(dir, sizeof dir);
+  if (!made) snprintf(note, sizeof note, "no repro: cannot create %s", dir);
+  else write_repro(rt, module, views, count, kind, failure, deadline, dir, note, sizeof note);
   fprintf(stderr, "latch: warning: a graph failed the %s check on the %s backend (%s); it runs on the reference "
-          "backend from now on; %s%s\n", min_check_kind_name(kind), rt->backend->name, why,
-          wrote ? "repro: " : "no repro: ", wrote ? path : diag.message);
-  if (wrote) {
+          "backend from now on; %s\n", min_check_kind_name(kind), rt->backend->name, why, note);
+  if (made) {
     pthread_mutex_lock(&rt->repro_lock);
-    snprintf(rt->last_repro, sizeof rt->last_repro, "%s", path);
+    snprintf(rt->last_repro, sizeof rt->last_repro, "%s", dir);
     pthread_mutex_unlock(&rt->repro_lock);
   }
 }
@@ -110,22 +137,29 @@ void *cap_compile_checked(latch_runtime *rt, const cap_graph *g, hlo_diag *diag)
     return NULL;
   }
   const rt_backend *backend = rt->backend;
+  double deadline = now_s() + rt->check_budget;
   min_predicate predicate = {.kind = rt->check_mode == MIN_MODE_ACCURACY ? MIN_CHECK_ACCURACY : MIN_CHECK_EXECUTE,
                              .backend = backend, .compile_options = &rt->compile_options, .tol = rt->check_tol,
-                             .timeout_s = rt->check_timeout};
+                             .timeout_s = rt->check_timeout < rt->check_budget ? rt->check_timeout : rt->check_budget};
   char why[1400];
-  bool ok = check_isolated(module, views, g->param_count, &predicate, why, sizeof why);
+  min_outcome outcome;
+  bool ok = check_isolated(module, views, g->param_count, &predicate, &outcome);
+  if (!ok) min_outcome_describe(&outcome, why, (int)sizeof why);
+  const min_outcome *seen = &outcome;
   rt_executable *exe = NULL;
   if (ok) { /* passed in the child: the same compile again, here */
     hlo_diag compile_diag = {0};
     exe = backend->compile(module, &rt->compile_options, &compile_diag);
     if (exe) atomic_fetch_add(&rt->compiles, 1);
-    else snprintf(why, sizeof why, "compile error on the second compile: %s", compile_diag.message);
+    else {
+      snprintf(why, sizeof why, "compile error on the second compile: %s", compile_diag.message);
+      seen = NULL; /* not what the check saw: the minifier checks the graph afresh */
+    }
     ok = exe != NULL;
   }
   if (!ok) {
     atomic_fetch_add(&rt->check_failures, 1);
-    report_failure(rt, module, views, g->param_count, predicate.kind, why);
+    report_failure(rt, module, views, g->param_count, predicate.kind, seen, why, deadline);
     backend = &rt_backend_reference;
     exe = backend->compile(module, &rt->compile_options, diag);
   }

@@ -85,6 +85,11 @@ typedef struct latch_options {
   /* LATCH_CHECK_TIMEOUT: seconds the checking child may take before it counts as a hang
    * (also each check of the repro's minification), default 30 */
   double check_timeout;
+  /* LATCH_CHECK_BUDGET: seconds one graph's check and its automatic repro may take together,
+   * default 60. Each check's time limit is cut to what is left; when it is spent the repro
+   * is the smallest graph found so far (or the unminified graph, written before minifying
+   * starts). */
+  double check_budget;
   /* LATCH_CACHE_MAX_BYTES (K, M, G, T suffixes there): the disk cache directory's size limit,
    * least recently used entries removed past it; default (and 0) 1 GiB. */
   uint64_t cache_max_bytes;

@@ -33,6 +33,8 @@ hlo_status min_auto_repro(const min_auto_request *request, char *path, size_t si
   options.predicate.compile_options = request->compile_options;
   options.predicate.tol = request->tol > 0 ? request->tol : RT_ACCURACY_DEFAULT_TOL;
   options.predicate.timeout_s = request->timeout_s > 0 ? request->timeout_s : 30;
+  options.budget_s = request->budget_s;
+  options.failure = request->failure;
   /* shapes shrink until the inputs fit the limit too */
   if (max_bytes > 0 && max_bytes < MIN_SMALL_INPUTS_BYTES) options.small_inputs_bytes = max_bytes;
   min_report report;

@@ -57,9 +57,24 @@ bool min_set_current(min_ctx *ctx, hlo_module *module, rt_value **inputs, int in
   return true;
 }
 
+/* Seconds of the budget left; a large number when there is no budget. */
+static double budget_left(const min_ctx *ctx) {
+  double budget = ctx->options->budget_s;
+  return budget > 0 ? budget - (now_s() - ctx->start) : 1e18;
+}
+
 bool min_stopped(const min_ctx *ctx) {
   int limit = ctx->options->max_checks;
-  return ctx->error != HLO_OK || (limit > 0 && ctx->report->checks >= limit);
+  return ctx->error != HLO_OK || (limit > 0 && ctx->report->checks >= limit) || budget_left(ctx) <= 0;
+}
+
+/* The predicate with its time limit cut to the budget left. */
+min_predicate min_budgeted(const min_ctx *ctx) {
+  min_predicate predicate = ctx->options->predicate;
+  double left = budget_left(ctx);
+  if (left < 0.001) left = 0.001;
+  if (predicate.timeout_s <= 0 || predicate.timeout_s > left) predicate.timeout_s = left < 1e9 ? left : 0;
+  return predicate;
 }
 
 static min_memo_entry *memo_find(min_ctx *ctx, cache_key key) {
@@ -138,9 +153,13 @@ static hlo_status check(min_ctx *ctx, const hlo_module *module, rt_value *const 
   min_refs refs;
   bool recorded = ctx->record && ctx->options->predicate.kind == MIN_CHECK_ACCURACY &&
                   min_record_refs(ctx->record, module, &refs);
+  min_predicate predicate = min_budgeted(ctx);
   hlo_status status =
-      min_check_refs(&ctx->options->predicate, module, inputs, input_count, recorded ? &refs : NULL, outcome, ctx->diag);
+      min_check_refs(&predicate, module, inputs, input_count, recorded ? &refs : NULL, outcome, ctx->diag);
   if (recorded) min_refs_release(&refs);
+  /* Cut short by the budget rather than the check's own limit: not a verdict on the candidate. */
+  if (status == HLO_OK && outcome->kind == MIN_HANG && predicate.timeout_s != ctx->options->predicate.timeout_s)
+    outcome->kind = MIN_PASS;
   return status;
 }
 
@@ -217,7 +236,7 @@ bool min_try_candidate(min_ctx *ctx, hlo_module *candidate, rt_value **inputs, i
 /* Checks the final repro again: a failure that does not always come back is flaky. */
 static void recheck(min_ctx *ctx) {
   int times = ctx->options->rechecks > 0 ? ctx->options->rechecks : 3;
-  for (int i = 0; i < times && ctx->error == HLO_OK; i++) {
+  for (int i = 0; i < times && !min_stopped(ctx); i++) {
     min_outcome outcome;
     if (check(ctx, ctx->module, ctx->inputs, ctx->input_count, &outcome) != HLO_OK) {
       ctx->error = ctx->diag->status;
@@ -272,14 +291,20 @@ static void shrink_data(min_ctx *ctx) {
 static hlo_status first_check(min_ctx *ctx) {
   min_report *report = ctx->report;
   const min_options *options = ctx->options;
+  if (options->failure) {
+    report->failure = *options->failure;
+    if (report->failure.kind == MIN_PASS || report->failure.kind == MIN_CHECK_ERROR)
+      return hlo_diag_set(ctx->diag, HLO_ERR_INPUT, "the module does not fail the check, so there is nothing to minify");
+    return HLO_OK;
+  }
   if (options->predicate.kind == MIN_CHECK_ACCURACY && !options->no_scan) {
     double budget = options->record_budget_bytes;
     if (budget <= 0) budget = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / 4;
     if (min_scan_accuracy(ctx, budget)) return HLO_OK;
     if (ctx->error != HLO_OK) return ctx->error;
   }
-  hlo_status status = min_check(&options->predicate, ctx->module, ctx->inputs, ctx->input_count, &report->failure,
-                                ctx->diag);
+  min_predicate predicate = min_budgeted(ctx);
+  hlo_status status = min_check(&predicate, ctx->module, ctx->inputs, ctx->input_count, &report->failure, ctx->diag);
   report->checks++;
   char text[1400];
   min_outcome_describe(&report->failure, text, sizeof text);
@@ -335,9 +360,12 @@ hlo_status min_minify(const hlo_module *module, rt_value *const *inputs, int inp
   hlo_status status = first_check(&ctx);
   if (status == HLO_OK) {
     memo_add(&ctx, ctx.key, true);
-    shrink(&ctx);
-    shrink_data(&ctx);
-    if (ctx.error == HLO_OK) recheck(&ctx);
+    bool known_hang = options->failure && options->failure->kind == MIN_HANG;
+    if (!known_hang) {
+      shrink(&ctx);
+      shrink_data(&ctx);
+      if (ctx.error == HLO_OK) recheck(&ctx);
+    }
     status = ctx.error;
   }
   if (ctx.shapes_only) seed_inputs(&ctx);

@@ -156,6 +156,13 @@ typedef struct min_options {
    * MIN_SMALL_INPUTS_BYTES); keep_shapes skips that. */
   double small_inputs_bytes;
   bool keep_shapes;
+  /* Seconds the whole minification may take (0: no limit): each check's time limit is cut
+   * to what is left, and when it is spent the smallest failing module so far is the repro. */
+  double budget_s;
+  /* The original module's failure when the caller has already seen it: it is not checked
+   * again. A hang is then not minified at all (each candidate that still hangs would wait
+   * out the time limit): the repro is the module as it is. */
+  const min_outcome *failure;
 } min_options;
 
 #define MIN_SMALL_INPUTS_BYTES (64.0 * 1024)
@@ -208,6 +215,8 @@ typedef struct min_auto_request {
   min_check_kind kind;        /* MIN_CHECK_COMPILE, MIN_CHECK_EXECUTE or MIN_CHECK_ACCURACY */
   double tol;                 /* accuracy tolerance; 0 gives RT_ACCURACY_DEFAULT_TOL */
   double timeout_s;           /* per check; 0 gives 30 s */
+  double budget_s;            /* the whole minification (min_options.budget_s); 0: no limit */
+  const min_outcome *failure; /* the failure already seen (min_options.failure), or NULL */
   const char *dir;            /* the repro directory; NULL makes a new /tmp/latch-repro-XXXXXX */
   /* LATCH_REPRO_MAX_BYTES as text (NULL or empty: MIN_REPRO_DEFAULT_MAX_BYTES): the input
    * bytes the repro may hold; an input past it is left out, and the report says so. */

@@ -146,6 +146,8 @@ bool min_try_candidate(min_ctx *ctx, hlo_module *candidate, rt_value **inputs, i
                        bool smaller);
 /* Whether the check budget is spent or an error stopped the run. */
 bool min_stopped(const min_ctx *ctx);
+/* The options' predicate with its time limit cut to the time budget left. */
+min_predicate min_budgeted(const min_ctx *ctx);
 
 /* The strategies; each returns whether it shrank the module. */
 bool min_strategy_dce(min_ctx *ctx);

@@ -146,7 +146,8 @@ static int check_group(min_ctx *ctx, const hlo_module *original, rt_value *const
   int verdict = -1;
   if (run_references(ctx, candidate, cin, count, &refs)) {
     min_outcome outcome;
-    if (min_check_refs(&ctx->options->predicate, candidate, cin, count, &refs, &outcome, ctx->diag) != HLO_OK) {
+    min_predicate predicate = min_budgeted(ctx);
+    if (min_check_refs(&predicate, candidate, cin, count, &refs, &outcome, ctx->diag) != HLO_OK) {
       ctx->error = ctx->diag->status;
     } else {
       ctx->report->checks++;

@@ -40,11 +40,14 @@ static latch_status traced(void *user, latch_tensor *const *in, int n, latch_ten
   return LATCH_OK;
 }
 
+static double budget = 60; /* LATCH_CHECK_BUDGET for the next runtime */
+
 static latch_runtime *open_checked(const char *check, const char *fault, double timeout, outcome *o) {
   latch_options options;
   latch_options_init(&options);
   options.check = check;
   options.check_timeout = timeout;
+  options.check_budget = budget;
   options.cache = "memory";
   setenv("LATCH_FAULT", fault ? fault : "", 1); /* read when the runtime opens */
   latch_runtime *rt = latch_open(&options);
@@ -105,6 +108,60 @@ static void hang_in_compile_sync(void) { expect_survived("compile", "hang:cosine
 static void hang_in_compile_function(void) { expect_survived("compile", "hang:cosine", true, "failure:    hang"); }
 static void wrong_numbers_sync(void) { expect_survived("accuracy", "accuracy:cosine:0.1", false, "accuracy failure"); }
 static void wrong_numbers_function(void) { expect_survived("accuracy", "accuracy:cosine:0.1", true, "accuracy failure"); }
+/* A hang is recognised once: the check saw it, so the repro is the graph as it is, with no
+ * candidate checked (each would wait out the time limit), and the unminified graph is
+ * written before any minifying. */
+static void hang_checked_once(void) {
+  outcome o = run("compile", "hang:cosine", false);
+  CHECK_EQ_INT(o.stats.check_failures, 1);
+  CHECK_MSG(o.repro[0], "no repro");
+  if (!o.repro[0]) return;
+  char path[4200], text[1 << 14];
+  snprintf(path, sizeof path, "%s/report.txt", o.repro);
+  cli_read_text(path, text, sizeof text);
+  CHECK_MSG(strstr(text, "checks:     0 ") != NULL, "%s", text);
+  snprintf(path, sizeof path, "%s/unminified.hlo", o.repro);
+  cli_read_text(path, text, sizeof text);
+  CHECK_MSG(strstr(text, "cosine(") && strstr(text, "multiply(") && strstr(text, "add("), "%s", text);
+}
+
+/* LATCH_CHECK_BUDGET bounds the check itself: a hang with a time limit of an hour is cut
+ * off by a budget of 2 s (before it, the check waited out the hour), the program goes on
+ * with right values, and the unminified graph is the repro. */
+static void budget_bounds_a_hang(void) {
+  budget = 2;
+  outcome o;
+  memset(&o, 0, sizeof o);
+  latch_runtime *rt = open_checked("compile", "hang:cosine", 3600, &o);
+  budget = 60;
+  if (!rt) return;
+  const float pi = 3.14159265f;
+  float x_data[4] = {0, pi / 6, pi / 4, pi / 2}, y[4];
+  int64_t dims[1] = {4};
+  latch_tensor *x = latch_from_host(rt, LATCH_F32, 1, dims, x_data), *t = graph(rt, x);
+  CHECK(latch_sync(rt) == LATCH_OK && latch_read(t, y, sizeof y) == LATCH_OK);
+  for (int i = 0; i < 4; i++) CHECK_NEAR(y[i], want[i], 1e-6);
+  latch_get_stats(rt, &o.stats);
+  CHECK_EQ_INT(o.stats.check_failures, 1);
+  char path[4200], text[1 << 14];
+  snprintf(path, sizeof path, "%s/unminified.hlo", latch_last_repro(rt));
+  cli_read_text(path, text, sizeof text);
+  CHECK_MSG(strstr(text, "cosine(") != NULL, "%s", text);
+  latch_release(x), latch_release(t);
+  latch_close(rt);
+}
+
+static void bad_budget_is_an_error(void) {
+  setenv("LATCH_CHECK_BUDGET", "0", 1);
+  latch_options options;
+  CHECK(latch_options_init(&options) == LATCH_ERR_INPUT);
+  CHECK(strstr(latch_last_error(), "LATCH_CHECK_BUDGET") != NULL);
+  setenv("LATCH_CHECK_BUDGET", "7.5", 1);
+  CHECK(latch_options_init(&options) == LATCH_OK && options.check_budget == 7.5);
+  unsetenv("LATCH_CHECK_BUDGET");
+  CHECK(latch_options_init(&options) == LATCH_OK && options.check_budget == 60);
+}
+
 /* A crash found by the compile-only check as well, under accuracy. */
 static void crash_under_accuracy(void) { expect_survived("accuracy", "crash:cosine", true, "failure:    crash"); }
 
@@ -162,6 +219,9 @@ int main(void) {
   RUN(crash_under_accuracy);
   RUN(clean_large_graphs_pass);
   RUN(bad_timeout_is_an_error);
+  RUN(hang_checked_once);
+  RUN(budget_bounds_a_hang);
+  RUN(bad_budget_is_an_error);
   char command[128];
   snprintf(command, sizeof command, "rm -rf '%s'", base);
   if (system(command) != 0) fprintf(stderr, "could not remove %s\n", base);
