@@ -198,7 +198,7 @@ void cap_node_set_value(cap_node *node, rt_value *value);
 hlo_shape cap_node_shape(const cap_node *node);
 const char *cap_node_shape_str(const cap_node *node, char *buffer, int size);
 
-/* ---- allocation (pool.c): per-thread caches of nodes and handles ---- */
+/* ---- allocation (node_pool.c): per-thread caches of nodes and handles ---- */
 #define CAP_POOL_ATTRS 8
 cap_node *cap_pool_node(int attr_count);
 void cap_pool_free_node(cap_node *node);

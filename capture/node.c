@@ -1,5 +1,5 @@
 /* Nodes: allocation, reference counting and the incremental hash. This is the per-op hot
- * path of tracing, so a node is one allocation (pool.c) and its hash one XXH3 call over a buffer
+ * path of tracing, so a node is one allocation (node_pool.c) and its hash one XXH3 call over a buffer
  * built in place. */
 #include <stdarg.h>
 #include <stdio.h>

@@ -74,7 +74,7 @@ int64_t rt_flat_index(const hlo_shape *shape, const int64_t *coords);
 /* Advances coords to the next index in row-major order; false after the last. */
 int rt_next_coords(const hlo_shape *shape, int64_t *coords);
 
-/* ---- backend.c ---- */
+/* ---- the backend table (filled by runtime/reference/eval_backend.c, runtime/cpu/executable.c) ---- */
 /* Backends: what compiles an HLO module into an executable and runs it. capture/ and the
  * minifier see every backend through this table only: each backend fills one rt_backend in
  * its own folder (runtime/reference/, runtime/cpu/), and a new backend is one more entry in
@@ -150,9 +150,6 @@ typedef struct rt_backend {
   bool (*share_buffers)(rt_executable *exe, rt_executable *family);
 } rt_backend;
 
-/* A module's HLO text as a malloc'd buffer: the serialized form of backends whose executable
- * is rebuilt from the module (the reference and cpu backends). */
-hlo_status rt_module_text_bytes(const hlo_module *module, void **bytes, size_t *len, hlo_diag *diag);
 
 
 /* ---- parallel.c ---- */

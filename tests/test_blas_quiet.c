@@ -1,6 +1,6 @@
 /* OpenBLAS's pthread build starts a worker thread when it loads, which spins for about 0.1 s
  * before it sleeps, beside the OpenMP threads that run latch's steps. The cpu backend's
- * first compile stops it (runtime/cpu/backend.c, stop_blas_threads): right after that
+ * first compile stops it (runtime/cpu/executable.c, stop_blas_threads): right after that
  * compile, in a process that has just started, this process spends almost no CPU time while
  * its main thread sleeps (with the worker left spinning it spent about 100 ms of the 150).
  * A product still runs right, on one thread. Process CPU time, not wall time: other load on

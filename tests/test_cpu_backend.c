@@ -386,7 +386,7 @@ static void test_pool_special(void) {
 }
 
 /* The pool tests again with the pools run by each other vector variant this processor has
- * (runtime/cpu/pool.c follows the fused groups' choice): each must give the same values. */
+ * (runtime/cpu/pooling.c follows the fused groups' choice): each must give the same values. */
 static void test_pool_variants(void) {
   rt_cpu_isa widest = rt_cpu_fused_isa();
   int ran = 0;

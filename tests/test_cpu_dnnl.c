@@ -590,16 +590,16 @@ static const char *batch_text(int batch) {
   return text;
 }
 
-/* Whether the plans of two texts keep the same results at the same places (kept_layout.c). */
-static bool same_kept_layout(const char *a, const char *b) {
+/* Whether the plans of two texts keep the same results at the same places (kept_places.c). */
+static bool same_kept_places(const char *a, const char *b) {
   hlo_module *ma, *mb;
   rt_cpu_plan *pa = plan_of(a, &ma);
   char copy[512];
   snprintf(copy, sizeof copy, "%s", b); /* batch_text reuses one buffer */
   rt_cpu_plan *pb = plan_of(copy, &mb);
-  rt_cpu_kept_layout *layout = pa ? rt_cpu_kept_layout_of(pa) : NULL;
-  bool same = layout && pb && rt_cpu_kept_layout_matches(layout, pb);
-  rt_cpu_kept_layout_free(layout);
+  rt_cpu_kept_places *places = pa ? rt_cpu_kept_places_of(pa) : NULL;
+  bool same = places && pb && rt_cpu_kept_places_matches(places, pb);
+  rt_cpu_kept_places_free(places);
   free_plan(pa, ma);
   free_plan(pb, mb);
   return same;
@@ -608,7 +608,7 @@ static bool same_kept_layout(const char *a, const char *b) {
 /* Kept weights: reordered on the first execute, not on the next with the same stamp, again
  * after an in-place write and touch. A bound executable shares its family's arena: where its
  * plan keeps the weights as the compiled one's does (the same oneDNN layout at the same
- * place: kept_layout.c), the weights the other reordered serve it too, and switching back
+ * place: kept_places.c), the weights the other reordered serve it too, and switching back
  * and forth reorders nothing. Whether oneDNN wants these weights reordered at all depends on
  * the processor; the test asks what the plans say. */
 static void test_kept_weights(void) {
@@ -622,7 +622,7 @@ static void test_kept_weights(void) {
   free_plan(plan, module);
   char one[512];
   snprintf(one, sizeof one, "%s", batch_text(1));
-  int64_t switched = same_kept_layout(one, batch_text(5)) ? 0 : once;
+  int64_t switched = same_kept_places(one, batch_text(5)) ? 0 : once;
   hlo_diag diag = {0};
   rt_value *w = make_value(HLO_F32, 4, (int64_t[]){3, 2, 1, 1}, (double[]){1, 2, 3, 4, 5, 6});
   expect_one_by_one(__LINE__, exe, 1, w, once);
@@ -719,7 +719,7 @@ static void test_kept_across_bindings(void) {
   char two[1024], three[1024];
   snprintf(two, sizeof two, relu_conv, 2);
   snprintf(three, sizeof three, relu_conv, 3);
-  CHECK_MSG(same_kept_layout(two, three), "the two batch sizes' plans keep their weights at other places");
+  CHECK_MSG(same_kept_places(two, three), "the two batch sizes' plans keep their weights at other places");
   rt_executable *exe = compile_checked(two);
   hlo_module *binding = parse_checked(three);
   hlo_diag diag = {0};

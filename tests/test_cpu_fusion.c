@@ -1,4 +1,4 @@
-/* Elementwise fusion in the cpu backend (runtime/cpu/fusion.c, fused.c).
+/* Elementwise fusion in the cpu backend (runtime/cpu/fusion_groups.c, fusion_run.c).
  *
  * Differential: seeded random chains of f32 elementwise ops with broadcasts (scalar, row,
  * column, inner block, one that cannot fold), converts from pred and s32 and to pred,
@@ -290,7 +290,7 @@ static void test_random_chains(void) {
 }
 
 /* The same chains with the fused groups run by each vector variant this processor has
- * (runtime/cpu/fused.c), a third of them each: every variant must agree with the reference
+ * (runtime/cpu/fusion_run.c), a third of them each: every variant must agree with the reference
  * exactly, as the widest one above did. */
 static void test_random_chains_per_variant(void) {
   rt_cpu_isa widest = rt_cpu_fused_isa();

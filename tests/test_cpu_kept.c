@@ -85,7 +85,7 @@ static void test_reuse(void) {
   expect_run(__LINE__, exe, 2, &view, 0);
   /* a bound executable runs in the family's arena with its own plan, which keeps the
    * result where the compiled one's does (the arena holds the kept value alone: the graph's
-   * result is a value of its own): each hands it to the other (kept_layout.c) */
+   * result is a value of its own): each hands it to the other (kept_places.c) */
   hlo_diag diag = {0};
   hlo_module *binding = parse_checked(graph(5));
   rt_executable *bound = binding ? rt_backend_cpu.bind(exe, binding, &diag) : NULL;

@@ -448,7 +448,7 @@ static void test_unverified_module(void) {
 }
 
 /* A blob whose plan says a step that is no convolution keeps reordered weights, with a right
- * checksum (the blob fuzzer's finding once kept_layout.c read that step's oneDNN weight
+ * checksum (the blob fuzzer's finding once kept_places.c read that step's oneDNN weight
  * layout, which it has none of): refused at load as input that says why. */
 static void test_weights_without_convolution(void) {
   static const char *text = "HloModule d\nENTRY e {\n a = f32[4,8] parameter(0)\n b = f32[8,3] parameter(1)\n"

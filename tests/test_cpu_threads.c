@@ -89,7 +89,7 @@ static void test_four_threads(void) {
 }
 
 /* Executables bound from one compiled graph share one kept arena, and with it the kept
- * weight (w * w, the same for every binding: kept_layout.c hands it from one plan to
+ * weight (w * w, the same for every binding: kept_places.c hands it from one plan to
  * another): four threads each run a binding of its own (rows 61..64 of x @ (w * w), then
  * tanh) at once; each result must equal what its binding gives alone. */
 static const char *bound_text(int rows) {

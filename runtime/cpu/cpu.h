@@ -8,11 +8,11 @@
 #define RT_CPU_H
 #include "runtime/runtime.h"
 
-/* The backend (backend.c). */
+/* The backend (executable.c). */
 extern const rt_backend rt_backend_cpu;
 
 /* Work done so far in this process, for tests and reports that must show a load from the
- * disk cache compiled nothing: how often the passes ran (backend.c, a compile) and how many
+ * disk cache compiled nothing: how often the passes ran (executable.c, a compile) and how many
  * plans were built (plan.c, a compile or a bind). Deserializing does neither. */
 int64_t rt_cpu_pass_runs(void);
 int64_t rt_cpu_plans_built(void);

@@ -1,4 +1,4 @@
-/* The cpu backend's insides, shared by its files (backend_cpu*.c): the execution plan and
+/* The cpu backend's insides, shared by the files of runtime/cpu/: the execution plan and
  * the fast kernels. Nothing outside the backend includes this. */
 #ifndef RT_BACKEND_CPU_H
 #define RT_BACKEND_CPU_H
@@ -21,7 +21,7 @@ typedef bool (*rt_cpu_kernel)(const hlo_instr *instr, const rt_value *const *in,
 rt_cpu_kernel rt_cpu_pick_elementwise(const hlo_instr *instr);
 rt_cpu_kernel rt_cpu_pick_layout(const hlo_instr *instr);
 rt_cpu_kernel rt_cpu_pick_reduce(const hlo_instr *instr);
-/* pool.c: a max or min pool over f32 planes, window w (the last two dims only, no dilation
+/* pooling.c: a max or min pool over f32 planes, window w (the last two dims only, no dilation
  * or reversal) into y; false, nothing written, for other reducers or types or rows wider
  * than the kernel's buffer. */
 bool rt_cpu_pool_f32(const hlo_window *w, hlo_opcode op, const rt_value *x, const rt_value *init, rt_value *y);
@@ -80,7 +80,7 @@ typedef enum rt_cpu_step_kind {
                    * result (batch-norm) is one buffer per element, read only through PART */
   RT_STEP_PART,   /* get-tuple-element of a FAST tuple: a view of that element's buffer */
   RT_STEP_SLOW,   /* a reference kernel making a new value */
-  RT_STEP_FUSED,  /* a fused group (fusion.c) into an assigned buffer or output */
+  RT_STEP_FUSED,  /* a fused group (fusion_groups.c) into an assigned buffer or output */
   RT_STEP_INSIDE, /* computed inside a fused step, or a broadcast folded into its loads: no result */
   RT_STEP_DNNL,   /* a convolution and its epilogue on oneDNN (dnnl_internal.h), at the
                    * epilogue's last instruction, into an assigned buffer or output */
@@ -149,7 +149,7 @@ typedef struct rt_cpu_plan {
   /* kept steps (kept_count): their stamps (kept_slots of them, from the arena's offset 0)
    * and buffers come before the other buffers; an arena last run by another plan holds no
    * kept results unless that plan keeps the same ones at the same places
-   * (rt_cpu_kept_layout_matches) */
+   * (rt_cpu_kept_places_matches) */
   int kept_count;
   int kept_slots;
 } rt_cpu_plan;
@@ -201,15 +201,15 @@ typedef enum rt_cpu_kernel_family {
 /* (kept.c) Marks the kept steps of a plan whose outputs are marked; false when
  * memory ran out. */
 bool rt_cpu_find_kept(rt_cpu_plan *plan, const hlo_comp *entry);
-/* (kept_layout.c) Where plan keeps its kept results: NULL when it keeps none (or runs on
+/* (kept_places.c) Where plan keeps its kept results: NULL when it keeps none (or runs on
  * the reference evaluator), or when memory ran out. It points into plan and its module, and
  * goes before them. */
-typedef struct rt_cpu_kept_layout rt_cpu_kept_layout;
-rt_cpu_kept_layout *rt_cpu_kept_layout_of(const rt_cpu_plan *plan);
-/* Whether plan, of the same family as layout's (the same optimized graph), keeps the same
+typedef struct rt_cpu_kept_places rt_cpu_kept_places;
+rt_cpu_kept_places *rt_cpu_kept_places_of(const rt_cpu_plan *plan);
+/* Whether plan, of the same family as places's (the same optimized graph), keeps the same
  * results at the same places: an arena the one ran then holds the other's too. */
-bool rt_cpu_kept_layout_matches(const rt_cpu_kept_layout *layout, const rt_cpu_plan *plan);
-void rt_cpu_kept_layout_free(rt_cpu_kept_layout *layout);
+bool rt_cpu_kept_places_matches(const rt_cpu_kept_places *places, const rt_cpu_plan *plan);
+void rt_cpu_kept_places_free(rt_cpu_kept_places *places);
 /* Kept steps skipped so far, process-wide (for tests). */
 int64_t rt_cpu_kept_reuse_count(void);
 
@@ -248,16 +248,16 @@ enum { RT_CPU_DOT_ROWS = 8 };
 void rt_cpu_dot_rows_f32(const float *a, const float *b, float *c, int64_t m, int64_t n, int64_t k, int64_t col0,
                          int64_t col1);
 
-/* Fusion (fusion.c), run on a plan whose steps are classified and not yet
+/* Fusion (fusion_groups.c), run on a plan whose steps are classified and not yet
  * assigned buffers: turns groups of elementwise steps into one FUSED step each (at the
  * group's last instruction) and marks the rest INSIDE. Decided from the module's shapes
  * alone, so a plan built again for other sizes decides again. */
 hlo_status rt_cpu_fuse(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag);
 void rt_cpu_fusion_free(rt_cpu_fusion *fusion);
-/* Runs a fused group (fused.c): in[k] is the value of the step's input k;
+/* Runs a fused group (fusion_run.c): in[k] is the value of the step's input k;
  * scratch: the head's working memory (the FUSED step's scratch_bytes). */
 bool rt_cpu_fusion_run(const rt_cpu_fusion *fusion, const rt_value *const *in, rt_value *out, void *scratch);
-/* The instruction sets fused groups are compiled for (fused.c); the widest the
+/* The instruction sets fused groups are compiled for (fusion_run.c); the widest the
  * processor has runs, unless a test picked another. All give the same results. */
 #if defined(__GNUC__) && defined(__x86_64__)
 #define RT_CPU_X86_VARIANTS 1

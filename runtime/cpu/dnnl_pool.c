@@ -1,7 +1,7 @@
 /* Max, min and sum pools between oneDNN convolutions, planned with them (dnnl_plan.c): the pool
  * reads its producer's blocked result as it is and writes its own result blocked the same way
  * when every reader takes that layout, row-major otherwise, so resnet's and vgg's pools cost
- * no reorder on either side. latch's own kernel runs them (pool.c), with the reference's
+ * no reorder on either side. latch's own kernel runs them (pooling.c), with the reference's
  * NaN and signed-zero rules, which oneDNN's pooling does not keep. */
 #include "dnnl_internal.h"
 

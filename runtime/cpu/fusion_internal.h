@@ -1,5 +1,5 @@
-/* A fused group's program, shared by the file that builds it (fusion.c) and the
- * file that runs it (fused.c).
+/* A fused group's program, shared by the file that builds it (fusion_groups.c) and the
+ * file that runs it (fusion_run.c).
  *
  * The program is a list of instructions over numbered registers, each register the value of
  * one group member (or one load) for one tile of FUSION_TILE consecutive elements. It runs
@@ -80,7 +80,7 @@ struct rt_cpu_fusion {
   hlo_instr flat_operands[2]; /* the lhs seen as [rows, k], and the weight */
 };
 
-/* (fusion.c) Fills f's flat_* fields for its dot head (f->head) read as one plain
+/* (fusion_groups.c) Fills f's flat_* fields for its dot head (f->head) read as one plain
  * [rows, k] x weight product, weight being the array under the head's broadcast rhs: the
  * planner's choice, and a deserialized group's. */
 void rt_cpu_fusion_flat_head(rt_cpu_fusion *f, const hlo_instr *weight);

@@ -1,5 +1,5 @@
 /* The cpu backend's execution plan: what kind of step each entry instruction is, which
- * kernel runs it, and where its result lives. Fusion (fusion.c) runs between
+ * kernel runs it, and where its result lives. Fusion (fusion_groups.c) runs between
  * classifying the steps and placing their buffers, so fused-away results take none.
  *
  * Buffer assignment: a fast step's result goes at an offset of one per-execute arena. Its
@@ -413,7 +413,7 @@ static bool peak_live_bytes(const block *blocks, int count, int n, int64_t *peak
 
 /* The kept stamps and buffers, from offset 0 of the arena: there they lie where they lie in
  * every binding of the graph whose kept values are the same size, and such bindings can hand
- * them on (rt_cpu_kept_layout_matches). Returns where the other buffers may start. */
+ * them on (rt_cpu_kept_places_matches). Returns where the other buffers may start. */
 static int64_t place_kept(rt_cpu_plan *plan, const liveness *l, int64_t *offsets) {
   if (!plan->kept_count) return 0;
   int64_t at = aligned((int64_t)sizeof(uint64_t) * plan->kept_slots);

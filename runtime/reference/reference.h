@@ -155,7 +155,7 @@ RT_KERNEL(rt_kernel_rng);
 /* kernels_collective.c: collectives with a single replica, replica-id, partition-id */
 RT_KERNEL(rt_kernel_collective);
 
-/* ---- backend.c ---- */
+/* ---- eval_backend.c ---- */
 /* The reference evaluator as a backend: compile keeps a copy of the module; execute runs
  * rt_evaluate in the declared types. */
 extern const rt_backend rt_backend_reference;

@@ -72,9 +72,9 @@ struct rt_executable {
   char *pool;
   int64_t pool_bytes;
   /* where the execute that gave the pool back keeps its kept results (its executable's
-   * kept_layout: which plan ran is this pointer too) */
-  const rt_cpu_kept_layout *pool_layout;
-  rt_cpu_kept_layout *kept_layout;       /* this executable's plan's (NULL: keeps none) */
+   * kept_places: which plan ran is this pointer too) */
+  const rt_cpu_kept_places *pool_places;
+  rt_cpu_kept_places *kept_places;       /* this executable's plan's (NULL: keeps none) */
 };
 
 /* Values and arenas executes have allocated, process-wide; tests read it to check that an
@@ -115,7 +115,7 @@ static char *take_arena(rt_executable *exe, int64_t *capacity) {
   if (family->pool && family->pool_bytes >= need) {
     arena = family->pool;
     *capacity = family->pool_bytes;
-    kept = family->pool_layout == exe->kept_layout || rt_cpu_kept_layout_matches(family->pool_layout, plan);
+    kept = family->pool_places == exe->kept_places || rt_cpu_kept_places_matches(family->pool_places, plan);
     family->pool = NULL;
     family->pool_bytes = 0;
   }
@@ -140,7 +140,7 @@ static void give_arena(rt_executable *exe, char *arena, int64_t capacity) {
       dropped_bytes = family->pool_bytes;
       family->pool = arena;
       family->pool_bytes = capacity;
-      family->pool_layout = exe->kept_layout;
+      family->pool_places = exe->kept_places;
     }
     pthread_mutex_unlock(&family->pool_lock);
   }
@@ -167,8 +167,8 @@ static rt_executable *new_executable(hlo_module *module, rt_cpu_plan *plan, cons
   exe->module = module;
   exe->plan = plan;
   exe->options = *options;
-  exe->kept_layout = rt_cpu_kept_layout_of(plan);
-  if (!exe->kept_layout && plan->kept_count && !plan->dynamic) {
+  exe->kept_places = rt_cpu_kept_places_of(plan);
+  if (!exe->kept_places && plan->kept_count && !plan->dynamic) {
     free(exe);
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
     return NULL;
@@ -636,7 +636,7 @@ static rt_executable *cpu_bind(rt_executable *exe, const hlo_module *binding, hl
 }
 
 /* Only an executable of the family's very optimized graph shares (its arena's kept results
- * are matched step by step, kept_layout.c): what a disk entry holds under a binding's key may
+ * are matched step by step, kept_places.c): what a disk entry holds under a binding's key may
  * also be a compile of that graph, whose passes may have decided otherwise. */
 static bool cpu_share_buffers(rt_executable *exe, rt_executable *family) {
   rt_executable *owner = family_of(family);
@@ -649,10 +649,10 @@ static void cpu_destroy(rt_executable *exe) {
   if (!exe) return;
   if (exe->pool_from) { /* the family's arena may have come back from this one's execute */
     pthread_mutex_lock(&exe->pool_from->pool_lock);
-    if (exe->pool_from->pool_layout == exe->kept_layout) exe->pool_from->pool_layout = NULL;
+    if (exe->pool_from->pool_places == exe->kept_places) exe->pool_from->pool_places = NULL;
     pthread_mutex_unlock(&exe->pool_from->pool_lock);
   }
-  rt_cpu_kept_layout_free(exe->kept_layout);
+  rt_cpu_kept_places_free(exe->kept_places);
   if (exe->pool) atomic_fetch_sub(&kept_arena_bytes, exe->pool_bytes);
   free(exe->pool);
   pthread_mutex_destroy(&exe->pool_lock);

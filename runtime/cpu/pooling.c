@@ -171,7 +171,7 @@ enum { POOL_UNROLL = 4 };
     if (bad) atomic_store_explicit(j->nonfinite, true, memory_order_relaxed);              \
   }
 
-/* Each kernel for each instruction set fused groups are built for (fused.c), the one
+/* Each kernel for each instruction set fused groups are built for (fusion_run.c), the one
  * rt_cpu_fused_isa picks running: the same results, wider vectors. */
 typedef void (*pool_rows)(void *ctx, int64_t begin, int64_t end);
 enum { POOL_ROWS_MAX, POOL_ROWS_MIN, POOL_BLOCKED8_MAX, POOL_BLOCKED8_MIN, POOL_BLOCKED8_SUM, POOL_BLOCKED16_MAX,

@@ -1,4 +1,4 @@
-/* Runs a fused group's program (built by fusion.c) tile by tile: each
+/* Runs a fused group's program (built by fusion_groups.c) tile by tile: each
  * instruction is one plain loop over a tile of floats, so the switch on its code is paid once
  * per tile, never per element. Tiles are split across threads; a group too small for that
  * runs on the caller's thread. The formulas are the elementwise kernels' (and so the

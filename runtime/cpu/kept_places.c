@@ -22,12 +22,12 @@ typedef struct kept_item {
   int step;
   int param_count;
   int64_t stamp_offset, offset;
-  const hlo_instr *instr;          /* a kept step's (its plan's module outlives the layout) */
+  const hlo_instr *instr;          /* a kept step's (its plan's module outlives the places) */
   const dnnl_memory_desc_t *weights; /* a DNNL step's reordered weights, or NULL */
   bool wino;                         /* ... transformed for wino.c instead */
 } kept_item;
 
-struct rt_cpu_kept_layout {
+struct rt_cpu_kept_places {
   int count;
   kept_item items[];
 };
@@ -57,27 +57,27 @@ static bool same_item(const kept_item *a, const kept_item *b) {
 }
 
 /* NULL when plan keeps nothing (or runs on the reference evaluator), or memory ran out. */
-rt_cpu_kept_layout *rt_cpu_kept_layout_of(const rt_cpu_plan *plan) {
+rt_cpu_kept_places *rt_cpu_kept_places_of(const rt_cpu_plan *plan) {
   if (!plan->kept_count || plan->dynamic) return NULL;
   int count = 0;
   for (int i = 0; i < plan->step_count; i++) count += keeps(plan, i);
-  rt_cpu_kept_layout *layout = hlo_malloc(sizeof *layout + sizeof(kept_item) * (size_t)count);
-  if (!layout) return NULL;
-  layout->count = 0;
+  rt_cpu_kept_places *places = hlo_malloc(sizeof *places + sizeof(kept_item) * (size_t)count);
+  if (!places) return NULL;
+  places->count = 0;
   for (int i = 0; i < plan->step_count; i++)
-    if (keeps(plan, i)) layout->items[layout->count++] = item_of(plan, i);
-  return layout;
+    if (keeps(plan, i)) places->items[places->count++] = item_of(plan, i);
+  return places;
 }
 
-bool rt_cpu_kept_layout_matches(const rt_cpu_kept_layout *layout, const rt_cpu_plan *plan) {
-  if (!layout || !plan->kept_count || plan->dynamic) return false;
+bool rt_cpu_kept_places_matches(const rt_cpu_kept_places *places, const rt_cpu_plan *plan) {
+  if (!places || !plan->kept_count || plan->dynamic) return false;
   int k = 0;
   for (int i = 0; i < plan->step_count; i++) {
     if (!keeps(plan, i)) continue;
     kept_item item = item_of(plan, i);
-    if (k == layout->count || !same_item(&layout->items[k++], &item)) return false;
+    if (k == places->count || !same_item(&places->items[k++], &item)) return false;
   }
-  return k == layout->count;
+  return k == places->count;
 }
 
-void rt_cpu_kept_layout_free(rt_cpu_kept_layout *layout) { free(layout); }
+void rt_cpu_kept_places_free(rt_cpu_kept_places *places) { free(places); }
