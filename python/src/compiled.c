@@ -5,7 +5,10 @@
  *   - no `function` yet, or keyword arguments: self._slow_call(args, kwargs or None) (the first
  *     call, which traces; the eager fallback once `function` is None again);
  *   - latch raised Unsupported (an op the trace cannot lower): self._unsupported(exc, args);
- *   - several outputs or a structure: self._pack(list of torch tensors).
+ *   - several outputs or a structure: self._pack(list of torch tensors);
+ *   - a guard on what the graph depends on besides its tensors fails (guards_hold below):
+ *     self._slow_call(args, kwargs or None), which compares by value, picks or traces the
+ *     graph for the new state and sets the guards again.
  * A Python subclass of a C type with tp_call keeps that tp_call as its __call__ unless it
  * defines its own; latch.torch.Compiled does not. */
 #include <stddef.h>
@@ -17,6 +20,15 @@ typedef struct {
   PyObject_HEAD
   PyObject *function; /* a Function, or NULL (None from Python) */
   char single;        /* one tensor output, returned as is */
+  /* Set by the Python subclass (latch/torch/guards.py), NULL when unset:
+   * guards: a flat tuple of triples (owner, key, value), each holding when
+   *   owner is a dict and key None:  len(owner) == value (an int);
+   *   owner is a dict:               owner[key] is value;
+   *   otherwise:                     getattr(owner, key) is value.
+   * Identity, not equality: a value that is equal but another object takes the slow path once.
+   * grad_query: torch.is_grad_enabled; grad_mode: what it returned at the trace (True/False).
+   * input_grads: each input's requires_grad at the trace, a tuple of True/False. */
+  PyObject *guards, *grad_query, *grad_mode, *input_grads;
 } LatchCompiled;
 
 static PyObject *s_slow_call, *s_unsupported, *s_pack;
@@ -35,8 +47,63 @@ static PyObject *unsupported(PyObject *self, PyObject *args) {
   return result;
 }
 
+static PyObject *s_requires_grad;
+
+/* 1 when the guard at g[0..2] holds, 0 when not, -1 with an exception. */
+static int guard_holds(PyObject *const *g) {
+  if (PyDict_Check(g[0]) && g[1] == Py_None) return PyDict_GET_SIZE(g[0]) == PyLong_AsSsize_t(g[2]);
+  if (PyDict_Check(g[0])) {
+    PyObject *now = PyDict_GetItemWithError(g[0], g[1]);
+    return now ? now == g[2] : PyErr_Occurred() ? -1 : 0;
+  }
+  PyObject *now = PyObject_GetAttr(g[0], g[1]);
+  if (!now) return -1;
+  Py_DECREF(now);
+  return now == g[2];
+}
+
+/* Whether the call may take the cached graph: grad mode, the inputs' requires_grad and every
+ * guard as at the trace. -1 with an exception. */
+static bool is_set(PyObject *member) { return member && member != Py_None; }
+
+static int guards_hold(LatchCompiled *self, PyObject *args) {
+  if (is_set(self->grad_query) && is_set(self->grad_mode)) {
+    PyObject *mode = PyObject_CallNoArgs(self->grad_query);
+    if (!mode) return -1;
+    Py_DECREF(mode);
+    if (mode != self->grad_mode) return 0;
+  }
+  if (is_set(self->input_grads)) {
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (!PyTuple_Check(self->input_grads) || PyTuple_GET_SIZE(self->input_grads) != n) return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+      PyObject *now = PyObject_GetAttr(PyTuple_GET_ITEM(args, i), s_requires_grad);
+      if (!now && !PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+      if (!now) { /* not a tensor: the Function's call says so (TypeError) */
+        PyErr_Clear();
+        continue;
+      }
+      Py_DECREF(now);
+      if (now != PyTuple_GET_ITEM(self->input_grads, i)) return 0;
+    }
+  }
+  if (!is_set(self->guards)) return 1;
+  if (!PyTuple_Check(self->guards) || PyTuple_GET_SIZE(self->guards) % 3) {
+    PyErr_SetString(PyExc_TypeError, "latch Compiled: guards must be a flat tuple of (owner, key, value) triples");
+    return -1;
+  }
+  PyObject *const *g = &PyTuple_GET_ITEM(self->guards, 0);
+  for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(self->guards); i < n; i += 3) {
+    int holds = guard_holds(g + i);
+    if (holds != 1) return holds;
+  }
+  return 1;
+}
+
 static PyObject *compiled_call(LatchCompiled *self, PyObject *args, PyObject *kwargs) {
-  if (!self->function || (kwargs && PyDict_GET_SIZE(kwargs)))
+  int holds = self->function ? guards_hold(self, args) : 0;
+  if (holds < 0) return NULL;
+  if (!holds || (kwargs && PyDict_GET_SIZE(kwargs)))
     return call_method2((PyObject *)self, s_slow_call, args, kwargs ? kwargs : Py_None);
   PyObject *function = Py_NewRef(self->function); /* the fallback may drop self->function */
   bool single = self->single; /* one output, returned itself: no list made */
@@ -49,6 +116,18 @@ static PyObject *compiled_call(LatchCompiled *self, PyObject *args, PyObject *kw
   Py_DECREF(outs);
   return packed;
 }
+
+static PyObject *compiled_guards_hold(LatchCompiled *self, PyObject *args) {
+  if (!PyTuple_Check(args)) return PyErr_Format(PyExc_TypeError, "_guards_hold takes the call's argument tuple");
+  int holds = guards_hold(self, args);
+  return holds < 0 ? NULL : PyBool_FromLong(holds);
+}
+
+static PyMethodDef compiled_methods[] = {
+    {"_guards_hold", (PyCFunction)compiled_guards_hold, METH_O,
+     "_guards_hold(args): whether grad mode, the inputs' requires_grad and the guards are as at the trace"},
+    {NULL, NULL, 0, NULL},
+};
 
 static PyObject *compiled_get_function(LatchCompiled *self, void *closure) {
   (void)closure;
@@ -68,11 +147,19 @@ static int compiled_set_function(LatchCompiled *self, PyObject *value, void *clo
 
 static int compiled_traverse(LatchCompiled *self, visitproc visit, void *arg) {
   Py_VISIT(self->function);
+  Py_VISIT(self->guards);
+  Py_VISIT(self->grad_query);
+  Py_VISIT(self->grad_mode);
+  Py_VISIT(self->input_grads);
   return 0;
 }
 
 static int compiled_clear(LatchCompiled *self) {
   Py_CLEAR(self->function);
+  Py_CLEAR(self->guards);
+  Py_CLEAR(self->grad_query);
+  Py_CLEAR(self->grad_mode);
+  Py_CLEAR(self->input_grads);
   return 0;
 }
 
@@ -90,6 +177,10 @@ static PyGetSetDef compiled_getset[] = {
 
 static PyMemberDef compiled_members[] = {
     {"single", T_BOOL, offsetof(LatchCompiled, single), 0, "one tensor output, returned as is (else _pack)"},
+    {"guards", T_OBJECT, offsetof(LatchCompiled, guards), 0, "flat tuple of (owner, key, value) identity guards"},
+    {"grad_query", T_OBJECT, offsetof(LatchCompiled, grad_query), 0, "torch.is_grad_enabled, or None"},
+    {"grad_mode", T_OBJECT, offsetof(LatchCompiled, grad_mode), 0, "grad mode at the trace (True/False), or None"},
+    {"input_grads", T_OBJECT, offsetof(LatchCompiled, input_grads), 0, "inputs' requires_grad at the trace, or None"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -105,12 +196,14 @@ PyTypeObject LatchCompiled_Type = {
     .tp_call = (ternaryfunc)compiled_call,
     .tp_getset = compiled_getset,
     .tp_members = compiled_members,
+    .tp_methods = compiled_methods,
     .tp_new = PyType_GenericNew,
 };
 
 int lp_compiled_init(PyObject *module) {
   if (!(s_slow_call = PyUnicode_InternFromString("_slow_call")) ||
-      !(s_unsupported = PyUnicode_InternFromString("_unsupported")) || !(s_pack = PyUnicode_InternFromString("_pack")))
+      !(s_unsupported = PyUnicode_InternFromString("_unsupported")) || !(s_pack = PyUnicode_InternFromString("_pack")) ||
+      !(s_requires_grad = PyUnicode_InternFromString("requires_grad")))
     return -1;
   if (PyType_Ready(&LatchCompiled_Type) < 0) return -1;
   return PyModule_AddObjectRef(module, "Compiled", (PyObject *)&LatchCompiled_Type);

@@ -10,6 +10,7 @@ A guard failure traces again (make_fx at the new sizes, once per size signature)
 latch does not lower makes the whole function run eagerly from then on, said once on stderr
 with the op's name."""
 import copy
+import functools
 import operator
 import sys
 
@@ -18,6 +19,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils import _pytree as pytree
 
 from .. import _latch
+from . import dtypes, guards
 from .lowering import LOWERINGS
 
 TRACE_ONCE, TRACE_EVERY, TRACE_EAGER = 0, 1, 2
@@ -94,12 +96,24 @@ def unlowered(gm):
     return None
 
 
+class _Graphs:
+    """What one guard state traced: its latch Function, its make_fx graphs (one per input
+    signature) and the parameter slots it lends."""
+
+    def __init__(self, module):
+        self.state = _state(module)
+        self.function = None
+        self.graphs = {}  # input signature -> (make_fx graph, output spec, leaves, tensor leaves, attrs)
+
+
 class Compiled(_latch.Compiled):
     """What latch.torch.compile returns: call it as the function or module it wraps. A warm
-    call never enters Python: _latch.Compiled's call (python/src/compiled.c) runs
-    self.function and returns its torch outputs; it calls _slow_call before the first trace
-    and after a fallback, _unsupported when latch cannot lower the graph, and _pack to build
-    a result that is not one tensor."""
+    call never enters Python: _latch.Compiled's call (python/src/compiled.c) checks the guards
+    (latch/torch/guards.py), runs self.function and returns its torch outputs; it calls
+    _slow_call before the first trace, after a guard failed and after a fallback,
+    _unsupported when latch cannot lower the graph, and _pack to build a result that is not
+    one tensor. Each guard state (grad mode, the inputs' requires_grad, the module's state)
+    has its own Function: a state seen before takes its graphs back without a trace."""
 
     def __init__(self, fn, dynamic=None, mode=TRACE_ONCE, name=None):
         self.fn = fn
@@ -108,23 +122,24 @@ class Compiled(_latch.Compiled):
         if dynamic not in SHAPES:
             raise ValueError(f"latch.torch.compile: dynamic must be None, True or False, not {dynamic!r}")
         self.mode, self.dynamic, self.shapes = mode, dynamic, SHAPES[dynamic]
-        self.state = _state(self.module)
         self.function = None
         self.eager_reason = None
-        self.graphs = {}  # input signature -> (make_fx graph, output spec, leaf map)
+        self.states = {}  # guard key -> _Graphs
+        self.current = None
+        self.grad_query = torch.is_grad_enabled
 
     # ---- tracing ----
 
-    def _signature(self, args):
+    def _signature(self, graphs, args):
         return tuple((tuple(a.shape), a.dtype, a.requires_grad) for a in args) + \
-            tuple((tuple(d[k].shape), d[k].dtype) for d, k, _ in self.state)
+            tuple((tuple(d[k].shape), d[k].dtype) for d, k, _ in graphs.state)
 
-    def _capture(self, args):
+    def _capture(self, graphs, args):
         """make_fx on copies (of the module too: a traced in-place update must not be applied
         twice); parameters and buffers appear as get_attr nodes, mapped back to their index."""
-        key = self._signature(args)
-        if key in self.graphs:
-            return self.graphs[key]
+        key = self._signature(graphs, args)
+        if key in graphs.graphs:
+            return graphs.graphs[key]
         copies = [_copy(a) for a in args]
         module = copy.deepcopy(self.module) if self.module is not None else None
         fn = module if module is not None else self.fn
@@ -142,14 +157,14 @@ class Compiled(_latch.Compiled):
         out_node = next(n for n in gm.graph.nodes if n.op == "output")
         leaves, spec = pytree.tree_flatten(_plain(out_node.args[0]))[0], structure[0]
         tensor_leaves = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.fx.Node)]
-        self.graphs[key] = entry = (gm, spec, leaves, tensor_leaves, attrs)
+        graphs.graphs[key] = entry = (gm, spec, leaves, tensor_leaves, attrs)
         return entry
 
-    def _trace(self, inputs, args):
+    def _trace(self, graphs, inputs, args):
         """Called by latch (inside latch_call) to trace: inputs are this call's latch Tensors,
         the torch inputs first, then the parameters and buffers; args the call's torch
         tensors."""
-        gm, _, leaves, tensor_leaves, attrs = self._capture(args)
+        gm, _, leaves, tensor_leaves, attrs = self._capture(graphs, args)
         op = unlowered(gm)
         if op is not None:
             raise _latch.Unsupported(f"{op} is not lowered")
@@ -163,23 +178,52 @@ class Compiled(_latch.Compiled):
         if self.eager_reason is None:
             self.eager_reason = reason
             self.function = None  # calls take _slow_call, which runs fn
+            self.guards = None
             print(f"latch: compile: {self.name}: {reason}; running it eagerly", file=sys.stderr)
         return self.fn(*args, **kwargs)
 
-    def _start(self, args):
-        gm, self.spec, self.leaves, tensor_leaves, _ = self._capture(args)
-        self.tensor_leaves = tensor_leaves
-        self.single = isinstance(self.spec, pytree.LeafSpec) and tensor_leaves == [0]
+    def _start(self, graphs, args):
+        gm, graphs.spec, graphs.leaves, tensor_leaves, _ = self._capture(graphs, args)
+        graphs.tensor_leaves = tensor_leaves
+        graphs.single = isinstance(graphs.spec, pytree.LeafSpec) and tensor_leaves == [0]
         op = unlowered(gm)
         if op is not None:
             return f"aten op {op} is not lowered"
         # dynamic=True: each input's first (batch) dim symbolic from the first trace; other
         # dims that change later become symbolic under latch's automatic policy
         marks = [(i, 0) for i, a in enumerate(args) if a.dim() > 0] if self.dynamic is True else None
-        self.function = _latch.Function(self._trace, len(tensor_leaves), name=self.name, mode=self.mode,
-                                        shapes=self.shapes, marks=marks)
-        self.function.set_params([(d, k) for d, k, _ in self.state])
+        graphs.function = _latch.Function(functools.partial(self._trace, graphs), len(tensor_leaves), name=self.name,
+                                          mode=self.mode, shapes=self.shapes, marks=marks)
+        graphs.function.set_params([(d, k) for d, k, _ in graphs.state])
         return None
+
+    def _select(self, args):
+        """The graphs for this call's guard state (started on first sight) made current, with
+        the guards the warm call checks; a reason to run eagerly, or None."""
+        key, triples = guards.state(self.fn, self.module)
+        grad_mode, input_grads = torch.is_grad_enabled(), tuple(a.requires_grad for a in args)
+        full = (grad_mode, input_grads, key)
+        graphs = self.states.get(full)
+        if graphs is None:
+            graphs = _Graphs(self.module)
+            reason = self._start(graphs, args)
+            if reason:
+                return reason
+            self.states[full] = graphs
+        self.current, self.function = graphs, graphs.function
+        self.spec, self.leaves, self.tensor_leaves, self.single = \
+            graphs.spec, graphs.leaves, graphs.tensor_leaves, graphs.single
+        self.guards, self.grad_mode, self.input_grads = triples, grad_mode, input_grads
+        return None
+
+    def _run(self, args):
+        """The current Function's call, as the warm call makes it, without its guards (just
+        set: a guard that never holds by identity must not send the call round again)."""
+        try:
+            outs = [dtypes.to_torch(t) for t in self.function(*args)]
+        except _latch.Unsupported as exc:
+            return self._unsupported(exc, args)
+        return outs[0] if self.single else self._pack(outs)
 
     # The warm call is _latch.Compiled's (C): the guards (a non-tensor argument is a
     # TypeError there), the cached executable, torch outputs. These are its Python paths.
@@ -194,20 +238,25 @@ class Compiled(_latch.Compiled):
         return pytree.tree_unflatten(leaves, self.spec)
 
     def _slow_call(self, args, kwargs):
-        """Before the first trace, after a fallback, or with keyword arguments (kwargs: a
-        dict or None)."""
+        """Before the first trace, after a guard failed, after a fallback, or with keyword
+        arguments (kwargs: a dict or None)."""
         kwargs = kwargs or {}
         if self.eager_reason is not None:
             return self.fn(*args, **kwargs)
         if kwargs or not all(isinstance(a, torch.Tensor) for a in args):
             return self._fall_back("keyword or non-tensor arguments are not compiled", args, kwargs)
-        reason = self._start(args)
+        reason = self._select(args)
         if reason:
             return self._fall_back(reason, args, kwargs)
-        return self(*args)
+        return self._run(args)
 
     def stats(self):
-        return self.function.stats() if self.function else {}
+        """latch_function_stats summed over the guard states' Functions."""
+        total = {}
+        for graphs in self.states.values():
+            for k, v in graphs.function.stats().items():
+                total[k] = total.get(k, 0) + v
+        return total
 
 
 def compile(fn_or_module, dynamic=None, mode=TRACE_ONCE, name=None):
