@@ -92,8 +92,7 @@ latch_runtime *bench_open_cache(bench_mode mode, const char *backend, const char
   latch_options options;
   if (latch_options_init(&options) != LATCH_OK) return bench_set_error("%s", latch_last_error()), NULL;
   options.eager = mode == BENCH_EAGER;
-  const char *env = getenv("LATCH_CACHE");
-  if (!env || !*env) options.cache = cache ? cache : "disk";
+  if (!options.cache || !*options.cache) options.cache = cache ? cache : "disk"; /* LATCH_CACHE unset */
   if (mode == BENCH_REFERENCE) options.backend = "reference";
   else if (backend) options.backend = backend;
   latch_runtime *rt = latch_open(&options);

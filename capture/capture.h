@@ -163,7 +163,12 @@ struct latch_runtime {
   atomic_uint_fast64_t check_failures;
   pthread_mutex_t repro_lock;
   char last_repro[4096]; /* the newest repro directory, "" when none */
+  unsigned log;          /* CAP_LOG_ flags from options.log */
+  char repro_dir[4096];  /* options.repro_dir, "" when none */
 };
+
+/* What options.log asks to print (cap_log_flags). */
+enum { CAP_LOG_RECOMPILES = 1, CAP_LOG_GUARDS = 2, CAP_LOG_COMPILES = 4 };
 
 /* ---- the runtime (open.c) ---- */
 /* The settings besides the graph, the backend and the build that change what a compile
@@ -602,27 +607,23 @@ const char *cap_shape_text(const latch_tensor *t, char *buffer, int size);
 
 /* What the layers below are told of options: the cpu backend's fusion and arena budget. */
 void cap_compile_options(const latch_options *options, rt_compile_options *out);
-/* Whether LATCH_LOG's comma-separated list names word ("recompiles", "guards"). A word it
- * does not know gets one warning per process, listing the known ones. */
-bool cap_log_has(const char *word);
-/* LATCH_REPRO_DIR, NULL when unset or empty. */
-const char *cap_env_repro_dir(void);
-/* LATCH_REPRO_MAX_BYTES as text (min_auto_request.max_bytes), NULL when unset or empty. */
-const char *cap_env_repro_max_bytes(void);
-/* inner wrapped with the test-only fault in LATCH_FAULT (rt_fault_backend), inner when it is
- * unset or empty, NULL with diag when it does not parse. */
-const rt_backend *cap_env_fault(const rt_backend *inner, hlo_diag *diag);
+/* The CAP_LOG_ flags of options.log's comma-separated words. A word it does not know gets
+ * one warning per process, listing the known ones. */
+unsigned cap_log_flags(const char *text);
+/* inner wrapped with the test-only fault text names (rt_fault_backend: LATCH_FAULT's syntax),
+ * inner when text is NULL or empty, NULL with diag when it does not parse. */
+const rt_backend *cap_fault_wrap(const rt_backend *inner, const char *text, hlo_diag *diag);
 /* LATCH_CACHE: off, memory or disk; unset or empty gives default_mode. Anything else is
  * HLO_ERR_INPUT naming the value, rather than a typo silently turning the cache off. */
 hlo_status cap_env_cache_mode(cache_mode default_mode, cache_mode *mode, hlo_diag *diag);
-/* The disk cache's directory: LATCH_CACHE_DIR, else $XDG_CACHE_HOME/latch, else
- * $HOME/.cache/latch. */
+/* The disk cache's directory: LATCH_CACHE_DIR, else cap_default_cache_dir's. */
 hlo_status cap_env_cache_dir(char *out, size_t size, hlo_diag *diag);
+/* The directory latch_open uses when options.cache_dir is NULL: $XDG_CACHE_HOME/latch, else
+ * $HOME/.cache/latch. */
+hlo_status cap_default_cache_dir(char *out, size_t size, hlo_diag *diag);
 /* LATCH_CACHE_MAX_BYTES (a byte count, with an optional K, M, G or T suffix: powers of 1024),
  * else CACHE_DISK_DEFAULT_MAX_BYTES. */
 hlo_status cap_env_cache_max_bytes(uint64_t *max_bytes, hlo_diag *diag);
-/* The disk cache's test-only hooks: LATCH_CACHE_TEST_FAULT, LATCH_CACHE_TEST_WRITE_DELAY_MS. */
-void cap_env_cache_hooks(cache_disk_test_hooks *hooks);
 
 /* ---- backends.c ---- */
 /* The backend called name, or NULL. */

@@ -400,7 +400,7 @@ static rt_executable *bind_entry(const latch_runtime *rt, const cap_entry *e, co
   hlo_diag diag = {0};
   *by = compiled->backend;
   rt_executable *bound = compiled->backend->bind(compiled->exe, module, &diag);
-  if (!bound && cap_log_has("recompiles"))
+  if (!bound && (rt->log & CAP_LOG_RECOMPILES))
     fprintf(stderr, "latch: recompile: %s cannot bind its executable to these sizes (%s), so it compiles them\n",
             module->name, diag.message);
   return bound;

@@ -94,8 +94,8 @@ static latch_function *make(latch_runtime *rt, latch_fn fn, latch_step_fn step, 
     memcpy(f->marks, options->marks, sizeof *f->marks * (size_t)options->mark_count);
   }
   f->options.marks = f->marks;
-  f->log_recompiles = cap_log_has("recompiles");
-  f->log_guards = cap_log_has("guards");
+  f->log_recompiles = rt->log & CAP_LOG_RECOMPILES;
+  f->log_guards = rt->log & CAP_LOG_GUARDS;
   pthread_mutex_init(&f->lock, NULL);
   pthread_rwlockattr_t attr;
   pthread_rwlockattr_init(&attr);

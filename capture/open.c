@@ -52,14 +52,13 @@ static latch_status make_fingerprint(latch_runtime *rt, hlo_diag *diag) {
 static latch_status open_disk(latch_runtime *rt, const latch_options *options, hlo_diag *diag) {
   const char *dir = options->cache_dir;
   if (!dir) {
-    if (cap_env_cache_dir(rt->cache_dir, sizeof rt->cache_dir, diag) != HLO_OK) return LATCH_ERR_INPUT;
+    if (cap_default_cache_dir(rt->cache_dir, sizeof rt->cache_dir, diag) != HLO_OK) return LATCH_ERR_INPUT;
   } else {
     snprintf(rt->cache_dir, sizeof rt->cache_dir, "%s", dir);
   }
   rt->options.cache_dir = rt->cache_dir;
   if (make_fingerprint(rt, diag) != LATCH_OK) return LATCH_ERR_INTERNAL;
-  cache_disk_test_hooks hooks;
-  cap_env_cache_hooks(&hooks);
+  cache_disk_test_hooks hooks = {.fault = options->test_cache_fault, .write_delay_ms = options->test_cache_write_delay_ms};
   rt->disk = cache_disk_open(rt->cache_dir, options->cache_max_bytes, &hooks, diag);
   return rt->disk ? LATCH_OK : LATCH_ERR_INPUT;
 }
@@ -100,13 +99,17 @@ latch_runtime *latch_open(const latch_options *options) {
     return NULL;
   }
   /* LATCH_FAULT (tests only) makes the backend misbehave on demand. */
-  backend = cap_env_fault(backend, &check_diag);
+  backend = cap_fault_wrap(backend, options->test_fault, &check_diag);
   if (!backend) {
     cap_set_error("latch_open: %s", check_diag.message);
     return NULL;
   }
   if (options->cache_capacity < 1 || options->threads < 0) {
     cap_set_error("latch_open: cache_capacity must be at least 1 and threads non-negative");
+    return NULL;
+  }
+  if (!(options->repro_max_bytes == 0 || options->repro_max_bytes >= 1)) {
+    cap_set_error("latch_open: repro_max_bytes must be 0 or at least 1");
     return NULL;
   }
   latch_runtime *rt = hlo_calloc(1, sizeof *rt);
@@ -123,7 +126,11 @@ latch_runtime *latch_open(const latch_options *options) {
   snprintf(rt->cache_mode, sizeof rt->cache_mode, "%s", cache);
   rt->options.cache = rt->cache_mode;
   rt->options.cache_dir = NULL;
-  rt->options.check = NULL; /* the caller's string need not outlive the call */
+  rt->options.check = NULL; /* the caller's strings need not outlive the call */
+  rt->log = cap_log_flags(options->log);
+  snprintf(rt->repro_dir, sizeof rt->repro_dir, "%s", options->repro_dir ? options->repro_dir : "");
+  rt->options.log = rt->options.repro_dir = NULL;
+  rt->options.test_fault = rt->options.test_cache_fault = rt->options.test_cache_write_delay_ms = NULL;
   rt->check_mode = check_mode;
   rt->check_tol = options->check_tol > 0 ? options->check_tol : RT_ACCURACY_DEFAULT_TOL;
   rt->check_timeout = options->check_timeout > 0 ? options->check_timeout : CAP_CHECK_DEFAULT_TIMEOUT;

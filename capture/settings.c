@@ -1,10 +1,10 @@
-/* Settings from the environment: the one file in the library that reads LATCH_* variables.
- * latch_options_init and latch_function_options_init fill the public options from them;
+/* Settings from the environment: the one file in the library that reads it. latch_options_init
+ * and latch_function_options_init fill the public options from the LATCH_* variables, once;
  * latch_open turns the options into what the layers below are told (the backend's compile
- * options, the thread count, the disk cache's directory, limit and test-only hooks, the
- * LATCH_FAULT wrapper); the command asks here for the same values. Below capture/ nothing
- * reads the environment: settings arrive as arguments, as SQLite's pager gets its cache size
- * by a setter rather than reading it. */
+ * options, the log words, the fault wrapper, the disk cache's directory when none is named);
+ * the command asks here for the same values. Nothing below latch_open reads the environment:
+ * settings arrive as arguments, as SQLite's pager gets its cache size by a setter rather than
+ * reading it. */
 #include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -64,6 +64,20 @@ static bool env_number(const char *name, bool positive, double *out) {
   return true;
 }
 
+/* LATCH_REPRO_MAX_BYTES: 0 (unset) or at least 1. */
+static bool env_repro_max_bytes(double *out) {
+  const char *text = env_text("LATCH_REPRO_MAX_BYTES");
+  if (!text) return true;
+  char *end;
+  double value = strtod(text, &end);
+  if (*end || !(value >= 1) || !isfinite(value)) {
+    cap_set_error("LATCH_REPRO_MAX_BYTES=%s: expected a number of bytes >= 1", text);
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
 static bool env_cache_max_bytes(uint64_t *out) {
   hlo_diag diag = {0};
   if (cap_env_cache_max_bytes(out, &diag) == HLO_OK) return true;
@@ -75,14 +89,13 @@ latch_status latch_options_init(latch_options *options) {
   memset(options, 0, sizeof *options);
   options->backend = cap_backend_find("cpu") ? "cpu" : "reference";
   options->cache_capacity = 2048;
-  options->cache = "memory";
   options->check = "off";
   options->check_tol = RT_ACCURACY_DEFAULT_TOL;
   options->check_timeout = CAP_CHECK_DEFAULT_TIMEOUT;
   options->check_budget = CAP_CHECK_DEFAULT_BUDGET;
   options->keep_arena_mb = -1;
   if (env_text("LATCH_BACKEND")) options->backend = env_text("LATCH_BACKEND");
-  if (env_text("LATCH_CACHE")) options->cache = env_text("LATCH_CACHE");
+  options->cache = env_text("LATCH_CACHE");
   options->cache_dir = env_text("LATCH_CACHE_DIR");
   options->cache_url = env_text("LATCH_CACHE_URL");
   options->cache_secret = env_text("LATCH_CACHE_SECRET");
@@ -97,6 +110,12 @@ latch_status latch_options_init(latch_options *options) {
   ok = env_cache_max_bytes(&options->cache_max_bytes) && ok;
   ok = env_int("LATCH_KEEP_ARENA_MB", &options->keep_arena_mb) && ok;
   ok = env_bool("LATCH_NO_FUSION", &options->no_fusion) && ok;
+  options->log = env_text("LATCH_LOG");
+  options->repro_dir = env_text("LATCH_REPRO_DIR");
+  ok = env_repro_max_bytes(&options->repro_max_bytes) && ok;
+  options->test_fault = env_text("LATCH_FAULT");
+  options->test_cache_fault = env_text("LATCH_CACHE_TEST_FAULT");
+  options->test_cache_write_delay_ms = env_text("LATCH_CACHE_TEST_WRITE_DELAY_MS");
   return ok ? LATCH_OK : LATCH_ERR_INPUT;
 }
 
@@ -123,55 +142,48 @@ latch_status latch_function_options_init(latch_function_options *options) {
   return LATCH_OK;
 }
 
-/* ---- LATCH_LOG ---- */
+/* ---- the log words ---- */
 
 static const char *const log_words[] = {"recompiles", "guards", "compiles"};
 enum { LOG_WORD_COUNT = sizeof log_words / sizeof log_words[0] };
 
-static bool is_log_word(const char *word, size_t len) {
+/* The bit of the word's CAP_LOG_ flag, 0 when it names nothing. */
+static unsigned log_word_flag(const char *word, size_t len) {
   for (int i = 0; i < LOG_WORD_COUNT; i++)
-    if (strlen(log_words[i]) == len && strncmp(log_words[i], word, len) == 0) return true;
-  return false;
+    if (strlen(log_words[i]) == len && strncmp(log_words[i], word, len) == 0) return 1u << i;
+  return 0;
 }
 
 /* One warning per process for the first word of text that names nothing, listing the words
  * that do: a typo would otherwise just print nothing. */
-static void warn_unknown_log_word(const char *text) {
+static void warn_unknown_log_word(const char *text, const char *word, size_t len) {
   static atomic_bool warned;
-  for (const char *word = text; *word;) {
+  if (atomic_exchange(&warned, true)) return;
+  char known[128] = "";
+  for (int i = 0; i < LOG_WORD_COUNT; i++)
+    snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", log_words[i]);
+  fprintf(stderr, "latch: warning: LATCH_LOG=%s: unknown word '%.*s' ignored (known: %s)\n", text, (int)len, word,
+          known);
+}
+
+unsigned cap_log_flags(const char *text) {
+  _Static_assert(CAP_LOG_RECOMPILES == 1 && CAP_LOG_GUARDS == 2 && CAP_LOG_COMPILES == 4, "log_words' order");
+  unsigned flags = 0;
+  bool warned = false;
+  for (const char *word = text ? text : ""; *word;) {
     size_t len = strcspn(word, ",");
-    if (len && !is_log_word(word, len)) {
-      if (atomic_exchange(&warned, true)) return;
-      char known[128] = "";
-      for (int i = 0; i < LOG_WORD_COUNT; i++)
-        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", log_words[i]);
-      fprintf(stderr, "latch: warning: LATCH_LOG=%s: unknown word '%.*s' ignored (known: %s)\n", text, (int)len,
-              word, known);
-      return;
-    }
+    unsigned flag = log_word_flag(word, len);
+    if (len && !flag && !warned) warn_unknown_log_word(text, word, len), warned = true;
+    flags |= flag;
     word += len + (word[len] == ',');
   }
+  return flags;
 }
 
-bool cap_log_has(const char *word) {
-  const char *text = env_text("LATCH_LOG");
-  if (!text) return false;
-  warn_unknown_log_word(text);
-  size_t n = strlen(word);
-  for (const char *p = text; (p = strstr(p, word)); p += n)
-    if ((p == text || p[-1] == ',') && (p[n] == 0 || p[n] == ',')) return true;
-  return false;
-}
+/* ---- what latch_open and the command pass below ---- */
 
-/* ---- what capture/ and the command pass below ---- */
-
-const char *cap_env_repro_dir(void) { return env_text("LATCH_REPRO_DIR"); }
-
-const char *cap_env_repro_max_bytes(void) { return env_text("LATCH_REPRO_MAX_BYTES"); }
-
-const rt_backend *cap_env_fault(const rt_backend *inner, hlo_diag *diag) {
-  const char *text = env_text("LATCH_FAULT");
-  if (!text) return inner;
+const rt_backend *cap_fault_wrap(const rt_backend *inner, const char *text, hlo_diag *diag) {
+  if (!text || !*text) return inner;
   rt_fault fault;
   if (rt_fault_parse(text, &fault, diag) != HLO_OK) return NULL;
   return rt_fault_backend(inner, &fault);
@@ -195,9 +207,7 @@ static hlo_status join(char *out, size_t size, const char *base, const char *res
   return HLO_OK;
 }
 
-hlo_status cap_env_cache_dir(char *out, size_t size, hlo_diag *diag) {
-  const char *dir = env_text("LATCH_CACHE_DIR");
-  if (dir) return join(out, size, dir, "", diag);
+hlo_status cap_default_cache_dir(char *out, size_t size, hlo_diag *diag) {
   /* XDG says a relative XDG_CACHE_HOME is invalid and must be ignored. */
   const char *xdg = getenv("XDG_CACHE_HOME");
   if (xdg && xdg[0] == '/') return join(out, size, xdg, "/latch", diag);
@@ -205,6 +215,12 @@ hlo_status cap_env_cache_dir(char *out, size_t size, hlo_diag *diag) {
   if (home) return join(out, size, home, "/.cache/latch", diag);
   return hlo_diag_set(diag, HLO_ERR_INPUT,
                       "no compile cache directory: set LATCH_CACHE_DIR (HOME and XDG_CACHE_HOME are unset)");
+}
+
+hlo_status cap_env_cache_dir(char *out, size_t size, hlo_diag *diag) {
+  const char *dir = env_text("LATCH_CACHE_DIR");
+  if (dir) return join(out, size, dir, "", diag);
+  return cap_default_cache_dir(out, size, diag);
 }
 
 hlo_status cap_env_cache_max_bytes(uint64_t *max_bytes, hlo_diag *diag) {
@@ -228,9 +244,4 @@ hlo_status cap_env_cache_max_bytes(uint64_t *max_bytes, hlo_diag *diag) {
                         value);
   *max_bytes = (uint64_t)n << shift;
   return HLO_OK;
-}
-
-void cap_env_cache_hooks(cache_disk_test_hooks *hooks) {
-  hooks->fault = env_text("LATCH_CACHE_TEST_FAULT");
-  hooks->write_delay_ms = env_text("LATCH_CACHE_TEST_WRITE_DELAY_MS");
 }

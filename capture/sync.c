@@ -96,7 +96,7 @@ static void *compile_graph(void *ctx, hlo_diag *diag) {
     exe = codec_compile(job, diag);
   }
   if (!exe) return NULL;
-  if (cap_log_has("compiles")) log_compile(job, origin, cap_now_ns() - start);
+  if (job->rt->log & CAP_LOG_COMPILES) log_compile(job, origin, cap_now_ns() - start);
   cap_exe *value = hlo_malloc(sizeof *value);
   if (!value) {
     g->backend->destroy(exe);
@@ -172,7 +172,7 @@ rt_executable *cap_graph_load_binding(latch_runtime *rt, const cap_graph *g) {
   rt_executable *exe = cache_disk_load(rt->disk, g->key, rt->fingerprint, &codec);
   if (!exe) return NULL;
   atomic_fetch_add(&rt->disk_loads, 1);
-  if (cap_log_has("compiles"))
+  if (rt->log & CAP_LOG_COMPILES)
     fprintf(stderr, "latch: binding %016" PRIx64 "%016" PRIx64 " loaded from the disk cache in %.2f ms\n", g->key.hi,
             g->key.lo, (double)(cap_now_ns() - start) / 1e6);
   return exe;

@@ -78,11 +78,11 @@ static bool check_isolated(const hlo_module *module, rt_value **views, int count
   return outcome->kind == MIN_PASS;
 }
 
-/* A new repro directory under LATCH_REPRO_DIR, else /tmp; false when none can be made. */
-static bool make_repro_dir(char *dir, size_t size) {
-  const char *parent = cap_env_repro_dir();
-  snprintf(dir, size, "%s/latch-repro-XXXXXX", parent ? parent : "/tmp");
-  return mkdtemp(dir) != NULL;
+/* A new repro directory under options.repro_dir (LATCH_REPRO_DIR), else /tmp; false when
+ * none can be made. */
+static bool make_repro_dir(const latch_runtime *rt, char *dir, size_t size) {
+  int n = snprintf(dir, size, "%s/latch-repro-XXXXXX", rt->repro_dir[0] ? rt->repro_dir : "/tmp");
+  return n >= 0 && (size_t)n < size && mkdtemp(dir) != NULL;
 }
 
 /* Writes the unminified graph (dir/unminified.hlo), then minifies it into the same directory
@@ -103,7 +103,7 @@ static void write_repro(latch_runtime *rt, const hlo_module *module, rt_value **
   min_auto_request request = {.module = module, .inputs = views, .input_count = count, .backend = rt->backend,
                               .compile_options = &rt->compile_options, .kind = kind, .tol = rt->check_tol,
                               .timeout_s = rt->check_timeout, .budget_s = left, .failure = failure, .dir = dir,
-                              .max_bytes = cap_env_repro_max_bytes()};
+                              .max_bytes = rt->options.repro_max_bytes};
   char path[4096];
   if (min_auto_repro(&request, path, sizeof path, &diag) != HLO_OK)
     snprintf(note, size, "not minified (%s): %s/unminified.hlo", diag.message, dir);
@@ -114,7 +114,7 @@ static void write_repro(latch_runtime *rt, const hlo_module *module, rt_value **
 static void report_failure(latch_runtime *rt, const hlo_module *module, rt_value **views, int count,
                            min_check_kind kind, const min_outcome *failure, const char *why, double deadline) {
   char dir[4096], note[8192];
-  bool made = make_repro_dir(dir, sizeof dir);
+  bool made = make_repro_dir(rt, dir, sizeof dir);
   if (!made) snprintf(note, sizeof note, "no repro: cannot create %s", dir);
   else write_repro(rt, module, views, count, kind, failure, deadline, dir, note, sizeof note);
   fprintf(stderr, "latch: warning: a graph failed the %s check on the %s backend (%s); it runs on the reference "

@@ -61,9 +61,10 @@ typedef struct latch_options {
   int threads;
   int cache_capacity;  /* LATCH_CACHE_CAPACITY: compiled graphs kept (LRU), default 2048 */
   bool eager;          /* LATCH_EAGER=1: run each op at once (the op-by-op baseline) */
-  /* LATCH_CACHE: "memory" (the default) keeps compiled graphs in this process; "disk" also
-   * stores them in cache_dir, so a later process running the same program compiles nothing;
-   * "off" stores nothing on disk and keeps only the last graph in memory. */
+  /* LATCH_CACHE: "memory" (the default, also NULL or "") keeps compiled graphs in this
+   * process; "disk" also stores them in cache_dir, so a later process running the same
+   * program compiles nothing; "off" stores nothing on disk and keeps only the last graph in
+   * memory. latch_options_init leaves it NULL when LATCH_CACHE is unset. */
   const char *cache;
   const char *cache_dir; /* LATCH_CACHE_DIR, else $XDG_CACHE_HOME/latch, else ~/.cache/latch */
   /* LATCH_CHECK: "off" (default); "compile" catches a backend's compile errors; "accuracy"
@@ -98,6 +99,21 @@ typedef struct latch_options {
    * 0 keeps none; default (and any negative) half the machine's memory. */
   int keep_arena_mb;
   bool no_fusion; /* LATCH_NO_FUSION=1: the cpu backend runs each op on its own (to measure fusion) */
+  /* LATCH_LOG: what to print on stderr, comma-separated: "recompiles" (each recompile of a
+   * traced function, with the guard that failed), "guards" (each new entry's guards),
+   * "compiles" (each compile or load, with where it came from). NULL or "": nothing. A word
+   * it does not know gets one warning per process that lists the known ones. */
+  const char *log;
+  const char *repro_dir;  /* LATCH_REPRO_DIR: where LATCH_CHECK leaves repros; NULL or "": /tmp */
+  /* LATCH_REPRO_MAX_BYTES: the input bytes a repro may hold (inputs past it are left out);
+   * 0: 64 MiB; otherwise at least 1. */
+  double repro_max_bytes;
+  /* For latch's own tests; NULL or "": none. test_fault (LATCH_FAULT) makes the backend
+   * misbehave on demand ("latch run --help" lists the faults); test_cache_fault
+   * (LATCH_CACHE_TEST_FAULT, "OP:ERRNO") makes a disk cache operation fail;
+   * test_cache_write_delay_ms (LATCH_CACHE_TEST_WRITE_DELAY_MS) pauses halfway through
+   * writing a disk cache entry. */
+  const char *test_fault, *test_cache_fault, *test_cache_write_delay_ms;
 } latch_options;
 
 /* Fills the defaults, then applies the environment variables named above. An unreadable
@@ -355,9 +371,8 @@ typedef struct latch_function_options {
   const latch_dim_mark *marks;  /* copied */
 } latch_function_options;
 
-/* Defaults, then LATCH_RECOMPILE_LIMIT. LATCH_LOG=recompiles prints every recompile with the
- * failing guard; LATCH_LOG=guards prints each new entry's guards (comma-separated, both); a
- * word it does not know gets one warning per process that lists the known ones. */
+/* Defaults, then LATCH_RECOMPILE_LIMIT. What a function logs is its runtime's
+ * (latch_options.log: recompiles, guards). */
 latch_status latch_function_options_init(latch_function_options *options);
 /* NULL options means the defaults. NULL on failure (latch_last_error says why). */
 latch_function *latch_function_new(latch_runtime *rt, latch_fn fn, void *user, const latch_function_options *options);

@@ -8,19 +8,10 @@
 
 #include "runtime/runtime.h"
 
-static hlo_status parse_max_bytes(const char *text, double *bytes, hlo_diag *diag) {
-  *bytes = 0;
-  if (!text || !*text) return HLO_OK;
-  char *end = NULL;
-  *bytes = strtod(text, &end);
-  if (end == text || *end || !(*bytes >= 1))
-    return hlo_diag_set(diag, HLO_ERR_INPUT, "LATCH_REPRO_MAX_BYTES '%s': expected a number of bytes >= 1", text);
-  return HLO_OK;
-}
-
 hlo_status min_auto_repro(const min_auto_request *request, char *path, size_t size, hlo_diag *diag) {
-  double max_bytes;
-  if (parse_max_bytes(request->max_bytes, &max_bytes, diag) != HLO_OK) return diag->status;
+  double max_bytes = request->max_bytes;
+  if (!(max_bytes == 0 || max_bytes >= 1))
+    return hlo_diag_set(diag, HLO_ERR_INPUT, "a repro's max_bytes must be 0 or at least 1, got %g", max_bytes);
   char made[] = "/tmp/latch-repro-XXXXXX";
   const char *dir = request->dir;
   if (!dir) {

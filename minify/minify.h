@@ -218,9 +218,9 @@ typedef struct min_auto_request {
   double budget_s;            /* the whole minification (min_options.budget_s); 0: no limit */
   const min_outcome *failure; /* the failure already seen (min_options.failure), or NULL */
   const char *dir;            /* the repro directory; NULL makes a new /tmp/latch-repro-XXXXXX */
-  /* LATCH_REPRO_MAX_BYTES as text (NULL or empty: MIN_REPRO_DEFAULT_MAX_BYTES): the input
-   * bytes the repro may hold; an input past it is left out, and the report says so. */
-  const char *max_bytes;
+  /* The input bytes the repro may hold (LATCH_REPRO_MAX_BYTES; 0: MIN_REPRO_DEFAULT_MAX_BYTES);
+   * an input past it is left out, and the report says so. */
+  double max_bytes;
 } min_auto_request;
 
 /* LATCH_CHECK's values: off (or unset, or empty), compile, accuracy (which implies compile). */
@@ -230,7 +230,7 @@ hlo_status min_check_mode_parse(const char *text, min_check_mode *mode, hlo_diag
 
 /* Minifies and writes the repro; its directory goes to path (size bytes). HLO_ERR_INPUT when
  * the graph does not fail the check again (a flaky failure that did not come back), or when
- * max_bytes is not a positive number. */
+ * max_bytes is neither 0 nor at least 1. */
 hlo_status min_auto_repro(const min_auto_request *request, char *path, size_t size, hlo_diag *diag);
 
 /* ---- repro.c ---- */

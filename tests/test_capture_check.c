@@ -26,13 +26,15 @@ typedef struct outcome {
   char error[1024];
 } outcome;
 
-static outcome run_program(const char *check, int runs) {
+static outcome run_program(const char *check, const char *fault, int runs) {
   outcome o;
   memset(&o, 0, sizeof o);
   latch_options options;
   latch_options_init(&options);
   options.backend = "reference";
   options.check = check;
+  options.test_fault = fault;
+  options.repro_dir = base;
   latch_runtime *rt = latch_open(&options);
   if (!rt) {
     o.sync = LATCH_ERR_INPUT;
@@ -69,9 +71,7 @@ static int run_repro(const char *dir, const char *fault) {
 }
 
 static void check_fault(const char *check, const char *fault) {
-  setenv("LATCH_FAULT", fault, 1);
-  outcome o = run_program(check, 2);
-  unsetenv("LATCH_FAULT");
+  outcome o = run_program(check, fault, 2);
   CHECK_MSG(o.sync == LATCH_OK, "%s", o.error);
   for (int i = 0; i < 4; i++) CHECK_NEAR(o.y[i], want[i], 1e-6);
   CHECK_EQ_INT(o.stats.check_failures, 1); /* once: the second run reuses the fallback */
@@ -93,9 +93,7 @@ static void test_accuracy_fault(void) { check_fault("accuracy", "accuracy:cosine
 
 /* Without LATCH_CHECK a compile error is the sync's error, naming the op; never a crash. */
 static void test_unchecked_compile_error(void) {
-  setenv("LATCH_FAULT", "compile:cosine", 1);
-  outcome o = run_program("off", 1);
-  unsetenv("LATCH_FAULT");
+  outcome o = run_program("off", "compile:cosine", 1);
   CHECK(o.sync != LATCH_OK);
   CHECK(strstr(o.error, "cosine") != NULL);
   CHECK_EQ_INT(o.stats.check_failures, 0);
@@ -103,7 +101,7 @@ static void test_unchecked_compile_error(void) {
 
 /* A clean backend passes both checks: no failure, no repro. */
 static void test_clean_backend(void) {
-  outcome o = run_program("accuracy", 1);
+  outcome o = run_program("accuracy", NULL, 1);
   CHECK_MSG(o.sync == LATCH_OK, "%s", o.error);
   for (int i = 0; i < 4; i++) CHECK_NEAR(o.y[i], want[i], 1e-6);
   CHECK_EQ_INT(o.stats.check_failures, 0);
@@ -111,7 +109,7 @@ static void test_clean_backend(void) {
 }
 
 static void test_bad_check_mode(void) {
-  outcome o = run_program("sometimes", 1);
+  outcome o = run_program("sometimes", NULL, 1);
   CHECK(o.sync != LATCH_OK);
   CHECK(strstr(o.error, "sometimes") != NULL);
 }
@@ -127,7 +125,6 @@ int main(void) {
   }
   snprintf(base, sizeof base, "/tmp/latch-check-XXXXXX");
   if (!mkdtemp(base)) return 1;
-  setenv("LATCH_REPRO_DIR", base, 1);
   RUN(test_compile_fault);
   RUN(test_accuracy_fault);
   RUN(test_unchecked_compile_error);

@@ -2,7 +2,7 @@
  * new graph run in a child process with a time limit, so a backend that crashes (abort) or
  * hangs while compiling, or computes wrong numbers, costs a repro directory and a warning,
  * never the program: its outputs are right each time, through a plain sync and through a
- * traced function, on the cpu backend (the default). Faults are injected with LATCH_FAULT
+ * traced function, on the cpu backend (the default). Faults are injected with options.test_fault
  * on the cosine. The time limit is 2 s where the fault is a hang (each hanging check costs
  * it) and 30 s elsewhere, so that a loaded machine does not turn a slow check into a hang. */
 #include <stdio.h>
@@ -49,9 +49,9 @@ static latch_runtime *open_checked(const char *check, const char *fault, double 
   options.check_timeout = timeout;
   options.check_budget = budget;
   options.cache = "memory";
-  setenv("LATCH_FAULT", fault ? fault : "", 1); /* read when the runtime opens */
+  options.test_fault = fault;
+  options.repro_dir = base;
   latch_runtime *rt = latch_open(&options);
-  unsetenv("LATCH_FAULT");
   if (!rt) {
     o->status = LATCH_ERR_INPUT;
     snprintf(o->error, sizeof o->error, "%s", latch_last_error());
@@ -208,7 +208,6 @@ static void bad_timeout_is_an_error(void) {
 int main(void) {
   snprintf(base, sizeof base, "/tmp/latch-isolated-XXXXXX");
   if (!mkdtemp(base)) return 1;
-  setenv("LATCH_REPRO_DIR", base, 1);
   unsetenv("LATCH_BACKEND"); /* the default: cpu */
   RUN(crash_in_compile_sync);
   RUN(crash_in_compile_function);

@@ -36,5 +36,14 @@ for f in $(find hlo guards cache runtime minify capture tools bench python -name
     fi
   done
 done
+# Settings are read once, by latch_options_init and latch_open (capture/settings.c), or by the
+# command's own flags (tools/); every other file gets them passed down: no getenv.
+for f in $(find hlo guards cache runtime minify capture bench python include -name '*.[ch]' -o -name '*.cc' 2>/dev/null); do
+  [ "$f" = capture/settings.c ] && continue
+  checked=$((checked + 1))
+  if grep -n 'getenv' "$f" >/dev/null; then
+    echo "FAIL $f reads the environment (getenv): settings belong in capture/settings.c"; bad=$((bad + 1))
+  fi
+done
 echo "test_layers: $((checked - bad)) passed, $bad failed"
 [ "$bad" -eq 0 ]

@@ -132,9 +132,10 @@ static bool call_at(latch_runtime *rt, latch_function *f, int64_t t) {
   return ok;
 }
 
-static latch_runtime *open_memory(void) {
+static latch_runtime *open_memory(const char *log) {
   latch_options options;
   latch_options_init(&options);
+  options.log = log;
   options.backend = "cpu";
   options.eager = false;
   options.cache = "memory";
@@ -157,7 +158,7 @@ static uint64_t compiles(latch_runtime *rt) {
  * new length after that compiles the moved ones only, the same number each time, and a
  * length seen before compiles nothing. */
 static void still_part_compiles_once(void) {
-  latch_runtime *rt = open_memory();
+  latch_runtime *rt = open_memory(NULL);
   model md;
   make_model(rt, &md);
   latch_function *f = latch_function_new_step(rt, step, &md, NULL);
@@ -228,21 +229,15 @@ static void call_4_and_5(void *arg) {
   c->right = call_at(c->rt, c->f, 4) && call_at(c->rt, c->f, 5);
 }
 
-/* LATCH_LOG=guards names the entry that runs in segments, with its counts. */
+/* options.log "guards" (LATCH_LOG) names the entry that runs in segments, with its counts. */
 static void log_says_segments(void) {
-  const char *before = getenv("LATCH_LOG");
-  char *saved = before ? strdup(before) : NULL;
-  setenv("LATCH_LOG", "guards", 1);
-  latch_runtime *rt = open_memory();
+  latch_runtime *rt = open_memory("guards");
   model md;
   make_model(rt, &md);
   latch_function_options o;
   latch_function_options_init(&o);
   o.name = "decoder";
   logged_calls calls = {rt, latch_function_new_step(rt, step, &md, &o), false};
-  if (saved) setenv("LATCH_LOG", saved, 1);
-  else unsetenv("LATCH_LOG");
-  free(saved);
   const char *text = fu_capture_stderr(call_4_and_5, &calls);
   CHECK(calls.right);
   CHECK(strstr(text, "'decoder' entry 1 runs in segments") == NULL); /* the static trace */
@@ -262,7 +257,7 @@ static void *caller(void *arg) {
 }
 
 static void threads_bind_and_run(void) {
-  shared_rt = open_memory();
+  shared_rt = open_memory(NULL);
   model md;
   make_model(shared_rt, &md);
   shared_fn = latch_function_new_step(shared_rt, step, &md, NULL);

@@ -1,8 +1,9 @@
 /* Settings reach the layers below capture/ as arguments: set through latch_options alone (the
  * environment says otherwise, or nothing), the thread count, the cpu backend's fusion and
  * arena budget and the disk cache's size limit are what the parallel loops, the plan and the
- * cache use. latch_options_init reads the new variables; LATCH_LOG warns once about a word it
- * does not know, naming the ones it does. */
+ * cache use; the log words, the check's repro directory and size limit, and the test-only
+ * faults (the backend's and the disk cache's) likewise. latch_options_init reads the
+ * variables; a log word it does not know gets one warning, naming the ones it knows. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -189,34 +190,217 @@ static latch_status negate(void *user, latch_tensor *const *inputs, int input_co
   return LATCH_OK;
 }
 
-/* A word LATCH_LOG does not know: one warning in the process, however many functions read
- * it, naming the word and listing the known ones; the known word beside it still works. */
+/* Calls negate once on [1, 2] and checks the result is [-1, -2]. */
+static void call_negate(latch_function *f, latch_runtime *rt) {
+  float xs[2] = {1, 2};
+  latch_tensor *x = latch_from_host(rt, LATCH_F32, 1, (int64_t[]){2}, xs), *y = NULL;
+  latch_status called = f ? latch_call(f, &x, 1, NULL, 0, &y, 1) : LATCH_ERR_INTERNAL;
+  CHECK_MSG(called == LATCH_OK, "%s", latch_last_error());
+  double got[2] = {0, 0};
+  CHECK(y && latch_read_f64(y, got, 2) == LATCH_OK && got[0] == -1 && got[1] == -2);
+  latch_release(x), latch_release(y);
+}
+
+/* A word options.log does not know: one warning in the process, however many runtimes are
+ * opened with it, naming the word and listing the known ones; the known word beside it still
+ * works. */
 static void test_log_unknown_word(void) {
   latch_options options;
   CHECK(latch_options_init(&options) == LATCH_OK);
   options.backend = "reference";
-  latch_runtime *rt = latch_open(&options);
-  if (!rt) return;
-  setenv("LATCH_LOG", "nosuchword,guards", 1);
+  options.log = "nosuchword,guards";
   capture_begin();
-  latch_function *a = latch_function_new_step(rt, negate, NULL, NULL);
-  latch_function *b = latch_function_new_step(rt, negate, NULL, NULL);
-  float xs[2] = {1, 2};
-  latch_tensor *x = latch_from_host(rt, LATCH_F32, 1, (int64_t[]){2}, xs), *y = NULL;
-  latch_status called = a ? latch_call(a, &x, 1, NULL, 0, &y, 1) : LATCH_ERR_INTERNAL;
+  latch_runtime *rt = latch_open(&options), *again = latch_open(&options);
+  latch_function *a = rt ? latch_function_new_step(rt, negate, NULL, NULL) : NULL;
+  latch_function *b = rt ? latch_function_new_step(rt, negate, NULL, NULL) : NULL;
+  if (a) call_negate(a, rt);
   const char *text = capture_end();
-  unsetenv("LATCH_LOG");
-  CHECK_EQ_INT(called, LATCH_OK);
-  double got[2] = {0, 0};
-  CHECK(y && latch_read_f64(y, got, 2) == LATCH_OK && got[0] == -1 && got[1] == -2);
+  CHECK_MSG(rt && again, "%s", latch_last_error());
   CHECK_EQ_INT(count_occurrences(text, "latch: warning: LATCH_LOG"), 1);
   CHECK_MSG(strstr(text, "unknown word 'nosuchword'") != NULL, "%s", text);
   CHECK_MSG(strstr(text, "known: recompiles, guards, compiles") != NULL, "%s", text);
   CHECK_MSG(strstr(text, "entry 1 guards:") != NULL, "%s", text); /* guards still logged */
-  latch_release(x), latch_release(y);
   latch_function_free(a);
   latch_function_free(b);
   latch_close(rt);
+  latch_close(again);
+}
+
+/* The log comes from options alone: LATCH_LOG set after latch_options_init is not read when
+ * the runtime opens, nor when a function is made or a graph compiled. */
+static void test_log_option(void) {
+  latch_options options;
+  unsetenv("LATCH_LOG");
+  CHECK(latch_options_init(&options) == LATCH_OK);
+  CHECK(options.log == NULL);
+  options.backend = "reference";
+  latch_options logged = options;
+  logged.log = "guards,compiles";
+  setenv("LATCH_LOG", "recompiles,guards,compiles", 1);
+  capture_begin();
+  latch_runtime *quiet = latch_open(&options);
+  latch_function *f = quiet ? latch_function_new_step(quiet, negate, NULL, NULL) : NULL;
+  if (f) call_negate(f, quiet);
+  const char *text = capture_end();
+  CHECK_MSG(quiet != NULL, "%s", latch_last_error());
+  CHECK_MSG(strstr(text, "latch:") == NULL, "%s", text);
+  latch_function_free(f);
+  latch_close(quiet);
+  capture_begin();
+  latch_runtime *loud = latch_open(&logged);
+  f = loud ? latch_function_new_step(loud, negate, NULL, NULL) : NULL;
+  if (f) call_negate(f, loud);
+  text = capture_end();
+  unsetenv("LATCH_LOG");
+  CHECK_MSG(loud != NULL, "%s", latch_last_error());
+  CHECK_MSG(strstr(text, "entry 1 guards:") != NULL, "%s", text);
+  CHECK_MSG(strstr(text, " compiled in ") != NULL, "%s", text);
+  latch_function_free(f);
+  latch_close(loud);
+}
+
+/* The variables behind the log, repro and test-hook fields, and their errors. */
+static void test_more_variables(void) {
+  static const char *const names[] = {"LATCH_LOG", "LATCH_REPRO_DIR", "LATCH_REPRO_MAX_BYTES", "LATCH_FAULT",
+                                      "LATCH_CACHE_TEST_FAULT", "LATCH_CACHE_TEST_WRITE_DELAY_MS"};
+  static const char *const values[] = {"guards", "/nowhere", "1.5e3", "compile:cosine", "write:EIO", "7"};
+  for (int i = 0; i < 6; i++) unsetenv(names[i]);
+  latch_options options;
+  CHECK(latch_options_init(&options) == LATCH_OK);
+  CHECK(!options.log && !options.repro_dir && options.repro_max_bytes == 0 && !options.test_fault &&
+        !options.test_cache_fault && !options.test_cache_write_delay_ms);
+  for (int i = 0; i < 6; i++) setenv(names[i], values[i], 1);
+  CHECK(latch_options_init(&options) == LATCH_OK);
+  CHECK_STR(options.log, "guards");
+  CHECK_STR(options.repro_dir, "/nowhere");
+  CHECK(options.repro_max_bytes == 1500);
+  CHECK_STR(options.test_fault, "compile:cosine");
+  CHECK_STR(options.test_cache_fault, "write:EIO");
+  CHECK_STR(options.test_cache_write_delay_ms, "7");
+  static const char *const bad[] = {"lots", "0.5", "-3", "0"};
+  for (int i = 0; i < 4; i++) {
+    setenv("LATCH_REPRO_MAX_BYTES", bad[i], 1);
+    CHECK_EQ_INT(latch_options_init(&options), LATCH_ERR_INPUT);
+    CHECK_MSG(strstr(latch_last_error(), "LATCH_REPRO_MAX_BYTES") != NULL, "%s", latch_last_error());
+  }
+  for (int i = 0; i < 6; i++) unsetenv(names[i]);
+}
+
+/* sum(cos(x) + 1) over x = [0, 1, 2, 3] on rt, checked against fp64. */
+static void run_cosine(latch_runtime *rt) {
+  float xs[4] = {0, 1, 2, 3};
+  latch_tensor *x = latch_from_host(rt, LATCH_F32, 1, (int64_t[]){4}, xs), *one = latch_scalar(rt, LATCH_F32, 1);
+  latch_tensor *c = latch_unary(LATCH_COS, x), *y = latch_binary(LATCH_ADD, c, one);
+  latch_tensor *s = latch_reduce(LATCH_SUM, y, 0, NULL, false);
+  double got = NAN, want = 4 + cos(0.0) + cos(1.0) + cos(2.0) + cos(3.0);
+  CHECK_MSG(latch_read_f64(s, &got, 1) == LATCH_OK, "%s", latch_last_error());
+  CHECK_NEAR(got, want, 1e-5);
+  latch_release(x), latch_release(one), latch_release(c), latch_release(y), latch_release(s);
+}
+
+static bool file_has(const char *path, const char *fragment) {
+  static char text[1 << 14];
+  FILE *f = fopen(path, "rb");
+  size_t len = f ? fread(text, 1, sizeof text - 1, f) : 0;
+  text[len] = 0;
+  if (f) fclose(f);
+  return strstr(text, fragment) != NULL;
+}
+
+/* test_fault, repro_dir and repro_max_bytes through options, the environment naming another
+ * fault, another directory and no limit: the cosine fails the compile check, the result is
+ * still right (the reference backend takes over), and the repro lands in the options'
+ * directory, its report naming the options' limit of 1 byte. */
+static void test_check_options(void) {
+  char dir[64], elsewhere[64];
+  make_temp_dir(dir);
+  make_temp_dir(elsewhere);
+  latch_options options;
+  CHECK(latch_options_init(&options) == LATCH_OK);
+  options.backend = "reference";
+  options.check = "compile";
+  options.test_fault = "compile:cosine";
+  options.repro_dir = dir;
+  options.repro_max_bytes = 1;
+  setenv("LATCH_FAULT", "bogus", 1);
+  setenv("LATCH_REPRO_DIR", elsewhere, 1);
+  capture_begin();
+  latch_runtime *rt = latch_open(&options);
+  if (rt) run_cosine(rt);
+  const char *text = capture_end();
+  unsetenv("LATCH_FAULT");
+  unsetenv("LATCH_REPRO_DIR");
+  CHECK_MSG(rt != NULL, "%s", latch_last_error());
+  if (rt) {
+    latch_stats stats;
+    latch_get_stats(rt, &stats);
+    CHECK_EQ_INT(stats.check_failures, 1);
+    const char *repro = latch_last_repro(rt);
+    CHECK_MSG(strncmp(repro, dir, strlen(dir)) == 0, "repro %s not under %s (%s)", repro, dir, text);
+    char report[4200];
+    snprintf(report, sizeof report, "%s/report.txt", repro);
+    CHECK_MSG(file_has(report, "written as .npy (limit 1)"), "%s does not name the limit 1", report);
+    CHECK_EQ_INT(count_files(elsewhere, ""), 0);
+  }
+  latch_close(rt);
+  options.repro_max_bytes = 0.5;
+  CHECK(latch_open(&options) == NULL);
+  CHECK_MSG(strstr(latch_last_error(), "repro_max_bytes") != NULL, "%s", latch_last_error());
+  options.repro_max_bytes = 0;
+  options.test_fault = "bogus";
+  CHECK(latch_open(&options) == NULL);
+  CHECK_MSG(strstr(latch_last_error(), "bogus") != NULL, "%s", latch_last_error());
+  remove_tree(dir);
+  remove_tree(elsewhere);
+}
+
+/* The disk cache's test hooks through options: a write that fails with EIO stores nothing
+ * (and warns), where the environment's hooks are malformed and not read; malformed hooks in
+ * options are latch_open's error, naming them. */
+static void test_cache_hook_options(void) {
+  char dir[64];
+  make_temp_dir(dir);
+  latch_options options;
+  CHECK(latch_options_init(&options) == LATCH_OK);
+  options.backend = "cpu";
+  options.cache = "disk";
+  options.cache_dir = dir;
+  options.test_cache_fault = "write:EIO";
+  setenv("LATCH_CACHE_TEST_FAULT", "nonsense", 1);
+  setenv("LATCH_CACHE_TEST_WRITE_DELAY_MS", "-1", 1);
+  capture_begin();
+  latch_runtime *rt = latch_open(&options);
+  if (rt) run_cosine(rt);
+  const char *text = capture_end();
+  CHECK_MSG(rt != NULL, "%s", latch_last_error());
+  if (rt) {
+    latch_stats stats;
+    latch_get_stats(rt, &stats);
+    CHECK_EQ_INT(stats.compiles, 1);
+    CHECK_EQ_INT(stats.disk_writes, 0);
+    CHECK_MSG(strstr(text, "latch: warning:") != NULL, "no warning: %s", text);
+  }
+  latch_close(rt);
+  options.test_cache_fault = NULL;
+  rt = latch_open(&options); /* the same graph, now written */
+  if (rt) run_cosine(rt);
+  CHECK_MSG(rt != NULL, "%s", latch_last_error());
+  if (rt) {
+    latch_stats stats;
+    latch_get_stats(rt, &stats);
+    CHECK_EQ_INT(stats.disk_writes, 1);
+  }
+  latch_close(rt);
+  unsetenv("LATCH_CACHE_TEST_FAULT");
+  unsetenv("LATCH_CACHE_TEST_WRITE_DELAY_MS");
+  options.test_cache_fault = "write:EWHAT";
+  CHECK(latch_open(&options) == NULL);
+  CHECK_MSG(strstr(latch_last_error(), "LATCH_CACHE_TEST_FAULT") != NULL, "%s", latch_last_error());
+  options.test_cache_fault = NULL;
+  options.test_cache_write_delay_ms = "-1";
+  CHECK(latch_open(&options) == NULL);
+  CHECK_MSG(strstr(latch_last_error(), "LATCH_CACHE_TEST_WRITE_DELAY_MS") != NULL, "%s", latch_last_error());
+  remove_tree(dir);
 }
 
 int main(void) {
@@ -226,5 +410,9 @@ int main(void) {
   RUN(test_keep_arena_option);
   RUN(test_cache_max_bytes_option);
   RUN(test_log_unknown_word);
+  RUN(test_log_option);
+  RUN(test_more_variables);
+  RUN(test_check_options);
+  RUN(test_cache_hook_options);
   return TEST_REPORT();
 }

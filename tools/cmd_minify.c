@@ -162,7 +162,7 @@ static int parse_options(int argc, char **argv, minify_flags *f, min_options *o,
     p->compile_options = &f->compile;
     hlo_diag diag;
     hlo_diag_clear(&diag);
-    p->backend = cap_env_fault(backend, &diag);
+    p->backend = cap_fault_wrap(backend, getenv("LATCH_FAULT"), &diag);
     if (!p->backend) return cli_fail(&diag);
   }
   o->progress = f->quiet ? NULL : stderr;

@@ -390,7 +390,7 @@ static hlo_status execute(const run_options *o, const hlo_module *module, rt_val
     /* Checks and injected faults compile afresh: a cached executable would hide the
      * compile being checked, and a faulty one must never reach the shared cache. */
     c->checking = true;
-    c->backend = cap_env_fault(c->backend, diag);
+    c->backend = cap_fault_wrap(c->backend, fault, diag);
     if (!c->backend) return diag->status;
     c->exe = c->backend->compile(module, &o->compile_options, diag);
     if (!c->exe && o->check) {
@@ -438,7 +438,8 @@ static int check_result(const run_options *o, const hlo_module *module, rt_value
 static int compile_check(const run_options *o, const hlo_module *module) {
   hlo_diag diag;
   hlo_diag_clear(&diag);
-  const rt_backend *backend = cap_env_fault(cap_backend_find(o->backend ? o->backend : "reference"), &diag);
+  const rt_backend *backend = cap_fault_wrap(cap_backend_find(o->backend ? o->backend : "reference"), getenv("LATCH_FAULT"),
+                                                  &diag);
   if (!backend) return cli_fail(&diag);
   double start = cli_now();
   rt_executable *exe = backend->compile(module, &o->compile_options, &diag);

@@ -8,6 +8,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void *codec_compile(void *ctx, hlo_diag *diag) {
@@ -64,8 +65,7 @@ rt_executable *run_cache_compile(run_cache *cache, const rt_backend *backend, co
     hlo_diag dir_diag;
     hlo_diag_clear(&dir_diag);
     uint64_t max_bytes;
-    cache_disk_test_hooks hooks;
-    cap_env_cache_hooks(&hooks);
+    cache_disk_test_hooks hooks = {getenv("LATCH_CACHE_TEST_FAULT"), getenv("LATCH_CACHE_TEST_WRITE_DELAY_MS")};
     if (cap_env_cache_dir(dir, sizeof dir, &dir_diag) != HLO_OK) {
       fprintf(stderr, "latch: warning: compile cache: %s; compiling without it\n", dir_diag.message);
       cache->off_reason = "no cache directory";
@@ -87,7 +87,7 @@ rt_executable *run_cache_compile(run_cache *cache, const rt_backend *backend, co
     printf("loaded compiled graph from cache in %.2f ms\n", cache->seconds * 1e3);
   else if (exe)
     print_compile_time(module, cache->seconds);
-  if (exe && backend == &rt_backend_cpu && cap_log_has("compiles")) /* a load runs no pass: 0 and 0 */
+  if (exe && backend == &rt_backend_cpu && (cap_log_flags(getenv("LATCH_LOG")) & CAP_LOG_COMPILES)) /* a load runs no pass: 0 and 0 */
     printf("cpu backend: passes ran %" PRId64 " times, %" PRId64 " plans built\n", rt_cpu_pass_runs(),
            rt_cpu_plans_built());
   return exe;
