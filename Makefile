@@ -68,7 +68,7 @@ $(BUILD)/python/%.py: python/%.py
 python: $(PY_MODULE) $(PY_OUT)
 	@echo "latch for Python: PYTHONPATH=$(abspath $(BUILD)/python) $(PYTHON)"
 
-# The build identity (issue 17): a hash of every library source file (names and contents),
+# The build identity: a hash of every library source file (names and contents),
 # the compiler's version and the flags, written to $(BUILD)/gen/build_id.h. It is part of
 # every compile-cache key (runtime/fingerprint.c), so any change to the code that lowers or
 # compiles a graph makes the entries of the old build misses, with no version to bump by
@@ -107,7 +107,7 @@ $(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT) $(wildcard tests/*.h) $(BUILD)/libbe
 	$(CC) $(CFLAGS) -o $@ $< $(TEST_SUPPORT) $(BUILD)/libbench.a $(BUILD)/liblatch.a $(LDLIBS)
 
 test: all $(TEST_BIN)
-	@BUILD=$(BUILD) SAN="$(SAN)" sh tests/run.sh $(TEST_BIN) tests/test_embed.sh tests/test_layers.sh tests/test_build_id.sh tests/test_compare_torch.sh tests/test_compare_ort.sh tests/test_zoo_sweep.sh tests/test_warm_cache.sh tests/test_peak.sh $(PYTHON_TESTS)
+	@BUILD=$(BUILD) SAN="$(SAN)" sh tests/run.sh $(TEST_BIN) tests/test_embed.sh tests/test_layers.sh tests/test_docs.sh tests/test_build_id.sh tests/test_compare_torch.sh tests/test_compare_ort.sh tests/test_zoo_sweep.sh tests/test_warm_cache.sh tests/test_peak.sh $(PYTHON_TESTS)
 
 SAN_FLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 sanitize:
@@ -135,7 +135,7 @@ tsan:
 test-threads: $(THREAD_TEST_BIN)
 	@BUILD=$(BUILD) sh tests/run.sh $(THREAD_TEST_BIN)
 
-# `make soak` (issue 17): two processes x SOAK_THREADS threads x SOAK_CALLS calls of traced
+# `make soak`: two processes x SOAK_THREADS threads x SOAK_CALLS calls of traced
 # functions racing on one disk cache, every result checked against eager, RSS and open files
 # flat; a few minutes, so not in `make test`.
 SOAK_CALLS ?= 12000
@@ -150,7 +150,7 @@ soak: $(BUILD)/soak
 minify-mobilenet: all
 	@BUILD=$(BUILD) sh tests/minify_mobilenet.sh
 
-# Interacting culprits on 100 generated graphs (make test runs 6 of them): the figure for issue 20.
+# Interacting culprits on 100 generated graphs (make test runs 6 of them).
 minify-pairs: $(BUILD)/tests/test_minify_pairs
 	$(BUILD)/tests/test_minify_pairs 100
 
@@ -186,14 +186,14 @@ check-torch: all
 	sh bench/check_torch.sh
 
 # `make compare-torch`: latch's trace-once times against PyTorch eager on the same models,
-# batch sizes, input sizes and thread count (issue 7); opt-in like check-torch.
+# batch sizes, input sizes and thread count; opt-in like check-torch.
 # COMPARE_ARGS passes options on, e.g. COMPARE_ARGS="--batch 1 --repeat 10 --json out.json".
 compare-torch: all
 	/usr/bin/python3 bench/compare_torch.py --latch $(BUILD)/latch $(COMPARE_ARGS)
 
 # `make compare-ort`: latch's trace-once times against ONNX Runtime (npm's onnxruntime-node,
 # its cpu binaries; --ignore-scripts skips the install script, which only fetches GPU parts)
-# and PyTorch eager, on the image models at 224x224 (issue 16); opt-in like compare-torch,
+# and PyTorch eager, on the image models at 224x224; opt-in like compare-torch,
 # needs node and npm besides python3-torch and python3-torchvision.
 ORT_DIR = $(BUILD)/ort
 $(ORT_DIR)/node_modules/onnxruntime-node/package.json:

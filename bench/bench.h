@@ -1,8 +1,8 @@
 /* bench/: the model zoo and the `latch bench` harness, written against the public API only.
  *
  * A model is a struct of weight tensors plus a step function with the shape a traced
- * function will have (issue 4), so the same code runs op by op (eager), traced every step
- * (every) and, once that API exists, traced once (once). */
+ * function has (latch_function_new_step), so the same code runs op by op (eager), traced
+ * every step (every) and traced once (once). */
 #ifndef BENCH_H
 #define BENCH_H
 #include <stdbool.h>

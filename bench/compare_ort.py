@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""latch's trace-once mode against ONNX Runtime and PyTorch eager on the same models (issue 16).
+"""latch's trace-once mode against ONNX Runtime and PyTorch eager on the same models.
 
   bench/compare_ort.py [--model M ...] [--batch 1,8] [--size 224] [--repeat N] [--rounds N] [--warmup N] [--threads N]
                        [--ort DIR] [--node node] [--onnx-dir DIR] [--peak N] [--torch-passive] [--json FILE]

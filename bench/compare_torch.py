@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""latch's trace-once mode against PyTorch eager on the same architectures (issues 7, 16).
+"""latch's trace-once mode against PyTorch eager on the same architectures.
 
   bench/compare_torch.py [--model M ...] [--batch 1,8] [--size default,224] [--repeat N] [--rounds N] [--warmup N]
                          [--threads N] [--torch-passive] [--peak N] [--json FILE] [--latch build/latch]
@@ -37,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # The models both sides have; at latch's default sizes (latch bench --help).
 DEFAULT_MODELS = ["mlp", "resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1", "alexnet", "vgg16",
                   "bert_small", "vit_tiny"]
-# The image models, which also run at the size they are used at (issue 16's goals).
+# The image models, which also run at the size they are used at.
 IMAGE_MODELS = ["resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1", "alexnet", "vgg16"]
 LARGE_SIZE = 224
 

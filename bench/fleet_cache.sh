@@ -1,5 +1,5 @@
 #!/bin/sh
-# Figures for the compile cache's remote tier (issue 19), against a private redis-server on
+# Figures for the compile cache's remote tier, against a private redis-server on
 # 127.0.0.1 started here:
 #   - time to the first result (the first step, compile or load included: first_step_ms of
 #     latch bench --mode every --repeat 1 --warmup 0) in three cases: cold (nothing anywhere),

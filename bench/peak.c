@@ -5,9 +5,8 @@
  * (oneDNN's kernels, as the models' convolutions); the peak is the better of the two. The
  * convolution adds its source back (a residual): it then stays on oneDNN's direct kernel,
  * which does every multiply it counts, where alone on AVX-512 it would run by Winograd, a
- * quarter of them, and report 2x the machine's arithmetic (401 GFLOP/s against a 191 product
- * on the AVX-512 machine of 2026-11-26). Each
- * is traced and synced through the runtime like any graph, with the runtime's thread count
+ * quarter of them, and report about 2x the machine's arithmetic (against the product's rate
+ * on an AVX-512 machine). Each is traced and synced through the runtime like any graph, with the runtime's thread count
  * (LATCH_THREADS); one untimed run first (the compile), then the median of `repeat` wall
  * times. Written against latch.h only. */
 #include <stdio.h>

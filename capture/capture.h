@@ -242,7 +242,7 @@ bool cap_broadcast_dims(int rank_a, const int64_t *a, int rank_b, const int64_t 
 /* A dim index with negatives from the end; -1 when out of range. */
 int cap_norm_dim(int dim, int rank);
 
-/* ---- graphs (graph.c): what a sync runs, and what a traced function (issue 4) will be
+/* ---- graphs (graph.c): what a sync runs, and what a traced function's entry is
  * built from: roots in order, the READY leaves they read as parameters in canonical order,
  * the pending nodes between them in post-order, and the key. ---- */
 typedef struct cap_alias {
@@ -290,7 +290,7 @@ hlo_comp *cap_lower_reducer(hlo_comp *comp, hlo_opcode op, hlo_dtype dtype, hlo_
 hlo_instr *cap_lower_reduce(hlo_comp *comp, hlo_instr *x, hlo_opcode op, double init, int count, const int64_t *dims,
                             hlo_diag *diag);
 
-/* ---- executables (sync.c): what a trace-once hit (issue 4) runs without tracing ---- */
+/* ---- executables (sync.c): what a trace-once hit runs without tracing ---- */
 /* The compiled graph for g's key, compiling g on a miss (once however many threads miss);
  * release it with cache_table_release(rt->cache, entry). NULL with *status on failure. */
 cache_entry *cap_exe_lookup(latch_runtime *rt, const cap_graph *g, latch_status *status);

@@ -77,8 +77,8 @@ typedef struct latch_options {
   const char *check;
   double check_tol; /* LATCH_CHECK_TOL: the accuracy check's absolute tolerance, default 1e-3 */
   /* LATCH_CACHE_URL: a Redis server shared by a fleet, under the memory and disk caches:
-   * redis://[user:password@]host[:port][/db] or unix:///path/to.sock (README: "The compile
-   * cache shared by a fleet"). NULL or "": none. Ignored when cache is "off". */
+   * redis://[user:password@]host[:port][/db] or unix:///path/to.sock (README: "Caches";
+   * docs/cache-formats.md). NULL or "": none. Ignored when cache is "off". */
   const char *cache_url;
   /* LATCH_CACHE_SECRET: entries written to Redis are signed with it (HMAC-SHA256) and only
    * entries signed with it are used. NULL or "": none. */
@@ -163,7 +163,7 @@ latch_tensor *latch_from_host(latch_runtime *rt, latch_dtype dtype, int rank, co
 latch_tensor *latch_from_borrowed(latch_runtime *rt, latch_dtype dtype, int rank, const int64_t *dims, void *data,
                                   void (*release)(void *release_ctx), void *release_ctx);
 latch_status latch_touch(latch_tensor *t); /* t's memory was written from outside: new contents */
-/* A .npy file (see README for the element types read). */
+/* A .npy file (the element types read: runtime/npy.c). */
 latch_tensor *latch_from_npy(latch_runtime *rt, const char *path);
 /* value converted to dtype (a constant of the graph: its value is part of the graph's key). */
 latch_tensor *latch_full(latch_runtime *rt, latch_dtype dtype, int rank, const int64_t *dims, double value);

@@ -23,7 +23,7 @@ if LATCH_FAULT=compile:atan2 LATCH_BIN="$LATCH" "$WORK/repro/repro.sh" >/dev/nul
 LATCH_BIN="$LATCH" "$WORK/repro/repro.sh" >/dev/null 2>&1 || { echo "FAIL: repro.sh fails without the fault"; exit 1; }
 echo "ok: mobilenet_v2 minified to the culprit alone; repro.sh reproduces with the fault and passes without"
 
-# The accuracy case (issue 20): LATCH_FAULT=accuracy:convolution:0.01 on the cpu backend, the
+# The accuracy case: LATCH_FAULT=accuracy:convolution:0.01 on the cpu backend, the
 # unmodified step. The scan finds the first convolution failing on its own from the recorded
 # values, then shapes and inputs shrink: the repro is one convolution with at most 64 KB of
 # inputs, and repro.sh fails with the fault and passes without.

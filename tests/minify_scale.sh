@@ -3,7 +3,7 @@
 # ops, reductions and broadcasts over eight f32[65536,65536] parameters (128 GiB, never
 # allocated: a compile check reads no input data) with one atan2 at op 12,345, minified under
 # LATCH_FAULT=compile:atan2. Prints wall time and peak memory (GNU time) and checks the repro
-# is the atan2 alone; the figures are for the README, not asserted.
+# is the atan2 alone; the figures are printed, not asserted.
 set -u
 BUILD=${BUILD:-build}
 LATCH=$(cd "$(dirname "$BUILD/latch")" && pwd)/latch

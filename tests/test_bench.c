@@ -266,7 +266,7 @@ static void test_training_lowers_loss(void) {
   check_training("train_cnn", BENCH_EAGER);
 }
 
-/* The command: --json writes what README documents; an unknown model is status 1. */
+/* The command: --json writes what docs/benchmarking.md documents; an unknown model is status 1. */
 static void test_command_json(void) {
   /* $LATCH_BIN, else the command of this build ($BUILD: build-san under make sanitize). */
   const char *bin = getenv("LATCH_BIN"), *build = getenv("BUILD");

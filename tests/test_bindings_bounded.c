@@ -1,8 +1,8 @@
-/* Bindings of a symbolic entry are bounded (issue 17, item 4): a traced function called with
+/* Bindings of a symbolic entry are bounded: a traced function called with
  * 10,000 distinct sizes keeps at most CAP_BINDINGS_KEPT (64) of them, the least recently
  * used dropped and built again when its size comes back, with right values throughout; and
  * a mean over a symbolic dim binds instead of compiling once per size. The count is what is
- * checked, not RSS (memory follows the count; README has the RSS figures). */
+ * checked, not RSS (memory follows the count). */
 #include <stdio.h>
 
 #include "function_util.h"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The compile cache's key carries the build identity (issue 17): a copy of the tree is built,
+# The compile cache's key carries the build identity: a copy of the tree is built,
 # fills a disk cache, then has the constant in capture/lower_nn.c's lower_relu changed and is
 # rebuilt. The same program with the same cache must then compile again (a miss) and give
 # the new output, never the old build's executable. The copy reuses this build's objects

@@ -1,4 +1,4 @@
-/* LATCH_CHECK's isolation (issue 17, item 3): the first compile and first execution of each
+/* LATCH_CHECK's isolation: the first compile and first execution of each
  * new graph run in a child process with a time limit, so a backend that crashes (abort) or
  * hangs while compiling, or computes wrong numbers, costs a repro directory and a warning,
  * never the program: its outputs are right each time, through a plain sync and through a

@@ -1,4 +1,4 @@
-/* The cache directory is private (issue 17): created 0700; one owned by another user or
+/* The cache directory is private: created 0700; one owned by another user or
  * writable by group or others is refused with one warning, and a runtime on it still caches
  * in memory; an entry copied under another entry's name is rejected. The tests run as root,
  * who may chown a directory to another uid. */

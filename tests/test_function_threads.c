@@ -3,7 +3,7 @@
  * the symbolic entry's other bindings and on hits; every result is checked against a host
  * computation. On the reference backend the bindings run from the template, on the cpu
  * backend they bind the entry's executable (several threads binding, and running bound
- * executables, at once). Then the races of issue 4: a weight updated in place by many calls
+ * executables, at once). Then the races of traced calls: a weight updated in place by many calls
  * at once, and threads that all miss on the same inputs at the same moment. */
 #include <pthread.h>
 #include <stdio.h>

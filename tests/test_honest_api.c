@@ -1,5 +1,5 @@
-/* The library refuses at once what it cannot do and says which guard keeps failing (issue
- * 17, item 6): an op mixing tensors of two runtimes is an error tensor; dims whose product
+/* The library refuses at once what it cannot do and says which guard keeps failing: an
+ * op mixing tensors of two runtimes is an error tensor; dims whose product
  * is past 2^58 elements are refused when the tensor is made, not at a later sync; the
  * recompile-limit warning names the guard that failed at most recompiles; guard_timed says
  * whether guard_ns was measured at all. */

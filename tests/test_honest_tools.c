@@ -1,4 +1,4 @@
-/* The command says what happened, no more and no less (issue 17, item 6): bench's JSON stays
+/* The command says what happened, no more and no less: bench's JSON stays
  * JSON when outputs are non-finite and does not call a failed model finite; the table's
  * compiles column counts the traced modes and the help names the real default modes;
  * repro.sh runs a relative --test command from where minify ran, and says "cannot run"

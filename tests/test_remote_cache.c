@@ -1,4 +1,4 @@
-/* The compile cache's remote tier on Redis (issue 19). Each test starts its own redis-server
+/* The compile cache's remote tier on Redis. Each test starts its own redis-server
  * on 127.0.0.1 (tests/redis_test_util.h) and stops it. Covered: the URL and HMAC-SHA256 on
  * their own; hits across processes with separate disk caches; 8 processes with empty disks
  * racing on the same graphs compile each once; a lease whose holder died or never finishes;

@@ -1,5 +1,5 @@
 #!/bin/sh
-# A warm start through the disk cache (issue 17 item 2): one process compiles and saves, a
+# A warm start through the disk cache: one process compiles and saves, a
 # second loads the cpu backend's optimized executable and runs no pass and builds no plan.
 # Shown by LATCH_LOG=compiles, which prints, per executable, where it came from and the cpu
 # backend's counts of pass runs and plans built in the process; both runs' outputs must be

@@ -1,4 +1,4 @@
-/* `make soak` (issue 17, item 7; opt-in, a few minutes): two processes race on one empty
+/* `make soak` (opt-in, a few minutes): two processes race on one empty
  * disk cache (then a third, a quarter as long, runs on the cache they filled), each with THREADS threads making CALLS calls of traced functions with random
  * batch sizes (1..100: symbolic after the second size, so most calls run bindings, and more
  * than the 64 an entry keeps), one function per thread updating its own weights in place
