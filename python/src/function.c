@@ -330,12 +330,12 @@ static latch_dim_mark *read_marks(PyObject *marks, int *count) {
 }
 
 static int function_init(LatchFunction *self, PyObject *args, PyObject *kw) {
-  static char *names[] = {"tracer", "output_count", "name", "mode", "shapes", "recompile_limit", "marks", NULL};
-  PyObject *tracer, *marks_obj = NULL;
+  static char *names[] = {"tracer", "output_count", "name", "mode", "shapes", "recompile_limit", "marks", "seed", NULL};
+  PyObject *tracer, *marks_obj = NULL, *seed_obj = NULL;
   int output_count, mode = 0, shapes = 0, limit = -1;
   const char *name = NULL;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi|ziiiO", names, &tracer, &output_count, &name, &mode, &shapes, &limit,
-                                   &marks_obj))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi|ziiiOO", names, &tracer, &output_count, &name, &mode, &shapes, &limit,
+                                   &marks_obj, &seed_obj))
     return -1;
   latch_runtime *rt = lp_runtime();
   if (!rt) return -1;
@@ -356,6 +356,10 @@ static int function_init(LatchFunction *self, PyObject *args, PyObject *kw) {
   options.mode = (latch_trace_mode)mode;
   options.shapes = (latch_shape_policy)shapes;
   if (limit >= 0) options.recompile_limit = limit;
+  if (seed_obj && seed_obj != Py_None) {
+    options.seed = PyLong_AsUnsignedLongLongMask(seed_obj);
+    if (PyErr_Occurred()) return -1;
+  }
   latch_dim_mark *marks = read_marks(marks_obj, &options.mark_count);
   if (!marks && PyErr_Occurred()) return -1;
   options.marks = marks;
@@ -411,10 +415,10 @@ PyTypeObject LatchFunction_Type = {
     .tp_basicsize = sizeof(LatchFunction),
     .tp_dealloc = (destructor)function_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Function(tracer, output_count, name=None, mode=0, shapes=0, recompile_limit=-1, marks=None): trace "
-              "once, guard every call; call with torch tensors, get latch Tensors. tracer(inputs, args) gets the "
-              "latch Tensors to trace over and the call's torch tensors. marks: (input, dim) pairs symbolic from "
-              "the first trace",
+    .tp_doc = "Function(tracer, output_count, name=None, mode=0, shapes=0, recompile_limit=-1, marks=None, "
+              "seed=None): trace once, guard every call; call with torch tensors, get latch Tensors. tracer(inputs, "
+              "args) gets the latch Tensors to trace over and the call's torch tensors. marks: (input, dim) pairs "
+              "symbolic from the first trace. seed: the graph random numbers' seed (latch_function_options.seed)",
     .tp_traverse = (traverseproc)function_traverse,
     .tp_clear = (inquiry)function_clear,
     .tp_init = (initproc)function_init,

@@ -302,6 +302,14 @@ static PyObject *py_dropout(PyObject *self, PyObject *args) {
   return lp_wrap(latch_dropout(T(x, 0), p));
 }
 
+static PyObject *py_rand_uniform_like(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *x;
+  double low, high;
+  if (!PyArg_ParseTuple(args, "Odd", &x, &low, &high) || !T(x, 0)) return NULL;
+  return lp_wrap(latch_rand_uniform_like(T(x, 0), low, high));
+}
+
 static PyObject *py_assign(PyObject *self, PyObject *args) {
   (void)self;
   PyObject *dst, *src;
@@ -338,6 +346,8 @@ PyMethodDef lp_op_methods[] = {
     {"full", py_full, METH_VARARGS, "full(dtype, dims, value): a constant of the graph"},
     {"iota", py_iota, METH_VARARGS, "iota(dtype, dims, dim)"},
     {"dropout", py_dropout, METH_VARARGS, "dropout(x, p): inverted dropout, a graph op"},
+    {"rand_uniform_like", py_rand_uniform_like, METH_VARARGS,
+     "rand_uniform_like(x, low, high): uniform numbers of x's shape, a graph op (latch's graph random numbers)"},
     {"assign", py_assign, METH_VARARGS, "assign(dst, src): in-place update"},
     {NULL, NULL, 0, NULL},
 };

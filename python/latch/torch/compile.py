@@ -19,7 +19,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils import _pytree as pytree
 
 from .. import _latch
-from . import dtypes, guards
+from . import autograd, dtypes, guards
 from .lowering import LOWERINGS
 
 TRACE_ONCE, TRACE_EVERY, TRACE_EAGER = 0, 1, 2
@@ -64,9 +64,10 @@ def _load(env, a):
     return a
 
 
-def interpret(gm, inputs, attrs):
+def interpret(gm, inputs, attrs, overrides=None):
     """The make_fx graph gm over latch Tensors: inputs for its placeholders, in order, and
-    attrs for the get_attr nodes that read parameters and buffers (by target)."""
+    attrs for the get_attr nodes that read parameters and buffers (by target); overrides:
+    lowerings used instead of the table's for some overloads (training graphs)."""
     # No closure over env: a cycle would keep the trace's pending tensors alive after it,
     # and a later sync would compute them again (an in-place update applied twice).
     env, placeholders = {}, iter(inputs)
@@ -80,6 +81,8 @@ def interpret(gm, inputs, attrs):
             args, kwargs = _load(env, node.args), _load(env, node.kwargs)
             if node.target is operator.getitem:
                 env[node] = args[0][args[1]]
+            elif overrides and node.target in overrides:
+                env[node] = overrides[node.target](*args, **kwargs)
             else:
                 env[node] = _latch.lower(node.target, tuple(args), kwargs or None)  # LOWERINGS, common ops in C
         elif node.op == "output":
@@ -103,6 +106,7 @@ class _Graphs:
     def __init__(self, module):
         self.state = _state(module)
         self.function = None
+        self.autograd = None  # autograd.AutogradGraphs when the calls record autograd
         self.graphs = {}  # input signature -> (make_fx graph, output spec, leaves, tensor leaves, attrs)
 
 
@@ -143,15 +147,19 @@ class Compiled(_latch.Compiled):
         copies = [_copy(a) for a in args]
         module = copy.deepcopy(self.module) if self.module is not None else None
         fn = module if module is not None else self.fn
-        index = {id(d[k]): i for i, (d, k, _) in enumerate(_state(module))}
-        structure = []
+        copy_state = _state(module)
+        index = {id(d[k]): i for i, (d, k, _) in enumerate(copy_state)}
+        structure, needs_grad = [], []
 
         def traced(*args):
             out = fn(*args)
-            structure.append(pytree.tree_flatten(out)[1])
+            flat_out, spec = pytree.tree_flatten(out)
+            structure.append(spec)
+            needs_grad.append(any(isinstance(t, torch.Tensor) and t.requires_grad for t in flat_out))
             return out
 
         gm = make_fx(traced)(*copies)
+        gm.latch_needs_grad = torch.is_grad_enabled() and needs_grad[0]  # the autograd path's
         attrs = {n.target: index[id(getattr(gm, n.target))] for n in gm.graph.nodes
                  if n.op == "get_attr" and id(getattr(gm, n.target)) in index}
         out_node = next(n for n in gm.graph.nodes if n.op == "output")
@@ -186,6 +194,9 @@ class Compiled(_latch.Compiled):
         gm, graphs.spec, graphs.leaves, tensor_leaves, _ = self._capture(graphs, args)
         graphs.tensor_leaves = tensor_leaves
         graphs.single = isinstance(graphs.spec, pytree.LeafSpec) and tensor_leaves == [0]
+        if gm.latch_needs_grad and autograd.available():
+            graphs.autograd = autograd.AutogradGraphs(self.fn, self.module, graphs.state, self.name)
+            return None
         op = unlowered(gm)
         if op is not None:
             return f"aten op {op} is not lowered"
@@ -245,16 +256,21 @@ class Compiled(_latch.Compiled):
             return self.fn(*args, **kwargs)
         if kwargs or not all(isinstance(a, torch.Tensor) for a in args):
             return self._fall_back("keyword or non-tensor arguments are not compiled", args, kwargs)
+        current = self.current
+        if current is not None and current.autograd is not None and self._guards_hold(args):
+            return current.autograd.call(args)
         reason = self._select(args)
         if reason:
             return self._fall_back(reason, args, kwargs)
+        if self.current.autograd is not None:
+            return self.current.autograd.call(args)
         return self._run(args)
 
     def stats(self):
         """latch_function_stats summed over the guard states' Functions."""
         total = {}
         for graphs in self.states.values():
-            for k, v in graphs.function.stats().items():
+            for k, v in (graphs.function.stats() if graphs.function else {}).items():
                 total[k] = total.get(k, 0) + v
         return total
 

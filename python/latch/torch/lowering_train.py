@@ -1,0 +1,188 @@
+"""aten ops that training graphs need, as latch ops: what AOTAutograd's forward and backward
+graphs hold after torch._decomp's decompositions (latch/torch/autograd.py) that lowering.py
+does not lower for inference. OVERRIDES replace the table's lowering in those graphs only
+(the inference one of max_pool2d_with_indices gives no indices, and is made in C).
+
+  var.correction                the batch statistics of training-mode batch norm
+  max_pool2d_with_indices       the flat h * W + w index of each window's maximum (the first
+                                one in row-major order on ties, as PyTorch's CPU kernel)
+  max_pool2d_with_indices_backward
+                                each gradient to its window's maximum: per kernel offset, the
+                                outputs whose index is that offset's element, spread back over
+                                the input grid (stride by reshape and padding)
+  embedding_dense_backward, index_put (accumulate, one index on dim 0)
+                                a scatter-add as a one-hot matrix product
+  native_dropout                latch's graph random numbers: the mask and the scaled values"""
+import torch
+
+from .. import _latch
+from . import dtypes as D
+from .lowering import (lowers, _install, values, norm_dim, reshape, _pair, const, Unsupported,
+                       SUM, MEAN, SUB, MUL, DIV, ADD, EQ, GE, NE, AND, NOT)
+
+aten = torch.ops.aten
+L = _latch
+
+
+def _dims(dims, rank):
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return list(range(rank))
+    return [norm_dim(d, rank) for d in (dims if isinstance(dims, (list, tuple)) else [dims])]
+
+
+@lowers(aten.var.correction)
+def var_correction(x, dim=None, correction=None, keepdim=False):
+    dims = _dims(dim, x.rank)
+    v = values(x)
+    n = 1
+    for d in dims:
+        n *= v[d]
+    correction = 1 if correction is None else correction
+    centered = L.binary(SUB, x, L.reduce(MEAN, x, dims, True))
+    total = L.reduce(SUM, L.binary(MUL, centered, centered), dims, keepdim)
+    return L.binary(DIV, total, const(max(n - correction, 0), x.dtype))
+
+
+# ---- max pooling with indices, and its backward ----
+
+def _offsets(kernel):
+    return [(dy, dx) for dy in range(kernel[0]) for dx in range(kernel[1])]
+
+
+def _window_element(xp, dy, dx, stride, out):
+    """The element at offset (dy, dx) of every window of the padded input xp: [N, C, oh, ow]."""
+    rows = L.slice(xp, 2, dy, dy + (out[0] - 1) * stride[0] + 1, stride[0])
+    return L.slice(rows, 3, dx, dx + (out[1] - 1) * stride[1] + 1, stride[1])
+
+
+def _flat_position(dy, dx, stride, padding, out, width):
+    """h * W + w of offset (dy, dx) of each window, as an [oh, ow] int64 tensor."""
+    oh = L.iota(D.I64, [out[0], 1], 0)
+    ow = L.iota(D.I64, [1, out[1]], 1)
+    h = L.binary(ADD, L.binary(MUL, oh, const(stride[0], D.I64)), const(dy - padding[0], D.I64))
+    w = L.binary(ADD, L.binary(MUL, ow, const(stride[1], D.I64)), const(dx - padding[1], D.I64))
+    return L.binary(ADD, L.binary(MUL, h, const(width, D.I64)), w)
+
+
+def _pool_args(x, kernel, stride, padding, dilation, ceil_mode):
+    kernel, stride, padding = _pair(kernel), _pair(stride, _pair(kernel)), _pair(padding)
+    if any(d != 1 for d in _pair(dilation)) or ceil_mode:
+        raise Unsupported("aten.max_pool2d_with_indices with dilation or ceil_mode in training")
+    h, w = x.dim(2), x.dim(3)
+    out = [(h + 2 * padding[0] - kernel[0]) // stride[0] + 1, (w + 2 * padding[1] - kernel[1]) // stride[1] + 1]
+    return kernel, stride, padding, out
+
+
+def max_pool2d_with_indices(x, kernel, stride=(), padding=0, dilation=1, ceil_mode=False):
+    kernel, stride, padding, out = _pool_args(x, kernel, stride, padding, dilation, ceil_mode)
+    best = L.pool2d(False, x, kernel, stride, padding)
+    xp = L.pad(x, [0, 0, padding[0], padding[1]], [0, 0, padding[0], padding[1]], float("-inf"))
+    index, found = None, None
+    for dy, dx in _offsets(kernel):
+        hit = L.compare(EQ, _window_element(xp, dy, dx, stride, out), best)
+        if found is not None:
+            hit = L.binary(AND, hit, L.unary(NOT, found))
+        pos = _flat_position(dy, dx, stride, padding, out, x.dim(3))
+        index = pos if index is None else L.where(hit, pos, index)
+        found = hit if found is None else _or(found, hit)
+    n, c = x.dim(0), x.dim(1)
+    return best, L.broadcast_to(index, [n, c, out[0], out[1]]) if index.rank < 4 else index
+
+
+def _or(a, b):
+    return L.unary(NOT, L.binary(AND, L.unary(NOT, a), L.unary(NOT, b)))
+
+
+def _spread(t, stride, offset, size, dim):
+    """t's entry i along dim (2 or 3) put at i * stride + offset of a dim of length size, the
+    rest zero."""
+    v = values(t)
+    if stride > 1:
+        shape = v[:dim + 1] + [1] + v[dim + 1:]
+        low, high = [0] * len(shape), [0] * len(shape)
+        high[dim + 1] = stride - 1
+        t = reshape(L.pad(reshape(t, shape), low, high, 0.0), v[:dim] + [v[dim] * stride] + v[dim + 1:])
+    length = t.dim(dim)
+    if offset < 0:
+        t = L.slice(t, dim, -offset, length, 1)
+        length += offset
+        offset = 0
+    if offset + length > size:
+        t = L.slice(t, dim, 0, size - offset, 1)
+        length = size - offset
+    low, high = [0] * t.rank, [0] * t.rank
+    low[dim], high[dim] = offset, size - offset - length
+    return L.pad(t, low, high, 0.0) if offset or size - offset - length else t
+
+
+@lowers(aten.max_pool2d_with_indices_backward.default)
+def max_pool2d_with_indices_backward(grad, x, kernel, stride, padding, dilation, ceil_mode, indices):
+    kernel, stride, padding, out = _pool_args(x, kernel, stride, padding, dilation, ceil_mode)
+    h, w = x.dim(2), x.dim(3)
+    total = None
+    for dy, dx in _offsets(kernel):
+        hit = L.compare(EQ, indices, _flat_position(dy, dx, stride, padding, out, w))
+        part = L.where(hit, grad, L.full(grad.dtype, [], 0.0))
+        part = _spread(_spread(part, stride[0], dy - padding[0], h, 2), stride[1], dx - padding[1], w, 3)
+        total = part if total is None else L.binary(ADD, total, part)
+    return total
+
+
+# ---- scatter-add as a one-hot product ----
+
+def _scatter_rows(rows, index, values_2d, dtype):
+    """out[r] = sum of values_2d[i] over i with index[i] == r, for r < rows: onehot^T @ values."""
+    onehot = L.compare(EQ, L.iota(D.I64, [rows, 1], 0), reshape(L.cast(index, D.I64), [1, -1]))
+    return L.matmul(L.cast(onehot, dtype), values_2d)
+
+
+@lowers(aten.embedding_dense_backward.default)
+def embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
+    if scale_grad_by_freq:
+        raise Unsupported("aten.embedding_dense_backward with scale_grad_by_freq")
+    width = grad.dim(grad.rank - 1)
+    flat_grad = reshape(grad, [-1, width])
+    flat_index = reshape(indices, [-1])
+    if padding_idx is not None and padding_idx >= 0:
+        keep = L.compare(NE, flat_index, const(padding_idx, flat_index.dtype))
+        flat_grad = L.where(reshape(keep, [-1, 1]), flat_grad, L.full(grad.dtype, [], 0.0))
+    return _scatter_rows(num_weights, flat_index, flat_grad, grad.dtype)
+
+
+@lowers(aten.index_put.default)
+def index_put(x, indices, values_, accumulate=False):
+    if not accumulate or len(indices) != 1 or indices[0] is None or indices[0].rank != 1 or \
+            indices[0].dtype == D.BOOL:
+        raise Unsupported("aten.index_put (only an accumulating one-index scatter-add on dim 0)")
+    v = values(x)
+    rest = 1
+    for s in v[1:]:
+        rest *= s
+    added = _scatter_rows(v[0], indices[0], reshape(L.broadcast_to(values_, [indices[0].dim(0)] + v[1:])
+                                                   if values_.rank != x.rank else values_, [-1, rest]), x.dtype)
+    return L.binary(ADD, x, reshape(added, v))
+
+
+# ---- dropout from latch's graph random numbers ----
+
+@lowers(aten.native_dropout.default)
+def native_dropout(x, p, train):
+    if not train or not p:
+        return x, L.full(D.BOOL, values(x), 1.0)
+    if p >= 1:
+        return L.binary(MUL, x, const(0.0, x.dtype)), L.full(D.BOOL, values(x), 0.0)
+    keep = L.compare(GE, L.rand_uniform_like(x, 0.0, 1.0), const(p, x.dtype))
+    scaled = L.binary(MUL, x, const(1.0 / (1.0 - p), x.dtype))
+    return L.where(keep, scaled, L.full(x.dtype, [], 0.0)), keep
+
+
+@lowers(aten.native_dropout_backward.default)
+def native_dropout_backward(grad, mask, scale):
+    return L.where(L.cast(mask, D.BOOL) if mask.dtype != D.BOOL else mask,
+                   L.binary(MUL, grad, const(scale, grad.dtype)), L.full(grad.dtype, [], 0.0))
+
+
+
+OVERRIDES = {aten.max_pool2d_with_indices.default: max_pool2d_with_indices}
+
+_install()  # the extension's table again, with these

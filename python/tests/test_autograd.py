@@ -1,0 +1,282 @@
+"""Autograd through latch.torch.compile (AOTAutograd, latch compiling the forward and the
+backward graph): gradients, accumulation, retain_graph, autograd.grad, two forwards before
+one backward, no_grad inference, the errors PyTorch gives, training-mode layers (batch norm
+with its running statistics, dropout from latch's seeded graph random numbers, layer norm,
+embedding, cross-entropy with ignore_index and label smoothing) and optimizer steps, each
+compared with eager PyTorch on a twin of the module."""
+import copy
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import latch.torch as lt
+from conftest import close
+
+
+def mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+
+
+def data(seed=1, n=5):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, 8, generator=g), torch.randint(0, 4, (n,), generator=g)
+
+
+def grads_close(a, b, tol=1e-3):
+    for (name, p), q in zip(a.named_parameters(), b.parameters()):
+        assert (p.grad is None) == (q.grad is None), name
+        if p.grad is not None:
+            close(q.grad, p.grad, tol)
+
+
+def twins(m):
+    twin = copy.deepcopy(m)
+    return twin, lt.compile(twin)
+
+
+def test_backward_puts_gradients_on_parameters():
+    m = mlp()
+    twin, c = twins(m)
+    x, y = data()
+    F.cross_entropy(m(x), y).backward()
+    out = c(x)
+    assert out.grad_fn is not None
+    F.cross_entropy(out, y).backward()
+    grads_close(m, twin)
+    assert c.eager_reason is None
+
+
+def test_product_with_a_leaf_reaches_the_parameters():
+    m = mlp()
+    twin, c = twins(m)
+    x, _ = data()
+    w = torch.randn(5, 4)
+    (m(x) * w).sum().backward()
+    (c(x) * w).sum().backward()
+    grads_close(m, twin)
+
+
+def test_accumulation_over_calls():
+    m = mlp()
+    twin, c = twins(m)
+    for seed in (1, 2, 3):
+        x, y = data(seed)
+        F.cross_entropy(m(x), y).backward()
+        F.cross_entropy(c(x), y).backward()
+    grads_close(m, twin)
+
+
+def test_two_forwards_then_one_backward():
+    m = mlp()
+    twin, c = twins(m)
+    (x1, y1), (x2, y2) = data(1), data(2)
+    (F.cross_entropy(m(x1), y1) + 2 * F.cross_entropy(m(x2), y2)).backward()
+    (F.cross_entropy(c(x1), y1) + 2 * F.cross_entropy(c(x2), y2)).backward()
+    grads_close(m, twin)
+
+
+def test_retain_graph_twice():
+    m = mlp()
+    twin, c = twins(m)
+    x, y = data()
+    loss = F.cross_entropy(m(x), y)
+    loss.backward(retain_graph=True)
+    loss.backward()
+    loss = F.cross_entropy(c(x), y)
+    loss.backward(retain_graph=True)
+    loss.backward()
+    grads_close(m, twin)
+
+
+def test_autograd_grad_of_the_input():
+    m = mlp()
+    twin, c = twins(m)
+    x, y = data()
+    x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
+    want = torch.autograd.grad(F.cross_entropy(m(x1), y), [x1])[0]
+    got = torch.autograd.grad(F.cross_entropy(c(x2), y), [x2])[0]
+    close(got, want)
+    assert all(p.grad is None for p in twin.parameters())
+
+
+def test_function_of_inputs_that_require_grad():
+    def f(a, b):
+        return (a.sin() * b).sum(1).relu()
+
+    c = lt.compile(f)
+    a, b = torch.randn(3, 4, requires_grad=True), torch.randn(3, 4, requires_grad=True)
+    a2, b2 = a.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
+    f(a, b).pow(2).sum().backward()
+    c(a2, b2).pow(2).sum().backward()
+    close(a2.grad, a.grad)
+    close(b2.grad, b.grad)
+
+
+def test_no_grad_inference_has_no_graph():
+    m = mlp()
+    c = lt.compile(m)
+    x, y = data()
+    with torch.no_grad():
+        out = c(x)
+        close(c(x), m(x))
+    assert out.grad_fn is None and not out.requires_grad
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        F.cross_entropy(out, y).backward()
+
+
+def test_double_backward_is_a_clear_error():
+    c = lt.compile(lambda a: (a * a * a).sum())
+    a = torch.randn(4, requires_grad=True)
+    (g,) = torch.autograd.grad(c(a), [a], create_graph=False)
+    close(g, 3 * a.detach() ** 2)
+    with pytest.raises(RuntimeError, match="double backward"):
+        torch.autograd.grad(c(a), [a], create_graph=True)
+
+
+def test_unlowered_op_runs_that_graph_in_pytorch(capfd):
+    def f(a):
+        return torch.cumsum(a * 2, 0).sum()
+
+    c = lt.compile(f)
+    a = torch.arange(4.0, requires_grad=True)
+    for _ in range(2):
+        a.grad = None
+        c(a).backward()
+        assert a.grad.tolist() == [8.0, 6.0, 4.0, 2.0]  # d/da_i of sum_j sum_{k<=j} 2 a_k = 2 (4 - i)
+    err = capfd.readouterr().err
+    assert err.count("aten.cumsum.default is not lowered") == 1, err
+
+
+# ---- training-mode layers ----
+
+def train_twins(m, make, loss_fn, steps=3):
+    twin, c = twins(m)
+    for step in range(steps):
+        args = make(step)
+        for p in list(m.parameters()) + list(twin.parameters()):
+            p.grad = None
+        want = loss_fn(m(*args[:-1]), args[-1])
+        want.backward()
+        got = loss_fn(c(*args[:-1]), args[-1])
+        got.backward()
+        close(got, want)
+        grads_close(m, twin)
+        for name, b in m.named_buffers():
+            close(dict(twin.named_buffers())[name], b)
+    assert c.eager_reason is None
+    return twin, c
+
+
+def test_batch_norm_training_updates_running_statistics():
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(3, 2, 1),
+                      nn.Flatten(), nn.BatchNorm1d(128), nn.Linear(128, 5))
+
+    def make(step):
+        g = torch.Generator().manual_seed(step)
+        return torch.randn(4, 3, 8, 8, generator=g) * (step + 1), torch.randint(0, 5, (4,), generator=g)
+
+    twin, c = train_twins(m, make, F.cross_entropy)
+    assert int(twin[1].num_batches_tracked) == 3
+    m.eval(), twin.eval()
+    x = make(7)[0]
+    with torch.no_grad():
+        close(c(x), m(x))  # eval mode now reads the running statistics the training calls wrote
+
+
+def test_layer_norm_gelu_and_label_smoothing_with_ignore_index():
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.GELU(), nn.Linear(16, 5))
+
+    def make(step):
+        g = torch.Generator().manual_seed(step)
+        return torch.randn(6, 8, generator=g), torch.tensor([0, 1, -100, 3, 4, -100])
+
+    train_twins(m, make, lambda out, y: F.cross_entropy(out, y, ignore_index=-100, label_smoothing=0.1))
+
+
+def test_embedding_backward_adds_repeated_rows():
+    class Bag(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(10, 6, padding_idx=0)
+            self.out = nn.Linear(6, 3)
+
+        def forward(self, tokens):
+            return self.out(self.emb(tokens)).mean(1)
+
+    torch.manual_seed(0)
+
+    def make(step):
+        return torch.tensor([[1, 1, 2, 0], [3, 1, 9, 9]]), torch.tensor([0, 2])  # repeats and the padding row
+
+    twin, _ = train_twins(Bag(), make, F.cross_entropy)
+    assert twin.emb.weight.grad[0].abs().max().item() == 0.0
+
+
+def dropout_masks(seed, calls=3):
+    torch.manual_seed(seed)
+    c = lt.compile(nn.Dropout(0.5).train())
+    x = torch.ones(64, requires_grad=True)
+    return [c(x).detach() for _ in range(calls)], x, c
+
+
+def test_dropout_is_seeded_and_backward_uses_its_mask():
+    masks, x, c = dropout_masks(0)
+    again, _, _ = dropout_masks(0)
+    other, _, _ = dropout_masks(1)
+    for a, b in zip(masks, again):
+        assert torch.equal(a, b)
+    assert not torch.equal(masks[0], masks[1])  # each call draws anew
+    assert not torch.equal(masks[0], other[0])  # torch.manual_seed before compile changes them
+    for m in masks:
+        assert set(m.unique().tolist()) <= {0.0, 2.0}  # kept values scaled by 1 / (1 - p)
+        assert 10 < int((m == 0).sum()) < 54  # about half dropped (64 draws; 10 is 5 sigma off)
+    out = c(x)
+    out.sum().backward()
+    assert torch.equal(x.grad, out.detach())  # d out_i / d x_i is the mask times 2, and x is ones
+
+
+def test_transformer_encoder_layer_without_dropout():
+    torch.manual_seed(0)
+    m = nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True), 2)
+
+    def make(step):
+        g = torch.Generator().manual_seed(step)
+        return torch.randn(2, 5, 16, generator=g), torch.randn(2, 5, 16, generator=g)
+
+    train_twins(m, make, F.mse_loss, steps=2)
+
+
+# ---- optimizer steps on the gradients latch returns ----
+
+@pytest.mark.parametrize("make_opt", [
+    lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9),
+    lambda ps: torch.optim.Adam(ps, lr=0.01),
+    lambda ps: torch.optim.AdamW(ps, lr=0.01, weight_decay=0.1),
+], ids=["sgd_momentum", "adam", "adamw"])
+def test_ten_optimizer_steps_match_eager(make_opt):
+    torch.manual_seed(0)
+    # no bias before the batch norm: its gradient would be rounding noise, which Adam's
+    # normalization turns into full-size steps in either implementation
+    m = nn.Sequential(nn.Linear(8, 16, bias=False), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 4))
+    twin, c = twins(m)
+    opt, opt_twin = make_opt(m.parameters()), make_opt(twin.parameters())
+    for step in range(10):
+        x, y = data(step, n=8)
+        for model, o in ((m, opt), (c, opt_twin)):
+            o.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            o.step()
+    for p, q in zip(m.parameters(), twin.parameters()):
+        close(q, p, tol=1e-3 * 10)  # the accuracy rule scaled by the step count
+    for a, b in zip(m.buffers(), twin.buffers()):
+        close(b, a, tol=1e-3 * 10)
+    assert c.eager_reason is None
