@@ -19,11 +19,58 @@ static void set_message(min_outcome *outcome, const char *message) {
   snprintf(outcome->message, sizeof outcome->message, "%s", message);
 }
 
-/* The accuracy verdict on result, against refs when given, else against fresh reference runs. */
+/* The references of module on inputs, both runs, into own (new references). */
+static hlo_status own_refs(const hlo_module *module, rt_value *const *inputs, int input_count, min_refs *own,
+                           hlo_diag *diag) {
+  rt_value *declared = NULL, *fp64 = NULL;
+  rt_eval_options declared_options = {.fp64 = false}, fp64_options = {.fp64 = true};
+  hlo_status status = rt_evaluate(module, inputs, input_count, &declared_options, &declared, diag);
+  if (status == HLO_OK) status = rt_evaluate(module, inputs, input_count, &fp64_options, &fp64, diag);
+  if (status != HLO_OK) {
+    rt_value_release(declared);
+    rt_value_release(fp64);
+    return status;
+  }
+  *own = (min_refs){declared, fp64};
+  return HLO_OK;
+}
+
+/* The root's elements that fail on their own, into outcome->failed: each top-level element
+ * of a tuple result is judged alone. A root that is no tuple is element 0. */
+static void failed_outputs(const min_refs *refs, const rt_value *result, double tol, min_outcome *outcome) {
+  outcome->failed_count = 0;
+  if (result->shape.dtype != HLO_TUPLE) {
+    outcome->failed[outcome->failed_count++] = 0;
+    return;
+  }
+  const rt_value *declared = refs->declared, *fp64 = refs->fp64;
+  if (declared->shape.dtype != HLO_TUPLE || fp64->shape.dtype != HLO_TUPLE) return;
+  for (int i = 0; i < result->tuple_count && outcome->failed_count < MIN_MAX_FAILED; i++) {
+    if (i >= declared->tuple_count || i >= fp64->tuple_count) break;
+    rt_accuracy_verdict verdict;
+    hlo_diag diag;
+    hlo_diag_clear(&diag);
+    if (rt_accuracy_compare(result->tuple[i], declared->tuple[i], fp64->tuple[i], tol, &verdict, &diag) == HLO_OK &&
+        !verdict.passed)
+      outcome->failed[outcome->failed_count++] = i;
+  }
+}
+
+/* The accuracy verdict on result, against refs when given, else against fresh reference
+ * runs; the failing outputs go into outcome. */
 static hlo_status judge(const hlo_module *module, rt_value *const *inputs, int input_count, const min_refs *refs,
-                        const rt_value *result, double tol, rt_accuracy_verdict *verdict, hlo_diag *diag) {
-  if (refs) return rt_accuracy_compare(result, refs->declared, refs->fp64, tol, verdict, diag);
-  return rt_accuracy_check(module, inputs, input_count, result, tol, verdict, diag);
+                        const rt_value *result, double tol, rt_accuracy_verdict *verdict, min_outcome *outcome,
+                        hlo_diag *diag) {
+  min_refs own = {NULL, NULL};
+  if (!refs) {
+    if (own_refs(module, inputs, input_count, &own, diag) != HLO_OK) return diag->status;
+    refs = &own;
+  }
+  hlo_status status = rt_accuracy_compare(result, refs->declared, refs->fp64, tol, verdict, diag);
+  if (status == HLO_OK && !verdict->passed) failed_outputs(refs, result, tol, outcome);
+  rt_value_release((rt_value *)own.declared);
+  rt_value_release((rt_value *)own.fp64);
+  return status;
 }
 
 void min_check_inline_refs(const min_predicate *predicate, const hlo_module *module, rt_value *const *inputs,
@@ -50,7 +97,7 @@ void min_check_inline_refs(const min_predicate *predicate, const hlo_module *mod
       set_message(outcome, diag.message);
     } else if (predicate->kind == MIN_CHECK_ACCURACY) {
       rt_accuracy_verdict verdict;
-      if (judge(module, inputs, input_count, refs, result, predicate->tol, &verdict, &diag) != HLO_OK) {
+      if (judge(module, inputs, input_count, refs, result, predicate->tol, &verdict, outcome, &diag) != HLO_OK) {
         outcome->kind = MIN_CHECK_ERROR;
         outcome->status = diag.status;
         set_message(outcome, diag.message);
@@ -98,13 +145,14 @@ static double now_s(void) {
  * standard streams (a crashing backend's noise is not the minifier's output), then the
  * check; the answer goes back through the pipe. Never returns. */
 static void child(const min_predicate *predicate, const hlo_module *module, rt_value *const *inputs,
-                  int input_count, const min_refs *refs, const char *hlo_path, const char *inputs_dir, int fd) {
+                  int input_count, const min_refs *refs, const char *hlo_path, const char *inputs_dir, int fd,
+                  int err_fd) {
   setpgid(0, 0);
   int null_fd = open("/dev/null", O_RDWR);
   if (null_fd >= 0) {
     dup2(null_fd, STDIN_FILENO);
     dup2(null_fd, STDOUT_FILENO);
-    dup2(null_fd, STDERR_FILENO);
+    dup2(err_fd >= 0 ? err_fd : null_fd, STDERR_FILENO);
     if (null_fd > STDERR_FILENO) close(null_fd);
   }
   if (predicate->kind == MIN_CHECK_COMMAND) {
@@ -152,6 +200,37 @@ hlo_status min_check(const min_predicate *predicate, const hlo_module *module, r
   return min_check_refs(predicate, module, inputs, input_count, NULL, outcome, diag);
 }
 
+/* The last line the child wrote on stderr (the file err), "" when none. */
+static void last_line(FILE *err, char *line, size_t size) {
+  line[0] = 0;
+  if (!err || fseek(err, 0, SEEK_END) != 0) return;
+  long end = ftell(err);
+  long start = end > (long)size - 1 ? end - (long)size + 1 : 0;
+  if (end <= 0 || fseek(err, start, SEEK_SET) != 0) return;
+  size_t got = fread(line, 1, size - 1, err);
+  line[got] = 0;
+  while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
+  char *newline = strrchr(line, '\n');
+  if (newline) memmove(line, newline + 1, strlen(newline + 1) + 1);
+}
+
+/* A check's process that ended without an answer: the signal (or exit status), then what it
+ * said last on stderr, and the op that names. */
+static void crash_outcome(const hlo_module *module, int status, FILE *err, min_outcome *outcome) {
+  outcome->kind = MIN_CRASH;
+  outcome->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  outcome->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+  char said[512];
+  last_line(err, said, sizeof said);
+  if (outcome->signal)
+    snprintf(outcome->message, sizeof outcome->message, "killed by signal %d (%s)%s%s", outcome->signal,
+             strsignal(outcome->signal), said[0] ? ": " : "", said);
+  else
+    snprintf(outcome->message, sizeof outcome->message, "exited with %d without an answer%s%s", outcome->exit_code,
+             said[0] ? ": " : "", said);
+  if (said[0]) outcome->opcode = min_opcode_in_message(module, said);
+}
+
 hlo_status min_check_refs(const min_predicate *predicate, const hlo_module *module, rt_value *const *inputs,
                           int input_count, const min_refs *refs, min_outcome *outcome, hlo_diag *diag) {
   memset(outcome, 0, sizeof *outcome);
@@ -165,16 +244,19 @@ hlo_status min_check_refs(const min_predicate *predicate, const hlo_module *modu
   }
   int fds[2];
   if (pipe(fds) != 0) return hlo_diag_set(diag, HLO_ERR_INTERNAL, "pipe: %s", strerror(errno));
+  /* What the check says on stderr before it dies names the op a crash is about. */
+  FILE *err = predicate->kind == MIN_CHECK_COMMAND ? NULL : tmpfile();
   fflush(NULL); /* the child must not write out the parent's buffered output again */
   pid_t pid = fork();
   if (pid < 0) {
     close(fds[0]);
     close(fds[1]);
+    if (err) fclose(err);
     return hlo_diag_set(diag, HLO_ERR_INTERNAL, "fork: %s", strerror(errno));
   }
   if (pid == 0) {
     close(fds[0]);
-    child(predicate, module, inputs, input_count, refs, hlo_path, inputs_dir, fds[1]);
+    child(predicate, module, inputs, input_count, refs, hlo_path, inputs_dir, fds[1], err ? fileno(err) : -1);
   }
   close(fds[1]);
   setpgid(pid, pid); /* also here: whichever of parent and child runs first */
@@ -185,6 +267,7 @@ hlo_status min_check_refs(const min_predicate *predicate, const hlo_module *modu
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
     close(fds[0]);
+    if (err) fclose(err);
     outcome->kind = MIN_HANG;
     snprintf(outcome->message, sizeof outcome->message, "no answer within %g s; killed", predicate->timeout_s);
     return HLO_OK;
@@ -200,24 +283,51 @@ hlo_status min_check_refs(const min_predicate *predicate, const hlo_module *modu
   } else if (got == sizeof answer) {
     *outcome = answer;
   } else {
-    outcome->kind = MIN_CRASH;
-    outcome->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-    outcome->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
-    if (outcome->signal)
-      snprintf(outcome->message, sizeof outcome->message, "killed by signal %d (%s)", outcome->signal,
-               strsignal(outcome->signal));
-    else
-      snprintf(outcome->message, sizeof outcome->message, "exited with %d without an answer", outcome->exit_code);
+    crash_outcome(module, status, err, outcome);
   }
+  if (err) fclose(err);
   return HLO_OK;
+}
+
+/* A word of a message that names a particular thing rather than the kind of error: an
+ * instruction (%name), a number, a shape or anything with a digit in it. */
+static bool particular(const char *word, size_t len) {
+  if (word[0] == '%') return true;
+  for (size_t i = 0; i < len; i++)
+    if ((word[i] >= '0' && word[i] <= '9') || word[i] == '[' || word[i] == '{') return true;
+  return false;
+}
+
+void min_message_class(const char *message, char *buffer, int size) {
+  size_t used = 0, cap = size > 0 ? (size_t)size : 0;
+  if (cap) buffer[0] = 0;
+  for (const char *p = message; *p && used + 1 < cap;) {
+    while (*p == ' ' || *p == '\t' || *p == '\n') p++;
+    const char *start = p;
+    while (*p && *p != ' ' && *p != '\t' && *p != '\n') p++;
+    size_t len = (size_t)(p - start);
+    if (len == 0 || particular(start, len)) continue;
+    int wrote = snprintf(buffer + used, cap - used, "%s%.*s", used ? " " : "", (int)len, start);
+    if (wrote < 0) break;
+    used += (size_t)wrote;
+  }
+}
+
+static bool same_class(const min_outcome *want, const min_outcome *got) {
+  char a[1024], b[1024];
+  min_message_class(want->message, a, sizeof a);
+  min_message_class(got->message, b, sizeof b);
+  return strcmp(a, b) == 0;
 }
 
 bool min_outcome_same(const min_outcome *want, const min_outcome *got) {
   if (want->kind != got->kind) return false;
   switch (want->kind) {
     case MIN_COMPILE_ERROR:
-    case MIN_EXECUTE_ERROR: return want->status == got->status && want->opcode == got->opcode;
-    case MIN_CRASH: return want->signal == got->signal && (want->signal || want->exit_code == got->exit_code);
+    case MIN_EXECUTE_ERROR: return want->status == got->status && want->opcode == got->opcode && same_class(want, got);
+    case MIN_CRASH:
+      return want->signal == got->signal && (want->signal || want->exit_code == got->exit_code) &&
+             (want->opcode == HLO_OP_COUNT || got->opcode == HLO_OP_COUNT || want->opcode == got->opcode);
     case MIN_ACCURACY:
     case MIN_HANG:
     case MIN_COMMAND: return true;

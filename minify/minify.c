@@ -83,7 +83,7 @@ static min_memo_entry *memo_find(min_ctx *ctx, cache_key key) {
   return NULL;
 }
 
-static void memo_add(min_ctx *ctx, cache_key key, bool failing) {
+static void memo_add(min_ctx *ctx, cache_key key, int match) {
   if (ctx->memo_count == ctx->memo_capacity) {
     int capacity = ctx->memo_capacity ? ctx->memo_capacity * 2 : 64;
     min_memo_entry *memo = hlo_realloc(ctx->memo, sizeof *memo * (size_t)capacity);
@@ -91,7 +91,7 @@ static void memo_add(min_ctx *ctx, cache_key key, bool failing) {
     ctx->memo = memo;
     ctx->memo_capacity = capacity;
   }
-  ctx->memo[ctx->memo_count++] = (min_memo_entry){key, failing};
+  ctx->memo[ctx->memo_count++] = (min_memo_entry){key, match};
 }
 
 void min_progress(min_ctx *ctx, const char *format, ...) {
@@ -163,6 +163,15 @@ static hlo_status check(min_ctx *ctx, const hlo_module *module, rt_value *const 
   return status;
 }
 
+int min_judge(min_ctx *ctx, const hlo_module *candidate, const min_outcome *outcome) {
+  return min_signature_match(&ctx->sig, candidate, outcome);
+}
+
+/* A candidate adopted with match: the signature narrows to its failing output. */
+static void adopted(min_ctx *ctx, int match) {
+  min_signature_narrow(&ctx->sig, match);
+}
+
 bool min_try(min_ctx *ctx, const min_plan *plan, min_strategy strategy) {
   if (min_stopped(ctx)) return false;
   int n = ctx->module->entry->instr_count;
@@ -203,10 +212,12 @@ bool min_try_candidate(min_ctx *ctx, hlo_module *candidate, rt_value **inputs, i
     return false;
   }
   bool failing;
+  int match = MIN_NO_MATCH;
   const char *how = "";
   min_memo_entry *known = memo_find(ctx, key);
   if (known) {
-    failing = known->failing;
+    match = known->match;
+    failing = min_signature_still(&ctx->sig, match);
     ctx->report->memo_hits++;
     how = " (memoized)";
   } else {
@@ -218,8 +229,9 @@ bool min_try_candidate(min_ctx *ctx, hlo_module *candidate, rt_value **inputs, i
       return false;
     }
     ctx->report->checks++;
-    failing = min_outcome_same(&ctx->report->failure, &outcome);
-    memo_add(ctx, key, failing);
+    match = min_judge(ctx, candidate, &outcome);
+    failing = match != MIN_NO_MATCH;
+    memo_add(ctx, key, match);
   }
   min_progress(ctx, "%s: %d instructions (%d ops, %.0f input bytes) -> %d (%d ops, %.0f input bytes): %s%s",
                min_strategy_name(strategy), n, cur_ops, min_input_bytes(ctx->module), instrs, ops,
@@ -230,6 +242,7 @@ bool min_try_candidate(min_ctx *ctx, hlo_module *candidate, rt_value **inputs, i
     return false;
   }
   ctx->report->wins[strategy]++;
+  adopted(ctx, match);
   return min_set_current(ctx, candidate, inputs, input_count);
 }
 
@@ -244,7 +257,7 @@ static void recheck(min_ctx *ctx) {
     }
     ctx->report->checks++;
     ctx->report->rechecks++;
-    ctx->report->reproduced += min_outcome_same(&ctx->report->failure, &outcome);
+    ctx->report->reproduced += min_judge(ctx, ctx->module, &outcome) != MIN_NO_MATCH;
   }
   ctx->report->flaky = ctx->report->reproduced < ctx->report->rechecks;
   min_progress(ctx, "final repro failed the same way %d of %d times%s", ctx->report->reproduced, ctx->report->rechecks,
@@ -286,34 +299,56 @@ static void shrink_data(min_ctx *ctx) {
   }
 }
 
-/* The first check: the original module, whole; or, for an accuracy check, the scan first
- * (scan.c), which finds a failing group without running the module whole. */
-static hlo_status first_check(min_ctx *ctx) {
+/* The whole module's check. An accuracy check runs the references here once, recording every
+ * value while they fit the budget, so the scan and the candidates cut from the module need no
+ * reference run of their own. */
+static hlo_status check_whole(min_ctx *ctx, double budget) {
   min_report *report = ctx->report;
   const min_options *options = ctx->options;
-  if (options->failure) {
+  min_refs refs = {NULL, NULL};
+  bool accuracy = options->predicate.kind == MIN_CHECK_ACCURACY &&
+                  (!options->failure || options->failure->kind == MIN_ACCURACY);
+  bool have_refs = accuracy && min_record_whole(ctx, budget, &refs);
+  hlo_status status = HLO_OK;
+  if (options->failure) { /* seen by the caller: not checked again */
     report->failure = *options->failure;
-    if (report->failure.kind == MIN_PASS || report->failure.kind == MIN_CHECK_ERROR)
-      return hlo_diag_set(ctx->diag, HLO_ERR_INPUT, "the module does not fail the check, so there is nothing to minify");
-    return HLO_OK;
+  } else {
+    min_predicate predicate = min_budgeted(ctx);
+    status = min_check_refs(&predicate, ctx->module, ctx->inputs, ctx->input_count, have_refs ? &refs : NULL,
+                            &report->failure, ctx->diag);
+    report->checks++;
   }
-  if (options->predicate.kind == MIN_CHECK_ACCURACY && !options->no_scan) {
-    double budget = options->record_budget_bytes;
-    if (budget <= 0) budget = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / 4;
-    if (min_scan_accuracy(ctx, budget)) return HLO_OK;
-    if (ctx->error != HLO_OK) return ctx->error;
-  }
-  min_predicate predicate = min_budgeted(ctx);
-  hlo_status status = min_check(&predicate, ctx->module, ctx->inputs, ctx->input_count, &report->failure, ctx->diag);
-  report->checks++;
+  if (have_refs) min_refs_release(&refs);
+  return status;
+}
+
+/* The first check: the original module, whole, must fail; what it fails with is the
+ * signature every candidate must keep. Then, for an accuracy failure, the scan (scan.c),
+ * which finds a small group failing the same way. */
+static hlo_status first_check(min_ctx *ctx, const hlo_module *original) {
+  min_report *report = ctx->report;
+  const min_options *options = ctx->options;
+  double budget = options->record_budget_bytes;
+  if (budget <= 0) budget = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / 4;
+  hlo_status status = check_whole(ctx, budget);
   char text[1400];
   min_outcome_describe(&report->failure, text, sizeof text);
   if (status == HLO_OK && (report->failure.kind == MIN_PASS || report->failure.kind == MIN_CHECK_ERROR))
     status = hlo_diag_set(ctx->diag, HLO_ERR_INPUT,
                           "the module does not fail the check, so there is nothing to minify (%s)", text);
-  if (status == HLO_OK)
-    min_progress(ctx, "%d instructions (%d ops) fail with %s", report->instrs_before, report->ops_before, text);
-  return status;
+  if (status != HLO_OK) return status;
+  if (!min_signature_init(&ctx->sig, original, &report->failure, options->any_failure))
+    return hlo_diag_set(ctx->diag, HLO_ERR_INTERNAL, "out of memory");
+  min_progress(ctx, "%d instructions (%d ops) fail with %s", report->instrs_before, report->ops_before, text);
+  if (report->failure.kind != MIN_ACCURACY) { /* the record serves accuracy failures only */
+    min_record_free(ctx->record);
+    ctx->record = NULL;
+  }
+  if (report->failure.kind == MIN_ACCURACY && !options->no_scan) {
+    min_scan_accuracy(ctx, budget);
+    return ctx->error;
+  }
+  return HLO_OK;
 }
 
 /* A compile check's repro gets seeded inputs at the end (as `latch run` makes them), where
@@ -350,6 +385,7 @@ hlo_status min_minify(const hlo_module *module, rt_value *const *inputs, int inp
   memset(report, 0, sizeof *report);
   min_ctx ctx = {.options = options, .report = report, .start = now_s(), .diag = diag, .error = HLO_OK};
   ctx.shapes_only = options->predicate.kind == MIN_CHECK_COMPILE;
+  ctx.sig.culprit = ctx.sig.output = -1;
   if (!module->entry) return hlo_diag_set(diag, HLO_ERR_INPUT, "module %s has no entry computation", module->name);
   if (!start(&ctx, module, inputs, input_count))
     return diag->status != HLO_OK ? diag->status : hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
@@ -357,9 +393,9 @@ hlo_status min_minify(const hlo_module *module, rt_value *const *inputs, int inp
   report->ops_before = min_count_ops(ctx.module);
   report->input_bytes_before = min_input_bytes(ctx.module);
 
-  hlo_status status = first_check(&ctx);
+  hlo_status status = first_check(&ctx, module);
   if (status == HLO_OK) {
-    memo_add(&ctx, ctx.key, true);
+    memo_add(&ctx, ctx.key, MIN_MATCH);
     bool known_hang = options->failure && options->failure->kind == MIN_HANG;
     if (!known_hang) {
       shrink(&ctx);
@@ -377,6 +413,10 @@ hlo_status min_minify(const hlo_module *module, rt_value *const *inputs, int inp
   report->ops_after = min_count_ops(ctx.module);
   report->input_bytes_after = min_input_bytes(ctx.module);
   report->seconds = now_s() - ctx.start;
+  report->failed_output = ctx.sig.output;
+  const char *culprit = min_signature_culprit(&ctx.sig);
+  snprintf(report->first_differing, sizeof report->first_differing, "%s", culprit ? culprit : "");
+  min_signature_free(&ctx.sig);
   min_release_all(ctx.values, ctx.module->entry->instr_count);
   min_record_free(ctx.record);
   free(ctx.memo);

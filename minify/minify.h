@@ -28,13 +28,19 @@ typedef enum min_kind {
   MIN_CHECK_ERROR,   /* the check itself could not run (the reference evaluator failed) */
 } min_kind;
 
+#define MIN_MAX_FAILED 16
+
 typedef struct min_outcome {
   min_kind kind;
   hlo_status status; /* compile and execute errors */
   hlo_opcode opcode; /* the op a compile or execute error names; HLO_OP_COUNT if none */
   int signal;        /* crash: the signal, 0 when the process exited without an answer */
   int exit_code;     /* crash without a signal; the --test command's exit status */
-  char message[1024];
+  char message[1024]; /* a crash: the signal, then the last line the check wrote on stderr */
+  /* accuracy: the root tuple's elements that fail (a root that is no tuple is element 0),
+   * the first MIN_MAX_FAILED of them in order */
+  int failed[MIN_MAX_FAILED];
+  int failed_count;
 } min_outcome;
 
 /* compile: the backend's compile fails. execute: compile, then run once; a compile or
@@ -85,8 +91,13 @@ void min_check_inline_refs(const min_predicate *predicate, const hlo_module *mod
 const char *min_check_kind_name(min_check_kind kind);
 
 /* Whether got is the failure want is: same kind; for compile and execute errors the same
- * status and the same op; for crashes the same signal (or exit code). */
+ * status, the same op and the same message class; for crashes the same signal (or exit code)
+ * and, when both name one, the same op. Accuracy failures match by kind here; which output
+ * fails is the minifier's signature (signature.c). */
 bool min_outcome_same(const min_outcome *want, const min_outcome *got);
+/* A message's class: its words without instruction names, numbers and shapes ("backend cpu
+ * cannot compile cosine %cosine.3" and "... cosine %c" are one class). */
+void min_message_class(const char *message, char *buffer, int size);
 /* One line: "compile error (unsupported) on cosine: ...", "crash (signal 6, SIGABRT)". */
 void min_outcome_describe(const min_outcome *outcome, char *buffer, int size);
 
@@ -100,10 +111,12 @@ hlo_opcode min_opcode_in_message(const hlo_module *module, const char *message);
  * a crash or hang of the backend, or an external test command) to a small module that fails
  * the same way, with inputs, and writes it as a repro directory.
  *
- * First, for an accuracy check, the scan (scan.c): the module's ops in groups, each run on
- * the values the reference recorded for its operands (record.c), until a group fails on its
- * own; candidates cut from it are then checked against the record, without the reference.
- * A compile check never has input data at all: candidates carry shapes only.
+ * First the whole module is checked: it must fail, and how it fails is the signature every
+ * candidate must keep (signature.c); a module that passes gets no repro. Then, for an
+ * accuracy failure, the scan (scan.c): the module's ops in groups, each run on the values
+ * the reference recorded for its operands (record.c), until a group fails on its own the
+ * same way; candidates cut from it are then checked against the record, without the
+ * reference. A compile check never has input data at all: candidates carry shapes only.
  *
  * Strategies on ops, each repeated until it no longer shrinks the graph, all of them again
  * until none does:
@@ -149,7 +162,7 @@ typedef struct min_options {
   FILE *progress; /* one line per check and per accepted step, or NULL for silence */
   bool progress_line; /* a terminal: one line rewritten in place (checks, size, time) */
   /* Accuracy checks: the original run's values the scan may keep (0: a quarter of the
-   * machine's memory); no_scan checks the module whole first, as a user's --test would. */
+   * machine's memory); no_scan skips the scan and shrinks the module whole. */
   double record_budget_bytes;
   bool no_scan;
   /* After the ops: dims and inputs shrink while the inputs exceed small_inputs_bytes (0:
@@ -163,6 +176,10 @@ typedef struct min_options {
    * again. A hang is then not minified at all (each candidate that still hangs would wait
    * out the time limit): the repro is the module as it is. */
   const min_outcome *failure;
+  /* Any failure counts for a candidate, not only the original's (its signature: the kind;
+   * the op and message class of a compile error or crash; the output and first differing op
+   * of an accuracy failure). */
+  bool any_failure;
 } min_options;
 
 #define MIN_SMALL_INPUTS_BYTES (64.0 * 1024)
@@ -173,6 +190,10 @@ typedef struct min_report {
   rt_value **inputs;
   int input_count;
   min_outcome failure; /* the original module's failure */
+  /* An accuracy failure: the original's first failing output (root element), and the first
+   * op found whose value differs (an entry instruction's name; "" when none). */
+  int failed_output;
+  char first_differing[256];
   int instrs_before, instrs_after; /* entry computation instructions */
   double input_bytes_before, input_bytes_after; /* the entry parameters' bytes */
   int ops_before, ops_after;       /* of those, neither parameters nor constants */

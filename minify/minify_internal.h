@@ -99,12 +99,45 @@ hlo_status min_repro_content_make(const min_report *report, bool single_file, do
                                   min_repro_content *content, hlo_diag *diag);
 void min_repro_content_free(min_repro_content *content);
 
+/* ---- signature.c ---- */
+/* The failure a candidate must keep: the original's outcome and, for an accuracy failure,
+ * the culprit (an original entry instruction) whose value is known to differ and the values
+ * it is computed from. */
+
+typedef struct min_signature {
+  const hlo_module *original; /* borrowed: the module the minifier was given */
+  min_outcome failure;        /* the original's outcome */
+  bool any;                   /* --any-failure: every failure matches */
+  int output;                 /* accuracy: the original's first failing output (root element) */
+  int culprit;                /* accuracy: the original entry id of the culprit; -1 otherwise */
+  bool *cone;                 /* by original entry id: the culprit and what it is computed from */
+  int *by_name;               /* original entry ids sorted by name */
+} min_signature;
+
+/* A match without a culprit (not accuracy, or --any-failure), and no match; a match >= 0 is
+ * the original entry id of the candidate's earliest failing output in the culprit's cone. */
+#define MIN_MATCH (-1)
+#define MIN_NO_MATCH (-2)
+
+/* False when memory runs out. */
+bool min_signature_init(min_signature *sig, const hlo_module *original, const min_outcome *failure, bool any);
+void min_signature_free(min_signature *sig);
+/* Whether got, the outcome of candidate, is the signature's failure: MIN_NO_MATCH, MIN_MATCH
+ * or the matching output's original id. */
+int min_signature_match(const min_signature *sig, const hlo_module *candidate, const min_outcome *got);
+/* Whether a match found earlier (memoized) still matches after the signature narrowed. */
+bool min_signature_still(const min_signature *sig, int match);
+/* An adopted candidate's match becomes the culprit (the first op known to differ so far). */
+void min_signature_narrow(min_signature *sig, int match);
+/* The culprit's name, NULL when there is none. */
+const char *min_signature_culprit(const min_signature *sig);
+
 /* ---- minify.c, strategies.c, needed.c, scan.c, shapes.c, inputs.c ---- */
 /* The minifier's state shared by its driver (minify.c) and its strategies (strategies.c). */
 
 typedef struct min_memo_entry {
   cache_key key;
-  bool failing;
+  int match; /* min_signature_match's answer */
 } min_memo_entry;
 
 typedef struct min_ctx {
@@ -122,6 +155,7 @@ typedef struct min_ctx {
    * NULL otherwise. Candidates are then checked against it. */
   min_record *record;
   cache_key key;
+  min_signature sig; /* the failure candidates must keep */
   min_memo_entry *memo;
   int memo_count, memo_capacity;
   double start;
@@ -144,6 +178,8 @@ bool min_try(min_ctx *ctx, const min_plan *plan, min_strategy strategy);
  * strategy counts it as an improvement. The same adoption as min_try. */
 bool min_try_candidate(min_ctx *ctx, hlo_module *candidate, rt_value **inputs, int input_count, min_strategy strategy,
                        bool smaller);
+/* Whether outcome, candidate's, is the failure the minifier keeps (min_signature_match). */
+int min_judge(min_ctx *ctx, const hlo_module *candidate, const min_outcome *outcome);
 /* Whether the check budget is spent or an error stopped the run. */
 bool min_stopped(const min_ctx *ctx);
 /* The options' predicate with its time limit cut to the time budget left. */
@@ -160,8 +196,13 @@ bool min_inputs_large(const min_ctx *ctx);
 /* shapes.c, inputs.c: smaller dims, then constants in place of parameters. */
 bool min_strategy_shapes(min_ctx *ctx);
 bool min_strategy_inputs(min_ctx *ctx);
-/* scan.c: true when a group of the current module fails on its own and became the current
- * module, with ctx->record holding its values; budget_bytes bounds the values kept. */
+/* scan.c: true when a group of the current module fails on its own the way the module does
+ * and became the current module, with ctx->record holding its values; budget_bytes bounds
+ * the values kept. */
 bool min_scan_accuracy(min_ctx *ctx, double budget_bytes);
+/* scan.c: runs the references of the current (whole) module once, recording every value in
+ * a new ctx->record while they fit in budget_bytes (no record when they do not); refs gets
+ * the outputs. False when the reference evaluator cannot run the module. */
+bool min_record_whole(min_ctx *ctx, double budget_bytes, min_refs *refs);
 
 #endif

@@ -132,6 +132,9 @@ static char *report_text(const min_report *report, const min_predicate *predicat
   hlo_sb_printf(&sb, "timeout:    %g s per check\n", predicate->timeout_s);
   if (info->latch_bin) hlo_sb_printf(&sb, "latch:      %s\n", info->latch_bin);
   hlo_sb_printf(&sb, "failure:    %s\n", failure);
+  if (report->first_differing[0])
+    hlo_sb_printf(&sb, "differs:    %%%s is the first op found whose value differs (output %d of the original fails)\n",
+                  report->first_differing, report->failed_output);
   hlo_sb_printf(&sb, "before:     %d instructions (%d ops)\n", report->instrs_before, report->ops_before);
   hlo_sb_printf(&sb, "after:      %d instructions (%d ops), %d parameters\n", report->instrs_after, report->ops_after,
                 report->input_count);

@@ -29,12 +29,19 @@
 typedef struct recorder {
   min_record *record;
   bool fp64, failed;
+  double budget_bytes; /* 0: no limit */
+  bool full;           /* the values passed the budget: no more are kept */
 } recorder;
 
 static void observe(void *context, const hlo_instr *instr, rt_value *value) {
   recorder *r = context;
   /* A tuple root the candidate builder made has a new name; its elements are recorded. */
   if (instr == instr->parent->root && instr->opcode == HLO_OP_TUPLE) return;
+  if (r->full) return;
+  if (r->budget_bytes > 0 && min_record_bytes(r->record) + min_value_bytes(value) > r->budget_bytes) {
+    r->full = true;
+    return;
+  }
   if (!min_record_put(r->record, instr->name, r->fp64, value)) r->failed = true;
 }
 
@@ -102,11 +109,13 @@ static rt_value **fp64_inputs(const hlo_module *candidate, rt_value *const *inpu
   return out;
 }
 
-/* Runs the references of the group's candidate, recording every value; refs gets its outputs. */
+/* Runs the references of the group's candidate, recording every value; refs gets its outputs.
+ * Values recorded already (by the whole module's run) are used as they are. */
 static bool run_references(min_ctx *ctx, const hlo_module *candidate, rt_value **inputs, int count, min_refs *refs) {
+  if (min_record_refs(ctx->record, candidate, refs)) return true;
   rt_value **wide = fp64_inputs(candidate, inputs, ctx->record);
   if (!wide) return false;
-  recorder r = {ctx->record, false, false};
+  recorder r = {ctx->record, false, false, 0, false};
   rt_eval_options declared = {.fp64 = false, .observe = observe, .observe_context = &r};
   rt_value *result[2] = {NULL, NULL};
   hlo_diag diag;
@@ -144,6 +153,7 @@ static int check_group(min_ctx *ctx, const hlo_module *original, rt_value *const
   }
   min_refs refs;
   int verdict = -1;
+  int match = MIN_NO_MATCH;
   if (run_references(ctx, candidate, cin, count, &refs)) {
     min_outcome outcome;
     min_predicate predicate = min_budgeted(ctx);
@@ -151,15 +161,23 @@ static int check_group(min_ctx *ctx, const hlo_module *original, rt_value *const
       ctx->error = ctx->diag->status;
     } else {
       ctx->report->checks++;
-      verdict = outcome.kind == MIN_ACCURACY;
-      min_progress(ctx, "scan: instructions %d..%d (%d ops) %s", g->start, g->end - 1, min_count_ops(candidate),
-                   verdict ? "fail on their own" : "pass");
-      if (verdict) ctx->report->failure = outcome;
+      /* A group that crashes, hangs or fails to compile fails; only another way than the
+       * module, so it is neither the culprit nor a pass. */
+      match = min_judge(ctx, candidate, &outcome);
+      verdict = match != MIN_NO_MATCH;
+      char how[1400] = "pass";
+      if (verdict) snprintf(how, sizeof how, "fail on their own");
+      else if (outcome.kind != MIN_PASS) {
+        snprintf(how, sizeof how, "fail another way than the module: ");
+        min_outcome_describe(&outcome, how + strlen(how), (int)(sizeof how - strlen(how)));
+      }
+      min_progress(ctx, "scan: instructions %d..%d (%d ops) %s", g->start, g->end - 1, min_count_ops(candidate), how);
     }
     min_refs_release(&refs);
   }
   if (verdict == 1) {
     ctx->report->wins[MIN_SCAN]++;
+    min_signature_narrow(&ctx->sig, match);
     return min_set_current(ctx, candidate, cin, count) ? 1 : -1;
   }
   hlo_module_free(candidate);
@@ -177,7 +195,7 @@ bool min_scan_accuracy(min_ctx *ctx, double budget_bytes) {
   const hlo_module *original = ctx->module;
   const hlo_comp *entry = original->entry;
   int n = entry->instr_count;
-  ctx->record = min_record_new();
+  if (!ctx->record) ctx->record = min_record_new();
   group g = {0};
   g.disp = hlo_calloc((size_t)n + 1, sizeof *g.disp);
   g.outputs = hlo_calloc((size_t)n + 1, sizeof *g.outputs);
@@ -205,8 +223,35 @@ bool min_scan_accuracy(min_ctx *ctx, double budget_bytes) {
   free(g.values);
   free(last);
   if (verdict != 1) {
+    /* The whole module stays current: what is still recorded of it serves its candidates. */
+    min_progress(ctx, "scan: no group fails on its own the way the module does; shrinking the module whole");
+  }
+  return verdict == 1;
+}
+
+bool min_record_whole(min_ctx *ctx, double budget_bytes, min_refs *refs) {
+  ctx->record = min_record_new();
+  if (!ctx->record) return false;
+  recorder r = {ctx->record, false, false, budget_bytes, false};
+  rt_eval_options declared = {.fp64 = false, .observe = observe, .observe_context = &r};
+  rt_eval_options fp64 = {.fp64 = true, .observe = observe, .observe_context = &r};
+  rt_value *result[2] = {NULL, NULL};
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  bool ok = rt_evaluate(ctx->module, ctx->inputs, ctx->input_count, &declared, &result[0], &diag) == HLO_OK;
+  r.fp64 = true;
+  ok = ok && rt_evaluate(ctx->module, ctx->inputs, ctx->input_count, &fp64, &result[1], &diag) == HLO_OK;
+  if (!ok || r.failed || r.full) { /* no record: the scan and the checks record as they go */
+    if (r.full) min_progress(ctx, "the module's values exceed %.0f MB; recording them group by group", budget_bytes / 1e6);
     min_record_free(ctx->record);
     ctx->record = NULL;
   }
-  return verdict == 1;
+  if (!ok) {
+    rt_value_release(result[0]);
+    rt_value_release(result[1]);
+    return false;
+  }
+  refs->declared = result[0];
+  refs->fp64 = result[1];
+  return true;
 }

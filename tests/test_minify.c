@@ -332,6 +332,109 @@ static void test_not_failing(void) {
   hlo_module_free(m);
 }
 
+/* cosine's result multiplied by zero: a cosine that computes wrong values is harmless here,
+ * so the module passes the accuracy check and there is nothing to minify, although cosine
+ * fails on its own. */
+static void test_masked_failure(void) {
+  hlo_module *m = parse("HloModule masked\n"
+                        "ENTRY e {\n"
+                        "  x = f32[3] parameter(0)\n"
+                        "  c = f32[3] cosine(x)\n"
+                        "  z = f32[] constant(0)\n"
+                        "  zb = f32[3] broadcast(z), dimensions={}\n"
+                        "  ROOT m = f32[3] multiply(c, zb)\n"
+                        "}\n");
+  rt_value **in = small_inputs();
+  min_options o = options_for(MIN_CHECK_ACCURACY, RT_FAULT_ACCURACY, HLO_OP_COS, 30);
+  o.rechecks = 1;
+  min_report r;
+  hlo_diag d = {HLO_OK, ""};
+  CHECK_EQ_INT(min_minify(m, in, 1, &o, &r, &d), HLO_ERR_INPUT);
+  CHECK_EQ_INT(r.failure.kind, MIN_PASS);
+  CHECK(r.module == NULL);
+  CHECK_MSG(strstr(d.message, "does not fail") != NULL, "%s", d.message);
+  free_inputs(in, 3);
+  hlo_module_free(m);
+}
+
+/* Progress lines into a string. */
+static char progress_text[1 << 16];
+
+static FILE *progress_open(void) {
+  progress_text[0] = 0;
+  return fmemopen(progress_text, sizeof progress_text - 1, "w");
+}
+
+/* Under crash:cosine the accuracy check crashes: that is the failure kept (with the op the
+ * crash names), and no check that crashes is taken for a pass. */
+static void test_crash_in_accuracy_check(void) {
+  min_options o = options_for(MIN_CHECK_ACCURACY, RT_FAULT_CRASH, HLO_OP_COS, 30);
+  o.progress = progress_open();
+  min_report r;
+  minify_small(&o, HLO_OP_COS, MIN_CRASH, &r);
+  fclose(o.progress);
+  CHECK_EQ_INT(r.failure.signal, SIGABRT);
+  CHECK_EQ_INT(r.failure.opcode, HLO_OP_COS);
+  CHECK_MSG(strstr(progress_text, " pass\n") == NULL, "%s", progress_text);
+  CHECK_EQ_INT(r.wins[MIN_SCAN], 0);
+  min_report_free(&r);
+}
+
+/* Two accuracy failures: ca (output 1) comes first in the module, cb feeds output 0, the
+ * one the check names. The repro keeps output 0's failure: cb alone, named as the first op
+ * whose value differs; ca, which fails on its own, is another failure. */
+static void test_two_accuracy_failures(void) {
+  hlo_module *m = parse("HloModule two\n"
+                        "ENTRY e {\n"
+                        "  x = f32[3] parameter(0)\n"
+                        "  ca = f32[3] cosine(x)\n"
+                        "  y = f32[3] add(x, x)\n"
+                        "  cb = f32[3] cosine(y)\n"
+                        "  nb = f32[3] negate(cb)\n"
+                        "  ROOT r = (f32[3], f32[3]) tuple(nb, ca)\n"
+                        "}\n");
+  rt_value **in = small_inputs();
+  for (int scan = 0; scan < 2; scan++) {
+    min_options o = options_for(MIN_CHECK_ACCURACY, RT_FAULT_ACCURACY, HLO_OP_COS, 30);
+    o.no_scan = scan == 0;
+    min_report r;
+    hlo_diag d = {HLO_OK, ""};
+    CHECK_EQ_INT(min_minify(m, in, 1, &o, &r, &d), HLO_OK);
+    if (!r.module) continue;
+    const hlo_instr *op = only_op(r.module);
+    CHECK_MSG(op && strcmp(op->name, "cb") == 0, "scan %d: repro has %d ops, first %s", scan, r.ops_after,
+              op ? op->name : "-");
+    CHECK_EQ_INT(r.failed_output, 0);
+    CHECK_STR(r.first_differing, "cb");
+    CHECK_EQ_INT(r.reproduced, 3);
+    /* any failure: the first failing piece found is taken, whichever output it feeds */
+    min_report_free(&r);
+    o.any_failure = true;
+    CHECK_EQ_INT(min_minify(m, in, 1, &o, &r, &d), HLO_OK);
+    op = r.module ? only_op(r.module) : NULL;
+    CHECK(op && op->opcode == HLO_OP_COS);
+    min_report_free(&r);
+  }
+  free_inputs(in, 3);
+  hlo_module_free(m);
+}
+
+/* Message classes: names, numbers and shapes are not part of the kind of error. */
+static void test_message_class(void) {
+  char a[256], b[256];
+  min_message_class("backend cpu cannot compile cosine %cosine.3 (f32[3,4]) at 12", a, sizeof a);
+  CHECK_STR(a, "backend cpu cannot compile cosine at");
+  min_message_class("backend cpu cannot compile cosine %c (f32[1])", b, sizeof b);
+  CHECK_STR(b, "backend cpu cannot compile cosine");
+  min_outcome x = {.kind = MIN_COMPILE_ERROR, .status = HLO_ERR_UNSUPPORTED, .opcode = HLO_OP_COS};
+  min_outcome y = x;
+  snprintf(x.message, sizeof x.message, "cannot compile cosine %%c.1");
+  snprintf(y.message, sizeof y.message, "cannot compile cosine %%c.2");
+  CHECK(min_outcome_same(&x, &y));
+  snprintf(y.message, sizeof y.message, "out of scratch memory compiling cosine %%c.2");
+  CHECK(!min_outcome_same(&x, &y));
+}
+
 /* A backend that fails every other compile, counting in a file (checks run in children). */
 static char counter_path[64];
 static rt_executable *alternating_compile(const hlo_module *m, const rt_compile_options *o, hlo_diag *d) {
@@ -439,6 +542,10 @@ int main(void) {
   RUN(test_same_op_only);
   RUN(test_constant_strategy);
   RUN(test_not_failing);
+  RUN(test_masked_failure);
+  RUN(test_crash_in_accuracy_check);
+  RUN(test_two_accuracy_failures);
+  RUN(test_message_class);
   RUN(test_flaky);
   RUN(test_outcomes);
   return TEST_REPORT();

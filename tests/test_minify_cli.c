@@ -149,6 +149,23 @@ static void minify_options(void) {
               "grep -qF \"$(printf '\\033[K')\"");
 }
 
+/* A module that does not fail gets no repro: cosine times zero under an accuracy fault on
+ * cosine passes `latch run --check accuracy`, so `latch minify` says so and exits 1, writing
+ * nothing. */
+static void minify_masked(void) {
+  cli_write_text(cli_path("masked.hlo"), "HloModule masked\nENTRY e {\n  x = f32[4] parameter(0)\n"
+                                         "  c = f32[4] cosine(x)\n  z = f32[] constant(0)\n"
+                                         "  zb = f32[4] broadcast(z), dimensions={}\n"
+                                         "  ROOT m = f32[4] multiply(c, zb)\n}\n");
+  CHECK_SH(0, "LATCH_FAULT=accuracy:cosine:0.1 $L run $D/masked.hlo --check accuracy");
+  CHECK_SH(1, "rm -rf $D/mk && LATCH_FAULT=accuracy:cosine:0.1 $L minify $D/masked.hlo --check accuracy -o $D/mk");
+  CHECK_MSG(strstr(err_text, "does not fail the check") != NULL, "%s", err_text);
+  CHECK_SH(0, "test ! -e $D/mk");
+  /* --any-failure takes any failure of a candidate, but the module itself must still fail */
+  CHECK_SH(1, "LATCH_FAULT=accuracy:cosine:0.1 $L minify $D/masked.hlo --check accuracy --any-failure -o $D/mk");
+  CHECK_SH(0, "test ! -e $D/mk");
+}
+
 int main(void) {
   if (!cli_setup()) {
     perror("mkdtemp");
@@ -159,6 +176,7 @@ int main(void) {
   RUN(run_checks);
   RUN(minify_command);
   RUN(minify_options);
+  RUN(minify_masked);
   cli_cleanup();
   return TEST_REPORT();
 }

@@ -118,8 +118,9 @@ static min_options accuracy_options(hlo_opcode op) {
   return o;
 }
 
-/* The scan checks a (passes: the fault is on multiply), then b alone fed with a's recorded
- * value (2, 3, 4), which fails: the repro is b, found without running the module whole. */
+/* The module whole fails first (its references recorded on the way); the scan checks a
+ * (passes: the fault is on multiply), then b alone fed with a's recorded value (2, 3, 4),
+ * which fails: the repro is b. */
 static void test_scan(void) {
   hlo_module *m = parse(chain);
   rt_value **in = chain_inputs();
@@ -137,9 +138,9 @@ static void test_scan(void) {
     CHECK_NEAR(rt_get_f64(r.inputs[0], 0), 2, 0);
     CHECK_NEAR(rt_get_f64(r.inputs[0], 2), 4, 0);
   }
-  /* groups of 1 then 2 ops: a passes; b and c fail (b's error reaches both outputs); one
-   * truncation drops c; three rechecks */
-  CHECK_EQ_INT(r.checks, 2 + 1 + 3);
+  /* the whole module; groups of 1 then 2 ops: a passes; b and c fail (b's error reaches
+   * both outputs); one truncation drops c; three rechecks */
+  CHECK_EQ_INT(r.checks, 1 + 2 + 1 + 3);
   CHECK_EQ_INT(r.reproduced, 3);
   min_report_free(&r);
   /* Without the scan the module is checked whole first, and ends at the same repro. */

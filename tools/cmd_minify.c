@@ -17,7 +17,7 @@ void cmd_minify_usage(void) {
   fputs("usage: latch minify FILE [--inputs DIR | --seed N]\n"
         "                    (--check compile|accuracy [--backend NAME] [--tol X] | --test CMD [--test-nonzero])\n"
         "                    [-o DIR] [--timeout S] [--max-checks N] [--rechecks N] [--quiet]\n"
-        "                    [--single-file] [--max-bytes N] [--keep-shapes]\n"
+        "                    [--single-file] [--max-bytes N] [--keep-shapes] [--any-failure]\n"
         "\n"
         "Shrinks the HLO module in FILE, which fails a check, to a small module that fails the\n"
         "same way, and writes a repro directory:\n"
@@ -26,6 +26,12 @@ void cmd_minify_usage(void) {
         "  repro.sh     one command that exits non-zero exactly when the failure reproduces\n"
         "               (125 when it cannot run: no latch binary)\n"
         "  report.txt   sizes before and after, strategies that worked, checks, time\n"
+        "\n"
+        "The whole module is checked first and must fail; how it fails is the failure every\n"
+        "candidate must keep: the kind (compile error, crash, hang, accuracy); for a compile\n"
+        "error or crash the op and the kind of message; for an accuracy failure the output that\n"
+        "fails, narrowed to the first op whose value differs (report.txt names it). A candidate\n"
+        "that fails another way (a crash while checking accuracy, another output) is no repro.\n"
         "\n"
         "Checks (each candidate runs in a child process, so a crash or hang of the backend is\n"
         "a way of failing, not the end of the minifier):\n"
@@ -55,6 +61,7 @@ void cmd_minify_usage(void) {
         "  --keep-shapes     keep the ops' shapes and data (otherwise, after the ops are cut, dims\n"
         "                    shrink and inputs become broadcast constants while the inputs exceed\n"
         "                    64 KB and the failure stays the same)\n"
+        "  --any-failure     a candidate counts when it fails in any way, not only the module's\n"
         "\n"
         "Exit status: 0 a repro was written (a flaky one too, with a warning), 1 usage or input\n"
         "error or the module does not fail the check, 2 unsupported, 3 internal error.\n"
@@ -68,7 +75,7 @@ void cmd_minify_usage(void) {
 
 typedef struct minify_flags {
   const char *file, *inputs, *seed, *check, *backend, *tol, *test, *test_nonzero, *out, *timeout, *max_checks,
-      *rechecks, *quiet, *help, *single_file, *max_bytes, *keep_shapes;
+      *rechecks, *quiet, *help, *single_file, *max_bytes, *keep_shapes, *any_failure;
   rt_compile_options compile; /* from the environment, as latch_open would take them */
 } minify_flags;
 
@@ -92,7 +99,7 @@ static int parse_options(int argc, char **argv, minify_flags *f, min_options *o,
       {"-o", true, &f->out},              {"--output", true, &f->out},      {"--timeout", true, &f->timeout},
       {"--max-checks", true, &f->max_checks}, {"--rechecks", true, &f->rechecks}, {"--quiet", false, &f->quiet},
       {"--single-file", false, &f->single_file}, {"--max-bytes", true, &f->max_bytes},
-      {"--keep-shapes", false, &f->keep_shapes},
+      {"--keep-shapes", false, &f->keep_shapes}, {"--any-failure", false, &f->any_failure},
   };
   const char *files[1];
   int file_count = 0;
@@ -168,6 +175,7 @@ static int parse_options(int argc, char **argv, minify_flags *f, min_options *o,
   o->progress = f->quiet ? NULL : stderr;
   o->progress_line = !f->quiet && isatty(STDERR_FILENO);
   o->keep_shapes = f->keep_shapes != NULL;
+  o->any_failure = f->any_failure != NULL;
   if (!f->max_bytes) f->max_bytes = getenv("LATCH_REPRO_MAX_BYTES");
   if (f->max_bytes && *f->max_bytes) {
     if (!parse_number("--max-bytes (or LATCH_REPRO_MAX_BYTES)", f->max_bytes, 1, &number)) return CLI_USAGE;
