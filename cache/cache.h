@@ -1,6 +1,13 @@
-/* cache/: canonical graph hashes, the in-memory compile-cache table and the on-disk store.
- * The layer's one header; uses hlo/, xxhash and ck. Private to the disk store:
- * disk_internal.h. */
+/* cache/: canonical graph hashes and the compile cache's three tiers: the in-memory table,
+ * the on-disk store, and the remote tier in Redis shared by a fleet. The layer's one header;
+ * uses hlo/, xxhash, ck, hiredis (the protocol only), nettle and GnuTLS. Private to the disk
+ * store: disk_internal.h; to the remote tier: remote_internal.h.
+ *
+ * The files, each under its own heading below with what it exports: clock.c, hash.c,
+ * table.c; the disk store (disk.c, disk_format.c, disk_io.c, disk_scan.c, disk_trust.c,
+ * disk_compile.c); the remote tier (remote_url.c, remote.c, remote_conn.c, remote_entry.c,
+ * remote_sign.c, remote_compile.c, remote_admin.c). disk_trust.c, remote_conn.c,
+ * remote_entry.c and remote_sign.c export only through the private headers. */
 #ifndef CACHE_H
 #define CACHE_H
 #include <stdbool.h>
@@ -115,8 +122,8 @@ cache_key cache_entry_key(const cache_entry *entry);
 
 void cache_table_stats(cache_table *table, cache_stats *stats);
 
-/* ---- disk.c ---- */
-/* The on-disk compile cache: a directory of opaque blobs (a backend's serialized executables)
+/* ---- the disk store (disk*.c) ----
+ * The on-disk compile cache: a directory of opaque blobs (a backend's serialized executables)
  * shared by every process that points at it, so a second run of a program compiles nothing.
  *
  * An entry is named by (key, fingerprint): key is the graph's canonical hash (cache/hash.h),
@@ -174,9 +181,6 @@ typedef enum cache_disk_problem {
   CACHE_DISK_PROBLEM_COUNT
 } cache_disk_problem;
 
-/* "checksum mismatch", ... */
-const char *cache_disk_problem_name(cache_disk_problem problem);
-
 typedef struct cache_disk_stats {
   uint64_t hits;          /* gets that returned an entry */
   uint64_t misses;        /* gets that did not, damaged entries included */
@@ -190,10 +194,15 @@ typedef struct cache_disk_stats {
 
 typedef struct cache_disk cache_disk;
 
-/* ---- the store ---- */
+/* ---- disk_format.c ---- */
+/* "checksum mismatch", ... */
+const char *cache_disk_problem_name(cache_disk_problem problem);
 
-/* Test-only hooks: capture/ fills them from LATCH_CACHE_TEST_FAULT and
- * LATCH_CACHE_TEST_WRITE_DELAY_MS (tests may fill them directly); NULL or empty fields: none.
+/* ---- disk.c ---- */
+
+/* Test-only hooks: latch_open fills them from latch_options' test_cache_fault and
+ * test_cache_write_delay_ms (LATCH_CACHE_TEST_FAULT and LATCH_CACHE_TEST_WRITE_DELAY_MS; tests
+ * may fill them directly); NULL or empty fields: none.
  * Tests run as root, for whom chmod does not make a directory read-only, so this is how they
  * reach those paths. */
 typedef struct cache_disk_test_hooks {
@@ -238,7 +247,8 @@ void cache_disk_reject(cache_disk *disk, cache_key key, const char *fingerprint,
 
 void cache_disk_get_stats(const cache_disk *disk, cache_disk_stats *stats);
 
-/* ---- maintenance: what `latch cache` shows and does ---- */
+/* ---- disk_scan.c ---- */
+/* Maintenance: what `latch cache` shows and does. */
 
 typedef struct cache_disk_entry_info {
   char name[80];        /* file name inside the directory */
@@ -274,6 +284,7 @@ hlo_status cache_disk_clear(const char *dir, cache_disk_summary *summary, hlo_di
  * is what the entries it saw and kept hold. */
 uint64_t cache_disk_evict(const char *dir, uint64_t max_bytes, double stale_seconds, uint64_t *left_bytes);
 
+/* ---- disk_io.c ---- */
 /* Test-only: forget which warnings were already given, so a test can see the next one. */
 void cache_disk_reset_warnings(void);
 
@@ -337,8 +348,7 @@ bool cache_disk_save_copy(cache_disk *disk, cache_key key, const char *fingerpri
 void *cache_disk_get_or_compile(cache_disk *disk, cache_key key, const char *fingerprint, const cache_codec *codec,
                                 cache_origin *origin, double *seconds, hlo_diag *diag);
 
-/* ---- remote*.c ----
- *
+/* ---- the remote tier (remote*.c) ----
  * The remote tier of the compile cache: entries in Redis, shared by every machine of a fleet,
  * under the in-memory table and the disk cache (lookups go memory -> disk -> Redis ->
  * compile; a compile is written to disk and to Redis, a remote hit to disk).
@@ -394,14 +404,14 @@ typedef struct cache_remote_stats {
 
 typedef struct cache_remote cache_remote;
 
-/* ---- configuration ---- */
+/* ---- remote_url.c ---- */
 
 /* redis://[user:password@]host[:port][/db][?name=ms&...] or unix://[user:password@]/path[?db=N&...];
  * user and password may be %-encoded; names: connect_timeout_ms, timeout_ms, lease_ms,
  * wait_ms, rest_ms (and db for unix). HLO_ERR_INPUT names what is wrong, never the password. */
 hlo_status cache_remote_parse_url(const char *url, cache_remote_config *config, hlo_diag *diag);
 
-/* ---- the tier ---- */
+/* ---- remote.c ---- */
 
 /* secret NULL or "": entries are written unsigned and read whether signed or not. Connects on
  * first use; NULL only when memory runs out (with diag). */
@@ -435,7 +445,7 @@ void cache_remote_get_stats(const cache_remote *remote, cache_remote_stats *stat
 /* Test-only: forget which warnings were already given. */
 void cache_remote_reset_warnings(void);
 
-/* ---- the tiers together (remote_compile.c) ---- */
+/* ---- remote_compile.c ---- */
 
 /* cache_disk_get_or_compile with the remote tier under the disk: disk, then Redis (a hit is
  * written to disk), then a lease and a bounded wait for another process's compile, then a
@@ -444,7 +454,8 @@ void cache_remote_reset_warnings(void);
 void *cache_tiers_get_or_compile(cache_disk *disk, cache_remote *remote, cache_key key, const char *fingerprint,
                                  const cache_codec *codec, cache_origin *origin, double *seconds, hlo_diag *diag);
 
-/* ---- maintenance: latch cache --remote (remote_admin.c) ---- */
+/* ---- remote_admin.c ---- */
+/* Maintenance: latch cache --remote. */
 
 /* Calls visit for each entry on the server (info->name is its Redis key), totalling them in
  * summary; check: verify checksums and signature (else the header only); fix: delete the bad

@@ -1,5 +1,13 @@
 /* capture/: lazy tensors, sync, traced functions: the implementation of include/latch.h.
- * Internal to latch: embedders use latch.h; tools/ and tests/ may use this header. */
+ * Internal to latch: embedders use latch.h; tools/ and tests/ may use this header.
+ *
+ * The shared structures come first, then what each file exports to the others, under its
+ * name. The files: the runtime (open.c, settings.c, backends.c); nodes and handles (node.c,
+ * node_pool.c, tensor.c, promote.c); the ops of latch.h (ops_elementwise.c, ops_nn.c,
+ * ops_shape.c, random.c, borrow.c); graphs and their HLO (graph.c, lower.c, lower_nn.c);
+ * sync (sync.c, sync_check.c); traced functions (trace.c, symbolic.c, function.c, entry.c,
+ * bindings.c, segments.c, reasons.c). ops_nn.c, ops_shape.c, borrow.c and function.c
+ * define latch.h's functions only, so they have no heading here. */
 #ifndef CAP_CAPTURE_H
 #define CAP_CAPTURE_H
 #include <pthread.h>
@@ -13,8 +21,7 @@
 #include "runtime/runtime.h"
 #include "guards/guards.h"
 
-/* ---- node.c, tensor.c, graph.c, sync.c, open.c and the rest ---- */
-/* capture/: lazy tensors. Internal structures shared by the files that implement latch.h.
+/* ---- nodes, handles, the runtime ----
  *
  * A latch_tensor is a handle; what it holds is a cap_node. A node is immutable once made
  * (op, attributes, operands, shape, hash) except for its state: PENDING until a sync
@@ -170,13 +177,44 @@ struct latch_runtime {
 /* What options.log asks to print (cap_log_flags). */
 enum { CAP_LOG_RECOMPILES = 1, CAP_LOG_GUARDS = 2, CAP_LOG_COMPILES = 4 };
 
-/* ---- the runtime (open.c) ---- */
+/* ---- open.c ---- */
 /* The settings besides the graph, the backend and the build that change what a compile
  * makes, as the fingerprint's options ("threads=8 fusion=on"): the process's thread count and
  * options (NULL: the defaults); returns the length needed, like snprintf. */
 size_t cap_code_options(const rt_compile_options *options, char *out, size_t size);
+void cap_set_error(const char *format, ...) __attribute__((format(printf, 1, 2)));
 
-/* ---- nodes (node.c) ---- */
+/* ---- settings.c ---- */
+/* The one place the library reads the environment (latch_options_init and
+ * latch_function_options_init live there too); tools/ asks it for the command's settings. */
+
+/* What the layers below are told of options: the cpu backend's fusion and arena budget. */
+void cap_compile_options(const latch_options *options, rt_compile_options *out);
+/* The CAP_LOG_ flags of options.log's comma-separated words. A word it does not know gets
+ * one warning per process, listing the known ones. */
+unsigned cap_log_flags(const char *text);
+/* inner wrapped with the test-only fault text names (rt_fault_backend: LATCH_FAULT's syntax),
+ * inner when text is NULL or empty, NULL with diag when it does not parse. */
+const rt_backend *cap_fault_wrap(const rt_backend *inner, const char *text, hlo_diag *diag);
+/* LATCH_CACHE: off, memory or disk; unset or empty gives default_mode. Anything else is
+ * HLO_ERR_INPUT naming the value, rather than a typo silently turning the cache off. */
+hlo_status cap_env_cache_mode(cache_mode default_mode, cache_mode *mode, hlo_diag *diag);
+/* The disk cache's directory: LATCH_CACHE_DIR, else cap_default_cache_dir's. */
+hlo_status cap_env_cache_dir(char *out, size_t size, hlo_diag *diag);
+/* The directory latch_open uses when options.cache_dir is NULL: $XDG_CACHE_HOME/latch, else
+ * $HOME/.cache/latch. */
+hlo_status cap_default_cache_dir(char *out, size_t size, hlo_diag *diag);
+/* LATCH_CACHE_MAX_BYTES (a byte count, with an optional K, M, G or T suffix: powers of 1024),
+ * else CACHE_DISK_DEFAULT_MAX_BYTES. */
+hlo_status cap_env_cache_max_bytes(uint64_t *max_bytes, hlo_diag *diag);
+
+/* ---- backends.c ---- */
+/* The backend called name, or NULL. */
+const rt_backend *cap_backend_find(const char *name);
+/* Names of every backend, comma-separated, for messages ("reference, cpu"). */
+const char *cap_backend_names(void);
+
+/* ---- node.c ---- */
 cap_ctx *cap_ctx_current(void);
 /* A PENDING node with room for attr_count attrs and its operands (retained); the caller
  * fills shape and attrs, then calls cap_node_finish. NULL when memory runs out. */
@@ -202,8 +240,10 @@ cap_node *cap_node_error(const char *format, ...) __attribute__((format(printf, 
 void cap_node_set_value(cap_node *node, rt_value *value);
 hlo_shape cap_node_shape(const cap_node *node);
 const char *cap_node_shape_str(const cap_node *node, char *buffer, int size);
+uint64_t cap_now_ns(void); /* a monotonic clock */
 
-/* ---- allocation (node_pool.c): per-thread caches of nodes and handles ---- */
+/* ---- node_pool.c ---- */
+/* Per-thread caches of nodes and handles. */
 #define CAP_POOL_ATTRS 8
 cap_node *cap_pool_node(int attr_count);
 void cap_pool_free_node(cap_node *node);
@@ -211,11 +251,8 @@ latch_tensor *cap_pool_handle(void);
 void cap_pool_free_handle(latch_tensor *t);
 /* Frees this thread's caches (latch_close does, so leak checkers see nothing held). */
 void cap_pool_drain(void);
-/* After a sync: an assigned handle's new value goes into its old buffer when no one else
- * can see that buffer (sync.c). */
-void cap_write_back(latch_tensor *handle);
 
-/* ---- tensors (tensor.c) ---- */
+/* ---- tensor.c ---- */
 /* Wraps node (reference taken over) in a handle of rt; pending and error handles go on
  * this thread's list; in eager mode a pending node is run at once. NULL node -> NULL. */
 latch_tensor *cap_wrap(latch_runtime *rt, cap_node *node);
@@ -226,13 +263,12 @@ latch_tensor *cap_error(latch_runtime *rt, const char *format, ...) __attribute_
 bool cap_dims_fit(const char *op, int rank, const int64_t *dims);
 /* A poisoned result when any operand is an error tensor, or operands of two runtimes, else NULL. */
 latch_tensor *cap_poisoned(const char *op, int count, latch_tensor *const *operands);
-void cap_set_error(const char *format, ...) __attribute__((format(printf, 1, 2)));
 void cap_list_remove(latch_tensor *t);
 /* t takes from's value as latch_assign would: the same node, and when that node is still
  * pending, a write-back into t's own buffer once it is computed. */
 void cap_handle_follow(latch_tensor *t, const latch_tensor *from);
 
-/* ---- dtypes (dtype.c) ---- */
+/* ---- promote.c ---- */
 hlo_dtype cap_hlo_dtype(latch_dtype dtype);
 latch_dtype cap_latch_dtype(hlo_dtype dtype);
 /* The promotion table of latch.h; HLO_INVALID when no type holds both. */
@@ -242,9 +278,24 @@ bool cap_broadcast_dims(int rank_a, const int64_t *a, int rank_b, const int64_t 
 /* A dim index with negatives from the end; -1 when out of range. */
 int cap_norm_dim(int dim, int rank);
 
-/* ---- graphs (graph.c): what a sync runs, and what a traced function's entry is
- * built from: roots in order, the READY leaves they read as parameters in canonical order,
- * the pending nodes between them in post-order, and the key. ---- */
+/* ---- ops_elementwise.c ---- */
+/* Helpers shared by the files that trace ops (ops_*.c). */
+/* A PENDING node of the given result type and dims over the operands' nodes; NULL when
+ * memory runs out. */
+cap_node *cap_node_like(cap_op op, int sub, int count, latch_tensor *const *operands, int attrs, hlo_dtype dtype,
+                        int rank, const int64_t *dims);
+/* Hashes node and wraps it (NULL: the out-of-memory error tensor). */
+latch_tensor *cap_traced(latch_runtime *rt, cap_node *node);
+/* "f32[2,3]" for messages. */
+const char *cap_shape_text(const latch_tensor *t, char *buffer, int size);
+
+/* ---- random.c ---- */
+cap_node *cap_seed_node(uint64_t seed); /* the seed input of a call's random ops */
+hlo_instr *cap_lower_rng(hlo_comp *comp, const cap_node *node, hlo_instr *seed, hlo_diag *diag);
+
+/* ---- graphs: what a sync or a traced function runs (graph.c) ----
+ * Roots in order, the READY leaves they read as parameters in canonical order, the pending
+ * nodes between them in post-order, and the key. */
 typedef struct cap_alias {
   int output, param;
 } cap_alias;
@@ -262,6 +313,7 @@ typedef struct cap_graph {
   const rt_backend *backend;
 } cap_graph;
 
+/* ---- graph.c ---- */
 /* Walks from roots (pending nodes of this thread; READY and ERROR roots are skipped) and
  * hashes the key. alias_of[i] (may be NULL, or entries NULL): the READY node root i writes
  * back to. LATCH_ERR_INTERNAL when memory runs out. */
@@ -274,11 +326,10 @@ int cap_graph_param_of(const cap_graph *graph, const cap_node *node);
  * roots' values. NULL with diag on failure (a lowering bug: ops are checked when traced). */
 hlo_module *cap_graph_lower(const cap_graph *graph, hlo_diag *diag);
 
-/* ---- lowering (lower*.c): one node to HLO, operands already lowered ---- */
+/* ---- lower.c ---- */
+/* One node to HLO, operands already lowered (lower_nn.c the nn ops, random.c the random
+ * ones), and helpers for the lowerings. */
 hlo_instr *cap_lower_node(hlo_comp *comp, const cap_node *node, hlo_instr *const *operands, hlo_diag *diag);
-hlo_instr *cap_lower_nn(hlo_comp *comp, const cap_node *node, hlo_instr *const *operands, hlo_diag *diag);
-hlo_instr *cap_lower_rng(hlo_comp *comp, const cap_node *node, hlo_instr *seed, hlo_diag *diag); /* random.c */
-/* Helpers for the lowerings. */
 hlo_instr *cap_lower_convert(hlo_comp *comp, hlo_instr *x, hlo_dtype dtype, hlo_diag *diag);
 hlo_instr *cap_lower_broadcast(hlo_comp *comp, hlo_instr *x, int rank, const int64_t *dims, hlo_diag *diag);
 hlo_instr *cap_lower_scalar(hlo_comp *comp, hlo_dtype dtype, double value, hlo_diag *diag);
@@ -290,23 +341,10 @@ hlo_comp *cap_lower_reducer(hlo_comp *comp, hlo_opcode op, hlo_dtype dtype, hlo_
 hlo_instr *cap_lower_reduce(hlo_comp *comp, hlo_instr *x, hlo_opcode op, double init, int count, const int64_t *dims,
                             hlo_diag *diag);
 
-/* ---- executables (sync.c): what a trace-once hit runs without tracing ---- */
-/* The compiled graph for g's key, compiling g on a miss (once however many threads miss);
- * release it with cache_table_release(rt->cache, entry). NULL with *status on failure. */
-cache_entry *cap_exe_lookup(latch_runtime *rt, const cap_graph *g, latch_status *status);
-/* Runs exe on args[exe->param_count] (borrowed, possibly shared with other threads) and
- * fills outputs[exe->output_count] with new references. */
-latch_status cap_exe_run(latch_runtime *rt, const cap_exe *exe, rt_value *const *args, rt_value **outputs);
+/* ---- lower_nn.c ---- */
+hlo_instr *cap_lower_nn(hlo_comp *comp, const cap_node *node, hlo_instr *const *operands, hlo_diag *diag);
 
-/* ---- checks (check.c) ---- */
-#define CAP_CHECK_DEFAULT_TIMEOUT 30.0
-#define CAP_CHECK_DEFAULT_BUDGET 60.0
-/* A cap_exe for graph g compiled under LATCH_CHECK: the backend's when it compiles (and,
- * for accuracy, agrees with the fp64 reference on the graph's inputs), else the reference
- * backend's after writing a repro and warning. NULL with diag only when both fail. */
-void *cap_compile_checked(latch_runtime *rt, const cap_graph *g, hlo_diag *diag);
-
-/* ---- sync (sync.c) ---- */
+/* ---- sync.c ---- */
 /* The executable for a collected graph, from the cache or compiled now: a reference the
  * caller drops with cache_table_release. NULL with the error set. *compiled tells whether
  * this call compiled it (a backend compile, not a load from the disk or remote tier);
@@ -329,12 +367,27 @@ latch_status cap_sync_nodes(latch_runtime *rt, int count, cap_node *const *roots
 /* The key and HLO text a sync of these tensors would use (tests, tools, debugging). */
 latch_status cap_graph_key(latch_runtime *rt, int count, latch_tensor *const *tensors, cache_key *key);
 char *cap_graph_text(latch_runtime *rt, int count, latch_tensor *const *tensors);
+/* The compiled graph for g's key, compiling g on a miss (once however many threads miss);
+ * release it with cache_table_release(rt->cache, entry). NULL with *status on failure. */
+cache_entry *cap_exe_lookup(latch_runtime *rt, const cap_graph *g, latch_status *status);
+/* Runs exe on args[exe->param_count] (borrowed, possibly shared with other threads) and
+ * fills outputs[exe->output_count] with new references. */
+latch_status cap_exe_run(latch_runtime *rt, const cap_exe *exe, rt_value *const *args, rt_value **outputs);
+/* After a sync: an assigned handle's new value goes into its old buffer when no one else
+ * can see that buffer. */
+void cap_write_back(latch_tensor *handle);
 
-uint64_t cap_now_ns(void);
+/* ---- sync_check.c ---- */
+#define CAP_CHECK_DEFAULT_TIMEOUT 30.0
+#define CAP_CHECK_DEFAULT_BUDGET 60.0
+/* A cap_exe for graph g compiled under LATCH_CHECK: the backend's when it compiles (and,
+ * for accuracy, agrees with the fp64 reference on the graph's inputs), else the reference
+ * backend's after writing a repro and warning. NULL with diag only when both fail. */
+void *cap_compile_checked(latch_runtime *rt, const cap_graph *g, hlo_diag *diag);
 
-/* ---- trace.c ---- */
-/* Trace contexts: what a traced function call collects while the frontend function runs on
- * this thread (see function.c for what is done with it).
+/* ---- trace contexts (trace.c, symbolic.c) ----
+ * What a traced function call collects while the frontend function runs on this thread (see
+ * function.c for what is done with it).
  *
  * Symbolic dims live beside the nodes, not in them: node hashes and lowering keep using the
  * concrete sizes of this call (the symbols' hints), and a node made by this trace points at
@@ -373,7 +426,8 @@ typedef struct cap_trace {
   bool failed;                   /* out of memory while tracing: keep no entry */
 } cap_trace;
 
-/* (trace.c) Begins a trace on this thread: the inputs' dims static or symbolic as marked
+/* ---- trace.c ---- */
+/* Begins a trace on this thread: the inputs' dims static or symbolic as marked
  * (symbolic[i * HLO_MAX_RANK + d], independent[...] likewise; both may be NULL). */
 latch_status cap_trace_begin(cap_trace *trace, latch_runtime *rt, int input_count, latch_tensor *const *inputs,
                              const bool *symbolic, const bool *independent);
@@ -404,14 +458,14 @@ const latch_size *cap_trace_reshape_sizes(void);
 const latch_size *cap_trace_slice_sizes(void); /* latch_slice_sized's start and stop */
 guard_expr cap_trace_size_expr(cap_trace *trace, latch_size s);
 
-/* (symbolic.c) Infers a new node's symbolic dims from its operands', recording as guards
+/* ---- symbolic.c ---- */
+/* Infers a new node's symbolic dims from its operands', recording as guards
  * every equality, divisibility and bound the op's shape check relied on. For a slice, out
  * has room for rank + 4 expressions: the dims, then the attrs. */
 void cap_symbolic_infer(cap_trace *trace, cap_node *node, guard_expr *out);
 
-/* ---- function.c ---- */
-/* Traced functions' cache entries (function.c, entry.c). One entry is what one trace left:
- * its guard program, the graph's executable, where each graph parameter comes from on a
+/* ---- traced functions' cache entries (function.c, entry.c, bindings.c, segments.c) ----
+ * One entry is what one trace left: its guard program, the graph's executable, where each graph parameter comes from on a
  * later call, where each output and in-place update goes, and, for a trace with symbolic
  * dims, the graph as a template whose dims are expressions over the guard symbols. */
 
@@ -508,7 +562,38 @@ typedef struct cap_entry {
   uint64_t kept_clock, kept_dropped; /* under spec_lock */
 } cap_entry;
 
-/* (bindings.c) The kept spec for these bindings, retained, or NULL. */
+/* ---- entry.c ---- */
+/* Builds the entry for a finished trace whose outputs are outputs[] and whose
+ * in-place updates are on the trace's inputs and captured handles. Leaves the graph's
+ * parameter nodes for the first run in *first_params (malloc'd). NULL with the error set. */
+cap_entry *cap_entry_build(cap_trace *trace, latch_tensor *const *outputs, int output_count,
+                           cap_node ***first_params, bool *compiled, latch_status *status);
+void cap_entry_free(latch_runtime *rt, cap_entry *entry);
+/* Whether the call's inputs pass the entry (guards, captured shapes, and how inputs and
+ * weights share tensors). */
+bool cap_entry_check(const cap_entry *entry, const guard_tensor *inputs, latch_tensor *const *handles, int input_count,
+                     const guard_static *statics, int static_count, int64_t *bindings, guard_failure *why);
+/* What a call of an entry did beyond running it. */
+typedef enum cap_run_kind {
+  CAP_RUN_PLAIN,        /* the trace's executable, or one made for this binding before */
+  CAP_RUN_SPECIALIZED,  /* a new binding: a backend compile of the instantiated template */
+  CAP_RUN_INSTANTIATED, /* a new binding: the template's module built, run or bound without compiling */
+} cap_run_kind;
+
+/* Runs the entry on a call. params: the parameter nodes to use (the trace's first run), or
+ * NULL to take them from the sources. */
+latch_status cap_entry_run(latch_runtime *rt, cap_entry *entry, latch_tensor *const *inputs, uint64_t seed,
+                           const int64_t *bindings, cap_node *const *params, latch_tensor **outputs,
+                           cap_run_kind *kind, uint64_t *instantiate_ns);
+/* Template node t's dims at bindings; false when one does not evaluate or is
+ * negative. */
+bool cap_tmpl_dims(const cap_tmpl_node *t, const int64_t *bindings, int64_t *dims);
+/* Template node t at bindings, reading operands (t->operand_count of them); NULL when a dim
+ * or slice bound does not evaluate, or memory runs out. */
+cap_node *cap_tmpl_instantiate(const cap_tmpl_node *t, cap_node *const *operands, const int64_t *bindings);
+
+/* ---- bindings.c ---- */
+/* The kept spec for these bindings, retained, or NULL. */
 cap_kept *cap_bindings_find(cap_entry *e, const int64_t *bindings);
 /* Keeps made (its fields move into the result) and returns it retained; past
  * CAP_BINDINGS_KEPT the least recently used one is dropped. NULL when out of memory (made
@@ -520,14 +605,8 @@ void cap_bindings_free(latch_runtime *rt, cap_entry *e);
 /* Bindings kept now, and dropped so far. */
 void cap_bindings_count(cap_entry *e, uint64_t *kept, uint64_t *dropped);
 
-/* (entry.c) Template node t's dims at bindings; false when one does not evaluate or is
- * negative. */
-bool cap_tmpl_dims(const cap_tmpl_node *t, const int64_t *bindings, int64_t *dims);
-/* Template node t at bindings, reading operands (t->operand_count of them); NULL when a dim
- * or slice bound does not evaluate, or memory runs out. */
-cap_node *cap_tmpl_instantiate(const cap_tmpl_node *t, cap_node *const *operands, const int64_t *bindings);
-
-/* (segments.c) A symbolic entry whose template has few symbolic nodes (a cache growing by
+/* ---- segments.c ---- */
+/* A symbolic entry whose template has few symbolic nodes (a cache growing by
  * one position: its concatenations and the attention over it), cut into segments: the still
  * ones are the same graphs at every binding, compiled once for the entry, and a binding
  * compiles or loads only the moved ones, small graphs of their own. The plan is NULL when
@@ -550,7 +629,8 @@ void cap_segment_exes_free(latch_runtime *rt, cache_entry **exes, int count);
 latch_status cap_segments_run(latch_runtime *rt, const cap_segments *s, cache_entry *const *moved_exes,
                               rt_value *const *params, const int *roots, int root_count, cap_node **results);
 
-/* (reasons.c) The guards that failed at a function's recompiles, counted per guard. */
+/* ---- reasons.c ---- */
+/* The guards that failed at a function's recompiles, counted per guard. */
 enum { CAP_REASONS = 16 };
 typedef struct cap_reason {
   int input, dim; /* the input dim the guard is on, or -1 */
@@ -564,72 +644,6 @@ typedef struct cap_reasons {
 void cap_reasons_note(cap_reasons *reasons, const guard_failure *why);
 /* The guard that failed most often, or NULL when none was noted. */
 const cap_reason *cap_reasons_top(const cap_reasons *reasons);
-
-/* (entry.c) Builds the entry for a finished trace whose outputs are outputs[] and whose
- * in-place updates are on the trace's inputs and captured handles. Leaves the graph's
- * parameter nodes for the first run in *first_params (malloc'd). NULL with the error set. */
-cap_entry *cap_entry_build(cap_trace *trace, latch_tensor *const *outputs, int output_count,
-                           cap_node ***first_params, bool *compiled, latch_status *status);
-void cap_entry_free(latch_runtime *rt, cap_entry *entry);
-/* Whether the call's inputs pass the entry (guards, captured shapes, and how inputs and
- * weights share tensors). */
-bool cap_entry_check(const cap_entry *entry, const guard_tensor *inputs, latch_tensor *const *handles, int input_count,
-                     const guard_static *statics, int static_count, int64_t *bindings, guard_failure *why);
-/* What a call of an entry did beyond running it. */
-typedef enum cap_run_kind {
-  CAP_RUN_PLAIN,        /* the trace's executable, or one made for this binding before */
-  CAP_RUN_SPECIALIZED,  /* a new binding: a backend compile of the instantiated template */
-  CAP_RUN_INSTANTIATED, /* a new binding: the template's module built, run or bound without compiling */
-} cap_run_kind;
-
-/* Runs the entry on a call. params: the parameter nodes to use (the trace's first run), or
- * NULL to take them from the sources. */
-latch_status cap_entry_run(latch_runtime *rt, cap_entry *entry, latch_tensor *const *inputs, uint64_t seed,
-                           const int64_t *bindings, cap_node *const *params, latch_tensor **outputs,
-                           cap_run_kind *kind, uint64_t *instantiate_ns);
-cap_node *cap_seed_node(uint64_t seed); /* random.c */
-
-/* ---- ops_*.c ---- */
-/* Helpers shared by the files that trace ops (ops_*.c). */
-
-/* A PENDING node of the given result type and dims over the operands' nodes; NULL when
- * memory runs out. */
-cap_node *cap_node_like(cap_op op, int sub, int count, latch_tensor *const *operands, int attrs, hlo_dtype dtype,
-                        int rank, const int64_t *dims);
-/* Hashes node and wraps it (NULL: the out-of-memory error tensor). */
-latch_tensor *cap_traced(latch_runtime *rt, cap_node *node);
-/* "f32[2,3]" for messages. */
-const char *cap_shape_text(const latch_tensor *t, char *buffer, int size);
-
-/* ---- settings.c ---- */
-/* The one place the library reads the environment (latch_options_init and
- * latch_function_options_init live there too); tools/ asks it for the command's settings. */
-
-/* What the layers below are told of options: the cpu backend's fusion and arena budget. */
-void cap_compile_options(const latch_options *options, rt_compile_options *out);
-/* The CAP_LOG_ flags of options.log's comma-separated words. A word it does not know gets
- * one warning per process, listing the known ones. */
-unsigned cap_log_flags(const char *text);
-/* inner wrapped with the test-only fault text names (rt_fault_backend: LATCH_FAULT's syntax),
- * inner when text is NULL or empty, NULL with diag when it does not parse. */
-const rt_backend *cap_fault_wrap(const rt_backend *inner, const char *text, hlo_diag *diag);
-/* LATCH_CACHE: off, memory or disk; unset or empty gives default_mode. Anything else is
- * HLO_ERR_INPUT naming the value, rather than a typo silently turning the cache off. */
-hlo_status cap_env_cache_mode(cache_mode default_mode, cache_mode *mode, hlo_diag *diag);
-/* The disk cache's directory: LATCH_CACHE_DIR, else cap_default_cache_dir's. */
-hlo_status cap_env_cache_dir(char *out, size_t size, hlo_diag *diag);
-/* The directory latch_open uses when options.cache_dir is NULL: $XDG_CACHE_HOME/latch, else
- * $HOME/.cache/latch. */
-hlo_status cap_default_cache_dir(char *out, size_t size, hlo_diag *diag);
-/* LATCH_CACHE_MAX_BYTES (a byte count, with an optional K, M, G or T suffix: powers of 1024),
- * else CACHE_DISK_DEFAULT_MAX_BYTES. */
-hlo_status cap_env_cache_max_bytes(uint64_t *max_bytes, hlo_diag *diag);
-
-/* ---- backends.c ---- */
-/* The backend called name, or NULL. */
-const rt_backend *cap_backend_find(const char *name);
-/* Names of every backend, comma-separated, for messages ("reference, cpu"). */
-const char *cap_backend_names(void);
 
 /* ---- statuses ---- */
 /* latch_status (the API's) and hlo_status (every layer's below) are the same codes; the

@@ -123,6 +123,7 @@ int guard_set_input_count(const guard_set *set);
  * it was built: such a set must not be used (the trace is then kept static). */
 bool guard_set_ok(const guard_set *set, hlo_diag *diag);
 
+/* ---- describe.c ---- */
 /* Readable form, one fact per line (LATCH_LOG=guards). */
 void guard_set_print(const guard_set *set, hlo_strbuf *sb);
 
@@ -189,7 +190,8 @@ bool guard_program_check(const guard_program *program, const guard_tensor *input
 /* One check per line, in evaluation order. */
 void guard_program_print(const guard_program *program, hlo_strbuf *sb);
 
-/* One fact in the same words (describe.c): "input 0 dim 1 == 784", "s0 % 4 == 0". */
+/* ---- describe.c ---- */
+/* One fact in the same words: "input 0 dim 1 == 784", "s0 % 4 == 0". */
 void guard_fact_print(hlo_strbuf *sb, const guard_fact *fact);
 const char *guard_rel_name(guard_rel rel);
 

@@ -401,6 +401,10 @@ hlo_ints hlo_ints_copy(hlo_arena *arena, int count, const int64_t *values);
 /* The instruction whose bytes instr shows unchanged: instr itself, or the operand under its
  * one-operand reshapes, bitcasts and copies. */
 const hlo_instr *hlo_under_views(const hlo_instr *instr);
+/* A raw attribute's value by name, or NULL. */
+const char *hlo_instr_raw_attr(const hlo_instr *instr, const char *name);
+
+/* ---- instr_attrs.c ---- */
 /* Sets every instruction's origin to 1 + its position (see hlo_instr.origin); returns the
  * count of instructions. */
 int32_t hlo_module_number_origins(hlo_module *module);
@@ -409,8 +413,6 @@ int32_t hlo_module_number_origins(hlo_module *module);
  * sizes_too: also compare the size attributes a graph instantiated at other sizes may
  * change (slice starts and limits). On a difference, *which names the attribute. */
 bool hlo_instr_same_attrs(const hlo_instr *a, const hlo_instr *b, bool sizes_too, const char **which);
-/* A raw attribute's value by name, or NULL. */
-const char *hlo_instr_raw_attr(const hlo_instr *instr, const char *name);
 
 /* ---- build.c ---- */
 /* The builder: capture code creates instructions through it. Each function sets the
@@ -610,6 +612,7 @@ typedef struct hlo_parsed {
 int hlo_parse_file_each(const char *path, hlo_parsed **results, hlo_diag *diag);
 void hlo_parsed_free(hlo_parsed *results, int count);
 
+/* ---- parse_literal.c ---- */
 /* Deterministic filler for elided constants `constant({...})`: fills literal->data (already
  * allocated for its shape) from seed, recursing into tuple elements. Values are small and
  * finite: floats in [-1, 1), integers in [0, 8), pred alternating. The parser seeds it with

@@ -1,7 +1,14 @@
 /* minify/: shrinking a failing module to a small repro: candidate checks isolated in child
  * processes, reduction strategies, the embedded (LATCH_CHECK) entry point and the repro
  * writer. The layer's one header; private to the folder: minify_internal.h. Uses hlo/,
- * runtime/ (and its backends through rt_backend), cache/. */
+ * cache/, runtime/ (the backend under test only through rt_backend) and the reference
+ * evaluator of runtime/reference/ directly: the accuracy check's fp64 run (isolate.c) and
+ * the evaluator's observe hook, which tells where a wrong value first appears (scan.c) and
+ * what values a candidate's parameters take (values.c).
+ *
+ * The files, each under its own heading below or in minify_internal.h: isolate.c, minify.c,
+ * auto.c, repro.c here; candidate.c, values.c, record.c, embed.c, signature.c, strategies.c,
+ * needed.c, scan.c, shapes.c and inputs.c there. */
 #ifndef MIN_MINIFY_H
 #define MIN_MINIFY_H
 #include <stdbool.h>

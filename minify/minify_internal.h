@@ -132,8 +132,8 @@ void min_signature_narrow(min_signature *sig, int match);
 /* The culprit's name, NULL when there is none. */
 const char *min_signature_culprit(const min_signature *sig);
 
-/* ---- minify.c, strategies.c, needed.c, scan.c, shapes.c, inputs.c ---- */
-/* The minifier's state shared by its driver (minify.c) and its strategies (strategies.c). */
+/* ---- the minifier's state (minify.c, strategies.c, needed.c, scan.c, shapes.c, inputs.c) ----
+ * Shared by its driver (minify.c) and its strategies. */
 
 typedef struct min_memo_entry {
   cache_key key;
@@ -163,6 +163,7 @@ typedef struct min_ctx {
   hlo_status error; /* a failure of the minifier itself: stop */
 } min_ctx;
 
+/* ---- minify.c ---- */
 /* Releases each of count values and frees the array. */
 void min_release_all(rt_value **values, int count);
 /* Makes module, with its inputs (taken over), the current one; false on an error. */
@@ -184,21 +185,32 @@ int min_judge(min_ctx *ctx, const hlo_module *candidate, const min_outcome *outc
 bool min_stopped(const min_ctx *ctx);
 /* The options' predicate with its time limit cut to the time budget left. */
 min_predicate min_budgeted(const min_ctx *ctx);
+/* Whether the repro's inputs still exceed the target size (and shapes may change). */
+bool min_inputs_large(const min_ctx *ctx);
 
-/* The strategies; each returns whether it shrank the module. */
+/* ---- strategies.c ---- */
+/* The strategies (here and in the four files below) each return whether they shrank the
+ * module. */
 bool min_strategy_dce(min_ctx *ctx);
 bool min_strategy_truncate(min_ctx *ctx);
 bool min_strategy_outputs(min_ctx *ctx);
 bool min_strategy_promote(min_ctx *ctx, min_disp disp);
+
+/* ---- needed.c ---- */
 bool min_strategy_needed(min_ctx *ctx);
-/* Whether the repro's inputs still exceed the target size (and shapes may change). */
-bool min_inputs_large(const min_ctx *ctx);
-/* shapes.c, inputs.c: smaller dims, then constants in place of parameters. */
+
+/* ---- shapes.c ---- */
+/* Smaller dims. */
 bool min_strategy_shapes(min_ctx *ctx);
+
+/* ---- inputs.c ---- */
+/* Constants in place of parameters. */
 bool min_strategy_inputs(min_ctx *ctx);
-/* scan.c: true when a group of the current module fails on its own the way the module does
- * and became the current module, with ctx->record holding its values; budget_bytes bounds
- * the values kept. */
+
+/* ---- scan.c ---- */
+/* True when a group of the current module fails on its own the way the module does and
+ * became the current module, with ctx->record holding its values; budget_bytes bounds the
+ * values kept. */
 bool min_scan_accuracy(min_ctx *ctx, double budget_bytes);
 /* scan.c: runs the references of the current (whole) module once, recording every value in
  * a new ctx->record while they fit in budget_bytes (no record when they do not); refs gets

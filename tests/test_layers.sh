@@ -45,5 +45,23 @@ for f in $(find hlo guards cache runtime minify capture bench python include -na
     echo "FAIL $f reads the environment (getenv): settings belong in capture/settings.c"; bad=$((bad + 1))
   fi
 done
+# Header maps (as QBE's all.h): a function declared under a "/* ---- name.c ---- */" heading
+# of a folder's header is defined in that folder's name.c. Headings that name several files
+# or none (types shared by a group) check nothing.
+for h in $(find hlo guards cache runtime minify capture tools -name '*.h' 2>/dev/null); do
+  dir=$(dirname "$h")
+  for pair in $(awk '
+      /^\/\* ---- [a-z0-9_]+\.c ---- \*\/$/ { file = $3; next }
+      /^\/\* ---- / { file = ""; next }
+      file != "" && /^[a-z][a-z0-9_]*[ *][a-z0-9_ *]*\(/ && !/^(typedef|static|return) / {
+        line = $0; sub(/\(.*/, "", line); n = split(line, w, /[ *]+/); print file ":" w[n]
+      }' "$h"); do
+    file=${pair%%:*}; name=${pair#*:}
+    checked=$((checked + 1))
+    if ! grep -Eq "^[a-z].*[ *]$name\(.*[^;]$|^[a-z].*[ *]$name\($" "$dir/$file" 2>/dev/null; then
+      echo "FAIL $h declares $name under $file, which does not define it"; bad=$((bad + 1))
+    fi
+  done
+done
 echo "test_layers: $((checked - bad)) passed, $bad failed"
 [ "$bad" -eq 0 ]
