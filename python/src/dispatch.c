@@ -50,9 +50,9 @@ static const struct {
     {"aten::reshape.default", K_RESHAPE, 0},           {"aten::_reshape_alias.default", K_RESHAPE, 0},
     {"aten::permute.default", K_PERMUTE, 0},           {"aten::t.default", K_T, 0},
     {"aten::transpose.int", K_TRANSPOSE, 0},           {"aten::mean.dim", K_REDUCE, LATCH_MEAN},
-    {"aten::sum.dim_IntList", K_REDUCE, LATCH_SUM},    {"aten::max_pool2d_with_indices.default", K_MAX_POOL, 1},
-    {"aten::max_pool2d.default", K_MAX_POOL, 0},       {"aten::_adaptive_avg_pool2d.default", K_ADAPTIVE_POOL, 0},
+    {"aten::sum.dim_IntList", K_REDUCE, LATCH_SUM},    {"aten::max_pool2d.default", K_MAX_POOL, 0},
     {"aten::_softmax.default", K_SOFTMAX, 0},          {"aten::_log_softmax.default", K_SOFTMAX, 1},
+    {"aten::_adaptive_avg_pool2d.default", K_ADAPTIVE_POOL, 0},
 };
 
 typedef struct {
@@ -265,7 +265,7 @@ static PyObject *fast_batch_norm(PyObject *args, PyObject *kwargs) {
       !number_of(arg(args, kwargs, 7, "eps"), 1e-5, &eps))
     return PyErr_Occurred() ? NULL : PLAIN();
   PyObject *y = lp_wrap(latch_batch_norm(x, mean, var, w, b, eps));
-  /* The saved statistics: None (an undefined tensor to torch, as max_pool's indices), since
+  /* The saved statistics: None (an undefined tensor to torch), since
    * inference never reads them; each LazyTensor made costs more than the op. */
   PyObject *out = y ? PyTuple_Pack(3, y, Py_None, Py_None) : NULL;
   Py_XDECREF(y);
@@ -322,7 +322,9 @@ static PyObject *fast_reduce(PyObject *args, PyObject *kwargs, int op) {
   return lp_wrap(latch_reduce((latch_reduce_op)op, x, count, dims, keepdim));
 }
 
-static PyObject *fast_max_pool(PyObject *args, PyObject *kwargs, bool with_indices) {
+/* max_pool2d without indices; max_pool2d_with_indices is lowering_train.py's (the indices a
+ * backward reads). */
+static PyObject *fast_max_pool(PyObject *args, PyObject *kwargs) {
   latch_tensor *x = tensor_of(arg(args, kwargs, 0, "self"));
   int64_t k[2], s[2], p[2], d[2];
   static const int64_t zeros[2] = {0, 0}, ones[2] = {1, 1};
@@ -331,11 +333,7 @@ static PyObject *fast_max_pool(PyObject *args, PyObject *kwargs, bool with_indic
       !pair_of(arg(args, kwargs, 3, "padding"), zeros, p) || !pair_of(arg(args, kwargs, 4, "dilation"), ones, d) ||
       d[0] != 1 || d[1] != 1 || !bool_of(arg(args, kwargs, 5, "ceil_mode"), false, &ceil_mode) || ceil_mode)
     return PyErr_Occurred() ? NULL : PLAIN();
-  PyObject *y = lp_wrap(latch_max_pool2d(x, k, s, p));
-  if (!y || !with_indices) return y;
-  PyObject *out = PyTuple_Pack(2, y, Py_None); /* the indices: latch has none (as lowering.py) */
-  Py_DECREF(y);
-  return out;
+  return lp_wrap(latch_max_pool2d(x, k, s, p));
 }
 
 static PyObject *fast_adaptive_pool(PyObject *args, PyObject *kwargs) {
@@ -402,7 +400,7 @@ static PyObject *fast(op_entry *e, PyObject *args, PyObject *kwargs) {
   case K_T:
   case K_TRANSPOSE: return fast_transpose(args, kwargs, e->kind);
   case K_REDUCE: return fast_reduce(args, kwargs, e->code);
-  case K_MAX_POOL: return fast_max_pool(args, kwargs, e->code);
+  case K_MAX_POOL: return fast_max_pool(args, kwargs);
   case K_ADAPTIVE_POOL: return fast_adaptive_pool(args, kwargs);
   default: return fast_elementwise(e, args, kwargs);
   }

@@ -146,7 +146,7 @@ class _Compiler:
         tensor_leaves = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.fx.Node)]
 
         def trace(inputs, args):
-            outs = interpret(gm, inputs, {}, lowering_train.OVERRIDES)
+            outs = interpret(gm, inputs, {})
             return [outs[i] for i in tensor_leaves]
 
         # the graph random numbers' seed: torch's seed when the graph is made, so a seeded run

@@ -64,10 +64,9 @@ def _load(env, a):
     return a
 
 
-def interpret(gm, inputs, attrs, overrides=None):
+def interpret(gm, inputs, attrs):
     """The make_fx graph gm over latch Tensors: inputs for its placeholders, in order, and
-    attrs for the get_attr nodes that read parameters and buffers (by target); overrides:
-    lowerings used instead of the table's for some overloads (training graphs)."""
+    attrs for the get_attr nodes that read parameters and buffers (by target)."""
     # No closure over env: a cycle would keep the trace's pending tensors alive after it,
     # and a later sync would compute them again (an in-place update applied twice).
     env, placeholders = {}, iter(inputs)
@@ -81,8 +80,6 @@ def interpret(gm, inputs, attrs, overrides=None):
             args, kwargs = _load(env, node.args), _load(env, node.kwargs)
             if node.target is operator.getitem:
                 env[node] = args[0][args[1]]
-            elif overrides and node.target in overrides:
-                env[node] = overrides[node.target](*args, **kwargs)
             else:
                 env[node] = _latch.lower(node.target, tuple(args), kwargs or None)  # LOWERINGS, common ops in C
         elif node.op == "output":

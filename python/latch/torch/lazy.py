@@ -89,16 +89,44 @@ def tensor(t, requires_grad=None):
     return _latch.lazy_wrap(_latch.from_torch(t.detach().contiguous()), rg)
 
 
-class LazyModule:
-    """A module whose parameters and buffers are lent to latch; call it with LazyTensors."""
+class LazyModule(torch.nn.Module):
+    """An nn.Module around a module whose parameters and buffers are lent to latch; call it
+    with LazyTensors. Its parameters() are the module's own, so an optimizer made on either
+    steps the tensors the module holds. backward() through a lazy result puts each parameter's
+    gradient on the module's parameter (.grad, accumulated as eager does): autograd reaches
+    the lazy stand-ins, whose hooks collect the gradients, and one sync when backward ends
+    computes them all."""
 
     def __init__(self, module):
+        super().__init__()
         self.module = module
         self.slots = [(d, k) for sub in module.modules() for d in (sub._parameters, sub._buffers)
                       for k, v in d.items() if v is not None]
         self.torch_state = [d[k] for d, k in self.slots]
-        self.state = [tensor(t) for t in self.torch_state]
+        self.state = [self._lend(i) for i in range(len(self.slots))]
         self.versions = [t._version for t in self.torch_state]
+        self.pending = []  # (parameter, lazy gradient) collected during a backward
+
+    def _lend(self, i):
+        t = self.torch_state[i]
+        lazy = tensor(t)
+        if lazy.requires_grad:
+            lazy.register_hook(lambda g, t=t: self._collect(t, g))
+        return lazy
+
+    def _collect(self, param, grad):
+        if not self.pending:
+            torch.autograd.Variable._execution_engine.queue_callback(self._land_gradients)
+        self.pending.append((param, grad))
+        return grad
+
+    def _land_gradients(self):
+        pending, self.pending = self.pending, []
+        _latch.sync()
+        with torch.no_grad():
+            for param, grad in pending:
+                value = materialize(grad).clone()
+                param.grad = value if param.grad is None else param.grad + value
 
     def _refresh(self):
         for i, t in enumerate(self.torch_state):  # updated in place from outside: new contents
@@ -112,10 +140,10 @@ class LazyModule:
             if self.state[i].lt.data_ptr() != t.data_ptr():
                 with torch.no_grad():
                     t.copy_(materialize(self.state[i]))
-                self.state[i] = tensor(t)
+                self.state[i] = self._lend(i)
                 self.versions[i] = t._version
 
-    def __call__(self, *args):
+    def forward(self, *args):
         self._refresh()
         for (d, k), lazy in zip(self.slots, self.state):  # the module's own dicts: parameters() sees them
             d[k] = lazy

@@ -1,7 +1,6 @@
 """aten ops that training graphs need, as latch ops: what AOTAutograd's forward and backward
 graphs hold after torch._decomp's decompositions (latch/torch/autograd.py) that lowering.py
-does not lower for inference. OVERRIDES replace the table's lowering in those graphs only
-(the inference one of max_pool2d_with_indices gives no indices, and is made in C).
+does not lower for inference.
 
   var.correction                the batch statistics of training-mode batch norm
   max_pool2d_with_indices       the flat h * W + w index of each window's maximum (the first
@@ -12,12 +11,13 @@ does not lower for inference. OVERRIDES replace the table's lowering in those gr
                                 the input grid (stride by reshape and padding)
   embedding_dense_backward, index_put (accumulate, one index on dim 0)
                                 a scatter-add as a one-hot matrix product
-  native_dropout                latch's graph random numbers: the mask and the scaled values"""
+  native_dropout                latch's graph random numbers: the mask and the scaled values
+  new_empty_strided             the buffer lazy mode's backward accumulates into"""
 import torch
 
 from .. import _latch
 from . import dtypes as D
-from .lowering import (lowers, _install, values, norm_dim, reshape, _pair, const, Unsupported,
+from .lowering import (lowers, _install, max_pool2d, values, norm_dim, reshape, _pair, const, Unsupported,
                        SUM, MEAN, SUB, MUL, DIV, ADD, EQ, GE, NE, AND, NOT)
 
 aten = torch.ops.aten
@@ -73,7 +73,10 @@ def _pool_args(x, kernel, stride, padding, dilation, ceil_mode):
     return kernel, stride, padding, out
 
 
+@lowers(aten.max_pool2d_with_indices.default)
 def max_pool2d_with_indices(x, kernel, stride=(), padding=0, dilation=1, ceil_mode=False):
+    if ceil_mode:  # the values only (inference's lowering): a backward through them is refused
+        return max_pool2d(x, kernel, stride, padding, dilation, ceil_mode)
     kernel, stride, padding, out = _pool_args(x, kernel, stride, padding, dilation, ceil_mode)
     best = L.pool2d(False, x, kernel, stride, padding)
     xp = L.pad(x, [0, 0, padding[0], padding[1]], [0, 0, padding[0], padding[1]], float("-inf"))
@@ -183,6 +186,10 @@ def native_dropout_backward(grad, mask, scale):
 
 
 
-OVERRIDES = {aten.max_pool2d_with_indices.default: max_pool2d_with_indices}
+@lowers(aten.new_empty_strided.default)
+def new_empty_strided(x, size, stride, dtype=None, layout=None, device=None, pin_memory=None):
+    """Memory autograd fills before reading (a gradient buffer): zeros, laid out contiguously."""
+    return L.full(D.latch_dtype(dtype) if dtype is not None else x.dtype, list(size), 0.0)
+
 
 _install()  # the extension's table again, with these
