@@ -1,8 +1,8 @@
 /* Where a plan keeps its kept results (kept.c; plan.c's place_kept puts them first in the
  * arena), so that the arena of one executable's family can hand them from one plan to
- * another: bindings of a graph to other sizes (a batch of 2, then of 3) share one arena, and
- * before this every switch between them threw away the kept results, a whole network's
- * reordered weights included, and made them again.
+ * another: bindings of a graph to other sizes (a batch of 2, then of 3) share one arena, so
+ * a switch between them keeps the kept results, a whole network's reordered weights
+ * included, instead of making them again.
  *
  * Two plans of one family (the same optimized graph: instruction i is the same operation in
  * both) hand their kept results on when every kept result lies at the same offsets: the
