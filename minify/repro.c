@@ -2,6 +2,7 @@
 #include "minify_internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,8 +58,35 @@ static void sh_quote(hlo_strbuf *sb, const char *text) {
   hlo_sb_puts(sb, "'");
 }
 
-static char *repro_script(const min_report *report, const min_predicate *predicate, const min_repro_info *info,
-                          const min_repro_content *content) {
+/* The settings that change the backend's kernels, as NAME=VALUE words for sh: what repro.sh
+ * exports, so it replays the kernels the failure was found with. */
+static void kernel_settings(hlo_strbuf *sb, const min_predicate *predicate) {
+  const rt_compile_options *o = predicate->compile_options;
+  hlo_sb_printf(sb, "LATCH_NO_FUSION=%d LATCH_THREADS=%d", o && o->no_fusion ? 1 : 0, rt_parallel_threads());
+}
+
+/* The path from directory from to directory to, both absolute and without symlinks, made of
+ * "..", and to's own names ("." when the same); false when it does not fit. */
+static bool relative_path(const char *from, const char *to, char *out, size_t size) {
+  size_t common = 0;
+  for (size_t i = 0;; i++) {
+    bool from_end = from[i] == 0 || from[i] == '/', to_end = to[i] == 0 || to[i] == '/';
+    if (from_end && to_end) common = i;
+    if (from[i] != to[i] || from[i] == 0) break;
+  }
+  size_t used = 0;
+  out[0] = 0;
+  for (const char *p = from + common; *p; p++)
+    if (*p == '/' && used + 4 < size) used += (size_t)snprintf(out + used, size - used, "%s..", used ? "/" : "");
+  const char *rest = to + common;
+  while (*rest == '/') rest++;
+  if (*rest) used += (size_t)snprintf(out + used, size - used, "%s%s", used ? "/" : "", rest);
+  if (used == 0) snprintf(out, size, ".");
+  return used < size;
+}
+
+static char *repro_script(const char *dir, const min_report *report, const min_predicate *predicate,
+                          const min_repro_info *info, const min_repro_content *content) {
   hlo_strbuf sb;
   hlo_sb_init(&sb);
   char failure[1400];
@@ -71,13 +99,17 @@ static char *repro_script(const min_report *report, const min_predicate *predica
    * non-zero status "reproduces", both untrue when nothing ran. */
   hlo_sb_puts(&sb, "\n# 0 when it does not, 125 when it cannot run at all.\n");
   hlo_sb_puts(&sb, "here=$(cd \"$(dirname \"$0\")\" && pwd) || exit 125\n");
+  hlo_sb_puts(&sb, "# the settings that change the backend's kernels, as the failure was found with\nexport ");
+  kernel_settings(&sb, predicate);
+  hlo_sb_puts(&sb, "\n");
   if (predicate->kind == MIN_CHECK_COMMAND) {
     /* The command runs where latch minify ran it, so a relative path in it (./test.sh)
-     * means what it meant then; the repro's own files are named by absolute paths. */
-    char cwd[4096];
-    if (getcwd(cwd, sizeof cwd)) {
-      hlo_sb_puts(&sb, "cd ");
-      sh_quote(&sb, cwd);
+     * means what it meant then; that directory is named relative to the repro's, so the
+     * two can move together (to another machine, another checkout). */
+    char cwd[4096], real_dir[4096], rel[4096];
+    if (getcwd(cwd, sizeof cwd) && realpath(dir, real_dir) && relative_path(real_dir, cwd, rel, sizeof rel)) {
+      hlo_sb_puts(&sb, "cd \"$here\"/");
+      sh_quote(&sb, rel);
       hlo_sb_puts(&sb, " || { echo 'repro.sh: the directory latch minify ran in is gone' >&2; exit 125; }\n");
     }
     hlo_sb_puts(&sb, "export LATCH_MINIFY_INPUTS=\"$here/inputs\"\n");
@@ -131,6 +163,18 @@ static char *report_text(const min_report *report, const min_predicate *predicat
     hlo_sb_printf(&sb, "check:      %s on backend %s\n", min_check_kind_name(predicate->kind), info->backend);
   hlo_sb_printf(&sb, "timeout:    %g s per check\n", predicate->timeout_s);
   if (info->latch_bin) hlo_sb_printf(&sb, "latch:      %s\n", info->latch_bin);
+  /* What decides the kernels: a repro from another machine or build may not fail there. */
+  hlo_sb_printf(&sb, "build:      %s\n", rt_build_id());
+  hlo_sb_printf(&sb, "cpu:        %s\n", rt_cpu_features()[0] ? rt_cpu_features() : "(features unknown)");
+  if (predicate->backend && predicate->backend->describe) {
+    char choices[512];
+    predicate->backend->describe(choices, sizeof choices);
+    hlo_sb_printf(&sb, "kernels:    %s\n", choices);
+  }
+  hlo_sb_printf(&sb, "threads:    %d\n", rt_parallel_threads());
+  hlo_sb_puts(&sb, "settings:   ");
+  kernel_settings(&sb, predicate);
+  hlo_sb_puts(&sb, " (repro.sh sets them)\n");
   hlo_sb_printf(&sb, "failure:    %s\n", failure);
   if (report->first_differing[0])
     hlo_sb_printf(&sb, "differs:    %%%s is the first op found whose value differs (output %d of the original fails)\n",
@@ -170,7 +214,7 @@ hlo_status min_write_repro(const char *dir, const min_report *report, const min_
   hlo_status status = min_write_case(dir, "repro.hlo", module, content.inputs,
                                      content.write_inputs ? content.input_count : 0, diag);
   char path[4096];
-  char *script = status == HLO_OK ? repro_script(report, predicate, info, &content) : NULL;
+  char *script = status == HLO_OK ? repro_script(dir, report, predicate, info, &content) : NULL;
   char *text = status == HLO_OK ? report_text(report, predicate, info, &content) : NULL;
   if (status == HLO_OK && (!script || !text)) status = hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
   snprintf(path, sizeof path, "%s/repro.sh", dir);

@@ -227,6 +227,11 @@ static rt_executable *fault_deserialize(const void *bytes, size_t len, const rt_
   return NULL;
 }
 
+static void fault_describe(char *out, size_t size) {
+  if (config.inner->describe) config.inner->describe(out, size);
+  else if (size) out[0] = 0;
+}
+
 static rt_backend wrapper_backend = {
     .name = config.name,
     .version = "fault",
@@ -235,6 +240,7 @@ static rt_backend wrapper_backend = {
     .destroy = fault_destroy,
     .serialize = fault_serialize,
     .deserialize = fault_deserialize,
+    .describe = fault_describe,
 };
 
 const rt_backend *rt_fault_backend(const rt_backend *inner, const rt_fault *fault) {

@@ -148,6 +148,10 @@ typedef struct rt_backend {
    * work another size of the graph did. Call it before exe first runs. False (exe keeps its
    * own) when exe is not of family's graph. Lifetime as bind's: destroy exe before family. */
   bool (*share_buffers)(rt_executable *exe, rt_executable *family);
+  /* Optional (NULL: nothing to say): the choices this backend makes on this host that change
+   * its kernels, as "name=value" words into out ("fused_isa=avx2 dnnl_isa=avx512_core
+   * products=openblas"): what a repro from another machine must name to be understood. */
+  void (*describe)(char *out, size_t size);
 } rt_backend;
 
 

@@ -510,11 +510,49 @@ static void test_auto_repro(void) {
   hlo_diag d = {HLO_OK, ""};
   CHECK_EQ_INT(min_auto_repro(&request, path, sizeof path, &d), HLO_OK);
   CHECK(strncmp(path, "/tmp/latch-repro-", 17) == 0);
-  const char *parts[] = {"repro.hlo", "repro.sh", "report.txt", "inputs/0.npy"};
-  for (int i = 0; i < 4; i++) {
-    snprintf(file, sizeof file, "%s/%s", path, parts[i]);
-    CHECK_MSG(access(file, R_OK) == 0, "no %s", file);
+  /* The repro is cosine alone (its operand b a parameter: 2 instructions), and it fails
+   * the check the same way when read back from the directory. */
+  snprintf(file, sizeof file, "%s/repro.hlo", path);
+  hlo_module **read = NULL;
+  int count = hlo_parse_file(file, &read, &d);
+  CHECK_EQ_INT(count, 1);
+  if (count == 1) {
+    const hlo_instr *op = only_op(read[0]);
+    CHECK(op && op->opcode == HLO_OP_COS);
+    CHECK_EQ_INT(read[0]->entry->instr_count, 2);
+    snprintf(file, sizeof file, "%s/inputs/0.npy", path);
+    rt_value *b = rt_npy_read(file, &d);
+    CHECK_MSG(b != NULL, "%s", d.message);
+    /* b = (x + y)^2 = (4, 9, 16) */
+    if (b) check_values(b, (double[]){4, 9, 16}, 3);
+    min_predicate p = {.kind = MIN_CHECK_ACCURACY, .backend = request.backend, .tol = RT_ACCURACY_DEFAULT_TOL,
+                       .timeout_s = 30};
+    min_outcome again;
+    CHECK_EQ_INT(min_check(&p, read[0], &b, 1, &again, &d), HLO_OK);
+    CHECK_EQ_INT(again.kind, MIN_ACCURACY);
+    rt_value_release(b);
+    hlo_module_free(read[0]);
   }
+  free(read);
+  /* report.txt carries the context the kernels depend on, and repro.sh sets the settings. */
+  char text[8192] = "";
+  snprintf(file, sizeof file, "%s/report.txt", path);
+  FILE *f = fopen(file, "r");
+  if (f) {
+    text[fread(text, 1, sizeof text - 1, f)] = 0;
+    fclose(f);
+  }
+  char want[256];
+  snprintf(want, sizeof want, "build:      %s\n", rt_build_id());
+  CHECK_MSG(strstr(text, want) != NULL, "%s", text);
+  snprintf(want, sizeof want, "threads:    %d\n", rt_parallel_threads());
+  CHECK_MSG(strstr(text, want) != NULL, "%s", text);
+  CHECK(strstr(text, "\ncpu:        ") != NULL);
+  CHECK(strstr(text, "settings:   LATCH_NO_FUSION=0 LATCH_THREADS=") != NULL);
+  CHECK(strstr(text, "differs:    %c is the first op found whose value differs (output 0 of the original fails)"));
+  snprintf(file, sizeof file, "grep -q '^export LATCH_NO_FUSION=0 LATCH_THREADS=%d$' '%s/repro.sh'",
+           rt_parallel_threads(), path);
+  CHECK(system(file) == 0);
   snprintf(file, sizeof file, "rm -rf '%s'", path);
   CHECK(path[0] && system(file) == 0);
   min_check_mode mode;

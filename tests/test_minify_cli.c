@@ -91,6 +91,12 @@ static void minify_command(void) {
   CHECK_SH(0, "rm -rf $D/t && $L minify $D/m.hlo --test 'grep -q cosine' -o $D/t --quiet");
   CHECK_SH(0, "grep -q 'ROOT %%c = f32\\[4\\] cosine' $D/t/repro.hlo");
   CHECK_SH(1, "$D/t/repro.sh"); /* grep finds cosine: the failure reproduces */
+  /* A --test repro names no absolute path: the directory the command ran in is reached from
+   * the repro's, so the two move together. */
+  CHECK_SH(0, "cd $D && rm -rf t2 && $L minify m.hlo --test 'test -f m.hlo && grep -q cosine' -o t2 --quiet");
+  CHECK_SH(0, "grep -q '^cd \"$here\"/'\\''..'\\'' ' $D/t2/repro.sh");
+  CHECK_SH(1, "grep -q \"$D\" $D/t2/repro.sh");
+  CHECK_SH(1, "rm -rf $D/t3 && mv $D/t2 $D/t3 && cd / && $D/t3/repro.sh");
   /* Usage errors and a module that does not fail. */
   CHECK_SH(1, "$L minify $D/m.hlo");
   CHECK_SH(1, "$L minify $D/m.hlo --check compile --test true");

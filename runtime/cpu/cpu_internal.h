@@ -291,6 +291,9 @@ int rt_cpu_dnnl_input(const rt_cpu_dnnl *dnnl, int k);
 int64_t rt_cpu_dnnl_out_bytes(const rt_cpu_dnnl *dnnl);
 int64_t rt_cpu_dnnl_weights_bytes(const rt_cpu_dnnl *dnnl);
 int rt_cpu_dnnl_weights_operand(const rt_cpu_dnnl *dnnl);
+/* The instruction set oneDNN's kernels use on this host ("avx2", "avx512_core", ...)
+ * (dnnl_conv.c). */
+const char *rt_cpu_dnnl_isa_name(void);
 /* Runs a DNNL step (dnnl_conv.c); kept is the arena's kept weights and stamp
  * when weight_param >= 0, else NULL. in_finite[k], one per input as in[] (the source, the
  * weights, then the post-ops' inputs): true when input k is known to hold no inf or NaN (a

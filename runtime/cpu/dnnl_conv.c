@@ -778,3 +778,19 @@ hlo_status rt_cpu_dnnl_step(const rt_cpu_dnnl *d, const rt_value *const *in, voi
                         d->conv->name);
   return HLO_OK;
 }
+
+const char *rt_cpu_dnnl_isa_name(void) {
+  static const struct {
+    dnnl_cpu_isa_t isa;
+    const char *name;
+  } isas[] = {
+      {dnnl_cpu_isa_avx512_core_amx, "avx512_core_amx"}, {dnnl_cpu_isa_avx512_core_bf16, "avx512_core_bf16"},
+      {dnnl_cpu_isa_avx512_core_vnni, "avx512_core_vnni"}, {dnnl_cpu_isa_avx512_core, "avx512_core"},
+      {dnnl_cpu_isa_avx2_vnni, "avx2_vnni"}, {dnnl_cpu_isa_avx2, "avx2"}, {dnnl_cpu_isa_avx, "avx"},
+      {dnnl_cpu_isa_sse41, "sse41"},
+  };
+  dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++)
+    if ((isa & isas[i].isa) == isas[i].isa) return isas[i].name;
+  return "none";
+}

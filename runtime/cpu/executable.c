@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -729,6 +730,11 @@ static rt_executable *cpu_adopt(void *bytes, size_t len, const rt_compile_option
   return exe;
 }
 
+static void cpu_describe(char *out, size_t size) {
+  snprintf(out, size, "fused_isa=%s dnnl_isa=%s products=%s", rt_cpu_isa_name(rt_cpu_fused_isa()),
+           rt_cpu_dnnl_isa_name(), rt_cpu_dot_on_dnnl() ? "onednn" : "openblas");
+}
+
 const rt_backend rt_backend_cpu = {
     .name = "cpu",
     .version = "3",
@@ -740,4 +746,5 @@ const rt_backend rt_backend_cpu = {
     .adopt = cpu_adopt,
     .bind = cpu_bind,
     .share_buffers = cpu_share_buffers,
+    .describe = cpu_describe,
 };
