@@ -49,7 +49,9 @@ PY_OUT = $(PY_SRC:python/%=$(BUILD)/python/%)
 PY_MODULE = $(BUILD)/python/latch/_latch$(PY_EXT)
 # The pytest run; left out of `make sanitize` (SAN set): under the sanitizers it needs ASan's
 # runtime preloaded into python3, which `make python-sanitize` does.
-PYTHON_TESTS = $(if $(SAN),,tests/test_python.sh)
+# test_pip_install.sh builds the extension with pip, without the sanitizers, so it cannot link
+# a sanitized library either.
+PYTHON_TESTS = $(if $(SAN),,tests/test_python.sh tests/test_pip_install.sh)
 
 all: $(BUILD)/liblatch.a $(BUILD)/liblatch.so $(BUILD)/latch $(BUILD)/libbench.a python
 
@@ -67,6 +69,10 @@ $(BUILD)/python/%.py: python/%.py
 
 python: $(PY_MODULE) $(PY_OUT)
 	@echo "latch for Python: PYTHONPATH=$(abspath $(BUILD)/python) $(PYTHON)"
+
+# `make print-LDLIBS`: a variable's value (setup.py links the extension with the same libraries).
+print-%:
+	@echo '$($*)'
 
 # The build identity: a hash of every library source file (names and contents),
 # the compiler's version and the flags, written to $(BUILD)/gen/build_id.h. It is part of
@@ -179,6 +185,21 @@ install: all
 	printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=$${prefix}/lib\n\nName: latch\nDescription: lazy tensors recorded as XLA HLO graphs\nVersion: 0.1\nCflags: -I$${includedir}\nLibs: -L$${libdir} -llatch\nLibs.private: $(LDLIBS)\n' '$(PREFIX)' > $(DESTDIR)$(PREFIX)/lib/pkgconfig/latch.pc
 	# latch-static.pc names the archive itself: -llatch would pick liblatch.so next to it.
 	printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=$${prefix}/lib\n\nName: latch-static\nDescription: latch linked statically (liblatch.a)\nVersion: 0.1\nCflags: -I$${includedir}\nLibs: $${libdir}/liblatch.a $(LDLIBS)\n' '$(PREFIX)' > $(DESTDIR)$(PREFIX)/lib/pkgconfig/latch-static.pc
+	$(MAKE) -s install-python
+
+# `make install-python PREFIX=...`: the Python package (what `make python` built) into the
+# prefix's site-packages, with the metadata that registers the torch_dynamo_backends entry
+# point; the last line says the PYTHONPATH to use. pip's route: docs/python.md.
+PY_SITE = $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_path('platlib', 'posix_prefix', {'base': '$(PREFIX)', 'platbase': '$(PREFIX)'}))")
+PY_DIST = $(DESTDIR)$(PY_SITE)/latch-0.1.dist-info
+install-python: python
+	rm -rf $(DESTDIR)$(PY_SITE)/latch $(PY_DIST)
+	cd $(BUILD)/python && find latch \( -name '*.py' -o -name '_latch*.so' \) -exec install -D -m 644 {} $(DESTDIR)$(PY_SITE)/{} \;
+	mkdir -p $(PY_DIST)
+	printf 'Metadata-Version: 2.1\nName: latch\nVersion: 0.1\n' > $(PY_DIST)/METADATA
+	printf '[torch_dynamo_backends]\nlatch = latch.torch.backend:backend\n' > $(PY_DIST)/entry_points.txt
+	printf 'make install\n' > $(PY_DIST)/INSTALLER
+	@echo "latch for Python: PYTHONPATH=$(PY_SITE) $(PYTHON)"
 
 # `make check-torch`: the zoo's logits against PyTorch's on the same exported weights (needs
 # python3-torch and python3-torchvision; opt-in, not part of `make test`).
@@ -203,7 +224,7 @@ compare-ort: all $(ORT_DIR)/node_modules/onnxruntime-node/package.json
 	/usr/bin/python3 bench/compare_ort.py --latch $(BUILD)/latch --ort $(ORT_DIR)/node_modules/onnxruntime-node \
 	  --onnx-dir $(BUILD)/onnx $(COMPARE_ARGS)
 
-.PHONY: python python-sanitize all test sanitize tsan test-threads clean install check-torch compare-torch compare-ort bench-function minify-mobilenet soak \
+.PHONY: python install-python python-sanitize all test sanitize tsan test-threads clean install check-torch compare-torch compare-ort bench-function minify-mobilenet soak \
 	minify-pairs minify-scale
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 

@@ -1,7 +1,9 @@
 """latch for Python: the C library's lazy tensors, traced functions and compile cache
-(include/latch.h) as the extension latch._latch, and a PyTorch frontend in latch.torch:
+(include/latch.h) as the extension latch._latch, and a PyTorch frontend in latch.torch
+(docs/python.md):
 
-  latch.torch.compile(fn_or_module)   trace once (make_fx), guard every call, run the cached graph
+  latch.torch.compile(model)          torch.compile's signature: trace once, guard every call
+  latch.torch.backend                 torch.compile(backend="latch") (an entry point)
   latch.torch.lazy                    trace every step (a __torch_dispatch__ tensor subclass)
   python3 -m latch.bench              the trace-once vs trace-every benchmark against PyTorch
 

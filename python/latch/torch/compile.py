@@ -116,8 +116,9 @@ class Compiled(_latch.Compiled):
     one tensor. Each guard state (grad mode, the inputs' requires_grad, the module's state)
     has its own Function: a state seen before takes its graphs back without a trace."""
 
-    def __init__(self, fn, dynamic=None, mode=TRACE_ONCE, name=None):
+    def __init__(self, fn, dynamic=None, mode=TRACE_ONCE, name=None, fullgraph=False, recompile_limit=-1):
         self.fn = fn
+        self.fullgraph, self.recompile_limit = fullgraph, recompile_limit
         self.module = fn if isinstance(fn, torch.nn.Module) else None
         self.name = name or getattr(fn, "__name__", None) or type(fn).__name__
         if dynamic not in SHAPES:
@@ -180,6 +181,8 @@ class Compiled(_latch.Compiled):
     # ---- calls ----
 
     def _fall_back(self, reason, args, kwargs):
+        if self.fullgraph:  # compile(fullgraph=True): no eager fallback, no split
+            raise _latch.Unsupported(f"latch.torch.compile(fullgraph=True): {self.name}: {reason}")
         if self.eager_reason is None:
             self.eager_reason = reason
             self.function = None  # calls take _slow_call, which runs fn
@@ -201,7 +204,8 @@ class Compiled(_latch.Compiled):
         # dims that change later become symbolic under latch's automatic policy
         marks = [(i, 0) for i, a in enumerate(args) if a.dim() > 0] if self.dynamic is True else None
         graphs.function = _latch.Function(functools.partial(self._trace, graphs), len(tensor_leaves), name=self.name,
-                                          mode=self.mode, shapes=self.shapes, marks=marks)
+                                          mode=self.mode, shapes=self.shapes, marks=marks,
+                                          recompile_limit=self.recompile_limit)
         graphs.function.set_params([(d, k) for d, k, _ in graphs.state])
         return None
 
@@ -271,13 +275,3 @@ class Compiled(_latch.Compiled):
                 total[k] = total.get(k, 0) + v
         return total
 
-
-def compile(fn_or_module, dynamic=None, mode=TRACE_ONCE, name=None):
-    """Trace fn_or_module once per guard set and run latch's cached graph on later calls.
-    dynamic: None is latch's automatic policy (the first trace static; dims that change
-    become symbolic, one more trace); True marks every input's first (batch) dim symbolic
-    from the first trace (a size of 0 or 1 is still specialized, as in PyTorch), other dims
-    as None; False guards every dim by value (a trace per new shape, up to the recompile
-    limit, then trace every call). mode: TRACE_ONCE, or TRACE_EVERY / TRACE_EAGER (latch's
-    other trace modes, for comparison)."""
-    return Compiled(fn_or_module, dynamic=dynamic, mode=mode, name=name)
