@@ -8,7 +8,8 @@
   python3 -m latch.bench              the trace-once vs trace-every benchmark against PyTorch
 
 The runtime is opened on first use from the LATCH_* variables (LATCH_BACKEND, LATCH_CHECK,
-LATCH_LOG, LATCH_RECOMPILE_LIMIT, ...), as latch_open(NULL) does in C."""
+LATCH_LOG, LATCH_RECOMPILE_LIMIT, ...), as latch_open(NULL) does in C; latch.config sets them
+from Python (latch/config.py)."""
 import os
 
 # latch's cpu backend runs oneDNN on libgomp, as PyTorch does: two OpenMP teams in one
@@ -18,6 +19,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from . import _latch  # noqa: E402
-from ._latch import Error, Unsupported, sync, stats, last_repro
+from ._latch import Error, Unsupported, sync, stats, last_repro  # noqa: E402
+from .config import config, configure  # noqa: E402
 
-__all__ = ["Error", "Unsupported", "sync", "stats", "last_repro"]
+__all__ = ["Error", "Unsupported", "sync", "stats", "last_repro", "config", "configure"]

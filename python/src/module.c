@@ -43,6 +43,11 @@ static PyObject *py_stats(PyObject *self, PyObject *noargs) {
   return d;
 }
 
+static PyObject *py_runtime_open(PyObject *self, PyObject *noargs) {
+  (void)self, (void)noargs;
+  return PyBool_FromLong(runtime != NULL);
+}
+
 static PyObject *py_last_repro(PyObject *self, PyObject *noargs) {
   (void)self, (void)noargs;
   latch_runtime *rt = lp_runtime();
@@ -52,6 +57,8 @@ static PyObject *py_last_repro(PyObject *self, PyObject *noargs) {
 static PyMethodDef module_methods[] = {
     {"sync", py_sync, METH_NOARGS, "sync(): run everything pending on this thread as one graph"},
     {"stats", py_stats, METH_NOARGS, "stats() -> dict: the runtime's counters (latch_stats)"},
+    {"runtime_open", py_runtime_open, METH_NOARGS,
+     "runtime_open() -> bool: whether the runtime is open (its settings fixed; latch.config)"},
     {"last_repro", py_last_repro, METH_NOARGS, "last_repro() -> str: the newest LATCH_CHECK repro dir"},
     {NULL, NULL, 0, NULL},
 };

@@ -1,18 +1,26 @@
 """python3 -m latch.bench: per model, at batch 1 and 8 and at a small size and 224x224 (128
 tokens for the transformer blocks), ms per step of PyTorch eager, torch.jit.trace, torch._lazy
-(TorchScript backend), latch lazy (trace every) and latch compile (trace once); the
-trace-once / trace-every speedup per model and its geomean; the per-op trace cost of both
-lazy modes; the per-call time of each trace-once mode on a tiny function. --json FILE
-writes every figure; --svg FILE draws the table as grouped bars; --tiny-only measures the
-tiny function alone.
+(TorchScript backend), latch lazy (trace every) and latch compile (trace once), with each
+mode's first call and compile time; the trace-once / trace-every speedup per model and its
+geomean; the per-op trace cost of both lazy modes; the per-call time of each trace-once mode
+on a tiny function. --json FILE writes every figure; --svg FILE and --png FILE draw the table
+(matplotlib); --tiny-only measures the tiny function alone.
+
+Fair by construction: every mode runs with the same --threads (default: the machine's cores):
+PyTorch's intra-op threads, latch's LATCH_THREADS and the torch._lazy child's both. Every cell's
+output is compared with eager PyTorch's on the same weights and inputs (two steps, so a
+training step's update is checked too); a cell whose output differs, or whose mode fell back
+(latch ran an op or the model eagerly, or traced every call), is marked and not timed.
 
   python3 -m latch.bench [--models a,b] [--batch 1,8] [--sizes small,full] [--repeat N]
                          [--modes eager,...] [--threads N] [--json FILE] [--svg FILE]
-                         [--tiny-only]"""
+                         [--png FILE] [--tiny-only]"""
 import argparse
+import copy
 import json
 import math
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -23,15 +31,32 @@ import torch
 import latch
 from latch import models
 from . import modes as M
-from .svg import bars
 
 INFERENCE = ["resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1", "alexnet", "vgg16", "vit_b_16", "bert_layer",
              "gpt2_block"]
+TOL = 1e-3  # latch's accuracy rule (LATCH_CHECK_TOL), scaled by the output's magnitude
 
 
-def median_ms(step, repeat, warmup=2, budget_s=20.0):
-    for _ in range(warmup):
-        step()
+def use_threads(n):
+    """The one thread count of every mode in this process and its children; before the latch
+    runtime opens (it reads LATCH_THREADS once)."""
+    torch.set_num_threads(n)
+    latch.config.threads = n
+    os.environ["OMP_NUM_THREADS"] = str(n)
+
+
+def machine():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def median_ms(step, repeat, budget_s=20.0):
     samples, start = [], time.perf_counter()
     for _ in range(repeat):
         t = time.perf_counter()
@@ -42,57 +67,100 @@ def median_ms(step, repeat, warmup=2, budget_s=20.0):
     return statistics.median(samples)
 
 
-def child(mode, name, batch, size, repeat):
-    """One peer's figures in this process (run by isolated): ms per step, and for the lazy
-    modes at batch 1 the us per aten op of tracing alone."""
+def max_error(got, want):
+    """The largest difference over the scale of want's values (0 is equal; > TOL differs)."""
+    got, want = torch.as_tensor(got).detach().double(), torch.as_tensor(want).detach().double()
+    if got.shape != want.shape:
+        return math.inf
+    if not want.numel():
+        return 0.0
+    return (got - want).abs().max().item() / (1 + want.abs().max().item())
+
+
+def setup(name, batch, size):
+    """The module, its inputs, and eager's outputs of two steps (on a copy for a training
+    step, which updates its module)."""
     module, make = models.build(name, size)
     args = make(batch, size)
     training = name.startswith("train_")
-    out = {}
     with torch.no_grad() if not training else torch.enable_grad():
-        step = M.build(mode, module, args, training, name)
-        out["ms"] = None if step is None else median_ms(step, repeat)
-    if batch == 1 and mode in ("torch_lazy", "latch_lazy") and not training:
+        ref_module = copy.deepcopy(module) if training else module
+        want = [ref_module(*args).detach().clone() for _ in range(2)]
+    return module, args, training, want
+
+
+def measure(mode, module, args, training, name, want, repeat):
+    """One cell: status ("ok", "differs", "fallback", "failed", "n/a"), the median ms (ok
+    cells only), the first call's ms and the compile ms (latch's compile time during the
+    first call; jit.trace's time; None where the mode does not say)."""
+    cell = {"status": "ok", "ms": None, "first_ms": None, "compile_ms": None}
+    try:
+        with torch.no_grad() if not training else torch.enable_grad():
+            compile_before = latch.stats()["compile_ns"]
+            t = time.perf_counter()
+            step = M.build(mode, module, args, training, name)
+            built = time.perf_counter() - t
+            if step is None:
+                return dict(cell, status="n/a", note="does not run this model")
+            t = time.perf_counter()
+            got = [step.run()]
+            cell["first_ms"] = (time.perf_counter() - t) * 1e3
+            if mode in M.LATCH_MODES:
+                cell["compile_ms"] = (latch.stats()["compile_ns"] - compile_before) / 1e6
+            elif mode == "jit":
+                cell["compile_ms"] = built * 1e3
+            got.append(step.run())
+            reason = step.fell_back()
+            if reason:
+                return dict(cell, status="fallback", note=reason)
+            err = max(max_error(g, w) for g, w in zip(got, want))
+            if err > TOL:
+                return dict(cell, status="differs", note=f"max error {err:.3g} (scaled) against eager")
+            cell["ms"] = median_ms(step.run, repeat)
+    except Exception as e:  # a peer that cannot run this model: said, not fatal
+        return dict(cell, status="failed", note=f"{type(e).__name__}: {str(e)[:200]}")
+    return cell
+
+
+def child(mode, name, batch, size, repeat):
+    """One cell in this process (run by isolated), printed as JSON; at batch 1 the lazy
+    modes' us per aten op of tracing alone."""
+    module, args, training, want = setup(name, batch, size)
+    out = {"cell": measure(mode, module, args, training, name, want, repeat)}
+    if batch == 1 and mode in ("torch_lazy", "latch_lazy") and not training and out["cell"]["status"] == "ok":
         out.update(per_op_cost(name, size, 5, [mode]))
     print("LATCH_BENCH_CHILD " + json.dumps(out))
 
 
-def isolated(mode, name, batch, size, repeat):
-    """child() in a new process: torch._lazy aborts the process on some models (a failed
-    CHECK), which then costs one cell of the table, not the run."""
-    cmd = [sys.executable, "-m", "latch.bench", "--child", f"{mode},{name},{batch},{size}", "--repeat", str(repeat)]
+def isolated(mode, name, batch, size, repeat, threads):
+    """child() in a new process with the same threads: torch._lazy aborts the process on some
+    models (a failed CHECK), which then costs one cell of the table, not the run."""
+    cmd = [sys.executable, "-m", "latch.bench", "--child", f"{mode},{name},{batch},{size}", "--repeat", str(repeat),
+           "--threads", str(threads)]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     for line in run.stdout.splitlines():
         if line.startswith("LATCH_BENCH_CHILD "):
-            return json.loads(line.split(" ", 1)[1]), None
+            return json.loads(line.split(" ", 1)[1])
     tail = (run.stderr.strip().splitlines() or ["no output"])[-1][:200]
-    return {}, f"exit {run.returncode}: {tail}"
+    return {"cell": {"status": "failed", "ms": None, "first_ms": None, "compile_ms": None,
+                     "note": f"exit {run.returncode}: {tail}"}}
 
 
-def run_model(name, batch, size, modes, repeat):
-    module, make = models.build(name, size)
-    args = make(batch, size)
-    training = name.startswith("train_")
-    row = {"model": name, "batch": batch, "size": size, "ms": {}}
+def run_model(name, batch, size, modes, repeat, threads):
+    module, args, training, want = setup(name, batch, size)
+    row = {"model": name, "batch": batch, "size": size, "cells": {}}
     for mode in modes:
         if mode == "torch_lazy":
-            got, error = isolated(mode, name, batch, size, repeat)
-            row["ms"][mode] = got.get("ms")
-            if error:
-                row.setdefault("errors", {})[mode] = error
+            got = isolated(mode, name, batch, size, repeat, threads)
+            row["cells"][mode] = got["cell"]
             if "torch_lazy_us_per_op" in got:
-                row["torch_lazy_us_per_op"] = got["torch_lazy_us_per_op"]
+                row["torch_lazy_us_per_op"], row["aten_ops"] = got["torch_lazy_us_per_op"], got["aten_ops"]
             continue
-        try:
-            with torch.no_grad() if not training else torch.enable_grad():
-                step = M.build(mode, module, args, training, name)
-                row["ms"][mode] = None if step is None else median_ms(step, repeat)
-        except Exception as e:  # a peer that cannot run this model: said, not fatal
-            row["ms"][mode] = None
-            row.setdefault("errors", {})[mode] = f"{type(e).__name__}: {str(e)[:200]}"
-    if batch == 1 and not training and "latch_lazy" in modes:
+        row["cells"][mode] = measure(mode, module, args, training, name, want, repeat)
+    lazy_ok = row["cells"].get("latch_lazy", {}).get("status") == "ok"
+    if batch == 1 and not training and lazy_ok:
         row.update(per_op_cost(name, size, 5, ["latch_lazy"]))
-    once, every = row["ms"].get("latch_compile"), row["ms"].get("latch_lazy")
+    once, every = (row["cells"].get(m, {}).get("ms") for m in ("latch_compile", "latch_lazy"))
     row["once_vs_every"] = every / once if once and every else None
     return row
 
@@ -158,12 +226,63 @@ def geomean(values):
     return math.exp(sum(map(math.log, values)) / len(values)) if values else None
 
 
-def print_table(rows, modes):
-    print(f"{'model':<14} {'batch':>5} {'size':>5} " + " ".join(f"{m:>13}" for m in modes) + "  once/every")
+def _median_text(cell):
+    return f"{cell['ms']:.2f}" if cell["status"] == "ok" else cell["status"]
+
+
+def _first_text(cell):
+    if cell.get("first_ms") is None:
+        return "-"
+    compile_ms = cell.get("compile_ms")
+    return f"{cell['first_ms']:.0f}/" + (f"{compile_ms:.0f}" if compile_ms is not None else "-")
+
+
+def print_table(rows, modes, text=_median_text, last=True):
+    head = f"{'model':<14} {'batch':>5} {'size':>5} " + " ".join(f"{m:>13}" for m in modes)
+    print(head + ("  once/every" if last else ""))
     for r in rows:
-        cells = " ".join(f"{r['ms'][m]:13.2f}" if r["ms"].get(m) else f"{'-':>13}" for m in modes)
+        cells = " ".join(f"{text(r['cells'][m]):>13}" for m in modes)
         sp = f"{r['once_vs_every']:.2f}x" if r["once_vs_every"] else "-"
-        print(f"{r['model']:<14} {r['batch']:>5} {r['size']:>5} {cells}  {sp:>9}")
+        print(f"{r['model']:<14} {r['batch']:>5} {r['size']:>5} {cells}" + (f"  {sp:>9}" if last else ""))
+
+
+def speedups(rows):
+    """The trace-once / trace-every geomean at batch 1, small and full sizes: over the models
+    whose two latch cells are both ok (the rest are listed as left out)."""
+    out = {}
+    for kind, index in (("small", 2), ("full", 3)):
+        picked = [r for r in rows if r["batch"] == 1 and r["size"] == models.MODELS[r["model"]][index]]
+        if kind == "full":
+            picked = [r for r in picked if models.MODELS[r["model"]][2] != models.MODELS[r["model"]][3]]
+        used = [r for r in picked if r["once_vs_every"]]
+        out[kind] = {"geomean": geomean([r["once_vs_every"] for r in used]), "models": [r["model"] for r in used],
+                     "left_out": [r["model"] for r in picked if not r["once_vs_every"]]}
+    return out
+
+
+def report(rows, modes, result):
+    print("\nms per step (median; a mark where the cell was not timed):")
+    print_table(rows, modes)
+    print("\nfirst call ms / compile ms:")
+    print_table(rows, modes, _first_text, last=False)
+    for kind, s in result["geomean_once_vs_every_batch1"].items():
+        if s["geomean"]:
+            left = f"; left out (a latch cell not ok): {', '.join(s['left_out'])}" if s["left_out"] else ""
+            print(f"trace once / trace every (latch compile vs latch lazy), geomean at batch 1, {kind} size: "
+                  f"{s['geomean']:.2f}x over {len(s['models'])} models{left}")
+    costs = [r for r in rows if r.get("torch_lazy_us_per_op") and r.get("latch_lazy_us_per_op")]
+    for c in costs:
+        print(f"per-op trace cost, {c['model']} {c['size']} ({c['aten_ops']} aten ops): torch lazy "
+              f"{c['torch_lazy_us_per_op']:.2f} us, latch lazy {c['latch_lazy_us_per_op']:.2f} us")
+    if costs:
+        t, l = geomean([c["torch_lazy_us_per_op"] for c in costs]), geomean([c["latch_lazy_us_per_op"] for c in costs])
+        print(f"per-op trace cost, geomean: torch lazy {t:.2f} us, latch lazy {l:.2f} us")
+    for r in rows:
+        for mode, cell in r["cells"].items():
+            if cell["status"] not in ("ok",):
+                print(f"{r['model']} batch {r['batch']} size {r['size']}: {mode} {cell['status']}: {cell.get('note', '')}")
+    print_tiny(result["tiny"])
+    print(result["caption"])
 
 
 def main(argv=None):
@@ -173,67 +292,53 @@ def main(argv=None):
     p.add_argument("--sizes", default="small,full", help="small, full (224 / 128 tokens), or numbers")
     p.add_argument("--modes", default=",".join(M.MODES))
     p.add_argument("--repeat", type=int, default=10)
-    p.add_argument("--threads", type=int, default=torch.get_num_threads(),
-                   help="threads for PyTorch (default: PyTorch's own choice; latch uses LATCH_THREADS, else "
-                        "one per core). On a busy 2-core machine PyTorch's OpenMP at 2 threads ran 10-30x slower")
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                   help="threads of every mode: PyTorch's, latch's and the torch._lazy child's (default: the cores)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--json")
     p.add_argument("--svg")
+    p.add_argument("--png")
     p.add_argument("--tiny-only", action="store_true", help="only the per-call time on the tiny function")
     a = p.parse_args(argv)
+    if a.threads < 1:
+        p.error(f"--threads must be at least 1, not {a.threads}")
+    use_threads(a.threads)
     if a.child:
         mode, name, batch, size = a.child.split(",")
         return child(mode, name, int(batch), int(size), a.repeat)
     if a.tiny_only:
         return tiny_only(a.json)
     names, modes = a.models.split(","), a.modes.split(",")
-    torch.set_num_threads(a.threads)
-    latch_threads = int(os.environ.get("LATCH_THREADS") or 0) or os.cpu_count()
-    print(f"threads: PyTorch {torch.get_num_threads()}, latch {latch_threads}")
     for n in names:
         if n not in models.MODELS:
-            sys.exit(f"latch.bench: unknown model '{n}'; models: {', '.join(models.MODELS)}")
+            p.error(f"unknown model '{n}'; models: {', '.join(models.MODELS)}")
+    for m in modes:
+        if m not in M.MODES:
+            p.error(f"unknown mode '{m}'; modes: {', '.join(M.MODES)}")
+    caption = (f"{machine()}, {a.threads} threads for every mode, torch {torch.__version__}; "
+               "outputs checked against eager")
+    print(caption)
     rows = []
     for name in names:
         _, _, small, full = models.MODELS[name]
         sizes = sorted({small if s == "small" else full if s == "full" else int(s) for s in a.sizes.split(",")})
         for size in sizes:
             for batch in map(int, a.batch.split(",")):
-                rows.append(run_model(name, batch, size, modes, a.repeat))
-                print_table(rows[-1:], modes) if len(rows) > 1 else print_table(rows, modes)
+                rows.append(run_model(name, batch, size, modes, a.repeat, a.threads))
+                print_table(rows[-1:], modes)
                 sys.stdout.flush()
-    speedups = {}
-    for size_kind in ("small", "full"):
-        small_full = models.MODELS  # (builder, make_input, small, full) per model
-        picked = [r["once_vs_every"] for r in rows if r["batch"] == 1 and
-                  r["size"] == small_full[r["model"]][2 if size_kind == "small" else 3] and
-                  (size_kind == "small" or small_full[r["model"]][2] != small_full[r["model"]][3])]
-        speedups[size_kind] = geomean(picked)
-    costs = [r for r in rows if r.get("torch_lazy_us_per_op") and r.get("latch_lazy_us_per_op")]
-    tiny = tiny_overhead()
-    print("\nall rows:")
-    print_table(rows, modes)
-    for k, v in speedups.items():
-        if v:
-            print(f"trace once / trace every (latch compile vs latch lazy), geomean at batch 1, {k} size: {v:.2f}x")
-    for c in costs:
-        print(f"per-op trace cost, {c['model']} {c['size']} ({c['aten_ops']} aten ops): torch lazy "
-              f"{c['torch_lazy_us_per_op']:.2f} us, latch lazy {c['latch_lazy_us_per_op']:.2f} us")
-    if costs:
-        t, l = geomean([c["torch_lazy_us_per_op"] for c in costs]), geomean([c["latch_lazy_us_per_op"] for c in costs])
-        print(f"per-op trace cost, geomean: torch lazy {t:.2f} us, latch lazy {l:.2f} us")
-    for r in rows:
-        for mode, error in r.get("errors", {}).items():
-            print(f"{r['model']} batch {r['batch']} size {r['size']}: {mode} failed: {error}")
-    print_tiny(tiny)
-    result = {"rows": rows, "geomean_once_vs_every_batch1": speedups, "tiny": tiny,
-              "threads": {"torch": a.threads, "latch": latch_threads}}
+    result = {"rows": rows, "geomean_once_vs_every_batch1": speedups(rows), "tiny": tiny_overhead(),
+              "threads": a.threads, "machine": machine(), "torch": torch.__version__, "caption": caption}
+    report(rows, modes, result)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(result, f, indent=1)
-    if a.svg:
-        with open(a.svg, "w") as f:
-            f.write(bars(rows, modes))
+    if a.svg or a.png:
+        from .plot import draw
+        figure = draw(rows, modes, caption)
+        for path in (a.svg, a.png):
+            if path:
+                figure.savefig(path)
     return 0
 
 

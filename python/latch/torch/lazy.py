@@ -11,6 +11,7 @@ inputs and runs eagerly (said once per op on stderr); its results are lazy again
   model = latch.torch.lazy.module(torch_module) # parameters lent; call with lazy inputs
   y = model(x); latch.torch.lazy.mark_step(); y.cpu()"""
 import sys
+from collections import Counter
 
 import torch
 from torch.utils import _pytree as pytree
@@ -21,6 +22,7 @@ from .lowering import LOWERINGS
 
 aten = torch.ops.aten
 _warned = set()
+eager_ops = Counter()  # aten op name -> calls run eagerly (latch.bench marks a cell that has any)
 
 
 class LazyTensor(torch.Tensor):
@@ -75,6 +77,7 @@ def materialize(x):
 
 def _eager(func, args, kwargs):
     name = str(func)
+    eager_ops[name] += 1
     if name not in _warned:
         _warned.add(name)
         print(f"latch: lazy: aten op {name} is not lowered; it runs eagerly", file=sys.stderr)
