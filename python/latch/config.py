@@ -9,8 +9,8 @@ The C runtime reads its settings once, when it opens (the first latch call of th
 latch_open in include/latch.h), from the environment; a setting here is that variable set in
 this process's environment, so what latch.config says, the runtime gets, and child processes
 inherit it. The runtime's settings (OPEN_ONCE) must be set before it opens: after, setting one
-is an error that says so. log and recompile_limit are read when used (a log line, a new
-compiled function) and may change at any time. Reading a setting gives the variable's value,
+is an error that says so. recompile_limit is read when a compiled function is made and may
+change at any time. Reading a setting gives the variable's value,
 or None when unset (latch's default)."""
 import os
 
@@ -27,7 +27,7 @@ SETTINGS = {
     "log": ("LATCH_LOG", "comma-separated words: recompiles, guards, compiles"),
     "recompile_limit": ("LATCH_RECOMPILE_LIMIT", "traces after the first before a function traces every call"),
 }
-OPEN_ONCE = {"backend", "threads", "cache", "cache_dir", "cache_url", "check"}
+OPEN_ONCE = {"backend", "threads", "cache", "cache_dir", "cache_url", "check", "log"}
 CHOICES = {"backend": {"cpu", "reference"}, "cache": {"memory", "disk", "off"}, "check": {"off", "compile", "accuracy"}}
 LOG_WORDS = {"recompiles", "guards", "compiles"}
 
