@@ -127,19 +127,17 @@ bool cache_disk_get(cache_disk *disk, cache_key key, const char *fingerprint, vo
   entry_path(disk, key, fingerprint, path);
   cache_disk_entry_info info;
   memset(&info, 0, sizeof info);
-  void *payload = NULL;
-  int errnum = 0;
-  dev_t dev = 0;
-  ino_t ino = 0;
-  cache_disk_problem problem = cache_disk_read_entry(path, true, &disk->faults, &info, &payload, &errnum, &dev, &ino, true);
+  cache_disk_reading r = {.check_payload = true, .keep_payload = true, .touch = true, .faults = &disk->faults};
+  cache_disk_problem problem = cache_disk_read_entry(path, &r, &info);
+  void *payload = r.payload;
   if (!problem && (!cache_key_equal(info.key, key) || strcmp(info.fingerprint, fingerprint) != 0))
     problem = CACHE_DISK_MISMATCH;
   if (problem == CACHE_DISK_READ_ERROR) {
-    if (errnum != ENOENT)
-      cache_disk_warn(CACHE_DISK_READ_ERROR, "cannot read %s: %s; treated as a miss", path, strerror(errnum));
+    if (r.errnum != ENOENT)
+      cache_disk_warn(CACHE_DISK_READ_ERROR, "cannot read %s: %s; treated as a miss", path, strerror(r.errnum));
   } else if (problem) {
     damaged(disk, path, problem);
-    cache_disk_remove_if_same(path, dev, ino);
+    cache_disk_remove_if_same(path, r.dev, r.ino);
   }
   if (problem) {
     free(payload);

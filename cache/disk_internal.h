@@ -96,13 +96,23 @@ int cache_disk_read_at(int fd, void *data, size_t len, uint64_t offset);
 void cache_disk_warn(cache_disk_problem problem, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Reads and checks the entry at path. check_payload false stops after the header (for
- * listings). On CACHE_DISK_OK with payload non-NULL, *payload is malloc'd. dev/ino (optional)
- * identify the file that was read, so a damaged one is removed only if it is still the one in
- * place. An unreadable file gives CACHE_DISK_READ_ERROR with *errnum set. */
-cache_disk_problem cache_disk_read_entry(const char *path, bool check_payload, const cache_disk_faults *faults,
-                                         cache_disk_entry_info *info, void **payload, int *errnum,
-                                         dev_t *dev, ino_t *ino, bool touch);
+/* Reading one entry: what is asked, and what comes back besides the entry's info. */
+typedef struct cache_disk_reading {
+  bool check_payload; /* read the payload whole and check it (false: the header only, for listings) */
+  bool keep_payload;  /* on CACHE_DISK_OK, hand the payload over in payload */
+  bool touch;         /* on CACHE_DISK_OK, make the entry the most recently used */
+  const cache_disk_faults *faults; /* test-only injected errors, or NULL */
+  void *payload;      /* malloc'd, when kept */
+  int errnum;         /* why, on CACHE_DISK_READ_ERROR */
+  /* The file that was read, so a damaged one is removed only if it is still the one in place. */
+  dev_t dev;
+  ino_t ino;
+} cache_disk_reading;
+
+/* Reads and checks the entry at path as r asks; info gets the file's size and time and, on
+ * CACHE_DISK_OK, its key, fingerprint and payload size. An unreadable file gives
+ * CACHE_DISK_READ_ERROR with r->errnum set. */
+cache_disk_problem cache_disk_read_entry(const char *path, cache_disk_reading *r, cache_disk_entry_info *info);
 /* Unlinks path if it is still the file (dev, ino): a writer may have replaced it since.
  * 0 when it was removed, else why not (an errno; EEXIST: replaced since). */
 int cache_disk_remove_if_same(const char *path, dev_t dev, ino_t ino);

@@ -129,77 +129,73 @@ void cache_disk_reset_warnings(void) {
 
 /* ---- one entry ---- */
 
-cache_disk_problem cache_disk_read_entry(const char *path, bool check_payload, const cache_disk_faults *faults,
-                                         cache_disk_entry_info *info, void **payload, int *errnum,
-                                         dev_t *dev, ino_t *ino, bool touch) {
-  if (payload) *payload = NULL;
-  *errnum = 0;
-  int injected = cache_disk_fault(faults, CACHE_OP_READ);
-  if (injected) {
-    *errnum = injected;
-    return CACHE_DISK_READ_ERROR;
+/* Reads the header at the start of fd, a file of size bytes, and decodes it. */
+static cache_disk_problem read_header(int fd, uint64_t size, unsigned char raw[CACHE_DISK_HEADER_BYTES],
+                                      cache_disk_header *header, int *errnum) {
+  if (size < CACHE_DISK_HEADER_BYTES) return CACHE_DISK_SHORT;
+  int status = cache_disk_read_at(fd, raw, CACHE_DISK_HEADER_BYTES, 0);
+  if (status > 0) *errnum = status;
+  if (status) return status > 0 ? CACHE_DISK_READ_ERROR : CACHE_DISK_SHORT; /* short: shrank since fstat */
+  return cache_disk_header_decode(raw, size, header);
+}
+
+/* Reads what follows the header: the fingerprint into info, and (check_payload) the payload
+ * into *data (malloc'd; its size was checked against the file's, so the allocation is bounded
+ * by it), and checks them against the header. */
+static cache_disk_problem read_body(int fd, const cache_disk_header *header,
+                                    const unsigned char raw[CACHE_DISK_HEADER_BYTES], bool check_payload,
+                                    cache_disk_entry_info *info, void **data, int *errnum) {
+  char *fingerprint = hlo_malloc((size_t)header->fingerprint_len + 1);
+  *data = check_payload ? hlo_malloc(header->payload_len ? (size_t)header->payload_len : 1) : NULL;
+  cache_disk_problem problem = CACHE_DISK_OK;
+  if (!fingerprint || (check_payload && !*data)) {
+    *errnum = ENOMEM;
+    problem = CACHE_DISK_READ_ERROR;
   }
+  int status = problem ? 0 : cache_disk_read_at(fd, fingerprint, header->fingerprint_len, CACHE_DISK_HEADER_BYTES);
+  if (!problem && !status && check_payload)
+    status = cache_disk_read_at(fd, *data, (size_t)header->payload_len,
+                                CACHE_DISK_HEADER_BYTES + (uint64_t)header->fingerprint_len);
+  if (status > 0) *errnum = status;
+  if (!problem) problem = status > 0 ? CACHE_DISK_READ_ERROR : status < 0 ? CACHE_DISK_SHORT : CACHE_DISK_OK;
+  if (!problem) {
+    fingerprint[header->fingerprint_len] = '\0';
+    problem = cache_disk_check_body(header, raw, fingerprint, *data);
+  }
+  if (!problem) {
+    info->key = header->key;
+    info->payload_bytes = header->payload_len;
+    memcpy(info->fingerprint, fingerprint, (size_t)header->fingerprint_len + 1);
+  }
+  free(fingerprint);
+  return problem;
+}
+
+cache_disk_problem cache_disk_read_entry(const char *path, cache_disk_reading *r, cache_disk_entry_info *info) {
+  r->payload = NULL;
+  r->errnum = cache_disk_fault(r->faults, CACHE_OP_READ);
+  if (r->errnum) return CACHE_DISK_READ_ERROR;
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) {
-    *errnum = errno;
-    return CACHE_DISK_READ_ERROR;
-  }
   struct stat st;
-  if (fstat(fd, &st) != 0) {
-    *errnum = errno;
-    close(fd);
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    r->errnum = errno;
+    if (fd >= 0) close(fd);
     return CACHE_DISK_READ_ERROR;
   }
-  if (dev) *dev = st.st_dev;
-  if (ino) *ino = st.st_ino;
+  r->dev = st.st_dev;
+  r->ino = st.st_ino;
   info->file_bytes = (uint64_t)st.st_size;
   info->mtime = st.st_mtim;
   unsigned char raw[CACHE_DISK_HEADER_BYTES];
   cache_disk_header header;
-  cache_disk_problem problem = CACHE_DISK_OK;
-  if (st.st_size < CACHE_DISK_HEADER_BYTES) problem = CACHE_DISK_SHORT;
-  int read_status = problem ? 0 : cache_disk_read_at(fd, raw, sizeof raw, 0);
-  if (read_status > 0) {
-    *errnum = read_status;
-    problem = CACHE_DISK_READ_ERROR;
-  } else if (read_status < 0) {
-    problem = CACHE_DISK_SHORT; /* shrank since fstat */
-  }
-  if (!problem) problem = cache_disk_header_decode(raw, (uint64_t)st.st_size, &header);
-  char *fingerprint = NULL;
   void *data = NULL;
-  if (!problem) {
-    fingerprint = hlo_malloc((size_t)header.fingerprint_len + 1);
-    /* The payload's size was checked against the file's, so this allocation is bounded by it. */
-    data = check_payload ? hlo_malloc(header.payload_len ? (size_t)header.payload_len : 1) : NULL;
-    if (!fingerprint || (check_payload && !data)) {
-      *errnum = ENOMEM;
-      problem = CACHE_DISK_READ_ERROR;
-    }
-  }
-  if (!problem) {
-    read_status = cache_disk_read_at(fd, fingerprint, header.fingerprint_len, CACHE_DISK_HEADER_BYTES);
-    if (!read_status && check_payload)
-      read_status = cache_disk_read_at(fd, data, (size_t)header.payload_len,
-                                       CACHE_DISK_HEADER_BYTES + (uint64_t)header.fingerprint_len);
-    if (read_status > 0) *errnum = read_status;
-    problem = read_status > 0 ? CACHE_DISK_READ_ERROR : read_status < 0 ? CACHE_DISK_SHORT : CACHE_DISK_OK;
-  }
-  if (!problem) {
-    fingerprint[header.fingerprint_len] = '\0';
-    problem = cache_disk_check_body(&header, raw, fingerprint, data);
-  }
-  if (!problem) {
-    info->key = header.key;
-    info->payload_bytes = header.payload_len;
-    memcpy(info->fingerprint, fingerprint, (size_t)header.fingerprint_len + 1);
-    /* A hit makes the entry the most recently used. Failure (someone else's file on a
-     * read-only mount) only makes eviction's order less exact. */
-    if (touch) (void)futimens(fd, NULL);
-  }
-  free(fingerprint);
+  cache_disk_problem problem = read_header(fd, (uint64_t)st.st_size, raw, &header, &r->errnum);
+  if (!problem) problem = read_body(fd, &header, raw, r->check_payload, info, &data, &r->errnum);
+  /* A hit makes the entry the most recently used. Failure (someone else's file on a
+   * read-only mount) only makes eviction's order less exact. */
+  if (!problem && r->touch) (void)futimens(fd, NULL);
   close(fd);
-  if (!problem && payload) *payload = data;
+  if (!problem && r->keep_payload) r->payload = data;
   else free(data);
   return problem;
 }

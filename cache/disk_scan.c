@@ -50,11 +50,9 @@ hlo_status cache_disk_scan(const char *dir, bool check, bool fix, cache_disk_vis
       summary->temps++;
       summary->temp_bytes += info->file_bytes;
     } else {
-      int errnum = 0;
-      dev_t dev = 0;
-      ino_t ino = 0;
-      info->problem = cache_disk_read_entry(path, check, NULL, info, NULL, &errnum, &dev, &ino, false);
-      if (info->problem == CACHE_DISK_READ_ERROR && errnum == ENOENT) continue;
+      cache_disk_reading r = {.check_payload = check};
+      info->problem = cache_disk_read_entry(path, &r, info);
+      if (info->problem == CACHE_DISK_READ_ERROR && r.errnum == ENOENT) continue;
       /* A file named for a (key, fingerprint) must hold that pair: recompute its name. */
       if (!info->problem) {
         char want[CACHE_DISK_NAME_MAX];
@@ -65,7 +63,7 @@ hlo_status cache_disk_scan(const char *dir, bool check, bool fix, cache_disk_vis
       summary->entry_bytes += info->file_bytes;
       if (info->problem) {
         summary->bad_entries++;
-        int failed = fix && info->problem != CACHE_DISK_READ_ERROR ? cache_disk_remove_if_same(path, dev, ino) : -1;
+        int failed = fix && info->problem != CACHE_DISK_READ_ERROR ? cache_disk_remove_if_same(path, r.dev, r.ino) : -1;
         if (failed == 0) {
           summary->removed++;
           summary->removed_bytes += info->file_bytes;

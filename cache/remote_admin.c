@@ -222,13 +222,12 @@ static void push_one(void *ctx, const cache_disk_entry_info *entry) {
   }
   snprintf(path, sizeof path, "%s/%s", c->dir, entry->name);
   cache_disk_entry_info *info = hlo_malloc(sizeof *info);
-  void *payload = NULL;
-  int errnum = 0;
-  if (info && cache_disk_read_entry(path, true, NULL, info, &payload, &errnum, NULL, NULL, false) == CACHE_DISK_OK &&
-      cache_remote_put(c->remote, info->key, info->fingerprint, payload, (size_t)info->payload_bytes))
+  cache_disk_reading r = {.check_payload = true, .keep_payload = true};
+  if (info && cache_disk_read_entry(path, &r, info) == CACHE_DISK_OK &&
+      cache_remote_put(c->remote, info->key, info->fingerprint, r.payload, (size_t)info->payload_bytes))
     c->copied++;
   else c->skipped++;
-  free(payload);
+  free(r.payload);
   free(info);
 }
 

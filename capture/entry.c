@@ -103,33 +103,30 @@ static cap_segments *plan_segments(const cap_entry *e, cap_trace *trace, const c
   return s;
 }
 
-static void fail_status(latch_status *status, latch_status code, const char *message) {
-  if (message) cap_set_error("%s", message);
-  *status = code;
-}
+/* An entry being built from a finished trace: the trace, the function's outputs, and the
+ * graph cut from them. */
+typedef struct entry_build {
+  cap_trace *trace;
+  latch_tensor *const *outputs;
+  int output_count;
+  cap_entry *e;
+  cap_graph g;
+} entry_build;
 
-cap_entry *cap_entry_build(cap_trace *trace, latch_tensor *const *outputs, int output_count,
-                           cap_node ***first_params, bool *compiled, latch_status *status) {
-  latch_runtime *rt = trace->rt;
-  *first_params = NULL;
-  *compiled = false;
-  *status = LATCH_OK;
-  cap_entry *e = hlo_calloc(1, sizeof *e);
-  int handle_count = output_count + trace->input_count + trace->captured_count;
+/* Cuts the graph: its roots are the outputs, then the new values of assigned inputs and
+ * weights (each with the old value it is written back to). */
+static latch_status collect_graph(entry_build *b) {
+  cap_trace *trace = b->trace;
+  int handle_count = b->output_count + trace->input_count + trace->captured_count, count = 0;
   cap_node **roots = hlo_malloc(sizeof(cap_node *) * ((size_t)handle_count + 1));
   cap_node **alias_of = hlo_malloc(sizeof(cap_node *) * ((size_t)handle_count + 1));
-  if (!e || !roots || !alias_of) {
-    free(e);
-    free(roots);
-    free(alias_of);
-    fail_status(status, LATCH_ERR_INTERNAL, "call: out of memory");
-    return NULL;
+  latch_status status = LATCH_ERR_INTERNAL;
+  if (!roots || !alias_of) {
+    cap_set_error("call: out of memory");
+    goto done;
   }
-  pthread_mutex_init(&e->spec_lock, NULL);
-  /* The graph's roots: the outputs, then the new values of assigned inputs and weights. */
-  int count = 0;
-  for (int j = 0; j < output_count; j++) {
-    roots[count] = outputs[j]->node;
+  for (int j = 0; j < b->output_count; j++) {
+    roots[count] = b->outputs[j]->node;
     alias_of[count++] = NULL;
   }
   for (int i = 0; i < trace->input_count; i++)
@@ -142,41 +139,50 @@ cap_entry *cap_entry_build(cap_trace *trace, latch_tensor *const *outputs, int o
       roots[count] = trace->captured[c].handle->node;
       alias_of[count++] = trace->captured[c].handle->alias_of;
     }
-  cap_graph g;
-  latch_status collected = cap_graph_collect(&g, rt->backend, count, roots, alias_of);
+  status = cap_graph_collect(&b->g, trace->rt->backend, count, roots, alias_of);
+done:
   free(roots);
   free(alias_of);
-  if (collected != LATCH_OK) {
-    cap_entry_free(rt, e);
-    *status = collected;
-    return NULL;
-  }
-  bool ok = true;
+  return status;
+}
+
+/* The guard program and the entry's arrays, sized by the graph and the trace. */
+static bool allocate_entry(entry_build *b, cap_node ***first_params) {
+  cap_entry *e = b->e;
+  const cap_trace *trace = b->trace;
   hlo_diag diag = {0};
   e->program = guard_program_compile(trace->guards, &diag);
   if (!e->program) {
     cap_set_error("call: %s", diag.message);
-    ok = false;
+    return false;
   }
-  e->symbol_count = ok ? guard_program_symbol_count(e->program) : 0;
-  e->param_count = g.param_count;
-  e->root_count = g.root_count;
-  e->output_count = output_count;
+  size_t inputs = (size_t)trace->input_count + 1;
+  e->symbol_count = guard_program_symbol_count(e->program);
+  e->param_count = b->g.param_count;
+  e->root_count = b->g.root_count;
+  e->output_count = b->output_count;
   e->input_count = trace->input_count;
-  e->params = hlo_calloc((size_t)g.param_count + 1, sizeof *e->params);
-  e->outputs = hlo_calloc((size_t)output_count + 1, sizeof *e->outputs);
-  e->aliases = hlo_calloc((size_t)g.root_count + 1, sizeof *e->aliases);
+  e->params = hlo_calloc((size_t)b->g.param_count + 1, sizeof *e->params);
+  e->outputs = hlo_calloc((size_t)b->output_count + 1, sizeof *e->outputs);
+  e->aliases = hlo_calloc((size_t)b->g.root_count + 1, sizeof *e->aliases);
   e->captured = hlo_calloc((size_t)trace->captured_count + 1, sizeof *e->captured);
   e->hint_bindings = hlo_calloc((size_t)e->symbol_count + 1, sizeof(int64_t));
-  e->dtypes = hlo_calloc((size_t)trace->input_count + 1, 1);
-  e->ranks = hlo_calloc((size_t)trace->input_count + 1, 1);
-  e->dims = hlo_calloc((size_t)trace->input_count + 1, sizeof *e->dims);
-  e->same_data_as = hlo_calloc((size_t)trace->input_count + 1, sizeof(int));
-  e->same_handle_as = hlo_calloc((size_t)trace->input_count + 1, sizeof(int));
-  *first_params = hlo_malloc(sizeof(cap_node *) * ((size_t)g.param_count + 1));
-  ok = ok && e->params && e->outputs && e->aliases && e->captured && e->hint_bindings && e->dtypes && e->ranks &&
-       e->dims && e->same_data_as && e->same_handle_as && *first_params;
-  for (int c = 0; ok && c < trace->captured_count; c++) {
+  e->dtypes = hlo_calloc(inputs, 1);
+  e->ranks = hlo_calloc(inputs, 1);
+  e->dims = hlo_calloc(inputs, sizeof *e->dims);
+  e->same_data_as = hlo_calloc(inputs, sizeof(int));
+  e->same_handle_as = hlo_calloc(inputs, sizeof(int));
+  *first_params = hlo_malloc(sizeof(cap_node *) * ((size_t)b->g.param_count + 1));
+  return e->params && e->outputs && e->aliases && e->captured && e->hint_bindings && e->dtypes && e->ranks &&
+         e->dims && e->same_data_as && e->same_handle_as && *first_params;
+}
+
+/* What a later call checks of its inputs and weights: their dtypes and dims as traced, and
+ * how they share handles and data. */
+static void note_inputs(entry_build *b) {
+  cap_entry *e = b->e;
+  const cap_trace *trace = b->trace;
+  for (int c = 0; c < trace->captured_count; c++) {
     cap_entry_captured *k = &e->captured[c];
     const cap_node *n = trace->captured[c].node;
     k->handle = latch_retain(trace->captured[c].handle);
@@ -187,7 +193,7 @@ cap_entry *cap_entry_build(cap_trace *trace, latch_tensor *const *outputs, int o
     k->shares_data_with = find_input(trace, n);
     e->captured_count = c + 1;
   }
-  for (int i = 0; ok && i < trace->input_count; i++) {
+  for (int i = 0; i < trace->input_count; i++) {
     const cap_node *n = trace->input_nodes[i];
     e->dtypes[i] = n->dtype;
     e->ranks[i] = n->rank;
@@ -195,62 +201,99 @@ cap_entry *cap_entry_build(cap_trace *trace, latch_tensor *const *outputs, int o
     e->same_data_as[i] = find_input(trace, n);
     e->same_handle_as[i] = find_caller(trace, trace->callers[i]);
   }
-  for (int p = 0; ok && p < g.param_count; p++) {
-    e->params[p] = source_of(trace, g.params[p]);
-    (*first_params)[p] = g.params[p];
+}
+
+/* The root computing node, or root_count when none does. */
+static int root_of(const cap_graph *g, const cap_node *node) {
+  int r = 0;
+  while (r < g->root_count && g->roots[r] != node) r++;
+  return r;
+}
+
+/* Where each graph parameter and each output comes from on a later call, and which root
+ * goes back to which input or weight. */
+static void note_sources(entry_build *b, cap_node **first_params) {
+  cap_entry *e = b->e;
+  const cap_trace *trace = b->trace;
+  for (int p = 0; p < b->g.param_count; p++) {
+    e->params[p] = source_of(trace, b->g.params[p]);
+    first_params[p] = b->g.params[p];
   }
-  for (int j = 0; ok && j < output_count; j++) {
-    cap_node *n = outputs[j]->node;
-    if (n->state == CAP_PENDING) {
-      int r = 0;
-      while (r < g.root_count && g.roots[r] != n) r++;
-      e->outputs[j] = (cap_src){CAP_SRC_ROOT, r, NULL};
-    } else {
-      /* An output the function did not compute: an input, a weight or its own data. */
-      int i = -1;
-      for (int k = 0; k < trace->input_count && i < 0; k++)
-        if (trace->inputs[k] == outputs[j]) i = k;
-      int c = -1;
-      for (int k = 0; k < trace->captured_count && c < 0; k++)
-        if (trace->captured[k].handle == outputs[j]) c = k;
-      if (i >= 0) e->outputs[j] = (cap_src){CAP_SRC_INPUT, i, NULL};
-      else if (c >= 0) e->outputs[j] = (cap_src){CAP_SRC_CAPTURED, c, NULL};
-      else e->outputs[j] = (cap_src){CAP_SRC_CONST, 0, cap_node_retain(n)};
+  for (int j = 0; j < b->output_count; j++) {
+    latch_tensor *out = b->outputs[j];
+    if (out->node->state == CAP_PENDING) {
+      e->outputs[j] = (cap_src){CAP_SRC_ROOT, root_of(&b->g, out->node), NULL};
+      continue;
     }
+    /* An output the function did not compute: an input, a weight or its own data. */
+    int i = -1, c = -1;
+    for (int k = 0; k < trace->input_count && i < 0; k++)
+      if (trace->inputs[k] == out) i = k;
+    for (int k = 0; k < trace->captured_count && c < 0; k++)
+      if (trace->captured[k].handle == out) c = k;
+    if (i >= 0) e->outputs[j] = (cap_src){CAP_SRC_INPUT, i, NULL};
+    else if (c >= 0) e->outputs[j] = (cap_src){CAP_SRC_CAPTURED, c, NULL};
+    else e->outputs[j] = (cap_src){CAP_SRC_CONST, 0, cap_node_retain(out->node)};
   }
-  /* In-place updates: which root goes back to which input or weight. */
-  for (int i = 0; ok && i < trace->input_count; i++)
+  for (int i = 0; i < trace->input_count; i++)
     if (assigned(trace->inputs[i], trace->input_nodes[i])) {
-      int r = 0;
-      while (r < g.root_count && g.roots[r] != trace->inputs[i]->node) r++;
-      e->aliases[e->alias_count].root = r;
+      e->aliases[e->alias_count].root = root_of(&b->g, trace->inputs[i]->node);
       e->aliases[e->alias_count++].target = (cap_src){CAP_SRC_INPUT, i, NULL};
     }
-  for (int c = 0; ok && c < trace->captured_count; c++)
+  for (int c = 0; c < trace->captured_count; c++)
     if (updated_weight(trace, c)) {
-      int r = 0;
-      while (r < g.root_count && g.roots[r] != trace->captured[c].handle->node) r++;
-      e->aliases[e->alias_count].root = r;
+      e->aliases[e->alias_count].root = root_of(&b->g, trace->captured[c].handle->node);
       e->aliases[e->alias_count++].target = (cap_src){CAP_SRC_CAPTURED, c, NULL};
     }
-  if (ok && trace->symbolic && guard_program_symbol_count(e->program) > 0) {
-    ok = build_template(e, trace, &g);
-    if (!ok) cap_set_error("call: out of memory keeping the trace");
-    if (ok && !rt->backend->execute_module) e->segments = plan_segments(e, trace, &g);
+}
+
+/* A trace with symbolic dims keeps its graph as a template (and, on a backend that cannot
+ * run a module directly, perhaps a plan of segments). */
+static bool keep_template(entry_build *b) {
+  cap_entry *e = b->e;
+  if (!b->trace->symbolic || guard_program_symbol_count(e->program) == 0) return true;
+  if (!build_template(e, b->trace, &b->g)) {
+    cap_set_error("call: out of memory keeping the trace");
+    return false;
   }
-  if (ok && g.root_count && !e->segments) { /* segments: made at the first run, in specialize */
-    e->cached = cap_graph_executable(rt, &g, compiled, status);
-    ok = e->cached != NULL;
+  if (!b->trace->rt->backend->execute_module) e->segments = plan_segments(e, b->trace, &b->g);
+  return true;
+}
+
+cap_entry *cap_entry_build(cap_trace *trace, latch_tensor *const *outputs, int output_count,
+                           cap_node ***first_params, bool *compiled, latch_status *status) {
+  latch_runtime *rt = trace->rt;
+  *first_params = NULL;
+  *compiled = false;
+  entry_build b = {.trace = trace, .outputs = outputs, .output_count = output_count};
+  if (!(b.e = hlo_calloc(1, sizeof *b.e))) {
+    cap_set_error("call: out of memory");
+    *status = LATCH_ERR_INTERNAL;
+    return NULL;
   }
-  cap_graph_free(&g);
+  pthread_mutex_init(&b.e->spec_lock, NULL);
+  *status = collect_graph(&b);
+  if (*status != LATCH_OK) {
+    cap_entry_free(rt, b.e);
+    return NULL;
+  }
+  bool ok = allocate_entry(&b, first_params);
+  if (ok) note_inputs(&b);
+  if (ok) note_sources(&b, *first_params);
+  ok = ok && keep_template(&b);
+  if (ok && b.g.root_count && !b.e->segments) { /* segments: made at the first run, in specialize */
+    b.e->cached = cap_graph_executable(rt, &b.g, compiled, status);
+    ok = b.e->cached != NULL;
+  }
+  cap_graph_free(&b.g);
   if (!ok) {
     if (*status == LATCH_OK) *status = LATCH_ERR_INTERNAL;
     free(*first_params);
     *first_params = NULL;
-    cap_entry_free(rt, e);
+    cap_entry_free(rt, b.e);
     return NULL;
   }
-  return e;
+  return b.e;
 }
 
 void cap_entry_free(latch_runtime *rt, cap_entry *e) {
@@ -537,111 +580,159 @@ static cap_kept *specialize(latch_runtime *rt, cap_entry *e, const int64_t *bind
   return kept;
 }
 
-latch_status cap_entry_run(latch_runtime *rt, cap_entry *e, latch_tensor *const *inputs, uint64_t seed,
-                           const int64_t *bindings, cap_node *const *first_params, latch_tensor **outputs,
-                           cap_run_kind *kind, uint64_t *instantiate_ns) {
-  enum { FEW = 16 };
-  *kind = CAP_RUN_PLAIN;
-  cap_node *seed_node = NULL, *node_buffer[FEW], **params = node_buffer;
-  rt_value shell_buffer[FEW], *shells = shell_buffer, *view_buffer[FEW], **views = view_buffer;
-  cap_node *root_buffer[FEW], **root_nodes = root_buffer;
-  latch_status status = LATCH_OK;
-  cap_kept *held = NULL; /* the binding run, kept from being dropped while it runs */
+/* One call's run of an entry: the graph's parameters, private shells around their values,
+ * and the roots computed. Arrays of few elements live here, so a call allocates nothing. */
+enum { CALL_FEW = 16 };
+typedef struct entry_call {
+  latch_runtime *rt;
+  cap_entry *e;
+  latch_tensor *const *inputs;
+  cap_node *seed_node, **params, *param_buffer[CALL_FEW];
+  rt_value **views, *view_buffer[CALL_FEW], *shells, shell_buffer[CALL_FEW];
+  cap_node **roots, *root_buffer[CALL_FEW];
+  cap_kept *held; /* the binding run, kept from being dropped while it runs */
+} entry_call;
+
+/* Not a zeroed struct: the shells' buffer alone is kilobytes, and a hit should not clear them. */
+static latch_status call_open(entry_call *c, latch_runtime *rt, cap_entry *e, latch_tensor *const *inputs) {
   int n = e->param_count;
-  if (n > FEW) {
-    params = hlo_malloc(sizeof(cap_node *) * (size_t)n);
-    shells = hlo_malloc(sizeof(rt_value) * (size_t)n);
-    views = hlo_malloc(sizeof(rt_value *) * (size_t)n);
-  }
-  if (e->root_count > FEW) root_nodes = hlo_calloc((size_t)e->root_count, sizeof(cap_node *));
-  if (!params || !shells || !views || !root_nodes) {
-    status = LATCH_ERR_INTERNAL;
+  c->rt = rt, c->e = e, c->inputs = inputs, c->seed_node = NULL, c->held = NULL;
+  c->roots = e->root_count > CALL_FEW ? hlo_calloc((size_t)e->root_count, sizeof(cap_node *)) : c->root_buffer;
+  if (c->roots) memset(c->roots, 0, sizeof(cap_node *) * (size_t)e->root_count);
+  c->params = n > CALL_FEW ? hlo_malloc(sizeof(cap_node *) * (size_t)n) : c->param_buffer;
+  c->shells = n > CALL_FEW ? hlo_malloc(sizeof(rt_value) * (size_t)n) : c->shell_buffer;
+  c->views = n > CALL_FEW ? hlo_malloc(sizeof(rt_value *) * (size_t)n) : c->view_buffer;
+  if (!c->params || !c->shells || !c->views || !c->roots) {
     cap_set_error("call: out of memory");
-    goto done;
+    return LATCH_ERR_INTERNAL;
   }
-  memset(root_nodes, 0, sizeof(cap_node *) * (size_t)e->root_count);
+  return LATCH_OK;
+}
+
+static void call_close(entry_call *c) {
+  cap_bindings_release(c->rt, c->held);
+  for (int r = 0; c->roots && r < c->e->root_count; r++) cap_node_release(c->roots[r]);
+  cap_node_release(c->seed_node);
+  if (c->params != c->param_buffer) free(c->params);
+  if (c->shells != c->shell_buffer) free(c->shells);
+  if (c->views != c->view_buffer) free(c->views);
+  if (c->roots != c->root_buffer) free(c->roots);
+}
+
+/* The parameter nodes (first_params: the trace's first run; else from their sources), and
+ * private shells around their shared data: the backend's retains and releases touch this
+ * call's memory only (as in sync.c), and nothing is allocated for them. */
+static latch_status call_params(entry_call *c, uint64_t seed, cap_node *const *first_params) {
+  latch_status status = LATCH_OK;
+  int n = c->e->param_count;
   for (int p = 0; p < n && status == LATCH_OK; p++) {
     if (first_params) {
-      params[p] = first_params[p];
+      c->params[p] = first_params[p];
       continue;
     }
-    if (e->params[p].kind == CAP_SRC_SEED && !seed_node && !(seed_node = cap_seed_node(seed))) status = LATCH_ERR_INTERNAL;
-    params[p] = param_node(rt, e, &e->params[p], inputs, seed_node);
-    if (!params[p] && status == LATCH_OK) {
+    const cap_src *src = &c->e->params[p];
+    if (src->kind == CAP_SRC_SEED && !c->seed_node && !(c->seed_node = cap_seed_node(seed))) status = LATCH_ERR_INTERNAL;
+    c->params[p] = param_node(c->rt, c->e, src, c->inputs, c->seed_node);
+    if (!c->params[p] && status == LATCH_OK) {
       status = LATCH_ERR_INTERNAL;
       cap_set_error("call: a tensor the function reads could not be computed");
     }
   }
-  /* Private shells around the shared data: the backend's retains and releases touch this
-   * call's memory only (as in sync.c), and nothing is allocated for them. */
   for (int p = 0; p < n && status == LATCH_OK; p++) {
-    shells[p] = *params[p]->value;
-    shells[p].refcount = 1;
-    views[p] = &shells[p];
+    c->shells[p] = *c->params[p]->value;
+    c->shells[p].refcount = 1;
+    c->views[p] = &c->shells[p];
   }
-  if (status == LATCH_OK && e->root_count) {
-    cap_spec run = {.cached = e->cached};
-    if (e->nodes && (e->segments || !same_bindings(bindings, e->hint_bindings, e->symbol_count))) {
-      uint64_t start = cap_now_ns();
-      held = specialize(rt, e, bindings, params, kind, &status);
-      run = held ? held->spec : (cap_spec){0};
-      if (*kind == CAP_RUN_INSTANTIATED) *instantiate_ns = cap_now_ns() - start;
-    }
-    if (run.segment_exes) {
-      status = cap_segments_run(rt, e->segments, run.segment_exes, views, e->roots, e->root_count, root_nodes);
-      atomic_fetch_add(&rt->syncs, 1);
-    } else if (run.cached || run.module || run.bound) {
-      rt_value *result = NULL;
-      hlo_diag diag; /* not zeroed whole (1 KB a call): status and message[0] are what is read */
-      hlo_diag_clear(&diag);
-      uint64_t start = cap_now_ns();
-      if (run.module) {
-        status = cap_status(rt->backend->execute_module(run.module, views, n, &result, &diag));
-      } else if (run.bound) {
-        status = cap_status(run.bound_by->execute(run.bound, views, n, &result, &diag));
-      } else {
-        cap_exe *exe = cache_entry_value(run.cached);
-        status = cap_status(exe->backend->execute(exe->exe, views, n, &result, &diag));
-      }
-      atomic_fetch_add(&rt->execute_ns, cap_now_ns() - start);
-      atomic_fetch_add(&rt->syncs, 1);
-      if (status != LATCH_OK) cap_set_error("call: %s", diag.message);
-      else if (!result || result->shape.dtype != HLO_TUPLE || result->tuple_count != e->root_count) {
-        cap_set_error("call: the backend returned a wrong number of outputs");
-        status = LATCH_ERR_INTERNAL;
-      }
-      for (int r = 0; status == LATCH_OK && r < e->root_count; r++) {
-        rt_value *out = cap_take_output(result->tuple[r], views, n);
-        if (!out || !(root_nodes[r] = cap_node_data(out))) {
-          status = LATCH_ERR_INTERNAL;
-          cap_set_error("call: out of memory");
-        }
-      }
-      rt_value_release(result);
+  return status;
+}
+
+/* Runs one executable (the module itself, a bound one or the cached one) and keeps its
+ * results as the roots. */
+static latch_status call_execute(entry_call *c, const cap_spec *run) {
+  latch_runtime *rt = c->rt;
+  int n = c->e->param_count;
+  rt_value *result = NULL;
+  hlo_diag diag; /* not zeroed whole (1 KB a call): status and message[0] are what is read */
+  hlo_diag_clear(&diag);
+  uint64_t start = cap_now_ns();
+  latch_status status;
+  if (run->module) {
+    status = cap_status(rt->backend->execute_module(run->module, c->views, n, &result, &diag));
+  } else if (run->bound) {
+    status = cap_status(run->bound_by->execute(run->bound, c->views, n, &result, &diag));
+  } else {
+    cap_exe *exe = cache_entry_value(run->cached);
+    status = cap_status(exe->backend->execute(exe->exe, c->views, n, &result, &diag));
+  }
+  atomic_fetch_add(&rt->execute_ns, cap_now_ns() - start);
+  atomic_fetch_add(&rt->syncs, 1);
+  if (status != LATCH_OK) cap_set_error("call: %s", diag.message);
+  else if (!result || result->shape.dtype != HLO_TUPLE || result->tuple_count != c->e->root_count) {
+    cap_set_error("call: the backend returned a wrong number of outputs");
+    status = LATCH_ERR_INTERNAL;
+  }
+  for (int r = 0; status == LATCH_OK && r < c->e->root_count; r++) {
+    rt_value *out = cap_take_output(result->tuple[r], c->views, n);
+    if (!out || !(c->roots[r] = cap_node_data(out))) {
+      status = LATCH_ERR_INTERNAL;
+      cap_set_error("call: out of memory");
     }
   }
-  for (int j = 0; j < e->output_count && status == LATCH_OK; j++) {
+  rt_value_release(result);
+  return status;
+}
+
+/* The roots at these bindings: the trace's executable, or (a symbolic entry at other sizes,
+ * or one run in segments) what specialize makes or kept for them. */
+static latch_status call_roots(entry_call *c, const int64_t *bindings, cap_run_kind *kind, uint64_t *instantiate_ns) {
+  cap_entry *e = c->e;
+  latch_status status = LATCH_OK;
+  cap_spec run = {.cached = e->cached};
+  if (e->nodes && (e->segments || !same_bindings(bindings, e->hint_bindings, e->symbol_count))) {
+    uint64_t start = cap_now_ns();
+    c->held = specialize(c->rt, e, bindings, c->params, kind, &status);
+    run = c->held ? c->held->spec : (cap_spec){0};
+    if (*kind == CAP_RUN_INSTANTIATED) *instantiate_ns = cap_now_ns() - start;
+  }
+  if (run.segment_exes) {
+    status = cap_segments_run(c->rt, e->segments, run.segment_exes, c->views, e->roots, e->root_count, c->roots);
+    atomic_fetch_add(&c->rt->syncs, 1);
+  } else if (run.cached || run.module || run.bound) {
+    status = call_execute(c, &run);
+  }
+  return status;
+}
+
+/* The call's outputs, and the in-place updates written back to inputs and weights. */
+static latch_status call_outputs(entry_call *c, latch_tensor **outputs) {
+  cap_entry *e = c->e;
+  for (int j = 0; j < e->output_count; j++) {
     const cap_src *src = &e->outputs[j];
     switch (src->kind) {
-    case CAP_SRC_ROOT: outputs[j] = cap_wrap(rt, cap_node_retain(root_nodes[src->index])); break;
-    case CAP_SRC_INPUT: outputs[j] = latch_retain(inputs[src->index]); break;
+    case CAP_SRC_ROOT: outputs[j] = cap_wrap(c->rt, cap_node_retain(c->roots[src->index])); break;
+    case CAP_SRC_INPUT: outputs[j] = latch_retain(c->inputs[src->index]); break;
     case CAP_SRC_CAPTURED: outputs[j] = latch_retain(e->captured[src->index].handle); break;
-    default: outputs[j] = cap_wrap(rt, cap_node_retain(src->node)); break;
+    default: outputs[j] = cap_wrap(c->rt, cap_node_retain(src->node)); break;
     }
-    if (!outputs[j]) status = LATCH_ERR_INTERNAL;
+    if (!outputs[j]) return LATCH_ERR_INTERNAL;
   }
-  for (int a = 0; a < e->alias_count && status == LATCH_OK; a++) {
+  for (int a = 0; a < e->alias_count; a++) {
     const cap_src *target = &e->aliases[a].target;
-    latch_tensor *h = target->kind == CAP_SRC_INPUT ? inputs[target->index] : e->captured[target->index].handle;
-    store(h, root_nodes[e->aliases[a].root]);
+    latch_tensor *h = target->kind == CAP_SRC_INPUT ? c->inputs[target->index] : e->captured[target->index].handle;
+    store(h, c->roots[e->aliases[a].root]);
   }
-done:
-  cap_bindings_release(rt, held);
-  for (int r = 0; root_nodes && r < e->root_count; r++) cap_node_release(root_nodes[r]);
-  cap_node_release(seed_node);
-  if (params != node_buffer) free(params);
-  if (shells != shell_buffer) free(shells);
-  if (views != view_buffer) free(views);
-  if (root_nodes != root_buffer) free(root_nodes);
+  return LATCH_OK;
+}
+
+latch_status cap_entry_run(latch_runtime *rt, cap_entry *e, latch_tensor *const *inputs, uint64_t seed,
+                           const int64_t *bindings, cap_node *const *first_params, latch_tensor **outputs,
+                           cap_run_kind *kind, uint64_t *instantiate_ns) {
+  *kind = CAP_RUN_PLAIN;
+  entry_call c;
+  latch_status status = call_open(&c, rt, e, inputs);
+  if (status == LATCH_OK) status = call_params(&c, seed, first_params);
+  if (status == LATCH_OK && e->root_count) status = call_roots(&c, bindings, kind, instantiate_ns);
+  if (status == LATCH_OK) status = call_outputs(&c, outputs);
+  call_close(&c);
   return status;
 }

@@ -276,147 +276,187 @@ static void give_back_inputs(cap_trace *trace, latch_tensor **outputs, int outpu
   cap_trace_drop_inputs(trace);
 }
 
-/* Traces the function on this call; keeps the entry in *made (NULL when the trace must not
- * be kept: a value read, or something that failed). */
-static latch_status trace_call(latch_function *f, latch_tensor *const *inputs, int input_count,
-                               const latch_static *statics, int static_count, latch_tensor **outputs, int output_count,
-                               uint64_t seed, cap_entry **made, bool print_guards) {
-  latch_runtime *rt = f->rt;
-  *made = NULL;
-  enum { FEW = 8 };
-  bool symbolic_buffer[FEW * HLO_MAX_RANK], independent_buffer[FEW * HLO_MAX_RANK];
-  bool *symbolic = symbolic_buffer, *independent = independent_buffer;
-  if (input_count > FEW) {
-    symbolic = hlo_malloc(sizeof(bool) * (size_t)input_count * HLO_MAX_RANK);
-    independent = hlo_malloc(sizeof(bool) * (size_t)input_count * HLO_MAX_RANK);
-  }
-  latch_status status = symbolic && independent && plan_dims(f, inputs, input_count, symbolic, independent)
-                            ? LATCH_OK : LATCH_ERR_INTERNAL;
+/* One call being traced: the call's arguments and the trace that records it. */
+enum { TRACE_FEW = 8 };
+typedef struct traced_call {
+  latch_function *f;
+  latch_tensor *const *inputs;
+  int input_count;
+  const latch_static *statics;
+  int static_count;
+  latch_tensor **outputs;
+  int output_count;
+  uint64_t seed;
   cap_trace trace;
-  if (status == LATCH_OK) status = cap_trace_begin(&trace, rt, input_count, inputs, symbolic, independent);
+} traced_call;
+
+/* The function's statics as guards see them (in buffer when few); NULL when memory runs out. */
+static guard_static *guard_statics(const traced_call *c, guard_static *buffer) {
+  guard_static *gs = c->static_count > TRACE_FEW ? hlo_malloc(sizeof *gs * (size_t)c->static_count) : buffer;
+  for (int s = 0; gs && s < c->static_count; s++) {
+    const latch_static *st = &c->statics[s];
+    gs[s] = (guard_static){(guard_static_kind)st->kind, st->i, st->f, st->bytes, st->len};
+  }
+  return gs;
+}
+
+/* Begins the trace: the inputs' dims static or symbolic as the shape policy says, the
+ * statics guarded by value. */
+static latch_status trace_begin(traced_call *c) {
+  bool symbolic_buffer[TRACE_FEW * HLO_MAX_RANK], independent_buffer[TRACE_FEW * HLO_MAX_RANK];
+  bool *symbolic = symbolic_buffer, *independent = independent_buffer;
+  if (c->input_count > TRACE_FEW) {
+    symbolic = hlo_malloc(sizeof(bool) * (size_t)c->input_count * HLO_MAX_RANK);
+    independent = hlo_malloc(sizeof(bool) * (size_t)c->input_count * HLO_MAX_RANK);
+  }
+  latch_status status = symbolic && independent && plan_dims(c->f, c->inputs, c->input_count, symbolic, independent)
+                            ? LATCH_OK : LATCH_ERR_INTERNAL;
+  if (status == LATCH_OK)
+    status = cap_trace_begin(&c->trace, c->f->rt, c->input_count, c->inputs, symbolic, independent);
   if (symbolic != symbolic_buffer) free(symbolic);
   if (independent != independent_buffer) free(independent);
   if (status != LATCH_OK) {
     if (status == LATCH_ERR_INTERNAL && !*latch_last_error()) cap_set_error("call: out of memory");
     return status;
   }
-  for (int s = 0; s < static_count; s++) {
-    guard_static value = {(guard_static_kind)statics[s].kind, statics[s].i, statics[s].f, statics[s].bytes, statics[s].len};
-    guard_set_static(trace.guards, s, &value);
+  for (int s = 0; s < c->static_count; s++) {
+    const latch_static *st = &c->statics[s];
+    guard_static value = {(guard_static_kind)st->kind, st->i, st->f, st->bytes, st->len};
+    guard_set_static(c->trace.guards, s, &value);
   }
+  return LATCH_OK;
+}
+
+/* Runs the function under the trace and checks what it returned: no NULL and no error
+ * output. Pending work from before the call returned as is is computed now, data the entry
+ * returns like a weight; a weight returned as is stays the weight (a later call returns its
+ * value then), while data the function made itself stays a constant. */
+static latch_status trace_run(traced_call *c) {
   cap_ctx *ctx = cap_ctx_current();
   ctx->call_seeded = true;
-  ctx->call_seed = seed;
+  ctx->call_seed = c->seed;
   ctx->rng_stream = 0;
-  status = invoke(f, trace.inputs, input_count, statics, static_count, outputs, output_count);
-  cap_trace_end(&trace);
+  latch_status status =
+      invoke(c->f, c->trace.inputs, c->input_count, c->statics, c->static_count, c->outputs, c->output_count);
+  cap_trace_end(&c->trace);
   ctx->call_seeded = false;
-  for (int j = 0; status == LATCH_OK && j < output_count; j++) {
-    cap_node *n = outputs[j] ? outputs[j]->node : NULL;
-    if (n && n->state == CAP_PENDING && n->trace_id != trace.id) {
-      /* Pending work from before the call returned as is: computed now, it is data the
-       * entry returns, like a weight. */
-      if (cap_sync_nodes(rt, 1, &n, &outputs[j]) != LATCH_OK) trace.failed = true;
-      else cap_trace_operands(&trace, 1, &outputs[j]);
-    } else if (n && n->state == CAP_READY && outputs[j]->made_in_trace != trace.id) {
-      /* A weight returned as is: later calls return the weight's value then, not the
-       * value it had during the trace. Data the function made itself stays a constant. */
-      cap_trace_operands(&trace, 1, &outputs[j]);
+  for (int j = 0; status == LATCH_OK && j < c->output_count; j++) {
+    latch_tensor **out = &c->outputs[j];
+    cap_node *n = *out ? (*out)->node : NULL;
+    if (n && n->state == CAP_PENDING && n->trace_id != c->trace.id) {
+      if (cap_sync_nodes(c->f->rt, 1, &n, out) != LATCH_OK) c->trace.failed = true;
+      else cap_trace_operands(&c->trace, 1, out);
+    } else if (n && n->state == CAP_READY && (*out)->made_in_trace != c->trace.id) {
+      cap_trace_operands(&c->trace, 1, out);
     }
-    if (!outputs[j]) {
-      cap_set_error("call: '%s' left output %d NULL", f->name, j);
+    if (!*out) {
+      cap_set_error("call: '%s' left output %d NULL", c->f->name, j);
       status = LATCH_ERR_INPUT;
-    } else if (outputs[j]->node->state == CAP_ERROR) {
-      cap_set_error("call: '%s' output %d: %s", f->name, j, outputs[j]->node->error);
-      outputs[j]->node->reported = 1;
+    } else if ((*out)->node->state == CAP_ERROR) {
+      cap_set_error("call: '%s' output %d: %s", c->f->name, j, (*out)->node->error);
+      (*out)->node->reported = 1;
       status = LATCH_ERR_INPUT;
     }
   }
-  if (status != LATCH_OK) {
-    release_outputs(outputs, output_count);
-    cap_trace_free(&trace);
-    return status;
+  return status;
+}
+
+/* A trace not kept (a value was read, or memory ran out): what the function left pending is
+ * computed the ordinary way, its inputs through the caller's handles (which mirror every
+ * assignment). */
+static latch_status sync_untraced(traced_call *c) {
+  cap_trace *trace = &c->trace;
+  give_back_inputs(trace, c->outputs, c->output_count);
+  if (trace->value_read && !atomic_exchange(&c->f->trace_every, true))
+    fprintf(stderr, "latch: '%s' is traced on every call from now on: %s while it was traced\n", c->f->name,
+            trace->value_read);
+  int count = c->output_count + c->input_count + trace->captured_count, n = 0;
+  latch_tensor **handles = hlo_malloc(sizeof *handles * (size_t)(count + 1));
+  cap_node **roots = hlo_malloc(sizeof *roots * (size_t)(count + 1));
+  latch_status status = handles && roots ? LATCH_OK : LATCH_ERR_INTERNAL;
+  for (int j = 0; status == LATCH_OK && j < c->output_count; j++) handles[n++] = c->outputs[j];
+  for (int i = 0; status == LATCH_OK && i < c->input_count; i++) handles[n++] = c->inputs[i];
+  for (int k = 0; status == LATCH_OK && k < trace->captured_count; k++) handles[n++] = trace->captured[k].handle;
+  for (int k = 0; status == LATCH_OK && k < n; k++) roots[k] = handles[k]->node;
+  if (status == LATCH_OK) status = cap_sync_nodes(c->f->rt, n, roots, handles);
+  for (int k = 0; status == LATCH_OK && k < n; k++)
+    if (handles[k]->node->state == CAP_READY && !handles[k]->alias_of) cap_list_remove(handles[k]);
+  free(handles);
+  free(roots);
+  return status;
+}
+
+/* The trace's own inputs must pass its guards; this also leaves the symbols' values in the
+ * entry's hint_bindings. */
+static latch_status check_own_guards(traced_call *c, cap_entry *e) {
+  guard_tensor gin_buffer[TRACE_FEW], *gin = gin_buffer;
+  if (c->input_count > TRACE_FEW) gin = hlo_malloc(sizeof *gin * (size_t)c->input_count);
+  for (int i = 0; gin && i < c->input_count; i++) {
+    const cap_node *n = c->trace.input_nodes[i];
+    gin[i] = (guard_tensor){(hlo_dtype)n->dtype, n->rank, n->dims};
   }
-  cap_trace_forget_temporaries(&trace, outputs, output_count);
-  if (trace.value_read || trace.failed) {
-    /* Not kept: compute what the function left pending the ordinary way, its inputs
-     * through the caller's handles (which mirror every assignment). */
-    give_back_inputs(&trace, outputs, output_count);
-    if (trace.value_read && !atomic_exchange(&f->trace_every, true))
-      fprintf(stderr, "latch: '%s' is traced on every call from now on: %s while it was traced\n", f->name,
-              trace.value_read);
-    int count = output_count + input_count + trace.captured_count, n = 0;
-    latch_tensor **handles = hlo_malloc(sizeof *handles * (size_t)(count + 1));
-    cap_node **roots = hlo_malloc(sizeof *roots * (size_t)(count + 1));
-    status = handles && roots ? LATCH_OK : LATCH_ERR_INTERNAL;
-    for (int j = 0; handles && roots && j < output_count; j++) handles[n++] = outputs[j];
-    for (int i = 0; handles && roots && i < input_count; i++) handles[n++] = inputs[i];
-    for (int c = 0; handles && roots && c < trace.captured_count; c++) handles[n++] = trace.captured[c].handle;
-    for (int k = 0; handles && roots && k < n; k++) roots[k] = handles[k]->node;
-    if (status == LATCH_OK) status = cap_sync_nodes(rt, n, roots, handles);
-    for (int k = 0; status == LATCH_OK && k < n; k++)
-      if (handles[k]->node->state == CAP_READY && !handles[k]->alias_of) cap_list_remove(handles[k]);
-    free(handles);
-    free(roots);
-    if (status != LATCH_OK) release_outputs(outputs, output_count);
-    cap_trace_free(&trace);
-    return status;
-  }
+  guard_static static_buffer[TRACE_FEW], *gs = guard_statics(c, static_buffer);
+  guard_failure why;
+  bool pass = gin && gs &&
+              guard_program_check(e->program, gin, c->input_count, gs, c->static_count, e->hint_bindings, &why);
+  if (gin != gin_buffer) free(gin);
+  if (gs != static_buffer) free(gs);
+  if (pass) return LATCH_OK;
+  cap_set_error("call: '%s': a trace fails its own guards (a latch bug)", c->f->name);
+  return LATCH_ERR_INTERNAL;
+}
+
+/* Runs the new entry now, as a hit would, so the first call already checks the entry's plan;
+ * the function's own output handles are dropped first: then no pending node still reads an
+ * assigned input's old buffer, and its new value can be written into that buffer. The
+ * parameters stay alive through their handles and the entry. */
+static latch_status run_first(traced_call *c, cap_entry *e, cap_node *const *first_params) {
+  latch_tensor *traced_buffer[TRACE_FEW], **traced = traced_buffer;
+  if (c->output_count > TRACE_FEW) traced = hlo_malloc(sizeof *traced * (size_t)c->output_count);
+  if (!traced) return LATCH_ERR_INTERNAL;
+  memcpy(traced, c->outputs, sizeof *traced * (size_t)c->output_count);
+  memset(c->outputs, 0, sizeof *c->outputs * (size_t)c->output_count);
+  release_outputs(traced, c->output_count);
+  if (traced != traced_buffer) free(traced);
+  cap_trace_drop_inputs(&c->trace);
+  cap_run_kind kind;
+  uint64_t unused = 0;
+  return cap_entry_run(c->f->rt, e, c->inputs, c->seed, e->hint_bindings, first_params, c->outputs, &kind, &unused);
+}
+
+/* Builds the entry of a finished trace, checks it against its own inputs and runs it: *made
+ * on success. */
+static latch_status keep_entry(traced_call *c, cap_entry **made, bool print_guards) {
   cap_node **first_params = NULL;
   bool compiled = false;
-  cap_entry *e = cap_entry_build(&trace, outputs, output_count, &first_params, &compiled, &status);
-  if (e) {
-    guard_tensor gin_buffer[FEW], *gin = gin_buffer;
-    if (input_count > FEW) gin = hlo_malloc(sizeof *gin * (size_t)input_count);
-    /* The trace's own inputs must pass its guards; this also leaves the symbols' values. */
-    bool pass = gin != NULL;
-    for (int i = 0; pass && i < input_count; i++) {
-      const cap_node *n = trace.input_nodes[i];
-      gin[i] = (guard_tensor){(hlo_dtype)n->dtype, n->rank, n->dims};
-    }
-    guard_static static_buffer[FEW], *gs = static_buffer;
-    if (static_count > FEW) gs = hlo_malloc(sizeof *gs * (size_t)static_count);
-    for (int s = 0; gs && s < static_count; s++)
-      gs[s] = (guard_static){(guard_static_kind)statics[s].kind, statics[s].i, statics[s].f, statics[s].bytes, statics[s].len};
-    guard_failure why;
-    pass = pass && gs && guard_program_check(e->program, gin, input_count, gs, static_count, e->hint_bindings, &why);
-    if (gin != gin_buffer) free(gin);
-    if (gs != static_buffer) free(gs);
-    if (!pass) {
-      cap_set_error("call: '%s': a trace fails its own guards (a latch bug)", f->name);
-      status = LATCH_ERR_INTERNAL;
-    }
-    latch_tensor *traced_outputs_buffer[FEW], **traced = traced_outputs_buffer;
-    if (output_count > FEW) traced = hlo_malloc(sizeof *traced * (size_t)output_count);
-    if (!traced) status = LATCH_ERR_INTERNAL;
-    if (status == LATCH_OK) {
-      /* Run the entry now, as a hit would, so the first call already checks the entry's
-       * plan; the function's own output handles are dropped after. */
-      memcpy(traced, outputs, sizeof *traced * (size_t)output_count);
-      memset(outputs, 0, sizeof *outputs * (size_t)output_count);
-      /* Dropped first: then no pending node still reads an assigned input's old buffer, and
-       * its new value can be written into that buffer. The parameters stay alive through
-       * their handles and the entry. */
-      release_outputs(traced, output_count);
-      cap_trace_drop_inputs(&trace);
-      cap_run_kind kind;
-      uint64_t unused = 0;
-      status = cap_entry_run(rt, e, inputs, seed, e->hint_bindings, first_params, outputs, &kind, &unused);
-    }
-    if (traced != traced_outputs_buffer) free(traced);
-    if (status == LATCH_OK) {
-      *made = e;
-      if (print_guards) {
-        entry_list *list = atomic_load_explicit(&f->list, memory_order_acquire);
-        log_guards(f, &trace, e, list ? list->count + 1 : 1);
-      }
-    } else {
-      cap_entry_free(rt, e);
-    }
-  }
+  latch_status status = LATCH_OK;
+  cap_entry *e = cap_entry_build(&c->trace, c->outputs, c->output_count, &first_params, &compiled, &status);
+  if (e) status = check_own_guards(c, e);
+  if (e && status == LATCH_OK) status = run_first(c, e, first_params);
   free(first_params);
-  if (status != LATCH_OK) release_outputs(outputs, output_count);
-  cap_trace_free(&trace);
+  if (e && status != LATCH_OK) cap_entry_free(c->f->rt, e);
+  if (!e || status != LATCH_OK) return status;
+  *made = e;
+  if (print_guards) {
+    entry_list *list = atomic_load_explicit(&c->f->list, memory_order_acquire);
+    log_guards(c->f, &c->trace, e, list ? list->count + 1 : 1);
+  }
+  return LATCH_OK;
+}
+
+/* Traces the call: runs the function under a trace, then keeps an entry for it (*made), or
+ * computes its results the ordinary way when the trace cannot be kept. */
+static latch_status trace_call(traced_call *c, cap_entry **made, bool print_guards) {
+  *made = NULL;
+  latch_status status = trace_begin(c);
+  if (status != LATCH_OK) return status;
+  status = trace_run(c);
+  if (status == LATCH_OK) {
+    cap_trace_forget_temporaries(&c->trace, c->outputs, c->output_count);
+    status = c->trace.value_read || c->trace.failed ? sync_untraced(c) : keep_entry(c, made, print_guards);
+  }
+  if (status != LATCH_OK) release_outputs(c->outputs, c->output_count);
+  cap_trace_free(&c->trace);
   return status;
 }
 
@@ -549,8 +589,9 @@ static latch_status trace_and_keep(latch_function *f, latch_tensor *const *input
   atomic_fetch_add(&f->traces, 1);
   uint64_t start = cap_now_ns();
   cap_entry *made = NULL;
-  latch_status status = trace_call(f, inputs, input_count, statics, static_count, outputs, output_count, seed, &made,
-                                   keep && f->log_guards);
+  traced_call call = {.f = f, .inputs = inputs, .input_count = input_count, .statics = statics,
+                      .static_count = static_count, .outputs = outputs, .output_count = output_count, .seed = seed};
+  latch_status status = trace_call(&call, &made, keep && f->log_guards);
   atomic_fetch_add(&f->trace_ns, cap_now_ns() - start);
   if (!made) return status;
   if (!keep) {
