@@ -134,7 +134,7 @@ const char *bench_mode_name(bench_mode mode);
 typedef struct bench_counters {
   uint64_t syncs, ops_traced, nodes_synced, cache_hits, cache_misses, compiles, compile_failures;
   uint64_t key_ns, compile_ns, execute_ns;
-  uint64_t disk_loads; /* misses answered by the disk cache (compiled by an earlier run) */
+  uint64_t disk_loads; /* misses answered by the disk cache (compiled by another runtime or process) */
 } bench_counters;
 
 typedef struct bench_result {

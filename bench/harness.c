@@ -261,7 +261,26 @@ typedef struct model_run {
   double max_abs[BENCH_MODE_COUNT], max_rel[BENCH_MODE_COUNT];
   bool agree[BENCH_MODE_COUNT], finite;
   char error[512];
+  /* Graphs this process had stored in the disk cache when each mode's warm-up began, and
+   * when the timed steps began: a graph loaded from the disk while this is 0 was compiled
+   * by an earlier run; otherwise it may have been compiled by another mode of this run. */
+  uint64_t stored_before[BENCH_MODE_COUNT], stored_before_timed;
 } model_run;
+
+/* Graphs stored in the disk cache by the models run before the current one. */
+static uint64_t stored_by_earlier_models;
+
+/* Graphs this process has stored in the disk cache: earlier models', and the open runtimes'. */
+static uint64_t stored_so_far(latch_runtime *const *rts) {
+  uint64_t stored = stored_by_earlier_models;
+  for (int m = 0; m < BENCH_MODE_COUNT; m++)
+    if (rts[m]) {
+      latch_stats stats;
+      latch_get_stats(rts[m], &stats);
+      stored += stats.disk_writes;
+    }
+  return stored;
+}
 
 static double median_of(const bench_result *r) { return bench_median(r->step_ms, r->steps); }
 static double cpu_median_of(const bench_result *r) { return bench_median(r->cpu_ms, r->steps); }
@@ -458,13 +477,22 @@ static void print_table(const options *o, const model_run *runs, int count, cons
   if (once_count) snprintf(once_mean, sizeof once_mean, "%.2fx", geomean(once_speedups, once_count));
   if (speedup_count || once_count)
     printf("%-14s %5s %5s %11s %11s %11s %9s %9s\n", "geomean", "", "", "", "", "", every_mean, once_mean);
-  unsigned long long loaded = 0;
+  /* Loads before this process stored anything came from an earlier run; later ones may have
+   * come from another mode of this run (every and once often compile the same graph). */
+  unsigned long long earlier = 0, either = 0;
   for (int i = 0; i < count; i++)
-    for (int m = 0; m < BENCH_MODE_COUNT; m++)
-      if (runs[i].ran[m]) loaded += runs[i].results[m].warmup.disk_loads + runs[i].results[m].timed.disk_loads;
-  if (loaded)
+    for (int m = 0; m < BENCH_MODE_COUNT; m++) {
+      const model_run *r = &runs[i];
+      if (!r->ran[m]) continue;
+      *(r->stored_before[m] ? &either : &earlier) += r->results[m].warmup.disk_loads;
+      *(r->stored_before_timed ? &either : &earlier) += r->results[m].timed.disk_loads;
+    }
+  if (earlier)
     printf("(%llu graph%s came from the disk compile cache, compiled by an earlier run; LATCH_CACHE=memory compiles "
-           "afresh)\n", loaded, loaded == 1 ? "" : "s");
+           "afresh)\n", earlier, earlier == 1 ? "" : "s");
+  if (either)
+    printf("(%llu graph%s came from the disk compile cache, compiled by another mode of this run or by an earlier "
+           "run; LATCH_CACHE=memory compiles each mode's afresh)\n", either, either == 1 ? "" : "s");
 }
 
 /* ---- --sweep ---- */
@@ -671,9 +699,11 @@ static latch_status run_model(const options *o, model_run *r) {
       s = bench_session_open(&sessions[m], rts[m], r->model, &o->config, (bench_mode)m, NULL);
       open[m] = true;
     }
+    r->stored_before[m] = stored_so_far(rts);
     if (s == LATCH_OK) s = bench_session_begin(&sessions[m], o->warmup, o->repeat, &r->results[m]);
     if (s != LATCH_OK) failed = m;
   }
+  r->stored_before_timed = stored_so_far(rts);
   for (int i = 0; s == LATCH_OK && i < o->repeat; i++)
     for (int m = 0; s == LATCH_OK && m < BENCH_MODE_COUNT; m++)
       if (open[m] && (s = bench_session_step(&sessions[m], &r->results[m])) != LATCH_OK) failed = m;
@@ -703,6 +733,7 @@ static latch_status run_model(const options *o, model_run *r) {
       disagree = true;
     }
   }
+  stored_by_earlier_models = stored_so_far(rts);
   for (int m = 0; m < BENCH_MODE_COUNT; m++)
     if (rts[m]) latch_close(rts[m]);
   if (failed >= 0) {

@@ -8,7 +8,6 @@
 
 #include "capture.h"
 #include "hlo/hlo.h"
-#include "runtime/cpu/cpu.h"
 
 typedef struct compile_job {
   latch_runtime *rt;
@@ -58,14 +57,17 @@ static cache_codec codec_of(compile_job *job) {
 
 /* LATCH_LOG=compiles: one line per miss answered, saying where the executable came from and
  * how long that took (a compile: the backend's, after lowering, before saving it to the
- * cache; a load: reading the entry and deserializing it); for the cpu backend, how often its
- * passes ran and how many plans it built in this process so far (a load adds to neither). */
+ * cache; a load: reading the entry and deserializing it); for a backend that tells
+ * (rt_backend.work_so_far: the cpu backend's passes and plans), the work its compiles did in
+ * this process so far (a load adds nothing). */
 static void log_compile(const compile_job *job, cache_origin origin, uint64_t ns) {
   const cap_graph *g = job->graph;
-  char work[128] = "";
-  if (g->backend == &rt_backend_cpu)
-    snprintf(work, sizeof work, " (cpu backend so far: passes ran %" PRId64 " times, %" PRId64 " plans built)",
-             rt_cpu_pass_runs(), rt_cpu_plans_built());
+  char work[192] = "";
+  if (g->backend->work_so_far) {
+    char so_far[96];
+    g->backend->work_so_far(so_far, sizeof so_far);
+    snprintf(work, sizeof work, " (%s backend so far: %s)", g->backend->name, so_far);
+  }
   if (origin == CACHE_ORIGIN_COMPILED)
     fprintf(stderr, "latch: graph %016" PRIx64 "%016" PRIx64 " compiled in %.2f ms, lowered in %.2f ms%s\n", g->key.hi,
             g->key.lo, (double)job->compile_ns / 1e6, (double)job->lower_ns / 1e6, work);

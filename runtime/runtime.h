@@ -152,6 +152,9 @@ typedef struct rt_backend {
    * its kernels, as "name=value" words into out ("fused_isa=avx2 dnnl_isa=avx512_core
    * products=openblas"): what a repro from another machine must name to be understood. */
   void (*describe)(char *out, size_t size);
+  /* Optional (NULL: nothing to tell): the work this backend's compiles have done in this
+   * process so far, for LATCH_LOG=compiles ("passes ran 12 times, 3 plans built"). */
+  void (*work_so_far)(char *out, size_t size);
 } rt_backend;
 
 

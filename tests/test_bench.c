@@ -266,6 +266,42 @@ static void test_training_lowers_loss(void) {
   check_training("train_cnn", BENCH_EAGER);
 }
 
+/* Whether the file at path holds fragment. */
+static bool output_has(const char *path, const char *fragment) {
+  static char text[1 << 16];
+  FILE *f = fopen(path, "rb");
+  size_t len = f ? fread(text, 1, sizeof text - 1, f) : 0;
+  text[len] = 0;
+  if (f) fclose(f);
+  return strstr(text, fragment) != NULL;
+}
+
+/* The line under the table says where graphs loaded from the disk cache were compiled. On an
+ * empty cache nothing was compiled by an earlier run: the modes (eager, every, once) store
+ * graphs and later modes load some of them (once's graph is every's), so the line names this
+ * run's other modes. A second run on the same cache starts by loading what the first stored:
+ * an earlier run. */
+static void test_command_cache_line(void) {
+  const char *bin = getenv("LATCH_BIN"), *build = getenv("BUILD");
+  char latch[512], dir[64] = "/tmp/latch_test_bench_cache_XXXXXX", out[128], command[1400];
+  if (bin) snprintf(latch, sizeof latch, "%s", bin);
+  else snprintf(latch, sizeof latch, "%s/latch", build ? build : "build");
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(out, sizeof out, "%s/out.txt", dir);
+  snprintf(command, sizeof command,
+           "LATCH_BACKEND=reference LATCH_CACHE=disk LATCH_CACHE_DIR=%s/cache %s bench --model mlp --batch 2 "
+           "--repeat 1 --warmup 1 >%s 2>/dev/null", dir, latch, out);
+  CHECK_EQ_INT(system(command), 0);
+  CHECK_MSG(output_has(out, "came from the disk compile cache, compiled by another mode of this run"),
+            "first run: no line naming this run's modes");
+  CHECK_MSG(!output_has(out, "compiled by an earlier run"), "first run: an earlier run named on an empty cache");
+  CHECK_EQ_INT(system(command), 0);
+  CHECK_MSG(output_has(out, "came from the disk compile cache, compiled by an earlier run"),
+            "second run: no line naming the earlier run");
+  snprintf(command, sizeof command, "rm -rf %s", dir);
+  CHECK(system(command) == 0);
+}
+
 /* The command: --json writes what docs/benchmarking.md documents; an unknown model is status 1. */
 static void test_command_json(void) {
   /* $LATCH_BIN, else the command of this build ($BUILD: build-san under make sanitize). */
@@ -349,5 +385,6 @@ int main(void) {
   RUN(test_weight_errors);
   RUN(test_training_lowers_loss);
   RUN(test_command_json);
+  RUN(test_command_cache_line);
   return TEST_REPORT();
 }

@@ -273,6 +273,48 @@ static void remote_actions(void) {
   redis_stop(&s);
 }
 
+/* latch run with LATCH_CACHE_URL uses the remote tier as a runtime does: a cold run compiles
+ * and stores the graph in Redis too; a run on another, empty cache directory loads it from
+ * Redis and keeps it on its disk; with LATCH_CACHE=memory (no disk) it still comes from Redis;
+ * LATCH_CACHE=off uses no tier; a malformed URL is an error; a server that is gone only
+ * costs the tier. */
+static void run_remote(void) {
+  redis_server s;
+  if (!redis_start(&s, "pw-cli-789", NULL)) {
+    CHECK_MSG(false, "redis-server did not start");
+    return;
+  }
+  char url[160], env[600];
+  redis_url(&s, ":pw-cli-789", "", url, sizeof url);
+  snprintf(env, sizeof env, "LATCH_CACHE_URL='%s' LATCH_CACHE_DIR='%s/run-a'", url, cli_dir);
+  CLI_CHECK(0, env, "run %s/add.hlo --compile", corpus);
+  CLI_HAS(cli_out, "cache: 0 hits, 1 compile");
+  CLI_HAS(cli_out, "; remote redis://***@127.0.0.1");
+  CLI_HAS(cli_out, ", stored)");
+  CLI_LACKS(cli_out, "pw-cli-789");
+  CHECK_EQ_INT(redis_keys(&s), 1);
+  snprintf(env, sizeof env, "LATCH_CACHE_URL='%s' LATCH_CACHE_DIR='%s/run-b'", url, cli_dir);
+  CLI_CHECK(0, env, "run %s/add.hlo --compile", corpus);
+  CLI_HAS(cli_out, "loaded compiled graph from the remote cache redis://***@127.0.0.1");
+  CLI_HAS(cli_out, "cache: 1 hit, 0 compiles");
+  CLI_CHECK(0, "", "cache stats --dir '%s/run-b'", cli_dir);
+  CLI_HAS(cli_out, "entries: 1");
+  snprintf(env, sizeof env, "LATCH_CACHE=memory LATCH_CACHE_URL='%s'", url);
+  CLI_CHECK(0, env, "run %s/add.hlo --compile", corpus);
+  CLI_HAS(cli_out, "loaded compiled graph from the remote cache");
+  CLI_HAS(cli_out, "cache: 1 hit, 0 compiles (disk cache off: LATCH_CACHE=memory; remote ");
+  snprintf(env, sizeof env, "LATCH_CACHE=off LATCH_CACHE_URL='%s'", url);
+  CLI_CHECK(0, env, "run %s/add.hlo --compile", corpus);
+  CLI_HAS(cli_out, "cache: 0 hits, 1 compile (disk cache off: LATCH_CACHE=off)");
+  CLI_CHECK(1, "LATCH_CACHE_URL='redis://127.0.0.1:6379/zero'", "run %s/add.hlo --compile", corpus);
+  CLI_HAS(cli_err, "cache URL");
+  redis_stop(&s);
+  snprintf(env, sizeof env, "LATCH_CACHE_URL='%s' LATCH_CACHE_DIR='%s/run-c'", url, cli_dir);
+  CLI_CHECK(0, env, "run %s/add.hlo --compile", corpus);
+  CLI_HAS(cli_out, "cache: 0 hits, 1 compile");
+  CLI_HAS(cli_out, "not stored");
+}
+
 int main(void) {
   corpus = getenv("LATCH_CORPUS") ? getenv("LATCH_CORPUS") : "../shared/corpus/xla";
   unsetenv("LATCH_CACHE");
@@ -294,6 +336,7 @@ int main(void) {
   RUN(off_and_memory);
   RUN(clear_removes_leftovers);
   RUN(remote_actions);
+  RUN(run_remote);
   cli_cleanup();
   return TEST_REPORT();
 }

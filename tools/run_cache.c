@@ -1,10 +1,11 @@
-/* latch run's compile step through the compile cache: the backend's compile, serialize and
- * deserialize wrapped as a cache codec (cache/ cannot call runtime/ itself). */
+/* latch run's compile step through the compile cache, the tiers a runtime has below its
+ * memory table: the disk cache (LATCH_CACHE, default disk) and the remote tier
+ * (LATCH_CACHE_URL). The backend's compile, serialize and deserialize are wrapped as a cache
+ * codec (cache/ cannot call runtime/ itself). */
 #include "run_cache.h"
 
 #include "capture/capture.h"
 #include "cli.h"
-#include "runtime/cpu/cpu.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -38,6 +39,18 @@ static void print_compile_time(const hlo_module *module, double seconds) {
   for (int c = 0; c < module->comp_count; c++) instrs += module->comps[c]->instr_count;
   printf("compiled in %.2f ms (%" PRId64 " instructions, %.2f ms per 1,000)\n", seconds * 1e3, instrs,
          instrs ? seconds * 1e3 * 1000.0 / (double)instrs : 0.0);
+}
+
+/* The remote tier when LATCH_CACHE_URL names one, as latch_open opens it: a malformed URL is
+ * an error (a typo should not turn the fleet's cache off unseen), a server that cannot be
+ * reached only costs the tier, with a warning when it is first used. */
+static hlo_status open_remote(run_cache *cache, hlo_diag *diag) {
+  const char *url = getenv("LATCH_CACHE_URL");
+  if (!url || !*url) return HLO_OK;
+  cache_remote_config config;
+  if (cache_remote_parse_url(url, &config, diag) != HLO_OK) return diag->status;
+  cache->remote = cache_remote_open(&config, getenv("LATCH_CACHE_SECRET"), diag);
+  return cache->remote ? HLO_OK : diag->status;
 }
 
 rt_executable *run_cache_compile(run_cache *cache, const rt_backend *backend, const hlo_module *module,
@@ -74,46 +87,78 @@ rt_executable *run_cache_compile(run_cache *cache, const rt_backend *backend, co
       return NULL;
     }
   }
+  if (cache->mode != CACHE_MODE_OFF && backend->serialize && backend->deserialize && fits &&
+      open_remote(cache, diag) != HLO_OK)
+    return NULL;
   if (!cache_hash_module(module, &cache->key)) {
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory hashing module %s", module->name);
     return NULL;
   }
   double start = cli_now();
-  rt_executable *exe = cache->disk ? cache_disk_load(cache->disk, cache->key, cache->fingerprint, &cache->codec) : NULL;
-  cache->origin = exe ? CACHE_ORIGIN_DISK : CACHE_ORIGIN_COMPILED;
-  if (!exe) exe = backend->compile(module, options, diag);
+  rt_executable *exe;
+  if (cache->remote) { /* a compile is saved to both tiers before the fleet's lease is let go */
+    exe = cache_tiers_get_or_compile(cache->disk, cache->remote, cache->key, cache->fingerprint, &cache->codec,
+                                     &cache->origin, NULL, diag);
+    cache->saved = true;
+  } else {
+    exe = cache->disk ? cache_disk_load(cache->disk, cache->key, cache->fingerprint, &cache->codec) : NULL;
+    cache->origin = exe ? CACHE_ORIGIN_DISK : CACHE_ORIGIN_COMPILED;
+    if (!exe) exe = backend->compile(module, options, diag);
+  }
   cache->seconds = cli_now() - start;
   if (exe && cache->origin == CACHE_ORIGIN_DISK)
     printf("loaded compiled graph from cache in %.2f ms\n", cache->seconds * 1e3);
+  else if (exe && cache->origin == CACHE_ORIGIN_REMOTE)
+    printf("loaded compiled graph from the remote cache %s in %.2f ms\n", cache_remote_name(cache->remote),
+           cache->seconds * 1e3);
   else if (exe)
     print_compile_time(module, cache->seconds);
-  if (exe && backend == &rt_backend_cpu && (cap_log_flags(getenv("LATCH_LOG")) & CAP_LOG_COMPILES)) /* a load runs no pass: 0 and 0 */
-    printf("cpu backend: passes ran %" PRId64 " times, %" PRId64 " plans built\n", rt_cpu_pass_runs(),
-           rt_cpu_plans_built());
+  if (exe && backend->work_so_far && (cap_log_flags(getenv("LATCH_LOG")) & CAP_LOG_COMPILES)) {
+    char so_far[96];
+    backend->work_so_far(so_far, sizeof so_far);
+    printf("%s backend: %s\n", backend->name, so_far);
+  }
   return exe;
+}
+
+/* "; remote redis://host:port/0, stored" inside the cache line's parentheses. */
+static void print_remote(const run_cache *cache, bool hit) {
+  cache_remote_stats s;
+  cache_remote_get_stats(cache->remote, &s);
+  printf("; remote %s", cache_remote_name(cache->remote));
+  if (s.writes) printf(", stored");
+  else if (!hit) printf(", not stored");
+  if (s.failures) printf(", %" PRIu64 " failed request%s", s.failures, s.failures == 1 ? "" : "s");
+}
+
+static void close_tiers(run_cache *cache) {
+  cache_disk_close(cache->disk);
+  cache->disk = NULL;
+  cache_remote_close(cache->remote);
+  cache->remote = NULL;
 }
 
 void run_cache_finish(run_cache *cache, const rt_executable *exe) {
   if (!exe) { /* nothing was compiled or loaded: nothing to save or count */
-    cache_disk_close(cache->disk);
-    cache->disk = NULL;
+    close_tiers(cache);
     return;
   }
-  bool hit = cache->origin == CACHE_ORIGIN_DISK;
-  if (!hit && cache->disk) cache_disk_save(cache->disk, cache->key, cache->fingerprint, &cache->codec, exe);
+  bool hit = cache->origin != CACHE_ORIGIN_COMPILED;
+  if (!hit && cache->disk && !cache->saved)
+    cache_disk_save(cache->disk, cache->key, cache->fingerprint, &cache->codec, exe);
   printf("cache: %d hit%s, %d compile%s", hit, hit ? "" : "s", !hit, hit ? "s" : "");
   if (!cache->disk) {
-    printf(" (disk cache off: %s)\n", cache->off_reason ? cache->off_reason : "unknown");
-    return;
+    printf(" (disk cache off: %s", cache->off_reason ? cache->off_reason : "unknown");
+  } else {
+    cache_disk_stats s;
+    cache_disk_get_stats(cache->disk, &s);
+    printf(" (disk %s", cache_disk_dir(cache->disk));
+    if (s.writes) printf(", saved %" PRIu64 " bytes", s.bytes_written);
+    else if (!hit) printf(", not saved");
+    if (s.corrupt) printf(", %" PRIu64 " damaged entr%s removed", s.corrupt, s.corrupt == 1 ? "y" : "ies");
+    if (s.evictions) printf(", %" PRIu64 " evicted", s.evictions);
   }
-  cache_disk_stats s;
-  cache_disk_get_stats(cache->disk, &s);
-  printf(" (disk %s", cache_disk_dir(cache->disk));
-  if (s.writes) printf(", saved %" PRIu64 " bytes", s.bytes_written);
-  else if (!hit) printf(", not saved");
-  if (s.corrupt) printf(", %" PRIu64 " damaged entr%s removed", s.corrupt, s.corrupt == 1 ? "y" : "ies");
-  if (s.evictions) printf(", %" PRIu64 " evicted", s.evictions);
+  if (cache->remote) print_remote(cache, hit);
   printf(")\n");
-  cache_disk_close(cache->disk);
-  cache->disk = NULL;
+  close_tiers(cache);
 }

@@ -1,6 +1,8 @@
-/* latch run's compile step through the compile cache (LATCH_CACHE, default disk): load the
- * executable or compile it, run it, and only then save it, so a cold run's first result does
- * not wait for the write and fsync. */
+/* latch run's compile step through the compile cache (LATCH_CACHE, default disk, and the
+ * remote tier when LATCH_CACHE_URL is set): load the executable or compile it, run it, and
+ * only then save it to the disk, so a cold run's first result does not wait for the write and
+ * fsync. With the remote tier, a compile is saved to both tiers before it runs, as a runtime
+ * does: the fleet's other processes wait on its lease for that entry. */
 #ifndef LATCH_RUN_CACHE_H
 #define LATCH_RUN_CACHE_H
 #include "cache/cache.h"
@@ -10,6 +12,8 @@ typedef struct run_cache {
   cache_mode mode;
   cache_disk *disk; /* NULL: no disk cache, for off_reason */
   const char *off_reason;
+  cache_remote *remote; /* NULL: no LATCH_CACHE_URL */
+  bool saved;           /* the tiers saved the compile already */
   const rt_backend *backend;
   const hlo_module *module;
   const rt_compile_options *options;
@@ -20,10 +24,11 @@ typedef struct run_cache {
   double seconds; /* loading or compiling */
 } run_cache;
 
-/* The module compiled by backend, or loaded from the disk cache; says which on stdout. cache
- * points at itself (its codec's context) and must stay where it is until run_cache_finish. NULL
- * with diag when the compile fails or LATCH_CACHE and friends hold bad values; trouble with
- * the cache itself is only warned about. Call run_cache_finish afterwards either way. */
+/* The module compiled by backend, or loaded from the disk cache or the remote tier; says
+ * which on stdout. cache points at itself (its codec's context) and must stay where it is
+ * until run_cache_finish. NULL with diag when the compile fails or LATCH_CACHE and friends
+ * (LATCH_CACHE_URL included) hold bad values; trouble with the cache itself is only warned
+ * about. Call run_cache_finish afterwards either way. */
 rt_executable *run_cache_compile(run_cache *cache, const rt_backend *backend, const hlo_module *module,
                                  const rt_compile_options *options, hlo_diag *diag);
 

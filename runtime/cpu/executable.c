@@ -8,6 +8,7 @@
  * module only when the executable is first bound to other sizes (bind.c), so a loaded
  * executable binds as a compiled one does: origins are positions in that module. */
 #include <dlfcn.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -735,6 +736,12 @@ static void cpu_describe(char *out, size_t size) {
            rt_cpu_dnnl_isa_name(), rt_cpu_dot_on_dnnl() ? "onednn" : "openblas");
 }
 
+/* A load runs no pass and builds no plan: a warm process shows 0 and 0. */
+static void cpu_work_so_far(char *out, size_t size) {
+  snprintf(out, size, "passes ran %" PRId64 " times, %" PRId64 " plans built", rt_cpu_pass_runs(),
+           rt_cpu_plans_built());
+}
+
 const rt_backend rt_backend_cpu = {
     .name = "cpu",
     .version = "3",
@@ -747,4 +754,5 @@ const rt_backend rt_backend_cpu = {
     .bind = cpu_bind,
     .share_buffers = cpu_share_buffers,
     .describe = cpu_describe,
+    .work_so_far = cpu_work_so_far,
 };
