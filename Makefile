@@ -160,6 +160,11 @@ minify-mobilenet: all
 minify-pairs: $(BUILD)/tests/test_minify_pairs
 	$(BUILD)/tests/test_minify_pairs 100
 
+# latch bisect on 100 generated graphs, each with a fault at a random choice of the cpu
+# backend (make test runs 4): how many culprits it names, and the checks each took.
+bisect-generated: $(BUILD)/tests/test_bisect
+	$(BUILD)/tests/test_bisect 100
+
 # The minifier at scale: a generated 20,000-instruction step with 128 GiB of parameters and an
 # injected compile fault, timed with its peak memory (opt-in: prints figures, asserts none).
 minify-scale: all
@@ -225,7 +230,7 @@ compare-ort: all $(ORT_DIR)/node_modules/onnxruntime-node/package.json
 	  --onnx-dir $(BUILD)/onnx $(COMPARE_ARGS)
 
 .PHONY: python install-python python-sanitize all test sanitize tsan test-threads clean install check-torch compare-torch compare-ort bench-function minify-mobilenet soak \
-	minify-pairs minify-scale
+	minify-pairs minify-scale bisect-generated
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 # `make fuzz`: the parser's libFuzzer target (tests/fuzz/fuzz_parse.c) built with clang under

@@ -33,6 +33,11 @@ size_t cap_code_options(const rt_compile_options *options, char *out, size_t siz
    * the compile options whether it fuses. */
   bool fuse = !(options && options->no_fusion);
   int n = snprintf(out, size, "threads=%d fusion=%s", rt_parallel_threads(), fuse ? "on" : "off");
+  /* choices limited or refused (bisecting) make other code: never the cache's usual entry */
+  if (n >= 0 && (size_t)n < size && options && (options->limit_choices || options->choice_avoid))
+    n += snprintf(out + n, size - (size_t)n, " choices=%lld avoid=%s",
+                  options->limit_choices ? (long long)options->choice_limit : -1LL,
+                  options->choice_avoid ? options->choice_avoid : "");
   return n < 0 ? 0 : (size_t)n;
 }
 

@@ -94,6 +94,7 @@ latch_status latch_options_init(latch_options *options) {
   options->check_timeout = CAP_CHECK_DEFAULT_TIMEOUT;
   options->check_budget = CAP_CHECK_DEFAULT_BUDGET;
   options->keep_arena_mb = -1;
+  options->choice_limit = -1;
   if (env_text("LATCH_BACKEND")) options->backend = env_text("LATCH_BACKEND");
   options->cache = env_text("LATCH_CACHE");
   options->cache_dir = env_text("LATCH_CACHE_DIR");
@@ -110,6 +111,8 @@ latch_status latch_options_init(latch_options *options) {
   ok = env_cache_max_bytes(&options->cache_max_bytes) && ok;
   ok = env_int("LATCH_KEEP_ARENA_MB", &options->keep_arena_mb) && ok;
   ok = env_bool("LATCH_NO_FUSION", &options->no_fusion) && ok;
+  ok = env_int("LATCH_CHOICES", &options->choice_limit) && ok;
+  options->choice_avoid = env_text("LATCH_AVOID");
   options->log = env_text("LATCH_LOG");
   options->repro_dir = env_text("LATCH_REPRO_DIR");
   ok = env_repro_max_bytes(&options->repro_max_bytes) && ok;
@@ -122,6 +125,9 @@ latch_status latch_options_init(latch_options *options) {
 void cap_compile_options(const latch_options *options, rt_compile_options *out) {
   *out = (rt_compile_options)RT_COMPILE_OPTIONS_INIT;
   out->no_fusion = options->no_fusion;
+  out->limit_choices = options->choice_limit >= 0;
+  out->choice_limit = options->choice_limit;
+  out->choice_avoid = options->choice_avoid;
   if (options->keep_arena_mb >= 0) out->keep_arena_bytes = (int64_t)options->keep_arena_mb << 20;
 }
 

@@ -718,4 +718,22 @@ int hlo_pass_conv_space_to_depth(hlo_module *module);
 /* Points every use of from (operands of comp's instructions, and the root) at to. */
 void hlo_replace_uses(hlo_comp *comp, hlo_instr *from, hlo_instr *to);
 
+/* ---- choices.c ---- */
+/* Optimization choices, counted and switchable (the file's opening says why): passes and
+ * backends ask hlo_choice before each optimization they may make. */
+
+typedef struct hlo_choice_ledger {
+  int64_t limit;     /* the choices taken at most, in the order asked; -1: all */
+  const char *avoid; /* "KIND@NAME,KIND,...": refused (KIND alone: all of that kind); NULL: none */
+  int64_t asked;     /* choices asked so far */
+  /* Told each choice and the answer; NULL: nobody. */
+  void (*log)(void *context, const char *kind, const char *name, bool taken);
+  void *log_context;
+} hlo_choice_ledger;
+
+/* Installs ledger on this thread (NULL: none, every choice taken); returns the previous. */
+hlo_choice_ledger *hlo_choices_install(hlo_choice_ledger *ledger);
+/* Whether to make the choice of kind ("fusion", "fold_affine") on the instruction name. */
+bool hlo_choice(const char *kind, const char *name);
+
 #endif

@@ -88,7 +88,9 @@ static int cse_comp(hlo_comp *comp) {
     size_t slot = (size_t)hash & (cap - 1);
     while (table[slot].key && (table[slot].hash != hash || strcmp(table[slot].key, key) != 0))
       slot = (slot + 1) & (cap - 1);
-    if (table[slot].key) {
+    if (table[slot].key && !hlo_choice("cse", instr->name)) {
+      free(key); /* refused: kept apart from its twin */
+    } else if (table[slot].key) {
       replacement[i] = table[slot].instr;
       merged++;
       free(key);

@@ -189,7 +189,7 @@ static int fold_comp(hlo_comp *comp) {
   }
   for (int i = 0; i < count; i++) {
     hlo_instr *conv = comp->instrs[i], *end;
-    if (!foldable(conv)) continue;
+    if (!foldable(conv) || !hlo_choice("fold_affine", conv->name)) continue;
     hlo_diag diag;
     hlo_instr *folded = fold(comp, conv, &u, &end, &diag);
     if (!folded) continue;

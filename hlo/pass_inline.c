@@ -64,7 +64,9 @@ int hlo_pass_inline_calls(hlo_module *module) {
     hlo_comp *comp = module->comps[c];
     int count = comp->instr_count, here = 0; /* copies appended below are not revisited */
     for (int i = 0; i < count; i++)
-      if (inlinable(comp, comp->instrs[i]) && inline_one(comp, comp->instrs[i])) here++;
+      if (inlinable(comp, comp->instrs[i]) && hlo_choice("inline", comp->instrs[i]->name) &&
+          inline_one(comp, comp->instrs[i]))
+        here++;
     if (here) {
       hlo_diag diag = {0};
       if (!hlo_comp_sort(comp, &diag)) return inlined; /* out of memory (arena.failed set): copies add no cycle */

@@ -313,6 +313,8 @@ static int simplify_comp(hlo_comp *comp) {
     }
     bool changed = fold_constants(instr);
     hlo_instr *with = changed ? NULL : simplify(instr, &changed);
+    /* a replacement is the choice counted (rewrites in place are not) */
+    if (with && with != instr && !hlo_choice("simplify", instr->name)) with = NULL;
     if (with && with != instr) {
       /* a chain: with may itself have been replaced already */
       while (with->parent == comp && replacement[with->id]) with = replacement[with->id];

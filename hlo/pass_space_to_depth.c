@@ -102,7 +102,7 @@ static int rewrite_comp(hlo_comp *comp) {
   int count = comp->instr_count, rewrites = 0;
   for (int i = 0; i < count; i++) {
     hlo_instr *conv = comp->instrs[i];
-    if (!rewritable(conv)) continue;
+    if (!rewritable(conv) || !hlo_choice("space_to_depth", conv->name)) continue;
     hlo_diag diag;
     hlo_instr *product = rewrite(comp, conv, &diag);
     if (!product) continue;

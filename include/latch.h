@@ -99,6 +99,13 @@ typedef struct latch_options {
    * 0 keeps none; default (and any negative) half the machine's memory. */
   int keep_arena_mb;
   bool no_fusion; /* LATCH_NO_FUSION=1: the cpu backend runs each op on its own (to measure fusion) */
+  /* LATCH_CHOICES=N: the cpu backend takes only the first N of its optimization choices
+   * (pass applications, fusion groups, Winograd, blocked layouts; `latch bisect` lists
+   * them) and makes the rest the plain way; -1 (default): all. LATCH_AVOID="KIND@NAME,...":
+   * refuses the choices it names ("winograd@convolution.41"; KIND alone: all of a kind).
+   * What `latch bisect` answers with. */
+  int choice_limit;
+  const char *choice_avoid;
   /* LATCH_LOG: what to print on stderr, comma-separated: "recompiles" (each recompile of a
    * traced function, with the guard that failed), "guards" (each new entry's guards),
    * "compiles" (each compile or load, with where it came from). NULL or "": nothing. A word

@@ -155,6 +155,7 @@ static void child(const min_predicate *predicate, const hlo_module *module, rt_v
     dup2(err_fd >= 0 ? err_fd : null_fd, STDERR_FILENO);
     if (null_fd > STDERR_FILENO) close(null_fd);
   }
+  if (predicate->env) putenv((char *)predicate->env);
   if (predicate->kind == MIN_CHECK_COMMAND) {
     close(fd);
     char script[4096];

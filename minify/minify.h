@@ -68,6 +68,7 @@ typedef struct min_predicate {
   const char *command;
   bool command_nonzero;
   const char *work_dir; /* command: where candidates are written */
+  const char *env;      /* "NAME=VALUE" set in the check's process; NULL: none */
   double timeout_s;     /* per check; the child is killed past it */
 } min_predicate;
 
@@ -260,6 +261,45 @@ hlo_status min_check_mode_parse(const char *text, min_check_mode *mode, hlo_diag
  * the graph does not fail the check again (a flaky failure that did not come back), or when
  * max_bytes is neither 0 nor at least 1. */
 hlo_status min_auto_repro(const min_auto_request *request, char *path, size_t size, hlo_diag *diag);
+
+/* ---- bisect.c ---- */
+/* The culprit among the backend's own choices: which pass application or kernel choice
+ * (hlo_choice) makes a module fail, by a binary search over how many are taken. */
+
+typedef struct min_choice {
+  char kind[32];  /* "fold_affine", "fusion", "winograd", ... */
+  char name[256]; /* the instruction it was made on */
+} min_choice;
+
+typedef struct min_bisect_request {
+  const hlo_module *module;
+  rt_value *const *inputs; /* accuracy and command checks; may be NULL for compile */
+  int input_count;
+  /* The check (min_check); its compile_options are replaced by each step's. A command
+   * check sees LATCH_CHOICES=N in its environment. */
+  min_predicate predicate;
+  const rt_backend *backend;                 /* whose choices are listed */
+  const rt_compile_options *compile_options; /* the rest of the compile options; NULL: defaults */
+} min_bisect_request;
+
+typedef struct min_bisect_result {
+  min_outcome failure; /* with every choice taken */
+  int64_t total;       /* choices the full compile made */
+  /* The culprit: the choice (1-based) whose taking makes the module fail, 0 when it fails
+   * with every choice refused; its kind, instruction, and place among those of its kind. */
+  int64_t culprit;
+  min_choice choice;
+  int64_t application, of;
+  bool is_pass;
+  int checks;
+  char line[512]; /* "culprit: pass fold_affine, application 3 of 7 (%fusion.12)" */
+} min_bisect_result;
+
+/* HLO_ERR_INPUT when the module does not fail with every choice taken. */
+hlo_status min_bisect(const min_bisect_request *request, min_bisect_result *result, hlo_diag *diag);
+/* The line, then the settings that reproduce it and the checks, as text for a terminal or
+ * culprit.txt. */
+void min_bisect_text(const min_bisect_result *result, char *buffer, size_t size);
 
 /* ---- repro.c ---- */
 /* Repro directories: the module as HLO text, its inputs as .npy files, one command that

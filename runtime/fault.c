@@ -1,6 +1,7 @@
 /* Test-only fault injection around a backend (fault.h). */
 #include "runtime.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 struct rt_executable {
   const rt_backend *inner;
   rt_executable *exe;
+  bool wrong_outputs; /* a choice fault's choice was taken: outputs come out perturbed */
 };
 
 static struct {
@@ -20,6 +22,24 @@ static struct {
   char name[64];
 } config;
 
+/* "choice:KIND:N". */
+static hlo_status parse_choice(const char *text, rt_fault *fault, hlo_diag *diag) {
+  const char *kind = text + strlen("choice:");
+  const char *colon = strchr(kind, ':');
+  char *end = NULL;
+  long index = colon ? strtol(colon + 1, &end, 10) : 0;
+  if (!colon || colon == kind || (size_t)(colon - kind) >= sizeof fault->choice_kind || end == colon + 1 || *end ||
+      index < 1 || index > 1 << 30)
+    return hlo_diag_set(diag, HLO_ERR_INPUT, "LATCH_FAULT '%s': expected choice:KIND:N (choice:fusion:2), N >= 1",
+                        text);
+  fault->kind = RT_FAULT_CHOICE;
+  fault->opcode = HLO_OP_COUNT;
+  memcpy(fault->choice_kind, kind, (size_t)(colon - kind));
+  fault->choice_kind[colon - kind] = 0;
+  fault->choice_index = (int)index;
+  return HLO_OK;
+}
+
 hlo_status rt_fault_parse(const char *text, rt_fault *fault, hlo_diag *diag) {
   static const struct {
     const char *name;
@@ -27,6 +47,7 @@ hlo_status rt_fault_parse(const char *text, rt_fault *fault, hlo_diag *diag) {
   } kinds[] = {{"compile", RT_FAULT_COMPILE}, {"accuracy", RT_FAULT_ACCURACY}, {"crash", RT_FAULT_CRASH},
                {"hang", RT_FAULT_HANG}, {"shift", RT_FAULT_SHIFT}};
   memset(fault, 0, sizeof *fault);
+  if (strncmp(text, "choice:", 7) == 0) return parse_choice(text, fault, diag);
   const char *colon = strchr(text, ':');
   for (size_t i = 0; colon && i < sizeof kinds / sizeof kinds[0]; i++)
     if (strlen(kinds[i].name) == (size_t)(colon - text) && memcmp(kinds[i].name, text, (size_t)(colon - text)) == 0)
@@ -34,7 +55,7 @@ hlo_status rt_fault_parse(const char *text, rt_fault *fault, hlo_diag *diag) {
   if (fault->kind == RT_FAULT_NONE)
     return hlo_diag_set(diag, HLO_ERR_INPUT,
                         "LATCH_FAULT '%s': expected compile:OP, accuracy:OP:EPS, crash:OP, hang:OP, shift:OP, "
-                        "compile:OP1+OP2 or accuracy:OP1+OP2:EPS",
+                        "compile:OP1+OP2, accuracy:OP1+OP2:EPS or choice:KIND:N",
                         text);
   const char *op = colon + 1;
   const char *op_end = strchr(op, ':');
@@ -153,8 +174,57 @@ hlo_module *rt_fault_perturb(const hlo_module *module, const rt_fault *fault, hl
   return copy;
 }
 
+/* A choice fault's watch over the inner compile's choices; the caller's log still hears them. */
+typedef struct watch {
+  const rt_compile_options *outer;
+  int seen;
+  bool hit;
+} watch;
+
+static void watch_choice(void *context, const char *kind, const char *name, bool taken) {
+  watch *w = context;
+  if (strcmp(kind, config.fault.choice_kind) == 0 && ++w->seen == config.fault.choice_index) w->hit = taken;
+  if (w->outer && w->outer->choice_log) w->outer->choice_log(w->outer->choice_log_context, kind, name, taken);
+}
+
+/* Compiles with the inner backend, watching for the faulty choice. */
+static rt_executable *choice_compile(const hlo_module *module, const rt_compile_options *options, hlo_diag *diag) {
+  rt_compile_options watched = options ? *options : (rt_compile_options)RT_COMPILE_OPTIONS_INIT;
+  watch w = {options, 0, false};
+  watched.choice_log = watch_choice;
+  watched.choice_log_context = &w;
+  rt_executable *wrapper = hlo_calloc(1, sizeof *wrapper);
+  if (!wrapper) {
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
+    return NULL;
+  }
+  wrapper->inner = config.inner;
+  wrapper->exe = config.inner->compile(module, &watched, diag);
+  wrapper->wrong_outputs = w.hit;
+  if (!wrapper->exe) {
+    free(wrapper);
+    return NULL;
+  }
+  return wrapper;
+}
+
+/* Every floating element x of value becomes x + 0.5 * (|x| + 1). */
+static void perturb_value(rt_value *value) {
+  if (value->shape.dtype == HLO_TUPLE) {
+    for (int i = 0; i < value->tuple_count; i++) perturb_value(value->tuple[i]);
+    return;
+  }
+  if (!hlo_dtype_is_float(value->shape.dtype)) return;
+  for (int64_t i = 0; i < value->count; i++) {
+    double x = rt_get_f64(value, i);
+    rt_set_f64(value, i, x + 0.5 * (fabs(x) + 1));
+  }
+  rt_value_touch(value);
+}
+
 static rt_executable *fault_compile(const hlo_module *module, const rt_compile_options *options, hlo_diag *diag) {
   const rt_fault *fault = &config.fault;
+  if (fault->kind == RT_FAULT_CHOICE) return choice_compile(module, options, diag);
   const hlo_instr *culprit = find_opcode(module, fault->opcode);
   const hlo_instr *partner = fault->paired ? find_opcode(module, fault->partner) : NULL;
   if (culprit && fault->paired && fault->kind == RT_FAULT_COMPILE) {
@@ -205,7 +275,9 @@ static rt_executable *fault_compile(const hlo_module *module, const rt_compile_o
 
 static hlo_status fault_execute(rt_executable *exe, rt_value *const *args, int arg_count, rt_value **result,
                                 hlo_diag *diag) {
-  return exe->inner->execute(exe->exe, args, arg_count, result, diag);
+  hlo_status status = exe->inner->execute(exe->exe, args, arg_count, result, diag);
+  if (status == HLO_OK && exe->wrong_outputs) perturb_value(*result);
+  return status;
 }
 
 static void fault_destroy(rt_executable *exe) {

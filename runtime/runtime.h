@@ -96,6 +96,14 @@ typedef struct rt_compile_options {
    * (LATCH_KEEP_ARENA_MB); an executable compares the total with its own setting. -1: half
    * the machine's memory; 0: none kept. */
   int64_t keep_arena_bytes;
+  /* The optimization choices a compile makes (hlo_choice, hlo/choices.c): with limit_choices
+   * only the first choice_limit are taken (LATCH_CHOICES), choice_avoid refuses those it
+   * names (LATCH_AVOID), choice_log hears each. What `latch bisect` searches with. */
+  bool limit_choices;
+  int64_t choice_limit;
+  const char *choice_avoid;
+  void (*choice_log)(void *context, const char *kind, const char *name, bool taken);
+  void *choice_log_context;
 } rt_compile_options;
 
 #define RT_COMPILE_OPTIONS_INIT {.no_fusion = false, .keep_arena_bytes = -1}
@@ -308,6 +316,10 @@ hlo_status rt_accuracy_compare(const rt_value *result, const rt_value *declared,
  *                        fusion or a layout chosen across two ops): interacting culprits
  *   accuracy:OP1+OP2:EPS each floating OP2 result with an OP1 operand (a producer feeding
  *                        its consumer) gets the error above; OP2 elsewhere is exact
+ *   choice:KIND:N        a wrong choice of the backend's own: when the compile takes the Nth
+ *                        choice of KIND (hlo_choice: "fusion", "fold_affine", "winograd",
+ *                        ...), every floating output r comes out as r + 0.5 * (|r| + 1);
+ *                        with that choice refused (LATCH_CHOICES, LATCH_AVOID) it is exact
  *
  * The fault wraps an inner backend, so it applies to any backend: rt_fault_backend gives an
  * rt_backend whose compile applies the fault and whose executables run the inner one's. */
@@ -319,6 +331,7 @@ typedef enum rt_fault_kind {
   RT_FAULT_CRASH,
   RT_FAULT_HANG,
   RT_FAULT_SHIFT,
+  RT_FAULT_CHOICE,
 } rt_fault_kind;
 
 typedef struct rt_fault {
@@ -328,6 +341,9 @@ typedef struct rt_fault {
   /* An OP1+OP2 fault (compile and accuracy): paired, opcode is OP1 and partner OP2. */
   bool paired;
   hlo_opcode partner;
+  /* choice: the kind of choice and which of them (1-based) is wrong */
+  char choice_kind[32];
+  int choice_index;
 } rt_fault;
 
 /* Parses "kind:OPCODE[:EPS]" and "kind:OP1+OP2[:EPS]"; HLO_ERR_INPUT with a message on

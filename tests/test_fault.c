@@ -160,8 +160,25 @@ static void test_crash(void) {
   hlo_module_free(m);
 }
 
+/* choice:KIND:N: the kind and the 1-based index; N missing, zero or not a number, or no
+ * kind, is an error naming the form. */
+static void test_parse_choice(void) {
+  rt_fault f;
+  hlo_diag d = {HLO_OK, ""};
+  CHECK_EQ_INT(rt_fault_parse("choice:fold_affine:3", &f, &d), HLO_OK);
+  CHECK_EQ_INT(f.kind, RT_FAULT_CHOICE);
+  CHECK_STR(f.choice_kind, "fold_affine");
+  CHECK_EQ_INT(f.choice_index, 3);
+  const char *bad[] = {"choice:fusion", "choice:fusion:0", "choice:fusion:x", "choice::2", "choice:fusion:2x"};
+  for (int i = 0; i < 5; i++) {
+    CHECK_EQ_INT(rt_fault_parse(bad[i], &f, &d), HLO_ERR_INPUT);
+    CHECK_MSG(strstr(d.message, "choice:KIND:N") != NULL, "%s", d.message);
+  }
+}
+
 int main(void) {
   RUN(test_parse);
+  RUN(test_parse_choice);
   RUN(test_compile_and_accuracy);
   RUN(test_pairs);
   RUN(test_crash);

@@ -172,6 +172,36 @@ static void minify_masked(void) {
   CHECK_SH(0, "test ! -e $D/mk");
 }
 
+/* latch bisect names the injected choice, writes it next to a repro's graph, and its
+ * settings reproduce it: all choices fail, the culprit refused passes. */
+static void bisect_command(void) {
+  CHECK_SH(0, "LATCH_FAULT=choice:fusion:1 $L bisect $D/m.hlo --check accuracy -o $D > $D/b.txt");
+  CHECK_SH(0, "grep -qx 'culprit: fusion on %%e' $D/b.txt && grep -v 'parsed in' $D/b.txt | cmp -s - $D/culprit.txt");
+  CHECK_SH(0, "grep -q 'LATCH_CHOICES=1 fails, LATCH_CHOICES=0 passes' $D/b.txt");
+  CHECK_SH(4, "LATCH_FAULT=choice:fusion:1 $L run $D/m.hlo --check accuracy");
+  CHECK_SH(4, "LATCH_FAULT=choice:fusion:1 LATCH_CHOICES=1 $L run $D/m.hlo --check accuracy");
+  CHECK_SH(0, "LATCH_FAULT=choice:fusion:1 LATCH_CHOICES=0 $L run $D/m.hlo --check accuracy");
+  CHECK_SH(0, "LATCH_FAULT=choice:fusion:1 LATCH_AVOID=fusion@e $L run $D/m.hlo --check accuracy");
+  /* the same through a --test command, which passes LATCH_CHOICES on to the latch it runs */
+  CHECK_SH(0, "$L bisect $D/m.hlo --test 'LATCH_FAULT=choice:fusion:1 '$L' run --check accuracy' --test-nonzero "
+              "> $D/b2.txt");
+  CHECK_SH(0, "grep -qx 'culprit: fusion on %%e' $D/b2.txt");
+  /* a repro's graph: the answer lands in its directory */
+  CHECK_SH(0, "rm -rf $D/rb && LATCH_FAULT=choice:fusion:1 $L minify $D/m.hlo --check accuracy -o $D/rb --quiet "
+              "--keep-shapes");
+  CHECK_SH(0, "LATCH_FAULT=choice:fusion:1 $L bisect $D/rb/repro.hlo --check accuracy --inputs $D/rb/inputs");
+  CHECK_SH(0, "grep -q '^culprit: fusion on %%' $D/rb/culprit.txt");
+  /* no failure, a failure no choice causes, bad usage */
+  CHECK_SH(1, "$L bisect $D/m.hlo --check accuracy");
+  CHECK(strstr(err_text, "does not fail the check") != NULL);
+  CHECK_SH(0, "LATCH_FAULT=accuracy:cosine:0.5 $L bisect $D/m.hlo --check accuracy > $D/b3.txt");
+  CHECK_SH(0, "grep -q '^culprit: none of the backend' $D/b3.txt");
+  CHECK_SH(1, "$L bisect $D/m.hlo");
+  CHECK_SH(1, "LATCH_FAULT=choice:fusion $L bisect $D/m.hlo --check accuracy");
+  CHECK_SH(1, "LATCH_CHOICES=some $L run $D/m.hlo");
+  CHECK_SH(0, "$L bisect --help | grep -q LATCH_CHOICES && $L --help | grep -q bisect");
+}
+
 int main(void) {
   if (!cli_setup()) {
     perror("mkdtemp");
@@ -183,6 +213,7 @@ int main(void) {
   RUN(minify_command);
   RUN(minify_options);
   RUN(minify_masked);
+  RUN(bisect_command);
   cli_cleanup();
   return TEST_REPORT();
 }

@@ -44,11 +44,13 @@ int cli_runtime_settings(rt_compile_options *compile);
 int cmd_parse(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_minify(int argc, char **argv);
+int cmd_bisect(int argc, char **argv);
 void cmd_parse_usage(void);
 void cmd_run_usage(void);
 int cmd_cache(int argc, char **argv);
 void cmd_cache_usage(void);
 void cmd_minify_usage(void);
+void cmd_bisect_usage(void);
 
 /* From latch run, for other commands: parse and verify a one-module file (printing what
  * run prints), and make one input per parameter from DIR/I.npy or, with DIR NULL, from seed. */

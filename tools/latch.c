@@ -12,6 +12,7 @@ static void usage(FILE *out) {
         "  run FILE [OPTIONS]        run a module's entry computation and print its outputs\n"
         "  cache ACTION [--dir DIR]  the on-disk compile cache: stats, ls, verify, clear\n"
         "  minify FILE [OPTIONS]     shrink a module that fails a check to a small repro\n"
+        "  bisect FILE [OPTIONS]     name the pass or kernel choice that makes a module fail\n"
         "  bench [OPTIONS]           time the model zoo eager vs traced (--micro: capture's costs per op)\n"
         "  help [COMMAND]            this text, or a command's options\n"
         "\n"
@@ -32,6 +33,7 @@ static const command commands[] = {
     {"run", cmd_run, cmd_run_usage},
     {"cache", cmd_cache, cmd_cache_usage},
     {"minify", cmd_minify, cmd_minify_usage},
+    {"bisect", cmd_bisect, cmd_bisect_usage},
     {"bench", cmd_bench, cmd_bench_usage},
 };
 

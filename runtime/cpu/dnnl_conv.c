@@ -409,7 +409,8 @@ bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const d
   dnnl_memory_desc_t x_any, w_any, y_any;
   if (!any_md(&x_any, &x_plain) || !any_md(&w_any, &d->weights_in_md) || !any_md(&y_any, &y_plain)) return false;
   for (int k = 0; k < d->post_count; k++) d->post_in_md[k] = d->post_md[k];
-  d->alg = winograd_candidate(d) ? dnnl_convolution_winograd : dnnl_convolution_direct;
+  d->alg = winograd_candidate(d) && hlo_choice("winograd", conv->name) ? dnnl_convolution_winograd
+                                                                        : dnnl_convolution_direct;
   int team = rt_cpu_dnnl_team_begin();
   dnnl_primitive_desc_t pd = any_layouts_pd(d, post_in, &x_any, &w_any, &y_any, &y_plain);
   if (!pd && winograd(d)) { /* a binary post-op (a residual, a per-feature scale): direct */
@@ -431,7 +432,7 @@ bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const d
   dnnl_primitive_desc_destroy(pd);
   ok = ok && make_safe(d) && make_reorders(d);
   d->prims = made_prims(d);
-  d->wino = ok && !winograd(d) && rt_cpu_wino_fits(d) && rt_cpu_wino_pays(d);
+  d->wino = ok && !winograd(d) && rt_cpu_wino_fits(d) && rt_cpu_wino_pays(d) && hlo_choice("winograd", conv->name);
   if (d->wino) {
     d->wino_workers = rt_cpu_wino_workers();
     if (rt_cpu_wino_weights_bytes(d) > d->weights_bytes) d->weights_bytes = rt_cpu_wino_weights_bytes(d);

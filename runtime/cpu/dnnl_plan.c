@@ -283,6 +283,7 @@ static void plan_layouts(rt_cpu_dnnl **at_root, rt_cpu_dnnl *const *owner, const
       for (int k = 0; k < user->operand_count && d->blocked_out; k++)
         if (user->operands[k] == d->root && !reads_blocked(owner, user, d->root)) d->blocked_out = false;
     }
+    if (d->blocked_out && !hlo_choice("blocked_layout", d->root->name)) d->blocked_out = false;
   }
 }
 

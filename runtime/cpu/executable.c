@@ -234,6 +234,11 @@ static rt_executable *cpu_compile_text(const char *text, size_t len, const char 
   hlo_module_number_origins(source);
   hlo_module_number_origins(module);
   atomic_fetch_add(&pass_runs, 1);
+  /* the choices below (passes, then the plan's kernels) are counted and may be refused */
+  hlo_choice_ledger ledger = {.limit = options->limit_choices ? options->choice_limit : -1,
+                              .avoid = options->choice_avoid, .log = options->choice_log,
+                              .log_context = options->choice_log_context};
+  hlo_choice_ledger *outer = hlo_choices_install(&ledger);
   hlo_pass_run_all(module);
   /* reassociates sums (the weight summed over repeated inputs first), within rounding of
    * the graph as written, as BLAS's blocking is */
@@ -247,6 +252,7 @@ static rt_executable *cpu_compile_text(const char *text, size_t len, const char 
   /* a pass that ran out of memory mid-rewrite leaves the module's failed flag */
   rt_cpu_plan *plan = hlo_module_check_memory(module, "optimizing the module", diag) ? NULL
                                                                                       : rt_cpu_plan_build(module, options, diag);
+  hlo_choices_install(outer);
   hlo_strbuf encoded;
   hlo_sb_init(&encoded);
   if (plan) rt_cpu_encode_module(&encoded, source, false);

@@ -548,6 +548,10 @@ hlo_status rt_cpu_fuse(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag)
     if (b) *b = (builder){.plan = plan, .group = group, .reg_of = reg_of, .stamp = stamp, .uses = &u};
     for (int root = 0; root < n && !oom; root++) {
       if (group[root] != root) continue;
+      if (size[root] > 1 && !hlo_choice("fusion", plan->steps[root].instr->name)) {
+        size[root] = 0; /* refused: its members stay steps of their own */
+        continue;
+      }
       rt_cpu_fusion *f = build_program(b, root, size[root], &oom);
       if (f) apply(plan, root, f, b, u.folded);
       else size[root] = 0; /* its members stay steps of their own */
@@ -560,7 +564,7 @@ hlo_status rt_cpu_fuse(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag)
     for (int i = 0; i < n && !oom && b; i++) {
       const rt_cpu_step *step = &plan->steps[i];
       const hlo_instr *weight = step->kind == RT_STEP_FAST && step->fast_scratch ? shared_weight(plan, step->instr) : NULL;
-      if (!weight) continue;
+      if (!weight || !hlo_choice("fusion", step->instr->name)) continue;
       rt_cpu_fusion *f = head_only(b, i, weight, &oom);
       if (f) apply(plan, i, f, b, u.folded);
     }
