@@ -5,6 +5,9 @@
  *   - no `function` yet, or keyword arguments: self._slow_call(args, kwargs or None) (the first
  *     call, which traces; the eager fallback once `function` is None again);
  *   - latch raised Unsupported (an op the trace cannot lower): self._unsupported(exc, args);
+ *   - an argument the C path does not take (TypeError or ValueError: not a tensor, not
+ *     contiguous, another device or dtype; latch's error with a 0-size tensor):
+ *     self._bad_args(exc, args), which normalizes them or runs the call eagerly;
  *   - several outputs or a structure: self._pack(list of torch tensors);
  *   - a guard on what the graph depends on besides its tensors fails (guards_hold below):
  *     self._slow_call(args, kwargs or None), which compares by value, picks or traces the
@@ -31,23 +34,49 @@ typedef struct {
   PyObject *guards, *grad_query, *grad_mode, *input_grads;
 } LatchCompiled;
 
-static PyObject *s_slow_call, *s_unsupported, *s_pack;
+static PyObject *s_slow_call, *s_unsupported, *s_bad_args, *s_pack;
 
 static PyObject *call_method2(PyObject *self, PyObject *name, PyObject *a, PyObject *b) {
   PyObject *argv[4] = {NULL, self, a, b}; /* argv[0]: the callee's to use */
   return PyObject_VectorcallMethod(name, argv + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
 
-static PyObject *unsupported(PyObject *self, PyObject *args) {
+/* The pending exception handed to the subclass's method (name)(exc, args). */
+static PyObject *hand_over(PyObject *self, PyObject *name, PyObject *args) {
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
   PyErr_NormalizeException(&type, &value, &tb);
-  PyObject *result = value ? call_method2(self, s_unsupported, value, args) : NULL;
+  PyObject *result = value ? call_method2(self, name, value, args) : NULL;
   Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(tb);
   return result;
 }
 
-static PyObject *s_requires_grad;
+static PyObject *s_requires_grad, *s_numel;
+
+/* Whether self has the method (a subclass may not), the pending error kept. */
+static bool has_method(PyObject *self, PyObject *name) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  bool has = PyObject_HasAttr(self, name);
+  PyErr_Restore(type, value, tb);
+  return has;
+}
+
+/* Whether an argument is a 0-size tensor (latch's error for it is not the caller's fault:
+ * eager gives a 0-size result). Asked only after a failed call; the pending error kept. */
+static bool has_empty(PyObject *args) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  bool empty = false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args) && !empty; i++) {
+    PyObject *n = PyObject_CallMethodNoArgs(PyTuple_GET_ITEM(args, i), s_numel);
+    empty = n && PyLong_Check(n) && PyLong_AsLongLong(n) == 0;
+    Py_XDECREF(n);
+    PyErr_Clear();
+  }
+  PyErr_Restore(type, value, tb);
+  return empty;
+}
 
 /* 1 when the guard at g[0..2] holds, 0 when not, -1 with an exception. */
 static int guard_holds(PyObject *const *g) {
@@ -110,7 +139,14 @@ static PyObject *compiled_call(LatchCompiled *self, PyObject *args, PyObject *kw
   PyObject *outs =
       lp_function_call(function, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), lp_to_torch, single);
   Py_DECREF(function);
-  if (!outs) return PyErr_ExceptionMatches(LatchUnsupported) ? unsupported((PyObject *)self, args) : NULL;
+  if (!outs) {
+    if (PyErr_ExceptionMatches(LatchUnsupported)) return hand_over((PyObject *)self, s_unsupported, args);
+    if ((PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ValueError) ||
+         (PyErr_ExceptionMatches(LatchError) && has_empty(args))) &&
+        has_method((PyObject *)self, s_bad_args))
+      return hand_over((PyObject *)self, s_bad_args, args);
+    return NULL;
+  }
   if (single) return outs;
   PyObject *packed = PyObject_CallMethodOneArg((PyObject *)self, s_pack, outs);
   Py_DECREF(outs);
@@ -190,7 +226,7 @@ PyTypeObject LatchCompiled_Type = {
     .tp_dealloc = (destructor)compiled_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE,
     .tp_doc = "base of latch.torch.Compiled: calls run the Function and give torch tensors in C; the subclass "
-              "defines _slow_call(args, kwargs), _unsupported(exc, args) and _pack(outputs)",
+              "defines _slow_call(args, kwargs), _unsupported(exc, args), _bad_args(exc, args) and _pack(outputs)",
     .tp_traverse = (traverseproc)compiled_traverse,
     .tp_clear = (inquiry)compiled_clear,
     .tp_call = (ternaryfunc)compiled_call,
@@ -202,8 +238,10 @@ PyTypeObject LatchCompiled_Type = {
 
 int lp_compiled_init(PyObject *module) {
   if (!(s_slow_call = PyUnicode_InternFromString("_slow_call")) ||
-      !(s_unsupported = PyUnicode_InternFromString("_unsupported")) || !(s_pack = PyUnicode_InternFromString("_pack")) ||
-      !(s_requires_grad = PyUnicode_InternFromString("requires_grad")))
+      !(s_unsupported = PyUnicode_InternFromString("_unsupported")) ||
+      !(s_bad_args = PyUnicode_InternFromString("_bad_args")) || !(s_pack = PyUnicode_InternFromString("_pack")) ||
+      !(s_requires_grad = PyUnicode_InternFromString("requires_grad")) ||
+      !(s_numel = PyUnicode_InternFromString("numel")))
     return -1;
   if (PyType_Ready(&LatchCompiled_Type) < 0) return -1;
   return PyModule_AddObjectRef(module, "Compiled", (PyObject *)&LatchCompiled_Type);

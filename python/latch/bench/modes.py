@@ -88,6 +88,9 @@ def _latch_compile(module, args):
     def fell_back():
         if c.eager_reason:
             return f"runs eagerly: {c.eager_reason}"
+        split = c._latch_compiled.eager_ops if hasattr(c, "_latch_compiled") else c.eager_ops
+        if split:
+            return f"ran eagerly between compiled parts: {', '.join(split)}"
         if c.stats().get("trace_every"):
             return "traces every call"
         return None

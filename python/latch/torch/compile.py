@@ -1,34 +1,38 @@
 """latch.torch.compile: trace once, guard every call.
 
-The first call captures the aten graph with make_fx (on copies of the inputs and parameters,
-so a traced in-place update is not applied twice), checks that latch lowers every op in it,
-and creates a latch Function (latch_function_new_step) whose trace walks that graph with
-latch ops. Calls go through the Function in C: the torch-side guards (CPU, contiguous, the
-module's parameters and buffers: which tensors, their addresses and versions) and latch's
-guards (dtypes, dims, symbolic sizes under latch's shape policy), then the cached executable.
-A guard failure traces again (make_fx at the new sizes, once per size signature). An aten op
-latch does not lower makes the whole function run eagerly from then on, said once on stderr
-with the op's name."""
-import copy
+The first call captures the aten graph (latch/torch/capture.py: make_fx through
+functionalization and decompositions, parameters and buffers as placeholders after the
+inputs) and creates a latch Function (latch_function_new_step) whose trace walks that graph
+with latch ops; a write-back in the graph (an input or buffer updated in place) is an
+assignment latch applies to the tensor it was lent. Calls go through the Function in C: the
+torch-side guards (CPU, contiguous, the module's parameters and buffers: which tensors, their
+addresses and versions) and latch's guards (dtypes, dims, symbolic sizes under latch's shape
+policy), then the cached executable. A guard failure traces again (make_fx at the new
+sizes, once per size signature).
+
+Calls the C path does not take come here (_slow_call): keyword arguments, Python scalars,
+lists, tuples and dicts of tensors, non-contiguous tensors. Their tensors, made contiguous,
+go to a variant (a Compiled of its own) per structure and constant values: other constants
+trace again. A 0-size tensor, a dtype latch has no type for or a tensor on another device
+runs that call eagerly, the reason said once on stderr; a numpy array is a TypeError.
+
+An aten op latch does not lower runs eagerly between compiled parts of the graph (capture.
+split): the log says which op and how many parts, once. A trace that fails (data-dependent
+control flow, .item()) runs the function eagerly from then on, the reason said once."""
 import functools
 import operator
 import sys
 
 import torch
-from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils import _pytree as pytree
 
 from .. import _latch
-from . import autograd, dtypes, guards
+from . import autograd, dtypes as D, guards
+from .capture import TraceFailed, capture, plain, split, unlowered_nodes
 from .lowering import LOWERINGS
 
 TRACE_ONCE, TRACE_EVERY, TRACE_EAGER = 0, 1, 2
 SHAPES = {None: 0, True: 0, False: 1}  # latch_shape_policy: automatic, automatic with the batch marked, static
-
-
-def _copy(t):
-    c = t.detach().clone()
-    return c.requires_grad_(t.requires_grad) if t.is_floating_point() else c
 
 
 def _state(module):
@@ -45,13 +49,8 @@ def _state(module):
     return entries
 
 
-def _plain(a):
-    """fx's immutable lists and dicts as plain ones (pytree knows those)."""
-    if isinstance(a, (list, tuple)):
-        return (list if isinstance(a, list) else tuple)(_plain(x) for x in a)
-    if isinstance(a, dict):
-        return {k: _plain(v) for k, v in a.items()}
-    return a
+def _named_state(module):
+    return [(name, d[k]) for d, k, name in _state(module)]
 
 
 def _load(env, a):
@@ -64,9 +63,11 @@ def _load(env, a):
     return a
 
 
-def interpret(gm, inputs, attrs):
+def interpret(gm, inputs, attrs, overrides=None, failed=None):
     """The make_fx graph gm over latch Tensors: inputs for its placeholders, in order, and
-    attrs for the get_attr nodes that read parameters and buffers (by target)."""
+    attrs for the get_attr nodes that read parameters and buffers (by target). A lowering
+    that raises Unsupported leaves the node's name in failed (a list), for a split.
+    overrides: lowerings used instead of the table's for some overloads (training graphs)."""
     # No closure over env: a cycle would keep the trace's pending tensors alive after it,
     # and a later sync would compute them again (an in-place update applied twice).
     env, placeholders = {}, iter(inputs)
@@ -80,10 +81,18 @@ def interpret(gm, inputs, attrs):
             args, kwargs = _load(env, node.args), _load(env, node.kwargs)
             if node.target is operator.getitem:
                 env[node] = args[0][args[1]]
-            else:
+                continue
+            if overrides and node.target in overrides:
+                env[node] = overrides[node.target](*args, **kwargs)
+                continue
+            try:
                 env[node] = _latch.lower(node.target, tuple(args), kwargs or None)  # LOWERINGS, common ops in C
+            except _latch.Unsupported:
+                if failed is not None:
+                    failed.append(node.name)
+                raise
         elif node.op == "output":
-            return [env[a] if isinstance(a, torch.fx.Node) else a for a in pytree.tree_flatten(_plain(node.args[0]))[0]]
+            return [env[a] if isinstance(a, torch.fx.Node) else a for a in pytree.tree_flatten(plain(node.args[0]))[0]]
         else:
             raise _latch.Unsupported(f"fx node {node.op} {node.target}")
 
@@ -96,30 +105,58 @@ def unlowered(gm):
     return None
 
 
+def _hashable(v):
+    try:
+        hash(v)
+        return (type(v).__name__, v)
+    except TypeError:
+        return (type(v).__name__, repr(v))
+
+
+def _input_problem(t):
+    """Why latch cannot take tensor t for this call, or None."""
+    if not t.device.type == "cpu":
+        return f"a tensor on device {t.device} (latch takes CPU tensors)"
+    if t.dtype not in D.TO_LATCH:
+        return f"dtype {t.dtype} has no latch type"
+    return None
+
+
 class _Graphs:
-    """What one guard state traced: its latch Function, its make_fx graphs (one per input
-    signature) and the parameter slots it lends."""
+    """What one guard state traced: its latch Function (None for a split graph), its captured
+    graphs (one per input signature), the parameter slots it lends, and for a graph with ops
+    latch does not lower, the split plans."""
 
     def __init__(self, module):
         self.state = _state(module)
         self.function = None
-        self.autograd = None  # autograd.AutogradGraphs when the calls record autograd
-        self.graphs = {}  # input signature -> (make_fx graph, output spec, leaves, tensor leaves, attrs)
+        self.autograd = None      # autograd.AutogradGraphs when the calls record autograd
+        self.graphs = {}          # input signature -> capture.Graph
+        self.split_mode = False   # calls run plans
+        self.plans = {}           # input signature -> (split GraphModule or Compiled, capture.Graph)
+        self.eager_nodes = set()  # nodes whose lowering raised Unsupported: run eagerly
 
 
 class Compiled(_latch.Compiled):
     """What latch.torch.compile returns: call it as the function or module it wraps. A warm
     call never enters Python: _latch.Compiled's call (python/src/compiled.c) checks the guards
     (latch/torch/guards.py), runs self.function and returns its torch outputs; it calls
-    _slow_call before the first trace, after a guard failed and after a fallback,
-    _unsupported when latch cannot lower the graph, and _pack to build a result that is not
-    one tensor. Each guard state (grad mode, the inputs' requires_grad, the module's state)
-    has its own Function: a state seen before takes its graphs back without a trace."""
+    _slow_call before the first trace, after a guard failed, after a fallback and for a split
+    graph, _bad_args for the arguments it does not take (keywords, non-tensor or
+    non-contiguous arguments), _unsupported when latch cannot lower the graph, and _pack to
+    build a result that is not one tensor. Each guard state (grad mode, the inputs'
+    requires_grad, the module's state) has its own Function: a state seen before takes its
+    graphs back without a trace."""
 
-    def __init__(self, fn, dynamic=None, mode=TRACE_ONCE, name=None, fullgraph=False, recompile_limit=-1):
+    def __init__(self, fn, dynamic=None, mode=TRACE_ONCE, name=None, fullgraph=False, recompile_limit=-1,
+                 module=None, call=None):
         self.fn = fn
         self.fullgraph, self.recompile_limit = fullgraph, recompile_limit
-        self.module = fn if isinstance(fn, torch.nn.Module) else None
+        self.module = module if module is not None else fn if isinstance(fn, torch.nn.Module) else None
+        # call(module or None, *args): the traced call, the module given (a trace's twin or
+        # the module itself, its state swapped); a variant's rebuilds its arguments first
+        self.call = call or (lambda m, *a, **kw: (m if m is not None else fn)(*a, **kw))
+        self.variant = call is not None
         self.name = name or getattr(fn, "__name__", None) or type(fn).__name__
         if dynamic not in SHAPES:
             raise ValueError(f"latch.torch.compile: dynamic must be None, True or False, not {dynamic!r}")
@@ -129,6 +166,11 @@ class Compiled(_latch.Compiled):
         self.states = {}  # guard key -> _Graphs
         self.current = None
         self.grad_query = torch.is_grad_enabled
+        self.variants = {}  # (argument structure, constants) -> Compiled over the tensors
+        self.said = set()   # messages already on stderr
+        self.eager_ops = []  # the ops that run eagerly between compiled parts (a split graph)
+        self._failed = []   # the node whose lowering raised Unsupported in the last trace
+        self._calling = False  # inside _slow_call's own call of the Function
 
     # ---- tracing ----
 
@@ -137,48 +179,37 @@ class Compiled(_latch.Compiled):
             tuple((tuple(d[k].shape), d[k].dtype) for d, k, _ in graphs.state)
 
     def _capture(self, graphs, args):
-        """make_fx on copies (of the module too: a traced in-place update must not be applied
-        twice); parameters and buffers appear as get_attr nodes, mapped back to their index."""
         key = self._signature(graphs, args)
-        if key in graphs.graphs:
-            return graphs.graphs[key]
-        copies = [_copy(a) for a in args]
-        module = copy.deepcopy(self.module) if self.module is not None else None
-        fn = module if module is not None else self.fn
-        copy_state = _state(module)
-        index = {id(d[k]): i for i, (d, k, _) in enumerate(copy_state)}
-        structure, needs_grad = [], []
-
-        def traced(*args):
-            out = fn(*args)
-            flat_out, spec = pytree.tree_flatten(out)
-            structure.append(spec)
-            needs_grad.append(any(isinstance(t, torch.Tensor) and t.requires_grad for t in flat_out))
-            return out
-
-        gm = make_fx(traced)(*copies)
-        gm.latch_needs_grad = torch.is_grad_enabled() and needs_grad[0]  # the autograd path's
-        attrs = {n.target: index[id(getattr(gm, n.target))] for n in gm.graph.nodes
-                 if n.op == "get_attr" and id(getattr(gm, n.target)) in index}
-        out_node = next(n for n in gm.graph.nodes if n.op == "output")
-        leaves, spec = pytree.tree_flatten(_plain(out_node.args[0]))[0], structure[0]
-        tensor_leaves = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.fx.Node)]
-        graphs.graphs[key] = entry = (gm, spec, leaves, tensor_leaves, attrs)
-        return entry
+        if key not in graphs.graphs:
+            graphs.graphs[key] = capture(self.call, self.module, _named_state, args)
+        return graphs.graphs[key]
 
     def _trace(self, graphs, inputs, args):
         """Called by latch (inside latch_call) to trace: inputs are this call's latch Tensors,
         the torch inputs first, then the parameters and buffers; args the call's torch
         tensors."""
-        gm, _, leaves, tensor_leaves, attrs = self._capture(graphs, args)
-        op = unlowered(gm)
-        if op is not None:
-            raise _latch.Unsupported(f"{op} is not lowered")
-        n = len(args)
-        outs = interpret(gm, inputs[:n], {target: inputs[n + i] for target, i in attrs.items()})
-        return [outs[i] for i in tensor_leaves]
+        g = self._capture(graphs, args)
+        if g.functional:
+            if unlowered_nodes(g.gm, graphs.eager_nodes):
+                raise _latch.Unsupported("the graph at these sizes has ops latch does not lower")
+            outs = interpret(g.gm, inputs, {}, failed=self._failed)
+        else:
+            op = unlowered(g.gm)
+            if op is not None:
+                raise _latch.Unsupported(f"{op} is not lowered")
+            n = len(args)
+            outs = interpret(g.gm, inputs[:n], {target: inputs[n + i] for target, i in g.attrs.items()})
+        return [outs[i] for i in g.tensor_leaves]
 
     # ---- calls ----
+
+    def _say(self, text):
+        if text not in self.said:
+            self.said.add(text)
+            print(f"latch: compile: {self.name}: {text}", file=sys.stderr)
+
+    def _eager(self, args, kwargs):
+        return self.call(self.module, *args, **kwargs)
 
     def _fall_back(self, reason, args, kwargs):
         if self.fullgraph:  # compile(fullgraph=True): no eager fallback, no split
@@ -187,24 +218,41 @@ class Compiled(_latch.Compiled):
             self.eager_reason = reason
             self.function = None  # calls take _slow_call, which runs fn
             self.guards = None
-            print(f"latch: compile: {self.name}: {reason}; running it eagerly", file=sys.stderr)
-        return self.fn(*args, **kwargs)
+            self._say(f"{reason}; running it eagerly")
+        return self._eager(args, kwargs)
 
     def _start(self, graphs, args):
-        gm, graphs.spec, graphs.leaves, tensor_leaves, _ = self._capture(graphs, args)
-        graphs.tensor_leaves = tensor_leaves
-        graphs.single = isinstance(graphs.spec, pytree.LeafSpec) and tensor_leaves == [0]
-        if gm.latch_needs_grad and autograd.available():
-            graphs.autograd = autograd.AutogradGraphs(self.fn, self.module, graphs.state, self.name)
+        """The Function for a new guard state, or its split mode; a reason to run eagerly, or None."""
+        self._failed = []
+        try:
+            g = self._capture(graphs, args)
+        except TraceFailed as e:
+            return f"the trace failed ({e})"
+        graphs.spec, graphs.leaves, graphs.tensor_leaves = g.spec, g.leaves, g.tensor_leaves
+        graphs.single = isinstance(g.spec, pytree.LeafSpec) and g.tensor_leaves == [0]
+        if g.needs_grad and autograd.available():
+            if not self.variant:
+                graphs.autograd = autograd.AutogradGraphs(self.fn, self.module, graphs.state, self.name)
+            elif self.module is None:  # the variant's call rebuilds the arguments
+                graphs.autograd = autograd.AutogradGraphs(lambda *a: self.call(None, *a), None, [], self.name)
+            else:
+                return "a module's call with keywords, Python values or structures that records autograd"
             return None
-        op = unlowered(gm)
-        if op is not None:
-            return f"aten op {op} is not lowered"
+        if not g.functional:
+            op = unlowered(g.gm)
+            if op is not None:
+                return f"aten op {op} is not lowered"
+        elif unlowered_nodes(g.gm, graphs.eager_nodes):
+            if self.fullgraph:
+                ops = sorted({str(n.target) for n in unlowered_nodes(g.gm, graphs.eager_nodes)})
+                return f"{', '.join(ops)} not lowered"
+            graphs.split_mode = True  # calls go to _slow_call, which runs plans
+            return None
         # dynamic=True: each input's first (batch) dim symbolic from the first trace; other
         # dims that change later become symbolic under latch's automatic policy
         marks = [(i, 0) for i, a in enumerate(args) if a.dim() > 0] if self.dynamic is True else None
-        graphs.function = _latch.Function(functools.partial(self._trace, graphs), len(tensor_leaves), name=self.name,
-                                          mode=self.mode, shapes=self.shapes, marks=marks,
+        graphs.function = _latch.Function(functools.partial(self._trace, graphs), len(g.tensor_leaves),
+                                          name=self.name, mode=self.mode, shapes=self.shapes, marks=marks,
                                           recompile_limit=self.recompile_limit)
         graphs.function.set_params([(d, k) for d, k, _ in graphs.state])
         return None
@@ -231,17 +279,68 @@ class Compiled(_latch.Compiled):
     def _run(self, args):
         """The current Function's call, as the warm call makes it, without its guards (just
         set: a guard that never holds by identity must not send the call round again)."""
+        if self.current.split_mode:
+            return self._run_plan(self.current, args)
+        self._calling = True
         try:
-            outs = [dtypes.to_torch(t) for t in self.function(*args)]
+            outs = [D.to_torch(t) for t in self.function(*args)]
         except _latch.Unsupported as exc:
             return self._unsupported(exc, args)
+        finally:
+            self._calling = False
         return outs[0] if self.single else self._pack(outs)
 
-    # The warm call is _latch.Compiled's (C): the guards (a non-tensor argument is a
-    # TypeError there), the cached executable, torch outputs. These are its Python paths.
+    # ---- partial graphs ----
+
+    def _plan(self, graphs, args):
+        """The split plan for args' signature: its lowered parts compiled (each a Compiled)."""
+        key = self._signature(graphs, args)
+        if key in graphs.plans:
+            return graphs.plans[key]
+        g = self._capture(graphs, args)
+        parts = split(g.gm, graphs.eager_nodes)
+        if parts is None:  # these sizes lower whole
+            graphs.plans[key] = (Compiled(g.gm, dynamic=self.dynamic, mode=self.mode, name=self.name, recompile_limit=self.recompile_limit), g)
+            return graphs.plans[key]
+        cut, kinds, ops = parts
+        for name, lowered in kinds.items():
+            if lowered:  # the part's call finds the Compiled (not a Module) in the instance dict
+                part = Compiled(getattr(cut, name), dynamic=self.dynamic, mode=self.mode, name=f"{self.name}.{name}",
+                                recompile_limit=self.recompile_limit)
+                delattr(cut, name)
+                cut.__dict__[name] = part
+        count = sum(kinds.values())
+        self.eager_ops += [op for op in ops if op not in self.eager_ops]
+        self._say(f"{', '.join(ops)} {'is' if len(ops) == 1 else 'are'} not lowered: "
+                  f"{'it runs' if len(ops) == 1 else 'they run'} eagerly, {count} compiled part{'s' if count != 1 else ''} around")
+        graphs.plans[key] = (cut, g)
+        return graphs.plans[key]
+
+    def _run_plan(self, graphs, args):
+        cut, g = self._plan(graphs, args)
+        state = [d[k] for d, k, _ in graphs.state] if g.functional else []
+        out = cut(*args, *state)
+        return pytree.tree_unflatten(pytree.tree_flatten(out)[0], g.spec)
+
+    # The warm call is _latch.Compiled's (C): the guards, the cached executable, torch
+    # outputs. These are its Python paths.
 
     def _unsupported(self, exc, args):
+        """A lowering raised Unsupported in the trace: split around that node, or run eagerly."""
+        failed, self._failed = self._failed, []
+        graphs = self.current
+        g = graphs.graphs.get(self._signature(graphs, args)) if graphs is not None else None
+        if g is not None and g.functional and not self.fullgraph and (failed or unlowered_nodes(g.gm, graphs.eager_nodes)):
+            graphs.eager_nodes.update(failed)
+            graphs.function, graphs.split_mode, self.function = None, True, None
+            return self._run_plan(graphs, args)
         return self._fall_back(str(exc), args, {})
+
+    def _bad_args(self, exc, args):
+        """The C path refused an argument: normalized by _slow_call, unless it came from there."""
+        if self._calling:
+            raise exc
+        return self._slow_call(args, None)
 
     def _pack(self, outs):
         leaves = list(self.leaves)
@@ -249,14 +348,56 @@ class Compiled(_latch.Compiled):
             leaves[i] = t
         return pytree.tree_unflatten(leaves, self.spec)
 
+    def _variant(self, args, kwargs):
+        """Any call: flattened, its tensors made contiguous and passed to the variant for its
+        structure and constants (a Compiled of its own); in-place updates copied back."""
+        flat, spec = pytree.tree_flatten((list(args), kwargs))
+        where = [i for i, v in enumerate(flat) if isinstance(v, torch.Tensor)]
+        tensor_at = set(where)
+        key = (repr(spec), tuple((i, _hashable(v)) for i, v in enumerate(flat) if i not in tensor_at))
+        variant = self.variants.get(key)
+        if variant is None:
+            base = self.call
+
+            def call(m, *tensors, flat=list(flat), where=where, spec=spec):
+                for i, t in zip(where, tensors):
+                    flat[i] = t
+                a, kw = pytree.tree_unflatten(flat, spec)
+                return base(m, *a, **kw)
+
+            variant = Compiled(self.fn, dynamic=self.dynamic, mode=self.mode, name=self.name, fullgraph=self.fullgraph,
+                               recompile_limit=self.recompile_limit, module=self.module, call=call)
+            self.variants[key] = variant
+        tensors = [flat[i] for i in where]
+        dense = [t.contiguous() for t in tensors]
+        before = [t.clone() if d is not t else None for t, d in zip(tensors, dense)]
+        out = variant(*dense)
+        for t, d, b in zip(tensors, dense, before):
+            if b is not None and not torch.equal(d, b):
+                t.copy_(d)  # an in-place update of a non-contiguous argument
+        return out
+
     def _slow_call(self, args, kwargs):
-        """Before the first trace, after a guard failed, after a fallback, or with keyword
-        arguments (kwargs: a dict or None)."""
+        """Before the first trace, after a guard failed, after a fallback, for a split graph,
+        and the calls the C path does not take (kwargs: a dict or None)."""
         kwargs = kwargs or {}
         if self.eager_reason is not None:
-            return self.fn(*args, **kwargs)
-        if kwargs or not all(isinstance(a, torch.Tensor) for a in args):
-            return self._fall_back("keyword or non-tensor arguments are not compiled", args, kwargs)
+            return self._eager(args, kwargs)
+        flat = pytree.tree_flatten((list(args), kwargs))[0]
+        for v in flat:
+            if type(v).__module__ == "numpy" and type(v).__name__ == "ndarray":
+                raise TypeError(f"latch.torch.compile: {self.name}: an argument is a numpy array; "
+                                "pass a torch tensor (torch.from_numpy)")
+        tensors = [v for v in flat if isinstance(v, torch.Tensor)]
+        for t in tensors:
+            problem = _input_problem(t)
+            if problem:
+                self._say(f"{problem}: that call runs eagerly")
+                return self._eager(args, kwargs)
+        if any(t.numel() == 0 for t in tensors):
+            return self._eager(args, kwargs)  # a 0-size batch: eager's result and shape
+        if kwargs or not all(isinstance(a, torch.Tensor) and a.is_contiguous() for a in args):
+            return self._variant(args, kwargs)
         current = self.current
         if current is not None and current.autograd is not None and self._guards_hold(args):
             return current.autograd.call(args)
@@ -268,10 +409,10 @@ class Compiled(_latch.Compiled):
         return self._run(args)
 
     def stats(self):
-        """latch_function_stats summed over the guard states' Functions."""
+        """latch_function_stats summed over the guard states' Functions and the variants'."""
         total = {}
-        for graphs in self.states.values():
-            for k, v in (graphs.function.stats() if graphs.function else {}).items():
+        parts = [g.function.stats() for g in self.states.values() if g.function is not None]
+        for d in parts + [v.stats() for v in self.variants.values()]:
+            for k, v in d.items():
                 total[k] = total.get(k, 0) + v
         return total
-
