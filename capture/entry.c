@@ -478,6 +478,93 @@ cap_node *cap_tmpl_instantiate(const cap_tmpl_node *t, cap_node *const *operands
   return NULL;
 }
 
+/* Keeps spec for bindings (copied) in the entry; NULL with the error set when memory runs out. */
+static cap_kept *keep_spec(latch_runtime *rt, cap_entry *e, cap_spec *spec, const int64_t *bindings,
+                           latch_status *status) {
+  spec->bindings = (int64_t *)bindings; /* copied by cap_bindings_keep */
+  cap_kept *kept = cap_bindings_keep(rt, e, spec);
+  if (!kept) {
+    cap_set_error("call: out of memory");
+    *status = LATCH_ERR_INTERNAL;
+  }
+  return kept;
+}
+
+/* An entry run in segments: the moved segments' executables at bindings. NULL with *status
+ * LATCH_OK when a segment did not compile (the whole graph runs instead). */
+static cap_kept *specialize_segments(latch_runtime *rt, cap_entry *e, const int64_t *bindings,
+                                     cap_node *const *params, cap_run_kind *kind, latch_status *status) {
+  bool compiled = false;
+  cap_spec segmented = {.segment_count = cap_segments_count(e->segments)};
+  segmented.segment_exes = cap_segments_bind(rt, e, bindings, params, &compiled, status);
+  if (!segmented.segment_exes) {
+    *status = LATCH_OK;
+    return NULL;
+  }
+  *kind = compiled ? CAP_RUN_SPECIALIZED : CAP_RUN_INSTANTIATED;
+  return keep_spec(rt, e, &segmented, bindings, status);
+}
+
+/* The template at bindings: made[] its nodes, over proxies[], stand-ins for the parameters
+ * (compiling needs their shapes only, and one distinct leaf per parameter even when this
+ * call passes one tensor twice). False when memory runs out or a size overflows. */
+static bool instantiate_template(const cap_entry *e, const int64_t *bindings, cap_node *const *params,
+                                 cap_node **made, cap_node **proxies) {
+  for (int p = 0; p < e->param_count; p++)
+    if (!(proxies[p] = cap_node_stand_in(params[p]->dtype, params[p]->rank, params[p]->dims))) return false;
+  bool ok = true;
+  for (int i = 0; ok && i < e->node_count; i++) {
+    const cap_tmpl_node *t = &e->nodes[i];
+    cap_node *operands[16], **list = operands;
+    if (t->operand_count > 16 && !(list = hlo_malloc(sizeof(cap_node *) * (size_t)t->operand_count))) return false;
+    for (int k = 0; k < t->operand_count; k++)
+      list[k] = t->operands[k] >= 0 ? made[t->operands[k]] : proxies[-1 - t->operands[k]];
+    ok = (made[i] = cap_tmpl_instantiate(t, list, bindings)) != NULL;
+    if (list != operands) free(list);
+  }
+  return ok;
+}
+
+/* What runs g, the template instantiated: its module on a backend that runs modules; else
+ * the entry's executable bound to it (an earlier process's binding from the disk cache, or
+ * bound now and saved), or failing that a compile of g. */
+static void spec_of_graph(latch_runtime *rt, cap_entry *e, const cap_graph *g, cap_spec *spec, cap_run_kind *kind,
+                          latch_status *status) {
+  hlo_diag diag = {0};
+  *kind = CAP_RUN_INSTANTIATED;
+  if (rt->backend->execute_module) {
+    spec->module = cap_graph_lower(g, &diag);
+    if (spec->module && hlo_verify_module(spec->module, &diag) != HLO_OK) {
+      hlo_module_free(spec->module);
+      spec->module = NULL;
+    }
+    if (!spec->module) cap_set_error("call: instantiating a symbolic trace: %s", diag.message);
+    return;
+  }
+  spec->bound = cap_graph_load_binding(rt, g);
+  spec->bound_by = g->backend;
+  if (spec->bound) {
+    share_buffers(e, spec->bound, g->backend);
+  } else {
+    hlo_module *module = cap_graph_lower(g, &diag);
+    spec->bound = module ? bind_entry(rt, e, module, &spec->bound_by) : NULL;
+    hlo_module_free(module);
+    if (spec->bound) cap_graph_save_binding(rt, g, spec->bound);
+  }
+  if (!spec->bound) {
+    bool compiled = false;
+    spec->cached = cap_graph_executable(rt, g, &compiled, status);
+    *kind = CAP_RUN_SPECIALIZED;
+  }
+}
+
+/* Whether g reads exactly the stand-ins, in order, and computes as many roots as the entry. */
+static bool same_graph(const cap_entry *e, const cap_graph *g, cap_node *const *proxies) {
+  bool same = g->param_count == e->param_count && g->root_count == e->root_count;
+  for (int p = 0; same && p < g->param_count; p++) same = g->params[p] == proxies[p];
+  return same;
+}
+
 /* What runs a binding the trace did not see. The template is instantiated with this call's
  * sizes (nodes, then HLO through the usual lowering); a backend that can run a module
  * without compiling it (execute_module) runs that module, one that can bind its compiled
@@ -489,78 +576,21 @@ static cap_kept *specialize(latch_runtime *rt, cap_entry *e, const int64_t *bind
   cap_kept *found = cap_bindings_find(e, bindings);
   if (found) return found;
   if (e->segments) {
-    bool compiled = false;
-    /* bindings: copied by cap_bindings_keep */
-    cap_spec segmented = {.bindings = (int64_t *)bindings, .segment_count = cap_segments_count(e->segments)};
-    segmented.segment_exes = cap_segments_bind(rt, e, bindings, params, &compiled, status);
-    if (segmented.segment_exes) {
-      *kind = compiled ? CAP_RUN_SPECIALIZED : CAP_RUN_INSTANTIATED;
-      cap_kept *kept = cap_bindings_keep(rt, e, &segmented);
-      if (!kept) {
-        cap_set_error("call: out of memory");
-        *status = LATCH_ERR_INTERNAL;
-      }
-      return kept;
-    }
-    *status = LATCH_OK; /* a segment that did not compile: the whole graph runs, as below */
+    cap_kept *kept = specialize_segments(rt, e, bindings, params, kind, status);
+    if (kept || *status != LATCH_OK) return kept;
   }
   cap_node **made = hlo_calloc((size_t)e->node_count + 1, sizeof *made);
   cap_node **roots = hlo_malloc(sizeof(cap_node *) * ((size_t)e->root_count + 1));
-  /* Compiling needs the parameters' shapes only, and one distinct leaf per parameter even
-   * when this call passes one tensor twice: stand-ins without values. */
   cap_node **proxies = hlo_calloc((size_t)e->param_count + 1, sizeof *proxies);
-  bool ok = made && roots && proxies;
-  for (int p = 0; ok && p < e->param_count; p++)
-    ok = (proxies[p] = cap_node_stand_in(params[p]->dtype, params[p]->rank, params[p]->dims)) != NULL;
-  for (int i = 0; ok && i < e->node_count; i++) {
-    const cap_tmpl_node *t = &e->nodes[i];
-    cap_node *operands[16], **list = operands;
-    if (t->operand_count > 16 && !(list = hlo_malloc(sizeof(cap_node *) * (size_t)t->operand_count))) break;
-    for (int k = 0; k < t->operand_count; k++) list[k] = t->operands[k] >= 0 ? made[t->operands[k]] : proxies[-1 - t->operands[k]];
-    ok = (made[i] = cap_tmpl_instantiate(t, list, bindings)) != NULL;
-    if (list != operands) free(list);
-  }
   cap_spec spec = {0};
-  if (ok) {
-    for (int r = 0; r < e->root_count; r++) roots[r] = made[e->roots[r]];
-    cap_graph g;
-    if (cap_graph_collect(&g, rt->backend, e->root_count, roots, NULL) == LATCH_OK) {
-      bool same = g.param_count == e->param_count && g.root_count == e->root_count;
-      for (int p = 0; same && p < g.param_count; p++) same = g.params[p] == proxies[p];
-      if (!same) {
-        cap_set_error("call: a symbolic trace did not instantiate to the same graph (a latch bug)");
-      } else if (rt->backend->execute_module) {
-        hlo_diag diag = {0};
-        spec.module = cap_graph_lower(&g, &diag);
-        if (spec.module && hlo_verify_module(spec.module, &diag) != HLO_OK) {
-          hlo_module_free(spec.module);
-          spec.module = NULL;
-        }
-        if (!spec.module) cap_set_error("call: instantiating a symbolic trace: %s", diag.message);
-        *kind = CAP_RUN_INSTANTIATED;
-      } else {
-        spec.bound = cap_graph_load_binding(rt, &g);
-        spec.bound_by = g.backend;
-        if (spec.bound) {
-          share_buffers(e, spec.bound, g.backend);
-        } else {
-          hlo_diag diag = {0};
-          hlo_module *module = cap_graph_lower(&g, &diag);
-          spec.bound = module ? bind_entry(rt, e, module, &spec.bound_by) : NULL;
-          hlo_module_free(module);
-          if (spec.bound) cap_graph_save_binding(rt, &g, spec.bound);
-        }
-        *kind = CAP_RUN_INSTANTIATED;
-        if (!spec.bound) {
-          bool compiled = false;
-          spec.cached = cap_graph_executable(rt, &g, &compiled, status);
-          *kind = CAP_RUN_SPECIALIZED;
-        }
-      }
-      cap_graph_free(&g);
-    }
-  } else {
-    cap_set_error("call: out of memory, or a size overflowed, instantiating a symbolic trace");
+  cap_graph g;
+  bool ok = made && roots && proxies && instantiate_template(e, bindings, params, made, proxies);
+  if (!ok) cap_set_error("call: out of memory, or a size overflowed, instantiating a symbolic trace");
+  for (int r = 0; ok && r < e->root_count; r++) roots[r] = made[e->roots[r]];
+  if (ok && cap_graph_collect(&g, rt->backend, e->root_count, roots, NULL) == LATCH_OK) {
+    if (same_graph(e, &g, proxies)) spec_of_graph(rt, e, &g, &spec, kind, status);
+    else cap_set_error("call: a symbolic trace did not instantiate to the same graph (a latch bug)");
+    cap_graph_free(&g);
   }
   for (int i = 0; made && i < e->node_count; i++) cap_node_release(made[i]);
   for (int p = 0; proxies && p < e->param_count; p++) cap_node_release(proxies[p]);
@@ -571,13 +601,7 @@ static cap_kept *specialize(latch_runtime *rt, cap_entry *e, const int64_t *bind
     if (*status == LATCH_OK) *status = LATCH_ERR_INTERNAL;
     return NULL;
   }
-  spec.bindings = (int64_t *)bindings; /* copied by cap_bindings_keep */
-  cap_kept *kept = cap_bindings_keep(rt, e, &spec);
-  if (!kept) {
-    cap_set_error("call: out of memory");
-    *status = LATCH_ERR_INTERNAL;
-  }
-  return kept;
+  return keep_spec(rt, e, &spec, bindings, status);
 }
 
 /* One call's run of an entry: the graph's parameters, private shells around their values,
