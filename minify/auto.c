@@ -19,7 +19,10 @@ hlo_status min_auto_repro(const min_auto_request *request, char *path, size_t si
     dir = made;
   }
   min_options options = {0};
-  options.predicate.kind = request->kind;
+  /* A compile error needs no data, whatever check found it: candidates carry shapes only,
+   * no input is copied and the reference never runs. */
+  bool compile_error = request->failure && request->failure->kind == MIN_COMPILE_ERROR;
+  options.predicate.kind = compile_error ? MIN_CHECK_COMPILE : request->kind;
   options.predicate.backend = request->backend;
   options.predicate.compile_options = request->compile_options;
   options.predicate.tol = request->tol > 0 ? request->tol : RT_ACCURACY_DEFAULT_TOL;
@@ -29,7 +32,8 @@ hlo_status min_auto_repro(const min_auto_request *request, char *path, size_t si
   /* shapes shrink until the inputs fit the limit too */
   if (max_bytes > 0 && max_bytes < MIN_SMALL_INPUTS_BYTES) options.small_inputs_bytes = max_bytes;
   min_report report;
-  hlo_status status = min_minify(request->module, request->inputs, request->input_count, &options, &report, diag);
+  hlo_status status = min_minify(request->module, compile_error ? NULL : request->inputs,
+                                 compile_error ? 0 : request->input_count, &options, &report, diag);
   if (status != HLO_OK) return status;
   /* The capture layer runs inside the user's program, not the latch command: repro.sh finds
    * latch through LATCH_BIN or PATH. */

@@ -400,6 +400,7 @@ hlo_status min_minify(const hlo_module *module, rt_value *const *inputs, int inp
     if (!known_hang) {
       shrink(&ctx);
       shrink_data(&ctx);
+      report->stopped_early = ctx.error == HLO_OK && min_stopped(&ctx);
       if (ctx.error == HLO_OK) recheck(&ctx);
     }
     status = ctx.error;

@@ -210,6 +210,9 @@ typedef struct min_report {
   int wins[MIN_STRATEGY_COUNT];    /* accepted steps per strategy */
   int rechecks, reproduced;        /* final checks run, and how many failed the same way */
   bool flaky;                      /* reproduced < rechecks */
+  /* The check or time budget ran out before the strategies were done: the repro is the
+   * smallest failing module found, not a minimal one. */
+  bool stopped_early;
   double seconds;
   /* The parameters the inputs strategy replaced and by what ("%x (f32[1,3]) by a seeded
    * array, ..."; "" when none), and how many became seeded arrays. */

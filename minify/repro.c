@@ -199,6 +199,9 @@ static char *report_text(const min_report *report, const min_predicate *predicat
     }
   hlo_sb_puts(&sb, any ? "\n" : " none\n");
   hlo_sb_printf(&sb, "checks:     %d (and %d answered from the memo table)\n", report->checks, report->memo_hits);
+  if (report->stopped_early)
+    hlo_sb_puts(&sb, "budget:     spent before the strategies were done: this is the smallest failing module "
+                     "found, not a minimal one\n");
   hlo_sb_printf(&sb, "rechecks:   the repro failed the same way %d of %d times%s\n", report->reproduced,
                 report->rechecks, report->flaky ? " (FLAKY)" : "");
   hlo_sb_printf(&sb, "time:       %.2f s\n", report->seconds);

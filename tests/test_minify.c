@@ -567,8 +567,57 @@ static void test_auto_repro(void) {
   hlo_module_free(m);
 }
 
+/* Reads dir/name into text ("" when missing). */
+static void read_text(const char *dir, const char *name, char *text, size_t size) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  text[0] = 0;
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  text[fread(text, 1, size - 1, f)] = 0;
+  fclose(f);
+}
+
+/* The embedded path, with a compile error its check (compile and run) saw: minified on
+ * shapes alone, no inputs given at all, and repro.sh replays a compile check. With its
+ * budget spent at once, the repro is the module as it was, and report.txt says so. */
+static void test_auto_repro_compile(void) {
+  hlo_module *m = parse(small);
+  rt_value **in = small_inputs();
+  rt_fault fault = {.kind = RT_FAULT_COMPILE, .opcode = HLO_OP_COS};
+  const rt_backend *backend = rt_fault_backend(&rt_backend_reference, &fault);
+  min_predicate p = {.kind = MIN_CHECK_EXECUTE, .backend = backend, .timeout_s = 30};
+  min_outcome seen;
+  hlo_diag d = {HLO_OK, ""};
+  CHECK_EQ_INT(min_check(&p, m, in, 3, &seen, &d), HLO_OK);
+  CHECK_EQ_INT(seen.kind, MIN_COMPILE_ERROR);
+  char dir[] = "/tmp/latch-test-repro-XXXXXX", path[256], text[8192];
+  CHECK(mkdtemp(dir) != NULL);
+  min_auto_request request = {.module = m, .inputs = NULL, .input_count = 0, .backend = backend,
+                              .kind = MIN_CHECK_EXECUTE, .failure = &seen, .dir = dir};
+  CHECK_EQ_INT(min_auto_repro(&request, path, sizeof path, &d), HLO_OK);
+  read_text(dir, "repro.hlo", text, sizeof text);
+  CHECK_MSG(strstr(text, "cosine(") && !strstr(text, "tanh(") && !strstr(text, "add("), "%s", text);
+  read_text(dir, "repro.sh", text, sizeof text);
+  CHECK_MSG(strstr(text, "--check compile\n") != NULL, "%s", text);
+  read_text(dir, "report.txt", text, sizeof text);
+  CHECK(strstr(text, "check:      compile on backend reference") != NULL);
+  CHECK(strstr(text, "budget:") == NULL);
+  request.budget_s = 1e-9;
+  CHECK_EQ_INT(min_auto_repro(&request, path, sizeof path, &d), HLO_OK);
+  read_text(dir, "report.txt", text, sizeof text);
+  CHECK_MSG(strstr(text, "budget:     spent before the strategies were done") != NULL, "%s", text);
+  read_text(dir, "repro.hlo", text, sizeof text);
+  CHECK(strstr(text, "cosine(") && strstr(text, "tanh(") && strstr(text, "add("));
+  snprintf(path, sizeof path, "rm -rf '%s'", dir);
+  CHECK(system(path) == 0);
+  free_inputs(in, 3);
+  hlo_module_free(m);
+}
+
 int main(void) {
   RUN(test_candidates);
+  RUN(test_auto_repro_compile);
   RUN(test_auto_repro);
   RUN(test_compile_fault);
   RUN(test_dead_culprit);
