@@ -305,3 +305,22 @@ fuzz-blob: $(FUZZ_BUILD)/fuzz_blob $(BUILD)/latch
 	  -artifact_prefix=$(FUZZ_BUILD)/artifacts/blob- -print_final_stats=1 $(FUZZ_BUILD)/blob_corpus
 
 .PHONY: fuzz-blob
+
+# `make fuzz-run`: libFuzzer on parse + verify + compile + execute on the cpu and reference
+# backends (tests/fuzz/fuzz_run.c), small modules only, the library built as for fuzz-blob;
+# seeded with the small real dumps and the modules the C tests write (tests/fuzz/run_seeds.py),
+# run for FUZZ_SECONDS; fails on a crash, leak, overflow, hang or abort.
+$(FUZZ_BUILD)/fuzz_run: tests/fuzz/fuzz_run.c $(LIB_C) $(wildcard hlo/*.h runtime/*.h runtime/cpu/*.h)
+	$(MAKE) $(FUZZ_LIB_FLAGS) $(FUZZ_LIB)
+	$(FUZZ_CC) -std=c11 -g -O1 -D_GNU_SOURCE -I. -Iinclude \
+	  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fopenmp \
+	  -o $@ tests/fuzz/fuzz_run.c $(FUZZ_LIB) $(LDLIBS)
+
+fuzz-run: $(FUZZ_BUILD)/fuzz_run
+	@mkdir -p $(FUZZ_BUILD)/run_corpus $(FUZZ_BUILD)/artifacts
+	python3 tests/fuzz/run_seeds.py $(LATCH_CORPUS) tests $(FUZZ_BUILD)/run_seeds
+	$(FUZZ_BUILD)/fuzz_run -max_len=4096 -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=4096 \
+	  -dict=tests/fuzz/hlo.dict -artifact_prefix=$(FUZZ_BUILD)/artifacts/run- -print_final_stats=1 \
+	  $(FUZZ_BUILD)/run_corpus $(FUZZ_BUILD)/run_seeds
+
+.PHONY: fuzz-run

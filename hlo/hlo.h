@@ -174,6 +174,31 @@ bool hlo_shape_is_dynamic(const hlo_shape *shape);
 int64_t hlo_shape_elements(const hlo_shape *shape);
 /* Bytes of a dense row-major array of this shape; 0 for tuples and uncomputable types. */
 int64_t hlo_shape_bytes(const hlo_shape *shape);
+/* Whether every array in shape (each tuple element) has at most HLO_MAX_BYTES bytes, its
+ * element count and bytes computed without overflow: the verifier refuses larger shapes,
+ * so everything past it may add and multiply a verified shape's sizes, offsets and
+ * strides (and sum a few of them) in int64 without checks. */
+bool hlo_shape_size_ok(const hlo_shape *shape);
+#define HLO_MAX_BYTES ((int64_t)1 << 56)
+
+/* Checked int64 arithmetic for sizes, offsets and strides read from text or a file: each
+ * operation sets *overflow (sticky) instead of wrapping, so a formula reads as written and
+ * is tested once at its end, as guards/expr.c's terms are. The one helper for it. */
+static inline int64_t hlo_ck_add(bool *overflow, int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) *overflow = true;
+  return r;
+}
+static inline int64_t hlo_ck_sub(bool *overflow, int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_sub_overflow(a, b, &r)) *overflow = true;
+  return r;
+}
+static inline int64_t hlo_ck_mul(bool *overflow, int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) *overflow = true;
+  return r;
+}
 /* Same type and dims (recursively for tuples); layouts are ignored. */
 bool hlo_shape_equal(const hlo_shape *a, const hlo_shape *b);
 /* Deep copy of the tuple elements into arena. */
@@ -526,8 +551,13 @@ hlo_status hlo_infer_shape_flags(const hlo_instr *instr, unsigned flags, hlo_sha
  * matches any size and a bounded dim compares by its bound. */
 bool hlo_shape_compatible(const hlo_shape *a, const hlo_shape *b);
 
+/* Elements a slice [start:limit:stride] takes along one dim (0 <= start <= limit, stride
+ * >= 1), computed without overflow for any stride. */
+int64_t hlo_slice_size(int64_t start, int64_t limit, int64_t stride);
+
 /* The number of window positions along one dim of size base (after base dilation and
- * padding); false when the window's fields are invalid (size, stride or dilation < 1). */
+ * padding); false when the window's fields are invalid (size, stride or dilation < 1) or
+ * the arithmetic overflows. */
 bool hlo_window_output_size(int64_t base, const hlo_window_dim *dim, int64_t *out);
 
 /* Appends " (lhs f32[2,3], rhs f32[4,5])": each operand's role and shape, for messages. */

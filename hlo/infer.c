@@ -549,7 +549,7 @@ static hlo_status infer_slice(infer_ctx *c, hlo_shape *out) {
     if (start < 0 || start > limit || limit > x->dims[i])
       return fail(c, "dim %d range [%lld:%lld] is outside [0:%lld]", i, (long long)start,
                   (long long)limit, (long long)x->dims[i]);
-    out->dims[i] = (limit - start + stride - 1) / stride;
+    out->dims[i] = hlo_slice_size(start, limit, stride);
   }
   return HLO_OK;
 }
@@ -620,7 +620,9 @@ static hlo_status infer_concatenate(infer_ctx *c, hlo_shape *out) {
       return fail(c, "operand %d must have the element type and rank of operand 0", k);
     for (int i = 0; i < x->rank; i++) {
       if (i == axis) {
-        out->dims[i] += x->dims[i];
+        bool overflow = false;
+        out->dims[i] = hlo_ck_add(&overflow, out->dims[i], x->dims[i]);
+        if (overflow) return fail(c, "dimension %lld's total size overflows", (long long)axis);
         if (x->dim_kind[i] != HLO_DIM_STATIC) out->dim_kind[i] = x->dim_kind[i];
       } else if (!dim_matches(x, i, first, i)) {
         return fail(c, "operand %d dim %d has size %lld but operand 0 has %lld", k, i,
@@ -643,7 +645,12 @@ static hlo_status infer_pad(infer_ctx *c, hlo_shape *out) {
   for (int i = 0; i < x->rank; i++) {
     int64_t d = x->dims[i];
     if (pad->interior[i] < 0) return fail(c, "dim %d has negative interior padding", i);
-    int64_t size = pad->low[i] + pad->high[i] + d + (d > 0 ? (d - 1) * pad->interior[i] : 0);
+    bool overflow = false;
+    int64_t interior = d > 0 ? hlo_ck_mul(&overflow, d - 1, pad->interior[i]) : 0;
+    int64_t size = hlo_ck_add(&overflow, hlo_ck_add(&overflow, pad->low[i], pad->high[i]), hlo_ck_add(&overflow, d, interior));
+    if (overflow)
+      return fail(c, "dim %d's padded size overflows (low %lld, high %lld, interior %lld on size %lld)", i,
+                  (long long)pad->low[i], (long long)pad->high[i], (long long)pad->interior[i], (long long)d);
     if (size < 0) return fail(c, "dim %d would have negative size %lld", i, (long long)size);
     out->dims[i] = size;
   }
@@ -732,20 +739,29 @@ static hlo_status infer_dot(infer_ctx *c, hlo_shape *out) {
   return HLO_OK;
 }
 
+int64_t hlo_slice_size(int64_t start, int64_t limit, int64_t stride) {
+  return start < limit ? (limit - start - 1) / stride + 1 : 0;
+}
+
 bool hlo_window_output_size(int64_t base, const hlo_window_dim *w, int64_t *out) {
   if (w->size < 1 || w->stride < 1 || w->lhs_dilate < 1 || w->rhs_dilate < 1) return false;
-  int64_t dilated_base = base > 0 ? (base - 1) * w->lhs_dilate + 1 : 0;
-  int64_t padded = dilated_base + w->pad_low + w->pad_high;
-  int64_t dilated_window = (w->size - 1) * w->rhs_dilate + 1;
-  *out = padded < dilated_window ? 0 : (padded - dilated_window) / w->stride + 1;
+  bool overflow = false;
+  int64_t dilated_base = base > 0 ? hlo_ck_add(&overflow, hlo_ck_mul(&overflow, base - 1, w->lhs_dilate), 1) : 0;
+  int64_t padded = hlo_ck_add(&overflow, dilated_base, hlo_ck_add(&overflow, w->pad_low, w->pad_high));
+  int64_t dilated_window = hlo_ck_add(&overflow, hlo_ck_mul(&overflow, w->size - 1, w->rhs_dilate), 1);
+  int64_t span = hlo_ck_sub(&overflow, padded, dilated_window);
+  if (overflow) return false;
+  *out = span < 0 ? 0 : span / w->stride + 1;
   return true;
 }
 
 static hlo_status window_size(infer_ctx *c, int64_t base, int dim, int64_t *result) {
   const hlo_window_dim *w = &c->instr->window->dims[dim];
   if (!hlo_window_output_size(base, w, result))
-    return fail(c, "window dim %d has size %lld, stride %lld, dilations %lld/%lld; all must be >= 1", dim,
-                (long long)w->size, (long long)w->stride, (long long)w->lhs_dilate, (long long)w->rhs_dilate);
+    return fail(c, "window dim %d has size %lld, stride %lld, dilations %lld/%lld, padding %lld_%lld on size %lld: "
+                "all but the padding must be >= 1, and the padded, dilated size must not overflow", dim,
+                (long long)w->size, (long long)w->stride, (long long)w->lhs_dilate, (long long)w->rhs_dilate,
+                (long long)w->pad_low, (long long)w->pad_high, (long long)base);
   return HLO_OK;
 }
 

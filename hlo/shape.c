@@ -68,6 +68,20 @@ int64_t hlo_shape_bytes(const hlo_shape *shape) {
   return hlo_shape_elements(shape) * (int64_t)hlo_dtype_size(shape->dtype);
 }
 
+bool hlo_shape_size_ok(const hlo_shape *shape) {
+  if (shape->dtype == HLO_TUPLE) {
+    for (int i = 0; i < shape->tuple_count; i++)
+      if (!hlo_shape_size_ok(&shape->tuple[i])) return false;
+    return true;
+  }
+  if (!hlo_shape_is_array(shape)) return true;
+  bool overflow = false;
+  int64_t bytes = (int64_t)hlo_dtype_size(shape->dtype);
+  if (bytes < 1) bytes = 1; /* sub-byte types: a byte each at most */
+  for (int i = 0; i < shape->rank; i++) bytes = hlo_ck_mul(&overflow, bytes, shape->dims[i] < 0 ? 0 : shape->dims[i]);
+  return !overflow && bytes <= HLO_MAX_BYTES;
+}
+
 bool hlo_shape_equal(const hlo_shape *a, const hlo_shape *b) {
   if (a->dtype != b->dtype) return false;
   if (a->dtype == HLO_TUPLE) {

@@ -344,6 +344,11 @@ static bool valid_layout(const hlo_shape *shape) {
   return shape->dtype > HLO_INVALID && shape->dtype < HLO_DTYPE_COUNT;
 }
 
+static hlo_status too_large(verify_ctx *v, const hlo_instr *instr) {
+  return comp_fail(v, "instruction %%%s: shape %s is larger than %lld bytes (or its size overflows)", instr->name,
+                   hlo_shape_text(&instr->shape).s, (long long)HLO_MAX_BYTES);
+}
+
 /* Pointers first: every later check follows them. */
 static hlo_status check_links(verify_ctx *v, const hlo_instr *instr, int position) {
   const hlo_comp *comp = v->comp;
@@ -352,6 +357,7 @@ static hlo_status check_links(verify_ctx *v, const hlo_instr *instr, int positio
     return comp_fail(v, "instruction %%%s is not registered at its position", instr->name);
   if (!valid_layout(&instr->shape))
     return comp_fail(v, "instruction %%%s has an invalid shape %s", instr->name, hlo_shape_text(&instr->shape).s);
+  if (!hlo_shape_size_ok(&instr->shape)) return too_large(v, instr);
   for (int i = 0; i < instr->operand_count; i++) {
     const hlo_instr *operand = instr->operands[i];
     if (!operand) return comp_fail(v, "instruction %%%s: operand %d is missing", instr->name, i);
@@ -439,8 +445,8 @@ static hlo_status check_module_shape(verify_ctx *v) {
  * structure: its shape's layout. */
 static hlo_status check_layout(verify_ctx *v, const hlo_instr *instr) {
   v->at = instr;
-  if (valid_layout(&instr->shape)) return HLO_OK;
-  return comp_fail(v, "instruction %%%s has an invalid shape %s", instr->name, hlo_shape_text(&instr->shape).s);
+  if (!valid_layout(&instr->shape)) return comp_fail(v, "instruction %%%s has an invalid shape %s", instr->name, hlo_shape_text(&instr->shape).s);
+  return hlo_shape_size_ok(&instr->shape) ? HLO_OK : too_large(v, instr);
 }
 
 static hlo_status verify_module(const hlo_module *module, bool decoded, hlo_diag *diag) {

@@ -59,8 +59,14 @@ static hlo_status check_supported(const hlo_module *module, hlo_diag *diag) {
       const hlo_instr *instr = comp->instrs[i];
       hlo_opcode op = instr->opcode;
       bool known = op == HLO_OP_PARAMETER || op == HLO_OP_CONSTANT || rt_cpu_slow_kernel(op) != NULL;
+      bool plain_constant = instr->literal && instr->literal->data && hlo_shape_is_array(&instr->shape);
       if (!known) {
         status = unsupported(diag, instr, "");
+      } else if (op == HLO_OP_CONSTANT && comp == module->entry && !plain_constant) {
+        /* the plan views an entry constant's bytes in place: a tuple or elided one has none */
+        status = hlo_diag_set(diag, HLO_ERR_UNSUPPORTED,
+                              "the cpu backend cannot run constant %%%s in %s: a tuple or elided constant has no array data",
+                              instr->name, comp->name);
       } else if (!computable_shape(&instr->shape)) {
         char text[128];
         status = hlo_diag_set(diag, HLO_ERR_UNSUPPORTED,

@@ -297,7 +297,7 @@ RT_KERNEL(rt_kernel_slice) {
     int64_t start = instr->slice_starts.values[i], limit = instr->slice_limits.values[i];
     int64_t stride = instr->slice_strides.count == rank ? instr->slice_strides.values[i] : 1;
     if (start < 0 || limit > x->shape.dims[i] || start > limit || stride < 1 ||
-        b.dims[i] != (limit - start + stride - 1) / stride)
+        b.dims[i] != hlo_slice_size(start, limit, stride))
       return fail(eval, instr, result, "a slice range is out of bounds or disagrees with the result shape");
     offset += start * x_strides[i];
     b.src_stride[i] = x_strides[i] * stride;
