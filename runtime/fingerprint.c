@@ -63,7 +63,8 @@ const char *rt_build_id(void) { return LATCH_BUILD_ID; }
 size_t rt_fingerprint(const rt_backend *backend, const char *options, char *out, size_t size) {
   /* Options come last: whatever they hold (spaces, '=') cannot be mistaken for another
    * field, so two different inputs never give the same string. */
-  int n = snprintf(out, size, "backend=%s/%s latch=%s build=%s arch=%s cpu=%s options=%s", backend->name,
-                   backend->version, RT_LATCH_VERSION, rt_build_id(), ARCH, rt_cpu_features(), options ? options : "");
+  int n = snprintf(out, size, "backend=%s/%s latch=%s build=%s arch=%s cpu=%s libs=%s options=%s", backend->name,
+                   backend->version, RT_LATCH_VERSION, rt_build_id(), ARCH, rt_cpu_features(),
+                   backend->libraries ? backend->libraries() : "", options ? options : "");
   return n < 0 ? 0 : (size_t)n;
 }

@@ -163,6 +163,10 @@ typedef struct rt_backend {
   /* Optional (NULL: nothing to tell): the work this backend's compiles have done in this
    * process so far, for LATCH_LOG=compiles ("passes ran 12 times, 3 plans built"). */
   void (*work_so_far)(char *out, size_t size);
+  /* Optional (NULL: none): the libraries the backend's executables depend on, their
+   * versions and the instruction set each will use, as one line without "options=": part of
+   * the fingerprint, so a cache entry made with another library or ISA is a miss. */
+  const char *(*libraries)(void);
 } rt_backend;
 
 
@@ -229,11 +233,11 @@ const char *rt_npy_descr(hlo_dtype dtype);
  * the old build's: no version to bump by hand. */
 const char *rt_build_id(void);
 
-/* "backend=NAME/VERSION latch=V build=ID arch=A cpu=F1,F2 options=O" in out, NUL-terminated. options
+/* "backend=NAME/VERSION latch=V build=ID arch=A cpu=F1,F2 libs=L options=O" in out, NUL-terminated. options
  * may be NULL or "" when none. Returns the length it needed, like snprintf: a result >= size
  * means out was cut short and must not be used as a key. RT_FINGERPRINT_MAX is enough unless
  * options are long. */
-#define RT_FINGERPRINT_MAX 512
+#define RT_FINGERPRINT_MAX 1024
 size_t rt_fingerprint(const rt_backend *backend, const char *options, char *out, size_t size);
 
 /* The host's vector features, comma-separated ("sse4.2,avx,avx2,fma"), "" where latch does

@@ -12,7 +12,11 @@
 #include "capture/capture.h"
 #include "disk_test_util.h"
 #include "runtime/runtime.h"
+#include "runtime/cpu/cpu.h"
 #include "test.h"
+
+#include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
 #include "runtime/reference/reference.h"
 
 static const char *const FP = "backend=test/1 latch=0 arch=x cpu= options=";
@@ -227,6 +231,20 @@ static void every_byte_checked(void) {
 
 /* ---- fingerprints ---- */
 
+/* What rt_cpu_libraries says where oneDNN is held to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2). */
+static const char *held_to_avx2(void) {
+  static char text[512];
+  snprintf(text, sizeof text, "%s", rt_cpu_libraries());
+  char *isa = strstr(text, "dnnl_isa=0x");
+  if (isa) {
+    char *end = strchr(isa, ' ');
+    char rest[400];
+    snprintf(rest, sizeof rest, "%s", end ? end : "");
+    snprintf(isa, sizeof text - (size_t)(isa - text), "dnnl_isa=0x%x%s", (unsigned)dnnl_cpu_isa_avx2, rest);
+  }
+  return text;
+}
+
 static void fingerprints(void) {
   char dir[64];
   make_temp_dir(dir);
@@ -246,6 +264,21 @@ static void fingerprints(void) {
   CHECK(strcmp(fp1, fp2) != 0 && strcmp(fp1, fp_other) != 0 && strcmp(fp1, fp_opt) != 0);
   char small[16];
   CHECK(rt_fingerprint(&v1, "", small, sizeof small) >= sizeof small); /* too small says so */
+  /* the cpu backend's: oneDNN's version and the ISA it will use, OpenBLAS's core, as the
+   * libraries themselves report them; another ISA (oneDNN held to AVX2) is another key */
+  char fp_cpu[RT_FINGERPRINT_MAX], fp_held[RT_FINGERPRINT_MAX], want[128];
+  CHECK(rt_fingerprint(&rt_backend_cpu, "", fp_cpu, sizeof fp_cpu) < sizeof fp_cpu);
+  const dnnl_version_t *dv = dnnl_version();
+  snprintf(want, sizeof want, " libs=dnnl=%d.%d.%d/", dv->major, dv->minor, dv->patch);
+  CHECK_MSG(strstr(fp_cpu, want) != NULL, "%s", fp_cpu);
+  snprintf(want, sizeof want, " dnnl_isa=0x%x blas=OpenBLAS", (unsigned)dnnl_get_effective_cpu_isa());
+  CHECK_MSG(strstr(fp_cpu, want) != NULL, "%s", fp_cpu);
+  snprintf(want, sizeof want, "/%s options=", openblas_get_corename());
+  CHECK_MSG(strstr(fp_cpu, want) != NULL, "%s", fp_cpu);
+  rt_backend held = rt_backend_cpu;
+  held.libraries = held_to_avx2;
+  rt_fingerprint(&held, "", fp_held, sizeof fp_held);
+  CHECK(strcmp(fp_cpu, fp_held) != 0 || dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx2);
 
   CHECK(put_payload(disk, 5, fp1));
   /* a newer backend version, another backend, other options: misses, and not damage */

@@ -17,4 +17,9 @@ extern const rt_backend rt_backend_cpu;
 int64_t rt_cpu_pass_runs(void);
 int64_t rt_cpu_plans_built(void);
 
+/* The versions of oneDNN and OpenBLAS and the instruction set each will use, one line
+ * ("dnnl=2.7.3/HASH dnnl_isa=0x27 blas=OpenBLAS_0.3.21_..._MAX_THREADS=64/Haswell"), what
+ * rt_backend_cpu.libraries gives the fingerprint (libraries.c). */
+const char *rt_cpu_libraries(void);
+
 #endif

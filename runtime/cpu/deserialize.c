@@ -338,6 +338,95 @@ static bool inputs_hold(const rt_cpu_plan *plan) {
   return true;
 }
 
+/* ---- extents: every byte a step will touch lies inside its buffer ----
+ * The decoder bounds each offset alone; a blob whose checksums were recomputed after an edit
+ * (a smaller arena, a larger fused count) must still not reach outside the arena or a
+ * step's scratch, so each offset plus what is written or read there is checked too. */
+
+/* [offset, offset + bytes) inside [0, limit), computed without overflow. */
+static bool inside(int64_t offset, int64_t bytes, int64_t limit) {
+  bool overflow = false;
+  int64_t end = hlo_ck_add(&overflow, offset, bytes);
+  return !overflow && offset >= 0 && bytes >= 0 && end <= limit;
+}
+
+static int64_t md_bytes(const dnnl_memory_desc_t *md) {
+  size_t bytes = dnnl_memory_desc_get_size(md);
+  return bytes > (size_t)INT64_MAX ? INT64_MAX : (int64_t)bytes;
+}
+
+/* The pieces of a DNNL step's scratch (rt_cpu_dnnl_build's layout), each inside it, and
+ * its result and kept weights as big as the layouts written there; NULL, or what is not. */
+static const char *dnnl_extents(const rt_cpu_dnnl *d, const rt_cpu_step *s) {
+  int64_t room = s->scratch_bytes;
+  if (!d->conv) return NULL; /* a pool or a concatenation: latch's own kernels, no scratch layout */
+  if (md_bytes(&d->out_md) != d->out_bytes) return "a convolution's result size";
+  if (!inside(d->scratchpad_offset, md_bytes(&d->scratchpad_md), room)) return "oneDNN's scratchpad";
+  if ((d->prims & RT_DNNL_HAS_SAFE) && !inside(d->scratchpad_offset, md_bytes(&d->safe_scratchpad_md), room))
+    return "oneDNN's scratchpad";
+  if ((d->prims & RT_DNNL_HAS_SRC_REORDER) && !inside(d->src_reorder.offset, md_bytes(&d->src_md), room))
+    return "a source reorder";
+  if ((d->prims & RT_DNNL_HAS_DST_REORDER) && !inside(d->dst_offset, md_bytes(&d->dst_md), room))
+    return "a result reorder";
+  if ((d->prims & RT_DNNL_HAS_WEIGHTS_REORDER) && !rt_cpu_step_keeps_weights(s) &&
+      !inside(d->weights_scratch_offset, md_bytes(&d->weights_md), room))
+    return "a weights reorder";
+  if ((d->prims & RT_DNNL_HAS_SAFE_WEIGHTS_REORDER) &&
+      !inside(d->safe_weights_reorder.offset, md_bytes(&d->safe_weights_md), room))
+    return "a weights reorder";
+  for (int k = 0; k < d->post_count; k++) {
+    if ((d->prims & RT_DNNL_HAS_POST_REORDER(k)) && !inside(d->post_reorder[k].offset, md_bytes(&d->post_md[k]), room))
+      return "a residual's reorder";
+    if (d->posts[k].term >= 0 && d->posts[k].input < 0 && d->dst_md.ndims >= 2 &&
+        !inside(d->posts[k].values_offset, (int64_t)sizeof(float) * d->dst_md.dims[1], room))
+      return "a post-op's values";
+  }
+  if (d->wino && !(rt_cpu_wino_valid(d) && inside(d->wino_offset, rt_cpu_wino_scratch_bytes(d), room)))
+    return "Winograd tiles";
+  /* kept weights: latch's Winograd filters, or oneDNN's reordered weights */
+  int64_t kept = d->wino ? rt_cpu_wino_weights_bytes(d) : d->prims & RT_DNNL_HAS_WEIGHTS_REORDER ? md_bytes(&d->weights_md) : 0;
+  if (rt_cpu_step_keeps_weights(s) && d->weights_bytes < kept) return "kept weights";
+  return NULL;
+}
+
+static const char *step_extents(const rt_cpu_plan *plan, const rt_cpu_step *s) {
+  int64_t arena = plan->arena_bytes;
+  const hlo_shape *shape = &s->instr->shape;
+  int64_t bytes = hlo_shape_bytes(shape);
+  if (s->kind == RT_STEP_DNNL && s->dnnl->out_bytes > bytes) bytes = s->dnnl->out_bytes;
+  bool viewed = s->kind == RT_STEP_PART || (rt_cpu_step_writes_buffer(s) && !s->output && !s->part_count);
+  if (viewed && !inside(s->offset, bytes, arena)) return "its buffer";
+  for (int p = 0; p < s->part_count; p++)
+    if (!inside(s->part_offsets[p], hlo_shape_bytes(&shape->tuple[p]), arena)) return "a part's buffer";
+  if (rt_cpu_step_writes_buffer(s) && s->scratch_bytes && !inside(s->scratch_offset, s->scratch_bytes, arena))
+    return "its scratch";
+  int64_t slots = 1 + (int64_t)s->kept_param_count;
+  if (s->kept && (s->stamp_offset % 8 || !inside(s->stamp_offset, 8 * slots, arena))) return "its stamps";
+  if (s->weight_kept >= 0 && (!plan->steps[s->weight_kept].kept || s->weight_kept >= s->instr->id))
+    return "the step whose weights it keeps";
+  if (s->kind == RT_STEP_DNNL && rt_cpu_step_keeps_weights(s) &&
+      (!inside(s->weight_offset, s->dnnl->weights_bytes, arena) || s->stamp_offset % 8 || !inside(s->stamp_offset, 8, arena)))
+    return "its kept weights";
+  if (s->kind == RT_STEP_FUSED) {
+    const rt_cpu_fusion *f = s->fusion;
+    bool overflow = false;
+    int64_t want = f->tail ? hlo_ck_mul(&overflow, hlo_shape_elements(shape), f->inner) : hlo_shape_elements(shape);
+    if (overflow || f->count != want) return "a fused program's size";
+  }
+  return s->kind == RT_STEP_DNNL ? dnnl_extents(s->dnnl, s) : NULL;
+}
+
+/* Each step's buffers, parts, scratch, stamps and kept weights inside the arena. */
+static void check_extents(rt_blob_in *in, const rt_cpu_plan *plan) {
+  for (int i = 0; i < plan->step_count && !in->failed; i++) {
+    const char *what = step_extents(plan, &plan->steps[i]);
+    if (!what) continue;
+    char why[sizeof in->why];
+    snprintf(why, sizeof why, "step %%%s: %s reaches outside the arena or its scratch", plan->steps[i].instr->name, what);
+    rt_blob_fail(in, why);
+  }
+}
+
 static rt_cpu_plan *get_plan(rt_blob_in *in, hlo_module *module) {
   rt_cpu_plan *plan = hlo_calloc(1, sizeof *plan);
   if (!plan) return rt_blob_fail(in, "out of memory"), NULL;
@@ -363,6 +452,7 @@ static rt_cpu_plan *get_plan(rt_blob_in *in, hlo_module *module) {
     plan->primitives_pending = plan->primitives_pending || plan->steps[i].kind == RT_STEP_DNNL;
   }
   if (!in->failed && !inputs_hold(plan)) rt_blob_fail(in, "a step's inputs");
+  if (!in->failed) check_extents(in, plan);
   if (in->failed) {
     rt_cpu_plan_free(plan);
     return NULL;

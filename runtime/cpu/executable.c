@@ -761,4 +761,5 @@ const rt_backend rt_backend_cpu = {
     .share_buffers = cpu_share_buffers,
     .describe = cpu_describe,
     .work_so_far = cpu_work_so_far,
+    .libraries = rt_cpu_libraries,
 };
