@@ -3,7 +3,8 @@
  * target writes the header (magic, format version, the body's checksum) in front, so that the
  * fuzzer's changes reach the decoder instead of stopping at the checksum. Any body must load
  * or fail with a message (HLO_ERR_INPUT, or out of memory), never crash or leak; one that
- * loads must serialize again, and that blob must load and serialize to the same bytes. The
+ * loads must serialize again, and that blob must load, run once on small seeded inputs (an
+ * error is fine, a write outside a buffer is not) and serialize to the same bytes. The
  * first load takes the bytes (rt_backend_cpu.adopt, as the disk cache loads), the second
  * copies what it keeps (deserialize) and is bound to another module, which decodes the
  * source module the blob keeps: it binds or refuses with a message.
@@ -16,6 +17,7 @@
 
 #include "runtime/cpu/blob_internal.h"
 #include "runtime/cpu/cpu.h"
+#include "runtime/cpu/cpu_internal.h"
 #include "runtime/runtime.h"
 
 /* A failure must say why, as an input error or out of memory. */
@@ -58,6 +60,36 @@ static void bind_once(rt_executable *exe) {
   hlo_module_free(binding);
 }
 
+/* Runs exe once on seeded random inputs of its module's parameters (read again from the
+ * blob), when they are small: what loads must execute or fail with a message, never reach
+ * outside its buffers. */
+static void execute_once(rt_executable *exe, const unsigned char *blob, size_t len) {
+  hlo_module *module = NULL;
+  rt_cpu_plan *plan = NULL;
+  const char *source;
+  size_t source_len;
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  if (rt_cpu_deserialize(blob, len, &module, &plan, &source, &source_len, &diag) != HLO_OK) abort();
+  const hlo_comp *entry = module->entry;
+  rt_value *args[16] = {NULL};
+  bool small = entry->param_count <= 16 && plan->arena_bytes <= (1 << 24);
+  for (int i = 0; small && i < entry->param_count; i++) {
+    small = hlo_shape_bytes(&entry->params[i]->shape) <= (1 << 20);
+    if (small) args[i] = rt_random_value(&entry->params[i]->shape, 1, (uint64_t)i, &diag);
+    small = small && args[i];
+  }
+  rt_value *result = NULL;
+  hlo_diag_clear(&diag);
+  if (small && rt_backend_cpu.execute(exe, args, entry->param_count, &result, &diag) == HLO_OK)
+    rt_value_release(result);
+  else if (small && diag.message[0] == '\0')
+    abort();
+  for (int i = 0; i < 16; i++) rt_value_release(args[i]);
+  rt_cpu_plan_free(plan);
+  hlo_module_free(module);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   unsigned char *blob = malloc(RT_CPU_BLOB_HEADER + size + 1);
   if (!blob) return 0;
@@ -73,6 +105,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   rt_backend_cpu.destroy(exe);
   rt_executable *again = load(bytes, len, false);
   if (!again) abort(); /* what a load gave must load again */
+  execute_once(again, bytes, len);
   unsigned char *again_bytes = serialize(again, &again_len);
   if (again_len != len || memcmp(bytes, again_bytes, len) != 0) abort();
   bind_once(again);
