@@ -178,6 +178,7 @@ typedef enum cache_disk_problem {
   CACHE_DISK_UNSAFE_DIR,  /* the directory is another user's, or others may write to it */
   CACHE_DISK_UNSIGNED,    /* remote tier, with a secret: an entry without a signature */
   CACHE_DISK_BAD_SIGNATURE, /* remote tier, with a secret: signed with another secret, or altered */
+  CACHE_DISK_FOREIGN,     /* an entry file owned by another user: refused, left in place */
   CACHE_DISK_PROBLEM_COUNT
 } cache_disk_problem;
 

@@ -19,6 +19,7 @@ struct cache_disk {
   char dir[DIR_MAX_BYTES];
   uint64_t max_bytes;
   bool unusable; /* the directory could not be created: every get misses, every put is skipped */
+  int dirfd;     /* the directory, opened once: every entry is reached relative to it (-1: unusable) */
   cache_disk_faults faults;
   atomic_uint_fast64_t hits, misses, writes, write_errors, corrupt, evictions, bytes_read, bytes_written;
   atomic_uint_fast64_t temp_counter;
@@ -48,12 +49,15 @@ cache_disk *cache_disk_open(const char *dir, uint64_t max_bytes, const cache_dis
   disk->max_bytes = max_bytes;
   atomic_store(&disk->scanned_bytes, UNSCANNED);
   int err = cache_disk_mkdirs(disk->dir, &disk->faults);
-  char why[160];
+  char why[300];
+  disk->dirfd = err ? -1 : open(disk->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (!err && disk->dirfd < 0) err = errno;
   if (err) {
     disk->unusable = true;
-    cache_disk_warn(CACHE_DISK_DIR_ERROR, "cannot create %s: %s; compiled graphs are neither loaded nor saved",
+    cache_disk_warn(CACHE_DISK_DIR_ERROR, "cannot create or open %s: %s; compiled graphs are neither loaded nor saved",
                     disk->dir, strerror(err));
-  } else if (!cache_disk_dir_is_private(disk->dir, why, sizeof why)) {
+  } else if (!cache_disk_dir_is_private(disk->dirfd, why, sizeof why) ||
+             !cache_disk_parents_are_safe(disk->dir, why, sizeof why)) {
     disk->unusable = true;
     cache_disk_warn(CACHE_DISK_UNSAFE_DIR, "refusing %s: %s; compiled graphs are neither loaded nor saved there",
                     disk->dir, why);
@@ -82,6 +86,7 @@ static void maybe_evict(cache_disk *disk, uint64_t file_bytes) {
 
 void cache_disk_close(cache_disk *disk) {
   if (disk && !disk->unusable && atomic_load(&disk->written_since_scan) > 0) evict(disk);
+  if (disk && disk->dirfd >= 0) close(disk->dirfd);
   free(disk);
 }
 
@@ -107,8 +112,9 @@ void cache_disk_get_stats(const cache_disk *disk, cache_disk_stats *stats) {
   stats->bytes_written = atomic_load(&d->bytes_written);
 }
 
-static void entry_path(const cache_disk *disk, cache_key key, const char *fingerprint, char *path) {
-  char name[CACHE_DISK_NAME_MAX];
+/* The entry's name (relative to dirfd) and its path (for messages). */
+static void entry_path(const cache_disk *disk, cache_key key, const char *fingerprint, char *path,
+                       char name[CACHE_DISK_NAME_MAX]) {
   cache_disk_entry_name(key, fingerprint, name);
   snprintf(path, PATH_MAX_BYTES, "%s/%s", disk->dir, name);
 }
@@ -123,21 +129,24 @@ bool cache_disk_get(cache_disk *disk, cache_key key, const char *fingerprint, vo
     atomic_fetch_add(&disk->misses, 1);
     return false;
   }
-  char path[PATH_MAX_BYTES];
-  entry_path(disk, key, fingerprint, path);
+  char path[PATH_MAX_BYTES], name[CACHE_DISK_NAME_MAX];
+  entry_path(disk, key, fingerprint, path, name);
   cache_disk_entry_info info;
   memset(&info, 0, sizeof info);
   cache_disk_reading r = {.check_payload = true, .keep_payload = true, .touch = true, .faults = &disk->faults};
-  cache_disk_problem problem = cache_disk_read_entry(path, &r, &info);
+  cache_disk_problem problem = cache_disk_read_entry(disk->dirfd, name, &r, &info);
   void *payload = r.payload;
   if (!problem && (!cache_key_equal(info.key, key) || strcmp(info.fingerprint, fingerprint) != 0))
     problem = CACHE_DISK_MISMATCH;
   if (problem == CACHE_DISK_READ_ERROR) {
     if (r.errnum != ENOENT)
       cache_disk_warn(CACHE_DISK_READ_ERROR, "cannot read %s: %s; treated as a miss", path, strerror(r.errnum));
+  } else if (problem == CACHE_DISK_FOREIGN) {
+    atomic_fetch_add(&disk->corrupt, 1);
+    cache_disk_warn(problem, "%s: %s; refused (treated as a miss) and left in place", path, cache_disk_problem_name(problem));
   } else if (problem) {
     damaged(disk, path, problem);
-    cache_disk_remove_if_same(path, r.dev, r.ino);
+    cache_disk_remove_if_same(disk->dirfd, name, r.dev, r.ino);
   }
   if (problem) {
     free(payload);
@@ -153,14 +162,14 @@ bool cache_disk_get(cache_disk *disk, cache_key key, const char *fingerprint, vo
 
 void cache_disk_reject(cache_disk *disk, cache_key key, const char *fingerprint, cache_disk_problem problem) {
   if (disk->unusable) return;
-  char path[PATH_MAX_BYTES];
-  entry_path(disk, key, fingerprint, path);
+  char path[PATH_MAX_BYTES], name[CACHE_DISK_NAME_MAX];
+  entry_path(disk, key, fingerprint, path, name);
   damaged(disk, path, problem);
-  (void)unlink(path);
+  (void)unlinkat(disk->dirfd, name, 0);
 }
 
-/* A name no other writer, in this process or another, can pick at the same time. */
-static void temp_path(cache_disk *disk, const char *entry_path_, char *out) {
+/* A name (relative to dirfd) no other writer, in this process or another, can pick at the same time. */
+static void temp_name(cache_disk *disk, const char *name, char *out) {
   uint64_t salt = 0;
   if (getrandom(&salt, sizeof salt, GRND_NONBLOCK) != (ssize_t)sizeof salt) {
     struct timespec now;
@@ -168,9 +177,7 @@ static void temp_path(cache_disk *disk, const char *entry_path_, char *out) {
     salt = (uint64_t)now.tv_nsec * UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)now.tv_sec;
   }
   salt ^= atomic_fetch_add(&disk->temp_counter, 1);
-  const char *name = strrchr(entry_path_, '/') + 1;
-  snprintf(out, PATH_MAX_BYTES, "%s/" CACHE_DISK_TEMP_PREFIX "%.32s-%ld-%016" PRIx64, disk->dir, name,
-           (long)getpid(), salt);
+  snprintf(out, PATH_MAX_BYTES, CACHE_DISK_TEMP_PREFIX "%.32s-%ld-%016" PRIx64, name, (long)getpid(), salt);
 }
 
 static void sleep_ms(int ms) {
@@ -179,15 +186,15 @@ static void sleep_ms(int ms) {
   }
 }
 
-/* Writes the whole entry to a new temporary file and renames it over path; 0 or an errno. */
-static int publish(cache_disk *disk, const char *path, cache_key key, const char *fingerprint, const void *bytes,
+/* Writes the whole entry to a new temporary file and renames it over name (both relative to dirfd); 0 or an errno. */
+static int publish(cache_disk *disk, const char *name, cache_key key, const char *fingerprint, const void *bytes,
                    size_t len, bool sync) {
   char temp[PATH_MAX_BYTES];
   int fd = -1;
   int err = cache_disk_fault(&disk->faults, CACHE_OP_OPEN);
   for (int attempt = 0; !err && fd < 0 && attempt < 4; attempt++) {
-    temp_path(disk, path, temp);
-    fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    temp_name(disk, name, temp);
+    fd = openat(disk->dirfd, temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0 && errno != EEXIST) err = errno;
   }
   if (err || fd < 0) return err ? err : EEXIST;
@@ -207,8 +214,8 @@ static int publish(cache_disk *disk, const char *path, cache_key key, const char
   if (!err && sync && fsync(fd) != 0) err = errno;
   if (close(fd) != 0 && !err) err = errno;
   if (!err) err = cache_disk_fault(&disk->faults, CACHE_OP_RENAME);
-  if (!err && rename(temp, path) != 0) err = errno;
-  if (err) (void)unlink(temp);
+  if (!err && renameat(disk->dirfd, temp, disk->dirfd, name) != 0) err = errno;
+  if (err) (void)unlinkat(disk->dirfd, temp, 0);
   return err;
 }
 
@@ -220,8 +227,9 @@ static bool put(cache_disk *disk, cache_key key, const char *fingerprint, const 
     return false;
   }
   char path[PATH_MAX_BYTES];
-  entry_path(disk, key, fingerprint, path);
-  int err = publish(disk, path, key, fingerprint, bytes, len, sync);
+  char name[CACHE_DISK_NAME_MAX];
+  entry_path(disk, key, fingerprint, path, name);
+  int err = publish(disk, name, key, fingerprint, bytes, len, sync);
   if (err) {
     atomic_fetch_add(&disk->write_errors, 1);
     cache_disk_warn(CACHE_DISK_WRITE_ERROR, "cannot write to %s: %s; compiled graphs are not being saved", disk->dir,

@@ -134,6 +134,7 @@ const char *cache_disk_problem_name(cache_disk_problem problem) {
       [CACHE_DISK_LENGTH] = "entry longer than its header says",
       [CACHE_DISK_CHECKSUM] = "payload checksum mismatch",
       [CACHE_DISK_MISMATCH] = "key or fingerprint differs from the entry's name",
+      [CACHE_DISK_FOREIGN] = "owned by another user",
       [CACHE_DISK_UNLOADABLE] = "backend could not load the entry",
       [CACHE_DISK_READ_ERROR] = "read error",
       [CACHE_DISK_WRITE_ERROR] = "write error",

@@ -85,7 +85,10 @@ int cache_disk_fault(const cache_disk_faults *faults, cache_disk_op op);
 int cache_disk_mkdirs(const char *path, const cache_disk_faults *faults);
 /* Whether dir may hold entries this process will run (disk_trust.c): true when it is owned by
  * this user and not writable by group or others; else false with the reason in why. */
-bool cache_disk_dir_is_private(const char *dir, char *why, size_t why_size);
+bool cache_disk_dir_is_private(int dirfd, char *why, size_t why_size);
+/* Each parent of dir, up to the first root owns, is this user's or root's and writable by
+ * nobody else (a root-owned sticky directory such as /tmp excepted); false with why. */
+bool cache_disk_parents_are_safe(const char *dir, char *why, size_t why_size);
 /* Writes all of data; 0 or an errno. */
 int cache_disk_write_all(int fd, const void *data, size_t len, const cache_disk_faults *faults);
 /* Reads exactly len bytes at offset; 0, an errno, or -1 when the file is shorter. */
@@ -109,12 +112,13 @@ typedef struct cache_disk_reading {
   ino_t ino;
 } cache_disk_reading;
 
-/* Reads and checks the entry at path as r asks; info gets the file's size and time and, on
+/* Reads and checks the entry at path (relative to dirfd, or AT_FDCWD) as r asks; a file another
+ * user owns is CACHE_DISK_FOREIGN, unread; info gets the file's size and time and, on
  * CACHE_DISK_OK, its key, fingerprint and payload size. An unreadable file gives
  * CACHE_DISK_READ_ERROR with r->errnum set. */
-cache_disk_problem cache_disk_read_entry(const char *path, cache_disk_reading *r, cache_disk_entry_info *info);
+cache_disk_problem cache_disk_read_entry(int dirfd, const char *path, cache_disk_reading *r, cache_disk_entry_info *info);
 /* Unlinks path if it is still the file (dev, ino): a writer may have replaced it since.
  * 0 when it was removed, else why not (an errno; EEXIST: replaced since). */
-int cache_disk_remove_if_same(const char *path, dev_t dev, ino_t ino);
+int cache_disk_remove_if_same(int dirfd, const char *path, dev_t dev, ino_t ino);
 
 #endif

@@ -171,11 +171,11 @@ static cache_disk_problem read_body(int fd, const cache_disk_header *header,
   return problem;
 }
 
-cache_disk_problem cache_disk_read_entry(const char *path, cache_disk_reading *r, cache_disk_entry_info *info) {
+cache_disk_problem cache_disk_read_entry(int dirfd, const char *path, cache_disk_reading *r, cache_disk_entry_info *info) {
   r->payload = NULL;
   r->errnum = cache_disk_fault(r->faults, CACHE_OP_READ);
   if (r->errnum) return CACHE_DISK_READ_ERROR;
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0) {
     r->errnum = errno;
@@ -189,7 +189,9 @@ cache_disk_problem cache_disk_read_entry(const char *path, cache_disk_reading *r
   unsigned char raw[CACHE_DISK_HEADER_BYTES];
   cache_disk_header header;
   void *data = NULL;
-  cache_disk_problem problem = read_header(fd, (uint64_t)st.st_size, raw, &header, &r->errnum);
+  cache_disk_problem problem = CACHE_DISK_OK;
+  if (st.st_uid != geteuid()) problem = CACHE_DISK_FOREIGN; /* whoever owns it chose its code */
+  if (!problem) problem = read_header(fd, (uint64_t)st.st_size, raw, &header, &r->errnum);
   if (!problem) problem = read_body(fd, &header, raw, r->check_payload, info, &data, &r->errnum);
   /* A hit makes the entry the most recently used. Failure (someone else's file on a
    * read-only mount) only makes eviction's order less exact. */
@@ -200,9 +202,9 @@ cache_disk_problem cache_disk_read_entry(const char *path, cache_disk_reading *r
   return problem;
 }
 
-int cache_disk_remove_if_same(const char *path, dev_t dev, ino_t ino) {
+int cache_disk_remove_if_same(int dirfd, const char *path, dev_t dev, ino_t ino) {
   struct stat st;
-  if (lstat(path, &st) != 0) return errno;
+  if (fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) != 0) return errno;
   if (st.st_dev != dev || st.st_ino != ino) return EEXIST; /* replaced since: not ours to remove */
-  return unlink(path) == 0 ? 0 : errno;
+  return unlinkat(dirfd, path, 0) == 0 ? 0 : errno;
 }

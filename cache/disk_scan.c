@@ -51,7 +51,7 @@ hlo_status cache_disk_scan(const char *dir, bool check, bool fix, cache_disk_vis
       summary->temp_bytes += info->file_bytes;
     } else {
       cache_disk_reading r = {.check_payload = check};
-      info->problem = cache_disk_read_entry(path, &r, info);
+      info->problem = cache_disk_read_entry(AT_FDCWD, path, &r, info);
       if (info->problem == CACHE_DISK_READ_ERROR && r.errnum == ENOENT) continue;
       /* A file named for a (key, fingerprint) must hold that pair: recompute its name. */
       if (!info->problem) {
@@ -63,7 +63,7 @@ hlo_status cache_disk_scan(const char *dir, bool check, bool fix, cache_disk_vis
       summary->entry_bytes += info->file_bytes;
       if (info->problem) {
         summary->bad_entries++;
-        int failed = fix && info->problem != CACHE_DISK_READ_ERROR ? cache_disk_remove_if_same(path, r.dev, r.ino) : -1;
+        int failed = fix && info->problem != CACHE_DISK_READ_ERROR ? cache_disk_remove_if_same(AT_FDCWD, path, r.dev, r.ino) : -1;
         if (failed == 0) {
           summary->removed++;
           summary->removed_bytes += info->file_bytes;

@@ -2,6 +2,7 @@
  * SCAN (never KEYS, which stops the server while it runs), clearing them, the server's memory
  * figures, and copying entries between a disk cache and the server. Leases count as the
  * remote tier's temporary files. */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,7 +224,7 @@ static void push_one(void *ctx, const cache_disk_entry_info *entry) {
   snprintf(path, sizeof path, "%s/%s", c->dir, entry->name);
   cache_disk_entry_info *info = hlo_malloc(sizeof *info);
   cache_disk_reading r = {.check_payload = true, .keep_payload = true};
-  if (info && cache_disk_read_entry(path, &r, info) == CACHE_DISK_OK &&
+  if (info && cache_disk_read_entry(AT_FDCWD, path, &r, info) == CACHE_DISK_OK &&
       cache_remote_put(c->remote, info->key, info->fingerprint, r.payload, (size_t)info->payload_bytes))
     c->copied++;
   else c->skipped++;

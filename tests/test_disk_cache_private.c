@@ -117,6 +117,54 @@ static void copied_entry_rejected(void) {
   remove_tree(dir);
 }
 
+/* The directory reached through a parent others may write to (/tmp/x mode 0777, no sticky
+ * bit: anyone may rename the cache away and put theirs in its place), or through a symlink,
+ * is refused with one warning naming why; a root-owned sticky parent (/tmp) is fine. */
+static void refused_by_path(bool symlinked) {
+  char parent[64], dir[128], real[128];
+  make_temp_dir(parent);
+  snprintf(real, sizeof real, "%s/real", parent);
+  snprintf(dir, sizeof dir, symlinked ? "%s/link" : "%s/real/cache", parent);
+  CHECK(mkdir(real, 0700) == 0);
+  if (symlinked) CHECK(symlink(real, dir) == 0);
+  else CHECK(chmod(real, 0777) == 0);
+  cache_disk_reset_warnings();
+  capture_begin();
+  cache_disk *disk = open_quiet(dir);
+  bool put = disk && put_payload(disk, 1, FP);
+  const char *text = capture_end();
+  CHECK_MSG(!put, "%s: an entry was written", dir);
+  CHECK_EQ_INT(count_occurrences(text, "latch: warning: compile cache:"), 1);
+  CHECK_MSG(strstr(text, symlinked ? "cannot create or open" : "group or others may write to its parent") != NULL,
+            "%s", text);
+  if (disk) cache_disk_close(disk);
+  remove_tree(parent);
+}
+
+static void refused_writable_parent(void) { refused_by_path(false); }
+static void refused_symlink(void) { refused_by_path(true); }
+
+/* An entry file another user owns (root chowns it here) is refused: a miss, one warning,
+ * and left in place; the directory's own entries still load. */
+static void foreign_entry_refused(void) {
+  char dir[64], path[512];
+  make_temp_dir(dir);
+  cache_disk *disk = open_quiet(dir);
+  CHECK(disk && put_payload(disk, 1, FP) && put_payload(disk, 2, FP));
+  entry_file(dir, 1, FP, path);
+  CHECK(chown(path, 4242, 4242) == 0);
+  cache_disk_reset_warnings();
+  capture_begin();
+  bool got = disk && get_matches(disk, 1, FP);
+  const char *text = capture_end();
+  CHECK(!got);
+  CHECK_MSG(strstr(text, "owned by another user") != NULL, "%s", text);
+  CHECK(file_exists(path));
+  CHECK(disk && get_matches(disk, 2, FP));
+  if (disk) cache_disk_close(disk);
+  remove_tree(dir);
+}
+
 int main(void) {
   RUN(created_private);
   RUN(refused_group);
@@ -124,5 +172,8 @@ int main(void) {
   RUN(refused_owner);
   RUN(memory_still_works);
   RUN(copied_entry_rejected);
+  RUN(refused_writable_parent);
+  RUN(refused_symlink);
+  RUN(foreign_entry_refused);
   return TEST_REPORT();
 }
