@@ -267,6 +267,10 @@ typedef struct cache_disk_summary {
   uint64_t temps, temp_bytes;     /* temporary files */
   uint64_t removed, removed_bytes;
   uint64_t remove_failed;         /* fix: bad entries that could not be removed */
+  /* remote, check: intact entries whose signature does not match this secret (signed with
+   * another, or unsigned): counted in bad_entries, never removed by fix, since the secret
+   * given may be what differs */
+  uint64_t other_secret;
   int remove_errno;               /* the first such failure's errno */
 } cache_disk_summary;
 

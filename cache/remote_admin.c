@@ -107,7 +107,9 @@ static void scan_one(void *ctx, const char *key, size_t len) {
   s->summary->entry_bytes += s->info->file_bytes;
   if (s->info->problem) {
     s->summary->bad_entries++;
-    redisReply *gone = s->fix ? call1(s->remote, "DEL", name) : NULL;
+    bool signature_only = s->info->problem == CACHE_DISK_BAD_SIGNATURE || s->info->problem == CACHE_DISK_UNSIGNED;
+    if (signature_only) s->summary->other_secret++;
+    redisReply *gone = s->fix && !signature_only ? call1(s->remote, "DEL", name) : NULL;
     if (gone && gone->type == REDIS_REPLY_INTEGER && gone->integer == 1) {
       s->summary->removed++;
       s->summary->removed_bytes += s->info->file_bytes;

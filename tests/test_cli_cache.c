@@ -250,6 +250,13 @@ static void remote_actions(void) {
   snprintf(env_secret, sizeof env_secret, "%s LATCH_CACHE_SECRET=s1", env);
   CLI_CHECK(1, env_secret, "cache verify --remote"); /* unsigned entries, under a secret */
   CLI_HAS(cli_out, "unsigned entry");
+  /* --fix under another secret than the writer's removes none of them: the secret may be
+   * what is wrong */
+  CLI_CHECK(1, env_secret, "cache verify --remote --fix");
+  snprintf(text, sizeof text, "%d bad, 0 removed", entries);
+  CLI_HAS(cli_out, text);
+  CLI_HAS(cli_out, "LATCH_CACHE_SECRET may differ");
+  CHECK_EQ_INT(redis_keys(&s), entries);
   CLI_CHECK(0, env, "cache pull --dir '%s'", pulled);
   snprintf(text, sizeof text, "pulled %d entr", entries);
   CLI_HAS(cli_out, text);
@@ -264,6 +271,19 @@ static void remote_actions(void) {
   CHECK_EQ_INT(redis_keys(&s), entries);
   CLI_CHECK(0, env, "cache push --dir '%s'", pulled);
   CLI_HAS(cli_out, "pushed 0 entries");
+  /* pushed signed by team A, verified and fixed by team B: all kept */
+  char env_a[300], env_b[300];
+  snprintf(env_a, sizeof env_a, "%s LATCH_CACHE_SECRET=teamA", env);
+  snprintf(env_b, sizeof env_b, "%s LATCH_CACHE_SECRET=teamB", env);
+  CLI_CHECK(0, env, "cache clear --remote");
+  CLI_CHECK(0, env_a, "cache push --dir '%s'", pulled);
+  CLI_CHECK(0, env_a, "cache verify --remote");
+  CLI_CHECK(1, env_b, "cache verify --remote --fix");
+  snprintf(text, sizeof text, "%d bad, 0 removed", entries);
+  CLI_HAS(cli_out, text);
+  CLI_HAS(cli_out, "signature");
+  CHECK_EQ_INT(redis_keys(&s), entries);
+  CLI_CHECK(0, env_a, "cache verify --remote");
   /* a wrong password: an error naming the server, never the password */
   redis_url(&s, ":wrong-pw-000", "", url, sizeof url);
   CLI_CHECK(3, "", "cache stats --remote --cache-url '%s'", url);

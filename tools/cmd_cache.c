@@ -240,6 +240,9 @@ static int verify(const source *src, bool fix) {
   if (summary.remove_failed)
     printf(", %" PRIu64 " could not be removed (%s)", summary.remove_failed, strerror(summary.remove_errno));
   printf("\n");
+  if (summary.other_secret)
+    printf("%" PRIu64 " of the bad entries are intact but signed with another secret, or unsigned: "
+           "LATCH_CACHE_SECRET may differ from their writer's, so --fix keeps them\n", summary.other_secret);
   /* Entries that could not even be read (permissions) cannot be removed by --fix either. */
   return summary.bad_entries > (fix ? summary.removed : 0) ? CLI_USAGE : CLI_OK;
 }
