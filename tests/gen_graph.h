@@ -27,8 +27,9 @@ static inline bool gen_slot(const int *positions, int made) {
   return made == positions[0] || made == positions[1];
 }
 
-/* The output tuple's elements: every value nothing uses, and each culprit's. */
-static inline int gen_outputs(hlo_comp *e, hlo_instr **all, int all_count, const hlo_opcode *culprits) {
+/* The output tuple's elements: every value nothing uses, and (culprits_out) each culprit's. */
+static inline int gen_outputs(hlo_comp *e, hlo_instr **all, int all_count, const hlo_opcode *culprits,
+                              bool culprits_out) {
   int outputs = 0;
   for (int i = 0; i < all_count; i++) {
     bool used = false;
@@ -38,7 +39,7 @@ static inline int gen_outputs(hlo_comp *e, hlo_instr **all, int all_count, const
   }
   /* A culprit's own value is an output too: an accuracy fault that later ops happen to hide
    * (a minimum, a saturated tanh) would leave nothing to minify. */
-  for (int c = 0; c < 2; c++) {
+  for (int c = 0; c < 2 && culprits_out; c++) {
     hlo_instr *culprit_instr = NULL;
     for (int i = 0; i < e->instr_count; i++)
       if (e->instrs[i]->opcode == culprits[c]) culprit_instr = e->instrs[i];
@@ -50,9 +51,11 @@ static inline int gen_outputs(hlo_comp *e, hlo_instr **all, int all_count, const
 }
 
 /* The general form: culprits[1] is HLO_OP_COUNT for one culprit; chained puts the second
- * right after the first, fed by it. positions[] gets the culprits' positions. */
+ * right after the first, fed by it; culprits_out makes each culprit's value an output, else
+ * it is one only when nothing uses it (a culprit that feeds other ops, which may hide its
+ * error). positions[] gets the culprits' positions. */
 static inline hlo_module *gen_graph_culprits(uint64_t seed, int ops, const hlo_opcode *culprits, bool chained,
-                                             int *positions) {
+                                             bool culprits_out, int *positions) {
   rng r = {seed * 7919 + 1};
   hlo_diag d = {HLO_OK, ""};
   hlo_module *m = hlo_module_new("generated");
@@ -128,7 +131,7 @@ static inline hlo_module *gen_graph_culprits(uint64_t seed, int ops, const hlo_o
     made++;
   }
   /* Every value nothing uses becomes an output, so nothing is dead. */
-  int outputs = gen_outputs(e, all, all_count, culprits);
+  int outputs = gen_outputs(e, all, all_count, culprits, culprits_out);
   hlo_instr *root = hlo_build_tuple(e, outputs, all, &d);
   if (root) hlo_comp_set_root(e, root, &d);
   free(items);
@@ -145,16 +148,18 @@ static inline hlo_module *gen_graph_culprits(uint64_t seed, int ops, const hlo_o
 static inline hlo_module *gen_graph(uint64_t seed, int ops, hlo_opcode culprit, int *culprit_position) {
   hlo_opcode culprits[2] = {culprit, HLO_OP_COUNT};
   int positions[2];
-  hlo_module *m = gen_graph_culprits(seed, ops, culprits, false, positions);
+  hlo_module *m = gen_graph_culprits(seed, ops, culprits, false, true, positions);
   *culprit_position = positions[0];
   return m;
 }
 
-/* Two culprits: first and second at random places, or (chained) the second fed by the first. */
-static inline hlo_module *gen_graph_pair(uint64_t seed, int ops, hlo_opcode first, hlo_opcode second, bool chained) {
+/* Two culprits: first and second at random places, or (chained) the second fed by the first;
+ * with culprits_out their values are outputs, else they feed other ops. */
+static inline hlo_module *gen_graph_pair(uint64_t seed, int ops, hlo_opcode first, hlo_opcode second, bool chained,
+                                         bool culprits_out) {
   hlo_opcode culprits[2] = {first, second};
   int positions[2];
-  return gen_graph_culprits(seed, ops, culprits, chained, positions);
+  return gen_graph_culprits(seed, ops, culprits, chained, culprits_out, positions);
 }
 
 /* Seeded inputs for every parameter of the entry. */

@@ -180,7 +180,7 @@ static void run_generated(int cases) {
   choice_list *l = calloc(1, sizeof *l);
   for (int c = 0; c < cases; c++) {
     int position;
-    hlo_module *m = c % 2 ? gen_graph_pair((uint64_t)c, OPS, HLO_OP_COS, HLO_OP_SIN, true)
+    hlo_module *m = c % 2 ? gen_graph_pair((uint64_t)c, OPS, HLO_OP_COS, HLO_OP_SIN, true, c % 4 == 1)
                           : gen_graph((uint64_t)c, OPS, HLO_OP_COS, &position);
     CHECK(m != NULL);
     if (!m) continue;
