@@ -37,6 +37,8 @@ OPTIONS = {
              "compiled once per key) or 'eager' (each op run at once)",
     "name": "the name in latch's logs and warnings",
     "recompile_limit": "traces after the first before latch traces every call (default 8, LATCH_RECOMPILE_LIMIT)",
+    "check": "'eager': each graph's first call also run by PyTorch and compared, a repro written on a mismatch "
+             "(default: LATCH_CHECK=eager from the environment, else 'off'; docs/pytorch-training.md)",
 }
 
 _live = weakref.WeakSet()  # every Compiled made here, for latch.torch.stats()
@@ -67,6 +69,9 @@ def settings(fullgraph=False, dynamic=None, mode=None, options=None):
     if trace not in TRACES:
         raise ValueError(f"latch.torch.compile: options['trace'] must be one of {_known(TRACES)}, not {trace!r}")
     out["mode"] = TRACES[trace]
+    if options.get("check") not in (None, "eager", "off"):
+        raise ValueError(f"latch.torch.compile: options['check'] must be 'eager' or 'off', not {options['check']!r}")
+    out["check"] = options.get("check")
     limit = options.get("recompile_limit")
     if limit is not None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch.utils import _pytree as pytree
 
 from .. import _latch
+from . import check as check_eager
 from . import lowering_train  # noqa: F401 (registers the training lowerings)
 
 try:
@@ -91,9 +92,10 @@ class _GraphCall(_latch.Compiled):
     """One fx graph AOTAutograd handed over, run by latch: the warm call in C gives the list
     of torch outputs (via _pack); leaves that are not tensors (None gradients) are put back."""
 
-    def __init__(self, function, leaves, tensor_leaves):
+    def __init__(self, function, leaves, tensor_leaves, gm=None, name=None):
         self.function, self.leaves, self.tensor_leaves = function, leaves, tensor_leaves
         self.single = False
+        self.gm, self.name = gm, name  # gm: checked against eager PyTorch at the first call
         self._boxed_call = True  # AOTAutograd calls it with the list of arguments
 
     def _pack(self, outs):
@@ -111,6 +113,9 @@ class _GraphCall(_latch.Compiled):
         leaves = list(self.leaves)
         for i, t in zip(self.tensor_leaves, outs):
             leaves[i] = t
+        if self.gm is not None:
+            gm, self.gm = self.gm, None
+            check_eager.compare(self.name, gm, args, leaves)
         return leaves
 
 
@@ -129,8 +134,8 @@ def _boxed(call, half):
 class _Compiler:
     """fw_compiler and bw_compiler for AOTAutograd: each fx graph to a latch Function."""
 
-    def __init__(self, name, warned):
-        self.name, self.warned = name, warned
+    def __init__(self, name, warned, check):
+        self.name, self.warned, self.check = name, warned, check
 
     def __call__(self, gm, example_inputs, half):
         from .compile import interpret, unlowered
@@ -154,7 +159,8 @@ class _Compiler:
         seed = (torch.initial_seed() * 0x9E3779B97F4A7C15 + (1 if half == "forward" else 2)) % (1 << 64)
         function = _latch.Function(trace, len(tensor_leaves), name=f"{self.name}.{half}", shapes=1, seed=seed)
         leaves = [None if isinstance(leaf, torch.fx.Node) else leaf for leaf in leaves]
-        return _boxed(_GraphCall(function, leaves, tensor_leaves), half)
+        call = _GraphCall(function, leaves, tensor_leaves, gm if self.check else None, f"{self.name}.{half}")
+        return _boxed(call, half)
 
 
 def _state_tensors(state):
@@ -165,8 +171,8 @@ class AutogradGraphs:
     """One guard state's autograd path: AOTAutograd's compiled function over (parameters and
     buffers, then the call's tensors), traced on the first call at each input signature."""
 
-    def __init__(self, fn, module, state, name):
-        self.fn, self.module, self.state, self.name = fn, module, state, name
+    def __init__(self, fn, module, state, name, check=False):
+        self.fn, self.module, self.state, self.name, self.check = fn, module, state, name, check
         self.compiled = {}  # input signature -> (AOTAutograd's function, output spec, output count, mutated)
         self.warned = set()
 
@@ -197,7 +203,7 @@ class AutogradGraphs:
             box[:] = [spec, len(outs)]
             return tuple(outs) + tuple(flat_args[i] for i in mutated)
 
-        compiler = _Compiler(self.name, self.warned)
+        compiler = _Compiler(self.name, self.warned, self.check)
         config = _aot_impl.AOTConfig(fw_compiler=lambda gm, ins: compiler(gm, ins, "forward"),
                                      bw_compiler=lambda gm, ins: compiler(gm, ins, "backward"),
                                      partition_fn=_partition(), decompositions=_decompositions())

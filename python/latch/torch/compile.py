@@ -29,6 +29,7 @@ from torch.utils import _pytree as pytree
 from .. import _latch
 from . import autograd, dtypes as D, guards
 from .capture import TraceFailed, capture, plain, split, unlowered_nodes
+from . import check as check_eager
 from .lowering import LOWERINGS
 
 TRACE_ONCE, TRACE_EVERY, TRACE_EAGER = 0, 1, 2
@@ -63,14 +64,15 @@ def _load(env, a):
     return a
 
 
-def interpret(gm, inputs, attrs, overrides=None, failed=None):
+def interpret(gm, inputs, attrs, overrides=None, failed=None, env=None):
     """The make_fx graph gm over latch Tensors: inputs for its placeholders, in order, and
     attrs for the get_attr nodes that read parameters and buffers (by target). A lowering
     that raises Unsupported leaves the node's name in failed (a list), for a split.
-    overrides: lowerings used instead of the table's for some overloads (training graphs)."""
+    overrides: lowerings used instead of the table's for some overloads (training graphs).
+    env: a dict that keeps every node's value (the eager check's op-by-op comparison)."""
     # No closure over env: a cycle would keep the trace's pending tensors alive after it,
     # and a later sync would compute them again (an in-place update applied twice).
-    env, placeholders = {}, iter(inputs)
+    env, placeholders = {} if env is None else env, iter(inputs)
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             env[node] = next(placeholders)
@@ -135,6 +137,7 @@ class _Graphs:
         self.split_mode = False   # calls run plans
         self.plans = {}           # input signature -> (split GraphModule or Compiled, capture.Graph)
         self.eager_nodes = set()  # nodes whose lowering raised Unsupported: run eagerly
+        self.checked = False      # the eager check ran (on the first call)
 
 
 class Compiled(_latch.Compiled):
@@ -149,7 +152,7 @@ class Compiled(_latch.Compiled):
     graphs back without a trace."""
 
     def __init__(self, fn, dynamic=None, mode=TRACE_ONCE, name=None, fullgraph=False, recompile_limit=-1,
-                 module=None, call=None):
+                 module=None, call=None, check=None):
         self.fn = fn
         self.fullgraph, self.recompile_limit = fullgraph, recompile_limit
         self.module = module if module is not None else fn if isinstance(fn, torch.nn.Module) else None
@@ -171,6 +174,7 @@ class Compiled(_latch.Compiled):
         self.eager_ops = []  # the ops that run eagerly between compiled parts (a split graph)
         self._failed = []   # the node whose lowering raised Unsupported in the last trace
         self._calling = False  # inside _slow_call's own call of the Function
+        self.check = check_eager.wanted(check)  # each graph's first call against eager PyTorch
 
     # ---- tracing ----
 
@@ -232,9 +236,10 @@ class Compiled(_latch.Compiled):
         graphs.single = isinstance(g.spec, pytree.LeafSpec) and g.tensor_leaves == [0]
         if g.needs_grad and autograd.available():
             if not self.variant:
-                graphs.autograd = autograd.AutogradGraphs(self.fn, self.module, graphs.state, self.name)
+                graphs.autograd = autograd.AutogradGraphs(self.fn, self.module, graphs.state, self.name, self.check)
             elif self.module is None:  # the variant's call rebuilds the arguments
-                graphs.autograd = autograd.AutogradGraphs(lambda *a: self.call(None, *a), None, [], self.name)
+                graphs.autograd = autograd.AutogradGraphs(lambda *a: self.call(None, *a), None, [], self.name,
+                                                         self.check)
             else:
                 return "a module's call with keywords, Python values or structures that records autograd"
             return None
@@ -288,6 +293,11 @@ class Compiled(_latch.Compiled):
             return self._unsupported(exc, args)
         finally:
             self._calling = False
+        if self.check and not self.current.checked:
+            self.current.checked = True
+            g = self._capture(self.current, args)
+            inputs = list(args) + ([d[k] for d, k, _ in self.current.state] if g.functional else [])
+            check_eager.compare(self.name, g.gm, inputs, pytree.tree_flatten(self._pack(outs))[0])
         return outs[0] if self.single else self._pack(outs)
 
     # ---- partial graphs ----

@@ -1,0 +1,139 @@
+"""The check against eager PyTorch: LATCH_CHECK=eager, or latch.torch.compile(..., check="eager").
+
+Each aten graph latch compiles (the inference graph of a guard state, and the forward and the
+backward graph of the autograd path) is run by PyTorch on the same inputs at its first call,
+and the outputs compared under latch's accuracy rule (LATCH_CHECK_TOL, 1e-3 by default,
+scaled by the values' magnitude). On a mismatch a directory is written (under
+LATCH_REPRO_DIR, else the temporary directory) that a PyTorch user can run:
+
+  repro.py    the aten graph as a standalone module; runs it eagerly and through
+              latch.torch.compile and prints both differences
+  graph.pt    the graph's tensor constants (parameters captured at the trace)
+  inputs.pt   the inputs of the call that differed
+
+and one line on stderr names the directory and the first op whose output differs (each node
+run eagerly and by latch, one at a time, in graph order). The call still returns latch's
+values: the check reports, it does not repair.
+
+The library's own LATCH_CHECK modes (compile, execute, accuracy: latch against its reference
+evaluator, with HLO repros) are set by LATCH_CHECK too; `eager` is this module's, so the
+library is opened with the check off when it is the value."""
+import itertools
+import os
+import sys
+import tempfile
+
+import torch
+
+ENV = os.environ.get("LATCH_CHECK", "") == "eager"
+if ENV:
+    os.environ["LATCH_CHECK"] = "off"  # read when the runtime opens, after this import
+_TOL = float(os.environ.get("LATCH_CHECK_TOL", "") or 1e-3)
+_count = itertools.count()
+
+
+def wanted(check):
+    """Whether a Compiled made with check= (None: the environment's) checks its graphs."""
+    if check not in (None, "eager", "off"):
+        raise ValueError(f"latch.torch.compile: check must be None, 'eager' or 'off', not {check!r}")
+    return ENV if check is None else check == "eager"
+
+
+def _differs(got, want):
+    if not isinstance(want, torch.Tensor) or not isinstance(got, torch.Tensor):
+        return False
+    if got.shape != want.shape:
+        return True
+    if not want.is_floating_point():
+        return not torch.equal(got.to(want.dtype), want)
+    g, w = got.double(), want.double()
+    if want.numel() == 0:
+        return False
+    both_nan = torch.isnan(g) & torch.isnan(w)
+    err = torch.where(both_nan, torch.zeros_like(g), (g - w).abs()).max().item()
+    return not err <= _TOL * (1 + w.abs().nan_to_num(0, 0, 0).max().item())
+
+
+def _first_difference(gm, inputs):
+    """The first call_function node whose latch value differs from PyTorch's, run one node at
+    a time outside any trace: (node, reason) or None."""
+    from .. import _latch
+    from .compile import interpret
+    from . import dtypes
+
+    eager = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, n):
+            eager[n] = out = super().run_node(n)
+            return out
+
+    Recorder(gm).run(*[a.clone() for a in inputs])
+    env = {}
+    try:
+        interpret(gm, [_latch.from_torch(a.detach().clone().contiguous()) for a in inputs], {}, env=env)
+    except Exception as exc:  # the op latch could not run is the first difference
+        failed = next((n for n in gm.graph.nodes if n.op == "call_function" and n not in env), None)
+        return failed, f"latch raised {type(exc).__name__}: {exc}"
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node not in env:
+            continue
+        mine, theirs = env[node], eager.get(node)
+        pairs = zip(mine, theirs) if isinstance(theirs, (list, tuple)) else [(mine, theirs)]
+        for m, t in pairs:
+            if isinstance(m, _latch.Tensor) and _differs(dtypes.to_torch(m), t):
+                return node, "output differs"
+    return None
+
+
+def _repro_source(name):
+    return f'''"""An aten graph latch.torch.compile ran differently from PyTorch ({name}).
+Run: python3 repro.py (latch on PYTHONPATH); prints PyTorch's and latch's largest difference."""
+import os
+
+import torch
+import latch.torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+graph = torch.load(os.path.join(HERE, "graph.pt"))
+inputs = torch.load(os.path.join(HERE, "inputs.pt"))
+flat = torch.utils._pytree.tree_flatten
+want = flat(graph(*[a.clone() for a in inputs]))[0]
+got = flat(latch.torch.compile(graph)(*[a.clone() for a in inputs]))[0]
+for i, (g, w) in enumerate(zip(got, want)):
+    if isinstance(w, torch.Tensor):
+        print(f"output {{i}}: largest difference {{(g.double() - w.double()).abs().max().item()}}")
+'''
+
+
+def _write(name, gm, inputs):
+    base = os.environ.get("LATCH_REPRO_DIR") or tempfile.gettempdir()
+    safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in name)
+    where = os.path.join(base, f"latch-eager-{os.getpid()}-{next(_count)}-{safe}")
+    os.makedirs(where, exist_ok=True)
+    graph = torch.fx.GraphModule(gm, gm.graph)  # a plain GraphModule: torch.load needs no latch
+    graph.graph.lint()
+    graph.recompile()
+    torch.save(graph, os.path.join(where, "graph.pt"))
+    torch.save([a.detach().clone() for a in inputs], os.path.join(where, "inputs.pt"))
+    with open(os.path.join(where, "repro.py"), "w") as f:
+        f.write(_repro_source(name))
+    return where
+
+
+def compare(name, gm, inputs, got):
+    """got: latch's outputs of gm (a flat list, as gm's output list flattened) for inputs;
+    checked against gm run eagerly. Returns the repro directory on a mismatch, else None."""
+    from torch.utils import _pytree as pytree
+    with torch.no_grad():
+        want = pytree.tree_flatten(gm(*[a.detach().clone() for a in inputs]))[0]
+    if len(want) == len(got) and not any(_differs(g, w) for g, w in zip(got, want)):
+        return None
+    where = _write(name, gm, inputs)
+    with torch.no_grad():
+        first = _first_difference(gm, inputs)
+    op = f"first differing op: {first[0].target} ({first[0].name}: {first[1]})" if first and first[0] is not None \
+        else "no single op differs (the whole graph does)"
+    print(f"latch: check eager: {name}: latch's result differs from PyTorch's; {op}; repro in {where}",
+          file=sys.stderr)
+    return where

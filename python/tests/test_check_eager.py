@@ -1,0 +1,69 @@
+"""LATCH_CHECK=eager, or compile(options={"check": "eager"}): each compiled aten graph's
+first call is compared with eager PyTorch (the forward and, on the autograd path, the
+backward's gradients); a mismatch (made here by LATCH_FAULT, which scales one HLO op's
+results) prints the first differing aten op and writes a repro.py a PyTorch user can run.
+Without a mismatch nothing is written."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import latch.torch as lt
+
+
+def run(script, tmp_path, **env):
+    env = dict(os.environ, LATCH_REPRO_DIR=str(tmp_path), **env)
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    return out
+
+
+def test_forward_mismatch_names_the_op_and_writes_a_runnable_repro(tmp_path):
+    out = run("""
+        import math, torch, latch.torch as lt
+        c = lt.compile(lambda x: torch.cos(x * 2) + 1)
+        x = torch.tensor([0, math.pi / 6, math.pi / 4, math.pi / 2])
+        print(" ".join(f"{v:.4f}" for v in c(x).tolist()))
+    """, tmp_path, LATCH_CHECK="eager", LATCH_FAULT="accuracy:cosine:0.5")
+    assert out.stdout.split() == ["3.0000", "2.2500", "1.5000", "1.0000"]  # 1 + 1.5 cos(2x): the fault, reported
+    lines = [l for l in out.stderr.splitlines() if "check eager" in l]
+    assert len(lines) == 1 and "first differing op: aten.cos.default" in lines[0], out.stderr
+    (repro,) = os.listdir(tmp_path)
+    assert sorted(os.listdir(tmp_path / repro)) == ["graph.pt", "inputs.pt", "repro.py"]
+    again = subprocess.run([sys.executable, str(tmp_path / repro / "repro.py")], capture_output=True, text=True,
+                           env=dict(os.environ, LATCH_FAULT="accuracy:cosine:0.5"), timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == "output 0: largest difference 1.0"  # |0.5 cos 0 - cos 0| + ... at x = 0
+
+
+def test_backward_mismatch_is_found_in_the_gradients(tmp_path):
+    out = run("""
+        import torch, latch.torch as lt
+        c = lt.compile(lambda x: torch.sin(x).sum())
+        x = torch.tensor([0.0, 1.0], requires_grad=True)
+        c(x).backward()
+        print(x.grad.tolist())
+    """, tmp_path, LATCH_CHECK="eager", LATCH_FAULT="accuracy:cosine:0.5")
+    lines = [l for l in out.stderr.splitlines() if "check eager" in l]
+    assert len(lines) == 1 and ".backward" in lines[0] and "aten.cos.default" in lines[0], out.stderr
+
+
+def test_matching_graphs_write_nothing(tmp_path, monkeypatch, capfd):
+    monkeypatch.setenv("LATCH_REPRO_DIR", str(tmp_path))
+    m = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh())
+    c = lt.compile(m, options={"check": "eager"})
+    x = torch.randn(2, 4)
+    c(x).sum().backward()
+    with torch.no_grad():
+        c(x)
+    assert os.listdir(tmp_path) == []
+    assert "check eager" not in capfd.readouterr().err
+
+
+def test_check_takes_eager_or_off():
+    with pytest.raises(ValueError, match="options\\['check'\\] must be 'eager' or 'off'"):
+        lt.compile(lambda x: x, options={"check": "accuracy"})
