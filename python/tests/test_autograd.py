@@ -280,3 +280,33 @@ def test_ten_optimizer_steps_match_eager(make_opt):
     for a, b in zip(m.buffers(), twin.buffers()):
         close(b, a, tol=1e-3 * 10)
     assert c.eager_reason is None
+
+
+@pytest.mark.parametrize("kernel,padding,size", [(3, 1, 8), (3, 1, 9), (1, 0, 8), (7, 3, 16)])
+def test_strided_convolution_gradients(kernel, padding, size):
+    """Stride 2: the input's gradient too (an even size leaves a row only the last window's
+    high side reaches)."""
+    torch.manual_seed(0)
+    m = nn.Conv2d(3, 4, kernel, 2, padding)
+    twin, c = twins(m)
+    x = torch.randn(2, 3, size, size)
+    x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
+    weights = torch.randn(m(x).shape)
+    (m(x1) * weights).sum().backward()
+    (c(x2) * weights).sum().backward()
+    close(x2.grad, x1.grad)
+    grads_close(m, twin)
+
+
+def test_lowering_refusal_at_the_trace_runs_that_graph_in_pytorch(capfd):
+    m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AvgPool2d(2, ceil_mode=True))  # ceil_mode: latch refuses it
+    torch.manual_seed(0)
+    twin, c = twins(m)
+    x = torch.randn(2, 3, 7, 7)
+    for _ in range(2):
+        m(x).sum().backward()
+        c(x).sum().backward()
+    grads_close(m, twin)
+    err = capfd.readouterr().err
+    assert err.count("Sequential.forward: aten.avg_pool2d (ceil_mode") == 1, err  # once, though called twice
+    assert err.count("Sequential.backward: aten.avg_pool2d_backward") == 1, err

@@ -92,10 +92,12 @@ class _GraphCall(_latch.Compiled):
     """One fx graph AOTAutograd handed over, run by latch: the warm call in C gives the list
     of torch outputs (via _pack); leaves that are not tensors (None gradients) are put back."""
 
-    def __init__(self, function, leaves, tensor_leaves, gm=None, name=None):
+    def __init__(self, function, leaves, tensor_leaves, graph, name, check, warned):
         self.function, self.leaves, self.tensor_leaves = function, leaves, tensor_leaves
         self.single = False
-        self.gm, self.name = gm, name  # gm: checked against eager PyTorch at the first call
+        self.graph, self.name, self.warned = graph, name, warned
+        self.gm = graph if check else None  # checked against eager PyTorch at the first call
+        self.eager = None  # the graph, run by PyTorch, once latch could not trace it
         self._boxed_call = True  # AOTAutograd calls it with the list of arguments
 
     def _pack(self, outs):
@@ -108,8 +110,15 @@ class _GraphCall(_latch.Compiled):
         raise exc
 
     def run(self, args):
+        if self.eager is not None:
+            return list(self.eager(*args))
         args = [a if a.is_contiguous() else a.contiguous() for a in args]
-        outs = _latch.Compiled.__call__(self, *args)
+        try:
+            outs = _latch.Compiled.__call__(self, *args)
+        except _latch.Unsupported as exc:  # a lowering refused these arguments at the trace
+            _warn(self.warned, self.name, str(exc), "it runs in PyTorch")
+            self.eager, self.function = self.graph, None
+            return list(self.eager(*args))
         leaves = list(self.leaves)
         for i, t in zip(self.tensor_leaves, outs):
             leaves[i] = t
@@ -117,6 +126,13 @@ class _GraphCall(_latch.Compiled):
             gm, self.gm = self.gm, None
             check_eager.compare(self.name, gm, args, leaves)
         return leaves
+
+
+def _warn(warned, name, reason, action):
+    """One line on stderr per reason (the op's name in it)."""
+    if reason not in warned:
+        warned.add(reason)
+        print(f"latch: compile: {name}: {reason}; {action}", file=sys.stderr)
 
 
 def _boxed(call, half):
@@ -141,10 +157,7 @@ class _Compiler:
         from .compile import interpret, unlowered
         op = unlowered(gm)
         if op is not None:
-            if str(op) not in self.warned:
-                self.warned.add(str(op))
-                print(f"latch: compile: {self.name}: aten op {op} is not lowered; the {half} graph runs in PyTorch",
-                      file=sys.stderr)
+            _warn(self.warned, f"{self.name}.{half}", f"aten op {op} is not lowered", "it runs in PyTorch")
             return _aot.make_boxed_func(gm)
         out_node = next(n for n in gm.graph.nodes if n.op == "output")
         leaves = pytree.tree_flatten(list(out_node.args[0]))[0]
@@ -159,7 +172,7 @@ class _Compiler:
         seed = (torch.initial_seed() * 0x9E3779B97F4A7C15 + (1 if half == "forward" else 2)) % (1 << 64)
         function = _latch.Function(trace, len(tensor_leaves), name=f"{self.name}.{half}", shapes=1, seed=seed)
         leaves = [None if isinstance(leaf, torch.fx.Node) else leaf for leaf in leaves]
-        call = _GraphCall(function, leaves, tensor_leaves, gm if self.check else None, f"{self.name}.{half}")
+        call = _GraphCall(function, leaves, tensor_leaves, gm, f"{self.name}.{half}", self.check, self.warned)
         return _boxed(call, half)
 
 

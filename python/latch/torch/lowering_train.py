@@ -9,6 +9,8 @@ does not lower for inference.
                                 each gradient to its window's maximum: per kernel offset, the
                                 outputs whose index is that offset's element, spread back over
                                 the input grid (stride by reshape and padding)
+  convolution_backward          lowering.py's, and the input's gradient of a strided
+                                convolution
   embedding_dense_backward, index_put (accumulate, one index on dim 0)
                                 a scatter-add as a one-hot matrix product
   native_dropout                latch's graph random numbers: the mask and the scaled values
@@ -17,7 +19,7 @@ import torch
 
 from .. import _latch
 from . import dtypes as D
-from .lowering import (lowers, _install, max_pool2d, values, norm_dim, reshape, _pair, const, Unsupported,
+from .lowering import (LOWERINGS, lowers, _install, max_pool2d, flip_spatial, values, norm_dim, reshape, _pair, const, Unsupported,
                        SUM, MEAN, SUB, MUL, DIV, ADD, EQ, GE, NE, AND, NOT)
 
 aten = torch.ops.aten
@@ -129,6 +131,36 @@ def max_pool2d_with_indices_backward(grad, x, kernel, stride, padding, dilation,
         part = _spread(_spread(part, stride[0], dy - padding[0], h, 2), stride[1], dx - padding[1], w, 3)
         total = part if total is None else L.binary(ADD, total, part)
     return total
+
+
+# ---- a strided convolution's input gradient ----
+
+_conv_backward = LOWERINGS[aten.convolution_backward.default]
+
+
+@lowers(aten.convolution_backward.default)
+def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding, groups,
+                         output_mask):
+    """lowering.py's, with the input's gradient of a strided convolution added: the gradient
+    spread to stride spacing (zeros between), then the stride-1 transposed convolution."""
+    stride = _pair(stride)
+    if not output_mask[0] or all(s == 1 for s in stride) or transposed or groups != 1 or x.rank != 4 or \
+            any(d != 1 for d in _pair(dilation)):
+        return _conv_backward(grad, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding, groups,
+                              output_mask)
+    _, grad_weight, grad_bias = _conv_backward(grad, x, w, bias_sizes, stride, padding, dilation, transposed,
+                                               output_padding, groups, [False, output_mask[1], output_mask[2]])
+    padding = _pair(padding)
+    kh, kw = w.dim(2), w.dim(3)
+    oh, ow = grad.dim(2), grad.dim(3)
+    h, wd = x.dim(2), x.dim(3)
+    # the spread gradient is as long as the padded input's window starts, + 1: rows the last
+    # window's stride skipped over are zeros on its high side
+    spread = _spread(grad, stride[0], 0, (oh - 1) * stride[0] + 1 + (h + 2 * padding[0] - kh) % stride[0], 2)
+    spread = _spread(spread, stride[1], 0, (ow - 1) * stride[1] + 1 + (wd + 2 * padding[1] - kw) % stride[1], 3)
+    wt = L.permute(flip_spatial(w), [1, 0, 2, 3])
+    grad_input = L.conv2d(spread, wt, [1, 1], [kh - 1 - padding[0], kw - 1 - padding[1]], [1, 1], 1)
+    return grad_input, grad_weight, grad_bias
 
 
 # ---- scatter-add as a one-hot product ----
