@@ -7,7 +7,9 @@ on a tiny function. --json FILE writes every figure; --svg FILE and --png FILE d
 (matplotlib); --tiny-only measures the tiny function alone.
 
 Fair by construction: every mode runs with the same --threads (default: the machine's cores):
-PyTorch's intra-op threads, latch's LATCH_THREADS and the torch._lazy child's both. Every cell's
+PyTorch's intra-op threads and latch's LATCH_THREADS, in this process and in the child
+processes the lazy modes and latch compile run in (each latch mode with an empty compile
+cache). Every cell's
 output is compared with eager PyTorch's on the same weights and inputs (two steps, so a
 training step's update is checked too); a cell whose output differs, or whose mode fell back
 (latch ran an op or the model eagerly, or traced every call), is marked and not timed.
@@ -34,6 +36,10 @@ from . import modes as M
 
 INFERENCE = ["resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1", "alexnet", "vgg16", "vit_b_16", "bert_layer",
              "gpt2_block"]
+# Modes run in a child process each: torch._lazy aborts the process on some models, and each
+# latch mode starts with latch's compile cache empty, so its first call and compile time are
+# its own (in one process the second latch mode would find the first one's graphs).
+ISOLATED = {"torch_lazy", "latch_lazy", "latch_compile"}
 TOL = 1e-3  # latch's accuracy rule (LATCH_CHECK_TOL), scaled by the output's magnitude
 
 
@@ -133,8 +139,8 @@ def child(mode, name, batch, size, repeat):
 
 
 def isolated(mode, name, batch, size, repeat, threads):
-    """child() in a new process with the same threads: torch._lazy aborts the process on some
-    models (a failed CHECK), which then costs one cell of the table, not the run."""
+    """child() in a new process with the same threads (see ISOLATED): a mode that aborts the
+    process costs one cell of the table, not the run."""
     cmd = [sys.executable, "-m", "latch.bench", "--child", f"{mode},{name},{batch},{size}", "--repeat", str(repeat),
            "--threads", str(threads)]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
@@ -150,16 +156,12 @@ def run_model(name, batch, size, modes, repeat, threads):
     module, args, training, want = setup(name, batch, size)
     row = {"model": name, "batch": batch, "size": size, "cells": {}}
     for mode in modes:
-        if mode == "torch_lazy":
+        if mode in ISOLATED:
             got = isolated(mode, name, batch, size, repeat, threads)
-            row["cells"][mode] = got["cell"]
-            if "torch_lazy_us_per_op" in got:
-                row["torch_lazy_us_per_op"], row["aten_ops"] = got["torch_lazy_us_per_op"], got["aten_ops"]
+            row["cells"][mode] = got.pop("cell")
+            row.update(got)  # the per-op trace cost, when measured
             continue
         row["cells"][mode] = measure(mode, module, args, training, name, want, repeat)
-    lazy_ok = row["cells"].get("latch_lazy", {}).get("status") == "ok"
-    if batch == 1 and not training and lazy_ok:
-        row.update(per_op_cost(name, size, 5, ["latch_lazy"]))
     once, every = (row["cells"].get(m, {}).get("ms") for m in ("latch_compile", "latch_lazy"))
     row["once_vs_every"] = every / once if once and every else None
     return row
@@ -237,9 +239,10 @@ def _first_text(cell):
     return f"{cell['first_ms']:.0f}/" + (f"{compile_ms:.0f}" if compile_ms is not None else "-")
 
 
-def print_table(rows, modes, text=_median_text, last=True):
-    head = f"{'model':<14} {'batch':>5} {'size':>5} " + " ".join(f"{m:>13}" for m in modes)
-    print(head + ("  once/every" if last else ""))
+def print_table(rows, modes, text=_median_text, last=True, head=True):
+    if head:
+        print(f"{'model':<14} {'batch':>5} {'size':>5} " + " ".join(f"{m:>13}" for m in modes) +
+              ("  once/every" if last else ""))
     for r in rows:
         cells = " ".join(f"{text(r['cells'][m]):>13}" for m in modes)
         sp = f"{r['once_vs_every']:.2f}x" if r["once_vs_every"] else "-"
@@ -325,7 +328,7 @@ def main(argv=None):
         for size in sizes:
             for batch in map(int, a.batch.split(",")):
                 rows.append(run_model(name, batch, size, modes, a.repeat, a.threads))
-                print_table(rows[-1:], modes)
+                print_table(rows[-1:], modes, head=len(rows) == 1)
                 sys.stdout.flush()
     result = {"rows": rows, "geomean_once_vs_every_batch1": speedups(rows), "tiny": tiny_overhead(),
               "threads": a.threads, "machine": machine(), "torch": torch.__version__, "caption": caption}
