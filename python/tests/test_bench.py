@@ -93,7 +93,7 @@ def test_child_gets_the_threads():
 def test_bench_writes_json_svg_and_png(tmp_path):
     out_json, out_svg, out_png = tmp_path / "b.json", tmp_path / "b.svg", tmp_path / "b.png"
     cmd = [sys.executable, "-m", "latch.bench", "--models", "train_mlp", "--batch", "1", "--sizes", "small",
-           "--modes", "eager,jit,latch_compile", "--repeat", "2", "--threads", "1", "--json", str(out_json),
+           "--modes", "eager,jit,latch_compile", "--repeat", "2", "--threads", "1", "--clock", "cpu", "--json", str(out_json),
            "--svg", str(out_svg), "--png", str(out_png)]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ))
     assert run.returncode == 0, run.stderr
@@ -102,8 +102,8 @@ def test_bench_writes_json_svg_and_png(tmp_path):
     cells = row["cells"]
     assert row["model"] == "train_mlp" and cells["eager"]["status"] == "ok" and cells["latch_compile"]["ms"] > 0
     assert cells["jit"]["status"] == "n/a"  # jit.trace runs no training step: a marked gap
-    assert result["threads"] == 1 and result["torch"] == torch.__version__
-    assert "1 threads for every mode" in run.stdout and "first call ms / compile ms" in run.stdout
+    assert result["threads"] == 1 and result["torch"] == torch.__version__ and result["clock"] == "cpu"
+    assert "1 threads for every mode, torch" in run.stdout and "cpu time" in run.stdout and "first call ms / compile ms" in run.stdout
     assert out_svg.read_text().lstrip().startswith("<?xml") and "gap-0-jit" in out_svg.read_text()
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

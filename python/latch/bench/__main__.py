@@ -6,17 +6,15 @@ geomean; the per-op trace cost of both lazy modes; the per-call time of each tra
 on a tiny function. --json FILE writes every figure; --svg FILE and --png FILE draw the table
 (matplotlib); --tiny-only measures the tiny function alone.
 
-Fair by construction: every mode runs with the same --threads (default: the machine's cores):
-PyTorch's intra-op threads and latch's LATCH_THREADS, in this process and in the child
-processes the lazy modes and latch compile run in (each latch mode with an empty compile
-cache). Every cell's
+Fair by construction: every cell runs in a process of its own (see isolated), with the same
+--threads (default: the machine's cores): PyTorch's intra-op threads and latch's LATCH_THREADS. Every cell's
 output is compared with eager PyTorch's on the same weights and inputs (two steps, so a
 training step's update is checked too); a cell whose output differs, or whose mode fell back
 (latch ran an op or the model eagerly, or traced every call), is marked and not timed.
 
   python3 -m latch.bench [--models a,b] [--batch 1,8] [--sizes small,full] [--repeat N]
-                         [--modes eager,...] [--threads N] [--json FILE] [--svg FILE]
-                         [--png FILE] [--tiny-only]"""
+                         [--modes eager,...] [--threads N] [--clock wall|cpu] [--json FILE]
+                         [--svg FILE] [--png FILE] [--tiny-only]"""
 import argparse
 import copy
 import json
@@ -36,10 +34,6 @@ from . import modes as M
 
 INFERENCE = ["resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1", "alexnet", "vgg16", "vit_b_16", "bert_layer",
              "gpt2_block"]
-# Modes run in a child process each: torch._lazy aborts the process on some models, and each
-# latch mode starts with latch's compile cache empty, so its first call and compile time are
-# its own (in one process the second latch mode would find the first one's graphs).
-ISOLATED = {"torch_lazy", "latch_lazy", "latch_compile"}
 TOL = 1e-3  # latch's accuracy rule (LATCH_CHECK_TOL), scaled by the output's magnitude
 
 
@@ -62,12 +56,16 @@ def machine():
     return platform.processor() or platform.machine()
 
 
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+clock = CLOCKS["wall"]  # --clock: the medians' clock (first calls and compiles stay wall time)
+
+
 def median_ms(step, repeat, budget_s=20.0):
     samples, start = [], time.perf_counter()
     for _ in range(repeat):
-        t = time.perf_counter()
+        t = clock()
         step()
-        samples.append((time.perf_counter() - t) * 1e3)
+        samples.append((clock() - t) * 1e3)
         if time.perf_counter() - start > budget_s and len(samples) >= 3:
             break
     return statistics.median(samples)
@@ -102,7 +100,8 @@ def measure(mode, module, args, training, name, want, repeat):
     cell = {"status": "ok", "ms": None, "first_ms": None, "compile_ms": None}
     try:
         with torch.no_grad() if not training else torch.enable_grad():
-            compile_before = latch.stats()["compile_ns"]
+            latch_mode = mode in M.LATCH_MODES  # only those open latch's runtime
+            compile_before = latch.stats()["compile_ns"] if latch_mode else 0
             t = time.perf_counter()
             step = M.build(mode, module, args, training, name)
             built = time.perf_counter() - t
@@ -111,7 +110,7 @@ def measure(mode, module, args, training, name, want, repeat):
             t = time.perf_counter()
             got = [step.run()]
             cell["first_ms"] = (time.perf_counter() - t) * 1e3
-            if mode in M.LATCH_MODES:
+            if latch_mode:
                 cell["compile_ms"] = (latch.stats()["compile_ns"] - compile_before) / 1e6
             elif mode == "jit":
                 cell["compile_ms"] = built * 1e3
@@ -138,11 +137,14 @@ def child(mode, name, batch, size, repeat):
     print("LATCH_BENCH_CHILD " + json.dumps(out))
 
 
-def isolated(mode, name, batch, size, repeat, threads):
-    """child() in a new process with the same threads (see ISOLATED): a mode that aborts the
-    process costs one cell of the table, not the run."""
+def isolated(mode, name, batch, size, repeat, threads, clock_name):
+    """child() in a new process with the same threads and clock. Every cell runs so: a mode
+    that aborts the process (torch._lazy on some models) costs one cell, not the run; each
+    latch mode starts with an empty compile cache, so its first call and compile time are its
+    own; and PyTorch's modes run in a process where latch never opened its runtime (which
+    sets OpenBLAS, shared with torch, to one thread)."""
     cmd = [sys.executable, "-m", "latch.bench", "--child", f"{mode},{name},{batch},{size}", "--repeat", str(repeat),
-           "--threads", str(threads)]
+           "--threads", str(threads), "--clock", clock_name]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     for line in run.stdout.splitlines():
         if line.startswith("LATCH_BENCH_CHILD "):
@@ -152,16 +154,12 @@ def isolated(mode, name, batch, size, repeat, threads):
                      "note": f"exit {run.returncode}: {tail}"}}
 
 
-def run_model(name, batch, size, modes, repeat, threads):
-    module, args, training, want = setup(name, batch, size)
+def run_model(name, batch, size, modes, repeat, threads, clock_name):
     row = {"model": name, "batch": batch, "size": size, "cells": {}}
     for mode in modes:
-        if mode in ISOLATED:
-            got = isolated(mode, name, batch, size, repeat, threads)
-            row["cells"][mode] = got.pop("cell")
-            row.update(got)  # the per-op trace cost, when measured
-            continue
-        row["cells"][mode] = measure(mode, module, args, training, name, want, repeat)
+        got = isolated(mode, name, batch, size, repeat, threads, clock_name)
+        row["cells"][mode] = got.pop("cell")
+        row.update(got)  # the per-op trace cost, when measured
     once, every = (row["cells"].get(m, {}).get("ms") for m in ("latch_compile", "latch_lazy"))
     row["once_vs_every"] = every / once if once and every else None
     return row
@@ -297,6 +295,9 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                    help="threads of every mode: PyTorch's, latch's and the torch._lazy child's (default: the cores)")
+    p.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                   help="the medians' clock: wall time, or this process's CPU time (every thread's: what a step "
+                        "cost apart from waiting for a core on a shared machine)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--json")
     p.add_argument("--svg")
@@ -306,6 +307,8 @@ def main(argv=None):
     if a.threads < 1:
         p.error(f"--threads must be at least 1, not {a.threads}")
     use_threads(a.threads)
+    global clock
+    clock = CLOCKS[a.clock]
     if a.child:
         mode, name, batch, size = a.child.split(",")
         return child(mode, name, int(batch), int(size), a.repeat)
@@ -318,7 +321,7 @@ def main(argv=None):
     for m in modes:
         if m not in M.MODES:
             p.error(f"unknown mode '{m}'; modes: {', '.join(M.MODES)}")
-    caption = (f"{machine()}, {a.threads} threads for every mode, torch {torch.__version__}; "
+    caption = (f"{machine()}, {a.threads} threads for every mode, torch {torch.__version__}, {a.clock} time; "
                "outputs checked against eager")
     print(caption)
     rows = []
@@ -327,11 +330,11 @@ def main(argv=None):
         sizes = sorted({small if s == "small" else full if s == "full" else int(s) for s in a.sizes.split(",")})
         for size in sizes:
             for batch in map(int, a.batch.split(",")):
-                rows.append(run_model(name, batch, size, modes, a.repeat, a.threads))
+                rows.append(run_model(name, batch, size, modes, a.repeat, a.threads, a.clock))
                 print_table(rows[-1:], modes, head=len(rows) == 1)
                 sys.stdout.flush()
     result = {"rows": rows, "geomean_once_vs_every_batch1": speedups(rows), "tiny": tiny_overhead(),
-              "threads": a.threads, "machine": machine(), "torch": torch.__version__, "caption": caption}
+              "threads": a.threads, "clock": a.clock, "machine": machine(), "torch": torch.__version__, "caption": caption}
     report(rows, modes, result)
     if a.json:
         with open(a.json, "w") as f:
