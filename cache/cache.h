@@ -440,6 +440,15 @@ typedef enum cache_lease {
 enum { CACHE_LEASE_TOKEN = 33 };
 cache_lease cache_remote_lease(cache_remote *remote, cache_key key, const char *fingerprint,
                                char token[CACHE_LEASE_TOKEN]);
+/* The lease's current value (whoever holds it; a planted one may hold anything), cut to
+ * CACHE_LEASE_TOKEN - 1 bytes; "" when there is none; false when the server does not answer. */
+bool cache_remote_lease_holder(cache_remote *remote, cache_key key, const char *fingerprint,
+                               char holder[CACHE_LEASE_TOKEN]);
+/* Takes the lease over from holder, atomically, only if holder still holds it (so of many
+ * waiters giving up on one holder exactly one takes over); WON with a new token, else HELD
+ * (someone else holds it now) or UNAVAILABLE. */
+cache_lease cache_remote_take_over(cache_remote *remote, cache_key key, const char *fingerprint,
+                                   const char holder[CACHE_LEASE_TOKEN], char token[CACHE_LEASE_TOKEN]);
 /* Deletes the lease if it is still the one token names. */
 void cache_remote_release(cache_remote *remote, cache_key key, const char *fingerprint,
                           const char token[CACHE_LEASE_TOKEN]);

@@ -303,6 +303,43 @@ cache_lease cache_remote_lease(cache_remote *remote, cache_key key, const char *
   return lease;
 }
 
+bool cache_remote_lease_holder(cache_remote *remote, cache_key key, const char *fingerprint,
+                               char holder[CACHE_LEASE_TOKEN]) {
+  char name[REMOTE_KEY_MAX];
+  remote_lease_key(key, fingerprint, name);
+  const char *argv[3] = {"GETRANGE", name, "0"};
+  char last[16];
+  snprintf(last, sizeof last, "%d", CACHE_LEASE_TOKEN - 2);
+  const char *args[4] = {argv[0], argv[1], argv[2], last};
+  redisReply *reply = NULL;
+  holder[0] = '\0';
+  if (!remote_call(remote, 4, args, NULL, &reply)) return false;
+  bool ok = reply->type == REDIS_REPLY_STRING;
+  if (ok) snprintf(holder, CACHE_LEASE_TOKEN, "%.*s", (int)reply->len, reply->str);
+  freeReplyObject(reply);
+  return ok;
+}
+
+cache_lease cache_remote_take_over(cache_remote *remote, cache_key key, const char *fingerprint,
+                                   const char holder[CACHE_LEASE_TOKEN], char token[CACHE_LEASE_TOKEN]) {
+  /* The holder's value compared by its first bytes, as cache_remote_lease_holder read it. */
+  static const char script[] =
+      "local v = redis.call('getrange', KEYS[1], 0, tonumber(ARGV[4])) "
+      "if v == ARGV[1] then redis.call('set', KEYS[1], ARGV[2], 'px', ARGV[3]) return 1 end return 0";
+  char name[REMOTE_KEY_MAX], ms[16], last[16];
+  remote_lease_key(key, fingerprint, name);
+  new_token(token);
+  snprintf(ms, sizeof ms, "%d", remote->config.lease_ms);
+  snprintf(last, sizeof last, "%d", CACHE_LEASE_TOKEN - 2);
+  const char *argv[8] = {"EVAL", script, "1", name, holder, token, ms, last};
+  redisReply *reply = NULL;
+  if (!remote_call(remote, 8, argv, NULL, &reply)) return CACHE_LEASE_UNAVAILABLE;
+  cache_lease lease = reply->type == REDIS_REPLY_INTEGER ? (reply->integer == 1 ? CACHE_LEASE_WON : CACHE_LEASE_HELD)
+                                                         : CACHE_LEASE_UNAVAILABLE;
+  freeReplyObject(reply);
+  return lease;
+}
+
 void cache_remote_release(cache_remote *remote, cache_key key, const char *fingerprint,
                           const char token[CACHE_LEASE_TOKEN]) {
   /* Deleted only if still ours: a lease that expired may since belong to another process. */

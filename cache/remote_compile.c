@@ -28,25 +28,49 @@ static void *load_remote(cache_disk *disk, cache_remote *remote, cache_key key, 
   return value;
 }
 
-/* Another process holds the lease: polls for its entry (2 ms, doubling to 50 ms) until the
- * wait bound. Takes the lease over if it goes away without an entry (its holder failed or
- * died): *won then says this process compiles. NULL when this process must compile. */
-static void *wait_for_entry(cache_disk *disk, cache_remote *remote, cache_key key, const char *fingerprint,
-                            const cache_codec *codec, char token[CACHE_LEASE_TOKEN], bool *won) {
+/* Rounds of waiting, each up to wait_ms, for holders that take a stalled lease over: past
+ * them this process compiles, whoever holds the lease. */
+enum { WAIT_ROUNDS = 3 };
+
+typedef enum wait_end { WAIT_ENTRY, WAIT_LEASE_FREE, WAIT_TIMED_OUT } wait_end;
+
+/* One round: polls for the entry (2 ms, doubling to 50 ms) until wait_ms pass. Takes the
+ * lease if it goes away without an entry (its holder failed or died): *won then says so. */
+static wait_end wait_round(cache_disk *disk, cache_remote *remote, cache_key key, const char *fingerprint,
+                           const cache_codec *codec, char token[CACHE_LEASE_TOKEN], bool *won, void **value) {
   double deadline = cache_now_seconds() + cache_remote_config_of(remote)->wait_ms * 1e-3, delay = 2;
   while (cache_now_seconds() < deadline) {
     sleep_ms(delay);
     delay = delay * 2 < 50 ? delay * 2 : 50;
-    void *value = load_remote(disk, remote, key, fingerprint, codec);
-    if (value) {
-      remote_count_wait(remote, false);
-      return value;
-    }
+    if ((*value = load_remote(disk, remote, key, fingerprint, codec))) return WAIT_ENTRY;
     cache_lease lease = cache_remote_lease(remote, key, fingerprint, token);
     if (lease != CACHE_LEASE_HELD) {
       *won = lease == CACHE_LEASE_WON;
+      return WAIT_LEASE_FREE;
+    }
+  }
+  return WAIT_TIMED_OUT;
+}
+
+/* Another process holds the lease: waits a round for its entry. If the same holder kept the
+ * lease the whole round (stalled, or a lease planted by someone who will never compile), one
+ * of the waiters takes it over, atomically, and compiles; the others wait another round for
+ * that one's entry. *won says this process compiles; NULL when it must compile. */
+static void *wait_for_entry(cache_disk *disk, cache_remote *remote, cache_key key, const char *fingerprint,
+                            const cache_codec *codec, char token[CACHE_LEASE_TOKEN], bool *won) {
+  char holder[CACHE_LEASE_TOKEN];
+  void *value = NULL;
+  for (int round = 0; round < WAIT_ROUNDS; round++) {
+    if (!cache_remote_lease_holder(remote, key, fingerprint, holder)) break;
+    wait_end end = wait_round(disk, remote, key, fingerprint, codec, token, won, &value);
+    if (end != WAIT_TIMED_OUT) {
       remote_count_wait(remote, false);
-      return NULL;
+      return value;
+    }
+    cache_lease lease = cache_remote_take_over(remote, key, fingerprint, holder, token);
+    if (lease != CACHE_LEASE_HELD) { /* taken over, or no answer: compile here */
+      *won = lease == CACHE_LEASE_WON;
+      break;
     }
   }
   remote_count_wait(remote, true);
