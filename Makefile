@@ -211,6 +211,12 @@ install-python: python
 check-torch: all
 	sh bench/check_torch.sh
 
+# `make check-torch-zoo`: latch.torch.compile on every torchvision family's smallest model at
+# 224 and PyTorch's sequence modules (latch/zoo.py), batch 1, 2 threads: compiled whole or in
+# parts, max difference from eager, latch and eager ms (opt-in: slow; docs/pytorch-capture.md).
+check-torch-zoo: all
+	PYTHONPATH=$(abspath $(BUILD)/python) $(PYTHON) bench/check_torch_zoo.py $(ZOO_ARGS)
+
 # `make compare-torch`: latch's trace-once times against PyTorch eager on the same models,
 # batch sizes, input sizes and thread count; opt-in like check-torch.
 # COMPARE_ARGS passes options on, e.g. COMPARE_ARGS="--batch 1 --repeat 10 --json out.json".
@@ -229,7 +235,7 @@ compare-ort: all $(ORT_DIR)/node_modules/onnxruntime-node/package.json
 	/usr/bin/python3 bench/compare_ort.py --latch $(BUILD)/latch --ort $(ORT_DIR)/node_modules/onnxruntime-node \
 	  --onnx-dir $(BUILD)/onnx $(COMPARE_ARGS)
 
-.PHONY: python install-python python-sanitize all test sanitize tsan test-threads clean install check-torch compare-torch compare-ort bench-function minify-mobilenet soak \
+.PHONY: python install-python python-sanitize all test sanitize tsan test-threads clean install check-torch check-torch-zoo compare-torch compare-ort bench-function minify-mobilenet soak \
 	minify-pairs minify-scale bisect-generated
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 

@@ -314,7 +314,8 @@ static PyObject *fast_reduce(PyObject *args, PyObject *kwargs, int op) {
   int64_t dims64[LATCH_MAX_RANK];
   int dims[LATCH_MAX_RANK], count = 0;
   bool keepdim;
-  if (!x || (dtype && dtype != Py_None) || (op == LATCH_SUM && latch_tensor_dtype(x) == LATCH_BOOL) ||
+  /* a sum of bools or integers narrower than int64 is int64 in torch: lowering.py casts */
+  if (!x || (dtype && dtype != Py_None) || (op == LATCH_SUM && !is_float(x) && latch_tensor_dtype(x) != LATCH_I64) ||
       (dims_obj && dims_obj != Py_None && !ints_of(dims_obj, dims64, LATCH_MAX_RANK, &count)) ||
       !bool_of(arg(args, kwargs, 2, "keepdim"), false, &keepdim))
     return PyErr_Occurred() ? NULL : PLAIN();
@@ -360,6 +361,10 @@ static PyObject *fast_elementwise(op_entry *e, PyObject *args, PyObject *kwargs)
     if (x && y && !is_float(x) && !is_float(y)) return PLAIN(); /* true division: lowering.py casts */
     /* fall through */
   case K_BINARY:
+    /* a 0-dim operand beside a dimensioned one of another dtype: torch's promotion, lowering.py */
+    if (x && y && (latch_rank(x) == 0) != (latch_rank(y) == 0) && latch_tensor_dtype(x) != latch_tensor_dtype(y))
+      return PLAIN();
+    /* fall through */
   case K_MATMUL:
     if (!x || !y || n != 2 || !no_kwargs(kwargs)) return PLAIN(); /* alpha, scalars: lowering.py */
     return lp_wrap(e->kind == K_MATMUL ? latch_matmul(x, y) : latch_binary((latch_binop)e->code, x, y));

@@ -87,12 +87,12 @@ def test_recompile_limit_option():
 
 
 def test_fullgraph_raises_where_it_would_fall_back(capfd):
-    c = lt.compile(lambda x: torch.cumsum(x, 0), fullgraph=True)
-    with pytest.raises(latch.Unsupported, match="fullgraph=True.*cumsum"):
+    c = lt.compile(lambda x: torch.special.i0(x), fullgraph=True)
+    with pytest.raises(latch.Unsupported, match="fullgraph=True.*i0"):
         c(torch.ones(3))
     assert "running it eagerly" not in capfd.readouterr().err
-    loose = lt.compile(lambda x: torch.cumsum(x, 0))
-    assert loose(torch.ones(3)).tolist() == [1.0, 2.0, 3.0]
+    loose = lt.compile(lambda x: torch.special.i0(x * 0))
+    close(loose(torch.ones(3)), [1.0] * 3)  # i0(0) = 1
 
 
 # ---- the module wrapper ----
@@ -196,10 +196,10 @@ def test_backend_on_symbolic_trace_graph_with_tuple_output():
 
 
 def test_backend_falls_back_to_the_graph_module(capfd):
-    gm = torch.fx.symbolic_trace(lambda x: torch.cumsum(x, 0) * 2)
+    gm = torch.fx.symbolic_trace(lambda x: torch.special.i0(x * 0) * 2)
     run = lt.backend(gm, [torch.ones(3)])
-    assert run(torch.ones(3)).tolist() == [2.0, 4.0, 6.0]
-    assert "aten.cumsum.default is not lowered" in capfd.readouterr().err
+    close(run(torch.ones(3)), [2.0] * 3)  # i0(0) = 1
+    assert "aten.i0.default is not lowered" in capfd.readouterr().err
 
 
 # ---- explain and stats ----
@@ -208,11 +208,11 @@ def test_explain_whole_and_fallback(capsys):
     whole = lt.explain(mlp(), X)
     assert whole["verdict"] == "whole" and whole["unlowered"] == {}
     assert whole["ops"]["aten.addmm.default"] == 2 and whole["ops"]["aten.relu.default"] == 1
-    split = lt.explain(lambda x: torch.cumsum(x, 0) + torch.cumsum(x, 0), torch.ones(3))
-    assert split["verdict"] == "fallback" and split["unlowered"] == {"aten.cumsum.default": 2}
-    assert any("cumsum" in r for r in split["reasons"])
+    split = lt.explain(lambda x: torch.special.i0(x) + torch.special.i0(x), torch.ones(3))
+    assert split["verdict"] == "fallback" and split["unlowered"] == {"aten.i0.default": 2}
+    assert any("i0" in r for r in split["reasons"])
     out = capsys.readouterr().out
-    assert "Sequential: whole" in out and "not lowered: aten.cumsum.default (2x)" in out
+    assert "Sequential: whole" in out and "not lowered: aten.i0.default (2x)" in out
 
 
 def test_explain_wrong_device_and_non_tensor_argument():

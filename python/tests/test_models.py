@@ -64,5 +64,5 @@ def test_lazy_reads_sync():
 
 def test_lazy_unlowered_op_runs_eagerly(capfd):
     x = lt.lazy.tensor(torch.tensor([1.0, 2.0, 3.0]))
-    assert torch.cumsum(x * 2, 0).tolist() == [2.0, 6.0, 12.0]
-    assert "aten.cumsum.default is not lowered" in capfd.readouterr().err
+    close(torch.special.i0(x * 2), torch.special.i0(torch.tensor([2.0, 4.0, 6.0])))
+    assert "aten.i0.default is not lowered" in capfd.readouterr().err

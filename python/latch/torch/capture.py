@@ -27,6 +27,7 @@ from torch.fx.passes.split_module import split_module
 from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils import _pytree as pytree
 
+from . import lowering_core  # noqa: F401 (registers the core set's lowerings)
 from .lowering import LOWERINGS
 
 

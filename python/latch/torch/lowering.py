@@ -54,12 +54,23 @@ def const(value, like_dtype):
     return L.full(scalar_dtype(value, like_dtype), [], float(value))
 
 
+def _category(dtype):
+    return 0 if dtype == D.BOOL else 2 if dtype in D.FLOATS else 1
+
+
 def operands(a, b):
-    """Two operands of a binary op as tensors: a Python scalar takes the other's dtype."""
+    """Two operands of a binary op as tensors: a Python scalar takes the other's dtype, and so
+    does a 0-dim tensor beside a dimensioned one of its category or a higher one (torch's
+    promotion: dimensioned tensors decide within a category)."""
     if not is_tensor(a):
         a = const(a, b.dtype)
     if not is_tensor(b):
         b = const(b, a.dtype)
+    if a.dtype != b.dtype and (a.rank == 0) != (b.rank == 0):
+        zero, other = (a, b) if a.rank == 0 else (b, a)
+        if _category(zero.dtype) <= _category(other.dtype):
+            zero = L.cast(zero, other.dtype)
+            a, b = (zero, other) if a.rank == 0 else (other, zero)
     return a, b
 
 
@@ -476,8 +487,8 @@ def _reduce(op):
     def lower(x, dims=None, keepdim=False, dtype=None):
         if dtype is not None:
             x = L.cast(x, D.latch_dtype(dtype))
-        if op == SUM and x.dtype == D.BOOL:
-            x = L.cast(x, D.I64)
+        if op == SUM and dtype is None and x.dtype not in D.FLOATS and x.dtype != D.I64:
+            x = L.cast(x, D.I64)  # torch sums bools and integers as int64
         dims = [] if dims is None else ([dims] if isinstance(dims, int) else list(dims))
         return L.reduce(op, x, [norm_dim(d, x.rank) for d in dims], keepdim)
     return lower
