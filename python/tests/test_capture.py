@@ -85,3 +85,45 @@ def test_zero_size_batch_has_eager_shape():
         close(c(torch.ones(2, 4)), m(torch.ones(2, 4)))
         assert c(torch.ones(0, 4)).shape == (0, 3)
         close(c(torch.ones(3, 4)), m(torch.ones(3, 4)))
+
+
+def test_structures_in_and_out():
+    def f(xs, d, scale=2.0):
+        return {"sum": xs[0] + xs[1] * scale, "pair": (d["a"] * d["b"], d["a"].sum())}
+
+    c = lt.compile(f)
+    a, b = torch.arange(3.0), torch.ones(3)
+    for scale in (2.0, 2.0, 3.0):
+        got, want = c([a, b], {"a": a, "b": b + 1}, scale=scale), f([a, b], {"a": a, "b": b + 1}, scale=scale)
+        close(got["sum"], want["sum"])
+        close(got["pair"][0], want["pair"][0])
+        close(got["pair"][1], want["pair"][1])
+    assert c.eager_reason is None and len(c.variants) == 2  # scale 2.0 and 3.0
+
+
+def test_python_scalar_argument_retraces_on_a_new_value():
+    c = lt.compile(lambda x, k: x * k)
+    x = torch.arange(3.0)
+    assert c(x, 2).tolist() == [0.0, 2.0, 4.0]
+    assert c(x, 3).tolist() == [0.0, 3.0, 6.0]
+    assert c(x, 2).tolist() == [0.0, 2.0, 4.0]
+
+
+def test_channels_last_expanded_and_transposed_inputs():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU()).eval()
+    c = lt.compile(m)
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        close(c(x.to(memory_format=torch.channels_last)), m(x))
+        close(c(x[:1].expand(2, 3, 8, 8)), m(x[:1].expand(2, 3, 8, 8)))
+        close(c(x.transpose(2, 3)), m(x.transpose(2, 3)))
+        close(c(x), m(x))
+
+
+def test_bool_and_integer_inputs():
+    c = lt.compile(lambda m, i, x: torch.where(m, x * i, x - i))
+    mask = torch.tensor([True, False, True])
+    ints = torch.tensor([3, -2, 5])
+    x = torch.tensor([1.5, 2.0, -1.0])
+    assert c(mask, ints, x).tolist() == [4.5, 4.0, -5.0]
