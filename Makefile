@@ -14,7 +14,12 @@ CFLAGS += -std=c11 $(CFLAGS_COMMON)
 # openblas serves the cpu backend's products (runtime/cpu/), oneDNN its convolutions
 # (runtime/cpu/dnnl_*.c); gomp is OpenMP's runtime: oneDNN's threads and latch's own
 # parallel loops (runtime/parallel.c, built with -fopenmp) share its one pool.
-LDLIBS = -lxxhash -lck -lhiredis -lnettle -lopenblas -ldnnl -lgomp -lm -lpthread
+# Open MPI (libmpi) carries SPMD modules across processes and hosts: runtime/comm.c is the one
+# file that includes mpi.h. It is linked into liblatch for everyone (a process that never sets
+# LATCH_MPI never initialises it).
+MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null)
+MPI_LIBS := $(or $(shell pkg-config --libs ompi-c 2>/dev/null),-lmpi)
+LDLIBS = -lxxhash -lck -lhiredis -lnettle -lopenblas -ldnnl -lgomp $(MPI_LIBS) -lm -lpthread
 
 LIB_C = $(sort $(wildcard hlo/*.c guards/*.c cache/*.c runtime/*.c runtime/reference/*.c runtime/cpu/*.c minify/*.c capture/*.c))
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/obj/%.o)
@@ -25,6 +30,7 @@ LIB_OBJ = $(LIB_C:%.c=$(BUILD)/obj/%.o)
 $(BUILD)/obj/runtime/cpu/%.o: CFLAGS += -fno-trapping-math
 # The parallel-for shim's loops are OpenMP's (runtime/parallel.c).
 $(BUILD)/obj/runtime/parallel.o: CFLAGS += -fopenmp
+$(BUILD)/obj/runtime/comm.o: CFLAGS += $(MPI_CFLAGS)
 # bench/: the model zoo and harness, written against include/latch.h alone; linked into the
 # command and into the tests (as build/libbench.a), not into the library.
 BENCH_C = $(sort $(wildcard bench/*.c bench/models/*.c))

@@ -16,6 +16,8 @@ PACKAGES=(
   redis-server       # tests/test_remote_cache.c and test_cli_cache_remote.c start their own servers
   libgomp1           # runtime/: OpenMP's runtime, the one thread pool of oneDNN and latch's parallel loops
   libopenblas-dev    # runtime/: BLAS for dot and convolution
+  libopenmpi-dev     # runtime/comm.c: Open MPI carries SPMD modules' collectives across processes and hosts
+  openmpi-bin        # mpirun: starts the ranks of `latch run --spmd` and tests/test_spmd.c's runs
   libdnnl-dev        # runtime/: oneDNN, convolutions with blocked layouts, weight reorders and post-ops (ISA picked at run time)
   python3            # tests/test_compare_torch.sh runs bench/compare_torch.py (no torch needed)
   pkg-config         # tests/test_embed.sh links the README example through latch.pc and latch-static.pc

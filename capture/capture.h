@@ -161,6 +161,7 @@ struct latch_runtime {
   char cache_mode[8], cache_dir[4096];
   char fingerprint[RT_FINGERPRINT_MAX]; /* the disk cache's other key half */
   rt_compile_options compile_options;   /* from options: what every compile here is told */
+  rt_comm *comm; /* options.mpi: the world, shared by every runtime of the process; NULL without */
   atomic_uint_fast64_t syncs, ops_traced, nodes_synced, key_ns, execute_ns, compiles, disk_loads, remote_loads;
   atomic_uint_fast64_t rng_counter; /* seeds of random ops made outside latch_call */
   int check_mode;   /* min_check_mode from options.check */

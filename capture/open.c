@@ -154,11 +154,18 @@ latch_runtime *latch_open(const latch_options *options) {
     cache_disk_close(rt->disk);
     rt->cache = NULL;
   }
+  if (rt->cache && options->mpi && !(rt->comm = rt_comm_open(options->collective_timeout, &diag))) {
+    cache_table_free(rt->cache);
+    cache_disk_close(rt->disk);
+    cache_remote_close(rt->remote);
+    rt->cache = NULL;
+  }
   if (!rt->cache) {
     cap_set_error("latch_open: %s", diag.message);
     free(rt);
     return NULL;
   }
+  rt->compile_options.comm = rt->comm;
   return rt;
 }
 
@@ -167,6 +174,7 @@ void latch_close(latch_runtime *rt) {
   cache_table_free(rt->cache);
   cache_disk_close(rt->disk);
   cache_remote_close(rt->remote);
+  rt_comm_close(rt->comm); /* after the executables that borrow it */
   pthread_mutex_destroy(&rt->repro_lock);
   free(rt);
   cap_pool_drain();

@@ -119,6 +119,8 @@ latch_status latch_options_init(latch_options *options) {
   options->test_fault = env_text("LATCH_FAULT");
   options->test_cache_fault = env_text("LATCH_CACHE_TEST_FAULT");
   options->test_cache_write_delay_ms = env_text("LATCH_CACHE_TEST_WRITE_DELAY_MS");
+  ok = env_bool("LATCH_MPI", &options->mpi) && ok;
+  ok = env_number("LATCH_COLLECTIVE_TIMEOUT", true, &options->collective_timeout) && ok;
   return ok ? LATCH_OK : LATCH_ERR_INPUT;
 }
 

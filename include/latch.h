@@ -121,6 +121,14 @@ typedef struct latch_options {
    * test_cache_write_delay_ms (LATCH_CACHE_TEST_WRITE_DELAY_MS) pauses halfway through
    * writing a disk cache entry. */
   const char *test_fault, *test_cache_fault, *test_cache_write_delay_ms;
+  /* LATCH_MPI=1: join MPI's world (latch initialises MPI with MPI_Init_thread unless the
+   * embedder already has, at MPI_THREAD_SERIALIZED or more), so that a module declaring
+   * several replicas or partitions runs one device per rank under mpirun, its collectives
+   * through Open MPI (docs/distributed.md). Off: such a module's collectives are refused. */
+  bool mpi;
+  /* LATCH_COLLECTIVE_TIMEOUT: seconds a collective waits for the other ranks before it fails
+   * naming the rank and the op (a rank that died or hangs); default (and 0) 60. */
+  double collective_timeout;
 } latch_options;
 
 /* Fills the defaults, then applies the environment variables named above. An unreadable

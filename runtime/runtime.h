@@ -85,6 +85,7 @@ int rt_next_coords(const hlo_shape *shape, int64_t *coords);
  * and may be run by several threads at once. */
 
 typedef struct rt_executable rt_executable;
+typedef struct rt_comm rt_comm; /* comm.c: the world of processes an SPMD module runs across */
 
 /* What a compile may be told, by whoever opened the runtime: capture/ fills it from
  * latch_options (latch_open), the command from the environment; backends never read the
@@ -104,9 +105,13 @@ typedef struct rt_compile_options {
   const char *choice_avoid;
   void (*choice_log)(void *context, const char *kind, const char *name, bool taken);
   void *choice_log_context;
+  /* The world a module with several replicas or partitions runs across (latch_options.mpi);
+   * borrowed, it must outlive the executable. NULL: one device, and such a module's
+   * collectives are refused. */
+  rt_comm *comm;
 } rt_compile_options;
 
-#define RT_COMPILE_OPTIONS_INIT {.no_fusion = false, .keep_arena_bytes = -1}
+#define RT_COMPILE_OPTIONS_INIT {.no_fusion = false, .keep_arena_bytes = -1, .comm = NULL}
 
 typedef struct rt_backend {
   const char *name;    /* "reference", "cpu" */
@@ -170,6 +175,61 @@ typedef struct rt_backend {
 } rt_backend;
 
 
+/* ---- comm.c ---- */
+/* The communicator over Open MPI: one world per process, each rank one device of an SPMD
+ * module (rank = replica * num_partitions + partition, XLA's flattened device id). Every
+ * collective of a module is agreed first (rt_comm_agree: each rank sends every other rank the
+ * signature of the op it reached) and then moves data with non-blocking MPI calls polled until
+ * the timeout; a rank that does not arrive, or arrives at another op or shape, is an error
+ * naming it. Calls from several threads are serialized. */
+
+#define RT_COMM_DEFAULT_TIMEOUT 60.0 /* seconds, LATCH_COLLECTIVE_TIMEOUT */
+
+typedef enum rt_comm_reduce { RT_COMM_SUM, RT_COMM_MAX, RT_COMM_MIN, RT_COMM_PROD } rt_comm_reduce;
+
+/* Groups of world ranks that partition the world: group g has sizes[g] members, listed in
+ * order in members (after the members of the groups before it). Every rank passes the same
+ * groups to a collective. */
+typedef struct rt_comm_groups {
+  int count;
+  const int *sizes;
+  const int *members;
+} rt_comm_groups;
+
+/* The process's world, initialising MPI (MPI_Init_thread, MPI_THREAD_SERIALIZED) unless the
+ * embedder did; one per process, counted: each open is matched by a close, and the last
+ * close finalizes MPI if latch initialised it. A collective waits timeout_seconds (<= 0: the
+ * default) for the other ranks. NULL with diag on failure. */
+rt_comm *rt_comm_open(double timeout_seconds, hlo_diag *diag);
+void rt_comm_close(rt_comm *comm);
+int rt_comm_rank(const rt_comm *comm);
+int rt_comm_size(const rt_comm *comm);
+/* Whether a collective failed or timed out: the ranks are out of step for good. */
+bool rt_comm_broken(const rt_comm *comm);
+/* Whether MPI reduces this type itself (the rest go through a gather and the reducer). */
+bool rt_comm_reducible(hlo_dtype dtype);
+/* Every rank of the world reached the collective what with the same signature (text, at most
+ * 255 bytes compared); otherwise an error naming the rank that did not arrive in time or
+ * differs. Call before the data moves, on every rank, for every collective. */
+hlo_status rt_comm_agree(rt_comm *comm, const char *what, const char *signature, hlo_diag *diag);
+/* Collectives within this rank's group of groups; what names the op in errors. count is in
+ * elements of dtype for reductions, bytes per member otherwise. */
+hlo_status rt_comm_allreduce(rt_comm *comm, const rt_comm_groups *groups, void *data, int64_t count, hlo_dtype dtype,
+                             rt_comm_reduce op, const char *what, hlo_diag *diag);
+hlo_status rt_comm_allgather(rt_comm *comm, const rt_comm_groups *groups, const void *send, int64_t bytes, void *recv,
+                             const char *what, hlo_diag *diag);
+hlo_status rt_comm_alltoall(rt_comm *comm, const rt_comm_groups *groups, const void *send, int64_t bytes, void *recv,
+                            const char *what, hlo_diag *diag);
+/* send holds one block of count elements per member in group order; recv gets this rank's. */
+hlo_status rt_comm_reduce_scatter(rt_comm *comm, const rt_comm_groups *groups, const void *send, void *recv,
+                                  int64_t count, hlo_dtype dtype, rt_comm_reduce op, const char *what, hlo_diag *diag);
+/* root: the index within the group of the member whose data every member gets. */
+hlo_status rt_comm_broadcast(rt_comm *comm, const rt_comm_groups *groups, void *data, int64_t bytes, int root,
+                             const char *what, hlo_diag *diag);
+/* Sends bytes to world rank to and receives bytes from world rank from (either -1: none);
+ * call right after the collective's rt_comm_agree. */
+hlo_status rt_comm_exchange(rt_comm *comm, int to, const void *send, int from, void *recv, int64_t bytes,
+                            const char *what, hlo_diag *diag);
 
 /* ---- parallel.c ---- */
 /* The parallel-for behind the cpu backend's kernels, over OpenMP (parallel.c). */

@@ -108,6 +108,18 @@ int cli_open_remote(const char *who, const char *url_flag, cache_remote **remote
   return *remote ? CLI_OK : cli_fail(&diag);
 }
 
+int cli_open_world(rt_compile_options *compile) {
+  latch_options options;
+  if (latch_options_init(&options) != LATCH_OK) {
+    cli_error("%s", latch_last_error());
+    return CLI_USAGE;
+  }
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  compile->comm = rt_comm_open(options.collective_timeout, &diag);
+  return compile->comm ? CLI_OK : cli_fail(&diag);
+}
+
 int cli_runtime_settings(rt_compile_options *compile) {
   latch_options options;
   if (latch_options_init(&options) != LATCH_OK) {

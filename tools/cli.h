@@ -40,6 +40,8 @@ double cli_now(void);
  * environment (latch_options_init): the thread count requested, compile filled. CLI_USAGE,
  * with the message printed, when a variable is malformed. */
 int cli_runtime_settings(rt_compile_options *compile);
+/* Joins MPI's world (--spmd), with LATCH_COLLECTIVE_TIMEOUT, into compile->comm. */
+int cli_open_world(rt_compile_options *compile);
 
 int cmd_parse(int argc, char **argv);
 int cmd_run(int argc, char **argv);

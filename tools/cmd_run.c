@@ -1,6 +1,7 @@
 /* latch run: evaluates a module's entry computation on inputs read from .npy files or made
  * from a seed, prints each output's shape, first values and checksums, and can write the
- * outputs back as .npy files. */
+ * outputs back as .npy files. With --spmd, under mpirun, each rank runs one device of a
+ * module with several replicas or partitions. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -18,7 +19,7 @@
 
 void cmd_run_usage(void) {
   fputs("usage: latch run FILE [--inputs DIR] [--seed N] [--output DIR] [--backend NAME] [--fp64]\n"
-        "                 [--compile] [--check compile|execute|accuracy] [--tol X]\n"
+        "                 [--compile] [--check compile|execute|accuracy] [--tol X] [--spmd]\n"
         "\n"
         "Runs the entry computation of the HLO module in FILE and prints, for each output\n"
         "(tuples flattened in order), its shape, up to 8 first values, the sum and the sum of\n"
@@ -52,6 +53,12 @@ void cmd_run_usage(void) {
         "                  - fp64) + tol (m = 2, 3 for f16/bf16), NaN and inf positions must\n"
         "                  agree, integers and pred must be equal; exit 4 when they do not\n"
         "  --tol X         the accuracy check's absolute tolerance (default 0.001)\n"
+        "  --spmd          run under mpirun with one rank per device of a module that declares\n"
+        "                  replica_count * num_partitions devices (rank = replica * num_partitions\n"
+        "                  + partition); collectives go through Open MPI. Rank r reads DIR/r/i.npy\n"
+        "                  with --inputs, uses seed N + r with --seed, writes DIR/r/ with --output.\n"
+        "                  A collective waits LATCH_COLLECTIVE_TIMEOUT seconds (default 60) for the\n"
+        "                  other ranks, then fails naming the rank (docs/distributed.md)\n"
         "\n"
         "LATCH_FAULT (for tests only) injects a backend bug: compile:OP, accuracy:OP:EPS,\n"
         "crash:OP, hang:OP, shift:OP or choice:KIND:N (the Nth choice of KIND the cpu backend\n"
@@ -71,7 +78,7 @@ void cmd_run_usage(void) {
 }
 
 typedef struct run_options {
-  const char *file, *inputs, *seed_text, *output, *backend, *fp64, *compile, *help, *check, *tol_text;
+  const char *file, *inputs, *seed_text, *output, *backend, *fp64, *compile, *help, *check, *tol_text, *spmd;
   uint64_t seed;
   double tol;
   rt_compile_options compile_options; /* from the environment, as latch_open would take them */
@@ -84,6 +91,7 @@ static int parse_options(int argc, char **argv, run_options *o) {
       {"--output", true, &o->output}, {"--backend", true, &o->backend}, {"--fp64", false, &o->fp64},
       {"--compile", false, &o->compile},
       {"--check", true, &o->check},   {"--tol", true, &o->tol_text},
+      {"--spmd", false, &o->spmd},
   };
   const char *files[1];
   int file_count = 0;
@@ -181,9 +189,16 @@ static rt_value *fit_type(rt_value *value, hlo_dtype want, bool fp64) {
   return rounded;
 }
 
+/* DIR, or DIR/RANK under --spmd. */
+static void rank_dir(const run_options *o, const char *dir, char *out, size_t size) {
+  if (o->compile_options.comm) snprintf(out, size, "%s/%d", dir, rt_comm_rank(o->compile_options.comm));
+  else snprintf(out, size, "%s", dir);
+}
+
 static rt_value *read_input(const run_options *o, int index, const hlo_instr *param, hlo_diag *diag) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%d.npy", o->inputs, index);
+  char dir[4000], path[4096];
+  rank_dir(o, o->inputs, dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/%d.npy", dir, index);
   if (param->shape.dtype == HLO_TOKEN) return rt_value_new_tuple(0, NULL); /* no data to read */
   if (param->shape.dtype == HLO_TUPLE) {
     hlo_diag_set(diag, HLO_ERR_UNSUPPORTED,
@@ -244,7 +259,8 @@ static int make_inputs(const run_options *o, const hlo_comp *entry, rt_value **a
       hlo_diag_set(&diag, HLO_ERR_INPUT, "entry computation %s has no parameter %d", entry->name, i);
       return cli_fail(&diag);
     }
-    args[i] = o->inputs ? read_input(o, i, param, &diag) : rt_random_value(&param->shape, o->seed, (uint64_t)i, &diag);
+    uint64_t seed = o->seed + (o->compile_options.comm ? (uint64_t)rt_comm_rank(o->compile_options.comm) : 0);
+    args[i] = o->inputs ? read_input(o, i, param, &diag) : rt_random_value(&param->shape, seed, (uint64_t)i, &diag);
     if (!args[i]) {
       if (diag.status == HLO_OK) hlo_diag_set(&diag, HLO_ERR_INTERNAL, "out of memory for parameter %d", i);
       if (o->inputs) return cli_fail(&diag);
@@ -326,7 +342,14 @@ static int report(const run_options *o, rt_value *result) {
   if (!leaves) return CLI_INTERNAL;
   flatten(result, leaves, 0, count);
   for (int i = 0; i < count; i++) print_output(i, leaves[i]);
-  int status = o->output ? write_outputs(o->output, leaves, count) : CLI_OK;
+  char dir[4000];
+  if (o->output) rank_dir(o, o->output, dir, sizeof dir);
+  if (o->output && o->compile_options.comm && mkdir(o->output, 0777) != 0 && errno != EEXIST) {
+    cli_error("run: cannot create output directory %s: %s", o->output, strerror(errno));
+    free(leaves);
+    return CLI_USAGE;
+  }
+  int status = o->output ? write_outputs(dir, leaves, count) : CLI_OK;
   free(leaves);
   return status;
 }
@@ -386,7 +409,7 @@ static hlo_status execute(const run_options *o, const hlo_module *module, rt_val
   const char *fault = getenv("LATCH_FAULT");
   bool checking = o->check || (fault && *fault && !o->fp64);
   if (!o->compile && !checking && (!o->backend || strcmp(o->backend, "reference") == 0)) {
-    rt_eval_options options = {.fp64 = o->fp64 != NULL};
+    rt_eval_options options = {.fp64 = o->fp64 != NULL, .comm = o->compile_options.comm};
     return rt_evaluate(module, args, entry->param_count, &options, result, diag);
   }
   c->backend = cap_backend_find(o->backend ? o->backend : "reference");
@@ -469,7 +492,8 @@ static int run_module(const run_options *o, const hlo_module *module) {
   status = make_inputs(o, entry, args);
   if (status == CLI_OK) {
     if (o->inputs) printf("inputs: %d from %s\n", entry->param_count, o->inputs);
-    else printf("inputs: %d random, seed %" PRIu64 "\n", entry->param_count, o->seed);
+    else printf("inputs: %d random, seed %" PRIu64 "\n", entry->param_count,
+                o->seed + (o->compile_options.comm ? (uint64_t)rt_comm_rank(o->compile_options.comm) : 0));
     hlo_diag diag;
     hlo_diag_clear(&diag);
     rt_value *result = NULL;
@@ -500,10 +524,16 @@ int cmd_run(int argc, char **argv) {
     if (o.help && status == CLI_OK) cmd_run_usage();
     return status;
   }
+  if (o.spmd && (status = cli_open_world(&o.compile_options)) != CLI_OK) return status;
   hlo_module *module = NULL;
   status = load_module(o.file, &module);
+  if (status == CLI_OK && o.spmd) {
+    rt_comm *comm = o.compile_options.comm;
+    printf("rank %d of %d\n", rt_comm_rank(comm), rt_comm_size(comm));
+  }
   if (status == CLI_OK) status = run_module(&o, module);
   hlo_module_free(module);
+  rt_comm_close(o.compile_options.comm);
   return status;
 }
 

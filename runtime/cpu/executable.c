@@ -559,7 +559,7 @@ static hlo_status cpu_execute(rt_executable *exe, rt_value *const *args, int arg
   const rt_cpu_plan *plan = exe->plan;
   hlo_status status = check_args(entry, args, arg_count, diag);
   if (status != HLO_OK) return status;
-  rt_eval_options options = {.fp64 = false};
+  rt_eval_options options = {.fp64 = false, .comm = exe->options.comm}; /* collectives run as reference kernels */
   if (plan->dynamic) return rt_evaluate(exe->module, args, arg_count, &options, result, diag);
   if (atomic_load(&exe->primitives_pending) && make_primitives(exe, diag) != HLO_OK) return diag->status;
   rt_eval eval = {.options = &options, .diag = diag, .call_depth = 0};

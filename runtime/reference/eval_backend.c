@@ -9,6 +9,7 @@
 
 struct rt_executable {
   hlo_module *module;
+  rt_comm *comm; /* the compile's world (borrowed), for modules across ranks */
 };
 
 static rt_executable *wrap(hlo_module *module, hlo_diag *diag) {
@@ -27,15 +28,16 @@ static rt_executable *wrap(hlo_module *module, hlo_diag *diag) {
   return exe;
 }
 
-/* The evaluator has no settings: options are ignored. */
+/* Of the options, the evaluator keeps only the world. */
 static rt_executable *reference_compile(const hlo_module *module, const rt_compile_options *options, hlo_diag *diag) {
-  (void)options;
-  return wrap(hlo_module_clone(module, diag), diag);
+  rt_executable *exe = wrap(hlo_module_clone(module, diag), diag);
+  if (exe && options) exe->comm = options->comm;
+  return exe;
 }
 
 static hlo_status reference_execute(rt_executable *exe, rt_value *const *args, int arg_count,
                                     rt_value **result, hlo_diag *diag) {
-  rt_eval_options options = {.fp64 = false};
+  rt_eval_options options = {.fp64 = false, .comm = exe->comm};
   return rt_evaluate(exe->module, args, arg_count, &options, result, diag);
 }
 
@@ -62,8 +64,9 @@ static hlo_status reference_serialize(const rt_executable *exe, void **bytes, si
 
 static rt_executable *reference_deserialize(const void *bytes, size_t len, const rt_compile_options *options,
                                             hlo_diag *diag) {
-  (void)options;
-  return wrap(hlo_parse_module(bytes, len, "<cache entry>", diag), diag);
+  rt_executable *exe = wrap(hlo_parse_module(bytes, len, "<cache entry>", diag), diag);
+  if (exe && options) exe->comm = options->comm;
+  return exe;
 }
 
 const rt_backend rt_backend_reference = {

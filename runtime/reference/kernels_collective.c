@@ -3,7 +3,8 @@
  * collective-permute delivers the operand only when the pair {0,0} sends it to itself, and
  * zeros otherwise (XLA's rule for a device that is no pair's target); replica-id and
  * partition-id are 0. A module declaring more replicas or partitions, or a group with more
- * than one member, is refused: computing it needs the other devices' data.
+ * than one member, is refused here: computing it needs the other devices' data, which
+ * kernels_spmd.c moves when the evaluation has a world of ranks (rt_eval_options.comm).
  *
  * Async pairs: all-reduce-start has the all-reduce's shape and its -done passes it through;
  * all-gather-start and collective-permute-start return (operand, result, contexts...) and their
@@ -163,8 +164,14 @@ static hlo_status start_tuple(rt_eval *eval, const hlo_instr *instr, rt_value *c
 }
 
 RT_KERNEL(rt_kernel_collective) {
+  const hlo_module *module = instr->parent ? instr->parent->module : NULL;
+  if (eval->options && eval->options->comm && module && rt_module_is_spmd(module))
+    return rt_kernel_collective_spmd(eval, instr, args, out);
   const char *why = check_single_device(instr);
-  if (why) return rt_kernel_fail(eval, instr, HLO_ERR_UNSUPPORTED, "%s; latch evaluates one device", why);
+  if (why)
+    return rt_kernel_fail(eval, instr, HLO_ERR_UNSUPPORTED,
+                          "%s; one process evaluates one device (run it under mpirun with one rank per device: "
+                          "latch run --spmd, or LATCH_MPI=1)", why);
   int count = instr->operand_count;
   switch (instr->opcode) {
     case HLO_OP_REPLICA_ID: case HLO_OP_PARTITION_ID:

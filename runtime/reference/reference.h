@@ -18,6 +18,8 @@ typedef struct rt_eval_options {
    * it is computed; the minifier keeps the ones it promotes to parameters or constants. */
   void (*observe)(void *context, const hlo_instr *instr, rt_value *value);
   void *observe_context;
+  /* The world the module's replicas and partitions run across (borrowed); NULL: one device. */
+  rt_comm *comm;
 } rt_eval_options;
 
 /* Runs module's entry computation. args are in the declared parameter types (in fp64 mode
@@ -154,6 +156,12 @@ RT_KERNEL(rt_kernel_rng);
 
 /* kernels_collective.c: collectives with a single replica, replica-id, partition-id */
 RT_KERNEL(rt_kernel_collective);
+
+/* kernels_spmd.c: the collectives across the ranks of eval->options->comm, for a module of
+ * replica_count * num_partitions devices, one per rank */
+RT_KERNEL(rt_kernel_collective_spmd);
+/* Whether the module runs on more than one device (replica_count or num_partitions > 1). */
+bool rt_module_is_spmd(const hlo_module *module);
 
 /* ---- eval_backend.c ---- */
 /* The reference evaluator as a backend: compile keeps a copy of the module; execute runs

@@ -1,0 +1,427 @@
+/* The communicator: the world of processes an SPMD module runs across, over Open MPI. The one
+ * file of latch that includes mpi.h; the collective kernels see the world through the
+ * functions declared in runtime.h only, so MPI stays out of every other layer.
+ *
+ * The world is MPI's (one per process): latch initialises MPI with MPI_Init_thread at
+ * MPI_THREAD_SERIALIZED (every call here holds one mutex) unless the embedder already did, and
+ * works on its own duplicate of MPI_COMM_WORLD, with errors returned rather than fatal, so its
+ * messages never meet the embedder's.
+ *
+ * No call waits forever: every request is polled until it completes or the collective timeout
+ * passes. Before any data moves, rt_comm_agree has every rank send every other rank the
+ * signature of the collective it reached (op, shapes, groups): a rank that never arrives is
+ * named once the timeout passes, a rank at another op or another shape is named at once. A
+ * timeout leaves requests in flight that cannot be taken back, so the world is then marked
+ * broken: later collectives fail at once, and closing it does not call MPI_Finalize (which
+ * would wait for the lost rank). */
+#include <mpi.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime.h"
+
+#define SIGNATURE_BYTES 256
+#define GROUP_CACHE 32
+
+/* A sub-communicator made by MPI_Comm_split for one set of groups (every rank's groups are the
+ * same, so every rank makes and finds the same ones in the same order). */
+typedef struct split_comm {
+  int *members; /* the groups' members in order, then the sizes: key_len ints */
+  int key_len;
+  MPI_Comm comm;
+} split_comm;
+
+struct rt_comm {
+  int refcount;
+  bool owns_mpi; /* latch called MPI_Init_thread: it finalizes */
+  bool broken;   /* a collective timed out or failed: the ranks are out of step */
+  MPI_Comm world;
+  int rank, size;
+  double timeout;
+  unsigned sequence; /* collectives reached, the same count on every rank */
+  split_comm splits[GROUP_CACHE];
+  int split_count;
+  pthread_mutex_t lock;
+};
+
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static rt_comm *the_world;
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static hlo_status mpi_fail(hlo_diag *diag, int code, const char *what, const char *call) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "error %d", code);
+  return hlo_diag_set(diag, HLO_ERR_INTERNAL, "%s: %s failed: %s", what, call, text);
+}
+
+static hlo_status init_mpi(rt_comm *comm, hlo_diag *diag) {
+  int initialized = 0, finalized = 0, provided = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return hlo_diag_set(diag, HLO_ERR_INPUT, "MPI was finalized: it cannot be opened again");
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int code = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
+    if (code != MPI_SUCCESS) return mpi_fail(diag, code, "opening the world", "MPI_Init_thread");
+    comm->owns_mpi = true;
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  if (provided < MPI_THREAD_SERIALIZED)
+    return hlo_diag_set(diag, HLO_ERR_INPUT,
+                        "MPI was initialised at thread level %d; latch needs MPI_THREAD_SERIALIZED (%d) or more",
+                        provided, MPI_THREAD_SERIALIZED);
+  int code = MPI_Comm_dup(MPI_COMM_WORLD, &comm->world);
+  if (code != MPI_SUCCESS) return mpi_fail(diag, code, "opening the world", "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(comm->world, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(comm->world, &comm->rank);
+  MPI_Comm_size(comm->world, &comm->size);
+  return HLO_OK;
+}
+
+rt_comm *rt_comm_open(double timeout_seconds, hlo_diag *diag) {
+  pthread_mutex_lock(&open_lock);
+  rt_comm *comm = the_world;
+  if (comm) {
+    comm->refcount++;
+    pthread_mutex_unlock(&open_lock);
+    return comm;
+  }
+  comm = calloc(1, sizeof *comm);
+  if (!comm) {
+    pthread_mutex_unlock(&open_lock);
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory opening the world");
+    return NULL;
+  }
+  comm->refcount = 1;
+  comm->world = MPI_COMM_NULL;
+  comm->timeout = timeout_seconds > 0 ? timeout_seconds : RT_COMM_DEFAULT_TIMEOUT;
+  pthread_mutex_init(&comm->lock, NULL);
+  if (init_mpi(comm, diag) != HLO_OK) {
+    if (comm->owns_mpi) MPI_Finalize();
+    pthread_mutex_destroy(&comm->lock);
+    free(comm);
+    pthread_mutex_unlock(&open_lock);
+    return NULL;
+  }
+  the_world = comm;
+  pthread_mutex_unlock(&open_lock);
+  return comm;
+}
+
+void rt_comm_close(rt_comm *comm) {
+  if (!comm) return;
+  pthread_mutex_lock(&open_lock);
+  if (--comm->refcount > 0) {
+    pthread_mutex_unlock(&open_lock);
+    return;
+  }
+  the_world = NULL;
+  pthread_mutex_unlock(&open_lock);
+  for (int i = 0; i < comm->split_count; i++) {
+    if (!comm->broken) MPI_Comm_free(&comm->splits[i].comm);
+    free(comm->splits[i].members);
+  }
+  if (!comm->broken) {
+    MPI_Comm_free(&comm->world);
+    if (comm->owns_mpi) MPI_Finalize();
+  }
+  pthread_mutex_destroy(&comm->lock);
+  free(comm);
+}
+
+int rt_comm_rank(const rt_comm *comm) { return comm->rank; }
+int rt_comm_size(const rt_comm *comm) { return comm->size; }
+bool rt_comm_broken(const rt_comm *comm) { return comm->broken; }
+
+/* ---- waiting with a deadline ---- */
+
+/* Polls requests until all complete or the timeout passes. peers[i] (when peers is given)
+ * names the rank request i waits on, for the message. On a timeout or error the world is
+ * broken and the pending requests are left to MPI (a send cannot be taken back). */
+static hlo_status wait_all(rt_comm *comm, int n, MPI_Request *requests, const int *peers, const char *what,
+                           const char *waiting_for, hlo_diag *diag) {
+  double start = now(), deadline = start + comm->timeout;
+  for (long spins = 0;; spins++) {
+    int pending = -1;
+    for (int i = 0; i < n; i++) {
+      if (requests[i] == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      int code = MPI_Test(&requests[i], &done, MPI_STATUS_IGNORE);
+      if (code != MPI_SUCCESS) {
+        comm->broken = true;
+        if (peers) return hlo_diag_set(diag, HLO_ERR_INTERNAL, "%s: the message from rank %d failed", what, peers[i]);
+        return mpi_fail(diag, code, what, waiting_for);
+      }
+      if (!done && pending < 0) pending = i;
+    }
+    if (pending < 0) return HLO_OK;
+    double t = now();
+    if (t > deadline) {
+      comm->broken = true;
+      if (peers)
+        return hlo_diag_set(diag, HLO_ERR_INTERNAL,
+                            "%s: rank %d did not reach it within %g s (LATCH_COLLECTIVE_TIMEOUT); this is rank %d of %d",
+                            what, peers[pending], comm->timeout, comm->rank, comm->size);
+      return hlo_diag_set(diag, HLO_ERR_INTERNAL,
+                          "%s: %s did not complete within %g s (LATCH_COLLECTIVE_TIMEOUT): a rank of its group "
+                          "stopped; this is rank %d of %d",
+                          what, waiting_for, comm->timeout, comm->rank, comm->size);
+    }
+    /* Open MPI moves a non-blocking collective's data only inside MPI calls: poll hard while
+     * a transfer is likely under way, then back off to a millisecond. */
+    if (t - start < 1.0) sched_yield();
+    else nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+  }
+}
+
+static hlo_status check_usable(rt_comm *comm, const char *what, hlo_diag *diag) {
+  if (!comm->broken) return HLO_OK;
+  return hlo_diag_set(diag, HLO_ERR_INTERNAL, "%s: an earlier collective failed, so the ranks are out of step", what);
+}
+
+/* ---- agreement ---- */
+
+static hlo_status agree_locked(rt_comm *comm, const char *what, const char *signature, hlo_diag *diag) {
+  int n = comm->size, tag = (int)(comm->sequence++ % 16384) * 2;
+  char mine[SIGNATURE_BYTES] = {0};
+  snprintf(mine, sizeof mine, "%s", signature);
+  char *theirs = calloc((size_t)n, SIGNATURE_BYTES);
+  MPI_Request *requests = calloc((size_t)n * 2, sizeof *requests);
+  int *peers = calloc((size_t)n * 2, sizeof *peers);
+  if (!theirs || !requests || !peers) {
+    free(theirs), free(requests), free(peers);
+    return hlo_diag_set(diag, HLO_ERR_INTERNAL, "%s: out of memory", what);
+  }
+  int count = 0;
+  hlo_status status = HLO_OK;
+  for (int r = 0; r < n && status == HLO_OK; r++) {
+    if (r == comm->rank) continue;
+    int code = MPI_Irecv(theirs + (size_t)r * SIGNATURE_BYTES, SIGNATURE_BYTES, MPI_CHAR, r, tag, comm->world,
+                         &requests[count]);
+    peers[count++] = r;
+    if (code == MPI_SUCCESS)
+      code = MPI_Isend(mine, SIGNATURE_BYTES, MPI_CHAR, r, tag, comm->world, &requests[count]);
+    peers[count++] = r;
+    if (code != MPI_SUCCESS) status = mpi_fail(diag, code, what, "sending its signature");
+  }
+  if (status == HLO_OK) status = wait_all(comm, count, requests, peers, what, "the signature exchange", diag);
+  for (int r = 0; r < n && status == HLO_OK; r++) {
+    const char *other = theirs + (size_t)r * SIGNATURE_BYTES;
+    if (r == comm->rank || strncmp(other, mine, SIGNATURE_BYTES) == 0) continue;
+    comm->broken = true;
+    status = hlo_diag_set(diag, HLO_ERR_INPUT,
+                          "%s: the ranks' collectives do not match: rank %d has [%.*s] where rank %d has [%.*s]",
+                          what, comm->rank, SIGNATURE_BYTES, mine, r, SIGNATURE_BYTES, other);
+  }
+  free(theirs), free(requests), free(peers);
+  return status;
+}
+
+hlo_status rt_comm_agree(rt_comm *comm, const char *what, const char *signature, hlo_diag *diag) {
+  pthread_mutex_lock(&comm->lock);
+  hlo_status status = check_usable(comm, what, diag);
+  if (status == HLO_OK) status = agree_locked(comm, what, signature, diag);
+  pthread_mutex_unlock(&comm->lock);
+  return status;
+}
+
+/* ---- groups ---- */
+
+/* The sub-communicator of this rank's group (MPI_COMM_SELF-like splits made once per set of
+ * groups), and this rank's index in it. */
+static hlo_status group_comm(rt_comm *comm, const rt_comm_groups *groups, MPI_Comm *out, const char *what,
+                             hlo_diag *diag) {
+  int total = 0;
+  for (int g = 0; g < groups->count; g++) total += groups->sizes[g];
+  int key_len = total + groups->count;
+  for (int i = 0; i < comm->split_count; i++) {
+    split_comm *s = &comm->splits[i];
+    if (s->key_len == key_len && memcmp(s->members, groups->members, sizeof(int) * (size_t)total) == 0 &&
+        memcmp(s->members + total, groups->sizes, sizeof(int) * (size_t)groups->count) == 0) {
+      *out = s->comm;
+      return HLO_OK;
+    }
+  }
+  int color = -1, key = 0;
+  for (int g = 0, at = 0; g < groups->count; at += groups->sizes[g++])
+    for (int i = 0; i < groups->sizes[g]; i++)
+      if (groups->members[at + i] == comm->rank) color = g, key = i;
+  if (color < 0) return hlo_diag_set(diag, HLO_ERR_INPUT, "%s: rank %d is in none of its groups", what, comm->rank);
+  int *members = malloc(sizeof(int) * (size_t)key_len);
+  if (!members) return hlo_diag_set(diag, HLO_ERR_INTERNAL, "%s: out of memory", what);
+  memcpy(members, groups->members, sizeof(int) * (size_t)total);
+  memcpy(members + total, groups->sizes, sizeof(int) * (size_t)groups->count);
+  MPI_Comm split;
+  int code = MPI_Comm_split(comm->world, color, key, &split);
+  if (code != MPI_SUCCESS) {
+    free(members);
+    comm->broken = true;
+    return mpi_fail(diag, code, what, "MPI_Comm_split");
+  }
+  MPI_Comm_set_errhandler(split, MPI_ERRORS_RETURN);
+  if (comm->split_count == GROUP_CACHE) { /* the oldest goes; every rank drops the same one */
+    MPI_Comm_free(&comm->splits[0].comm);
+    free(comm->splits[0].members);
+    memmove(comm->splits, comm->splits + 1, sizeof comm->splits[0] * (GROUP_CACHE - 1));
+    comm->split_count--;
+  }
+  comm->splits[comm->split_count++] = (split_comm){.members = members, .key_len = key_len, .comm = split};
+  *out = split;
+  return HLO_OK;
+}
+
+/* ---- data movement ---- */
+
+static MPI_Datatype mpi_type(hlo_dtype dtype) {
+  switch (dtype) {
+    case HLO_F32: return MPI_FLOAT;
+    case HLO_F64: return MPI_DOUBLE;
+    case HLO_S8: return MPI_INT8_T;
+    case HLO_S16: return MPI_INT16_T;
+    case HLO_S32: return MPI_INT32_T;
+    case HLO_S64: return MPI_INT64_T;
+    case HLO_U8: return MPI_UINT8_T;
+    case HLO_U16: return MPI_UINT16_T;
+    case HLO_U32: return MPI_UINT32_T;
+    case HLO_U64: return MPI_UINT64_T;
+    default: return MPI_DATATYPE_NULL;
+  }
+}
+
+bool rt_comm_reducible(hlo_dtype dtype) { return mpi_type(dtype) != MPI_DATATYPE_NULL; }
+
+static MPI_Op mpi_op(rt_comm_reduce op) {
+  switch (op) {
+    case RT_COMM_MAX: return MPI_MAX;
+    case RT_COMM_MIN: return MPI_MIN;
+    case RT_COMM_PROD: return MPI_PROD;
+    default: return MPI_SUM;
+  }
+}
+
+/* Counts above INT_MAX would need derived types; collectives that large are refused. */
+static hlo_status fits_int(int64_t count, const char *what, hlo_diag *diag) {
+  if (count >= 0 && count <= 0x7fffffff) return HLO_OK;
+  return hlo_diag_set(diag, HLO_ERR_UNSUPPORTED, "%s: %lld elements in one message is more than MPI's int counts hold",
+                      what, (long long)count);
+}
+
+typedef enum { MOVE_ALLREDUCE, MOVE_ALLGATHER, MOVE_ALLTOALL, MOVE_REDUCE_SCATTER, MOVE_BCAST } move_kind;
+
+typedef struct move {
+  move_kind kind;
+  const void *send;
+  void *recv;
+  int64_t count; /* elements (reductions) or bytes (the rest) per member */
+  hlo_dtype dtype;
+  rt_comm_reduce op;
+  int root;
+} move;
+
+static int start_move(const move *m, MPI_Comm comm, MPI_Request *request) {
+  int count = (int)m->count;
+  switch (m->kind) {
+    case MOVE_ALLREDUCE:
+      return MPI_Iallreduce(MPI_IN_PLACE, m->recv, count, mpi_type(m->dtype), mpi_op(m->op), comm, request);
+    case MOVE_ALLGATHER: return MPI_Iallgather(m->send, count, MPI_BYTE, m->recv, count, MPI_BYTE, comm, request);
+    case MOVE_ALLTOALL: return MPI_Ialltoall(m->send, count, MPI_BYTE, m->recv, count, MPI_BYTE, comm, request);
+    case MOVE_REDUCE_SCATTER:
+      return MPI_Ireduce_scatter_block(m->send, m->recv, count, mpi_type(m->dtype), mpi_op(m->op), comm, request);
+    case MOVE_BCAST: return MPI_Ibcast(m->recv, count, MPI_BYTE, m->root, comm, request);
+  }
+  return MPI_ERR_OTHER;
+}
+
+static const char *move_name(move_kind kind) {
+  static const char *const names[] = {"MPI_Iallreduce", "MPI_Iallgather", "MPI_Ialltoall",
+                                      "MPI_Ireduce_scatter_block", "MPI_Ibcast"};
+  return names[kind];
+}
+
+static hlo_status run_move(rt_comm *comm, const rt_comm_groups *groups, const move *m, const char *what,
+                           hlo_diag *diag) {
+  pthread_mutex_lock(&comm->lock);
+  MPI_Comm sub = MPI_COMM_NULL;
+  hlo_status status = check_usable(comm, what, diag);
+  if (status == HLO_OK) status = fits_int(m->count, what, diag);
+  if (status == HLO_OK) status = group_comm(comm, groups, &sub, what, diag);
+  if (status == HLO_OK) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    int code = start_move(m, sub, &request);
+    if (code != MPI_SUCCESS) {
+      comm->broken = true;
+      status = mpi_fail(diag, code, what, move_name(m->kind));
+    } else {
+      status = wait_all(comm, 1, &request, NULL, what, move_name(m->kind), diag);
+    }
+  }
+  pthread_mutex_unlock(&comm->lock);
+  return status;
+}
+
+hlo_status rt_comm_allreduce(rt_comm *comm, const rt_comm_groups *groups, void *data, int64_t count, hlo_dtype dtype,
+                             rt_comm_reduce op, const char *what, hlo_diag *diag) {
+  if (!rt_comm_reducible(dtype)) return hlo_diag_set(diag, HLO_ERR_UNSUPPORTED, "%s: MPI has no %s", what, hlo_dtype_name(dtype));
+  move m = {.kind = MOVE_ALLREDUCE, .recv = data, .count = count, .dtype = dtype, .op = op};
+  return run_move(comm, groups, &m, what, diag);
+}
+
+hlo_status rt_comm_allgather(rt_comm *comm, const rt_comm_groups *groups, const void *send, int64_t bytes, void *recv,
+                             const char *what, hlo_diag *diag) {
+  move m = {.kind = MOVE_ALLGATHER, .send = send, .recv = recv, .count = bytes};
+  return run_move(comm, groups, &m, what, diag);
+}
+
+hlo_status rt_comm_alltoall(rt_comm *comm, const rt_comm_groups *groups, const void *send, int64_t bytes, void *recv,
+                            const char *what, hlo_diag *diag) {
+  move m = {.kind = MOVE_ALLTOALL, .send = send, .recv = recv, .count = bytes};
+  return run_move(comm, groups, &m, what, diag);
+}
+
+hlo_status rt_comm_reduce_scatter(rt_comm *comm, const rt_comm_groups *groups, const void *send, void *recv,
+                                  int64_t count, hlo_dtype dtype, rt_comm_reduce op, const char *what, hlo_diag *diag) {
+  if (!rt_comm_reducible(dtype)) return hlo_diag_set(diag, HLO_ERR_UNSUPPORTED, "%s: MPI has no %s", what, hlo_dtype_name(dtype));
+  move m = {.kind = MOVE_REDUCE_SCATTER, .send = send, .recv = recv, .count = count, .dtype = dtype, .op = op};
+  return run_move(comm, groups, &m, what, diag);
+}
+
+hlo_status rt_comm_broadcast(rt_comm *comm, const rt_comm_groups *groups, void *data, int64_t bytes, int root,
+                             const char *what, hlo_diag *diag) {
+  move m = {.kind = MOVE_BCAST, .recv = data, .count = bytes, .root = root};
+  return run_move(comm, groups, &m, what, diag);
+}
+
+hlo_status rt_comm_exchange(rt_comm *comm, int to, const void *send, int from, void *recv, int64_t bytes,
+                            const char *what, hlo_diag *diag) {
+  pthread_mutex_lock(&comm->lock);
+  hlo_status status = check_usable(comm, what, diag);
+  if (status == HLO_OK) status = fits_int(bytes, what, diag);
+  if (status == HLO_OK) {
+    /* The agreement before it took an even tag; the data goes on the odd one after it. */
+    int tag = (int)((comm->sequence - 1) % 16384) * 2 + 1;
+    MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    int peers[2] = {from, to};
+    int code = MPI_SUCCESS;
+    if (from >= 0) code = MPI_Irecv(recv, (int)bytes, MPI_BYTE, from, tag, comm->world, &requests[0]);
+    if (code == MPI_SUCCESS && to >= 0) code = MPI_Isend(send, (int)bytes, MPI_BYTE, to, tag, comm->world, &requests[1]);
+    if (code != MPI_SUCCESS) {
+      comm->broken = true;
+      status = mpi_fail(diag, code, what, "MPI_Isend/MPI_Irecv");
+    } else {
+      status = wait_all(comm, 2, requests, peers, what, "the exchange", diag);
+    }
+  }
+  pthread_mutex_unlock(&comm->lock);
+  return status;
+}
+
