@@ -26,6 +26,7 @@
 
 #define SIGNATURE_BYTES 256
 #define GROUP_CACHE 32
+#define PENDING_MAX 64
 
 /* A sub-communicator made by MPI_Comm_split for one set of groups (every rank's groups are the
  * same, so every rank makes and finds the same ones in the same order). */
@@ -34,6 +35,18 @@ typedef struct split_comm {
   int key_len;
   MPI_Comm comm;
 } split_comm;
+
+/* A transfer started and not yet finished (an async -start before its -done): it writes into
+ * target's data (a reference held until it finishes), through blocks when the data arrives
+ * in group order and is laid out at the finish. */
+typedef struct pending {
+  rt_value *target;
+  MPI_Request requests[2];
+  int peers[2];       /* the ranks of a point-to-point exchange, -1 for a collective */
+  char *send;         /* owned: a copy of what is sent */
+  char *blocks;       /* owned: a gather's blocks, handed to the caller of the finish */
+  char what[160];
+} pending;
 
 struct rt_comm {
   int refcount;
@@ -45,6 +58,8 @@ struct rt_comm {
   unsigned sequence; /* collectives reached, the same count on every rank */
   split_comm splits[GROUP_CACHE];
   int split_count;
+  pending pendings[PENDING_MAX];
+  int pending_count;
   pthread_mutex_t lock;
 };
 
@@ -127,6 +142,11 @@ void rt_comm_close(rt_comm *comm) {
   }
   the_world = NULL;
   pthread_mutex_unlock(&open_lock);
+  for (int i = 0; i < comm->pending_count; i++) { /* never finished: an evaluation failed between */
+    comm->broken = true;
+    free(comm->pendings[i].blocks), free(comm->pendings[i].send);
+    rt_value_release(comm->pendings[i].target);
+  }
   for (int i = 0; i < comm->split_count; i++) {
     if (!comm->broken) MPI_Comm_free(&comm->splits[i].comm);
     free(comm->splits[i].members);
@@ -348,12 +368,23 @@ static const char *move_name(move_kind kind) {
   return names[kind];
 }
 
-static hlo_status run_move(rt_comm *comm, const rt_comm_groups *groups, const move *m, const char *what,
-                           hlo_diag *diag) {
+/* Keeps a started transfer for rt_comm_finish: later's requests and buffers become the
+ * world's, target is retained. Called with the lock held. */
+static void keep_pending(rt_comm *comm, pending *later, rt_value *target, const char *what) {
+  later->target = rt_value_retain(target);
+  snprintf(later->what, sizeof later->what, "%s", what);
+  comm->pendings[comm->pending_count++] = *later;
+}
+
+/* Starts the move; waits for it, or with later (an async start) keeps it pending. */
+static hlo_status run_move(rt_comm *comm, const rt_comm_groups *groups, const move *m, pending *later,
+                           rt_value *target, const char *what, hlo_diag *diag) {
   pthread_mutex_lock(&comm->lock);
   MPI_Comm sub = MPI_COMM_NULL;
   hlo_status status = check_usable(comm, what, diag);
   if (status == HLO_OK) status = fits_int(m->count, what, diag);
+  if (status == HLO_OK && later && comm->pending_count == PENDING_MAX)
+    status = hlo_diag_set(diag, HLO_ERR_UNSUPPORTED, "%s: more than %d async collectives in flight", what, PENDING_MAX);
   if (status == HLO_OK) status = group_comm(comm, groups, &sub, what, diag);
   if (status == HLO_OK) {
     MPI_Request request = MPI_REQUEST_NULL;
@@ -361,6 +392,10 @@ static hlo_status run_move(rt_comm *comm, const rt_comm_groups *groups, const mo
     if (code != MPI_SUCCESS) {
       comm->broken = true;
       status = mpi_fail(diag, code, what, move_name(m->kind));
+    } else if (later) {
+      later->requests[0] = request, later->requests[1] = MPI_REQUEST_NULL;
+      later->peers[0] = later->peers[1] = -1;
+      keep_pending(comm, later, target, what);
     } else {
       status = wait_all(comm, 1, &request, NULL, what, move_name(m->kind), diag);
     }
@@ -373,39 +408,41 @@ hlo_status rt_comm_allreduce(rt_comm *comm, const rt_comm_groups *groups, void *
                              rt_comm_reduce op, const char *what, hlo_diag *diag) {
   if (!rt_comm_reducible(dtype)) return hlo_diag_set(diag, HLO_ERR_UNSUPPORTED, "%s: MPI has no %s", what, hlo_dtype_name(dtype));
   move m = {.kind = MOVE_ALLREDUCE, .recv = data, .count = count, .dtype = dtype, .op = op};
-  return run_move(comm, groups, &m, what, diag);
+  return run_move(comm, groups, &m, NULL, NULL, what, diag);
 }
 
 hlo_status rt_comm_allgather(rt_comm *comm, const rt_comm_groups *groups, const void *send, int64_t bytes, void *recv,
                              const char *what, hlo_diag *diag) {
   move m = {.kind = MOVE_ALLGATHER, .send = send, .recv = recv, .count = bytes};
-  return run_move(comm, groups, &m, what, diag);
+  return run_move(comm, groups, &m, NULL, NULL, what, diag);
 }
 
 hlo_status rt_comm_alltoall(rt_comm *comm, const rt_comm_groups *groups, const void *send, int64_t bytes, void *recv,
                             const char *what, hlo_diag *diag) {
   move m = {.kind = MOVE_ALLTOALL, .send = send, .recv = recv, .count = bytes};
-  return run_move(comm, groups, &m, what, diag);
+  return run_move(comm, groups, &m, NULL, NULL, what, diag);
 }
 
 hlo_status rt_comm_reduce_scatter(rt_comm *comm, const rt_comm_groups *groups, const void *send, void *recv,
                                   int64_t count, hlo_dtype dtype, rt_comm_reduce op, const char *what, hlo_diag *diag) {
   if (!rt_comm_reducible(dtype)) return hlo_diag_set(diag, HLO_ERR_UNSUPPORTED, "%s: MPI has no %s", what, hlo_dtype_name(dtype));
   move m = {.kind = MOVE_REDUCE_SCATTER, .send = send, .recv = recv, .count = count, .dtype = dtype, .op = op};
-  return run_move(comm, groups, &m, what, diag);
+  return run_move(comm, groups, &m, NULL, NULL, what, diag);
 }
 
 hlo_status rt_comm_broadcast(rt_comm *comm, const rt_comm_groups *groups, void *data, int64_t bytes, int root,
                              const char *what, hlo_diag *diag) {
   move m = {.kind = MOVE_BCAST, .recv = data, .count = bytes, .root = root};
-  return run_move(comm, groups, &m, what, diag);
+  return run_move(comm, groups, &m, NULL, NULL, what, diag);
 }
 
-hlo_status rt_comm_exchange(rt_comm *comm, int to, const void *send, int from, void *recv, int64_t bytes,
-                            const char *what, hlo_diag *diag) {
+static hlo_status exchange(rt_comm *comm, int to, const void *send, int from, void *recv, int64_t bytes,
+                           pending *later, rt_value *target, const char *what, hlo_diag *diag) {
   pthread_mutex_lock(&comm->lock);
   hlo_status status = check_usable(comm, what, diag);
   if (status == HLO_OK) status = fits_int(bytes, what, diag);
+  if (status == HLO_OK && later && comm->pending_count == PENDING_MAX)
+    status = hlo_diag_set(diag, HLO_ERR_UNSUPPORTED, "%s: more than %d async collectives in flight", what, PENDING_MAX);
   if (status == HLO_OK) {
     /* The agreement before it took an even tag; the data goes on the odd one after it. */
     int tag = (int)((comm->sequence - 1) % 16384) * 2 + 1;
@@ -417,6 +454,10 @@ hlo_status rt_comm_exchange(rt_comm *comm, int to, const void *send, int from, v
     if (code != MPI_SUCCESS) {
       comm->broken = true;
       status = mpi_fail(diag, code, what, "MPI_Isend/MPI_Irecv");
+    } else if (later) {
+      memcpy(later->requests, requests, sizeof requests);
+      memcpy(later->peers, peers, sizeof peers);
+      keep_pending(comm, later, target, what);
     } else {
       status = wait_all(comm, 2, requests, peers, what, "the exchange", diag);
     }
@@ -425,3 +466,107 @@ hlo_status rt_comm_exchange(rt_comm *comm, int to, const void *send, int from, v
   return status;
 }
 
+hlo_status rt_comm_exchange(rt_comm *comm, int to, const void *send, int from, void *recv, int64_t bytes,
+                            const char *what, hlo_diag *diag) {
+  return exchange(comm, to, send, from, recv, bytes, NULL, NULL, what, diag);
+}
+
+/* ---- async starts and their finish ---- */
+
+/* A copy of the bytes to send, owned by the pending transfer: the sender's buffer may be
+ * reused before the -done. */
+static char *send_copy(const void *send, int64_t bytes) {
+  char *copy = malloc((size_t)bytes + 1);
+  if (copy) memcpy(copy, send, (size_t)bytes);
+  return copy;
+}
+
+hlo_status rt_comm_allreduce_start(rt_comm *comm, const rt_comm_groups *groups, rt_value *target, rt_comm_reduce op,
+                                   const char *what, hlo_diag *diag) {
+  if (!rt_comm_reducible(target->shape.dtype))
+    return hlo_diag_set(diag, HLO_ERR_UNSUPPORTED, "%s: MPI has no %s", what, hlo_dtype_name(target->shape.dtype));
+  move m = {.kind = MOVE_ALLREDUCE, .recv = target->data, .count = target->count, .dtype = target->shape.dtype, .op = op};
+  pending later = {0};
+  return run_move(comm, groups, &m, &later, target, what, diag);
+}
+
+hlo_status rt_comm_allgather_start(rt_comm *comm, const rt_comm_groups *groups, const void *send, int64_t bytes,
+                                   rt_value *target, const char *what, hlo_diag *diag) {
+  pending later = {0};
+  int members = 0;
+  for (int g = 0, at = 0; g < groups->count; at += groups->sizes[g++])
+    for (int i = 0; i < groups->sizes[g]; i++)
+      if (groups->members[at + i] == comm->rank) members = groups->sizes[g];
+  later.send = send_copy(send, bytes);
+  later.blocks = malloc((size_t)(bytes * members) + 1);
+  if (!later.send || !later.blocks) {
+    free(later.send), free(later.blocks);
+    return hlo_diag_set(diag, HLO_ERR_INTERNAL, "%s: out of memory", what);
+  }
+  move m = {.kind = MOVE_ALLGATHER, .send = later.send, .recv = later.blocks, .count = bytes};
+  hlo_status status = run_move(comm, groups, &m, &later, target, what, diag);
+  if (status != HLO_OK) free(later.send), free(later.blocks);
+  return status;
+}
+
+hlo_status rt_comm_exchange_start(rt_comm *comm, int to, const void *send, int from, rt_value *target, int64_t bytes,
+                                  const char *what, hlo_diag *diag) {
+  pending later = {0};
+  if (to >= 0 && !(later.send = send_copy(send, bytes)))
+    return hlo_diag_set(diag, HLO_ERR_INTERNAL, "%s: out of memory", what);
+  hlo_status status = exchange(comm, to, later.send, from, target->data, bytes, &later, target, what, diag);
+  if (status != HLO_OK) free(later.send);
+  return status;
+}
+
+hlo_status rt_comm_finish(rt_comm *comm, const rt_value *target, void **blocks, const char *what, hlo_diag *diag) {
+  if (blocks) *blocks = NULL;
+  pthread_mutex_lock(&comm->lock);
+  int i = 0;
+  while (i < comm->pending_count && comm->pendings[i].target != target) i++;
+  hlo_status status = HLO_OK;
+  if (i < comm->pending_count) { /* none: the start completed before it returned */
+    pending p = comm->pendings[i];
+    comm->pendings[i] = comm->pendings[--comm->pending_count];
+    status = check_usable(comm, what, diag);
+    bool peers = p.peers[0] >= 0 || p.peers[1] >= 0;
+    if (status == HLO_OK) status = wait_all(comm, 2, p.requests, peers ? p.peers : NULL, p.what, "the transfer", diag);
+    free(p.send);
+    if (status == HLO_OK && blocks) *blocks = p.blocks;
+    else free(p.blocks);
+    rt_value_release(p.target);
+  }
+  pthread_mutex_unlock(&comm->lock);
+  return status;
+}
+
+/* ---- sharing bytes from rank 0 ---- */
+
+hlo_status rt_comm_share(rt_comm *comm, void **bytes, size_t *len, const char *what, hlo_diag *diag) {
+  pthread_mutex_lock(&comm->lock);
+  hlo_status status = check_usable(comm, what, diag);
+  long long size = comm->rank == 0 ? (long long)*len : 0;
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (status == HLO_OK) {
+    int code = MPI_Ibcast(&size, 1, MPI_LONG_LONG, 0, comm->world, &request);
+    status = code == MPI_SUCCESS ? wait_all(comm, 1, &request, NULL, what, "MPI_Ibcast", diag)
+                                 : mpi_fail(diag, code, what, "MPI_Ibcast");
+  }
+  if (status == HLO_OK && (size <= 0 || size > 0x7fffffff))
+    status = hlo_diag_set(diag, HLO_ERR_INTERNAL, "%s: rank 0 has %s", what,
+                          size <= 0 ? "nothing to share (it failed)" : "more than 2 GiB to share");
+  char *data = comm->rank == 0 ? *bytes : NULL;
+  if (status == HLO_OK && comm->rank != 0 && !(data = malloc((size_t)size)))
+    status = hlo_diag_set(diag, HLO_ERR_INTERNAL, "%s: out of memory for %lld bytes", what, size);
+  if (status == HLO_OK) {
+    int code = MPI_Ibcast(data, (int)size, MPI_BYTE, 0, comm->world, &request);
+    status = code == MPI_SUCCESS ? wait_all(comm, 1, &request, NULL, what, "MPI_Ibcast", diag)
+                                 : mpi_fail(diag, code, what, "MPI_Ibcast");
+  }
+  if (comm->rank != 0) {
+    if (status == HLO_OK) *bytes = data, *len = (size_t)size;
+    else free(data);
+  }
+  pthread_mutex_unlock(&comm->lock);
+  return status;
+}

@@ -231,6 +231,25 @@ hlo_status rt_comm_broadcast(rt_comm *comm, const rt_comm_groups *groups, void *
 hlo_status rt_comm_exchange(rt_comm *comm, int to, const void *send, int from, void *recv, int64_t bytes,
                             const char *what, hlo_diag *diag);
 
+/* Async starts: the transfer starts and the call returns; target (retained until then) holds
+ * the result once rt_comm_finish(comm, target) returns. all-reduce reduces target's data in
+ * place; all-gather's member blocks come back from the finish in *blocks (malloc'd, the
+ * caller lays them out and frees them); the exchange receives into target's data. What is
+ * sent is copied first. A collective still in flight when the world closes marks it broken. */
+hlo_status rt_comm_allreduce_start(rt_comm *comm, const rt_comm_groups *groups, rt_value *target, rt_comm_reduce op,
+                                   const char *what, hlo_diag *diag);
+hlo_status rt_comm_allgather_start(rt_comm *comm, const rt_comm_groups *groups, const void *send, int64_t bytes,
+                                   rt_value *target, const char *what, hlo_diag *diag);
+hlo_status rt_comm_exchange_start(rt_comm *comm, int to, const void *send, int from, rt_value *target, int64_t bytes,
+                                  const char *what, hlo_diag *diag);
+/* Waits (up to the timeout) for the transfer started for target; at once when none is in
+ * flight for it (the start completed before it returned: *blocks is then NULL). */
+hlo_status rt_comm_finish(rt_comm *comm, const rt_value *target, void **blocks, const char *what, hlo_diag *diag);
+
+/* Rank 0's *bytes (*len of them; *len 0 when it has nothing, which fails every rank) in a
+ * new malloc'd *bytes on every other rank; every rank calls it. */
+hlo_status rt_comm_share(rt_comm *comm, void **bytes, size_t *len, const char *what, hlo_diag *diag);
+
 /* ---- parallel.c ---- */
 /* The parallel-for behind the cpu backend's kernels, over OpenMP (parallel.c). */
 

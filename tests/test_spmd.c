@@ -99,6 +99,11 @@ static void write_all_module(int n) {
            "  x = f32[8] parameter(0)\n"
            "  k = s32[4] parameter(1)\n"
            "  z = f32[2,4] parameter(2)\n"
+           /* the async pairs start first and finish last: every other collective runs while
+            * their data is in flight */
+           "  ars = f32[8] all-reduce-start(x), replica_groups={}, to_apply=add\n"
+           "  ags = (f32[8], f32[%d]) all-gather-start(x), dimensions={0}, replica_groups={}\n"
+           "  cps = (f32[8], f32[8], u32[], u32[]) collective-permute-start(x), source_target_pairs={{%d,0}}\n"
            "  ar = f32[8] all-reduce(x), replica_groups={}, to_apply=add\n"
            "  armax = f32[8] all-reduce(x), replica_groups=%s, to_apply=maxsel\n"
            "  arprod = s32[4] all-reduce(k), replica_groups={}, to_apply=mul\n"
@@ -110,18 +115,15 @@ static void write_all_module(int n) {
            "  a2az = f32[2,4] all-to-all(z), dimensions={1}, replica_groups={}\n"
            "  cp = f32[8] collective-permute(x), source_target_pairs={%s}\n"
            "  cb = f32[8] collective-broadcast(x), replica_groups={{%s}}\n"
-           "  ars = f32[8] all-reduce-start(x), replica_groups={}, to_apply=add\n"
            "  ard = f32[8] all-reduce-done(ars)\n"
-           "  ags = (f32[8], f32[%d]) all-gather-start(x), dimensions={0}, replica_groups={}\n"
            "  agd = f32[%d] all-gather-done(ags)\n"
-           "  cps = (f32[8], f32[8], u32[], u32[]) collective-permute-start(x), source_target_pairs={{%d,0}}\n"
            "  cpd = f32[8] collective-permute-done(cps)\n"
            "  id = u32[] replica-id()\n"
            "  ROOT t = (f32[8], f32[8], s32[4], f32[8], f32[%d], f32[16], f32[2,%d], f32[2,%d], f32[2,4], f32[8],"
            " f32[8], f32[8], f32[%d], f32[8], u32[]) tuple(ar, armax, arprod, armin, ag, agi, agz, rsz, a2az, cp, cb,"
            " ard, agd, cpd, id)\n"
            "}\n",
-           n, reducers, pairs, n, n, 8 * n, n / 2, n / 2, 4 * n, 4 / n, chain, reversed, 8 * n, 8 * n, n - 1, 8 * n,
+           n, reducers, 8 * n, n - 1, pairs, n, n, 8 * n, n / 2, n / 2, 4 * n, 4 / n, chain, reversed, 8 * n, 8 * n,
            4 * n, 4 / n, 8 * n);
   cli_write_text(cli_path("all.hlo"), text);
 }
@@ -191,6 +193,14 @@ static void run_all(int n, const char *btl, const char *backend) {
   CLI_CHECK(0, launcher, "run --spmd '%s' --inputs '%s' --output '%s' --backend %s", cli_path("all.hlo"),
             cli_path("in"), cli_path("out"), backend);
   for (int r = 0; r < n; r++) check_all_outputs(n, r);
+  /* a compiling backend compiles once for the job: every rank says so */
+  if (strcmp(backend, "cpu") == 0) {
+    char line[96];
+    snprintf(line, sizeof line, "compiles: 1 for the job of %d ranks (rank 0's", n);
+    int lines = 0;
+    for (const char *p = cli_out; (p = strstr(p, line)); p++) lines++;
+    CHECK_EQ_INT(lines, n);
+  }
 }
 
 static void test_two_ranks_shared_memory_reference(void) { run_all(2, "vader", "reference"); }
@@ -264,6 +274,109 @@ static void run_modes(const char *btl, const char *backend) {
 
 static void test_group_modes_reference(void) { run_modes("vader", "reference"); }
 static void test_group_modes_cpu(void) { run_modes("tcp", "cpu"); }
+
+/* ---- a tensor-parallel MLP against the unpartitioned one ---- */
+
+/* y = relu(x W1) W2 with W1's columns and W2's rows split across n partitions: each rank
+ * computes its slice of the hidden layer and its partial product, and an all-reduce sums
+ * them. The same function unpartitioned runs in one process; integer-valued inputs keep
+ * every sum exact, so the two must agree to the bit. */
+static double w1_of(int row, int col) { return (row * 3 + col * 5) % 7 - 3; }
+static double w2_of(int row, int col) { return (row * 2 + col) % 5 - 2; }
+static double xm_of(int row, int col) { return (row + col * 3) % 4 - 1; }
+
+static void write_values(const char *dir, int index, int rows, int cols, const double *values) {
+  rt_value *v = rt_value_new_array(HLO_F32, 2, (int64_t[]){rows, cols});
+  for (int64_t i = 0; i < v->count; i++) rt_set_f64(v, i, values[i]);
+  char path[600];
+  snprintf(path, sizeof path, "%s/%d.npy", dir, index);
+  hlo_diag diag = {0};
+  CHECK_MSG(rt_npy_write(path, v, &diag) == HLO_OK, "%s", diag.message);
+  rt_value_release(v);
+}
+
+static void write_mlp(const char *path, int n, const char *partitions, bool sharded) {
+  int h = 16 / n;
+  char text[2048], root[256];
+  snprintf(root, sizeof root, "  ROOT out = f32[4,4] copy(y)\n");
+  if (sharded)
+    snprintf(root, sizeof root,
+             "  ROOT sum = f32[4,4] all-reduce(y), channel_id=1, replica_groups=%s, use_global_device_ids=true, "
+             "to_apply=add\n",
+             n == 4 ? "{{0,1,2,3}}" : "{{0,1}}");
+  snprintf(text, sizeof text,
+           "HloModule mlp%s\n"
+           "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
+           "ENTRY main {\n"
+           "  x = f32[4,8] parameter(0)\n  w1 = f32[8,%d] parameter(1)\n  w2 = f32[%d,4] parameter(2)\n"
+           "  h = f32[4,%d] dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+           "  zero = f32[] constant(0)\n  zeros = f32[4,%d] broadcast(zero), dimensions={}\n"
+           "  relu = f32[4,%d] maximum(h, zeros)\n"
+           "  y = f32[4,4] dot(relu, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+           "%s"
+           "}\n",
+           partitions, h, h, h, h, h, root);
+  cli_write_text(path, text);
+}
+
+static void test_sharded_mlp(int n, const char *btl) {
+  double x[32], w1[128], w2[64], shard1[128], shard2[64];
+  for (int i = 0; i < 32; i++) x[i] = xm_of(i / 8, i % 8);
+  for (int i = 0; i < 128; i++) w1[i] = w1_of(i / 16, i % 16);
+  for (int i = 0; i < 64; i++) w2[i] = w2_of(i / 4, i % 4);
+  cli_sh("rm -rf '%s' '%s' '%s'", cli_path("mlp_in"), cli_path("out"), cli_path("full_out"));
+  mkdir(cli_path("mlp_in"), 0777);
+  char dir[600];
+  snprintf(dir, sizeof dir, "%s/full", cli_path("mlp_in"));
+  mkdir(dir, 0777);
+  write_values(dir, 0, 4, 8, x);
+  write_values(dir, 1, 8, 16, w1);
+  write_values(dir, 2, 16, 4, w2);
+  int h = 16 / n;
+  for (int r = 0; r < n; r++) { /* W1's columns and W2's rows [r*h, (r+1)*h) */
+    snprintf(dir, sizeof dir, "%s/%d", cli_path("mlp_in"), r);
+    mkdir(dir, 0777);
+    for (int row = 0; row < 8; row++)
+      for (int c = 0; c < h; c++) shard1[row * h + c] = w1[row * 16 + r * h + c];
+    for (int row = 0; row < h; row++)
+      for (int c = 0; c < 4; c++) shard2[row * 4 + c] = w2[(r * h + row) * 4 + c];
+    write_values(dir, 0, 4, 8, x);
+    write_values(dir, 1, 8, h, shard1);
+    write_values(dir, 2, h, 4, shard2);
+  }
+  char partitions[64];
+  snprintf(partitions, sizeof partitions, ", num_partitions=%d, use_spmd_partitioning=true", n);
+  write_mlp(cli_path("mlp_sharded.hlo"), n, partitions, true);
+  write_mlp(cli_path("mlp_full.hlo"), 1, "", false); /* one device: h is all 16 */
+  snprintf(dir, sizeof dir, "%s/full", cli_path("mlp_in"));
+  CLI_CHECK(0, "", "run '%s' --inputs '%s' --output '%s' --backend cpu", cli_path("mlp_full.hlo"), dir,
+            cli_path("full_out"));
+  char launcher[256];
+  snprintf(launcher, sizeof launcher, MPIRUN " -np %d --mca btl self,%s", n, btl);
+  CLI_CHECK(0, launcher, "run --spmd '%s' --inputs '%s' --output '%s' --backend cpu", cli_path("mlp_sharded.hlo"),
+            cli_path("mlp_in"), cli_path("out"));
+  char path[600];
+  snprintf(path, sizeof path, "%s/0.npy", cli_path("full_out"));
+  hlo_diag diag = {0};
+  rt_value *full = rt_npy_read(path, &diag);
+  CHECK_MSG(full != NULL, "%s", diag.message);
+  double want[16]; /* and by hand in fp64, so the single process is checked too */
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 4; j++) {
+      want[i * 4 + j] = 0;
+      for (int k = 0; k < 16; k++) {
+        double hidden = 0;
+        for (int m = 0; m < 8; m++) hidden += x[i * 8 + m] * w1[m * 16 + k];
+        want[i * 4 + j] += fmax(hidden, 0) * w2[k * 4 + j];
+      }
+    }
+  for (int i = 0; full && i < 16; i++) CHECK_MSG(rt_get_f64(full, i) == want[i], "single process [%d]", i);
+  for (int r = 0; r < n; r++) check_values(r, 0, want, 16);
+  rt_value_release(full);
+}
+
+static void test_sharded_mlp_two(void) { test_sharded_mlp(2, "vader"); }
+static void test_sharded_mlp_four(void) { test_sharded_mlp(4, "tcp"); }
 
 /* ---- failures ---- */
 
@@ -357,6 +470,8 @@ int main(void) {
   RUN(test_four_ranks_tcp_reference);
   RUN(test_group_modes_reference);
   RUN(test_group_modes_cpu);
+  RUN(test_sharded_mlp_two);
+  RUN(test_sharded_mlp_four);
   RUN(test_mismatched_shapes);
   RUN(test_rank_hangs);
   RUN(test_rank_dies);

@@ -401,6 +401,30 @@ typedef struct compiled {
   run_cache cache;
 } compiled;
 
+/* --spmd on several ranks: rank 0 compiles (or loads) the module through the compile cache
+ * and every other rank receives its serialized executable, so a job compiles once. */
+static hlo_status compile_once_per_job(const run_options *o, const hlo_module *module, compiled *c, hlo_diag *diag) {
+  rt_comm *comm = o->compile_options.comm;
+  void *bytes = NULL;
+  size_t len = 0;
+  if (rt_comm_rank(comm) == 0) {
+    c->exe = run_cache_compile(&c->cache, c->backend, module, &o->compile_options, diag);
+    hlo_diag unused = {0};
+    if (c->exe && c->backend->serialize(c->exe, &bytes, &len, &unused) != HLO_OK) bytes = NULL, len = 0;
+  } else {
+    c->checking = true; /* nothing of this rank's goes to the cache */
+  }
+  hlo_diag shared = {0};
+  hlo_status status = rt_comm_share(comm, &bytes, &len, "sharing the compiled module", &shared);
+  if (status == HLO_OK && rt_comm_rank(comm) != 0)
+    c->exe = c->backend->deserialize(bytes, len, &o->compile_options, diag);
+  if (status == HLO_OK && c->exe)
+    printf("compiles: 1 for the job of %d ranks (rank 0's, %zu bytes sent to the others)\n", rt_comm_size(comm), len);
+  free(bytes);
+  if (status != HLO_OK && diag->status == HLO_OK) *diag = shared;
+  return c->exe ? HLO_OK : diag->status == HLO_OK ? HLO_ERR_INTERNAL : diag->status;
+}
+
 /* The reference evaluator runs the module directly (it has the fp64 mode) unless --compile
  * says otherwise; any other backend compiles it first, through the compile cache. */
 static hlo_status execute(const run_options *o, const hlo_module *module, rt_value **args, rt_value **result,
@@ -426,6 +450,8 @@ static hlo_status execute(const run_options *o, const hlo_module *module, rt_val
       hlo_diag_set(diag, failed.status == HLO_OK ? HLO_ERR_INTERNAL : failed.status,
                    "check failed: compile: %s", failed.message);
     }
+  } else if (o->compile_options.comm && rt_comm_size(o->compile_options.comm) > 1) {
+    if (compile_once_per_job(o, module, c, diag) != HLO_OK) return diag->status;
   } else {
     c->exe = run_cache_compile(&c->cache, c->backend, module, &o->compile_options, diag);
   }

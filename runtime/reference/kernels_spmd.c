@@ -12,10 +12,12 @@
  *
  * all-reduce with add, multiply, maximum or minimum of its two parameters, on a type MPI has,
  * is an MPI_Allreduce with that op (reduce-scatter likewise); any other reducer gathers every
- * member's operand and folds them with the computation, in group order. Async -start ops
- * compute their result at once and -done passes it on. Every collective is agreed by all
- * ranks first (rt_comm_agree), so a rank at another op or another shape is an error naming
- * the op before any data moves. */
+ * member's operand and folds them with the computation, in group order. The async pairs
+ * all-reduce-start, all-gather-start and collective-permute-start start non-blocking MPI
+ * transfers into their result and return; the matching -done waits for them (and lays out a
+ * gather's blocks), so the ops between the two run while the data moves. Every collective is
+ * agreed by all ranks first (rt_comm_agree), so a rank at another op or another shape is an
+ * error naming the op before any data moves. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -332,7 +334,9 @@ static hlo_status all_reduce(spmd *s, const groups *g, const rt_value *arg, rt_v
   rt_comm_reduce op;
   rt_comm_groups cg = comm_groups(g);
   hlo_status status;
-  if (mpi_reducer(s->instr, &op) && rt_comm_reducible(arg->shape.dtype)) {
+  if (mpi_reducer(s->instr, &op) && rt_comm_reducible(arg->shape.dtype) && s->instr->opcode == HLO_OP_ALL_REDUCE_START) {
+    status = rt_comm_allreduce_start(s->comm, &cg, result, op, s->what, s->eval->diag);
+  } else if (mpi_reducer(s->instr, &op) && rt_comm_reducible(arg->shape.dtype)) {
     status = rt_comm_allreduce(s->comm, &cg, result->data, result->count, arg->shape.dtype, op, s->what, s->eval->diag);
   } else {
     char *all = gather_all(s, g, arg->data, value_bytes(arg));
@@ -453,7 +457,7 @@ static hlo_status broadcast(spmd *s, const groups *g, const rt_value *arg, rt_va
 /* source_target_pairs={{s,t},...} in replica ids (no channel_id) or partition ids: this
  * device sends to the target of the pair it is the source of and receives from the source of
  * the pair it is the target of; with no such pair its result is zeros. */
-static hlo_status permute(spmd *s, const rt_value *arg, const hlo_shape *shape, rt_value **out) {
+static hlo_status permute_peers(spmd *s, int *to_rank, int *from_rank) {
   bool partitions = hlo_instr_raw_attr(s->instr, "channel_id") != NULL;
   int me = partitions ? s->partition : s->replica, limit = partitions ? s->partitions : s->replicas;
   int to = -1, from = -1;
@@ -477,6 +481,13 @@ static hlo_status permute(spmd *s, const rt_value *arg, const hlo_shape *shape, 
     if (pair[0] == me) to = target;
     if (pair[1] == me) from = source;
   }
+  *to_rank = to, *from_rank = from;
+  return HLO_OK;
+}
+
+static hlo_status permute(spmd *s, const rt_value *arg, const hlo_shape *shape, rt_value **out) {
+  int to, from;
+  if (permute_peers(s, &to, &from) != HLO_OK) return s->eval->diag->status;
   rt_value *result = rt_new_output(s->eval, s->instr, shape);
   if (!result) return s->eval->diag->status;
   if (value_bytes(result) != value_bytes(arg)) {
@@ -537,21 +548,70 @@ static hlo_status per_operand(spmd *s, const groups *g, rt_value *const *args, i
   return status;
 }
 
-/* all-gather-start and collective-permute-start: (operand, result, context zeros...). */
+/* Starts the transfer into result: the gather's blocks or the exchange. */
+static hlo_status start_transfer(spmd *s, const groups *g, const rt_value *arg, rt_value *result) {
+  if (s->instr->opcode == HLO_OP_ALL_GATHER_START) {
+    int d = dim_attribute(s->instr), S = g->sizes[g->mine];
+    if (d < 0 || d >= arg->shape.rank || result->shape.rank != arg->shape.rank ||
+        result->shape.dims[d] != arg->shape.dims[d] * S)
+      return fail(s, HLO_ERR_INPUT, "its result is not its operand gathered along its dimension%s", "");
+    rt_comm_groups cg = comm_groups(g);
+    return rt_comm_allgather_start(s->comm, &cg, arg->data, value_bytes(arg), result, s->what, s->eval->diag);
+  }
+  int to, from;
+  if (permute_peers(s, &to, &from) != HLO_OK) return s->eval->diag->status;
+  if (value_bytes(result) != value_bytes(arg))
+    return fail(s, HLO_ERR_INPUT, "its result differs in size from its operand%s", "");
+  return rt_comm_exchange_start(s->comm, to, arg->data, from, result, value_bytes(arg), s->what, s->eval->diag);
+}
+
+/* all-gather-start and collective-permute-start: (operand, result, context zeros...), the
+ * result filled by the -done. */
 static hlo_status async_start(spmd *s, const groups *g, rt_value *const *args, rt_value **out) {
   const hlo_shape *shape = &s->instr->shape;
   int count = s->instr->operand_count;
-  if (!hlo_shape_is_tuple(shape) || shape->tuple_count < 2 || shape->tuple_count > 64 || count != 1)
+  if (!hlo_shape_is_tuple(shape) || shape->tuple_count < 2 || shape->tuple_count > 64 || count != 1 ||
+      hlo_shape_is_tuple(&shape->tuple[1]))
     return fail(s, HLO_ERR_UNSUPPORTED, "an async start must have one operand and return (operand, result, ...)%s", "");
   rt_value *parts[64] = {0};
   parts[0] = rt_value_retain(args[0]);
-  hlo_status status = per_operand(s, g, args, count, &shape->tuple[1], &parts[1]);
+  parts[1] = rt_new_output(s->eval, s->instr, &shape->tuple[1]);
+  hlo_status status = parts[1] ? start_transfer(s, g, args[0], parts[1]) : s->eval->diag->status;
   for (int i = 2; status == HLO_OK && i < shape->tuple_count; i++)
     if (!(parts[i] = rt_new_output(s->eval, s->instr, &shape->tuple[i]))) status = s->eval->diag->status;
   if (status == HLO_OK && !(*out = rt_value_new_tuple(shape->tuple_count, parts))) status = out_of_memory(s);
   if (status != HLO_OK)
     for (int i = 0; i < shape->tuple_count; i++) rt_value_release(parts[i]);
   return status;
+}
+
+/* all-gather-done: the start's blocks, member j's operand, laid out along the dimension. */
+static void lay_out_gather(const hlo_instr *start, const rt_value *operand, rt_value *result, const char *blocks) {
+  int d = dim_attribute(start);
+  int64_t outer, inner;
+  around(&operand->shape, d, &outer, &inner);
+  unpack(blocks, result->data, (int)(result->shape.dims[d] / operand->shape.dims[d]), outer,
+         operand->shape.dims[d] * inner);
+}
+
+/* The -done of an async pair: waits for the start's transfers and passes its result on (the
+ * all-reduce-start's value, a tuple of them for several operands, or element 1 of the
+ * all-gather-start's or collective-permute-start's tuple). */
+static hlo_status async_done(spmd *s, rt_value *started, rt_value **out) {
+  bool reduce = s->instr->opcode == HLO_OP_ALL_REDUCE_DONE;
+  if (!reduce && (started->shape.dtype != HLO_TUPLE || started->tuple_count < 2))
+    return fail(s, HLO_ERR_INPUT, "its operand must be the tuple of an async start%s", "");
+  rt_value *result = reduce ? started : started->tuple[1];
+  int count = reduce && started->shape.dtype == HLO_TUPLE ? started->tuple_count : 1;
+  for (int i = 0; i < count; i++) {
+    rt_value *target = count > 1 || result->shape.dtype == HLO_TUPLE ? result->tuple[i] : result;
+    void *blocks = NULL;
+    if (rt_comm_finish(s->comm, target, &blocks, s->what, s->eval->diag) != HLO_OK) return s->eval->diag->status;
+    if (blocks) lay_out_gather(s->instr->operands[0], started->tuple[0], target, blocks);
+    free(blocks);
+  }
+  *out = rt_value_retain(result);
+  return HLO_OK;
 }
 
 static hlo_status device_id(spmd *s, int id, rt_value **out) {
@@ -586,12 +646,8 @@ RT_KERNEL(rt_kernel_collective_spmd) {
   switch (instr->opcode) {
     case HLO_OP_REPLICA_ID: return device_id(&s, s.replica, out);
     case HLO_OP_PARTITION_ID: return device_id(&s, s.partition, out);
-    case HLO_OP_ALL_REDUCE_DONE: *out = rt_value_retain(args[0]); return HLO_OK;
-    case HLO_OP_ALL_GATHER_DONE: case HLO_OP_COLLECTIVE_PERMUTE_DONE:
-      if (args[0]->shape.dtype != HLO_TUPLE || args[0]->tuple_count < 2)
-        return fail(&s, HLO_ERR_INPUT, "its operand must be the tuple of an async start%s", "");
-      *out = rt_value_retain(args[0]->tuple[1]);
-      return HLO_OK;
+    case HLO_OP_ALL_REDUCE_DONE: case HLO_OP_ALL_GATHER_DONE: case HLO_OP_COLLECTIVE_PERMUTE_DONE:
+      return async_done(&s, args[0], out);
     default: break;
   }
   char sig[256];

@@ -1,0 +1,4 @@
+build-dev/obj/bench/harness.o: bench/harness.c bench/bench.h \
+ include/latch.h
+bench/bench.h:
+include/latch.h:

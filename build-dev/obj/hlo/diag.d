@@ -1,0 +1,3 @@
+build-dev/obj/hlo/diag.o: hlo/diag.c hlo/hlo.h hlo/opcode.def
+hlo/hlo.h:
+hlo/opcode.def:

@@ -1,0 +1,3 @@
+build-dev/obj/hlo/strbuf.o: hlo/strbuf.c hlo/hlo.h hlo/opcode.def
+hlo/hlo.h:
+hlo/opcode.def:

@@ -1,0 +1,14 @@
+build-dev/obj/runtime/cpu/deserialize.o: runtime/cpu/deserialize.c \
+ runtime/cpu/blob_internal.h hlo/hlo.h hlo/opcode.def \
+ runtime/cpu/dnnl_internal.h runtime/cpu/cpu_internal.h runtime/cpu/cpu.h \
+ runtime/runtime.h runtime/reference/reference.h \
+ runtime/cpu/fusion_internal.h
+runtime/cpu/blob_internal.h:
+hlo/hlo.h:
+hlo/opcode.def:
+runtime/cpu/dnnl_internal.h:
+runtime/cpu/cpu_internal.h:
+runtime/cpu/cpu.h:
+runtime/runtime.h:
+runtime/reference/reference.h:
+runtime/cpu/fusion_internal.h:
