@@ -310,3 +310,15 @@ def test_lowering_refusal_at_the_trace_runs_that_graph_in_pytorch(capfd):
     err = capfd.readouterr().err
     assert err.count("Sequential.forward: aten.avg_pool2d (ceil_mode") == 1, err  # once, though called twice
     assert err.count("Sequential.backward: aten.avg_pool2d_backward") == 1, err
+
+
+def test_ceil_mode_max_pool_trains_in_pytorch(capfd):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.MaxPool2d(2, ceil_mode=True))
+    twin, c = twins(m)
+    x = torch.randn(2, 3, 8, 8)
+    for _ in range(2):
+        m(x).sum().backward()
+        c(x).sum().backward()
+    grads_close(m, twin)
+    assert "gives no value latch can save for the backward; it runs in PyTorch" in capfd.readouterr().err

@@ -14,6 +14,7 @@ retain_graph and two forwards before one backward behave as in eager.
 Buffers the forward updates in place (batch norm's running statistics) come out of the
 forward graph as extra outputs and are copied into the module's buffers after the call. A
 half with an op latch does not lower runs as PyTorch's own aten graph, said once on stderr."""
+import operator
 import sys
 
 import torch
@@ -162,10 +163,16 @@ class _Compiler:
         out_node = next(n for n in gm.graph.nodes if n.op == "output")
         leaves = pytree.tree_flatten(list(out_node.args[0]))[0]
         tensor_leaves = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.fx.Node)]
+        tensor_nodes = [leaves[i] for i in tensor_leaves]
 
         def trace(inputs, args):
-            outs = interpret(gm, inputs, {})
-            return [outs[i] for i in tensor_leaves]
+            every = interpret(gm, inputs, {})
+            outs = [every[i] for i in tensor_leaves]
+            missing = next((node for node, o in zip(tensor_nodes, outs) if o is None), None)
+            if missing is not None:  # an output the inference lowering leaves out (ceil_mode max pool's indices)
+                op = missing.args[0].target if missing.target is operator.getitem else missing.target
+                raise _latch.Unsupported(f"{op} gives no value latch can save for the backward")
+            return outs
 
         # the graph random numbers' seed: torch's seed when the graph is made, so a seeded run
         # draws the same dropout masks every time and torch.manual_seed changes them
