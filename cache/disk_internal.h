@@ -83,13 +83,13 @@ int cache_disk_fault(const cache_disk_faults *faults, cache_disk_op op);
 
 /* mkdir -p; 0 or an errno. */
 int cache_disk_mkdirs(const char *path, const cache_disk_faults *faults);
-/* Whether dir may hold entries this process will run (disk_trust.c): true when it is owned by
- * this user and not writable by group or others; else false with the reason in why. */
+/* (disk_trust.c) Whether dir may hold entries this process will run: true when it is owned
+ * by this user and not writable by group or others; else false with the reason in why. */
 bool cache_disk_dir_is_private(int dirfd, char *why, size_t why_size);
 /* Each parent of dir, up to the first root owns, is this user's or root's and writable by
  * nobody else (a root-owned sticky directory such as /tmp excepted); false with why. */
 bool cache_disk_parents_are_safe(const char *dir, char *why, size_t why_size);
-/* Writes all of data; 0 or an errno. */
+/* (disk_io.c) Writes all of data; 0 or an errno. */
 int cache_disk_write_all(int fd, const void *data, size_t len, const cache_disk_faults *faults);
 /* Reads exactly len bytes at offset; 0, an errno, or -1 when the file is shorter. */
 int cache_disk_read_at(int fd, void *data, size_t len, uint64_t offset);

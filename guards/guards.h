@@ -127,7 +127,7 @@ bool guard_set_ok(const guard_set *set, hlo_diag *diag);
 /* Readable form, one fact per line (LATCH_LOG=guards). */
 void guard_set_print(const guard_set *set, hlo_strbuf *sb);
 
-/* ---- what program.c reads ---- */
+/* ---- guard_set.c: what program.c reads ---- */
 
 typedef enum guard_fact_kind {
   GUARD_FACT_DTYPE, GUARD_FACT_RANK, GUARD_FACT_DIM, GUARD_FACT_BIND, GUARD_FACT_DIM_SYM,

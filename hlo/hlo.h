@@ -428,6 +428,8 @@ hlo_ints hlo_ints_copy(hlo_arena *arena, int count, const int64_t *values);
 const hlo_instr *hlo_under_views(const hlo_instr *instr);
 /* A raw attribute's value by name, or NULL. */
 const char *hlo_instr_raw_attr(const hlo_instr *instr, const char *name);
+/* Points every use of from (operands of comp's instructions, and the root) at to. */
+void hlo_replace_uses(hlo_comp *comp, hlo_instr *from, hlo_instr *to);
 
 /* ---- instr_attrs.c ---- */
 /* Sets every instruction's origin to 1 + its position (see hlo_instr.origin); returns the
@@ -687,7 +689,7 @@ hlo_status hlo_verify_shapes(const hlo_comp *comp, hlo_diag *diag);
  * as they did at compile time. */
 hlo_status hlo_verify_some_shapes(const hlo_comp *comp, const bool *only, hlo_diag *diag);
 
-/* ---- pass ---- */
+/* ---- pass_*.c ---- */
 /* Graph-rewriting passes over a module: dead-code elimination, common-subexpression
  * elimination, algebraic simplification. Each keeps the module valid (verifiable, printable)
  * and returns how many rewrites it made, so a driver can run them to a fixed point and tests
@@ -721,32 +723,6 @@ int hlo_pass_inline_calls(hlo_module *module);
 /* inline_calls once, then simplify, cse, dce until nothing changes (bounded). Returns the
  * total rewrites. */
 int hlo_pass_run_all(hlo_module *module);
-
-/* Rewrites dot(L, W), L [M, K] made by reshapes and concatenations or broadcasts that
- * repeat the values of a V [M, ...] along K, as dot(V, W summed over the repeats): the
- * weight is read once by a reduce instead of multiplied J times by equal values. Not
- * exact (each group of W's rows is summed before the products): for backends that accept
- * reassociated sums. Returns the number of dots rewritten. */
-int hlo_pass_dot_of_repeats(hlo_module *module);
-
-/* (pass_fold_affine.c) */
-/* Folds a chain of per-channel adds, subtracts, multiplies and divides after a convolution
- * whose weight is a parameter (batch norm in inference form) into the convolution: its
- * weight scaled per output feature, then one per-channel add. Not exact (the scale is
- * applied before the sums): for backends that accept reassociated products. Returns the
- * number of convolutions folded into. */
-int hlo_pass_fold_affine(hlo_module *module);
-
-/* (pass_space_to_depth.c) */
-/* Rewrites a convolution with strides of 3 or more over few input features (alexnet's
- * 11x11 stride-4 stem over 3) as a stride-1 convolution over the input's space-to-depth
- * blocks, the kernel padded with zeros and cut the same way. Not exact (the sums include
- * the zeros and run in another order): for backends that accept reassociated sums. Returns
- * the number of convolutions rewritten. */
-int hlo_pass_conv_space_to_depth(hlo_module *module);
-
-/* Points every use of from (operands of comp's instructions, and the root) at to. */
-void hlo_replace_uses(hlo_comp *comp, hlo_instr *from, hlo_instr *to);
 
 /* ---- choices.c ---- */
 /* Optimization choices, counted and switchable (the file's opening says why): passes and

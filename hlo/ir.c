@@ -281,6 +281,15 @@ hlo_ints hlo_ints_copy(hlo_arena *arena, int count, const int64_t *values) {
   return ints;
 }
 
+void hlo_replace_uses(hlo_comp *comp, hlo_instr *from, hlo_instr *to) {
+  for (int i = 0; i < comp->instr_count; i++) {
+    hlo_instr *instr = comp->instrs[i];
+    for (int k = 0; k < instr->operand_count; k++)
+      if (instr->operands[k] == from) instr->operands[k] = to;
+  }
+  if (comp->root == from) comp->root = to;
+}
+
 const char *hlo_instr_raw_attr(const hlo_instr *instr, const char *name) {
   for (int i = 0; i < instr->raw_attr_count; i++)
     if (strcmp(instr->raw_attrs[i].name, name) == 0) return instr->raw_attrs[i].value;

@@ -38,12 +38,3 @@ int hlo_pass_dce(hlo_module *module) {
   for (int c = 0; c < module->comp_count; c++) removed += dce_comp(module->comps[c]);
   return removed;
 }
-
-void hlo_replace_uses(hlo_comp *comp, hlo_instr *from, hlo_instr *to) {
-  for (int i = 0; i < comp->instr_count; i++) {
-    hlo_instr *instr = comp->instrs[i];
-    for (int k = 0; k < instr->operand_count; k++)
-      if (instr->operands[k] == from) instr->operands[k] = to;
-  }
-  if (comp->root == from) comp->root = to;
-}

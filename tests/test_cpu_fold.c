@@ -1,4 +1,4 @@
-/* Batch norm folded into the convolution before it (hlo_pass_fold_affine) and the folded
+/* Batch norm folded into the convolution before it (rt_cpu_pass_fold_affine) and the folded
  * weights kept as parameter-only work (runtime/cpu/kept.c). Checked: what the pass folds and
  * leaves (a parameter weight, a computed one, a depthwise convolution, divides, a chain
  * whose value is read twice); the cpu backend against the reference evaluator on the folded
@@ -61,7 +61,7 @@ static void expect_folds(int line, const char *text, int want) {
   hlo_module *module = parse_checked(text);
   if (!module) return;
   hlo_pass_run_all(module);
-  int got = hlo_pass_fold_affine(module);
+  int got = rt_cpu_pass_fold_affine(module);
   CHECK_MSG(got == want, "line %d: %d convolutions folded into, want %d", line, got, want);
   hlo_diag diag = {0};
   CHECK_MSG(hlo_verify_module(module, &diag) == HLO_OK, "line %d: %s", line, diag.message);

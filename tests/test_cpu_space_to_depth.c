@@ -1,5 +1,5 @@
 /* Strided convolutions over few features as stride-1 convolutions over space-to-depth blocks
- * (hlo_pass_conv_space_to_depth): which convolutions the pass rewrites and which it leaves;
+ * (rt_cpu_pass_space_to_depth): which convolutions the pass rewrites and which it leaves;
  * the rewritten module on the reference evaluator against the original on the reference
  * (the same sums in another order); the cpu backend against the reference at alexnet's
  * stem and at odd sizes, strides and paddings; the kernel's rewrite kept between calls as
@@ -37,7 +37,7 @@ static graph_text stem(int n, int h) { return conv_graph(n, 3, h, h, 16, 11, 11,
 static void expect_rewrites(int line, const char *text, int want, int64_t features) {
   hlo_module *module = parse_checked(text);
   if (!module) return;
-  int got = hlo_pass_conv_space_to_depth(module);
+  int got = rt_cpu_pass_space_to_depth(module);
   CHECK_MSG(got == want, "line %d: %d rewritten, want %d", line, got, want);
   hlo_diag diag = {0};
   CHECK_MSG(hlo_verify_module(module, &diag) == HLO_OK, "line %d: %s", line, diag.message);
@@ -70,7 +70,7 @@ static void expect_same_sums(int line, const char *text) {
   rt_value *args[2];
   for (int i = 0; i < 2; i++) args[i] = rt_random_value(&module->entry->params[i]->shape, 5, (uint64_t)i, &diag);
   rt_value *want = run_on(&rt_backend_reference, text, args, 2, &diag);
-  hlo_pass_conv_space_to_depth(module);
+  rt_cpu_pass_space_to_depth(module);
   char *rewritten = hlo_module_to_text(module);
   rt_value *got = rewritten ? run_on(&rt_backend_reference, rewritten, args, 2, &diag) : NULL;
   CHECK_MSG(want && got && cpu_agree(want, got), "line %d: the rewrite changed the result: %s", line, diag.message);

@@ -1,4 +1,4 @@
-/* hlo_pass_dot_of_repeats: a dot whose lhs repeats values along the contracting dim (an
+/* rt_cpu_pass_dot_of_repeats: a dot whose lhs repeats values along the contracting dim (an
  * adaptive pool's 1x1 -> 3x3 growth flattened into a classifier) multiplies the values by
  * the weight summed over the repeats. Checked: which graphs are rewritten and into what;
  * the cpu backend's results (which run the rewrite) against sums worked out here in plain
@@ -9,6 +9,7 @@
 #include "cpu_util.h"
 #include "hlo/hlo.h"
 #include "runtime/cpu/cpu.h"
+#include "runtime/cpu/cpu_internal.h"
 
 /* relu(flatten(v grown 1x1 -> 3x3 by two concatenations of copies) @ w + b): v [n, 4, 1, 1],
  * w [36, 5], b [5]. */
@@ -85,7 +86,7 @@ static void test_rewritten(void) {
   hlo_module *m = parse_checked(pool_text(2, "f32"));
   if (!m) return;
   hlo_pass_run_all(m);
-  CHECK_EQ_INT(hlo_pass_dot_of_repeats(m), 1);
+  CHECK_EQ_INT(rt_cpu_pass_dot_of_repeats(m), 1);
   hlo_diag diag = {0};
   CHECK_MSG(hlo_verify_module(m, &diag) == HLO_OK, "%s", diag.message);
   const hlo_instr *dot = find_op(m->entry, HLO_OP_DOT), *reduce = find_op(m->entry, HLO_OP_REDUCE);
@@ -96,12 +97,12 @@ static void test_rewritten(void) {
   CHECK(dot && dot->dot->lhs_contracting.count == 3 && dot->dot->rhs_contracting.count == 3);
   CHECK(reduce && reduce->dimensions.count == 1 && reduce->dimensions.values[0] == 1);
   CHECK(reduce && reduce->operands[0]->shape.rank == 3 && reduce->operands[0]->shape.dims[1] == 9);
-  CHECK_EQ_INT(hlo_pass_dot_of_repeats(m), 0); /* a fixed point */
+  CHECK_EQ_INT(rt_cpu_pass_dot_of_repeats(m), 0); /* a fixed point */
   hlo_module_free(m);
   /* one row: rewritten for a weight that is a parameter (a backend may keep its sum across
    * calls), not for one computed in the graph (the product reads it once already) */
   m = parse_checked(pool_text(1, "f32"));
-  if (m) CHECK_EQ_INT(hlo_pass_dot_of_repeats(m), 1);
+  if (m) CHECK_EQ_INT(rt_cpu_pass_dot_of_repeats(m), 1);
   hlo_module_free(m);
   char computed[2048];
   const char *text = pool_text(1, "f32"), *at = strstr(text, "  d = ");
@@ -109,7 +110,7 @@ static void test_rewritten(void) {
   char *use = strstr(computed, "dot(l, w)");
   if (use) memcpy(use, "dot(l,wn)", 9);
   m = parse_checked(computed);
-  if (m) CHECK_EQ_INT(hlo_pass_dot_of_repeats(m), 0);
+  if (m) CHECK_EQ_INT(rt_cpu_pass_dot_of_repeats(m), 0);
   hlo_module_free(m);
 }
 
@@ -163,7 +164,7 @@ static void test_broadcasts(void) {
   for (int t = 0; t < 2; t++) {
     hlo_module *m = parse_checked(texts[t]);
     if (!m) continue;
-    CHECK_EQ_INT(hlo_pass_dot_of_repeats(m), 1);
+    CHECK_EQ_INT(rt_cpu_pass_dot_of_repeats(m), 1);
     const hlo_instr *reduce = find_op(m->entry, HLO_OP_REDUCE);
     CHECK(reduce && reduce->dimensions.count == 1 && reduce->dimensions.values[0] == reduced_dim[t]);
     CHECK(reduce && reduce->operands[0]->shape.rank == view_rank[t]);
@@ -214,7 +215,7 @@ static void test_left_alone(void) {
   for (size_t t = 0; t < sizeof texts / sizeof *texts; t++) {
     hlo_module *m = parse_checked(texts[t]);
     if (!m) continue;
-    CHECK_MSG(hlo_pass_dot_of_repeats(m) == 0, "text %zu was rewritten", t);
+    CHECK_MSG(rt_cpu_pass_dot_of_repeats(m) == 0, "text %zu was rewritten", t);
     hlo_module_free(m);
     expect_same_as_reference(texts[t], (int)t + 1);
   }

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The house rules of includes (README "Layout"): a folder includes only folders below it,
-# and from another folder only that folder's one layer header. Fails naming each include
-# that breaks them. tests/ may include anything.
+# and from another folder only that folder's one layer header; and the headers' maps (below).
+# Fails naming each include or declaration that breaks them. tests/ may include anything.
 cd "$(dirname "$0")/.." || exit 1
 rank() {
   case "$1" in
@@ -45,23 +45,70 @@ for f in $(find hlo guards cache runtime minify capture bench python include -na
     echo "FAIL $f reads the environment (getenv): settings belong in capture/settings.c"; bad=$((bad + 1))
   fi
 done
-# Header maps (as QBE's all.h): a function declared under a "/* ---- name.c ---- */" heading
-# of a folder's header is defined in that folder's name.c. Headings that name several files
-# or none (types shared by a group) check nothing.
-for h in $(find hlo guards cache runtime minify capture tools -name '*.h' 2>/dev/null); do
-  dir=$(dirname "$h")
-  for pair in $(awk '
-      /^\/\* ---- [a-z0-9_]+\.c ---- \*\/$/ { file = $3; next }
-      /^\/\* ---- / { file = ""; next }
-      file != "" && /^[a-z][a-z0-9_]*[ *][a-z0-9_ *]*\(/ && !/^(typedef|static|return) / {
-        line = $0; sub(/\(.*/, "", line); n = split(line, w, /[ *]+/); print file ":" w[n]
-      }' "$h"); do
-    file=${pair%%:*}; name=${pair#*:}
-    checked=$((checked + 1))
-    if ! grep -Eq "^[a-z].*[ *]$name\(.*[^;]$|^[a-z].*[ *]$name\($" "$dir/$file" 2>/dev/null; then
-      echo "FAIL $h declares $name under $file, which does not define it"; bad=$((bad + 1))
-    fi
+
+# Header maps (QBE's all.h): a declaration under a heading that names the files defining it
+# (`/* ---- value.c ---- */`, `/* (kept.c) ...`, `/* pooling.c: ...`, `/* ---- nodes (node.c) ---- */`)
+# must be defined in one of them. A heading naming no file (`/* ---- the store ---- */`) ends
+# the previous one and maps nothing. Declarations: prototypes and externs at column 0,
+# `MACRO(name);` lines; definitions: a line at column 0 that opens name's body or gives its value.
+map_decls() {
+  awk '
+    # The files a heading names: a list opening it ("a.c", "(a.c, b.c) text", "a.c: text"),
+    # or, in a "---- words ----" heading, a list in parentheses; "-" for a heading naming none.
+    function list_at(t,   files) {
+      files = ""; sub(/^\(/, "", t)
+      while (match(t, /^[a-zA-Z0-9_.*\/]+\.c/)) {
+        files = files " " substr(t, 1, RLENGTH); t = substr(t, RLENGTH + 1)
+        if (t ~ /^(, | and )/) { sub(/^(, | and )/, "", t); continue }
+        break
+      }
+      return files
+    }
+    function heading_files(t,   files) {
+      if (t !~ /^---- /) return list_at(t)
+      sub(/^---- /, "", t); sub(/ ----.*$/, "", t)
+      files = list_at(t)
+      if (files == "" && match(t, /\([a-zA-Z0-9_.*\/]+\.c[^)]*\)/)) files = list_at(substr(t, RSTART))
+      return files == "" ? "-" : files
+    }
+    /^\/\* / && !in_comment {
+      text = substr($0, 4); f = heading_files(text)
+      if (f == "-") files = ""; else if (f != "") files = f
+    }
+    { line = $0 }
+    in_comment { if (line ~ /\*\//) in_comment = 0; next }
+    line ~ /^\/\*/ { if (line !~ /\*\//) in_comment = 1; next }
+    files == "" { next }
+    line ~ /^[ \t#{}]/ || line ~ /^(typedef|static|struct [a-z_0-9]+ \{|enum|union)/ { next }
+    line ~ /^[A-Z_0-9]+\([a-z_0-9]+\);/ { n = line; sub(/^[A-Z_0-9]+\(/, "", n); sub(/\).*/, "", n); print FILENAME "|" files "|" n; next }
+    line ~ /^[a-z].*[a-z_0-9]\(/ { n = line; sub(/\(.*/, "", n); sub(/.*[^a-zA-Z_0-9]/, "", n); print FILENAME "|" files "|" n; next }
+    line ~ /^extern .*;/ { n = line; sub(/[[;].*/, "", n); sub(/.*[^a-zA-Z_0-9]/, "", n); print FILENAME "|" files "|" n; next }
+  ' "$1"
+}
+defined_in() { # name file...: a definition at column 0 (not a prototype)
+  name=$1; shift
+  for f in "$@"; do
+    [ -f "$f" ] || continue
+    grep -Eq "^([a-zA-Z_].*[^a-zA-Z_0-9])?$name( *\(.*[^;]$| *\(.*\) *\{| *(\[[^]]*\])? *=)|^[A-Z_0-9]+\($name\)" "$f" && return 0
   done
+  return 1
+}
+# Headers whose headings do not say where each declaration is defined: left out.
+UNMAPPED="runtime/cpu/cpu_internal.h"
+decls=$(mktemp); trap 'rm -f "$decls"' EXIT
+for h in $(find hlo guards cache runtime minify capture include -name '*.h' | sort); do
+  case " $UNMAPPED " in *" $h "*) continue ;; esac
+  dir=$(dirname "$h")
+  map_decls "$h" > "$decls"
+  while IFS='|' read -r hdr files name; do
+    paths=""
+    for f in $files; do case "$f" in */*) paths="$paths $f" ;; *) paths="$paths $dir/$f" ;; esac; done
+    checked=$((checked + 1))
+    # shellcheck disable=SC2086
+    if ! defined_in "$name" $paths; then
+      echo "FAIL $hdr: $name is under the heading of$files but defined in none of them"; bad=$((bad + 1))
+    fi
+  done < "$decls"
 done
 echo "test_layers: $((checked - bad)) passed, $bad failed"
 [ "$bad" -eq 0 ]

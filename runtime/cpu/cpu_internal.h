@@ -154,6 +154,30 @@ typedef struct rt_cpu_plan {
   int kept_slots;
 } rt_cpu_plan;
 
+/* The passes the cpu backend runs after hlo/'s (executable.c), which the reference evaluator
+ * does not: rewrites that are exact only up to rounding, and pay only with the cpu backend's
+ * kernels and kept work. */
+/* (pass_dot_repeat.c) Rewrites dot(L, W), L [M, K] made by reshapes and concatenations or broadcasts that
+ * repeat the values of a V [M, ...] along K, as dot(V, W summed over the repeats): the
+ * weight is read once by a reduce instead of multiplied J times by equal values. Not
+ * exact (each group of W's rows is summed before the products): for backends that accept
+ * reassociated sums. Returns the number of dots rewritten. */
+int rt_cpu_pass_dot_of_repeats(hlo_module *module);
+
+/* (pass_fold_affine.c) Folds a chain of per-channel adds, subtracts, multiplies and divides after a convolution
+ * whose weight is a parameter (batch norm in inference form) into the convolution: its
+ * weight scaled per output feature, then one per-channel add. Not exact (the scale is
+ * applied before the sums): for backends that accept reassociated products. Returns the
+ * number of convolutions folded into. */
+int rt_cpu_pass_fold_affine(hlo_module *module);
+
+/* (pass_space_to_depth.c) Rewrites a convolution with strides of 3 or more over few input features (alexnet's
+ * 11x11 stride-4 stem over 3) as a stride-1 convolution over the input's space-to-depth
+ * blocks, the kernel padded with zeros and cut the same way. Not exact (the sums include
+ * the zeros and run in another order): for backends that accept reassociated sums. Returns
+ * the number of convolutions rewritten. */
+int rt_cpu_pass_space_to_depth(hlo_module *module);
+
 /* Builds the plan for module's entry (after passes); NULL with diag (HLO_ERR_UNSUPPORTED
  * naming the op and the instruction) when some instruction cannot run. options (NULL: the
  * defaults) says whether to fuse. */

@@ -242,12 +242,12 @@ static rt_executable *cpu_compile_text(const char *text, size_t len, const char 
   hlo_pass_run_all(module);
   /* reassociates sums (the weight summed over repeated inputs first), within rounding of
    * the graph as written, as BLAS's blocking is */
-  hlo_pass_dot_of_repeats(module);
+  rt_cpu_pass_dot_of_repeats(module);
   /* batch norm after a convolution folded into its weights and bias, within rounding */
-  hlo_pass_fold_affine(module);
+  rt_cpu_pass_fold_affine(module);
   /* a strided convolution over few features as a stride-1 one over space-to-depth blocks,
    * within rounding (oneDNN has only im2col for alexnet's stem) */
-  hlo_pass_conv_space_to_depth(module);
+  rt_cpu_pass_space_to_depth(module);
   blas_single_threaded();
   /* a pass that ran out of memory mid-rewrite leaves the module's failed flag */
   rt_cpu_plan *plan = hlo_module_check_memory(module, "optimizing the module", diag) ? NULL

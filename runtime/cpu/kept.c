@@ -9,12 +9,12 @@
  * Every value depends on parameters alone, the inputs too; what is worth keeping is what
  * prepares a weight. So the search starts from the weight operands of products (a
  * convolution's kernel, a dot's rhs) and from reduces of one parameter (a weight summed by
- * hlo_pass_dot_of_repeats) and from small values a broadcast spreads (a bias, a folded
+ * rt_cpu_pass_dot_of_repeats) and from small values a broadcast spreads (a bias, a folded
  * batch norm's shift over [C]: resnet50 computed 53 of them per call), and walks back
  * through cheap ops (elementwise, layout, reduces: never through a product, whose result is
  * an activation, and from a small value only through small ones); a step is kept when it
  * is found so and everything it reads is too, or a parameter or a constant. That covers the
- * batch norm that hlo_pass_fold_affine moved into a convolution's weights (the scale and the
+ * batch norm that rt_cpu_pass_fold_affine moved into a convolution's weights (the scale and the
  * scaled weights), a transposed weight, the summed weight of dot_of_repeats. */
 #include <stdlib.h>
 

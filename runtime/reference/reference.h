@@ -62,22 +62,23 @@ typedef hlo_status (*rt_kernel)(rt_eval *eval, const hlo_instr *instr, rt_value 
 #define RT_KERNEL(name) \
   hlo_status name(rt_eval *eval, const hlo_instr *instr, rt_value *const *args, rt_value **out)
 
-/* The kernel computing opcode from its operands' values alone (every op but control flow,
- * tuples, forwarding ops and tokens), or NULL: the table the reference evaluator and the cpu
- * backend's fallback share (eval.c). */
+/* (eval.c) The kernel computing opcode from its operands' values alone (every op but control
+ * flow, tuples, forwarding ops and tokens), or NULL: the table the reference evaluator and
+ * the cpu backend's fallback share. */
 rt_kernel rt_array_kernel(hlo_opcode opcode);
 
-/* kernels_elementwise.c: every elementwise unary and binary op, compare, select, clamp,
- * convert, bitcast-convert, reduce-precision, map */
+/* kernels_elementwise.c: every elementwise unary and binary op, compare, select, clamp, map */
 RT_KERNEL(rt_kernel_unary);
 RT_KERNEL(rt_kernel_binary);
 RT_KERNEL(rt_kernel_compare);
 RT_KERNEL(rt_kernel_select);
 RT_KERNEL(rt_kernel_clamp);
+RT_KERNEL(rt_kernel_map);
+
+/* kernels_convert.c: convert, bitcast-convert, reduce-precision */
 RT_KERNEL(rt_kernel_convert);
 RT_KERNEL(rt_kernel_bitcast_convert);
 RT_KERNEL(rt_kernel_reduce_precision);
-RT_KERNEL(rt_kernel_map);
 
 /* kernels_layout.c: data movement */
 RT_KERNEL(rt_kernel_broadcast);
@@ -120,11 +121,13 @@ void rt_gemm_pack_rows(hlo_dtype work, const void *a, int64_t m, int64_t k, int6
 void rt_gemm_panel(hlo_dtype work, const void *packed, int64_t m, int64_t k, const void *panel,
                    int cols, void *c, int64_t ldc, bool accumulate);
 
-/* kernels_reduce.c: reduce; kernels_window.c: reduce-window, select-and-scatter */
+/* kernels_reduce.c: reduce */
 RT_KERNEL(rt_kernel_reduce);
+/* kernels_window.c: reduce-window, select-and-scatter */
 RT_KERNEL(rt_kernel_reduce_window);
 RT_KERNEL(rt_kernel_select_and_scatter);
 
+/* kernels_reduce.c */
 /* What reduce and reduce-window share about their N outputs: output k's declared shape (the
  * k-th tuple element when the result is a tuple); output k made in it and filled with init
  * value args[n + k] (NULL with eval->diag set when it cannot be made or its type differs from

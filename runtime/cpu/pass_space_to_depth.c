@@ -17,7 +17,7 @@
  * Only NCHW / OIHW (dim_labels bf01_oi01->bf01, as frontends write them), f32, 2 spatial
  * dims, no dilation, reversal, groups or negative padding, both strides at least 3, the
  * kernel at least the stride, C * SH * SW at most 64, and padding that the blocks cover. */
-#include "hlo.h"
+#include "hlo/hlo.h"
 
 enum { MAX_BLOCK_FEATURES = 64, MIN_STRIDE = 3 };
 
@@ -115,7 +115,7 @@ static int rewrite_comp(hlo_comp *comp) {
   return rewrites;
 }
 
-int hlo_pass_conv_space_to_depth(hlo_module *module) {
+int rt_cpu_pass_space_to_depth(hlo_module *module) {
   int rewrites = 0;
   for (int c = 0; c < module->comp_count; c++) rewrites += rewrite_comp(module->comps[c]);
   if (rewrites) {

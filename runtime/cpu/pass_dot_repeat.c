@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hlo.h"
+#include "hlo/hlo.h"
 
 #include <assert.h>
 
@@ -226,7 +226,7 @@ static hlo_instr *rewrite(hlo_comp *comp, hlo_instr *dot, hlo_diag *diag) {
   return product;
 }
 
-int hlo_pass_dot_of_repeats(hlo_module *module) {
+int rt_cpu_pass_dot_of_repeats(hlo_module *module) {
   /* the computations as they are now: a rewrite may add a reducer in front of them */
   int comp_count = module->comp_count, rewrites = 0;
   hlo_comp **comps = hlo_malloc(sizeof *comps * ((size_t)comp_count + 1));

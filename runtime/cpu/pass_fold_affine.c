@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hlo.h"
+#include "hlo/hlo.h"
 
 enum { MAX_DEPTH = 16 };
 
@@ -205,7 +205,7 @@ static int fold_comp(hlo_comp *comp) {
   return rewrites;
 }
 
-int hlo_pass_fold_affine(hlo_module *module) {
+int rt_cpu_pass_fold_affine(hlo_module *module) {
   int rewrites = 0;
   for (int c = 0; c < module->comp_count; c++) rewrites += fold_comp(module->comps[c]);
   if (rewrites) hlo_pass_cse(module);
