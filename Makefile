@@ -119,7 +119,7 @@ $(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT) $(wildcard tests/*.h) $(BUILD)/libbe
 	$(CC) $(CFLAGS) -o $@ $< $(TEST_SUPPORT) $(BUILD)/libbench.a $(BUILD)/liblatch.a $(LDLIBS)
 
 test: all $(TEST_BIN)
-	@BUILD=$(BUILD) SAN="$(SAN)" sh tests/run.sh $(TEST_BIN) tests/test_embed.sh tests/test_layers.sh tests/test_docs.sh tests/test_build_id.sh tests/test_compare_torch.sh tests/test_compare_ort.sh tests/test_zoo_sweep.sh tests/test_warm_cache.sh tests/test_peak.sh $(PYTHON_TESTS)
+	@BUILD=$(BUILD) SAN="$(SAN)" sh tests/run.sh $(TEST_BIN) tests/test_embed.sh tests/test_layers.sh tests/test_cpu_layers.sh tests/test_docs.sh tests/test_build_id.sh tests/test_compare_torch.sh tests/test_compare_ort.sh tests/test_zoo_sweep.sh tests/test_warm_cache.sh tests/test_peak.sh $(PYTHON_TESTS)
 
 SAN_FLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 sanitize:

@@ -5,7 +5,7 @@
 #include "cpu_util.h"
 #include "hlo/hlo.h"
 #include "runtime/cpu/blob_internal.h"
-#include "runtime/cpu/cpu_internal.h"
+#include "runtime/cpu/exec_internal.h"
 #include "runtime/runtime.h"
 #include "capture/capture.h"
 
@@ -388,16 +388,16 @@ static void test_pool_special(void) {
 /* The pool tests again with the pools run by each other vector variant this processor has
  * (runtime/cpu/pooling.c follows the fused groups' choice): each must give the same values. */
 static void test_pool_variants(void) {
-  rt_cpu_isa widest = rt_cpu_fused_isa();
+  rt_cpu_isa widest = rt_cpu_isa_in_use();
   int ran = 0;
   for (int isa = 0; isa < RT_CPU_ISA_COUNT; isa++) {
-    if (isa == (int)widest || !rt_cpu_fused_use_isa((rt_cpu_isa)isa)) continue;
+    if (isa == (int)widest || !rt_cpu_use_isa((rt_cpu_isa)isa)) continue;
     test_pool();
     test_pool_special();
     ran++;
   }
   CHECK(ran >= 1); /* the portable loops at least */
-  CHECK(rt_cpu_fused_use_isa(widest));
+  CHECK(rt_cpu_use_isa(widest));
 }
 
 static void test_dot(void) {
@@ -634,16 +634,16 @@ static void test_few_rows_variants(void) {
     for (int j = 0; j < N; j++)
       if (j >= 3 && j < 8) CHECK(memcmp(&part[r * N + j], &want[r * N + j], sizeof(float)) == 0);
       else CHECK(isnan(part[r * N + j])); /* columns outside the block are not written */
-  rt_cpu_isa widest = rt_cpu_fused_isa();
+  rt_cpu_isa widest = rt_cpu_isa_in_use();
   int ran = 0;
   for (int isa = 0; isa < RT_CPU_ISA_COUNT; isa++) {
-    if (isa == (int)widest || !rt_cpu_fused_use_isa((rt_cpu_isa)isa)) continue;
+    if (isa == (int)widest || !rt_cpu_use_isa((rt_cpu_isa)isa)) continue;
     rt_cpu_dot_rows_f32(a, b, c, M, N, K, 0, N);
     CHECK_MSG(memcmp(c, want, sizeof c) == 0, "variant %s differs", rt_cpu_isa_name((rt_cpu_isa)isa));
     ran++;
   }
   CHECK(ran >= 1);
-  CHECK(rt_cpu_fused_use_isa(widest));
+  CHECK(rt_cpu_use_isa(widest));
 }
 
 /* A batch of small planes runs as one product (folded): 3x3 windows with padding 1 and

@@ -6,7 +6,7 @@
 
 #include "cpu_util.h"
 #include "hlo/hlo.h"
-#include "runtime/cpu/cpu_internal.h"
+#include "runtime/cpu/exec_internal.h"
 
 /* relu(x @ w) through a call the passes inline, its first 3 columns sliced (a slice whose
  * limit is the batch), summed over the batch after a transpose (a reduce that keeps its

@@ -310,10 +310,10 @@ static void test_blocked_sum_pools(void) {
 
 /* The blocked pools run by each other vector variant this processor has. */
 static void test_blocked_pools_per_variant(void) {
-  rt_cpu_isa widest = rt_cpu_fused_isa();
+  rt_cpu_isa widest = rt_cpu_isa_in_use();
   for (int isa = 0; isa < RT_CPU_ISA_COUNT; isa++)
-    if (isa != (int)widest && rt_cpu_fused_use_isa((rt_cpu_isa)isa)) test_blocked_pools(), test_blocked_sum_pools();
-  CHECK(rt_cpu_fused_use_isa(widest));
+    if (isa != (int)widest && rt_cpu_use_isa((rt_cpu_isa)isa)) test_blocked_pools(), test_blocked_sum_pools();
+  CHECK(rt_cpu_use_isa(widest));
 }
 
 /* alexnet's stem (11x11, stride 4, 3 features) has only oneDNN's im2col kernel, which

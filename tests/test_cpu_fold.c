@@ -13,7 +13,7 @@
 #include "cpu_util.h"
 #include "function_util.h"
 #include "hlo/hlo.h"
-#include "runtime/cpu/cpu_internal.h"
+#include "runtime/cpu/exec_internal.h"
 
 /* conv (weight `weight`, groups) -> (c - mean) * rsqrt(var + eps) * gamma + beta -> relu, as
  * capture lowers latch_batch_norm; x [n, cin, 6, 6], 4 output channels. */

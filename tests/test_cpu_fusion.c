@@ -293,18 +293,18 @@ static void test_random_chains(void) {
  * (runtime/cpu/fusion_run.c), a third of them each: every variant must agree with the reference
  * exactly, as the widest one above did. */
 static void test_random_chains_per_variant(void) {
-  rt_cpu_isa widest = rt_cpu_fused_isa();
+  rt_cpu_isa widest = rt_cpu_isa_in_use();
   int ran = 0;
   for (int isa = 0; isa < RT_CPU_ISA_COUNT; isa++) {
-    if (isa == (int)widest || !rt_cpu_fused_use_isa((rt_cpu_isa)isa)) continue;
-    CHECK(rt_cpu_fused_isa() == (rt_cpu_isa)isa);
+    if (isa == (int)widest || !rt_cpu_use_isa((rt_cpu_isa)isa)) continue;
+    CHECK(rt_cpu_isa_in_use() == (rt_cpu_isa)isa);
     for (int i = 0; i < GRAPHS / 3; i++) run_graph((uint64_t)i);
     printf("variant %s: %d graphs compared\n", rt_cpu_isa_name((rt_cpu_isa)isa), GRAPHS / 3);
     ran++;
   }
   CHECK(ran >= 1); /* the portable loops at least */
-  CHECK(rt_cpu_fused_use_isa(widest));
-  CHECK(!rt_cpu_fused_use_isa(RT_CPU_ISA_COUNT));
+  CHECK(rt_cpu_use_isa(widest));
+  CHECK(!rt_cpu_use_isa(RT_CPU_ISA_COUNT));
 }
 
 /* ---- plan inspection ---- */

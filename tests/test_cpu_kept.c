@@ -10,7 +10,7 @@
 
 #include "cpu_util.h"
 #include "function_util.h"
-#include "runtime/cpu/cpu_internal.h"
+#include "runtime/cpu/exec_internal.h"
 
 static void test_stamps(void) {
   rt_value *a = rt_value_new_array(HLO_F32, 1, (int64_t[]){4}), *b = rt_value_new_array(HLO_F32, 1, (int64_t[]){4});

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "cpu_util.h"
-#include "runtime/cpu/cpu_internal.h"
+#include "runtime/cpu/exec_internal.h"
 #include "runtime/runtime.h"
 #include "test.h"
 

@@ -19,7 +19,7 @@
 
 #include "cpu_util.h"
 #include "runtime/cpu/blob_internal.h"
-#include "runtime/cpu/cpu_internal.h"
+#include "runtime/cpu/exec_internal.h"
 #include "runtime/cpu/dnnl_internal.h"
 
 static const char *add_comp = "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n";

@@ -9,7 +9,7 @@
 
 #include "cpu_util.h"
 #include "hlo/hlo.h"
-#include "runtime/cpu/cpu_internal.h"
+#include "runtime/cpu/exec_internal.h"
 
 typedef struct graph_text {
   char s[1024];

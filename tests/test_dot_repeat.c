@@ -9,7 +9,7 @@
 #include "cpu_util.h"
 #include "hlo/hlo.h"
 #include "runtime/cpu/cpu.h"
-#include "runtime/cpu/cpu_internal.h"
+#include "runtime/cpu/exec_internal.h"
 
 /* relu(flatten(v grown 1x1 -> 3x3 by two concatenations of copies) @ w + b): v [n, 4, 1, 1],
  * w [36, 5], b [5]. */

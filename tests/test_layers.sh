@@ -93,11 +93,8 @@ defined_in() { # name file...: a definition at column 0 (not a prototype)
   done
   return 1
 }
-# Headers whose headings do not say where each declaration is defined: left out.
-UNMAPPED="runtime/cpu/cpu_internal.h"
 decls=$(mktemp); trap 'rm -f "$decls"' EXIT
-for h in $(find hlo guards cache runtime minify capture include -name '*.h' | sort); do
-  case " $UNMAPPED " in *" $h "*) continue ;; esac
+for h in $(find hlo guards cache runtime minify capture include tools -name '*.h' | sort); do
   dir=$(dirname "$h")
   map_decls "$h" > "$decls"
   while IFS='|' read -r hdr files name; do

@@ -10,7 +10,7 @@
 #include "capture/capture.h"
 #include "disk_test_util.h"
 #include "latch.h"
-#include "runtime/cpu/cpu_internal.h"
+#include "runtime/cpu/exec_internal.h"
 #include "runtime/runtime.h"
 #include "test.h"
 

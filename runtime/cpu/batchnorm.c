@@ -5,7 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "cpu_internal.h"
+#include "kernel_internal.h"
 #include "runtime/runtime.h"
 
 /* Feature f's elements: runs of `stride` starting at (o * features + f) * stride, o < outer. */

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_internal.h"
+#include "exec_internal.h"
 #include "hlo/hlo.h"
 
 /* Every instruction of module by position (origin - 1). */

@@ -32,7 +32,7 @@
 
 #include <cblas.h>
 
-#include "cpu_internal.h"
+#include "kernel_internal.h"
 #include "runtime/reference/reference.h"
 #include "runtime/runtime.h"
 

@@ -16,6 +16,7 @@
 
 #include "blob_internal.h"
 #include "dnnl_internal.h"
+#include "exec_internal.h"
 #include "fusion_internal.h"
 
 typedef struct reader {

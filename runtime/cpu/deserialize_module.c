@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "blob_internal.h"
-#include "cpu_internal.h"
+#include "exec_internal.h"
 
 enum { MAX_TUPLE_DEPTH = 32 };
 

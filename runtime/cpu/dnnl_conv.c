@@ -10,46 +10,17 @@
  * them in the arena beside the argument's stamp (rt_value.stamp), and an execute whose weights
  * argument has the same stamp uses them as they are.
  *
- * Threads: this oneDNN is Debian's, built on OpenMP (libgomp); each run sets the calling
- * thread's OpenMP team size to the runtime's thread count (rt_parallel_threads), so oneDNN
- * uses what latch was given. Under ThreadSanitizer, which cannot see libgomp's
- * synchronization, the team is one thread: concurrent executes are still checked.
+ * Threads: each run sets the calling thread's OpenMP team first (dnnl_engine.c).
  *
  * Padding: oneDNN's direct convolutions skip taps that fall into the padding, as the
  * reference does, so a weight holding inf or NaN gives the reference's result. */
 #include <math.h>
 #include <omp.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
 #include "dnnl_internal.h"
 #include "runtime/runtime.h"
-
-static dnnl_engine_t engine;
-static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
-
-static void make_engine(void) {
-  if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) engine = NULL;
-}
-
-static dnnl_engine_t the_engine(void) {
-  pthread_once(&engine_once, make_engine);
-  return engine;
-}
-
-/* Sets the calling thread's OpenMP team size to latch's thread count, returning the size it
- * had (the host program's, restored after): oneDNN sizes its work split when a primitive is
- * created and runs it with that many threads. */
-int rt_cpu_dnnl_team_begin(void) {
-  int before = omp_get_max_threads();
-#if defined(__SANITIZE_THREAD__)
-  omp_set_num_threads(1);
-#else
-  omp_set_num_threads(rt_parallel_threads());
-#endif
-  return before;
-}
 
 bool rt_cpu_dnnl_conv_supported(const hlo_instr *conv) {
   if (conv->opcode != HLO_OP_CONVOLUTION || conv->operand_count != 2 || !conv->conv || !conv->window) return false;
@@ -68,7 +39,7 @@ bool rt_cpu_dnnl_conv_supported(const hlo_instr *conv) {
         wd->rhs_dilate < 1)
       return false;
   }
-  return the_engine() != NULL;
+  return rt_cpu_dnnl_engine() != NULL;
 }
 
 /* Row-major strides of shape's dims. */
@@ -192,7 +163,7 @@ static dnnl_primitive_desc_t conv_pd(rt_cpu_dnnl *d, dnnl_alg_kind_t alg, int po
   bool ok = dnnl_primitive_attr_create(&attr) == dnnl_success &&
             dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
             make_post_ops(d, post_count, &ops) && dnnl_primitive_attr_set_post_ops(attr, ops) == dnnl_success &&
-            dnnl_primitive_desc_create(&pd, &desc, attr, the_engine(), NULL) == dnnl_success;
+            dnnl_primitive_desc_create(&pd, &desc, attr, rt_cpu_dnnl_engine(), NULL) == dnnl_success;
   if (ok && strncmp(impl_name(pd), "ref", 3) == 0) ok = false;
   if (!ok && pd) dnnl_primitive_desc_destroy(pd), pd = NULL;
   if (ops) dnnl_post_ops_destroy(ops);
@@ -206,7 +177,7 @@ static bool make_reorder(rt_dnnl_reorder *r, const dnnl_memory_desc_t *from, con
   r->prim = NULL;
   if (dnnl_memory_desc_equal(from, to)) return true;
   dnnl_primitive_desc_t pd = NULL;
-  bool ok = dnnl_reorder_primitive_desc_create(&pd, from, the_engine(), to, the_engine(), NULL) == dnnl_success &&
+  bool ok = dnnl_reorder_primitive_desc_create(&pd, from, rt_cpu_dnnl_engine(), to, rt_cpu_dnnl_engine(), NULL) == dnnl_success &&
             dnnl_primitive_create(&r->prim, pd) == dnnl_success;
   if (pd) dnnl_primitive_desc_destroy(pd);
   if (!ok) r->prim = NULL;
@@ -506,7 +477,7 @@ typedef struct run_memories {
 
 static dnnl_memory_t memory(run_memories *m, const dnnl_memory_desc_t *md, const void *data) {
   dnnl_memory_t mem = NULL;
-  if (m->failed || dnnl_memory_create(&mem, md, the_engine(), (void *)data) != dnnl_success) {
+  if (m->failed || dnnl_memory_create(&mem, md, rt_cpu_dnnl_engine(), (void *)data) != dnnl_success) {
     m->failed = true;
     return NULL;
   }
@@ -767,7 +738,7 @@ hlo_status rt_cpu_dnnl_step(const rt_cpu_dnnl *d, const rt_value *const *in, voi
   int team = rt_cpu_dnnl_team_begin();
   dnnl_stream_t stream = NULL;
   run_memories m = {.count = 0};
-  bool ok = dnnl_stream_create(&stream, the_engine(), dnnl_stream_default_flags) == dnnl_success &&
+  bool ok = dnnl_stream_create(&stream, rt_cpu_dnnl_engine(), dnnl_stream_default_flags) == dnnl_success &&
             run_conv(stream, &m, d, in, out, (char *)scratch, kept, kept_stamp, weight_stamp, in_finite,
                      result_finite) &&
             dnnl_stream_wait(stream) == dnnl_success;
@@ -778,20 +749,4 @@ hlo_status rt_cpu_dnnl_step(const rt_cpu_dnnl *d, const rt_value *const *in, voi
     return hlo_diag_set(diag, HLO_ERR_INTERNAL, "oneDNN failed running convolution %%%s (out of memory?)",
                         d->conv->name);
   return HLO_OK;
-}
-
-const char *rt_cpu_dnnl_isa_name(void) {
-  static const struct {
-    dnnl_cpu_isa_t isa;
-    const char *name;
-  } isas[] = {
-      {dnnl_cpu_isa_avx512_core_amx, "avx512_core_amx"}, {dnnl_cpu_isa_avx512_core_bf16, "avx512_core_bf16"},
-      {dnnl_cpu_isa_avx512_core_vnni, "avx512_core_vnni"}, {dnnl_cpu_isa_avx512_core, "avx512_core"},
-      {dnnl_cpu_isa_avx2_vnni, "avx2_vnni"}, {dnnl_cpu_isa_avx2, "avx2"}, {dnnl_cpu_isa_avx, "avx"},
-      {dnnl_cpu_isa_sse41, "sse41"},
-  };
-  dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-  for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++)
-    if ((isa & isas[i].isa) == isas[i].isa) return isas[i].name;
-  return "none";
 }

@@ -1,7 +1,8 @@
 /* The cpu backend's convolutions through oneDNN (libdnnl, C API), shared by
- * dnnl_plan.c (which convolutions, which epilogues, which layouts) and dnnl_conv.c (the
- * primitives and running them). Nothing outside those two and
- * the plan's hooks includes this.
+ * dnnl_plan.c (which convolutions, which epilogues, which layouts), dnnl_conv.c (the
+ * primitives and running them), the pools and concatenations that read their blocked
+ * results (dnnl_pool.c, dnnl_concat.c), wino.c, and the files that keep (kept_places.c) and
+ * store (serialize.c, deserialize.c) DNNL steps.
  *
  * A DNNL step sits at the last instruction of a convolution's epilogue (the convolution
  * itself when nothing follows it): the convolution and the elementwise ops it absorbed as
@@ -13,7 +14,7 @@
 #define RT_CPU_DNNL_INTERNAL_H
 #include <dnnl.h>
 
-#include "cpu_internal.h"
+#include "plan_internal.h"
 
 /* What an absorbed instruction does to the value so far (x) with its operand (y). A
  * per-feature y is a full-shape value made only of broadcasts along the feature dim of [C]
@@ -119,7 +120,10 @@ enum {
 #define RT_DNNL_HAS_POST_REORDER(k) (1u << (4 + (k))) /* post k's residual reordered */
 #define RT_DNNL_HAS_SAFE_WEIGHTS_REORDER (1u << (4 + RT_DNNL_MAX_POSTS))
 
-/* dnnl_plan.c: rt_cpu_dnnl_plan and the step's inputs are in cpu_internal.h */
+/* dnnl_engine.c: the engine every primitive is made on, or NULL when oneDNN has none. */
+dnnl_engine_t rt_cpu_dnnl_engine(void);
+
+/* dnnl_plan.c: rt_cpu_dnnl_plan and the step's inputs are in plan_internal.h */
 
 /* dnnl_pool.c */
 /* Whether instr is a pool the blocked kernel runs: a reduce-window by maximum, minimum or sum over
@@ -131,8 +135,8 @@ bool rt_cpu_dnnl_build_pool(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in);
 /* *finite: whether the result holds no inf or NaN (checked as it is written). */
 hlo_status rt_cpu_dnnl_pool_step(const rt_cpu_dnnl *d, const rt_value *const *in, void *out, bool *finite,
                                  hlo_diag *diag);
-/* (also dnnl_pool.c, shared with dnnl_concat.c) */
-/* The block (8, 16) of a single-block [N, C, H, W] layout md of shape's dims, or 0. */
+/* (dnnl_pool.c, shared with dnnl_concat.c) The block (8, 16) of a single-block
+ * [N, C, H, W] layout md of shape's dims, or 0. */
 int rt_cpu_dnnl_block_of(const dnnl_memory_desc_t *md, const hlo_shape *shape);
 /* md for shape's [N, C, H, W] dims in the single-block layout of block (0: row-major). */
 bool rt_cpu_dnnl_block_md(dnnl_memory_desc_t *md, const hlo_shape *shape, int block);

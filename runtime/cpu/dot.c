@@ -30,7 +30,7 @@
 #include <dnnl.h>
 #include <omp.h>
 
-#include "cpu_internal.h"
+#include "kernel_internal.h"
 #include "runtime/reference/reference.h"
 #include "runtime/runtime.h"
 

@@ -14,7 +14,7 @@
  * the shapes alone: the same bits at any thread count and from every instruction set's
  * variant (the vectors are eight lanes wide in each; products and sums stay separate
  * operations, as -std=c11 compiles them). */
-#include "cpu_internal.h"
+#include "kernel_internal.h"
 
 typedef float v8 __attribute__((vector_size(32)));
 
@@ -95,5 +95,5 @@ static const rows_kernel kernels[RT_CPU_ISA_COUNT] = {
 
 void rt_cpu_dot_rows_f32(const float *a, const float *b, float *c, int64_t m, int64_t n, int64_t k, int64_t col0,
                          int64_t col1) {
-  kernels[rt_cpu_fused_isa()](a, b, c, m, n, k, col0, col1);
+  kernels[rt_cpu_isa_in_use()](a, b, c, m, n, k, col0, col1);
 }

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu_internal.h"
+#include "kernel_internal.h"
 #include "erf_f32_internal.h"
 #include "exp_f32_internal.h"
 #include "tanh_f32_internal.h"

@@ -20,7 +20,7 @@
 
 #include "runtime/runtime.h"
 #include "blob_internal.h"
-#include "cpu_internal.h"
+#include "exec_internal.h"
 #include "hlo/hlo.h"
 
 /* Executables keep their arena between executes: a fresh allocation that large is an mmap
@@ -738,7 +738,7 @@ static rt_executable *cpu_adopt(void *bytes, size_t len, const rt_compile_option
 }
 
 static void cpu_describe(char *out, size_t size) {
-  snprintf(out, size, "fused_isa=%s dnnl_isa=%s products=%s", rt_cpu_isa_name(rt_cpu_fused_isa()),
+  snprintf(out, size, "fused_isa=%s dnnl_isa=%s products=%s", rt_cpu_isa_name(rt_cpu_isa_in_use()),
            rt_cpu_dnnl_isa_name(), rt_cpu_dot_on_dnnl() ? "onednn" : "openblas");
 }
 

@@ -3,7 +3,7 @@
  * reference evaluator (rt_eval_comp). Correct and slow; the plan says which steps use it. */
 #include <stdlib.h>
 
-#include "cpu_internal.h"
+#include "kernel_internal.h"
 #include "runtime/reference/reference.h"
 
 static hlo_status run_called(rt_eval *eval, const hlo_instr *instr, rt_value *const *args, rt_value **out) {

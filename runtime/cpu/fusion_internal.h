@@ -8,7 +8,7 @@
  * are 0 or 1, s32 inputs are converted on load (only converts read them). */
 #ifndef RT_BACKEND_CPU_FUSION_H
 #define RT_BACKEND_CPU_FUSION_H
-#include "cpu_internal.h"
+#include "plan_internal.h"
 
 enum {
   FUSION_TILE = 512,     /* elements per tile: a few tiles stay in L1 */

@@ -250,50 +250,6 @@ static const variant variants[RT_CPU_ISA_COUNT] = {
 #endif
 };
 
-static bool supported(rt_cpu_isa isa) {
-  switch (isa) {
-    case RT_CPU_ISA_PORTABLE: return true;
-#if RT_CPU_X86_VARIANTS
-    case RT_CPU_ISA_AVX2: return __builtin_cpu_supports("avx2");
-    case RT_CPU_ISA_AVX512: return __builtin_cpu_supports("avx512f");
-#endif
-    default: return false;
-  }
-}
-
-/* The variant in use: -1 until the first run picks the widest supported. */
-static _Atomic int chosen = -1;
-
-static const variant *current(void) {
-  int isa = atomic_load_explicit(&chosen, memory_order_relaxed);
-  if (isa < 0) {
-    isa = RT_CPU_ISA_PORTABLE;
-    for (int v = RT_CPU_ISA_COUNT - 1; v > RT_CPU_ISA_PORTABLE; v--)
-      if (supported((rt_cpu_isa)v)) {
-        isa = v;
-        break;
-      }
-    atomic_store_explicit(&chosen, isa, memory_order_relaxed);
-  }
-  return &variants[isa];
-}
-
-rt_cpu_isa rt_cpu_fused_isa(void) {
-  current();
-  return (rt_cpu_isa)atomic_load_explicit(&chosen, memory_order_relaxed);
-}
-
-bool rt_cpu_fused_use_isa(rt_cpu_isa isa) {
-  if ((int)isa < 0 || isa >= RT_CPU_ISA_COUNT || !supported(isa)) return false;
-  atomic_store_explicit(&chosen, (int)isa, memory_order_relaxed);
-  return true;
-}
-
-const char *rt_cpu_isa_name(rt_cpu_isa isa) {
-  static const char *const names[RT_CPU_ISA_COUNT] = {"portable", "avx2", "avx512"};
-  return (int)isa >= 0 && isa < RT_CPU_ISA_COUNT ? names[isa] : "?";
-}
-
 static void run_tiles(void *ctx, int64_t first, int64_t end) {
   const fused_job *job = ctx;
   int64_t count = job->f->count, last = end * FUSION_TILE;
@@ -331,13 +287,13 @@ static bool run_head(const fused_job *job, const rt_value *const *in, rt_value *
 }
 
 bool rt_cpu_fusion_run(const rt_cpu_fusion *fusion, const rt_value *const *in, rt_value *out, void *scratch) {
-  fused_job job = {.f = fusion, .in = in, .out = out->data, .range = current()->range};
+  fused_job job = {.f = fusion, .in = in, .out = out->data, .range = variants[rt_cpu_isa_in_use()].range};
   bool done = false;
   if (fusion->head && !run_head(&job, in, out, scratch, &done)) return false;
   if (done) return true;
   if (fusion->tail) {
     int64_t grain = RT_CPU_GRAIN / (fusion->inner ? fusion->inner : 1) / (fusion->instr_count < 4 ? 1 : fusion->instr_count / 4);
-    rt_parallel_for(out->count, grain < 1 ? 1 : grain, current()->outputs, &job);
+    rt_parallel_for(out->count, grain < 1 ? 1 : grain, variants[rt_cpu_isa_in_use()].outputs, &job);
     return true;
   }
   int64_t tiles = (fusion->count + FUSION_TILE - 1) / FUSION_TILE;

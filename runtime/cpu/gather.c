@@ -8,7 +8,7 @@
  * row. Other gathers take the reference kernel. */
 #include <string.h>
 
-#include "cpu_internal.h"
+#include "kernel_internal.h"
 #include "runtime/runtime.h"
 
 typedef struct row_job {

@@ -18,7 +18,7 @@
  * scaled weights), a transposed weight, the summed weight of dot_of_repeats. */
 #include <stdlib.h>
 
-#include "cpu_internal.h"
+#include "plan_internal.h"
 
 static bool cheap(const hlo_instr *instr) {
   hlo_opcode op = instr->opcode;

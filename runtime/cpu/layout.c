@@ -9,7 +9,7 @@
  * that dim and the last one instead, so each line read is used TILE times. */
 #include <string.h>
 
-#include "cpu_internal.h"
+#include "kernel_internal.h"
 #include "runtime/runtime.h"
 
 typedef struct box {

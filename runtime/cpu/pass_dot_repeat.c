@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec_internal.h"
 #include "hlo/hlo.h"
 
 #include <assert.h>

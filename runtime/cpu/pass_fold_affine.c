@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec_internal.h"
 #include "hlo/hlo.h"
 
 enum { MAX_DEPTH = 16 };

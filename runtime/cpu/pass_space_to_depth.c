@@ -17,6 +17,7 @@
  * Only NCHW / OIHW (dim_labels bf01_oi01->bf01, as frontends write them), f32, 2 spatial
  * dims, no dilation, reversal, groups or negative padding, both strides at least 3, the
  * kernel at least the stride, C * SH * SW at most 64, and padding that the blocks cover. */
+#include "exec_internal.h"
 #include "hlo/hlo.h"
 
 enum { MAX_BLOCK_FEATURES = 64, MIN_STRIDE = 3 };

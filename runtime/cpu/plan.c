@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_internal.h"
+#include "plan_internal.h"
 
 
 static hlo_status unsupported(hlo_diag *diag, const hlo_instr *instr, const char *why) {

@@ -14,7 +14,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "cpu_internal.h"
+#include "kernel_internal.h"
 #include "runtime/runtime.h"
 
 static inline uint32_t bits(float x) {
@@ -172,7 +172,7 @@ enum { POOL_UNROLL = 4 };
   }
 
 /* Each kernel for each instruction set fused groups are built for (fusion_run.c), the one
- * rt_cpu_fused_isa picks running: the same results, wider vectors. */
+ * rt_cpu_isa_in_use picks running: the same results, wider vectors. */
 typedef void (*pool_rows)(void *ctx, int64_t begin, int64_t end);
 enum { POOL_ROWS_MAX, POOL_ROWS_MIN, POOL_BLOCKED8_MAX, POOL_BLOCKED8_MIN, POOL_BLOCKED8_SUM, POOL_BLOCKED16_MAX,
        POOL_BLOCKED16_MIN, POOL_BLOCKED16_SUM, POOL_KERNELS };
@@ -204,7 +204,7 @@ static const pool_rows kernels[RT_CPU_ISA_COUNT][POOL_KERNELS] = {
 #endif
 };
 
-static pool_rows kernel(int which) { return kernels[rt_cpu_fused_isa()][which]; }
+static pool_rows kernel(int which) { return kernels[rt_cpu_isa_in_use()][which]; }
 
 bool rt_cpu_pool_f32(const hlo_window *w, hlo_opcode op, const rt_value *x, const rt_value *init, rt_value *y) {
   int r = x->shape.rank;

@@ -13,7 +13,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu_internal.h"
+#include "kernel_internal.h"
 #include "runtime/reference/reference.h"
 #include "runtime/runtime.h"
 

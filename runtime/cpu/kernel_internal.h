@@ -1,0 +1,151 @@
+/* What the cpu backend's kernels share: the kernel signatures, the pickers that choose a
+ * kernel for an instruction, the loop helpers, and the few functions one kernel file calls
+ * in another. Kernel files include this alone; the plan and the executable see it through
+ * plan_internal.h. Declarations sit under the file that defines them. Nothing outside the
+ * backend includes this but the tests. */
+#ifndef RT_CPU_KERNEL_INTERNAL_H
+#define RT_CPU_KERNEL_INTERNAL_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hlo/hlo.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/reference/reference.h"
+#include "runtime/runtime.h"
+
+/* A fast kernel: reads its operands (arrays in the instruction's declared operand shapes)
+ * and writes every element of out, whose shape is the instruction's and whose data is a
+ * reused buffer holding garbage. Picked at compile time only for shapes it handles, so it
+ * checks nothing again. false only when scratch memory ran out. */
+typedef bool (*rt_cpu_kernel)(const hlo_instr *instr, const rt_value *const *in, rt_value *out);
+
+/* A fast kernel that needs working memory besides its result (operand copies in a canonical
+ * order, im2col matrices): scratch is the step's own stretch of the arena, sized at plan time
+ * by the picker (*scratch_bytes), holding garbage. Planning it with the results, instead of
+ * allocating it on every call, is what keeps a step to no allocations: large fresh
+ * allocations are mmaps whose pages fault in again on every call. */
+typedef bool (*rt_cpu_scratch_kernel)(const hlo_instr *instr, const rt_value *const *in, rt_value *out,
+                                      void *scratch);
+
+/* Work run on a part [begin, end) of a kernel's f32 output right after the kernel wrote it,
+ * while it is still in cache, inside the same parallel task. */
+typedef struct rt_cpu_epilogue {
+  void (*run)(const void *ctx, int64_t begin, int64_t end);
+  const void *ctx;
+} rt_cpu_epilogue;
+
+/* Loop helpers. */
+static inline float rt_cpu_half_load(hlo_dtype dtype, uint16_t bits) {
+  return dtype == HLO_F16 ? hlo_f16_to_f32(bits) : hlo_bf16_to_f32(bits);
+}
+static inline uint16_t rt_cpu_half_store(hlo_dtype dtype, float value) {
+  return dtype == HLO_F16 ? hlo_f32_to_f16(value) : hlo_f32_to_bf16(value);
+}
+/* Below this many elements a loop stays on the calling thread. */
+enum { RT_CPU_GRAIN = 1 << 15 };
+/* Buffers and arenas are cut at this alignment (a cache line; aligned_alloc's size must be a
+ * multiple of it). */
+enum { RT_CPU_ALIGN = 64 };
+static inline int64_t rt_cpu_aligned(int64_t bytes) { return (bytes + RT_CPU_ALIGN - 1) / RT_CPU_ALIGN * RT_CPU_ALIGN; }
+/* 1 when x is inf or NaN, else 0: x * 0 is NaN exactly for those. Callers or the flags
+ * together as integers, which the compiler may vectorize (a float sum it may not reorder),
+ * so a scan, or a kernel checking what it writes, runs at memory speed. */
+static inline unsigned rt_cpu_nonfinite(float x) {
+  float zero = x * 0.0f;
+  return zero != zero;
+}
+/* Whether count floats hold no inf or NaN. */
+static inline bool rt_cpu_finite_run(const float *x, int64_t count) {
+  unsigned bad = 0;
+  for (int64_t i = 0; i < count; i++) bad |= rt_cpu_nonfinite(x[i]);
+  return bad == 0;
+}
+
+/* Each picker below returns the fast kernel for instr, or NULL when it has none for this
+ * opcode, these element types or shapes (the reference kernel then runs). */
+
+/* elementwise.c */
+rt_cpu_kernel rt_cpu_pick_elementwise(const hlo_instr *instr);
+/* The floating-point unary opcodes the elementwise kernels (and fused groups) compute. */
+bool rt_cpu_float_unary(hlo_opcode op);
+
+/* layout.c */
+rt_cpu_kernel rt_cpu_pick_layout(const hlo_instr *instr);
+
+/* reduce.c */
+rt_cpu_kernel rt_cpu_pick_reduce(const hlo_instr *instr);
+
+/* gather.c */
+rt_cpu_kernel rt_cpu_pick_gather(const hlo_instr *instr);
+
+/* conv.c */
+rt_cpu_scratch_kernel rt_cpu_pick_conv_scratch(const hlo_instr *instr, int64_t *scratch_bytes);
+
+/* dot.c */
+rt_cpu_scratch_kernel rt_cpu_pick_dot_scratch(const hlo_instr *instr, int64_t *scratch_bytes);
+/* The dot kernel with an epilogue over each block it computes (epilogue may be NULL), its
+ * working memory in scratch (rt_cpu_pick_dot_scratch's bytes; NULL when they are 0). */
+bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in, rt_value *out,
+                              const rt_cpu_epilogue *epilogue, void *scratch);
+bool rt_cpu_is_dot_kernel(rt_cpu_scratch_kernel kernel);
+/* Whether f32 gemm runs on oneDNN's sgemm (the processor has AVX-512) rather than OpenBLAS;
+ * test-only: rt_cpu_dot_use_dnnl picks, process-wide. */
+bool rt_cpu_dot_on_dnnl(void);
+void rt_cpu_dot_use_dnnl(bool on);
+
+/* dot_rows.c: c[r][j] = sum over t of a[r][t] * b[j][t], for r < m and col0 <= j < col1: a
+ * few rows (a is [m][k]) against a matrix stored [n][k], which is read once; c is [m][n].
+ * The dot kernel's path for 2 to RT_CPU_DOT_ROWS rows of f32. */
+enum { RT_CPU_DOT_ROWS = 8 };
+void rt_cpu_dot_rows_f32(const float *a, const float *b, float *c, int64_t m, int64_t n, int64_t k, int64_t col0,
+                         int64_t col1);
+
+/* pooling.c: a max or min pool over f32 planes, window w (the last two dims only, no
+ * dilation or reversal) into y; false, nothing written, for other reducers or types or rows
+ * wider than the kernel's buffer. */
+bool rt_cpu_pool_f32(const hlo_window *w, hlo_opcode op, const rt_value *x, const rt_value *init, rt_value *y);
+/* The same over an [N, C, H, W] activation x in oneDNN's blocked layout with blocks of
+ * `block` (8 or 16) channels (window w over dims 2 and 3 only), into y blocked the same way
+ * (padded lanes zero) or row-major; sums too (op HLO_OP_ADD, each window's taps added in
+ * row-major order from init, as the reference folds); false for other blocks, reducers or
+ * window ranks.
+ * *finite: whether every value written is finite (checked as they are written, so the next
+ * convolution need not scan them). */
+bool rt_cpu_pool_blocked_f32(const hlo_window *w, hlo_opcode op, int block, const float *x, const int64_t *in_dims,
+                             float init, float *y, const int64_t *out_dims, bool blocked_out, bool *finite);
+
+/* batchnorm.c */
+/* batch-norm-training and batch-norm-grad as fast kernels whose out is a tuple of the three
+ * result arrays (each in the arena): NULL when instr is not one they handle. */
+rt_cpu_kernel rt_cpu_pick_batch_norm_parts(const hlo_instr *instr);
+/* Typed, parallel kernels for ops that make tuples: they have the reference kernels'
+ * signature and replace them; NULL when instr is not one they handle. */
+rt_kernel rt_cpu_pick_batch_norm(const hlo_instr *instr);
+
+/* fallback.c: the reference path for everything else: the kernel, or NULL for an opcode
+ * neither path runs. Control flow evaluates its computations with the reference evaluator. */
+rt_kernel rt_cpu_slow_kernel(hlo_opcode opcode);
+
+/* isa.c: the instruction set the vector loops run as (fused groups, dot_rows.c, pooling.c),
+ * each compiled for every one; the widest the processor has runs, unless a test picked
+ * another. All give the same results. */
+#if defined(__GNUC__) && defined(__x86_64__)
+#define RT_CPU_X86_VARIANTS 1
+#else
+#define RT_CPU_X86_VARIANTS 0
+#endif
+typedef enum rt_cpu_isa { RT_CPU_ISA_PORTABLE, RT_CPU_ISA_AVX2, RT_CPU_ISA_AVX512, RT_CPU_ISA_COUNT } rt_cpu_isa;
+rt_cpu_isa rt_cpu_isa_in_use(void);
+const char *rt_cpu_isa_name(rt_cpu_isa isa);
+/* Test-only: runs the loops as isa from now on, process-wide; false (nothing changed) when
+ * this build or processor has no such variant. */
+bool rt_cpu_use_isa(rt_cpu_isa isa);
+
+/* dnnl_engine.c: sets the calling thread's OpenMP team to latch's thread count (one under
+ * ThreadSanitizer) for the oneDNN calls that follow; returns the size it had, for
+ * omp_set_num_threads after. */
+int rt_cpu_dnnl_team_begin(void);
+/* The instruction set oneDNN's kernels use on this host ("avx2", "avx512_core", ...). */
+const char *rt_cpu_dnnl_isa_name(void);
+
+#endif
