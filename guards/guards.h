@@ -178,7 +178,6 @@ typedef struct guard_failure {
 guard_program *guard_program_compile(const guard_set *set, hlo_diag *diag);
 void guard_program_free(guard_program *program);
 int guard_program_symbol_count(const guard_program *program);
-int guard_program_check_count(const guard_program *program);
 
 /* True when every check passes; bindings (guard_program_symbol_count entries, may be NULL
  * when there are none) then hold the symbols' values. False with why filled (may be NULL)
@@ -186,9 +185,6 @@ int guard_program_check_count(const guard_program *program);
 bool guard_program_check(const guard_program *program, const guard_tensor *inputs, int input_count,
                          const guard_static *statics, int static_count, int64_t *bindings,
                          guard_failure *why);
-
-/* One check per line, in evaluation order. */
-void guard_program_print(const guard_program *program, hlo_strbuf *sb);
 
 /* ---- describe.c ---- */
 /* One fact in the same words: "input 0 dim 1 == 784", "s0 % 4 == 0". */

@@ -128,7 +128,6 @@ void guard_program_free(guard_program *program) {
 }
 
 int guard_program_symbol_count(const guard_program *program) { return program->symbol_count; }
-int guard_program_check_count(const guard_program *program) { return program->check_count; }
 
 static bool static_equal(const guard_static *want, const guard_static *have) {
   if (want->kind != have->kind) return false;
@@ -313,12 +312,4 @@ static bool check_explained(const guard_program *program, const guard_tensor *in
     }
   }
   return true;
-}
-
-void guard_program_print(const guard_program *program, hlo_strbuf *sb) {
-  hlo_sb_printf(sb, "%d inputs\n", program->input_count);
-  for (int c = 0; c < program->check_count; c++) {
-    guard_fact_print(sb, &program->checks[c]);
-    hlo_sb_puts(sb, "\n");
-  }
 }

@@ -423,6 +423,7 @@ bool hlo_comp_sort(hlo_comp *comp, hlo_diag *diag);
 /* Reorders module->comps so callees come before callers; false on recursion or out of memory. */
 bool hlo_module_sort(hlo_module *module, hlo_diag *diag);
 hlo_ints hlo_ints_copy(hlo_arena *arena, int count, const int64_t *values);
+bool hlo_ints_equal(const hlo_ints *a, const hlo_ints *b);
 /* The instruction whose bytes instr shows unchanged: instr itself, or the operand under its
  * one-operand reshapes, bitcasts and copies. */
 const hlo_instr *hlo_under_views(const hlo_instr *instr);
@@ -679,14 +680,12 @@ hlo_status hlo_verify_decoded(const hlo_module *module, hlo_diag *diag);
  * after hlo_infer_shape accepted instr: it relies on the operand counts being right. */
 hlo_status hlo_verify_calls(const hlo_instr *instr, unsigned flags, hlo_diag *diag);
 
-/* The last of hlo_verify_module's checks on one computation alone: each instruction's
- * declared shape is its inferred shape, and its called computations fit it. For a
- * computation whose links are already known sound but whose shapes were rewritten (a cpu
- * executable bound to other sizes shares called computations with another module). */
-hlo_status hlo_verify_shapes(const hlo_comp *comp, hlo_diag *diag);
-/* The same for the instructions i with only[i] set (only NULL: all): a bound executable's
- * instructions whose shape, operand shapes and slice bounds are the compiled ones' infer
- * as they did at compile time. */
+/* The last of hlo_verify_module's checks on one computation alone, for the instructions i
+ * with only[i] set (only NULL: all): each one's declared shape is its inferred shape, and its
+ * called computations fit it. For a computation whose links are already known sound but
+ * whose shapes were rewritten: a cpu executable bound to other sizes shares called
+ * computations with another module, and leaves out the instructions whose shape, operand
+ * shapes and slice bounds are the compiled ones' (they infer as they did at compile time). */
 hlo_status hlo_verify_some_shapes(const hlo_comp *comp, const bool *only, hlo_diag *diag);
 
 /* ---- pass_*.c ---- */

@@ -16,10 +16,6 @@ int32_t hlo_module_number_origins(hlo_module *module) {
   return next;
 }
 
-static bool same_ints(const hlo_ints *a, const hlo_ints *b) {
-  return a->count == b->count && (a->count == 0 || !memcmp(a->values, b->values, sizeof(int64_t) * (size_t)a->count));
-}
-
 static bool same_text(const char *a, const char *b) { return a == b || (a && b && !strcmp(a, b)); }
 
 static bool same_literal(const hlo_literal *a, const hlo_literal *b) {
@@ -68,27 +64,27 @@ static bool same_conv(const hlo_conv_dims *a, const hlo_conv_dims *b) {
 
 static bool same_dot(const hlo_dot_dims *a, const hlo_dot_dims *b) {
   if (a == b) return true;
-  return a && b && same_ints(&a->lhs_batch, &b->lhs_batch) && same_ints(&a->lhs_contracting, &b->lhs_contracting) &&
-         same_ints(&a->rhs_batch, &b->rhs_batch) && same_ints(&a->rhs_contracting, &b->rhs_contracting);
+  return a && b && hlo_ints_equal(&a->lhs_batch, &b->lhs_batch) && hlo_ints_equal(&a->lhs_contracting, &b->lhs_contracting) &&
+         hlo_ints_equal(&a->rhs_batch, &b->rhs_batch) && hlo_ints_equal(&a->rhs_contracting, &b->rhs_contracting);
 }
 
 static bool same_gather(const hlo_gather_dims *a, const hlo_gather_dims *b) {
   if (a == b) return true;
-  return a && b && same_ints(&a->offset_dims, &b->offset_dims) &&
-         same_ints(&a->collapsed_slice_dims, &b->collapsed_slice_dims) &&
-         same_ints(&a->start_index_map, &b->start_index_map) &&
-         same_ints(&a->operand_batching_dims, &b->operand_batching_dims) &&
-         same_ints(&a->start_indices_batching_dims, &b->start_indices_batching_dims) &&
+  return a && b && hlo_ints_equal(&a->offset_dims, &b->offset_dims) &&
+         hlo_ints_equal(&a->collapsed_slice_dims, &b->collapsed_slice_dims) &&
+         hlo_ints_equal(&a->start_index_map, &b->start_index_map) &&
+         hlo_ints_equal(&a->operand_batching_dims, &b->operand_batching_dims) &&
+         hlo_ints_equal(&a->start_indices_batching_dims, &b->start_indices_batching_dims) &&
          a->index_vector_dim == b->index_vector_dim && a->indices_are_sorted == b->indices_are_sorted;
 }
 
 static bool same_scatter(const hlo_scatter_dims *a, const hlo_scatter_dims *b) {
   if (a == b) return true;
-  return a && b && same_ints(&a->update_window_dims, &b->update_window_dims) &&
-         same_ints(&a->inserted_window_dims, &b->inserted_window_dims) &&
-         same_ints(&a->scatter_dims_to_operand_dims, &b->scatter_dims_to_operand_dims) &&
-         same_ints(&a->input_batching_dims, &b->input_batching_dims) &&
-         same_ints(&a->scatter_indices_batching_dims, &b->scatter_indices_batching_dims) &&
+  return a && b && hlo_ints_equal(&a->update_window_dims, &b->update_window_dims) &&
+         hlo_ints_equal(&a->inserted_window_dims, &b->inserted_window_dims) &&
+         hlo_ints_equal(&a->scatter_dims_to_operand_dims, &b->scatter_dims_to_operand_dims) &&
+         hlo_ints_equal(&a->input_batching_dims, &b->input_batching_dims) &&
+         hlo_ints_equal(&a->scatter_indices_batching_dims, &b->scatter_indices_batching_dims) &&
          a->index_vector_dim == b->index_vector_dim && a->indices_are_sorted == b->indices_are_sorted &&
          a->unique_indices == b->unique_indices;
 }
@@ -120,10 +116,10 @@ bool hlo_instr_same_attrs(const hlo_instr *a, const hlo_instr *b, bool sizes_too
   if (!same_called(a, b)) DIFFERS("called computations");
   if (a->parameter_number != b->parameter_number) DIFFERS("parameter number");
   if (a->index != b->index) DIFFERS("index");
-  if (!same_ints(&a->dimensions, &b->dimensions)) DIFFERS("dimensions");
-  if (sizes_too && !same_ints(&a->slice_starts, &b->slice_starts)) DIFFERS("slice starts");
-  if (sizes_too && !same_ints(&a->slice_limits, &b->slice_limits)) DIFFERS("slice limits");
-  if (!same_ints(&a->slice_strides, &b->slice_strides)) DIFFERS("slice strides");
+  if (!hlo_ints_equal(&a->dimensions, &b->dimensions)) DIFFERS("dimensions");
+  if (sizes_too && !hlo_ints_equal(&a->slice_starts, &b->slice_starts)) DIFFERS("slice starts");
+  if (sizes_too && !hlo_ints_equal(&a->slice_limits, &b->slice_limits)) DIFFERS("slice limits");
+  if (!hlo_ints_equal(&a->slice_strides, &b->slice_strides)) DIFFERS("slice strides");
   if (!same_padding(a->padding, b->padding)) DIFFERS("padding");
   if (!same_window(a->window, b->window)) DIFFERS("window");
   if (!same_conv(a->conv, b->conv)) DIFFERS("convolution dimension numbers");
@@ -131,7 +127,7 @@ bool hlo_instr_same_attrs(const hlo_instr *a, const hlo_instr *b, bool sizes_too
     DIFFERS("group counts");
   if (!same_dot(a->dot, b->dot)) DIFFERS("dot dimension numbers");
   if (!same_gather(a->gather, b->gather)) DIFFERS("gather dimension numbers");
-  if (!same_ints(&a->gather_slice_sizes, &b->gather_slice_sizes)) DIFFERS("gather slice sizes");
+  if (!hlo_ints_equal(&a->gather_slice_sizes, &b->gather_slice_sizes)) DIFFERS("gather slice sizes");
   if (!same_scatter(a->scatter, b->scatter)) DIFFERS("scatter dimension numbers");
   if (a->direction != b->direction || a->compare_type != b->compare_type) DIFFERS("comparison");
   if (memcmp(&a->epsilon, &b->epsilon, sizeof a->epsilon)) DIFFERS("epsilon");

@@ -281,6 +281,10 @@ hlo_ints hlo_ints_copy(hlo_arena *arena, int count, const int64_t *values) {
   return ints;
 }
 
+bool hlo_ints_equal(const hlo_ints *a, const hlo_ints *b) {
+  return a->count == b->count && (a->count == 0 || !memcmp(a->values, b->values, sizeof(int64_t) * (size_t)a->count));
+}
+
 void hlo_replace_uses(hlo_comp *comp, hlo_instr *from, hlo_instr *to) {
   for (int i = 0; i < comp->instr_count; i++) {
     hlo_instr *instr = comp->instrs[i];

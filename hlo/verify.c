@@ -485,4 +485,3 @@ hlo_status hlo_verify_some_shapes(const hlo_comp *comp, const bool *only, hlo_di
   return status;
 }
 
-hlo_status hlo_verify_shapes(const hlo_comp *comp, hlo_diag *diag) { return hlo_verify_some_shapes(comp, NULL, diag); }

@@ -6,6 +6,7 @@
 #define RT_RUNTIME_H
 #include <stdint.h>
 #include <stddef.h>
+#include <math.h>
 #include <stdbool.h>
 
 #include "hlo/hlo.h"
@@ -66,6 +67,32 @@ uint64_t rt_get_u64(const rt_value *value, int64_t index);
 void rt_set_f64(rt_value *value, int64_t index, double element);
 void rt_set_i64(rt_value *value, int64_t index, int64_t element);
 void rt_set_u64(rt_value *value, int64_t index, uint64_t element);
+/* HLO's maximum and minimum of floats, as every backend computes them: a NaN operand wins
+ * (the first one, its payload kept), and -0 orders below +0. */
+static inline float rt_max_f32(float a, float b) {
+  if (isnan(a)) return a;
+  if (isnan(b)) return b;
+  if (a == b) return signbit(a) ? b : a;
+  return a > b ? a : b;
+}
+static inline float rt_min_f32(float a, float b) {
+  if (isnan(a)) return a;
+  if (isnan(b)) return b;
+  if (a == b) return signbit(a) ? a : b;
+  return a < b ? a : b;
+}
+static inline double rt_max_f64(double a, double b) {
+  if (isnan(a)) return a;
+  if (isnan(b)) return b;
+  if (a == b) return signbit(a) ? b : a;
+  return a > b ? a : b;
+}
+static inline double rt_min_f64(double a, double b) {
+  if (isnan(a)) return a;
+  if (isnan(b)) return b;
+  if (a == b) return signbit(a) ? a : b;
+  return a < b ? a : b;
+}
 /* Copies one element between values of the same dtype. */
 void rt_copy_element(rt_value *dst, int64_t dst_index, const rt_value *src, int64_t src_index);
 

@@ -175,10 +175,6 @@ static hlo_status check_bitcasts(const hlo_instr **at_source, const hlo_instr **
   return HLO_OK;
 }
 
-static bool same_ints(const hlo_ints *a, const hlo_ints *b) {
-  return a->count == b->count && (a->count == 0 || !memcmp(a->values, b->values, sizeof(int64_t) * (size_t)a->count));
-}
-
 /* moved[i]: bound instruction i has a shape, an operand shape or slice bounds other than the
  * compiled one's, so its shape must be inferred again. */
 static bool *moved_instructions(const hlo_comp *bound, const hlo_comp *compiled) {
@@ -188,7 +184,7 @@ static bool *moved_instructions(const hlo_comp *bound, const hlo_comp *compiled)
     bool m = !hlo_shape_equal(&b->shape, &c->shape);
     for (int k = 0; !m && k < b->operand_count; k++) m = !hlo_shape_equal(&b->operands[k]->shape, &c->operands[k]->shape);
     if (!m && b->opcode == HLO_OP_SLICE)
-      m = !same_ints(&b->slice_starts, &c->slice_starts) || !same_ints(&b->slice_limits, &c->slice_limits);
+      m = !hlo_ints_equal(&b->slice_starts, &c->slice_starts) || !hlo_ints_equal(&b->slice_limits, &c->slice_limits);
     moved[i] = m;
   }
   return moved;

@@ -19,18 +19,6 @@ void rt_blob_put_int(hlo_strbuf *out, int64_t value) {
   hlo_sb_append(out, (const char *)bytes, n);
 }
 
-static void put_u64(hlo_strbuf *out, uint64_t v) {
-  unsigned char bytes[8];
-  for (int i = 0; i < 8; i++) bytes[i] = (unsigned char)(v >> (8 * i));
-  hlo_sb_append(out, (const char *)bytes, 8);
-}
-
-void rt_blob_put_f64(hlo_strbuf *out, double value) {
-  uint64_t bits;
-  memcpy(&bits, &value, sizeof bits);
-  put_u64(out, bits);
-}
-
 void rt_blob_put_f32(hlo_strbuf *out, float value) {
   uint32_t bits;
   memcpy(&bits, &value, sizeof bits);
@@ -76,19 +64,6 @@ int64_t rt_blob_get_varint(rt_blob_in *in, const char *what) {
 }
 
 bool rt_blob_get_bool(rt_blob_in *in, const char *what) { return rt_blob_get_range(in, 0, 1, what) == 1; }
-
-double rt_blob_get_f64(rt_blob_in *in, const char *what) {
-  if (in->failed || in->end - in->p < 8) {
-    rt_blob_fail(in, what);
-    return 0;
-  }
-  uint64_t bits = 0;
-  for (int i = 0; i < 8; i++) bits |= (uint64_t)in->p[i] << (8 * i);
-  in->p += 8;
-  double v;
-  memcpy(&v, &bits, sizeof v);
-  return v;
-}
 
 float rt_blob_get_f32(rt_blob_in *in, const char *what) {
   uint32_t bits = (uint32_t)rt_blob_get_range(in, 0, UINT32_MAX, what);

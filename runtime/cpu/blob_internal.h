@@ -20,7 +20,6 @@ enum { RT_CPU_BLOB_VERSION = 5, RT_CPU_BLOB_HEADER = 17 };
 
 /* ---- writing: into an hlo_strbuf, whose failed flag is the writer's ---- */
 void rt_blob_put_int(hlo_strbuf *out, int64_t value);
-void rt_blob_put_f64(hlo_strbuf *out, double value);
 void rt_blob_put_f32(hlo_strbuf *out, float value);
 void rt_blob_put_str(hlo_strbuf *out, const char *text); /* NULL allowed */
 void rt_blob_put_bytes(hlo_strbuf *out, const void *bytes, size_t len);
@@ -56,7 +55,6 @@ static inline int64_t rt_blob_get_range(rt_blob_in *in, int64_t lo, int64_t hi, 
   return v;
 }
 bool rt_blob_get_bool(rt_blob_in *in, const char *what);
-double rt_blob_get_f64(rt_blob_in *in, const char *what);
 float rt_blob_get_f32(rt_blob_in *in, const char *what);
 /* A string copied into arena (NULL when it was written as NULL, or on failure). */
 const char *rt_blob_get_str(rt_blob_in *in, hlo_arena *arena, const char *what);

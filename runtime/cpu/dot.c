@@ -217,12 +217,6 @@ static void split_grid(dot_job *j, int64_t batch) {
   j->blocks = (j->m + j->row_height - 1) / j->row_height * j->col_blocks;
 }
 
-static bool is_identity(const int *perm, int rank) {
-  for (int i = 0; i < rank; i++)
-    if (perm[i] != i) return false;
-  return true;
-}
-
 /* perm = batch dims, then the free dims in order, then the contracting dims (free_first),
  * or batch, contracting, free. */
 static void order(const hlo_shape *s, const hlo_ints *batch, const hlo_ints *contracting, bool free_first,
@@ -263,11 +257,11 @@ static void dot_setup_for(const hlo_instr *instr, dot_setup *s) {
   for (int i = 0; i < dd->lhs_batch.count; i++) s->batch *= lhs->dims[dd->lhs_batch.values[i]];
   for (int i = 0; i < dd->lhs_contracting.count; i++) s->k *= lhs->dims[dd->lhs_contracting.values[i]];
   s->in_place = instr->shape.dtype == s->work;
-  s->b_transposed = rhs->dtype == s->work && is_identity(rhs_t_perm, rhs->rank) && !is_identity(rhs_perm, rhs->rank);
+  s->b_transposed = rhs->dtype == s->work && rt_perm_is_identity(rhs_t_perm, rhs->rank) && !rt_perm_is_identity(rhs_perm, rhs->rank);
   /* a [k][m] lhs (a weight gradient, x^T dy) is passed transposed too; with m == 1 both
    * orders are the same bytes, and gemv reads A as a plain vector */
-  s->a_transposed = s->m > 1 && lhs->dtype == s->work && is_identity(lhs_t_perm, lhs->rank) &&
-                    !is_identity(lhs_perm, lhs->rank);
+  s->a_transposed = s->m > 1 && lhs->dtype == s->work && rt_perm_is_identity(lhs_t_perm, lhs->rank) &&
+                    !rt_perm_is_identity(lhs_perm, lhs->rank);
   memcpy(s->a_perm, s->a_transposed ? lhs_t_perm : lhs_perm, sizeof s->a_perm);
   memcpy(s->b_perm, s->b_transposed ? rhs_t_perm : rhs_perm, sizeof s->b_perm);
   int64_t size = (int64_t)hlo_dtype_size(s->work), at = 64; /* offset 0 means unused */

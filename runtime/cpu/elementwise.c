@@ -132,29 +132,14 @@ static bool unary_kernel(const hlo_instr *instr, const rt_value *const *in, rt_v
 
 /* ---- binary ---- */
 
-#define MAXMIN(name, T)                                                                     \
-  static inline T name##_max(T a, T b) {                                                   \
-    if (isnan(a)) return a;                                                                \
-    if (isnan(b)) return b;                                                                \
-    if (a == b) return signbit(a) ? b : a;                                                 \
-    return a > b ? a : b;                                                                  \
-  }                                                                                        \
-  static inline T name##_min(T a, T b) {                                                   \
-    if (isnan(a)) return a;                                                                \
-    if (isnan(b)) return b;                                                                \
-    if (a == b) return signbit(a) ? a : b;                                                 \
-    return a < b ? a : b;                                                                  \
-  }
-MAXMIN(f32, float)
-MAXMIN(f64, double)
 
 #define FLOAT_BINARY_CASES(T, PRE)                                                           \
   case HLO_OP_ADD: LOOP(x + y); break;                                                       \
   case HLO_OP_SUBTRACT: LOOP(x - y); break;                                                  \
   case HLO_OP_MULTIPLY: LOOP(x * y); break;                                                  \
   case HLO_OP_DIVIDE: LOOP(x / y); break;                                                    \
-  case HLO_OP_MAXIMUM: LOOP(PRE##_max(x, y)); break;                                         \
-  case HLO_OP_MINIMUM: LOOP(PRE##_min(x, y)); break;                                         \
+  case HLO_OP_MAXIMUM: LOOP(rt_max_##PRE(x, y)); break;                                         \
+  case HLO_OP_MINIMUM: LOOP(rt_min_##PRE(x, y)); break;                                         \
   default: break;
 
 static void binary_chunk(void *ctx, int64_t begin, int64_t end) {
@@ -328,8 +313,8 @@ static void clamp_chunk(void *ctx, int64_t begin, int64_t end) {
     T *r = j->r;                                                                             \
     for (int64_t i = begin; i < end; i++) r[i] = MIN(MAX(x[i], lo[i * j->sa]), hi[i * j->sc]); \
   } while (0)
-  if (j->out_type == HLO_F32) CLAMP(float, f32_max, f32_min);
-  else CLAMP(double, f64_max, f64_min);
+  if (j->out_type == HLO_F32) CLAMP(float, rt_max_f32, rt_min_f32);
+  else CLAMP(double, rt_max_f64, rt_min_f64);
 #undef CLAMP
 }
 

@@ -22,20 +22,6 @@
 #include "tanh_f32_internal.h"
 #include "runtime/runtime.h"
 
-static inline float max_f32(float a, float b) {
-  if (isnan(a)) return a;
-  if (isnan(b)) return b;
-  if (a == b) return signbit(a) ? b : a;
-  return a > b ? a : b;
-}
-
-static inline float min_f32(float a, float b) {
-  if (isnan(a)) return a;
-  if (isnan(b)) return b;
-  if (a == b) return signbit(a) ? a : b;
-  return a < b ? a : b;
-}
-
 /* Element i of a broadcast load reads (i / inner) % period: runs of one repeated element
  * (inner > 1) or runs of consecutive elements (inner == 1). */
 #define FILL(T, CAST)                                                                        \
@@ -108,8 +94,8 @@ static void binary(hlo_opcode op, const float *a, const float *b, int len, float
     case HLO_OP_SUBTRACT: LOOP(x - y);
     case HLO_OP_MULTIPLY: LOOP(x * y);
     case HLO_OP_DIVIDE: LOOP(x / y);
-    case HLO_OP_MAXIMUM: LOOP(max_f32(x, y));
-    case HLO_OP_MINIMUM: LOOP(min_f32(x, y));
+    case HLO_OP_MAXIMUM: LOOP(rt_max_f32(x, y));
+    case HLO_OP_MINIMUM: LOOP(rt_min_f32(x, y));
     default: break;
   }
 #undef LOOP
@@ -169,7 +155,7 @@ static const float *run_tile(const rt_cpu_fusion *f, const rt_value *const *inpu
       }
       case FU_CLAMP: {
         const float *lo = reg[in->a], *x = reg[in->b], *hi = reg[in->c];
-        for (int j = 0; j < len; j++) dst[j] = min_f32(max_f32(x[j], lo[j]), hi[j]);
+        for (int j = 0; j < len; j++) dst[j] = rt_min_f32(rt_max_f32(x[j], lo[j]), hi[j]);
         break;
       }
     }
@@ -213,8 +199,8 @@ static inline void reduce_outputs(void *ctx, int64_t first, int64_t end) {
       switch (f->reducer) {
         case HLO_OP_ADD: for (int j = 0; j < len; j++) acc = acc + v[j]; break;
         case HLO_OP_MULTIPLY: for (int j = 0; j < len; j++) acc = acc * v[j]; break;
-        case HLO_OP_MAXIMUM: for (int j = 0; j < len; j++) acc = max_f32(acc, v[j]); break;
-        default: for (int j = 0; j < len; j++) acc = min_f32(acc, v[j]); break;
+        case HLO_OP_MAXIMUM: for (int j = 0; j < len; j++) acc = rt_max_f32(acc, v[j]); break;
+        default: for (int j = 0; j < len; j++) acc = rt_min_f32(acc, v[j]); break;
       }
     }
     y[o] = acc;

@@ -17,31 +17,6 @@
 #include "runtime/reference/reference.h"
 #include "runtime/runtime.h"
 
-static inline float fmax_f(float a, float b) {
-  if (isnan(a)) return a;
-  if (isnan(b)) return b;
-  if (a == b) return signbit(a) ? b : a;
-  return a > b ? a : b;
-}
-static inline float fmin_f(float a, float b) {
-  if (isnan(a)) return a;
-  if (isnan(b)) return b;
-  if (a == b) return signbit(a) ? a : b;
-  return a < b ? a : b;
-}
-static inline double fmax_d(double a, double b) {
-  if (isnan(a)) return a;
-  if (isnan(b)) return b;
-  if (a == b) return signbit(a) ? b : a;
-  return a > b ? a : b;
-}
-static inline double fmin_d(double a, double b) {
-  if (isnan(a)) return a;
-  if (isnan(b)) return b;
-  if (a == b) return signbit(a) ? a : b;
-  return a < b ? a : b;
-}
-
 /* One combine per type: integers in their unsigned twin so sums wrap. */
 #define COMBINE_FLOAT(T, MAX, MIN)                                                          \
   static inline T combine_##T(hlo_opcode op, T a, T b) {                                    \
@@ -66,8 +41,8 @@ static inline double fmin_d(double a, double b) {
 #define ADD_double(a, b) ((double)((a) + (b)))
 #define ADD_int32_t(a, b) ((int32_t)((uint32_t)(a) + (uint32_t)(b)))
 #define ADD_int64_t(a, b) ((int64_t)((uint64_t)(a) + (uint64_t)(b)))
-COMBINE_FLOAT(float, fmax_f, fmin_f)
-COMBINE_FLOAT(double, fmax_d, fmin_d)
+COMBINE_FLOAT(float, rt_max_f32, rt_min_f32)
+COMBINE_FLOAT(double, rt_max_f64, rt_min_f64)
 COMBINE_INT(int32_t, uint32_t)
 COMBINE_INT(int64_t, uint64_t)
 
@@ -169,8 +144,8 @@ DEFINE_REDUCE(double)
 DEFINE_REDUCE(int32_t)
 DEFINE_REDUCE(int64_t)
 
-/* f32 maximum or minimum of init and one contiguous run, as the in-order fold (fmax_f,
- * fmin_f) gives it, in vector lanes: the fold's result does not depend on the order but for
+/* f32 maximum or minimum of init and one contiguous run, as the in-order fold (rt_max_f32,
+ * rt_min_f32) gives it, in vector lanes: the fold's result does not depend on the order but for
  * which NaN comes out (the first) and a zero's sign (+0 wins a maximum, -0 a minimum), so
  * the lanes take the plain comparison, and a run holding a NaN, or whose result is a zero,
  * is folded again in order. A softmax's row maximum was a third of its time as the fold. */
@@ -203,7 +178,7 @@ static float extreme_run_f32(hlo_opcode op, const float *x, int64_t n, float ini
   for (int l = 0; l < LANES; l++) any_nan = any_nan || nan[l];
   if (!any_nan && lane[0] != 0) return lane[0];
   float acc = init;
-  for (i = 0; i < n; i++) acc = op == HLO_OP_MAXIMUM ? fmax_f(acc, x[i]) : fmin_f(acc, x[i]);
+  for (i = 0; i < n; i++) acc = op == HLO_OP_MAXIMUM ? rt_max_f32(acc, x[i]) : rt_min_f32(acc, x[i]);
   return acc;
 }
 #undef LANE_FOLD

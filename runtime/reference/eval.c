@@ -231,12 +231,10 @@ static hlo_status eval_forward(rt_eval *eval, const hlo_instr *instr, rt_value *
 
 static hlo_status eval_after_all(rt_eval *eval, const hlo_instr *instr, rt_value *const *args,
                                  rt_value **out) {
-  (void)eval;
-  (void)instr;
   (void)args;
   /* A token carries no data: an empty tuple stands for it. */
   *out = rt_value_new_tuple(0, NULL);
-  return HLO_OK;
+  return *out ? HLO_OK : hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory making after-all %%%s", instr->name);
 }
 
 rt_kernel rt_array_kernel(hlo_opcode opcode) {
@@ -284,7 +282,7 @@ rt_kernel rt_array_kernel(hlo_opcode opcode) {
   }
 }
 
-static rt_kernel kernel_for(hlo_opcode opcode) {
+rt_kernel rt_eval_kernel(hlo_opcode opcode) {
   rt_kernel array = rt_array_kernel(opcode);
   if (array) return array;
   switch (opcode) {
@@ -329,7 +327,7 @@ static hlo_status eval_instr(rt_eval *eval, const hlo_instr *instr, rt_value *co
       return *out ? HLO_OK : eval->diag->status;
     default: break;
   }
-  rt_kernel kernel = kernel_for(instr->opcode);
+  rt_kernel kernel = rt_eval_kernel(instr->opcode);
   if (!kernel)
     return hlo_diag_set(eval->diag, HLO_ERR_UNSUPPORTED,
                         "the reference evaluator does not support %s (instruction %%%s in %s)",

@@ -568,12 +568,6 @@ static bool compute(const conv_plan *p, hlo_dtype work, const void *x, const voi
   return ok;
 }
 
-static bool is_identity(const int *perm, int rank) {
-  for (int j = 0; j < rank; j++)
-    if (perm[j] != j) return false;
-  return true;
-}
-
 RT_KERNEL(rt_kernel_convolution) {
   if (instr->operand_count != 2) return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "needs two operands");
   const rt_value *in = args[0], *kernel = args[1];
@@ -596,7 +590,7 @@ RT_KERNEL(rt_kernel_convolution) {
   const void *x = rt_work_view(in, plan.in_perm, work, &x_copy);
   const void *w = rt_work_view(kernel, plan.kernel_perm, work, &w_copy);
   /* The result is computed in place when it already is the canonical work array. */
-  bool in_place = result->shape.dtype == work && is_identity(plan.out_perm, result->shape.rank);
+  bool in_place = result->shape.dtype == work && rt_perm_is_identity(plan.out_perm, result->shape.rank);
   void *y = in_place ? result->data : (y_copy = hlo_calloc((size_t)(result->count + 1), hlo_dtype_size(work)));
   bool ok = x && w && y && compute(&plan, work, x, w, y, kernel->count);
   if (ok && !in_place) rt_work_store(result, plan.out_perm, y, work);

@@ -128,7 +128,7 @@ static void *work_copy(const rt_value *value, const int *perm, hlo_dtype work) {
   return dst;
 }
 
-static bool is_identity(const int *perm, int rank) {
+bool rt_perm_is_identity(const int *perm, int rank) {
   for (int j = 0; j < rank; j++)
     if (perm[j] != j) return false;
   return true;
@@ -136,13 +136,13 @@ static bool is_identity(const int *perm, int rank) {
 
 const void *rt_work_view(const rt_value *value, const int *perm, hlo_dtype work, void **owned) {
   *owned = NULL;
-  if (value->shape.dtype == work && is_identity(perm, value->shape.rank)) return value->data;
+  if (value->shape.dtype == work && rt_perm_is_identity(perm, value->shape.rank)) return value->data;
   *owned = work_copy(value, perm, work);
   return *owned;
 }
 
 bool rt_work_view_copies(const hlo_shape *shape, const int *perm, hlo_dtype work) {
-  return shape->dtype != work || !is_identity(perm, shape->rank);
+  return shape->dtype != work || !rt_perm_is_identity(perm, shape->rank);
 }
 
 const void *rt_work_view_into(const rt_value *value, const int *perm, hlo_dtype work, void *space) {

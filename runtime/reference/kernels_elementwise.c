@@ -252,21 +252,9 @@ static bool pred_binary_supported(hlo_opcode op) {
   }
 }
 
-/* maximum and minimum propagate NaN (either operand) and order -0 below +0, as the
- * compiled backends do. */
-#define DEFINE_FLOAT_BINARY(name, T, S)                                                \
-  static inline T name##_max(T a, T b) {                                               \
-    if (isnan(a)) return a;                                                            \
-    if (isnan(b)) return b;                                                            \
-    if (a == b) return signbit(a) ? b : a;                                             \
-    return a > b ? a : b;                                                              \
-  }                                                                                    \
-  static inline T name##_min(T a, T b) {                                               \
-    if (isnan(a)) return a;                                                            \
-    if (isnan(b)) return b;                                                            \
-    if (a == b) return signbit(a) ? a : b;                                             \
-    return a < b ? a : b;                                                              \
-  }                                                                                    \
+/* maximum and minimum propagate NaN (either operand) and order -0 below +0 (rt_max_f32 and
+ * the like, runtime.h), as the compiled backends do. */
+#define DEFINE_FLOAT_BINARY(name, T, S, D)                                             \
   static T name(hlo_opcode op, T a, T b) {                                             \
     switch (op) {                                                                      \
       case HLO_OP_ADD: return a + b;                                                   \
@@ -276,8 +264,8 @@ static bool pred_binary_supported(hlo_opcode op) {
       case HLO_OP_REMAINDER: return fmod##S(a, b);                                     \
       case HLO_OP_POWER: return a == 1 || b == 0 ? (T)1 : pow##S(a, b);                \
       case HLO_OP_ATAN2: return atan2##S(a, b);                                        \
-      case HLO_OP_MAXIMUM: return name##_max(a, b);                                    \
-      default: return name##_min(a, b);                                                \
+      case HLO_OP_MAXIMUM: return rt_max_##D(a, b);                                    \
+      default: return rt_min_##D(a, b);                                                \
     }                                                                                  \
   }                                                                                    \
   /* The common ops get a loop each, so the switch stays out of the inner loop. */     \
@@ -289,10 +277,10 @@ static bool pred_binary_supported(hlo_opcode op) {
       case HLO_OP_MULTIPLY: for (int64_t i = 0; i < n; i++) r[i] = a[i * sa] * b[i * sb]; break; \
       case HLO_OP_DIVIDE: for (int64_t i = 0; i < n; i++) r[i] = a[i * sa] / b[i * sb]; break; \
       case HLO_OP_MAXIMUM:                                                             \
-        for (int64_t i = 0; i < n; i++) r[i] = name##_max(a[i * sa], b[i * sb]);       \
+        for (int64_t i = 0; i < n; i++) r[i] = rt_max_##D(a[i * sa], b[i * sb]);       \
         break;                                                                         \
       case HLO_OP_MINIMUM:                                                             \
-        for (int64_t i = 0; i < n; i++) r[i] = name##_min(a[i * sa], b[i * sb]);       \
+        for (int64_t i = 0; i < n; i++) r[i] = rt_min_##D(a[i * sa], b[i * sb]);       \
         break;                                                                         \
       default:                                                                         \
         for (int64_t i = 0; i < n; i++) r[i] = name(op, a[i * sa], b[i * sb]);         \
@@ -300,8 +288,8 @@ static bool pred_binary_supported(hlo_opcode op) {
     }                                                                                  \
   }
 
-DEFINE_FLOAT_BINARY(binary_f32, float, f)
-DEFINE_FLOAT_BINARY(binary_f64, double, )
+DEFINE_FLOAT_BINARY(binary_f32, float, f, f32)
+DEFINE_FLOAT_BINARY(binary_f64, double, , f64)
 
 /* base^exponent by squaring, wrapping in 64 bits; the caller truncates to the width. */
 static uint64_t integer_power(uint64_t base, uint64_t exponent) {
@@ -453,26 +441,28 @@ RT_KERNEL(rt_kernel_binary) {
    : (dir) == HLO_DIR_GT ? (a) > (b)                                                   \
                          : (a) >= (b))
 
-/* A float's bits mapped to an integer whose order is the total order
- * -NaN < -inf < ... < -0 < +0 < ... < inf < +NaN: negative patterns are flipped so that
- * larger magnitudes sort lower. */
-static int64_t total_order_key(const rt_value *value, int64_t index) {
+/* Floats in XLA's total order, -NaN < -Inf < ... < -0 < +0 < ... < +Inf < +NaN: flipping the
+ * magnitude bits of negative numbers makes the bit patterns compare as signed integers. Read
+ * from the storage bits so NaN signs and payloads keep their places. */
+int64_t rt_total_order_key(const rt_value *value, int64_t index) {
+  const void *data = value->data;
   switch (value->shape.dtype) {
     case HLO_F64: {
       int64_t bits;
-      memcpy(&bits, (const char *)value->data + index * 8, 8);
+      memcpy(&bits, (const char *)data + index * 8, 8);
       return bits < 0 ? bits ^ INT64_MAX : bits;
     }
     case HLO_F32: {
       int32_t bits;
-      memcpy(&bits, (const char *)value->data + index * 4, 4);
+      memcpy(&bits, (const char *)data + index * 4, 4);
       return bits < 0 ? bits ^ INT32_MAX : bits;
     }
-    default: {
+    case HLO_F16: case HLO_BF16: {
       int16_t bits;
-      memcpy(&bits, (const char *)value->data + index * 2, 2);
+      memcpy(&bits, (const char *)data + index * 2, 2);
       return bits < 0 ? bits ^ INT16_MAX : bits;
     }
+    default: return rt_get_i64(value, index);
   }
 }
 
@@ -531,7 +521,7 @@ RT_KERNEL(rt_kernel_compare) {
       break;
     case ORDER_TOTAL:
       for (int64_t i = 0; i < n; i++) {
-        int64_t x = total_order_key(a, i * sa), y = total_order_key(b, i * sb);
+        int64_t x = rt_total_order_key(a, i * sa), y = rt_total_order_key(b, i * sb);
         r[i] = COMPARE(dir, x, y);
       }
       break;
@@ -639,12 +629,12 @@ RT_KERNEL(rt_kernel_clamp) {
     const float *lo = ops[0]->data, *x = ops[1]->data, *hi = ops[2]->data;
     float *r = result->data;
     for (int64_t i = 0; i < n; i++)
-      r[i] = binary_f32_min(binary_f32_max(x[i * steps[1]], lo[i * steps[0]]), hi[i * steps[2]]);
+      r[i] = rt_min_f32(rt_max_f32(x[i * steps[1]], lo[i * steps[0]]), hi[i * steps[2]]);
   } else if (dtype == HLO_F64) {
     const double *lo = ops[0]->data, *x = ops[1]->data, *hi = ops[2]->data;
     double *r = result->data;
     for (int64_t i = 0; i < n; i++)
-      r[i] = binary_f64_min(binary_f64_max(x[i * steps[1]], lo[i * steps[0]]), hi[i * steps[2]]);
+      r[i] = rt_min_f64(rt_max_f64(x[i * steps[1]], lo[i * steps[0]]), hi[i * steps[2]]);
   } else {
     size_t size = hlo_dtype_size(dtype);
     bool is_float = hlo_dtype_is_float(dtype), is_signed = hlo_dtype_is_signed(dtype);

@@ -18,26 +18,14 @@
 
 #include "reference.h"
 
-/* maximum and minimum as the elementwise kernels define them: NaN wins, -0 < +0. */
+/* maximum and minimum as every backend computes them (runtime.h): NaN wins, -0 < +0. */
 #define DEFINE_FLOAT_OPS(T, S)                                                             \
-  static inline T max_##S(T a, T b) {                                                      \
-    if (isnan(a)) return a;                                                                \
-    if (isnan(b)) return b;                                                                \
-    if (a == b) return signbit(a) ? b : a;                                                 \
-    return a > b ? a : b;                                                                  \
-  }                                                                                        \
-  static inline T min_##S(T a, T b) {                                                      \
-    if (isnan(a)) return a;                                                                \
-    if (isnan(b)) return b;                                                                \
-    if (a == b) return signbit(a) ? a : b;                                                 \
-    return a < b ? a : b;                                                                  \
-  }                                                                                        \
   static inline T op_##S(hlo_opcode op, T a, T b) {                                        \
     switch (op) {                                                                          \
       case HLO_OP_ADD: return a + b;                                                       \
       case HLO_OP_MULTIPLY: return a * b;                                                  \
-      case HLO_OP_MAXIMUM: return max_##S(a, b);                                           \
-      default: return min_##S(a, b);                                                       \
+      case HLO_OP_MAXIMUM: return rt_max_##S(a, b);                                        \
+      default: return rt_min_##S(a, b);                                                    \
     }                                                                                      \
   }
 
@@ -146,8 +134,8 @@ typedef struct reduce_job {
       switch (op) {                                                                        \
         case HLO_OP_ADD: for (int64_t j = 0; j < n; j++) acc = acc + x[j]; break;          \
         case HLO_OP_MULTIPLY: for (int64_t j = 0; j < n; j++) acc = acc * x[j]; break;     \
-        case HLO_OP_MAXIMUM: for (int64_t j = 0; j < n; j++) acc = max_##S(acc, x[j]); break; \
-        default: for (int64_t j = 0; j < n; j++) acc = min_##S(acc, x[j]); break;          \
+        case HLO_OP_MAXIMUM: for (int64_t j = 0; j < n; j++) acc = rt_max_##S(acc, x[j]); break; \
+        default: for (int64_t j = 0; j < n; j++) acc = rt_min_##S(acc, x[j]); break;          \
       }                                                                                    \
       out[out_at] = acc;                                                                   \
       return;                                                                              \
@@ -226,7 +214,7 @@ static hlo_status walk(const reduce_walk *w, int64_t count, reduce_job *job) {
   return HLO_OK;
 }
 
-static const char *check_reduce(const hlo_instr *instr, rt_value *const *args, int n, bool *reduced) {
+const char *rt_reduce_check_operands(const hlo_instr *instr, rt_value *const *args, int n) {
   if (instr->called_count < 1) return "no to_apply computation";
   const hlo_shape *in = &args[0]->shape;
   for (int k = 0; k < 2 * n; k++)
@@ -239,16 +227,25 @@ static const char *check_reduce(const hlo_instr *instr, rt_value *const *args, i
     if (args[n + k]->shape.rank != 0) return "init values must be scalars";
     if (args[n + k]->shape.dtype != other->dtype) return "an init value's type differs from its input's";
   }
+  bool window = instr->opcode == HLO_OP_REDUCE_WINDOW;
+  if (n > 1 && (instr->shape.dtype != HLO_TUPLE || instr->shape.tuple_count != n))
+    return window ? "a reduce-window of several inputs returns a tuple of as many arrays"
+                  : "a reduce of several inputs returns a tuple of as many arrays";
+  if (n == 1 && instr->shape.dtype == HLO_TUPLE && instr->shape.tuple_count != 1)
+    return window ? "a reduce-window of one input returns one array" : "a reduce of one input returns one array";
+  return NULL;
+}
+
+static const char *check_reduce(const hlo_instr *instr, rt_value *const *args, int n, bool *reduced) {
+  const char *error = rt_reduce_check_operands(instr, args, n);
+  if (error) return error;
+  const hlo_shape *in = &args[0]->shape;
   for (int d = 0; d < in->rank; d++) reduced[d] = false;
   for (int i = 0; i < instr->dimensions.count; i++) {
     int64_t d = instr->dimensions.values[i];
     if (d < 0 || d >= in->rank || reduced[d]) return "bad dimensions";
     reduced[d] = true;
   }
-  if (n > 1 && (instr->shape.dtype != HLO_TUPLE || instr->shape.tuple_count != n))
-    return "a reduce of several inputs returns a tuple of as many arrays";
-  if (n == 1 && instr->shape.dtype == HLO_TUPLE && instr->shape.tuple_count != 1)
-    return "a reduce of one input returns one array";
   for (int k = 0; k < n; k++) {
     const hlo_shape *out = instr->shape.dtype == HLO_TUPLE ? &instr->shape.tuple[k] : &instr->shape;
     int rank = 0;

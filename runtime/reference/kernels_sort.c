@@ -28,31 +28,6 @@ typedef struct sorter {
   hlo_status status;
 } sorter;
 
-/* Floats in XLA's total order, -NaN < -Inf < ... < -0 < +0 < ... < +Inf < +NaN: flipping the
- * magnitude bits of negative numbers makes the bit patterns compare as signed integers. Read
- * from the storage bits so NaN signs and payloads keep their places. */
-static int64_t total_order_key(const rt_value *value, int64_t index) {
-  const void *data = value->data;
-  switch (value->shape.dtype) {
-    case HLO_F64: {
-      int64_t bits;
-      memcpy(&bits, (const char *)data + index * 8, 8);
-      return bits < 0 ? bits ^ INT64_MAX : bits;
-    }
-    case HLO_F32: {
-      int32_t bits;
-      memcpy(&bits, (const char *)data + index * 4, 4);
-      return bits < 0 ? bits ^ INT32_MAX : bits;
-    }
-    case HLO_F16: case HLO_BF16: {
-      int16_t bits;
-      memcpy(&bits, (const char *)data + index * 2, 2);
-      return bits < 0 ? bits ^ INT16_MAX : bits;
-    }
-    default: return rt_get_i64(value, index);
-  }
-}
-
 static bool fast_less(const sorter *s, int64_t a, int64_t b) {
   const rt_value *v = s->operands[s->key];
   if (s->reversed) {
@@ -62,7 +37,7 @@ static bool fast_less(const sorter *s, int64_t a, int64_t b) {
   }
   switch (s->order) {
     case ORDER_FLOAT: return rt_get_f64(v, a) < rt_get_f64(v, b);
-    case ORDER_TOTAL: return total_order_key(v, a) < total_order_key(v, b);
+    case ORDER_TOTAL: return rt_total_order_key(v, a) < rt_total_order_key(v, b);
     case ORDER_UNSIGNED: return rt_get_u64(v, a) < rt_get_u64(v, b);
     default: return rt_get_i64(v, a) < rt_get_i64(v, b);
   }

@@ -157,26 +157,6 @@ static hlo_status fold_call(fold_job *job, int64_t o, int64_t at) {
   return status;
 }
 
-static const char *check_reduce_window(const hlo_instr *instr, rt_value *const *args, int n) {
-  if (instr->called_count < 1) return "no to_apply computation";
-  const hlo_shape *in = &args[0]->shape;
-  for (int k = 0; k < 2 * n; k++)
-    if (args[k]->shape.dtype == HLO_TUPLE) return "operands must be arrays";
-  for (int k = 0; k < n; k++) {
-    const hlo_shape *other = &args[k]->shape;
-    bool same = other->rank == in->rank;
-    for (int d = 0; same && d < in->rank; d++) same = other->dims[d] == in->dims[d];
-    if (!same) return "inputs have different dimensions";
-    if (args[n + k]->shape.rank != 0) return "init values must be scalars";
-    if (args[n + k]->shape.dtype != other->dtype) return "an init value's type differs from its input's";
-  }
-  if (n > 1 && (instr->shape.dtype != HLO_TUPLE || instr->shape.tuple_count != n))
-    return "a reduce-window of several inputs returns a tuple of as many arrays";
-  if (n == 1 && instr->shape.dtype == HLO_TUPLE && instr->shape.tuple_count != 1)
-    return "a reduce-window of one input returns one array";
-  return NULL;
-}
-
 static void release_all(rt_value **values, int count) {
   for (int k = 0; k < count; k++) rt_value_release(values[k]);
 }
@@ -201,7 +181,7 @@ RT_KERNEL(rt_kernel_reduce_window) {
   int n = instr->operand_count / 2;
   if (instr->operand_count < 2 || instr->operand_count % 2 || n > MAX_WINDOW_INPUTS)
     return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "needs N inputs and N init values (N <= %d)", MAX_WINDOW_INPUTS);
-  const char *error = check_reduce_window(instr, args, n);
+  const char *error = rt_reduce_check_operands(instr, args, n);
   if (error) return rt_kernel_fail(eval, instr, HLO_ERR_INPUT, "%s", error);
   window_plan plan;
   error = plan_window(instr->window, &args[0]->shape, &plan);

@@ -53,6 +53,9 @@ hlo_status rt_kernel_fail(rt_eval *eval, const hlo_instr *instr, hlo_status code
 /* A kernel computes one instruction from its operands' values (borrowed) into a new value. */
 typedef hlo_status (*rt_kernel)(rt_eval *eval, const hlo_instr *instr, rt_value *const *args,
                                 rt_value **out);
+/* The kernel the evaluator runs for opcode: rt_array_kernel's, or control flow (call,
+ * while, conditional), tuples, forwarding ops and tokens; NULL for an opcode it cannot run. */
+rt_kernel rt_eval_kernel(hlo_opcode opcode);
 
 /* ---- kernels_*.c ---- */
 /* The reference evaluator's kernels, one group per file. Each has the rt_kernel signature:
@@ -74,6 +77,10 @@ RT_KERNEL(rt_kernel_compare);
 RT_KERNEL(rt_kernel_select);
 RT_KERNEL(rt_kernel_clamp);
 RT_KERNEL(rt_kernel_map);
+/* Element index of value as an integer whose order is XLA's total order of floats
+ * (-NaN < -Inf < ... < -0 < +0 < ... < +Inf < +NaN), read from the storage bits; an
+ * integer's own value for other types. What compare's TOTALORDER and sort use. */
+int64_t rt_total_order_key(const rt_value *value, int64_t index);
 
 /* kernels_convert.c: convert, bitcast-convert, reduce-precision */
 RT_KERNEL(rt_kernel_convert);
@@ -100,6 +107,8 @@ RT_KERNEL(rt_kernel_convolution);
  * result's storage type: f64, f32 (for f32, f16 and bf16), or s64 for integers and pred
  * (wrapping unsigned arithmetic, truncated to the result's width when stored). */
 hlo_dtype rt_work_dtype(hlo_dtype storage);
+/* Whether perm (rank entries) is 0, 1, ..., rank - 1: a view through it is the value itself. */
+bool rt_perm_is_identity(const int *perm, int rank);
 /* value as a dense work-type array whose dimension j is value's dimension perm[j]: value's
  * own data when it already is that (*owned NULL), else a copy in *owned for the caller to
  * free. NULL when out of memory. */
@@ -134,6 +143,10 @@ RT_KERNEL(rt_kernel_select_and_scatter);
  * input k's); and the simple reducer usable for a single output, else HLO_OP_COUNT (a
  * mistyped reducer also gets HLO_OP_COUNT, so the call reports it). */
 const hlo_shape *rt_reduce_declared(const hlo_instr *instr, int k);
+/* What both check of their N inputs and N init values (args): a to_apply computation,
+ * arrays, inputs of one shape, scalar inits of their input's type, and a result of N arrays
+ * (a tuple of them when N > 1). NULL, or what is wrong. */
+const char *rt_reduce_check_operands(const hlo_instr *instr, rt_value *const *args, int n);
 rt_value *rt_reduce_output(rt_eval *eval, const hlo_instr *instr, rt_value *const *args, int n, int k);
 hlo_opcode rt_fast_reducer(rt_eval *eval, const hlo_instr *instr, int n, const rt_value *output);
 /* acc[a] = op(acc[a], x[b]) for such an opcode, in acc's storage type (x has the same type),
