@@ -372,169 +372,205 @@ static hlo_status check_args(const hlo_comp *entry, rt_value *const *args, int a
   return HLO_OK;
 }
 
+/* Up to this many steps an execute keeps its cells and operands on the stack, and a tuple
+ * step of up to this many elements its element list. */
+#define FEW_STEPS 8
+
+/* One execute's state, as its steps see it: the cells (one per step; count of them), the
+ * arena, the caller's arguments, the current step's operands, the reference path's
+ * evaluator. */
+typedef struct run_state {
+  cell *cells;
+  int count;
+  char *arena;
+  rt_value *const *args;
+  rt_value **ops;
+  rt_eval *eval;
+} run_state;
+
+static hlo_status out_of_memory(run_state *r, const hlo_instr *instr) {
+  return hlo_diag_set(r->eval->diag, HLO_ERR_INTERNAL, "out of memory in %s %%%s", hlo_opcode_name(instr->opcode),
+                      instr->name);
+}
+
+/* Where a step that writes a buffer puts its result: a value of its own when it is a result
+ * of the entry (written whole by the kernel, as a buffer of the arena is), else its buffer. */
+static hlo_status place_result(const rt_cpu_step *step, run_state *r) {
+  const hlo_instr *instr = step->instr;
+  cell *c = &r->cells[instr->id];
+  if (!step->output) {
+    set_view(c, &instr->shape, r->arena + step->offset);
+    return HLO_OK;
+  }
+  c->value = rt_value_new_unfilled(&instr->shape);
+  counted(1);
+  if (!c->value)
+    return hlo_diag_set(r->eval->diag, HLO_ERR_INTERNAL, "out of memory for the result of %%%s", instr->name);
+  c->owned = true;
+  return HLO_OK;
+}
+
+/* A parameter: a view of the caller's argument; a tuple is copied (the caller's elements
+ * are not ours to retain). */
+static hlo_status run_param(const rt_cpu_step *step, run_state *r) {
+  cell *c = &r->cells[step->instr->id];
+  rt_value *arg = r->args[step->instr->parameter_number];
+  if (arg->shape.dtype != HLO_TUPLE) {
+    set_view(c, &arg->shape, arg->data);
+    return HLO_OK;
+  }
+  c->value = rt_value_copy(arg);
+  c->owned = true;
+  counted(1);
+  return HLO_OK;
+}
+
+/* A view of operand 0's bytes, or of a tuple operand's element. */
+static hlo_status run_alias(const rt_cpu_step *step, run_state *r) {
+  const hlo_instr *instr = step->instr;
+  cell *c = &r->cells[instr->id];
+  if (instr->opcode != HLO_OP_GET_TUPLE_ELEMENT) {
+    set_view(c, &instr->shape, r->ops[0]->data);
+    return HLO_OK;
+  }
+  const rt_value *tuple = r->ops[0];
+  if (tuple->shape.dtype != HLO_TUPLE || instr->index < 0 || instr->index >= tuple->tuple_count)
+    return hlo_diag_set(r->eval->diag, HLO_ERR_INPUT, "get-tuple-element %%%s: index %lld out of range", instr->name,
+                        (long long)instr->index);
+  c->view = *tuple->tuple[instr->index];
+  c->view.refcount = 1;
+  c->value = &c->view;
+  c->owned = false;
+  return HLO_OK;
+}
+
+/* A new tuple of its operands, each handed out (views copied). */
+static hlo_status run_tuple(const rt_cpu_step *step, run_state *r) {
+  const hlo_instr *instr = step->instr;
+  cell *c = &r->cells[instr->id];
+  rt_value *few[FEW_STEPS], **elements = few;
+  if (instr->operand_count > FEW_STEPS) elements = hlo_calloc((size_t)instr->operand_count, sizeof(rt_value *));
+  if (!elements) return out_of_memory(r, instr);
+  bool ok = true;
+  for (int k = 0; k < instr->operand_count; k++) {
+    elements[k] = hand_out(&r->cells[instr->operands[k]->id]);
+    ok = ok && elements[k];
+  }
+  c->value = ok ? rt_value_new_tuple(instr->operand_count, elements) : NULL;
+  counted(1);
+  if (!c->value)
+    for (int k = 0; k < instr->operand_count; k++) rt_value_release(elements[k]);
+  if (elements != few) free(elements);
+  if (!c->value) return out_of_memory(r, instr);
+  c->owned = true;
+  return HLO_OK;
+}
+
 /* A fast step with a tuple result writes each element into its own buffer; the tuple itself
  * is never a value (only its PART steps read it), so it lives on the stack for the call. */
-static hlo_status run_parts(const rt_cpu_step *step, char *arena, rt_value **ops, rt_eval *eval) {
+static hlo_status run_parts(const rt_cpu_step *step, run_state *r) {
   enum { MAX_PARTS = 8 };
   const hlo_instr *instr = step->instr;
   rt_value part_cells[MAX_PARTS];
   rt_value *parts[MAX_PARTS];
   if (step->part_count > MAX_PARTS)
-    return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "%%%s: %d tuple elements", instr->name, step->part_count);
+    return hlo_diag_set(r->eval->diag, HLO_ERR_INTERNAL, "%%%s: %d tuple elements", instr->name, step->part_count);
   for (int p = 0; p < step->part_count; p++) {
     const hlo_shape *shape = &instr->shape.tuple[p];
-    part_cells[p] = (rt_value){.refcount = 1, .data = arena + step->part_offsets[p]};
+    part_cells[p] = (rt_value){.refcount = 1, .data = r->arena + step->part_offsets[p]};
     part_cells[p].shape = hlo_shape_make(shape->dtype, shape->rank, shape->dims);
     part_cells[p].count = hlo_shape_elements(&part_cells[p].shape);
     parts[p] = &part_cells[p];
   }
   rt_value tuple = {.refcount = 1, .shape = {.dtype = HLO_TUPLE}, .tuple_count = step->part_count, .tuple = parts};
-  if (!step->fast(instr, (const rt_value *const *)ops, &tuple))
-    return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in %s %%%s", hlo_opcode_name(instr->opcode),
-                        instr->name);
+  if (!step->fast(instr, (const rt_value *const *)r->ops, &tuple)) return out_of_memory(r, instr);
   return HLO_OK;
 }
 
-/* A convolution on oneDNN into its buffer (or a value of its own, as a result), with its
- * weights kept in the arena when they are a parameter's. */
-static hlo_status run_dnnl(const rt_cpu_step *step, cell *cells, char *arena, rt_value *const *args, rt_value **ops,
-                           rt_eval *eval) {
+/* A fast kernel or a fused group into the step's result; a kept step whose arguments have
+ * the stamps it was computed from is skipped. */
+static hlo_status run_fast(const rt_cpu_step *step, run_state *r) {
   const hlo_instr *instr = step->instr;
-  cell *c = &cells[instr->id];
-  if (step->output) { /* oneDNN writes all of it, as it does a buffer of the arena */
-    c->value = rt_value_new_unfilled(&instr->shape);
-    counted(1);
-    if (!c->value) return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory for the result of %%%s", instr->name);
-    c->owned = true;
-  } else {
-    set_view(c, &instr->shape, arena + step->offset);
+  if (step->part_count) return run_parts(step, r);
+  hlo_status status = place_result(step, r);
+  if (status != HLO_OK) return status;
+  rt_value *out = r->cells[instr->id].value;
+  uint64_t *kept = step->kept ? (uint64_t *)(r->arena + step->stamp_offset) : NULL;
+  if (kept && kept_current(step, kept, r->args)) { /* computed from these contents already */
+    atomic_fetch_add(&kept_reuses, 1);
+    return HLO_OK;
   }
+  if (kept) kept[0] = 0;
+  void *scratch = step->scratch_bytes ? r->arena + step->scratch_offset : NULL;
+  const rt_value *const *in = (const rt_value *const *)r->ops;
+  bool ok = step->kind == RT_STEP_FUSED ? rt_cpu_fusion_run(step->fusion, in, out, scratch)
+            : step->fast_scratch       ? step->fast_scratch(instr, in, out, scratch)
+                                       : step->fast(instr, in, out);
+  if (!ok) return out_of_memory(r, instr);
+  if (kept) keep_stamps(step, kept, r->args);
+  return HLO_OK;
+}
+
+/* A convolution on oneDNN into its result, with its weights kept in the arena when they
+ * are a parameter's. */
+static hlo_status run_dnnl(const rt_cpu_step *step, run_state *r) {
+  const hlo_instr *instr = step->instr;
+  char *arena = r->arena;
+  hlo_status status = place_result(step, r); /* oneDNN writes all of it */
+  if (status != HLO_OK) return status;
+  cell *c = &r->cells[instr->id];
   bool kept = rt_cpu_step_keeps_weights(step);
   const rt_cpu_step *steps = step - instr->id; /* the plan's: step i is entry instruction i */
-  uint64_t stamp = step->weight_param >= 0 ? args[step->weight_param]->stamp
+  uint64_t stamp = step->weight_param >= 0 ? r->args[step->weight_param]->stamp
                    : kept ? *(const uint64_t *)(arena + steps[step->weight_kept].stamp_offset)
                           : 0;
   /* What a scan here finds finite stays known for the value's later readers this run (a
    * residual block's input: the first convolution's source, then the last one's residual). */
   bool in_finite[RT_CPU_DNNL_STEP_INPUTS] = {false};
   int inputs = rt_cpu_step_input_count(step);
-  for (int k = 0; k < inputs; k++) in_finite[k] = cells[rt_cpu_step_input(step, k)].finite;
-  hlo_status status = rt_cpu_dnnl_step(step->dnnl, (const rt_value *const *)ops, c->value->data,
-                                       step->scratch_bytes ? arena + step->scratch_offset : NULL,
-                                       kept ? arena + step->weight_offset : NULL,
-                                       kept ? (uint64_t *)(arena + step->stamp_offset) : NULL, stamp, in_finite,
-                                       &c->finite, eval->diag);
-  for (int k = 0; k < inputs; k++) cells[rt_cpu_step_input(step, k)].finite |= in_finite[k];
+  for (int k = 0; k < inputs; k++) in_finite[k] = r->cells[rt_cpu_step_input(step, k)].finite;
+  status = rt_cpu_dnnl_step(step->dnnl, (const rt_value *const *)r->ops, c->value->data,
+                            step->scratch_bytes ? arena + step->scratch_offset : NULL,
+                            kept ? arena + step->weight_offset : NULL,
+                            kept ? (uint64_t *)(arena + step->stamp_offset) : NULL, stamp, in_finite, &c->finite,
+                            r->eval->diag);
+  for (int k = 0; k < inputs; k++) r->cells[rt_cpu_step_input(step, k)].finite |= in_finite[k];
   return status;
 }
 
-/* Up to this many steps an execute keeps its cells and operands on the stack, and a tuple
- * step of up to this many elements its element list. */
-#define FEW_STEPS 8
-
-static hlo_status run_step(const rt_cpu_step *step, cell *cells, int count, char *arena,
-                           rt_value *const *args, rt_value **ops, rt_eval *eval) {
+/* A reference kernel making a new value, detached from the views it may hand back. */
+static hlo_status run_slow(const rt_cpu_step *step, run_state *r) {
   const hlo_instr *instr = step->instr;
-  cell *c = &cells[instr->id];
-  for (int k = 0; k < rt_cpu_step_input_count(step); k++) ops[k] = cells[rt_cpu_step_input(step, k)].value;
+  rt_value *out = NULL;
+  counted(1);
+  hlo_status status = step->slow(r->eval, instr, r->ops, &out);
+  if (status != HLO_OK) {
+    rt_value_release(out);
+    return status;
+  }
+  if (!out)
+    return hlo_diag_set(r->eval->diag, HLO_ERR_INTERNAL, "%s %%%s produced no value", hlo_opcode_name(instr->opcode),
+                        instr->name);
+  cell *c = &r->cells[instr->id];
+  c->value = detach(r->cells, r->count, out);
+  if (!c->value) return hlo_diag_set(r->eval->diag, HLO_ERR_INTERNAL, "out of memory in %%%s", instr->name);
+  c->owned = true;
+  return HLO_OK;
+}
+
+static hlo_status run_step(const rt_cpu_step *step, run_state *r) {
+  const hlo_instr *instr = step->instr;
+  for (int k = 0; k < rt_cpu_step_input_count(step); k++) r->ops[k] = r->cells[rt_cpu_step_input(step, k)].value;
   switch (step->kind) {
-    case RT_STEP_PARAM: {
-      rt_value *arg = args[instr->parameter_number];
-      if (arg->shape.dtype == HLO_TUPLE) { /* copied: the caller's elements are not ours to retain */
-        c->value = rt_value_copy(arg);
-        c->owned = true;
-        counted(1);
-        break;
-      }
-      set_view(c, &arg->shape, arg->data);
-      break;
-    }
-    case RT_STEP_CONST:
-      set_view(c, &instr->literal->shape, instr->literal->data);
-      break;
-    case RT_STEP_ALIAS:
-      if (instr->opcode == HLO_OP_GET_TUPLE_ELEMENT) {
-        const rt_value *tuple = ops[0];
-        if (tuple->shape.dtype != HLO_TUPLE || instr->index < 0 || instr->index >= tuple->tuple_count)
-          return hlo_diag_set(eval->diag, HLO_ERR_INPUT, "get-tuple-element %%%s: index %lld out of range",
-                              instr->name, (long long)instr->index);
-        c->view = *tuple->tuple[instr->index];
-        c->view.refcount = 1;
-        c->value = &c->view;
-        c->owned = false;
-      } else {
-        set_view(c, &instr->shape, ops[0]->data);
-      }
-      break;
-    case RT_STEP_TUPLE: {
-      rt_value *few[FEW_STEPS], **elements = few;
-      if (instr->operand_count > FEW_STEPS) elements = hlo_calloc((size_t)instr->operand_count, sizeof(rt_value *));
-      if (!elements) return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in tuple %%%s", instr->name);
-      bool ok = true;
-      for (int k = 0; k < instr->operand_count; k++) {
-        elements[k] = hand_out(&cells[instr->operands[k]->id]);
-        ok = ok && elements[k];
-      }
-      c->value = ok ? rt_value_new_tuple(instr->operand_count, elements) : NULL;
-      counted(1);
-      if (!c->value)
-        for (int k = 0; k < instr->operand_count; k++) rt_value_release(elements[k]);
-      if (elements != few) free(elements);
-      if (!c->value) return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in tuple %%%s", instr->name);
-      c->owned = true;
-      break;
-    }
-    case RT_STEP_PART:
-      set_view(c, &instr->shape, arena + step->offset);
-      break;
-    case RT_STEP_INSIDE:
-      break;
-    case RT_STEP_FAST:
-    case RT_STEP_FUSED:
-      if (step->part_count) return run_parts(step, arena, ops, eval);
-      if (step->output) { /* written whole by the kernel, as a buffer of the arena is */
-        c->value = rt_value_new_unfilled(&instr->shape);
-        counted(1);
-        if (!c->value)
-          return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory for the result of %%%s", instr->name);
-        c->owned = true;
-      } else {
-        set_view(c, &instr->shape, arena + step->offset);
-      }
-      uint64_t *kept = step->kept ? (uint64_t *)(arena + step->stamp_offset) : NULL;
-      if (kept && kept_current(step, kept, args)) { /* computed from these contents already */
-        atomic_fetch_add(&kept_reuses, 1);
-        break;
-      }
-      if (kept) kept[0] = 0;
-      void *scratch = step->scratch_bytes ? arena + step->scratch_offset : NULL;
-      const rt_value *const *in = (const rt_value *const *)ops;
-      bool ok = step->kind == RT_STEP_FUSED ? rt_cpu_fusion_run(step->fusion, in, c->value, scratch)
-                : step->fast_scratch       ? step->fast_scratch(instr, in, c->value, scratch)
-                                           : step->fast(instr, in, c->value);
-      if (!ok)
-        return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in %s %%%s",
-                            hlo_opcode_name(instr->opcode), instr->name);
-      if (kept) keep_stamps(step, kept, args);
-      break;
-    case RT_STEP_DNNL:
-      return run_dnnl(step, cells, arena, args, ops, eval);
-    case RT_STEP_SLOW: {
-      rt_value *out = NULL;
-      counted(1);
-      hlo_status status = step->slow(eval, instr, ops, &out);
-      if (status != HLO_OK) {
-        rt_value_release(out);
-        return status;
-      }
-      if (!out)
-        return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "%s %%%s produced no value",
-                            hlo_opcode_name(instr->opcode), instr->name);
-      c->value = detach(cells, count, out);
-      if (!c->value) return hlo_diag_set(eval->diag, HLO_ERR_INTERNAL, "out of memory in %%%s", instr->name);
-      c->owned = true;
-      break;
-    }
+    case RT_STEP_PARAM: return run_param(step, r);
+    case RT_STEP_CONST: set_view(&r->cells[instr->id], &instr->literal->shape, instr->literal->data); return HLO_OK;
+    case RT_STEP_ALIAS: return run_alias(step, r);
+    case RT_STEP_TUPLE: return run_tuple(step, r);
+    case RT_STEP_PART: set_view(&r->cells[instr->id], &instr->shape, r->arena + step->offset); return HLO_OK;
+    case RT_STEP_INSIDE: return HLO_OK;
+    case RT_STEP_FAST: case RT_STEP_FUSED: return run_fast(step, r);
+    case RT_STEP_DNNL: return run_dnnl(step, r);
+    case RT_STEP_SLOW: return run_slow(step, r);
   }
   return HLO_OK;
 }
@@ -580,9 +616,10 @@ static hlo_status cpu_execute(rt_executable *exe, rt_value *const *args, int arg
   if (!cells || !ops || (plan->arena_bytes && !arena))
     status = hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory: %lld bytes of buffers for %s",
                           (long long)plan->arena_bytes, exe->module->name);
+  run_state r = {.cells = cells, .count = n, .arena = arena, .args = args, .ops = ops, .eval = &eval};
   for (int i = 0; i < n && status == HLO_OK; i++) {
     const rt_cpu_step *step = &plan->steps[i];
-    status = run_step(step, cells, n, arena, args, ops, &eval);
+    status = run_step(step, &r);
     for (int f = 0; f < step->free_count; f++) {
       cell *dead = &cells[step->frees[f]];
       if (dead->owned) rt_value_release(dead->value);
