@@ -59,10 +59,10 @@ void cmd_bisect_usage(void);
 int cmd_run_load_module(const char *path, hlo_module **module);
 int cmd_run_make_inputs(const char *inputs_dir, uint64_t seed, const hlo_comp *entry, rt_value **args);
 int cmd_bench(int argc, char **argv);
-/* bench_remote.c: latch bench --remote-lookups N. */
-int bench_remote_lookups(int count);
 void cmd_parse_usage(void);
 void cmd_run_usage(void);
 void cmd_bench_usage(void);
+/* bench_remote.c: latch bench --remote-lookups N. */
+int bench_remote_lookups(int count);
 
 #endif
