@@ -1,5 +1,6 @@
 /* guards/: symbolic dimension expressions, guard sets and the guard programs a traced
- * function's later calls evaluate. The layer's one header; uses hlo/. */
+ * function's later calls evaluate. The layer's one header; uses hlo/. Declarations sit under
+ * the file that defines them. */
 #ifndef GUARDS_H
 #define GUARDS_H
 #include <stdbool.h>

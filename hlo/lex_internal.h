@@ -1,4 +1,4 @@
-/* The HLO text lexer: tokens on demand over a byte range of one NUL-terminated buffer.
+/* lex.c: the HLO text lexer: tokens on demand over a byte range of one NUL-terminated buffer.
  * Positions are byte offsets into that buffer; line and column are worked out only when a
  * message needs them, so lexing never counts lines. */
 #ifndef HLO_LEX_H

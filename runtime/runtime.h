@@ -1,7 +1,8 @@
 /* runtime/: what every backend shares: values and buffers, the backend interface (rt_backend),
  * the parallel-for shim, .npy files, fingerprints, seeded random fill, the accuracy rule and
  * test-only fault injection. The backends live in its subfolders (reference/, cpu/), each
- * behind its own header; nothing here includes them. Uses hlo/ and OpenMP. */
+ * behind its own header; nothing here includes them. Uses hlo/ and OpenMP. Declarations sit
+ * under the file that defines them. */
 #ifndef RT_RUNTIME_H
 #define RT_RUNTIME_H
 #include <stdint.h>

@@ -107,5 +107,16 @@ for h in $(find hlo guards cache runtime minify capture include tools -name '*.h
     fi
   done < "$decls"
 done
+# And each library file is named by its folder's headers (a heading, or the opening's list;
+# `pass_*.c` names every pass file): a header's map leaves no file out.
+for d in hlo guards cache runtime runtime/reference runtime/cpu minify capture; do
+  names=$(cat "$d"/*.h | grep -o '[a-zA-Z0-9_*]*\.c\b' | sort -u)
+  for c in "$d"/*.c; do
+    f=$(basename "$c"); found=0
+    for n in $names; do [ "$n" = "*.c" ] || case "$f" in $n) found=1; break ;; esac; done
+    checked=$((checked + 1))
+    [ $found = 1 ] || { echo "FAIL $c: no header of $d/ names it"; bad=$((bad + 1)); }
+  done
+done
 echo "test_layers: $((checked - bad)) passed, $bad failed"
 [ "$bad" -eq 0 ]

@@ -1,6 +1,7 @@
 /* runtime/reference/: the reference evaluator (one plain kernel per HLO op, exact semantics,
  * an fp64 mode), the reference backend and the accuracy check against it. The layer's one
- * header; the cpu backend uses its kernels as its fallback. Uses runtime/ and hlo/. */
+ * header; the cpu backend uses its kernels as its fallback. Uses runtime/ and hlo/.
+ * Declarations sit under the file that defines them. */
 #ifndef RT_REFERENCE_H
 #define RT_REFERENCE_H
 #include <stdbool.h>
