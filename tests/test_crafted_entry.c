@@ -11,7 +11,7 @@
 #include "disk_test_util.h"
 #include "hlo/hlo.h"
 #include "runtime/cpu/blob_internal.h"
-#include "runtime/cpu/cpu_internal.h"
+#include "runtime/cpu/exec_internal.h"
 #include "test.h"
 
 /* a = x.x lives in the arena until c reads it. */

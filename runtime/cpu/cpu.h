@@ -15,7 +15,7 @@
  *   the plan    kept.c kept_places.c dnnl_plan.c fusion_run.c fusion_groups.c plan.c
  *   passes      pass_fold_affine.c pass_space_to_depth.c pass_dot_repeat.c
  *   storing     blob.c bind.c serialize.c deserialize_module.c deserialize.c
- *   the backend executable.c */
+ *   the backend libraries.c executable.c */
 #ifndef RT_CPU_H
 #define RT_CPU_H
 #include "runtime/runtime.h"
@@ -31,9 +31,9 @@ int64_t rt_cpu_pass_runs(void);
 /* plan.c */
 int64_t rt_cpu_plans_built(void);
 
-/* The versions of oneDNN and OpenBLAS and the instruction set each will use, one line
+/* libraries.c: the versions of oneDNN and OpenBLAS and the instruction set each will use, one line
  * ("dnnl=2.7.3/HASH dnnl_isa=0x27 blas=OpenBLAS_0.3.21_..._MAX_THREADS=64/Haswell"), what
- * rt_backend_cpu.libraries gives the fingerprint (libraries.c). */
+ * rt_backend_cpu.libraries gives the fingerprint. */
 const char *rt_cpu_libraries(void);
 
 #endif

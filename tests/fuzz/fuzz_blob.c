@@ -17,7 +17,7 @@
 
 #include "runtime/cpu/blob_internal.h"
 #include "runtime/cpu/cpu.h"
-#include "runtime/cpu/cpu_internal.h"
+#include "runtime/cpu/exec_internal.h"
 #include "runtime/runtime.h"
 
 /* A failure must say why, as an input error or out of memory. */
