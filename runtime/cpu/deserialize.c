@@ -395,6 +395,11 @@ static const char *step_extents(const rt_cpu_plan *plan, const rt_cpu_step *s) {
   const hlo_shape *shape = &s->instr->shape;
   int64_t bytes = hlo_shape_bytes(shape);
   if (s->kind == RT_STEP_DNNL && s->dnnl->out_bytes > bytes) bytes = s->dnnl->out_bytes;
+  const hlo_instr *instr = s->instr;
+  if (s->kind == RT_STEP_CONST && !(instr->opcode == HLO_OP_CONSTANT && instr->literal && instr->literal->data &&
+                                    hlo_shape_is_array(shape) && hlo_shape_equal(&instr->literal->shape, shape)))
+    return "a constant step without its array data";
+  if (s->kind == RT_STEP_PARAM && instr->opcode != HLO_OP_PARAMETER) return "a parameter step of another op";
   bool viewed = s->kind == RT_STEP_PART || (rt_cpu_step_writes_buffer(s) && !s->output && !s->part_count);
   if (viewed && !inside(s->offset, bytes, arena)) return "its buffer";
   for (int p = 0; p < s->part_count; p++)
