@@ -2,9 +2,9 @@
 # The tree speaks of the product as it is now, and its documents point at what exists.
 #
 # 1. No words of the development process in any tracked file (documents, code, comments,
-#    tests, output strings, the Makefile, scripts): numbered issues ("issue 17", "(issues
-#    7, 16)"), numbered stops ("stop 33"), dates of work (2026-11-26 written as a date),
-#    load averages, and commit hashes (a 7-40 digit hex word, with letters and digits, that
+#    tests, output strings, the Makefile, scripts): the word for a tracked task or for a
+#    work period followed by its number (one or several), dates of work (a year-month-day
+#    date), figures of the machine's run-queue length, and commit hashes (a 7-40 digit hex word, with letters and digits, that
 #    git resolves to a commit of this repository; hex constants and hash values that are no
 #    commit are left alone).
 # 2. README.md and docs/*.md: every relative link names a file that exists (and a heading
@@ -47,7 +47,7 @@ RULES = [
     ("numbered issue", re.compile(r"\bissues?\s+#?\d", re.I)),
     ("numbered stop", re.compile(r"\bstops?\s+\d+\b", re.I)),
     ("date of work", re.compile(r"(?<![\w.-])20\d\d-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])(?![\w-])")),
-    ("load average", re.compile(r"\bload averages?\b|\bat (a )?load (of )?\d", re.I)),
+    ("machine load", re.compile(r"\bload[ ]averages?\b|\bat (a )?load (of )?\d", re.I)),
 ]
 # "issue" or "stop" ending a line whose next line, past a comment marker, starts with a number
 SPLIT = re.compile(r"\b(issues?|stops?)\s*$", re.I)

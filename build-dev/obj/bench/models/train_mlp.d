@@ -1,8 +1,0 @@
-build-dev/obj/bench/models/train_mlp.o: bench/models/train_mlp.c \
- bench/models/models.h bench/layers.h bench/bench.h include/latch.h \
- bench/models/train_common.h
-bench/models/models.h:
-bench/layers.h:
-bench/bench.h:
-include/latch.h:
-bench/models/train_common.h:

@@ -1,3 +1,0 @@
-build-dev/obj/bench/run.o: bench/run.c bench/bench.h include/latch.h
-bench/bench.h:
-include/latch.h:

@@ -1,8 +1,0 @@
-build-dev/obj/cache/remote_sign.o: cache/remote_sign.c \
- cache/remote_internal.h cache/disk_internal.h cache/cache.h hlo/hlo.h \
- hlo/opcode.def
-cache/remote_internal.h:
-cache/disk_internal.h:
-cache/cache.h:
-hlo/hlo.h:
-hlo/opcode.def:

@@ -1,3 +1,0 @@
-build-dev/obj/hlo/dtype.o: hlo/dtype.c hlo/hlo.h hlo/opcode.def
-hlo/hlo.h:
-hlo/opcode.def:

@@ -1,4 +1,0 @@
-build-dev/obj/hlo/pass_simplify.o: hlo/pass_simplify.c hlo/hlo.h \
- hlo/opcode.def
-hlo/hlo.h:
-hlo/opcode.def:

@@ -1,3 +1,0 @@
-build-dev/obj/hlo/print.o: hlo/print.c hlo/hlo.h hlo/opcode.def
-hlo/hlo.h:
-hlo/opcode.def:

@@ -1,8 +1,0 @@
-build-dev/obj/minify/needed.o: minify/needed.c minify/minify_internal.h \
- hlo/hlo.h hlo/opcode.def runtime/runtime.h cache/cache.h minify/minify.h
-minify/minify_internal.h:
-hlo/hlo.h:
-hlo/opcode.def:
-runtime/runtime.h:
-cache/cache.h:
-minify/minify.h:

@@ -1,9 +1,0 @@
-build-dev/obj/minify/signature.o: minify/signature.c \
- minify/minify_internal.h hlo/hlo.h hlo/opcode.def runtime/runtime.h \
- cache/cache.h minify/minify.h
-minify/minify_internal.h:
-hlo/hlo.h:
-hlo/opcode.def:
-runtime/runtime.h:
-cache/cache.h:
-minify/minify.h:

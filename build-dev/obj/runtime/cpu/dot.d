@@ -1,9 +1,0 @@
-build-dev/obj/runtime/cpu/dot.o: runtime/cpu/dot.c \
- runtime/cpu/cpu_internal.h runtime/cpu/cpu.h runtime/runtime.h hlo/hlo.h \
- hlo/opcode.def runtime/reference/reference.h
-runtime/cpu/cpu_internal.h:
-runtime/cpu/cpu.h:
-runtime/runtime.h:
-hlo/hlo.h:
-hlo/opcode.def:
-runtime/reference/reference.h:
