@@ -3,6 +3,7 @@
 
 #include "capture/capture.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -66,6 +67,17 @@ void cli_error(const char *format, ...) {
   vfprintf(stderr, format, args);
   fputc('\n', stderr);
   va_end(args);
+}
+
+bool cli_parse_number(const char *command, const char *flag, const char *text, double min, double *value) {
+  char *end;
+  errno = 0;
+  *value = strtod(text, &end);
+  if (errno || end == text || *end || !(*value >= min)) {
+    cli_error("%s: %s wants a number >= %g, got '%s'", command, flag, min, text);
+    return false;
+  }
+  return true;
 }
 
 int cli_fail(const hlo_diag *diag) {

@@ -26,6 +26,8 @@ int cli_parse_flags(const char *command, int argc, char **argv, const cli_flag *
 
 /* "latch: error: ..." on stderr. */
 void cli_error(const char *format, ...) __attribute__((format(printf, 1, 2)));
+/* text as a number >= min in *value; else "COMMAND: FLAG wants a number >= MIN" and false. */
+bool cli_parse_number(const char *command, const char *flag, const char *text, double min, double *value);
 /* Prints diag's message (prefixed with "latch: error: " unless it already names a place
  * with "error:") and returns its status as the exit code. */
 int cli_fail(const hlo_diag *diag);

@@ -49,17 +49,6 @@ typedef struct bisect_flags {
   rt_compile_options compile;
 } bisect_flags;
 
-static bool parse_number(const char *flag, const char *text, double min, double *value) {
-  char *end;
-  errno = 0;
-  *value = strtod(text, &end);
-  if (errno || end == text || *end || !(*value >= min)) {
-    cli_error("bisect: %s wants a number >= %g, got '%s'", flag, min, text);
-    return false;
-  }
-  return true;
-}
-
 static int parse_options(int argc, char **argv, bisect_flags *f, min_bisect_request *r, uint64_t *seed) {
   memset(f, 0, sizeof *f);
   const cli_flag flags[] = {
@@ -93,11 +82,11 @@ static int parse_options(int argc, char **argv, bisect_flags *f, min_bisect_requ
   p->timeout_s = 30;
   p->tol = RT_ACCURACY_DEFAULT_TOL;
   double number;
-  if (f->timeout && !parse_number("--timeout", f->timeout, 0.001, &p->timeout_s)) return CLI_USAGE;
-  if (f->tol && !parse_number("--tol", f->tol, 0, &p->tol)) return CLI_USAGE;
+  if (f->timeout && !cli_parse_number("bisect", "--timeout", f->timeout, 0.001, &p->timeout_s)) return CLI_USAGE;
+  if (f->tol && !cli_parse_number("bisect", "--tol", f->tol, 0, &p->tol)) return CLI_USAGE;
   *seed = 0;
   if (f->seed) {
-    if (!parse_number("--seed", f->seed, 0, &number)) return CLI_USAGE;
+    if (!cli_parse_number("bisect", "--seed", f->seed, 0, &number)) return CLI_USAGE;
     *seed = (uint64_t)strtoull(f->seed, NULL, 0);
   }
   status = cli_runtime_settings(&f->compile);

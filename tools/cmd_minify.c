@@ -79,17 +79,6 @@ typedef struct minify_flags {
   rt_compile_options compile; /* from the environment, as latch_open would take them */
 } minify_flags;
 
-static bool parse_number(const char *flag, const char *text, double min, double *value) {
-  char *end;
-  errno = 0;
-  *value = strtod(text, &end);
-  if (errno || end == text || *end || !(*value >= min)) {
-    cli_error("minify: %s wants a number >= %g, got '%s'", flag, min, text);
-    return false;
-  }
-  return true;
-}
-
 static int parse_options(int argc, char **argv, minify_flags *f, min_options *o, uint64_t *seed) {
   memset(f, 0, sizeof *f);
   const cli_flag flags[] = {
@@ -135,19 +124,19 @@ static int parse_options(int argc, char **argv, minify_flags *f, min_options *o,
   min_predicate *p = &o->predicate;
   p->timeout_s = 30;
   p->tol = RT_ACCURACY_DEFAULT_TOL;
-  if (f->timeout && !parse_number("--timeout", f->timeout, 0.001, &p->timeout_s)) return CLI_USAGE;
-  if (f->tol && !parse_number("--tol", f->tol, 0, &p->tol)) return CLI_USAGE;
+  if (f->timeout && !cli_parse_number("minify", "--timeout", f->timeout, 0.001, &p->timeout_s)) return CLI_USAGE;
+  if (f->tol && !cli_parse_number("minify", "--tol", f->tol, 0, &p->tol)) return CLI_USAGE;
   if (f->max_checks) {
-    if (!parse_number("--max-checks", f->max_checks, 1, &number)) return CLI_USAGE;
+    if (!cli_parse_number("minify", "--max-checks", f->max_checks, 1, &number)) return CLI_USAGE;
     o->max_checks = (int)number;
   }
   if (f->rechecks) {
-    if (!parse_number("--rechecks", f->rechecks, 1, &number)) return CLI_USAGE;
+    if (!cli_parse_number("minify", "--rechecks", f->rechecks, 1, &number)) return CLI_USAGE;
     o->rechecks = (int)number;
   }
   *seed = 0;
   if (f->seed) {
-    if (!parse_number("--seed", f->seed, 0, &number)) return CLI_USAGE;
+    if (!cli_parse_number("minify", "--seed", f->seed, 0, &number)) return CLI_USAGE;
     *seed = (uint64_t)strtoull(f->seed, NULL, 0);
   }
   if (f->test) {
@@ -178,7 +167,7 @@ static int parse_options(int argc, char **argv, minify_flags *f, min_options *o,
   o->any_failure = f->any_failure != NULL;
   if (!f->max_bytes) f->max_bytes = getenv("LATCH_REPRO_MAX_BYTES");
   if (f->max_bytes && *f->max_bytes) {
-    if (!parse_number("--max-bytes (or LATCH_REPRO_MAX_BYTES)", f->max_bytes, 1, &number)) return CLI_USAGE;
+    if (!cli_parse_number("minify", "--max-bytes (or LATCH_REPRO_MAX_BYTES)", f->max_bytes, 1, &number)) return CLI_USAGE;
     if (number < MIN_SMALL_INPUTS_BYTES) o->small_inputs_bytes = number; /* shapes shrink until the inputs fit */
   }
   return CLI_OK;
