@@ -28,6 +28,7 @@ import torch
 from .. import _latch
 from . import dtypes as D
 from .lowering import (lowers, _install, values, norm_dim, reshape, const, operands, Unsupported, linear, layer_norm,
+                       split_with_sizes,
                        NEG, ABS, SIGN, FLOOR, CEIL, ROUND, NOT, EXP, LOG, SQRT, TANH, SIGMOID,
                        ADD, SUB, MUL, DIV, REM, POW, MAX, MIN, AND, OR, XOR,
                        EQ, NE, LT, LE, GT, GE, SUM, MEAN, RMAX, RMIN)
@@ -256,14 +257,8 @@ def unsafe_split(x, size, dim=0):
     return [L.slice(x, dim, s, min(s + size, total), 1) for s in range(0, total, size)]
 
 
-@lowers(aten.unsafe_split_with_sizes.default)
-def unsafe_split_with_sizes(x, sizes, dim=0):
-    dim = norm_dim(dim, x.rank)
-    out, at = [], 0
-    for s in sizes:
-        out.append(L.slice(x, dim, at, at + s, 1))
-        at += s
-    return out
+# the sizes are given: the same slices as split_with_sizes
+lowers(aten.unsafe_split_with_sizes.default)(split_with_sizes)
 
 
 @lowers(aten.roll.default)
