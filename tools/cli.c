@@ -80,6 +80,22 @@ bool cli_parse_number(const char *command, const char *flag, const char *text, d
   return true;
 }
 
+int cli_check_target(const char *command, int file_count, const char *check, const char *test) {
+  if (file_count == 0) {
+    cli_error("%s: no input file (see 'latch %s --help')", command, command);
+    return CLI_USAGE;
+  }
+  if (!check == !test) {
+    cli_error("%s: give exactly one of --check compile|accuracy and --test CMD", command);
+    return CLI_USAGE;
+  }
+  if (check && strcmp(check, "compile") != 0 && strcmp(check, "accuracy") != 0) {
+    cli_error("%s: --check wants compile or accuracy, got '%s'", command, check);
+    return CLI_USAGE;
+  }
+  return CLI_OK;
+}
+
 int cli_fail(const hlo_diag *diag) {
   /* Parser messages already read "FILE:LINE:COL: error: ..."; do not prefix them twice. */
   if (strstr(diag->message, "error:")) fprintf(stderr, "%s\n", diag->message);

@@ -28,6 +28,9 @@ int cli_parse_flags(const char *command, int argc, char **argv, const cli_flag *
 void cli_error(const char *format, ...) __attribute__((format(printf, 1, 2)));
 /* text as a number >= min in *value; else "COMMAND: FLAG wants a number >= MIN" and false. */
 bool cli_parse_number(const char *command, const char *flag, const char *text, double min, double *value);
+/* The commands that check a module (minify, bisect): one input file, and exactly one of
+ * --check compile|accuracy and --test CMD. CLI_OK, or CLI_USAGE with the message printed. */
+int cli_check_target(const char *command, int file_count, const char *check, const char *test);
 /* Prints diag's message (prefixed with "latch: error: " unless it already names a place
  * with "error:") and returns its status as the exit code. */
 int cli_fail(const hlo_diag *diag);

@@ -60,19 +60,9 @@ static int parse_options(int argc, char **argv, bisect_flags *f, min_bisect_requ
   int file_count = 0;
   int status = cli_parse_flags("bisect", argc, argv, flags, (int)(sizeof flags / sizeof flags[0]), files, &file_count, 1);
   if (status != CLI_OK || f->help) return status;
-  if (file_count == 0) {
-    cli_error("bisect: no input file (see 'latch bisect --help')");
-    return CLI_USAGE;
-  }
+  status = cli_check_target("bisect", file_count, f->check, f->test);
+  if (status != CLI_OK) return status;
   f->file = files[0];
-  if (!f->check == !f->test) {
-    cli_error("bisect: give exactly one of --check compile|accuracy and --test CMD");
-    return CLI_USAGE;
-  }
-  if (f->check && strcmp(f->check, "compile") != 0 && strcmp(f->check, "accuracy") != 0) {
-    cli_error("bisect: --check wants compile or accuracy, got '%s'", f->check);
-    return CLI_USAGE;
-  }
   if (f->inputs && f->seed) {
     cli_error("bisect: --seed makes random inputs; it cannot be combined with --inputs");
     return CLI_USAGE;

@@ -94,19 +94,9 @@ static int parse_options(int argc, char **argv, minify_flags *f, min_options *o,
   int file_count = 0;
   int status = cli_parse_flags("minify", argc, argv, flags, (int)(sizeof flags / sizeof flags[0]), files, &file_count, 1);
   if (status != CLI_OK || f->help) return status;
-  if (file_count == 0) {
-    cli_error("minify: no input file (see 'latch minify --help')");
-    return CLI_USAGE;
-  }
+  status = cli_check_target("minify", file_count, f->check, f->test);
+  if (status != CLI_OK) return status;
   f->file = files[0];
-  if (!f->check == !f->test) {
-    cli_error("minify: give exactly one of --check compile|accuracy and --test CMD");
-    return CLI_USAGE;
-  }
-  if (f->check && strcmp(f->check, "compile") != 0 && strcmp(f->check, "accuracy") != 0) {
-    cli_error("minify: --check wants compile or accuracy, got '%s'", f->check);
-    return CLI_USAGE;
-  }
   if (f->test && (f->backend || f->tol)) {
     cli_error("minify: --backend and --tol belong to --check; the --test command decides alone");
     return CLI_USAGE;
