@@ -22,7 +22,7 @@ server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$tmp"' EXIT
 trap 'exit 1' HUP INT PIPE TERM
 until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.05; done
-export LATCH_CACHE=disk LATCH_CACHE_URL="redis://127.0.0.1:$port/0"
+export LATCH_CACHE=disk LATCH_CACHE_URL="redis://127.0.0.1:$port/0" LATCH_CACHE_SECRET=fleet-bench
 
 # One run: prints "FIRST_MS COMPILES LOAD_MS" summed over the models run (LOAD_MS: time
 # answering misses, compiling or loading: the part the tiers change).

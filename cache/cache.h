@@ -252,7 +252,7 @@ void cache_disk_get_stats(const cache_disk *disk, cache_disk_stats *stats);
 /* Maintenance: what `latch cache` shows and does. */
 
 typedef struct cache_disk_entry_info {
-  char name[80];        /* file name inside the directory */
+  char name[128];       /* file name inside the directory (remote: the Redis key) */
   bool is_temp;         /* a writer's temporary file, not an entry */
   cache_disk_problem problem;
   cache_key key;        /* from the header, when it could be read */
@@ -358,33 +358,47 @@ void *cache_disk_get_or_compile(cache_disk *disk, cache_key key, const char *fin
  * under the in-memory table and the disk cache (lookups go memory -> disk -> Redis ->
  * compile; a compile is written to disk and to Redis, a remote hit to disk).
  *
- * An entry's Redis key is "latch:" and the 32 hex digits that name its disk file (the graph
- * key, the fingerprint with the build identity: disk.c above); its value is the disk entry's
- * bytes (cache/disk_internal.h), followed, when a secret is set, by "LATCHMAC" and an
- * HMAC-SHA256 of those bytes under the secret. A value is used only if its checksums hold and
- * its header names the key and fingerprint asked for; with a secret, only if it is signed
- * with that secret. Anything else is a miss (and one warning per kind per process).
+ * An entry's Redis key is "latch:<namespace>:" and the 32 hex digits that name its disk file
+ * (the graph key, the fingerprint with the build identity: disk.c above); its value is the
+ * disk entry's bytes (cache/disk_internal.h), followed, when a secret is set, by "LATCHMAC"
+ * and an HMAC-SHA256 of those bytes under the secret. The namespace (default: the user's
+ * name) keeps teams and users sharing one server apart: maintenance (clear, verify --fix)
+ * acts inside it only. Entries expire ttl_s after their last write or hit, so the keys of an
+ * old build do not stay forever; an entry over max_entry_bytes is not written (one warning).
  *
- * One compile per key for the fleet: a process that misses takes a lease, "latch:lease:<hex>"
- * (SET NX with an expiry); the others poll for the entry up to a bound, then compile
- * themselves. A holder that dies only delays them until its lease expires.
+ * A value is used only if its checksums hold and its header names the key and fingerprint
+ * asked for, and only if it is signed with the secret; unsigned entries only when the URL
+ * says unsigned=1 (anyone who can write to the server could otherwise feed every process
+ * code). Without a secret and without unsigned=1 the tier is off (a warning at first use).
+ * Anything else is a miss (and one warning per kind per process).
+ *
+ * One compile per key for the fleet: a process that misses takes a lease,
+ * "latch:<namespace>:lease:<hex>" (SET NX with an expiry, renewed while the compile runs);
+ * the others poll for the entry up to a bound, then compile themselves. A holder that dies
+ * only delays them until its lease expires; a lease held past wait_ms is taken over.
  *
  * Failures never fail the caller: refused, lost or slow connections (every connect and every
  * command has a deadline), error replies (wrong password, out of memory) and garbage are a
  * miss or a skipped write, with one warning per kind per process; after failures_before_rest
  * failures in a row the tier rests for rest_ms, answering at once. Passwords and the secret
- * never appear in a message: messages name the server by cache_remote_name.
+ * never appear in a message: messages name the server by cache_remote_name. A Redis Cluster
+ * node or a Sentinel is refused when first connected to (its INFO says so), with a warning:
+ * the tier wants one standalone server (or a proxy in front of a cluster).
  *
  * A cache_remote may be used by many threads at once: its one connection is used under a
  * lock, one command at a time. It connects on first use, not when opened. */
-enum { CACHE_REMOTE_TEXT_MAX = 256 };
+enum { CACHE_REMOTE_TEXT_MAX = 256, CACHE_REMOTE_NAMESPACE_MAX = 65 };
 
 typedef struct cache_remote_config {
   bool unix_socket;                  /* host is a socket's path */
   char host[CACHE_REMOTE_TEXT_MAX];  /* a name, an address, or the socket's path */
   int port;                          /* 6379 unless the URL says */
-  char user[128], password[CACHE_REMOTE_TEXT_MAX]; /* "" when none */
+  char user[128], password[CACHE_REMOTE_TEXT_MAX]; /* "" when none; zeroed by cache_remote_close */
   int db;                            /* SELECTed when not 0 */
+  char namespace_name[CACHE_REMOTE_NAMESPACE_MAX]; /* [A-Za-z0-9._-]; default the user's name */
+  int ttl_s;              /* entries' expiry (EX), refreshed on each hit: a week; 0: never */
+  int max_entry_bytes;    /* larger entries are not written: 256 MiB */
+  bool allow_unsigned;    /* unsigned=1: entries without a signature are used (and written) */
   /* Bounds, in milliseconds; the URL's query may set each (?timeout_ms=100&...). */
   int connect_timeout_ms; /* a connection and its AUTH/SELECT: 250 */
   int timeout_ms;         /* one command, sent and answered: 250 */
@@ -405,22 +419,29 @@ typedef struct cache_remote_stats {
   uint64_t skipped;      /* calls answered at once while resting */
   uint64_t lease_waits;  /* misses that waited for another process's compile */
   uint64_t wait_timeouts; /* waits that ended without the entry */
+  uint64_t oversized;     /* entries not written: over max_entry_bytes */
 } cache_remote_stats;
 
 typedef struct cache_remote cache_remote;
 
 /* ---- remote_url.c ---- */
 
-/* redis://[user:password@]host[:port][/db][?name=ms&...] or unix://[user:password@]/path[?db=N&...];
+/* redis://[user:password@]host[:port][/db][?name=value&...] or unix://[user:password@]/path[?db=N&...];
  * user and password may be %-encoded; names: connect_timeout_ms, timeout_ms, lease_ms,
- * wait_ms, rest_ms (and db for unix). HLO_ERR_INPUT names what is wrong, never the password. */
+ * wait_ms, rest_ms, namespace, ttl_s, max_entry_bytes, unsigned (and db for unix).
+ * HLO_ERR_INPUT names what is wrong, never the password. */
 hlo_status cache_remote_parse_url(const char *url, cache_remote_config *config, hlo_diag *diag);
+/* Sets the namespace (HLO_ERR_INPUT when empty, too long or outside [A-Za-z0-9._-]). */
+hlo_status cache_remote_set_namespace(cache_remote_config *config, const char *name, hlo_diag *diag);
+/* Sets the password (HLO_ERR_INPUT when empty or too long) and the URL shown says there is one. */
+hlo_status cache_remote_set_password(cache_remote_config *config, const char *password, hlo_diag *diag);
 
 /* ---- remote.c ---- */
 
-/* secret NULL or "": entries are written unsigned and read whether signed or not. Connects on
- * first use; NULL only when memory runs out (with diag). */
-cache_remote *cache_remote_open(const cache_remote_config *config, const char *secret, hlo_diag *diag);
+/* secret NULL or "": no signatures; the tier is then off unless config->allow_unsigned
+ * (entries written unsigned and read whether signed or not). config's password is copied and
+ * zeroed in config. Connects on first use; NULL only when memory runs out (with diag). */
+cache_remote *cache_remote_open(cache_remote_config *config, const char *secret, hlo_diag *diag);
 void cache_remote_close(cache_remote *remote);
 /* The URL without credentials. */
 const char *cache_remote_name(const cache_remote *remote);
@@ -449,6 +470,9 @@ bool cache_remote_lease_holder(cache_remote *remote, cache_key key, const char *
  * (someone else holds it now) or UNAVAILABLE. */
 cache_lease cache_remote_take_over(cache_remote *remote, cache_key key, const char *fingerprint,
                                    const char holder[CACHE_LEASE_TOKEN], char token[CACHE_LEASE_TOKEN]);
+/* Extends the lease by lease_ms if token still holds it; false when it does not (or no answer). */
+bool cache_remote_renew(cache_remote *remote, cache_key key, const char *fingerprint,
+                        const char token[CACHE_LEASE_TOKEN]);
 /* Deletes the lease if it is still the one token names. */
 void cache_remote_release(cache_remote *remote, cache_key key, const char *fingerprint,
                           const char token[CACHE_LEASE_TOKEN]);
@@ -471,12 +495,12 @@ void *cache_tiers_get_or_compile(cache_disk *disk, cache_remote *remote, cache_k
 /* ---- remote_admin.c ---- */
 /* Maintenance: latch cache --remote. */
 
-/* Calls visit for each entry on the server (info->name is its Redis key), totalling them in
+/* Calls visit for each entry of the namespace on the server (info->name is its Redis key), totalling them in
  * summary; check: verify checksums and signature (else the header only); fix: delete the bad
  * ones. A server that cannot be reached is HLO_ERR_INTERNAL naming it. */
 hlo_status cache_remote_scan(cache_remote *remote, bool check, bool fix, cache_disk_visit_fn visit, void *ctx,
                              cache_disk_summary *summary, hlo_diag *diag);
-/* Deletes every entry and lease. */
+/* Deletes every entry and lease of the namespace (other namespaces' keys are left alone). */
 hlo_status cache_remote_clear(cache_remote *remote, cache_disk_summary *summary, hlo_diag *diag);
 
 typedef struct cache_remote_server {
@@ -488,9 +512,11 @@ hlo_status cache_remote_server_info(cache_remote *remote, cache_remote_server *s
 
 /* Copies every valid entry of the disk cache in dir to the server (push) or the other way
  * (pull, keeping dir under max_bytes: 0 is CACHE_DISK_DEFAULT_MAX_BYTES); *copied counts
- * those written, *skipped those already there or not valid. */
+ * those written, *skipped those already there or not valid; push's *refused those the tier
+ * did not write (over max_entry_bytes, refused by the server, no answer), which make it fail.
+ * Without a secret both refuse to run unless the URL says unsigned=1. */
 hlo_status cache_remote_push(cache_remote *remote, const char *dir, uint64_t *copied, uint64_t *skipped,
-                             hlo_diag *diag);
+                             uint64_t *refused, hlo_diag *diag);
 hlo_status cache_remote_pull(cache_remote *remote, const char *dir, uint64_t max_bytes, uint64_t *copied,
                              uint64_t *skipped, hlo_diag *diag);
 

@@ -1,5 +1,6 @@
-/* The remote tier (promises in remote.h): the connection made on first use, the rest after
- * repeated failures, warnings once per kind, and the entry calls get, put and the lease. */
+/* The remote tier (promises in cache.h): the connection made on first use (and refused when
+ * the server is a Cluster node or a Sentinel), the rest after repeated failures, warnings once
+ * per kind, and the entry calls get, put and the lease. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -14,19 +15,29 @@
 #include "remote_internal.h"
 
 struct cache_remote {
-  cache_remote_config config;
+  cache_remote_config config; /* its password kept for reconnecting, zeroed at close */
   unsigned char *secret;
   size_t secret_len;
+  bool off;                /* no secret and no unsigned=1: nothing read or written */
+  atomic_bool unsupported; /* the server is a Cluster node or a Sentinel */
   pthread_mutex_t lock; /* conn, failures_in_a_row, resting_until */
   remote_conn conn;
   int failures_in_a_row;
   double resting_until; /* seconds on the monotonic clock */
-  atomic_uint_fast64_t hits, misses, writes, rejected, failures, rests, skipped, lease_waits, wait_timeouts;
+  atomic_uint_fast64_t hits, misses, writes, rejected, failures, rests, skipped, lease_waits, wait_timeouts, oversized;
 };
 
 /* ---- warnings, once per kind per process ---- */
 
-typedef enum warning_kind { WARN_UNAVAILABLE, WARN_AUTH, WARN_REFUSED, WARN_KIND_COUNT } warning_kind;
+typedef enum warning_kind {
+  WARN_UNAVAILABLE,
+  WARN_AUTH,
+  WARN_REFUSED,
+  WARN_OFF,
+  WARN_MODE,
+  WARN_TOO_BIG,
+  WARN_KIND_COUNT
+} warning_kind;
 static atomic_bool warned[WARN_KIND_COUNT];
 static atomic_bool warned_entry[CACHE_DISK_PROBLEM_COUNT];
 
@@ -57,17 +68,20 @@ void remote_warn_entry(cache_remote *remote, const char *name, cache_disk_proble
 
 /* ---- open, close ---- */
 
-cache_remote *cache_remote_open(const cache_remote_config *config, const char *secret, hlo_diag *diag) {
+cache_remote *cache_remote_open(cache_remote_config *config, const char *secret, hlo_diag *diag) {
   cache_remote *remote = hlo_calloc(1, sizeof *remote);
   size_t secret_len = secret ? strlen(secret) : 0;
   if (remote && secret_len && (remote->secret = hlo_malloc(secret_len))) memcpy(remote->secret, secret, secret_len);
+  if (remote) remote->config = *config;
+  explicit_bzero(config->password, sizeof config->password);
   if (!remote || (secret_len && !remote->secret)) {
+    if (remote) explicit_bzero(remote->config.password, sizeof remote->config.password);
     free(remote);
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory opening the remote compile cache");
     return NULL;
   }
   remote->secret_len = secret_len;
-  remote->config = *config;
+  remote->off = secret_len == 0 && !remote->config.allow_unsigned;
   remote->conn.fd = -1;
   pthread_mutex_init(&remote->lock, NULL);
   return remote;
@@ -77,7 +91,8 @@ void cache_remote_close(cache_remote *remote) {
   if (!remote) return;
   remote_conn_close(&remote->conn);
   pthread_mutex_destroy(&remote->lock);
-  if (remote->secret) memset(remote->secret, 0, remote->secret_len);
+  if (remote->secret) explicit_bzero(remote->secret, remote->secret_len);
+  explicit_bzero(remote->config.password, sizeof remote->config.password);
   free(remote->secret);
   free(remote);
 }
@@ -102,6 +117,7 @@ void cache_remote_get_stats(const cache_remote *remote, cache_remote_stats *stat
   stats->skipped = atomic_load(&r->skipped);
   stats->lease_waits = atomic_load(&r->lease_waits);
   stats->wait_timeouts = atomic_load(&r->wait_timeouts);
+  stats->oversized = atomic_load(&r->oversized);
 }
 
 /* ---- one command, with the rest and the warnings ---- */
@@ -148,7 +164,33 @@ static bool handshake_step(cache_remote *remote, int argc, const char **argv) {
   return false;
 }
 
-/* AUTH and SELECT on a new connection (lock held). */
+/* The server's mode from INFO ("standalone", "cluster", "sentinel"); false after failed(). A
+ * Cluster node answers MOVED for most keys and a Sentinel holds no data: both are refused for
+ * good, with one warning, rather than counted as failures key by key. */
+static bool standalone(cache_remote *remote) {
+  const char *argv[2] = {"INFO", "server"};
+  char why[200], mode[32] = "";
+  redisReply *reply = NULL;
+  remote_fail fail = remote_conn_call(&remote->conn, 2, argv, NULL, remote->config.connect_timeout_ms, &reply, why,
+                                      sizeof why);
+  if (fail == REMOTE_OK && (reply->type == REDIS_REPLY_STRING || reply->type == REDIS_REPLY_STATUS)) {
+    const char *at = strstr(reply->str, "redis_mode:");
+    if (at) snprintf(mode, sizeof mode, "%.*s", (int)strcspn(at + 11, "\r\n"), at + 11);
+  }
+  if (reply) freeReplyObject(reply);
+  if (fail != REMOTE_OK) {
+    failed(remote, why, false);
+    return false;
+  }
+  if (strcmp(mode, "cluster") != 0 && strcmp(mode, "sentinel") != 0) return true;
+  atomic_store(&remote->unsupported, true);
+  warn(&warned[WARN_MODE], remote, "the server is a Redis %s; the remote tier wants one standalone server (for a "
+       "cluster, a proxy that presents it as one), so it is off", strcmp(mode, "cluster") == 0 ? "Cluster node" : "Sentinel");
+  remote_conn_close(&remote->conn);
+  return false;
+}
+
+/* AUTH, the server's mode and SELECT on a new connection (lock held). */
 static bool handshake(cache_remote *remote) {
   const cache_remote_config *c = &remote->config;
   if (c->password[0]) {
@@ -159,6 +201,7 @@ static bool handshake(cache_remote *remote) {
     argv[argc++] = c->password;
     if (!handshake_step(remote, argc, argv)) return false;
   }
+  if (!standalone(remote)) return false;
   if (c->db) {
     char db[16];
     snprintf(db, sizeof db, "%d", c->db);
@@ -182,6 +225,10 @@ static bool connected(cache_remote *remote) {
 
 bool remote_call(cache_remote *remote, int argc, const char **argv, const size_t *lens, redisReply **reply) {
   *reply = NULL;
+  if (atomic_load(&remote->unsupported)) {
+    atomic_fetch_add(&remote->skipped, 1);
+    return false;
+  }
   pthread_mutex_lock(&remote->lock);
   if (remote->resting_until > 0 && cache_now_seconds() < remote->resting_until) {
     pthread_mutex_unlock(&remote->lock);
@@ -220,9 +267,32 @@ bool remote_call(cache_remote *remote, int argc, const char **argv, const size_t
 
 /* ---- entries ---- */
 
+/* Whether the tier is off for want of a secret (warned once, when first used). */
+static bool off(cache_remote *remote) {
+  if (remote->off)
+    warn(&warned[WARN_OFF], remote, "no LATCH_CACHE_SECRET, and unsigned entries are refused (anyone who can write "
+         "to the server could feed this process code): the remote tier is off; set LATCH_CACHE_SECRET, or add "
+         "unsigned=1 to the URL's query to use unsigned entries");
+  return remote->off;
+}
+
+/* A hit keeps the entry ttl_s longer: entries in use stay, an old build's expire. */
+static void refresh(cache_remote *remote, const char *name) {
+  if (remote->config.ttl_s <= 0) return;
+  char seconds[16];
+  snprintf(seconds, sizeof seconds, "%d", remote->config.ttl_s);
+  const char *argv[3] = {"EXPIRE", name, seconds};
+  redisReply *reply = NULL;
+  if (remote_call(remote, 3, argv, NULL, &reply)) freeReplyObject(reply);
+}
+
 bool cache_remote_get(cache_remote *remote, cache_key key, const char *fingerprint, void **bytes, size_t *len) {
+  if (off(remote)) {
+    atomic_fetch_add(&remote->misses, 1);
+    return false;
+  }
   char name[REMOTE_KEY_MAX];
-  remote_entry_key(key, fingerprint, name);
+  remote_entry_key(remote->config.namespace_name, key, fingerprint, name);
   const char *argv[2] = {"GET", name};
   redisReply *reply = NULL;
   bool hit = false;
@@ -231,8 +301,8 @@ bool cache_remote_get(cache_remote *remote, cache_key key, const char *fingerpri
       cache_disk_entry_info *info = hlo_malloc(sizeof *info); /* 4 KiB of fingerprint: not on the stack */
       const unsigned char *payload = NULL;
       cache_disk_problem problem = info ? remote_entry_decode((const unsigned char *)reply->str, reply->len, &key,
-                                                              fingerprint, remote->secret, remote->secret_len, info,
-                                                              &payload)
+                                                              fingerprint, remote->secret, remote->secret_len,
+                                                              remote->config.allow_unsigned, info, &payload)
                                         : CACHE_DISK_READ_ERROR;
       if (problem == CACHE_DISK_OK) {
         *len = (size_t)info->payload_bytes;
@@ -248,20 +318,30 @@ bool cache_remote_get(cache_remote *remote, cache_key key, const char *fingerpri
     }
     freeReplyObject(reply);
   }
+  if (hit) refresh(remote, name);
   atomic_fetch_add(hit ? &remote->hits : &remote->misses, 1);
   return hit;
 }
 
 bool cache_remote_put(cache_remote *remote, cache_key key, const char *fingerprint, const void *bytes, size_t len) {
+  if (off(remote)) return false;
+  char name[REMOTE_KEY_MAX];
+  remote_entry_key(remote->config.namespace_name, key, fingerprint, name);
+  if (len > (size_t)remote->config.max_entry_bytes) {
+    atomic_fetch_add(&remote->oversized, 1);
+    warn(&warned[WARN_TOO_BIG], remote, "%s: an entry of %zu bytes is over max_entry_bytes=%d; not written", name, len,
+         remote->config.max_entry_bytes);
+    return false;
+  }
   size_t value_len = 0;
   unsigned char *value = remote_entry_encode(key, fingerprint, bytes, len, remote->secret, remote->secret_len, &value_len);
   if (!value) return false;
-  char name[REMOTE_KEY_MAX];
-  remote_entry_key(key, fingerprint, name);
-  const char *argv[3] = {"SET", name, (const char *)value};
-  size_t lens[3] = {3, strlen(name), value_len};
+  char seconds[16];
+  snprintf(seconds, sizeof seconds, "%d", remote->config.ttl_s);
+  const char *argv[5] = {"SET", name, (const char *)value, "EX", seconds};
+  size_t lens[5] = {3, strlen(name), value_len, 2, strlen(seconds)};
   redisReply *reply = NULL;
-  bool ok = remote_call(remote, 3, argv, lens, &reply);
+  bool ok = remote_call(remote, remote->config.ttl_s > 0 ? 5 : 3, argv, lens, &reply);
   free(value);
   if (reply) freeReplyObject(reply);
   if (ok) atomic_fetch_add(&remote->writes, 1);
@@ -270,7 +350,7 @@ bool cache_remote_put(cache_remote *remote, cache_key key, const char *fingerpri
 
 void cache_remote_reject(cache_remote *remote, cache_key key, const char *fingerprint, cache_disk_problem problem) {
   char name[REMOTE_KEY_MAX];
-  remote_entry_key(key, fingerprint, name);
+  remote_entry_key(remote->config.namespace_name, key, fingerprint, name);
   remote_warn_entry(remote, name, problem);
 }
 
@@ -289,8 +369,9 @@ static void new_token(char token[CACHE_LEASE_TOKEN]) {
 
 cache_lease cache_remote_lease(cache_remote *remote, cache_key key, const char *fingerprint,
                                char token[CACHE_LEASE_TOKEN]) {
+  if (off(remote)) return CACHE_LEASE_UNAVAILABLE;
   char name[REMOTE_KEY_MAX], ms[16];
-  remote_lease_key(key, fingerprint, name);
+  remote_lease_key(remote->config.namespace_name, key, fingerprint, name);
   new_token(token);
   snprintf(ms, sizeof ms, "%d", remote->config.lease_ms);
   const char *argv[6] = {"SET", name, token, "NX", "PX", ms};
@@ -306,7 +387,7 @@ cache_lease cache_remote_lease(cache_remote *remote, cache_key key, const char *
 bool cache_remote_lease_holder(cache_remote *remote, cache_key key, const char *fingerprint,
                                char holder[CACHE_LEASE_TOKEN]) {
   char name[REMOTE_KEY_MAX];
-  remote_lease_key(key, fingerprint, name);
+  remote_lease_key(remote->config.namespace_name, key, fingerprint, name);
   const char *argv[3] = {"GETRANGE", name, "0"};
   char last[16];
   snprintf(last, sizeof last, "%d", CACHE_LEASE_TOKEN - 2);
@@ -327,7 +408,7 @@ cache_lease cache_remote_take_over(cache_remote *remote, cache_key key, const ch
       "local v = redis.call('getrange', KEYS[1], 0, tonumber(ARGV[4])) "
       "if v == ARGV[1] then redis.call('set', KEYS[1], ARGV[2], 'px', ARGV[3]) return 1 end return 0";
   char name[REMOTE_KEY_MAX], ms[16], last[16];
-  remote_lease_key(key, fingerprint, name);
+  remote_lease_key(remote->config.namespace_name, key, fingerprint, name);
   new_token(token);
   snprintf(ms, sizeof ms, "%d", remote->config.lease_ms);
   snprintf(last, sizeof last, "%d", CACHE_LEASE_TOKEN - 2);
@@ -346,10 +427,25 @@ void cache_remote_release(cache_remote *remote, cache_key key, const char *finge
   static const char script[] =
       "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
   char name[REMOTE_KEY_MAX];
-  remote_lease_key(key, fingerprint, name);
+  remote_lease_key(remote->config.namespace_name, key, fingerprint, name);
   const char *argv[5] = {"EVAL", script, "1", name, token};
   redisReply *reply = NULL;
   if (remote_call(remote, 5, argv, NULL, &reply)) freeReplyObject(reply);
+}
+
+bool cache_remote_renew(cache_remote *remote, cache_key key, const char *fingerprint,
+                        const char token[CACHE_LEASE_TOKEN]) {
+  static const char script[] =
+      "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0";
+  char name[REMOTE_KEY_MAX], ms[16];
+  remote_lease_key(remote->config.namespace_name, key, fingerprint, name);
+  snprintf(ms, sizeof ms, "%d", remote->config.lease_ms);
+  const char *argv[6] = {"EVAL", script, "1", name, token, ms};
+  redisReply *reply = NULL;
+  if (!remote_call(remote, 6, argv, NULL, &reply)) return false;
+  bool ours = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
+  freeReplyObject(reply);
+  return ours;
 }
 
 void remote_count_wait(cache_remote *remote, bool timed_out) {

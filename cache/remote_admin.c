@@ -1,7 +1,8 @@
 /* Looking after the remote tier (latch cache --remote): listing and verifying entries with
  * SCAN (never KEYS, which stops the server while it runs), clearing them, the server's memory
- * figures, and copying entries between a disk cache and the server. Leases count as the
- * remote tier's temporary files. */
+ * figures, and copying entries between a disk cache and the server. Every scan matches the
+ * configured namespace's keys only: other users' and teams' entries on a shared server are
+ * never listed, checked or deleted. Leases count as the remote tier's temporary files. */
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -18,10 +19,11 @@ static hlo_status unreachable(const cache_remote *remote, hlo_diag *diag) {
                       cache_remote_name(remote));
 }
 
-/* Calls each(ctx, key, len) for every key matching pattern; false when the server failed. */
-static bool scan_keys(cache_remote *remote, const char *pattern, void (*each)(void *, const char *, size_t),
-                      void *ctx) {
-  char cursor[32] = "0";
+/* Calls each(ctx, key, len) for every key of the namespace matching "latch:<namespace>:" and
+ * tail (a glob; the namespace's characters are none of glob's); false when the server failed. */
+static bool scan_keys(cache_remote *remote, const char *tail, void (*each)(void *, const char *, size_t), void *ctx) {
+  char cursor[32] = "0", pattern[REMOTE_KEY_MAX];
+  snprintf(pattern, sizeof pattern, "latch:%s:%s", cache_remote_config_of(remote)->namespace_name, tail);
   do {
     const char *argv[6] = {"SCAN", cursor, "MATCH", pattern, "COUNT", "500"};
     redisReply *reply = NULL;
@@ -74,17 +76,18 @@ static cache_disk_problem check_value(scan_state *s, const char *name, const red
   if (value->type != REDIS_REPLY_STRING) return CACHE_DISK_MAGIC;
   size_t secret_len;
   const unsigned char *secret = remote_secret(s->remote, &secret_len);
+  const cache_remote_config *config = cache_remote_config_of(s->remote);
   cache_disk_problem problem = remote_entry_decode((const unsigned char *)value->str, value->len, NULL, NULL, secret,
-                                                   s->check ? secret_len : 0, s->info, NULL);
+                                                   s->check ? secret_len : 0, config->allow_unsigned, s->info, NULL);
   if (problem) return problem;
   char want[REMOTE_KEY_MAX];
-  remote_entry_key(s->info->key, s->info->fingerprint, want);
+  remote_entry_key(config->namespace_name, s->info->key, s->info->fingerprint, want);
   return strcmp(want, name) == 0 ? CACHE_DISK_OK : CACHE_DISK_MISMATCH;
 }
 
 static void scan_one(void *ctx, const char *key, size_t len) {
   scan_state *s = ctx;
-  if (s->failed || !remote_is_entry_key(key, len)) return;
+  if (s->failed || !remote_is_entry_key(cache_remote_config_of(s->remote)->namespace_name, key, len)) return;
   char name[REMOTE_KEY_MAX];
   memcpy(name, key, len + 1);
   time_t idle = idle_seconds(s->remote, name); /* before the GET, which makes it 0 */
@@ -129,8 +132,8 @@ hlo_status cache_remote_scan(cache_remote *remote, bool check, bool fix, cache_d
   memset(summary, 0, sizeof *summary);
   scan_state s = {remote, check, fix, false, visit, ctx, summary, hlo_malloc(sizeof(cache_disk_entry_info))};
   if (!s.info) return hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
-  bool ok = scan_keys(remote, "latch:????????????????????????????????", scan_one, &s) && !s.failed &&
-            scan_keys(remote, "latch:lease:*", count_lease, summary);
+  bool ok = scan_keys(remote, "????????????????????????????????", scan_one, &s) && !s.failed &&
+            scan_keys(remote, "lease:*", count_lease, summary);
   free(s.info);
   return ok ? HLO_OK : unreachable(remote, diag);
 }
@@ -152,7 +155,8 @@ static void clear_one(void *ctx, const char *key, size_t len) {
   redisReply *gone = size ? call1(c->remote, "DEL", name) : NULL;
   if (!gone) c->failed = true;
   else if (gone->type == REDIS_REPLY_INTEGER && gone->integer == 1) {
-    bool lease = strncmp(name, "latch:lease:", 12) == 0;
+    size_t prefix = 7 + strlen(cache_remote_config_of(c->remote)->namespace_name);
+    bool lease = strncmp(name + prefix, "lease:", 6) == 0;
     if (lease) c->summary->temps++;
     else c->summary->entries++;
     c->summary->removed++;
@@ -165,7 +169,7 @@ static void clear_one(void *ctx, const char *key, size_t len) {
 hlo_status cache_remote_clear(cache_remote *remote, cache_disk_summary *summary, hlo_diag *diag) {
   memset(summary, 0, sizeof *summary);
   clear_state c = {remote, summary, false};
-  bool ok = scan_keys(remote, "latch:*", clear_one, &c) && !c.failed;
+  bool ok = scan_keys(remote, "*", clear_one, &c) && !c.failed;
   return ok ? HLO_OK : unreachable(remote, diag);
 }
 
@@ -203,7 +207,7 @@ typedef struct copy_state {
   cache_remote *remote;
   cache_disk *disk;
   const char *dir;
-  uint64_t copied, skipped;
+  uint64_t copied, skipped, refused;
   bool failed;
 } copy_state;
 
@@ -219,29 +223,47 @@ static void push_one(void *ctx, const cache_disk_entry_info *entry) {
   copy_state *c = ctx;
   if (entry->is_temp || c->failed) return;
   char name[REMOTE_KEY_MAX], path[PATH_MAX_BYTES];
-  if (entry->problem || (remote_entry_key(entry->key, entry->fingerprint, name), exists(c->remote, name, &c->failed))) {
+  if (entry->problem || (remote_entry_key(cache_remote_config_of(c->remote)->namespace_name, entry->key,
+                                          entry->fingerprint, name),
+                         exists(c->remote, name, &c->failed))) {
     c->skipped++;
     return;
   }
   snprintf(path, sizeof path, "%s/%s", c->dir, entry->name);
   cache_disk_entry_info *info = hlo_malloc(sizeof *info);
   cache_disk_reading r = {.check_payload = true, .keep_payload = true};
-  if (info && cache_disk_read_entry(AT_FDCWD, path, &r, info) == CACHE_DISK_OK &&
-      cache_remote_put(c->remote, info->key, info->fingerprint, r.payload, (size_t)info->payload_bytes))
+  if (!info || cache_disk_read_entry(AT_FDCWD, path, &r, info) != CACHE_DISK_OK) c->skipped++;
+  else if (cache_remote_put(c->remote, info->key, info->fingerprint, r.payload, (size_t)info->payload_bytes))
     c->copied++;
-  else c->skipped++;
+  else c->refused++; /* too big, refused by the server (out of memory), or no answer: warned about */
   free(r.payload);
   free(info);
 }
 
+/* Without a secret the tier writes and reads nothing unless the URL says unsigned=1. */
+static hlo_status unsigned_refused(cache_remote *remote, hlo_diag *diag) {
+  size_t secret_len;
+  remote_secret(remote, &secret_len);
+  if (secret_len || cache_remote_config_of(remote)->allow_unsigned) return HLO_OK;
+  return hlo_diag_set(diag, HLO_ERR_INPUT, "remote compile cache %s: no LATCH_CACHE_SECRET to sign or check entries "
+                      "with; set it, or add unsigned=1 to the URL's query to copy unsigned entries",
+                      cache_remote_name(remote));
+}
+
 hlo_status cache_remote_push(cache_remote *remote, const char *dir, uint64_t *copied, uint64_t *skipped,
-                             hlo_diag *diag) {
-  copy_state c = {remote, NULL, dir, 0, 0, false};
+                             uint64_t *refused, hlo_diag *diag) {
+  copy_state c = {remote, NULL, dir, 0, 0, 0, false};
+  *copied = *skipped = *refused = 0;
+  if (unsigned_refused(remote, diag) != HLO_OK) return diag->status;
   cache_disk_summary summary;
   hlo_status status = cache_disk_scan(dir, false, false, push_one, &c, &summary, diag);
   *copied = c.copied;
   *skipped = c.skipped;
+  *refused = c.refused;
   if (status == HLO_OK && c.failed) status = unreachable(remote, diag);
+  if (status == HLO_OK && c.refused)
+    status = hlo_diag_set(diag, HLO_ERR_INTERNAL, "remote compile cache %s: %" PRIu64 " entr%s not written (see the "
+                          "warning above)", cache_remote_name(remote), c.refused, c.refused == 1 ? "y was" : "ies were");
   return status;
 }
 
@@ -261,7 +283,8 @@ static void pull_one(void *ctx, const cache_disk_entry_info *entry) {
   cache_disk_entry_info *info = hlo_malloc(sizeof *info);
   bool ok = info && value->type == REDIS_REPLY_STRING &&
             remote_entry_decode((const unsigned char *)value->str, value->len, &entry->key, entry->fingerprint, secret,
-                                secret_len, info, &payload) == CACHE_DISK_OK &&
+                                secret_len, cache_remote_config_of(c->remote)->allow_unsigned, info,
+                                &payload) == CACHE_DISK_OK &&
             cache_disk_put(c->disk, info->key, info->fingerprint, payload, (size_t)info->payload_bytes);
   if (ok) c->copied++;
   else c->skipped++;
@@ -271,7 +294,9 @@ static void pull_one(void *ctx, const cache_disk_entry_info *entry) {
 
 hlo_status cache_remote_pull(cache_remote *remote, const char *dir, uint64_t max_bytes, uint64_t *copied,
                              uint64_t *skipped, hlo_diag *diag) {
-  copy_state c = {remote, cache_disk_open(dir, max_bytes, NULL, diag), dir, 0, 0, false};
+  *copied = *skipped = 0;
+  if (unsigned_refused(remote, diag) != HLO_OK) return diag->status;
+  copy_state c = {remote, cache_disk_open(dir, max_bytes, NULL, diag), dir, 0, 0, 0, false};
   if (!c.disk) return diag->status;
   cache_disk_summary summary;
   hlo_status status = cache_remote_scan(remote, true, false, pull_one, &c, &summary, diag);

@@ -1,9 +1,12 @@
-/* Get or compile through every tier (see remote.h): disk, then Redis, then a lease so that
+/* Get or compile through every tier (see cache.h): disk, then Redis, then a lease so that
  * one process of the fleet compiles while the others wait for its entry, then a compile saved
- * to both. Whatever the remote tier does, the caller gets its value: waiting is bounded, and
+ * to both. The lease is renewed while the compile runs, so a compile longer than lease_ms
+ * keeps it. Whatever the remote tier does, the caller gets its value: waiting is bounded, and
  * an answer that never comes means compiling here. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "cache.h"
@@ -77,6 +80,77 @@ static void *wait_for_entry(cache_disk *disk, cache_remote *remote, cache_key ke
   return NULL;
 }
 
+/* ---- renewing the lease while the compile runs ---- */
+
+typedef struct renewer {
+  cache_remote *remote;
+  cache_key key;
+  const char *fingerprint;
+  const char *token;
+  pthread_mutex_t lock;
+  pthread_cond_t wake; /* on the monotonic clock */
+  bool stop, started;
+  pthread_t thread;
+} renewer;
+
+/* Every third of lease_ms, the lease's expiry pushed lease_ms on, until told to stop (or the
+ * lease is no longer ours: taken over after wait_ms, or the server forgot it). */
+static void *renew_loop(void *arg) {
+  renewer *r = arg;
+  int period_ms = cache_remote_config_of(r->remote)->lease_ms / 3;
+  if (period_ms < 1) period_ms = 1;
+  pthread_mutex_lock(&r->lock);
+  while (!r->stop) {
+    struct timespec at;
+    clock_gettime(CLOCK_MONOTONIC, &at);
+    at.tv_sec += period_ms / 1000;
+    at.tv_nsec += (long)(period_ms % 1000) * 1000000L;
+    if (at.tv_nsec >= 1000000000L) at.tv_sec++, at.tv_nsec -= 1000000000L;
+    while (!r->stop && pthread_cond_timedwait(&r->wake, &r->lock, &at) != ETIMEDOUT) {
+    }
+    if (r->stop) break;
+    pthread_mutex_unlock(&r->lock);
+    bool ours = cache_remote_renew(r->remote, r->key, r->fingerprint, r->token);
+    pthread_mutex_lock(&r->lock);
+    if (!ours) break;
+  }
+  pthread_mutex_unlock(&r->lock);
+  return NULL;
+}
+
+/* Starts renewing; without a thread (none to be had) the lease simply expires as before. */
+static void renew_start(renewer *r) {
+  pthread_condattr_t attr;
+  pthread_mutex_init(&r->lock, NULL);
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&r->wake, &attr);
+  pthread_condattr_destroy(&attr);
+  r->stop = false;
+  r->started = pthread_create(&r->thread, NULL, renew_loop, r) == 0;
+}
+
+static void renew_stop(renewer *r) {
+  pthread_mutex_lock(&r->lock);
+  r->stop = true;
+  pthread_cond_signal(&r->wake);
+  pthread_mutex_unlock(&r->lock);
+  if (r->started) pthread_join(r->thread, NULL);
+  pthread_cond_destroy(&r->wake);
+  pthread_mutex_destroy(&r->lock);
+}
+
+/* The compile, under a renewed lease when this process holds one. */
+static void *compile(cache_remote *remote, bool won, cache_key key, const char *fingerprint, const char *token,
+                     const cache_codec *codec, hlo_diag *diag) {
+  if (!won) return codec->compile(codec->ctx, diag);
+  renewer r = {.remote = remote, .key = key, .fingerprint = fingerprint, .token = token};
+  renew_start(&r);
+  void *value = codec->compile(codec->ctx, diag);
+  renew_stop(&r);
+  return value;
+}
+
 /* Serializes once for both tiers. */
 static void save(cache_disk *disk, cache_remote *remote, cache_key key, const char *fingerprint,
                  const cache_codec *codec, const void *value) {
@@ -106,7 +180,7 @@ void *cache_tiers_get_or_compile(cache_disk *disk, cache_remote *remote, cache_k
   }
   if (!value) {
     from = CACHE_ORIGIN_COMPILED;
-    value = codec->compile(codec->ctx, diag);
+    value = compile(remote, won, key, fingerprint, token, codec, diag);
     if (value) save(disk, remote, key, fingerprint, codec, value);
   }
   if (won) cache_remote_release(remote, key, fingerprint, token);

@@ -197,6 +197,7 @@ remote_fail remote_conn_call(remote_conn *conn, int argc, const char **argv, con
     return REMOTE_NOMEM;
   }
   remote_fail fail = send_all(conn->fd, command, (size_t)len, deadline, why, why_size);
+  if (strcmp(argv[0], "AUTH") == 0) explicit_bzero(command, (size_t)len); /* the password, in clear */
   redisFreeCommand(command);
   if (fail == REMOTE_OK) fail = read_reply(conn, deadline, reply, why, why_size);
   return fail;

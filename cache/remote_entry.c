@@ -9,25 +9,29 @@
 
 static const char trailer_magic[8] = {'L', 'A', 'T', 'C', 'H', 'M', 'A', 'C'};
 
-/* prefix and the 32 hex digits that name the entry's disk file. */
-static void named(const char *prefix, cache_key key, const char *fingerprint, char out[REMOTE_KEY_MAX]) {
+/* "latch:<namespace>:", then what, then the 32 hex digits that name the entry's disk file. */
+static void named(const char *namespace_name, const char *what, cache_key key, const char *fingerprint,
+                  char out[REMOTE_KEY_MAX]) {
   char name[CACHE_DISK_NAME_MAX];
   cache_disk_entry_name(key, fingerprint, name);
-  snprintf(out, REMOTE_KEY_MAX, "%s%.32s", prefix, name);
+  snprintf(out, REMOTE_KEY_MAX, "latch:%s:%s%.32s", namespace_name, what, name);
 }
 
-void remote_entry_key(cache_key key, const char *fingerprint, char out[REMOTE_KEY_MAX]) {
-  named("latch:", key, fingerprint, out);
+void remote_entry_key(const char *namespace_name, cache_key key, const char *fingerprint, char out[REMOTE_KEY_MAX]) {
+  named(namespace_name, "", key, fingerprint, out);
 }
 
-void remote_lease_key(cache_key key, const char *fingerprint, char out[REMOTE_KEY_MAX]) {
-  named("latch:lease:", key, fingerprint, out);
+void remote_lease_key(const char *namespace_name, cache_key key, const char *fingerprint, char out[REMOTE_KEY_MAX]) {
+  named(namespace_name, "lease:", key, fingerprint, out);
 }
 
-bool remote_is_entry_key(const char *name, size_t len) {
-  if (len != 38 || memcmp(name, "latch:", 6) != 0) return false;
+bool remote_is_entry_key(const char *namespace_name, const char *name, size_t len) {
+  size_t prefix = 6 + strlen(namespace_name) + 1;
+  if (len != prefix + 32 || memcmp(name, "latch:", 6) != 0 ||
+      memcmp(name + 6, namespace_name, prefix - 7) != 0 || name[prefix - 1] != ':')
+    return false;
   char file[CACHE_DISK_NAME_MAX];
-  memcpy(file, name + 6, 32);
+  memcpy(file, name + prefix, 32);
   memcpy(file + 32, ".latch", 7);
   return cache_disk_is_entry_name(file);
 }
@@ -68,7 +72,8 @@ static cache_disk_problem entry_length(const unsigned char *value, size_t value_
 
 cache_disk_problem remote_entry_decode(const unsigned char *value, size_t value_len, const cache_key *key,
                                        const char *fingerprint, const unsigned char *secret, size_t secret_len,
-                                       cache_disk_entry_info *info, const unsigned char **payload) {
+                                       bool allow_unsigned, cache_disk_entry_info *info,
+                                       const unsigned char **payload) {
   cache_disk_header header;
   size_t entry_len;
   bool signed_;
@@ -78,9 +83,9 @@ cache_disk_problem remote_entry_decode(const unsigned char *value, size_t value_
   const unsigned char *body = value + CACHE_DISK_HEADER_BYTES + header.fingerprint_len;
   problem = cache_disk_check_body(&header, value, stored, body);
   if (problem) return problem;
-  if (secret_len) {
+  if (secret_len && !signed_ && !allow_unsigned) return CACHE_DISK_UNSIGNED;
+  if (secret_len && signed_) {
     unsigned char want[REMOTE_MAC_BYTES];
-    if (!signed_) return CACHE_DISK_UNSIGNED;
     remote_mac(secret, secret_len, value, entry_len, want);
     if (!remote_mac_equal(want, value + entry_len + sizeof trailer_magic)) return CACHE_DISK_BAD_SIGNATURE;
   }

@@ -42,23 +42,25 @@ remote_fail remote_conn_call(remote_conn *conn, int argc, const char **argv, con
 /* ---- a value: the disk entry's bytes [+ "LATCHMAC" + HMAC-SHA256] (remote_entry.c) ---- */
 enum { REMOTE_MAC_BYTES = 32, REMOTE_TRAILER_BYTES = 8 + REMOTE_MAC_BYTES };
 
-/* "latch:<32 hex>" and "latch:lease:<32 hex>". */
-enum { REMOTE_KEY_MAX = 48 };
-void remote_entry_key(cache_key key, const char *fingerprint, char out[REMOTE_KEY_MAX]);
-void remote_lease_key(cache_key key, const char *fingerprint, char out[REMOTE_KEY_MAX]);
-/* Whether name is an entry's key, "latch:" and 32 hex digits. */
-bool remote_is_entry_key(const char *name, size_t len);
+/* "latch:<namespace>:<32 hex>" and "latch:<namespace>:lease:<32 hex>". */
+enum { REMOTE_KEY_MAX = 128 };
+void remote_entry_key(const char *namespace_name, cache_key key, const char *fingerprint, char out[REMOTE_KEY_MAX]);
+void remote_lease_key(const char *namespace_name, cache_key key, const char *fingerprint, char out[REMOTE_KEY_MAX]);
+/* Whether name is an entry's key in the namespace: "latch:<namespace>:" and 32 hex digits. */
+bool remote_is_entry_key(const char *namespace_name, const char *name, size_t len);
 
 /* The value for an entry (malloc'd), signed when secret_len > 0; NULL when memory runs out. */
 unsigned char *remote_entry_encode(cache_key key, const char *fingerprint, const void *payload, size_t len,
                                    const unsigned char *secret, size_t secret_len, size_t *value_len);
-/* Checks a value: its format and checksums, its signature when secret_len > 0, and, when
+/* Checks a value: its format and checksums, its signature when secret_len > 0 (an unsigned
+ * value then refused unless allow_unsigned), and, when
  * fingerprint is not NULL, that it is the entry for (key, fingerprint). On CACHE_DISK_OK,
  * info gets the key, fingerprint and payload size, and *payload (when not NULL) points into
  * value. */
 cache_disk_problem remote_entry_decode(const unsigned char *value, size_t value_len, const cache_key *key,
                                        const char *fingerprint, const unsigned char *secret, size_t secret_len,
-                                       cache_disk_entry_info *info, const unsigned char **payload);
+                                       bool allow_unsigned, cache_disk_entry_info *info,
+                                       const unsigned char **payload);
 
 /* ---- HMAC-SHA256 (remote_sign.c) ---- */
 void remote_mac(const unsigned char *secret, size_t secret_len, const void *data, size_t len,

@@ -3,12 +3,33 @@
  * wrong and never echo the user part, where a password may be. */
 #include <ctype.h>
 #include <errno.h>
+#include <pwd.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cache.h"
+
+static bool namespace_char(char c) {
+  return isalnum((unsigned char)c) || c == '.' || c == '_' || c == '-';
+}
+
+/* The default namespace: the effective user's name (characters outside the namespace's own
+ * made '_'), or "uid<N>" when the user has no name. */
+static void user_namespace(char out[CACHE_REMOTE_NAMESPACE_MAX]) {
+  struct passwd entry, *found = NULL;
+  char buf[1024];
+  uid_t uid = geteuid();
+  if (getpwuid_r(uid, &entry, buf, sizeof buf, &found) != 0 || !found || !found->pw_name[0]) {
+    snprintf(out, CACHE_REMOTE_NAMESPACE_MAX, "uid%lu", (unsigned long)uid);
+    return;
+  }
+  snprintf(out, CACHE_REMOTE_NAMESPACE_MAX, "%s", found->pw_name);
+  for (char *c = out; *c; c++)
+    if (!namespace_char(*c)) *c = '_';
+}
 
 static void defaults(cache_remote_config *c) {
   memset(c, 0, sizeof *c);
@@ -19,6 +40,9 @@ static void defaults(cache_remote_config *c) {
   c->wait_ms = 10000;
   c->rest_ms = 30000;
   c->failures_before_rest = 3;
+  c->ttl_s = 7 * 24 * 3600;
+  c->max_entry_bytes = 256 << 20;
+  user_namespace(c->namespace_name);
 }
 
 static int hex_value(char c) {
@@ -72,6 +96,25 @@ static hlo_status user_part(const char *text, size_t len, cache_remote_config *c
   return HLO_OK;
 }
 
+/* namespace=NAME and unsigned=0|1, the query's two names that are not bounds. */
+static hlo_status query_text(const char *name, size_t name_len, const char *value, size_t len, cache_remote_config *c,
+                             bool *known, hlo_diag *diag) {
+  char text[CACHE_REMOTE_NAMESPACE_MAX];
+  if (name_len == 9 && strncmp(name, "namespace", 9) == 0) {
+    *known = true;
+    if (!decode(value, len, text, sizeof text))
+      return hlo_diag_set(diag, HLO_ERR_INPUT, "cache URL: namespace is empty, too long or badly %%-encoded");
+    return cache_remote_set_namespace(c, text, diag);
+  }
+  if (name_len == 8 && strncmp(name, "unsigned", 8) == 0) {
+    *known = true;
+    if (len != 1 || (value[0] != '0' && value[0] != '1'))
+      return hlo_diag_set(diag, HLO_ERR_INPUT, "cache URL: unsigned wants 0 or 1");
+    c->allow_unsigned = value[0] == '1';
+  }
+  return HLO_OK;
+}
+
 static hlo_status query(const char *text, cache_remote_config *c, hlo_diag *diag) {
   static const struct {
     const char *name;
@@ -84,12 +127,15 @@ static hlo_status query(const char *text, cache_remote_config *c, hlo_diag *diag
       {"wait_ms", offsetof(cache_remote_config, wait_ms), 0, 3600000},
       {"rest_ms", offsetof(cache_remote_config, rest_ms), 0, 3600000},
       {"db", offsetof(cache_remote_config, db), 0, 1 << 30},
+      {"ttl_s", offsetof(cache_remote_config, ttl_s), 0, 1 << 30},
+      {"max_entry_bytes", offsetof(cache_remote_config, max_entry_bytes), 1, 512 << 20},
   };
   while (*text) {
     size_t len = strcspn(text, "&");
     const char *eq = memchr(text, '=', len);
     size_t name_len = eq ? (size_t)(eq - text) : len;
     bool known = false;
+    if (eq && query_text(text, name_len, eq + 1, len - name_len - 1, c, &known, diag) != HLO_OK) return diag->status;
     for (size_t i = 0; eq && i < sizeof names / sizeof names[0]; i++) {
       if (strlen(names[i].name) != name_len || strncmp(text, names[i].name, name_len) != 0) continue;
       known = true;
@@ -101,7 +147,8 @@ static hlo_status query(const char *text, cache_remote_config *c, hlo_diag *diag
     if (!known)
       return hlo_diag_set(diag, HLO_ERR_INPUT,
                           "cache URL: unknown query parameter '%.*s' (connect_timeout_ms, timeout_ms, lease_ms, "
-                          "wait_ms, rest_ms, db)", (int)(name_len < 64 ? name_len : 64), text);
+                          "wait_ms, rest_ms, db, namespace, ttl_s, max_entry_bytes, unsigned)",
+                          (int)(name_len < 64 ? name_len : 64), text);
     text += len;
     if (*text == '&') text++;
   }
@@ -147,6 +194,28 @@ static void show(cache_remote_config *c) {
   else if (strchr(c->host, ':'))
     snprintf(c->shown, sizeof c->shown, "redis://%s[%s]:%d/%d", auth, c->host, c->port, c->db);
   else snprintf(c->shown, sizeof c->shown, "redis://%s%s:%d/%d", auth, c->host, c->port, c->db);
+}
+
+hlo_status cache_remote_set_namespace(cache_remote_config *c, const char *name, hlo_diag *diag) {
+  size_t len = strlen(name);
+  bool ok = len > 0 && len < sizeof c->namespace_name;
+  for (size_t i = 0; ok && i < len; i++) ok = namespace_char(name[i]);
+  if (!ok)
+    return hlo_diag_set(diag, HLO_ERR_INPUT,
+                        "cache namespace '%.64s': want 1 to %d letters, digits, '.', '_' or '-'", name,
+                        CACHE_REMOTE_NAMESPACE_MAX - 1);
+  memcpy(c->namespace_name, name, len + 1);
+  return HLO_OK;
+}
+
+hlo_status cache_remote_set_password(cache_remote_config *c, const char *password, hlo_diag *diag) {
+  size_t len = strlen(password);
+  if (len == 0 || len >= sizeof c->password)
+    return hlo_diag_set(diag, HLO_ERR_INPUT, "cache password: empty or longer than %d bytes",
+                        CACHE_REMOTE_TEXT_MAX - 1);
+  memcpy(c->password, password, len + 1);
+  show(c);
+  return HLO_OK;
 }
 
 hlo_status cache_remote_parse_url(const char *url, cache_remote_config *c, hlo_diag *diag) {

@@ -2,7 +2,7 @@
  * Internal to latch: embedders use latch.h; tools/ and tests/ may use this header.
  *
  * The shared structures come first, then what each file exports to the others, under its
- * name. The files: the runtime (open.c, settings.c, backends.c); nodes and handles (node.c,
+ * name. The files: the runtime (open.c, settings.c, remote_config.c, backends.c); nodes and handles (node.c,
  * node_pool.c, tensor.c, promote.c); the ops of latch.h (ops_elementwise.c, ops_nn.c,
  * ops_shape.c, random.c, borrow.c); graphs and their HLO (graph.c, lower.c, lower_nn.c);
  * sync (sync.c, sync_check.c); traced functions (trace.c, symbolic.c, function.c, entry.c,
@@ -208,6 +208,13 @@ hlo_status cap_default_cache_dir(char *out, size_t size, hlo_diag *diag);
 /* LATCH_CACHE_MAX_BYTES (a byte count, with an optional K, M, G or T suffix: powers of 1024),
  * else CACHE_DISK_DEFAULT_MAX_BYTES. */
 hlo_status cap_env_cache_max_bytes(uint64_t *max_bytes, hlo_diag *diag);
+
+/* ---- remote_config.c ---- */
+/* The remote tier's configuration: url (options->cache_url, or the command's --cache-url)
+ * parsed, then options' namespace and password (or password file: refused unless a regular
+ * file of this user's that group and others cannot read or write) applied. */
+hlo_status cap_remote_config(const latch_options *options, const char *url, cache_remote_config *config,
+                             hlo_diag *diag);
 
 /* ---- backends.c ---- */
 /* The backend called name, or NULL. */

@@ -70,13 +70,18 @@ static latch_status open_disk(latch_runtime *rt, const latch_options *options, h
 
 /* The remote tier under the disk cache. A malformed URL is an error (a typo should not turn
  * the fleet's cache off unseen); a server that cannot be reached only costs the tier, later. */
-static latch_status open_remote(latch_runtime *rt, const char *url, const char *secret, hlo_diag *diag) {
+static latch_status open_remote(latch_runtime *rt, const latch_options *options, hlo_diag *diag) {
   cache_remote_config config;
-  if (cache_remote_parse_url(url, &config, diag) != HLO_OK) return LATCH_ERR_INPUT;
-  if (!rt->disk && make_fingerprint(rt, diag) != LATCH_OK) return LATCH_ERR_INTERNAL;
-  rt->remote = cache_remote_open(&config, secret, diag);
+  hlo_status status = cap_remote_config(options, options->cache_url, &config, diag);
+  if (status == HLO_OK && !rt->disk && make_fingerprint(rt, diag) != LATCH_OK) status = HLO_ERR_INTERNAL;
+  if (status != HLO_OK) {
+    explicit_bzero(config.password, sizeof config.password);
+    return status == HLO_ERR_INTERNAL ? LATCH_ERR_INTERNAL : LATCH_ERR_INPUT;
+  }
+  rt->remote = cache_remote_open(&config, options->cache_secret, diag); /* zeroes config's password */
   rt->options.cache_url = NULL; /* the caller's strings need not outlive the call */
   rt->options.cache_secret = NULL;
+  rt->options.cache_namespace = rt->options.cache_password = rt->options.cache_password_file = NULL;
   return rt->remote ? LATCH_OK : LATCH_ERR_INTERNAL;
 }
 
@@ -149,7 +154,7 @@ latch_runtime *latch_open(const latch_options *options) {
     rt->cache = NULL;
   }
   if (rt->cache && !off && options->cache_url && *options->cache_url &&
-      open_remote(rt, options->cache_url, options->cache_secret, &diag) != LATCH_OK) {
+      open_remote(rt, options, &diag) != LATCH_OK) {
     cache_table_free(rt->cache);
     cache_disk_close(rt->disk);
     rt->cache = NULL;

@@ -100,6 +100,9 @@ latch_status latch_options_init(latch_options *options) {
   options->cache_dir = env_text("LATCH_CACHE_DIR");
   options->cache_url = env_text("LATCH_CACHE_URL");
   options->cache_secret = env_text("LATCH_CACHE_SECRET");
+  options->cache_namespace = env_text("LATCH_CACHE_NAMESPACE");
+  options->cache_password = env_text("LATCH_CACHE_PASSWORD");
+  options->cache_password_file = env_text("LATCH_CACHE_PASSWORD_FILE");
   if (env_text("LATCH_CHECK")) options->check = env_text("LATCH_CHECK");
   /* Every variable is read even after a bad one, so the other fields are still filled. */
   bool ok = env_int("LATCH_THREADS", &options->threads);

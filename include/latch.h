@@ -83,6 +83,14 @@ typedef struct latch_options {
   /* LATCH_CACHE_SECRET: entries written to Redis are signed with it (HMAC-SHA256) and only
    * entries signed with it are used. NULL or "": none. */
   const char *cache_secret;
+  /* LATCH_CACHE_NAMESPACE: the remote tier's key prefix (letters, digits, '.', '_', '-'),
+   * overriding the URL's namespace=; NULL: the URL's, else the user's name. Maintenance
+   * (latch cache clear --remote, verify --fix) acts inside it only. */
+  const char *cache_namespace;
+  /* LATCH_CACHE_PASSWORD, or LATCH_CACHE_PASSWORD_FILE (a file of this user's with mode 600
+   * or stricter; its first line): the Redis password, instead of one in the URL (which shows
+   * in ps). NULL: none. */
+  const char *cache_password, *cache_password_file;
   /* LATCH_CHECK_TIMEOUT: seconds the checking child may take before it counts as a hang
    * (also each check of the repro's minification), default 30 */
   double check_timeout;

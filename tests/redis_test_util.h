@@ -128,10 +128,13 @@ static inline void redis_stop(redis_server *s) {
   s->dir[0] = '\0';
 }
 
-/* "redis://127.0.0.1:PORT/0" plus a query (may be ""). */
+/* "redis://127.0.0.1:PORT/0?" plus the query (may be ""). A test's server is its own, so
+ * unless the query says unsigned=0 or unsigned=1 the URL opts in to unsigned entries
+ * (unsigned=1): the tests of the default say unsigned=0. */
 static inline void redis_url(const redis_server *s, const char *userinfo, const char *query, char *out, size_t size) {
-  snprintf(out, size, "redis://%s%s127.0.0.1:%d/0%s%s", userinfo ? userinfo : "", userinfo ? "@" : "", s->port,
-           query && *query ? "?" : "", query ? query : "");
+  bool opted = query && strstr(query, "unsigned=");
+  snprintf(out, size, "redis://%s%s127.0.0.1:%d/0?%s%s%s", userinfo ? userinfo : "", userinfo ? "@" : "", s->port,
+           opted ? "" : "unsigned=1", query && *query && !opted ? "&" : "", query ? query : "");
 }
 
 #endif

@@ -218,8 +218,9 @@ static void remote_actions(void) {
     CHECK_MSG(false, "redis-server did not start");
     return;
   }
-  char url[160], env[256], pulled[200], text[64];
-  redis_url(&s, ":pw-cli-789", "", url, sizeof url);
+  char url[160], strict[160], env[256], pulled[200], text[64];
+  redis_url(&s, ":pw-cli-789", "namespace=cli", url, sizeof url);
+  redis_url(&s, ":pw-cli-789", "namespace=cli&unsigned=0", strict, sizeof strict);
   snprintf(env, sizeof env, "LATCH_CACHE_URL='%s'", url);
   snprintf(pulled, sizeof pulled, "%s/pulled", cli_dir);
   CLI_CHECK(1, "", "cache ls --remote"); /* no URL anywhere */
@@ -238,16 +239,16 @@ static void remote_actions(void) {
   CLI_CHECK(0, env, "cache verify --remote");
   CLI_HAS(cli_out, ": 0 bad");
   redisContext *c = redis_client(&s, "pw-cli-789");
-  redisReply *r = c ? redisCommand(c, "SET latch:0123456789abcdef0123456789abcdef garbage") : NULL;
+  redisReply *r = c ? redisCommand(c, "SET latch:cli:0123456789abcdef0123456789abcdef garbage") : NULL;
   if (r) freeReplyObject(r);
   if (c) redisFree(c);
   CLI_CHECK(1, env, "cache verify --remote");
-  CLI_HAS(cli_out, "bad: latch:0123456789abcdef0123456789abcdef");
+  CLI_HAS(cli_out, "bad: latch:cli:0123456789abcdef0123456789abcdef");
   CLI_CHECK(0, env, "cache verify --remote --fix");
   CLI_HAS(cli_out, "1 bad, 1 removed");
   CHECK_EQ_INT(redis_keys(&s), entries);
   char env_secret[300];
-  snprintf(env_secret, sizeof env_secret, "%s LATCH_CACHE_SECRET=s1", env);
+  snprintf(env_secret, sizeof env_secret, "LATCH_CACHE_URL='%s' LATCH_CACHE_SECRET=s1", strict);
   CLI_CHECK(1, env_secret, "cache verify --remote"); /* unsigned entries, under a secret */
   CLI_HAS(cli_out, "unsigned entry");
   /* --fix under another secret than the writer's removes none of them: the secret may be
@@ -273,8 +274,8 @@ static void remote_actions(void) {
   CLI_HAS(cli_out, "pushed 0 entries");
   /* pushed signed by team A, verified and fixed by team B: all kept */
   char env_a[300], env_b[300];
-  snprintf(env_a, sizeof env_a, "%s LATCH_CACHE_SECRET=teamA", env);
-  snprintf(env_b, sizeof env_b, "%s LATCH_CACHE_SECRET=teamB", env);
+  snprintf(env_a, sizeof env_a, "LATCH_CACHE_URL='%s' LATCH_CACHE_SECRET=teamA", strict);
+  snprintf(env_b, sizeof env_b, "LATCH_CACHE_URL='%s' LATCH_CACHE_SECRET=teamB", strict);
   CLI_CHECK(0, env, "cache clear --remote");
   CLI_CHECK(0, env_a, "cache push --dir '%s'", pulled);
   CLI_CHECK(0, env_a, "cache verify --remote");
@@ -335,6 +336,122 @@ static void run_remote(void) {
   CLI_HAS(cli_out, "not stored");
 }
 
+/* Keys matching pattern on s (password pw-ns-1). */
+static int keys_matching(redis_server *s, const char *pattern) {
+  redisContext *c = redis_client(s, "pw-ns-1");
+  redisReply *r = c ? redisCommand(c, "KEYS %s", pattern) : NULL;
+  int n = r && r->type == REDIS_REPLY_ARRAY ? (int)r->elements : -1;
+  if (r) freeReplyObject(r);
+  if (c) redisFree(c);
+  return n;
+}
+
+/* The TTL of the one key matching pattern (-3 when there is not exactly one). */
+static long long ttl_of(redis_server *s, const char *pattern) {
+  redisContext *c = redis_client(s, "pw-ns-1");
+  redisReply *r = c ? redisCommand(c, "KEYS %s", pattern) : NULL;
+  long long ttl = -3;
+  if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 1) {
+    redisReply *t = redisCommand(c, "TTL %s", r->element[0]->str);
+    if (t && t->type == REDIS_REPLY_INTEGER) ttl = t->integer;
+    if (t) freeReplyObject(t);
+  }
+  if (r) freeReplyObject(r);
+  if (c) redisFree(c);
+  return ttl;
+}
+
+/* Two namespaces on one server: each push lands in its own, clear --remote empties only its
+ * own. Entries expire after ttl_s (a week unless the URL says); an entry over max_entry_bytes
+ * is not written and push fails; without a secret push refuses unless unsigned=1; the
+ * password may come from LATCH_CACHE_PASSWORD or a private file instead of the URL. */
+static void remote_namespaces_and_limits(void) {
+  redis_server s;
+  if (!redis_start(&s, "pw-ns-1", NULL)) {
+    CHECK_MSG(false, "redis-server did not start");
+    return;
+  }
+  char url[200], env[700], dir[200], path[200];
+  snprintf(dir, sizeof dir, "%s/ns-src", cli_dir);
+  snprintf(env, sizeof env, "LATCH_CACHE_DIR='%s'", dir);
+  CLI_CHECK(0, env, "run %s/add.hlo --compile", corpus);
+  /* team A by the URL, team B by LATCH_CACHE_NAMESPACE over the same URL */
+  redis_url(&s, ":pw-ns-1", "namespace=teamA&unsigned=0", url, sizeof url);
+  snprintf(env, sizeof env, "LATCH_CACHE_URL='%s' LATCH_CACHE_SECRET=k1", url);
+  CLI_CHECK(0, env, "cache push --dir '%s'", dir);
+  CLI_HAS(cli_out, "pushed 1 entry");
+  snprintf(env, sizeof env, "LATCH_CACHE_URL='%s' LATCH_CACHE_SECRET=k1 LATCH_CACHE_NAMESPACE=teamB", url);
+  CLI_CHECK(0, env, "cache push --dir '%s'", dir);
+  CLI_HAS(cli_out, "pushed 1 entry");
+  CHECK_EQ_INT(keys_matching(&s, "latch:teamA:*"), 1);
+  CHECK_EQ_INT(keys_matching(&s, "latch:teamB:*"), 1);
+  long long ttl = ttl_of(&s, "latch:teamA:*");
+  CHECK_MSG(ttl > 0 && ttl <= 7 * 24 * 3600, "TTL %lld", ttl);
+  snprintf(env, sizeof env, "LATCH_CACHE_URL='%s'", url);
+  CLI_CHECK(0, env, "cache clear --remote");
+  CLI_HAS(cli_out, "1 entry");
+  CHECK_EQ_INT(keys_matching(&s, "latch:teamA:*"), 0);
+  CHECK_EQ_INT(keys_matching(&s, "latch:teamB:*"), 1);
+  /* no expiry when ttl_s=0 */
+  redis_url(&s, ":pw-ns-1", "namespace=teamC&unsigned=0&ttl_s=0", url, sizeof url);
+  snprintf(env, sizeof env, "LATCH_CACHE_URL='%s' LATCH_CACHE_SECRET=k1", url);
+  CLI_CHECK(0, env, "cache push --dir '%s'", dir);
+  CHECK_EQ_INT((int)ttl_of(&s, "latch:teamC:*"), -1);
+  /* over the cap: not written, said, and push fails */
+  redis_url(&s, ":pw-ns-1", "namespace=teamD&unsigned=0&max_entry_bytes=16", url, sizeof url);
+  snprintf(env, sizeof env, "LATCH_CACHE_URL='%s' LATCH_CACHE_SECRET=k1", url);
+  CLI_CHECK(3, env, "cache push --dir '%s'", dir);
+  CLI_HAS(cli_err, "over max_entry_bytes=16; not written");
+  CLI_HAS(cli_err, "1 entry was not written");
+  CHECK_EQ_INT(keys_matching(&s, "latch:teamD:*"), 0);
+  /* no secret, no opt-in: push refuses */
+  redis_url(&s, ":pw-ns-1", "namespace=teamE&unsigned=0", url, sizeof url);
+  snprintf(env, sizeof env, "LATCH_CACHE_URL='%s'", url);
+  CLI_CHECK(1, env, "cache push --dir '%s'", dir);
+  CLI_HAS(cli_err, "unsigned=1");
+  CHECK_EQ_INT(keys_matching(&s, "latch:teamE:*"), 0);
+  /* the password beside the URL: the variable, then a file (refused while others may read it) */
+  redis_url(&s, NULL, "namespace=teamB", url, sizeof url);
+  snprintf(env, sizeof env, "LATCH_CACHE_URL='%s'", url);
+  CLI_CHECK(3, env, "cache stats --remote");
+  snprintf(env, sizeof env, "LATCH_CACHE_URL='%s' LATCH_CACHE_PASSWORD=pw-ns-1", url);
+  CLI_CHECK(0, env, "cache stats --remote");
+  CLI_HAS(cli_out, "entries: 1\n");
+  CLI_HAS(cli_out, "redis://***@127.0.0.1");
+  snprintf(path, sizeof path, "%s/password", cli_dir);
+  FILE *f = fopen(path, "w");
+  if (f) fputs("pw-ns-1\n", f), fclose(f);
+  chmod(path, 0644);
+  snprintf(env, sizeof env, "LATCH_CACHE_URL='%s' LATCH_CACHE_PASSWORD_FILE='%s'", url, path);
+  CLI_CHECK(1, env, "cache stats --remote");
+  CLI_HAS(cli_err, "chmod 600");
+  CLI_LACKS(cli_err, "pw-ns-1");
+  chmod(path, 0600);
+  CLI_CHECK(0, env, "cache stats --remote");
+  CLI_HAS(cli_out, "entries: 1\n");
+  CLI_LACKS(cli_out, "pw-ns-1");
+  redis_stop(&s);
+}
+
+/* A Redis Cluster node is refused when first reached, with a message saying why. */
+static void remote_cluster_refused(void) {
+  redis_server s;
+  if (!redis_start(&s, NULL, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", NULL)) {
+    CHECK_MSG(false, "redis-server did not start");
+    return;
+  }
+  char url[200];
+  redis_url(&s, NULL, "", url, sizeof url);
+  CLI_CHECK(3, "", "cache stats --remote --cache-url '%s'", url);
+  CLI_HAS(cli_err, "Redis Cluster node");
+  char env[600];
+  snprintf(env, sizeof env, "LATCH_CACHE_URL='%s' LATCH_CACHE_DIR='%s/cluster-run'", url, cli_dir);
+  CLI_CHECK(0, env, "run %s/add.hlo --compile", corpus);
+  CLI_HAS(cli_err, "Redis Cluster node");
+  CLI_HAS(cli_out, "output 0");
+  redis_stop(&s);
+}
+
 int main(void) {
   corpus = getenv("LATCH_CORPUS") ? getenv("LATCH_CORPUS") : "../shared/corpus/xla";
   unsetenv("LATCH_CACHE");
@@ -343,6 +460,9 @@ int main(void) {
   unsetenv("LATCH_CACHE_TEST_WRITE_DELAY_MS");
   unsetenv("LATCH_CACHE_URL");
   unsetenv("LATCH_CACHE_SECRET");
+  unsetenv("LATCH_CACHE_NAMESPACE");
+  unsetenv("LATCH_CACHE_PASSWORD");
+  unsetenv("LATCH_CACHE_PASSWORD_FILE");
   if (!cli_setup()) {
     perror("mkdtemp");
     return 1;
@@ -357,6 +477,8 @@ int main(void) {
   RUN(clear_removes_leftovers);
   RUN(remote_actions);
   RUN(run_remote);
+  RUN(remote_namespaces_and_limits);
+  RUN(remote_cluster_refused);
   cli_cleanup();
   return TEST_REPORT();
 }

@@ -47,14 +47,22 @@ static void url_parsing(void) {
   CHECK(strcmp(c.shown, "redis://***@[::1]:7000/0") == 0);
   CHECK(cache_remote_parse_url("unix:///tmp/r.sock?db=3", &c, &diag) == HLO_OK);
   CHECK(c.unix_socket && strcmp(c.host, "/tmp/r.sock") == 0 && c.db == 3);
+  /* the defaults: the user's namespace, a week's expiry, 256 MiB per entry, signed only */
+  CHECK(c.namespace_name[0] != '\0' && c.ttl_s == 604800 && c.max_entry_bytes == 256 << 20 && !c.allow_unsigned);
+  CHECK(cache_remote_parse_url("redis://h?namespace=team-a.1&ttl_s=0&max_entry_bytes=1000&unsigned=1", &c, &diag) ==
+        HLO_OK);
+  CHECK(strcmp(c.namespace_name, "team-a.1") == 0 && c.ttl_s == 0 && c.max_entry_bytes == 1000 && c.allow_unsigned);
   static const char *const bad[] = {
       "http://h", "redis://h:0", "redis://h:99999", "redis://h:x", "redis://h/x", "redis://user@h", "redis://h?bogus=1",
       "redis://h?timeout_ms=0", "rediss://h", "redis://:@h", "redis://:p%4@h", "unix://rel/path", "redis://", "redis://[::1",
+      "redis://h?namespace=a:b", "redis://h?namespace=a*", "redis://h?namespace=", "redis://h?unsigned=2",
+      "redis://h?ttl_s=-1", "redis://h?max_entry_bytes=0",
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     hlo_diag_clear(&diag);
     CHECK_MSG(cache_remote_parse_url(bad[i], &c, &diag) == HLO_ERR_INPUT, "%s was accepted", bad[i]);
-    CHECK_MSG(strstr(diag.message, "cache URL") != NULL, "%s: %s", bad[i], diag.message);
+    CHECK_MSG(strstr(diag.message, "cache URL") != NULL || strstr(diag.message, "cache namespace") != NULL, "%s: %s",
+              bad[i], diag.message);
   }
   /* a password never comes back in a message */
   static const char *const secret_bad[] = {"redis://u:hunter2@h:port", "redis://u:hunter2@h?x=1", "redis://u:hunter2%zz@h"};
@@ -138,7 +146,7 @@ static void across_processes(void) {
   CHECK_EQ_INT((int)second.stats.compiles, 0); /* an empty disk and a warm Redis: nothing compiled */
   CHECK_EQ_INT((int)second.stats.remote_loads, 3);
   CHECK_EQ_INT(count_files(b, ""), 3); /* remote hits were written to the disk cache */
-  CHECK_EQ_INT(count_keys(&s, "latch:lease:*"), 0);
+  CHECK_EQ_INT(count_keys(&s, "latch:*:lease:*"), 0);
   /* the disk comes first: a third process on b loads from disk with Redis gone */
   redis_signal(&s, SIGKILL);
   report third;
@@ -187,7 +195,7 @@ static void racing(void) {
   CHECK_EQ_INT(wrong, 0);
   CHECK_EQ_INT(compiles, GRAPHS);
   CHECK_EQ_INT(remote_loads, PROCS * GRAPHS - GRAPHS);
-  CHECK_EQ_INT(count_keys(&s, "latch:lease:*"), 0);
+  CHECK_EQ_INT(count_keys(&s, "latch:*:lease:*"), 0);
   close(out[0]);
   close(out[1]);
   for (int p = 0; p < PROCS; p++) {
@@ -208,7 +216,7 @@ static void lease_key_of(latch_runtime *rt, int g, char out[REMOTE_KEY_MAX]) {
   latch_tensor *a = latch_binary(LATCH_MUL, x, k), *b = latch_binary(LATCH_SUB, a, one), *y = latch_relu(b);
   cache_key key = {0, 0};
   CHECK(cap_graph_key(rt, 1, &y, &key) == LATCH_OK);
-  remote_lease_key(key, rt->fingerprint, out);
+  remote_lease_key(cache_remote_config_of(rt->remote)->namespace_name, key, rt->fingerprint, out);
   latch_tensor *all[] = {x, k, one, a, b, y};
   for (int i = 0; i < 6; i++) latch_release(all[i]);
 }
@@ -415,7 +423,7 @@ static void garbage_answers(void) {
   f.port = ntohs(addr.sin_port);
   pthread_create(&f.thread, NULL, fake_serve, &f);
   char url[128];
-  snprintf(url, sizeof url, "redis://127.0.0.1:%d", f.port);
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d?unsigned=1", f.port);
   faulty_run(url, NULL, NULL, "not a Redis answer", NULL);
   shutdown(f.fd, SHUT_RDWR);
   close(f.fd);
@@ -431,7 +439,7 @@ static void new_entry(redisContext *c, redisReply *before, char *name, size_t si
   for (size_t i = 0; after && i < after->elements; i++) {
     bool old = false;
     for (size_t j = 0; before && j < before->elements; j++) old = old || strcmp(before->element[j]->str, after->element[i]->str) == 0;
-    if (!old && strncmp(after->element[i]->str, "latch:lease:", 12) != 0)
+    if (!old && !strstr(after->element[i]->str, ":lease:"))
       snprintf(name, size, "%s", after->element[i]->str);
   }
   if (after) freeReplyObject(after);
@@ -470,8 +478,9 @@ static void poisoned_and_signed(void) {
     CHECK_MSG(false, "redis-server did not start");
     return;
   }
-  char url[128], e0[64], e1[64];
+  char url[128], strict[128], e0[REMOTE_KEY_MAX], e1[REMOTE_KEY_MAX];
   redis_url(&s, NULL, "", url, sizeof url);
+  redis_url(&s, NULL, "unsigned=0", strict, sizeof strict);
   redisContext *c = redis_client(&s, NULL);
   if (!c) return;
   /* poisoned: graph 1's valid entry stored under graph 0's key */
@@ -488,10 +497,10 @@ static void poisoned_and_signed(void) {
 
   /* signed with one secret, read with another: mis-signed */
   write_graph(c, url, "secret-one", 2, e0, sizeof e0);
-  expect_rejected(url, "secret-two", 2, cache_disk_problem_name(CACHE_DISK_BAD_SIGNATURE));
-  /* written unsigned, read under a secret */
+  expect_rejected(strict, "secret-two", 2, cache_disk_problem_name(CACHE_DISK_BAD_SIGNATURE));
+  /* written unsigned (opted in), read under a secret without unsigned=1: refused */
   write_graph(c, url, NULL, 3, e0, sizeof e0);
-  expect_rejected(url, "secret-one", 3, cache_disk_problem_name(CACHE_DISK_UNSIGNED));
+  expect_rejected(strict, "secret-one", 3, cache_disk_problem_name(CACHE_DISK_UNSIGNED));
   /* a signed entry with one byte of its payload changed and its checksums made whole again
    * is what only a MAC catches */
   write_graph(c, url, "secret-one", 4, e0, sizeof e0);
@@ -499,7 +508,7 @@ static void poisoned_and_signed(void) {
   if (r && r->type == REDIS_REPLY_STRING) {
     cache_disk_entry_info info;
     const unsigned char *payload = NULL;
-    CHECK(remote_entry_decode((unsigned char *)r->str, r->len, NULL, NULL, NULL, 0, &info, &payload) == CACHE_DISK_OK);
+    CHECK(remote_entry_decode((unsigned char *)r->str, r->len, NULL, NULL, NULL, 0, false, &info, &payload) == CACHE_DISK_OK);
     char *changed = malloc(info.payload_bytes);
     memcpy(changed, payload, info.payload_bytes);
     changed[info.payload_bytes - 2] ^= 0x01;
@@ -510,18 +519,46 @@ static void poisoned_and_signed(void) {
     if (w) freeReplyObject(w);
     free(forged);
     free(changed);
-    expect_rejected(url, "secret-one", 4, cache_disk_problem_name(CACHE_DISK_BAD_SIGNATURE));
+    expect_rejected(strict, "secret-one", 4, cache_disk_problem_name(CACHE_DISK_BAD_SIGNATURE));
   } else {
     CHECK_MSG(false, "graph 4's entry is missing");
   }
   if (r) freeReplyObject(r);
   /* with the right secret, signed entries are loaded */
   write_graph(c, url, "secret-one", 5, e0, sizeof e0);
-  latch_runtime *rt = open_rt(url, NULL, "secret-one");
+  latch_runtime *rt = open_rt(strict, NULL, "secret-one");
   CHECK(rt && run_graph(rt, 5) == 0);
   CHECK(rt && stats_of(rt).remote_loads == 1);
   if (rt) latch_close(rt);
   redisFree(c);
+  redis_stop(&s);
+}
+
+/* Without a secret and without unsigned=1 the tier is off: said once, nothing written or read,
+ * the program's results unchanged. */
+static void unsigned_off_by_default(void) {
+  redis_server s;
+  if (!redis_start(&s, NULL, NULL)) {
+    CHECK_MSG(false, "redis-server did not start");
+    return;
+  }
+  char url[128];
+  redis_url(&s, NULL, "unsigned=0", url, sizeof url);
+  cache_remote_reset_warnings();
+  capture_begin();
+  latch_stats st;
+  int wrong = run_all(url, NULL, NULL, 2, &st);
+  const char *text = capture_end();
+  CHECK_EQ_INT(wrong, 0);
+  CHECK_EQ_INT((int)st.compiles, 2);
+  CHECK_EQ_INT((int)st.remote_writes, 0);
+  CHECK_EQ_INT(count_keys(&s, "latch:*"), 0);
+  CHECK_MSG(count_occurrences(text, "no LATCH_CACHE_SECRET") == 1, "warnings:\n%s", text);
+  /* with a secret the same URL stores and loads signed entries */
+  CHECK_EQ_INT(run_all(url, NULL, "k", 2, &st), 0);
+  CHECK_EQ_INT((int)st.remote_writes, 2);
+  CHECK_EQ_INT(run_all(url, NULL, "k", 2, &st), 0);
+  CHECK_EQ_INT((int)st.remote_loads, 2);
   redis_stop(&s);
 }
 
@@ -532,7 +569,7 @@ static void unix_socket(void) {
     return;
   }
   char url[256];
-  snprintf(url, sizeof url, "unix://%s?db=2", s.socket);
+  snprintf(url, sizeof url, "unix://%s?db=2&unsigned=1", s.socket);
   latch_stats st;
   CHECK_EQ_INT(run_all(url, NULL, NULL, 2, &st), 0);
   CHECK_EQ_INT((int)st.remote_writes, 2);
@@ -555,6 +592,7 @@ int main(void) {
   RUN(out_of_memory);
   RUN(garbage_answers);
   RUN(poisoned_and_signed);
+  RUN(unsigned_off_by_default);
   RUN(unix_socket);
   return TEST_REPORT();
 }

@@ -128,11 +128,19 @@ int cli_open_remote(const char *who, const char *url_flag, cache_remote **remote
     cli_error("%s need --cache-url URL or LATCH_CACHE_URL", who);
     return CLI_USAGE;
   }
+  latch_options options;
+  if (latch_options_init(&options) != LATCH_OK) {
+    cli_error("%s", latch_last_error());
+    return CLI_USAGE;
+  }
   cache_remote_config config;
   hlo_diag diag;
   hlo_diag_clear(&diag);
-  if (cache_remote_parse_url(url, &config, &diag) != HLO_OK) return cli_fail(&diag);
-  *remote = cache_remote_open(&config, getenv("LATCH_CACHE_SECRET"), &diag);
+  if (cap_remote_config(&options, url, &config, &diag) != HLO_OK) {
+    explicit_bzero(config.password, sizeof config.password);
+    return cli_fail(&diag);
+  }
+  *remote = cache_remote_open(&config, options.cache_secret, &diag);
   return *remote ? CLI_OK : cli_fail(&diag);
 }
 

@@ -35,7 +35,9 @@ void cmd_cache_usage(void) {
         "              its leases are shown as temporary files\n"
         "  --cache-url URL  the remote tier, redis://[user:password@]host[:port][/db] or\n"
         "              unix:///path; default LATCH_CACHE_URL. LATCH_CACHE_SECRET: verify and pull\n"
-        "              accept only entries signed with it, push signs what it writes\n"
+        "              accept only entries signed with it, push signs what it writes (without it\n"
+        "              push and pull refuse unless the URL says unsigned=1). Only the namespace's\n"
+        "              keys are touched (LATCH_CACHE_NAMESPACE or namespace=, default the user)\n"
         "\n"
         "Environment (also read by 'latch run'): LATCH_CACHE=off|memory|disk (default disk),\n"
         "LATCH_CACHE_DIR, LATCH_CACHE_MAX_BYTES (default 1G; K, M, G, T suffixes). Each put\n"
@@ -212,16 +214,16 @@ static int remote_stats(const source *src) {
 
 /* push: disk -> Redis; pull: Redis -> disk. */
 static int copy(const source *src, const char *dir, bool push) {
-  uint64_t copied = 0, skipped = 0, max_bytes = 0;
+  uint64_t copied = 0, skipped = 0, refused = 0, max_bytes = 0;
   hlo_diag diag;
   hlo_diag_clear(&diag);
   if (!push && cap_env_cache_max_bytes(&max_bytes, &diag) != HLO_OK) return cli_fail(&diag);
-  hlo_status status = push ? cache_remote_push(src->remote, dir, &copied, &skipped, &diag)
+  hlo_status status = push ? cache_remote_push(src->remote, dir, &copied, &skipped, &refused, &diag)
                            : cache_remote_pull(src->remote, dir, max_bytes, &copied, &skipped, &diag);
-  if (status != HLO_OK) return cli_fail(&diag);
-  printf("%s %" PRIu64 " entr%s %s %s (%" PRIu64 " skipped: already there or not valid)\n", push ? "pushed" : "pulled",
-         copied, copied == 1 ? "y" : "ies", push ? "to" : "from", src->name, skipped);
-  return CLI_OK;
+  if (status == HLO_OK || refused)
+    printf("%s %" PRIu64 " entr%s %s %s (%" PRIu64 " skipped: already there or not valid)\n", push ? "pushed" : "pulled",
+           copied, copied == 1 ? "y" : "ies", push ? "to" : "from", src->name, skipped);
+  return status == HLO_OK ? CLI_OK : cli_fail(&diag);
 }
 
 static void report_bad(void *ctx, const cache_disk_entry_info *info) {

@@ -47,9 +47,15 @@ static void print_compile_time(const hlo_module *module, double seconds) {
 static hlo_status open_remote(run_cache *cache, hlo_diag *diag) {
   const char *url = getenv("LATCH_CACHE_URL");
   if (!url || !*url) return HLO_OK;
+  latch_options options;
+  if (latch_options_init(&options) != LATCH_OK)
+    return hlo_diag_set(diag, HLO_ERR_INPUT, "%s", latch_last_error());
   cache_remote_config config;
-  if (cache_remote_parse_url(url, &config, diag) != HLO_OK) return diag->status;
-  cache->remote = cache_remote_open(&config, getenv("LATCH_CACHE_SECRET"), diag);
+  if (cap_remote_config(&options, url, &config, diag) != HLO_OK) {
+    explicit_bzero(config.password, sizeof config.password);
+    return diag->status;
+  }
+  cache->remote = cache_remote_open(&config, options.cache_secret, diag);
   return cache->remote ? HLO_OK : diag->status;
 }
 
