@@ -4,15 +4,17 @@
  * private, each declaration under the file that defines it: kernel_internal.h (what kernels
  * share), plan_internal.h (steps and plans), exec_internal.h (what executable.c calls
  * besides the plan), dnnl_internal.h (oneDNN steps), fusion_internal.h (fused programs),
+ * attention_internal.h (attention steps),
  * blob_internal.h (the serialized bytes), erf_f32_internal.h, exp_f32_internal.h,
  * tanh_f32_internal.h (vector math). Uses runtime/, runtime/reference/, hlo/, OpenMP, oneDNN
  * and BLAS.
  *
  * Its files, each depending only on files above it (tests/test_cpu_layers.sh checks):
  *   kernels     isa.c dnnl_engine.c elementwise.c layout.c gather.c conv.c batchnorm.c
- *               fallback.c dot_rows.c pooling.c dot.c reduce.c
+ *               fallback.c dot_rows.c pooling.c dot.c reduce.c attention.c
  *   oneDNN      wino.c dnnl_pool.c dnnl_concat.c dnnl_conv.c
- *   the plan    kept.c kept_places.c dnnl_plan.c fusion_run.c fusion_groups.c plan.c
+ *   the plan    kept.c kept_places.c dnnl_plan.c attention_plan.c fusion_run.c fusion_groups.c
+ *               plan.c
  *   passes      pass_fold_affine.c pass_space_to_depth.c pass_dot_repeat.c
  *   storing     blob.c bind.c serialize.c deserialize_module.c deserialize.c
  *   the backend libraries.c executable.c */

@@ -27,6 +27,10 @@ typedef struct reader {
    * programs): packed after the instructions, not in hundreds of allocations of their own
    * (plan->pieces_in_module) */
   hlo_arena *arena;
+  /* for ATTENTION steps, found again: the entry's use counts and results, and room for the
+   * matcher's marks (made at the first such step) */
+  int *use_count;
+  bool *result, *inside;
 } reader;
 
 /* count items of size bytes from the arena (zeroed); NULL with the failure set when memory
@@ -297,10 +301,29 @@ static int *get_int_list(reader *r, int *count, int64_t hi, const char *what) {
   return list;
 }
 
+/* An ATTENTION step's description, found again at its instruction as the plan found it
+ * (attention_plan.c); its inputs must be steps that hold values. */
+static void get_attention(reader *r, const rt_cpu_plan *plan, rt_cpu_step *s) {
+  if (!r->use_count) {
+    r->inside = hlo_calloc((size_t)r->n + 1, sizeof(bool));
+    if (!r->inside || !rt_cpu_attention_uses(r->entry, &r->use_count, &r->result)) {
+      rt_blob_fail(r->in, "out of memory");
+      return;
+    }
+  }
+  bool oom;
+  s->attention = rt_cpu_attention_match(r->entry, s->instr, r->use_count, r->result, r->inside, &oom);
+  if (oom) rt_blob_fail(r->in, "out of memory");
+  else if (!s->attention) rt_blob_fail(r->in, "an attention step that is none");
+  for (int k = 0; s->attention && k < s->attention->input_count && !r->in->failed; k++)
+    if (s->attention->inputs[k] >= s->instr->id || plan->steps[s->attention->inputs[k]].kind == RT_STEP_INSIDE)
+      rt_blob_fail(r->in, "an attention step's inputs");
+}
+
 static void get_step(reader *r, rt_cpu_plan *plan, rt_cpu_step *s) {
   rt_blob_in *in = r->in;
   int64_t arena = plan->arena_bytes;
-  s->kind = (rt_cpu_step_kind)rt_blob_get_range(in, RT_STEP_PARAM, RT_STEP_DNNL, "a step's kind");
+  s->kind = (rt_cpu_step_kind)rt_blob_get_range(in, RT_STEP_PARAM, RT_STEP_ATTENTION, "a step's kind");
   rt_cpu_kernel_family family = rt_blob_get_range(in, 0, RT_KERNEL_FAMILY_COUNT - 1, "a step's kernel");
   s->storage = (int)rt_blob_get_range(in, 0, INT32_MAX, "a step's storage");
   s->output = rt_blob_get_bool(in, "a step");
@@ -322,6 +345,7 @@ static void get_step(reader *r, rt_cpu_plan *plan, rt_cpu_step *s) {
     rt_blob_fail(in, "a step's scratch");
   if (s->kind == RT_STEP_FUSED && !in->failed) s->fusion = get_fusion(r);
   if (s->kind == RT_STEP_DNNL && !in->failed) s->dnnl = get_dnnl(r);
+  if (s->kind == RT_STEP_ATTENTION && !in->failed) get_attention(r, plan, s);
   if (!in->failed && rt_cpu_step_keeps_weights(s) && !s->dnnl) /* only a DNNL step keeps weights */
     rt_blob_fail(in, "kept weights");
   if (!in->failed && !repick(s, family)) rt_blob_fail(in, "a step whose kernel is not the one planned");
@@ -457,6 +481,9 @@ static rt_cpu_plan *get_plan(rt_blob_in *in, hlo_module *module) {
     get_step(&r, plan, &plan->steps[i]);
     plan->primitives_pending = plan->primitives_pending || plan->steps[i].kind == RT_STEP_DNNL;
   }
+  free(r.use_count);
+  free(r.result);
+  free(r.inside);
   if (!in->failed && !inputs_hold(plan)) rt_blob_fail(in, "a step's inputs");
   if (!in->failed) check_extents(in, plan);
   if (in->failed) {

@@ -538,6 +538,14 @@ static hlo_status run_dnnl(const rt_cpu_step *step, run_state *r) {
   return status;
 }
 
+/* Attention (attention.c) into its result. */
+static hlo_status run_attention(const rt_cpu_step *step, run_state *r) {
+  hlo_status status = place_result(step, r);
+  if (status != HLO_OK) return status;
+  rt_cpu_attention_run(step->attention, (const rt_value *const *)r->ops, r->cells[step->instr->id].value);
+  return HLO_OK;
+}
+
 /* A reference kernel making a new value, detached from the views it may hand back. */
 static hlo_status run_slow(const rt_cpu_step *step, run_state *r) {
   const hlo_instr *instr = step->instr;
@@ -570,6 +578,7 @@ static hlo_status run_step(const rt_cpu_step *step, run_state *r) {
     case RT_STEP_INSIDE: return HLO_OK;
     case RT_STEP_FAST: case RT_STEP_FUSED: return run_fast(step, r);
     case RT_STEP_DNNL: return run_dnnl(step, r);
+    case RT_STEP_ATTENTION: return run_attention(step, r);
     case RT_STEP_SLOW: return run_slow(step, r);
   }
   return HLO_OK;

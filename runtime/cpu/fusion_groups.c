@@ -586,10 +586,12 @@ int rt_cpu_step_input_count(const rt_cpu_step *step) {
   if (step->kind == RT_STEP_INSIDE) return 0;
   if (step->kind == RT_STEP_FUSED) return step->fusion->input_count;
   if (step->kind == RT_STEP_DNNL) return rt_cpu_dnnl_input_count(step->dnnl);
+  if (step->kind == RT_STEP_ATTENTION) return step->attention->input_count;
   return step->instr->operand_count;
 }
 
 int rt_cpu_step_input(const rt_cpu_step *step, int k) {
   if (step->kind == RT_STEP_DNNL) return rt_cpu_dnnl_input(step->dnnl, k);
+  if (step->kind == RT_STEP_ATTENTION) return step->attention->inputs[k];
   return step->kind == RT_STEP_FUSED ? step->fusion->inputs[k] : step->instr->operands[k]->id;
 }

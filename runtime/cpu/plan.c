@@ -540,8 +540,8 @@ rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, const rt_compile_option
   }
   free(read_whole);
   bool fuse = !(options && options->no_fusion);
-  if (rt_cpu_dnnl_plan(plan, entry, diag) != HLO_OK || (fuse && rt_cpu_fuse(plan, entry, diag) != HLO_OK) ||
-      assign(plan, entry, diag) != HLO_OK) {
+  if (rt_cpu_attention_plan(plan, entry, diag) != HLO_OK || rt_cpu_dnnl_plan(plan, entry, diag) != HLO_OK ||
+      (fuse && rt_cpu_fuse(plan, entry, diag) != HLO_OK) || assign(plan, entry, diag) != HLO_OK) {
     rt_cpu_plan_free(plan);
     return NULL;
   }
@@ -558,6 +558,7 @@ void rt_cpu_plan_free(rt_cpu_plan *plan) {
       rt_cpu_fusion_free(plan->steps[i].fusion);
     }
     rt_cpu_dnnl_free(plan->steps[i].dnnl);
+    free(plan->steps[i].attention);
   }
   free(plan->steps);
   free(plan);

@@ -5,7 +5,7 @@
  * the tests. */
 #ifndef RT_CPU_PLAN_INTERNAL_H
 #define RT_CPU_PLAN_INTERNAL_H
-#include "kernel_internal.h"
+#include "attention_internal.h"
 
 /* How a step gets its result. */
 typedef enum rt_cpu_step_kind {
@@ -21,6 +21,8 @@ typedef enum rt_cpu_step_kind {
   RT_STEP_INSIDE, /* computed inside a fused step, or a broadcast folded into its loads: no result */
   RT_STEP_DNNL,   /* a convolution and its epilogue on oneDNN (dnnl_internal.h), at the
                    * epilogue's last instruction, into an assigned buffer or output */
+  RT_STEP_ATTENTION, /* softmax(Q K^T ...) V (attention_internal.h), at the last product,
+                      * into an assigned buffer or output */
 } rt_cpu_step_kind;
 
 typedef struct rt_cpu_fusion rt_cpu_fusion;
@@ -61,6 +63,7 @@ typedef struct rt_cpu_step { /* (ordered to leave no hole: a load writes one per
   rt_cpu_dnnl *dnnl;
   int weight_param, weight_kept;
   int64_t weight_offset;
+  rt_cpu_attention *attention; /* ATTENTION: what it reads and computes */
 } rt_cpu_step;
 
 /* Whether step (a DNNL one) keeps its weights reordered in the arena's kept region. */
@@ -69,7 +72,8 @@ static inline bool rt_cpu_step_keeps_weights(const rt_cpu_step *step) {
 }
 /* Whether step's result is written into a buffer of its own (or an output). */
 static inline bool rt_cpu_step_writes_buffer(const rt_cpu_step *step) {
-  return step->kind == RT_STEP_FAST || step->kind == RT_STEP_FUSED || step->kind == RT_STEP_DNNL;
+  return step->kind == RT_STEP_FAST || step->kind == RT_STEP_FUSED || step->kind == RT_STEP_DNNL ||
+         step->kind == RT_STEP_ATTENTION;
 }
 
 typedef struct rt_cpu_plan {
@@ -112,6 +116,11 @@ typedef enum rt_cpu_kernel_family {
  * defaults) says whether to fuse. */
 rt_cpu_plan *rt_cpu_plan_build(const hlo_module *module, const rt_compile_options *options, hlo_diag *diag);
 void rt_cpu_plan_free(rt_cpu_plan *plan);
+
+/* attention_plan.c: attention, run on a plan whose steps are classified, before oneDNN and
+ * fusion: turns each softmax(Q K^T ...) V it finds into one ATTENTION step (at the last
+ * product) and marks the instructions it computes INSIDE. */
+hlo_status rt_cpu_attention_plan(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag);
 
 /* kept.c: marks the kept steps of a plan whose outputs are marked; false when memory ran
  * out. */

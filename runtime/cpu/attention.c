@@ -1,0 +1,237 @@
+/* The attention step's kernel: out = softmax(ops(Q K^T)) V without the [Sq, Sk] scores in
+ * memory, in the order of work of flash attention.
+ *
+ * One item of the parallel loop is a block of BQ query rows of one batch element (a head):
+ * for each block of BK keys it computes the block's scores (one sgemm of Q's rows against
+ * K's, both read in place through their row strides), applies the graph's ops (scale, masks)
+ * row by row, and folds the block into a running max m and sum l per row: with m' the new
+ * max, the row's sum and its output so far are scaled by exp(m - m'), the block's
+ * probabilities are exp(x - m'), and their product with the block's rows of V (a second
+ * sgemm) is added to the output rows. After the last block each output row is divided by
+ * its sum. The output rows are the step's result itself; the only other memory is one
+ * BQ x BK block of scores and the per-row m and l, on the stack of the thread running the
+ * item: memory grows with neither Sq nor Sk.
+ *
+ * Special values follow the graph: a row whose scores are all -inf (every key masked) or
+ * hold a NaN or +inf comes out NaN, as exp(x - max) / sum does; a block where a row has
+ * seen only -inf so far leaves that row's m, l and output alone (exp(-inf - -inf) would make
+ * the sum NaN where later keys are finite). The element loops are compiled for AVX-512,
+ * AVX2 and the build's baseline (isa.c), with exp from exp_f32_internal.h; they give the same
+ * bits. */
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include <cblas.h>
+#include <dnnl.h>
+#include <omp.h>
+
+#include "attention_internal.h"
+#include "exp_f32_internal.h"
+
+enum { BQ = 64, BK = 128 };
+
+static _Atomic int64_t runs;
+
+int64_t rt_cpu_attention_run_count(void) { return atomic_load(&runs); }
+
+typedef struct job {
+  const rt_cpu_attention *a;
+  const float *q, *k, *v;
+  const void *masks[RT_ATTENTION_MAX_MASKS];
+  float *out;
+  int64_t q_blocks;
+  bool on_dnnl;
+} job;
+
+/* The element offset of batch element b in view v. */
+static int64_t batch_offset(const rt_cpu_attention_view *v, int64_t b) {
+  int64_t at = 0;
+  for (int i = v->batch_rank - 1; i >= 0; i--) {
+    at += (b % v->batch_size[i]) * v->batch_stride[i];
+    b /= v->batch_size[i];
+  }
+  return at;
+}
+
+/* c[rows x cols] (ldc) = alpha a b (+ c when accumulate), row-major; b transposed when
+ * b_transposed. */
+static void gemm(bool on_dnnl, bool b_transposed, int64_t rows, int64_t cols, int64_t depth, const float *a,
+                 int64_t lda, const float *b, int64_t ldb, bool accumulate, float *c, int64_t ldc) {
+  float beta = accumulate ? 1.0f : 0.0f;
+  if (on_dnnl)
+    dnnl_sgemm('N', b_transposed ? 'T' : 'N', rows, cols, depth, 1.0f, a, lda, b, ldb, beta, c, ldc);
+  else
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, b_transposed ? CblasTrans : CblasNoTrans, (int)rows, (int)cols,
+                (int)depth, 1.0f, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+}
+
+/* Where a mask's row of one block starts: element (b, row, col0). */
+typedef struct mask_rows {
+  const void *at[RT_ATTENTION_MAX_MASKS];
+} mask_rows;
+
+/* The block's row x[0..cols) after the graph's ops; masks at their rows' first columns. */
+#define DEFINE_OPS(NAME, ATTR)                                                                                 \
+  static ATTR void NAME(const rt_cpu_attention *a, const mask_rows *mr, float *x, int64_t cols) {              \
+    for (int o = 0; o < a->op_count; o++) {                                                                    \
+      const rt_cpu_attention_op *op = &a->ops[o];                                                              \
+      if (op->mask < 0) {                                                                                      \
+        float c = op->imm;                                                                                     \
+        switch (op->code) {                                                                                    \
+          case RT_ATT_ADD: for (int64_t j = 0; j < cols; j++) x[j] = x[j] + c; break;                          \
+          case RT_ATT_SUBTRACT: for (int64_t j = 0; j < cols; j++) x[j] = x[j] - c; break;                     \
+          case RT_ATT_MULTIPLY: for (int64_t j = 0; j < cols; j++) x[j] = x[j] * c; break;                     \
+          case RT_ATT_DIVIDE: for (int64_t j = 0; j < cols; j++) x[j] = x[j] / c; break;                       \
+          default: break;                                                                                      \
+        }                                                                                                      \
+        continue;                                                                                              \
+      }                                                                                                        \
+      int64_t s = a->masks[op->mask].col_stride;                                                               \
+      if (op->code == RT_ATT_SELECT) {                                                                         \
+        const unsigned char *p = mr->at[op->mask];                                                             \
+        float fill = op->imm;                                                                                  \
+        bool on = op->fill_on_true;                                                                            \
+        for (int64_t j = 0; j < cols; j++) x[j] = (p[j * s] != 0) == on ? fill : x[j];                         \
+        continue;                                                                                              \
+      }                                                                                                        \
+      const float *m = mr->at[op->mask];                                                                       \
+      switch (op->code) {                                                                                      \
+        case RT_ATT_ADD: for (int64_t j = 0; j < cols; j++) x[j] = x[j] + m[j * s]; break;                     \
+        case RT_ATT_SUBTRACT: for (int64_t j = 0; j < cols; j++) x[j] = x[j] - m[j * s]; break;                \
+        case RT_ATT_MULTIPLY: for (int64_t j = 0; j < cols; j++) x[j] = x[j] * m[j * s]; break;                \
+        case RT_ATT_DIVIDE: for (int64_t j = 0; j < cols; j++) x[j] = x[j] / m[j * s]; break;                  \
+        default: break;                                                                                        \
+      }                                                                                                        \
+    }                                                                                                          \
+  }
+
+/* One row of a block folded into the running max *m and sum *l: x becomes the row's
+ * probabilities under the new max; returns the factor exp(m - m') that the row's output so
+ * far must take (1 when the row has seen only -inf: then x is all zeros). */
+#define DEFINE_FOLD(NAME, ATTR)                                                                               \
+  static ATTR float NAME(float *x, int64_t cols, float *m, float *l) {                                       \
+    float top = *m;                                                                                           \
+    unsigned nan = 0;                                                                                         \
+    for (int64_t j = 0; j < cols; j++) {                                                                      \
+      top = x[j] > top ? x[j] : top;                                                                          \
+      nan |= x[j] != x[j];                                                                                    \
+    }                                                                                                         \
+    if (nan) top = NAN;                                                                                       \
+    if (top == -INFINITY) {                                                                                   \
+      for (int64_t j = 0; j < cols; j++) x[j] = 0.0f;                                                         \
+      return 1.0f;                                                                                            \
+    }                                                                                                         \
+    float sum = 0.0f;                                                                                         \
+    for (int64_t j = 0; j < cols; j++) {                                                                      \
+      x[j] = rt_exp_f32(x[j] - top);                                                                          \
+      sum += x[j];                                                                                            \
+    }                                                                                                         \
+    float scale = rt_exp_f32(*m - top);                                                                       \
+    *l = *l * scale + sum;                                                                                    \
+    *m = top;                                                                                                 \
+    return scale;                                                                                             \
+  }
+
+DEFINE_OPS(ops_portable, )
+DEFINE_FOLD(fold_portable, )
+#if RT_CPU_X86_VARIANTS
+DEFINE_OPS(ops_avx2, __attribute__((target("avx2"))))
+DEFINE_FOLD(fold_avx2, __attribute__((target("avx2"))))
+DEFINE_OPS(ops_avx512, __attribute__((target("avx512f"))))
+DEFINE_FOLD(fold_avx512, __attribute__((target("avx512f"))))
+#endif
+
+typedef void (*ops_fn)(const rt_cpu_attention *, const mask_rows *, float *, int64_t);
+typedef float (*fold_fn)(float *, int64_t, float *, float *);
+
+static const ops_fn ops_kernels[RT_CPU_ISA_COUNT] = {
+    [RT_CPU_ISA_PORTABLE] = ops_portable,
+#if RT_CPU_X86_VARIANTS
+    [RT_CPU_ISA_AVX2] = ops_avx2,
+    [RT_CPU_ISA_AVX512] = ops_avx512,
+#endif
+};
+static const fold_fn fold_kernels[RT_CPU_ISA_COUNT] = {
+    [RT_CPU_ISA_PORTABLE] = fold_portable,
+#if RT_CPU_X86_VARIANTS
+    [RT_CPU_ISA_AVX2] = fold_avx2,
+    [RT_CPU_ISA_AVX512] = fold_avx512,
+#endif
+};
+
+/* The masks' rows for row `row` and keys from col0 of batch element b. */
+static void mask_rows_at(const job *j, int64_t b, int64_t row, int64_t col0, mask_rows *mr) {
+  const rt_cpu_attention *a = j->a;
+  for (int k = 0; k < a->mask_count; k++) {
+    const rt_cpu_attention_view *v = &a->masks[k];
+    int64_t at = batch_offset(v, b) + row * v->row_stride + col0 * v->col_stride;
+    mr->at[k] = a->mask_pred[k] ? (const void *)((const unsigned char *)j->masks[k] + at)
+                                : (const void *)((const float *)j->masks[k] + at);
+  }
+}
+
+/* Query rows [r0, r0 + rows) of batch element b. */
+static void block_item(const job *j, int64_t b, int64_t r0, int64_t rows, ops_fn ops, fold_fn fold) {
+  const rt_cpu_attention *a = j->a;
+  float scores[BQ * BK], m[BQ], l[BQ];
+  const float *q = j->q + batch_offset(&a->q, b) + r0 * a->q.row_stride;
+  const float *k = j->k + batch_offset(&a->k, b), *v = j->v + batch_offset(&a->v, b);
+  float *o = j->out + (b * a->sq + r0) * a->dv;
+  for (int64_t r = 0; r < rows; r++) {
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+  }
+  memset(o, 0, sizeof(float) * (size_t)(rows * a->dv));
+  for (int64_t c0 = 0; c0 < a->sk; c0 += BK) {
+    int64_t cols = a->sk - c0 < BK ? a->sk - c0 : BK;
+    gemm(j->on_dnnl, true, rows, cols, a->d, q, a->q.row_stride, k + c0 * a->k.row_stride, a->k.row_stride, false,
+         scores, BK);
+    bool any = false;
+    for (int64_t r = 0; r < rows; r++) {
+      float *x = scores + r * BK;
+      if (a->op_count) {
+        mask_rows mr;
+        mask_rows_at(j, b, r0 + r, c0, &mr);
+        ops(a, &mr, x, cols);
+      }
+      float scale = fold(x, cols, &m[r], &l[r]);
+      any = any || m[r] != -INFINITY;
+      if (scale != 1.0f)
+        for (int64_t t = 0; t < a->dv; t++) o[r * a->dv + t] *= scale;
+    }
+    if (any) gemm(j->on_dnnl, false, rows, a->dv, cols, scores, BK, v + c0 * a->v.row_stride, a->v.row_stride, true,
+                  o, a->dv);
+  }
+  for (int64_t r = 0; r < rows; r++) {
+    float *row = o + r * a->dv;
+    if (m[r] == -INFINITY) /* every key masked: exp(-inf - -inf) is NaN in the graph */
+      for (int64_t t = 0; t < a->dv; t++) row[t] = NAN;
+    else
+      for (int64_t t = 0; t < a->dv; t++) row[t] /= l[r];
+  }
+}
+
+static void items(void *ctx, int64_t begin, int64_t end) {
+  const job *j = ctx;
+  rt_cpu_isa isa = rt_cpu_isa_in_use();
+  for (int64_t item = begin; item < end; item++) {
+    int64_t b = item / j->q_blocks, r0 = item % j->q_blocks * BQ;
+    int64_t rows = j->a->sq - r0 < BQ ? j->a->sq - r0 : BQ;
+    block_item(j, b, r0, rows, ops_kernels[isa], fold_kernels[isa]);
+  }
+}
+
+void rt_cpu_attention_run(const rt_cpu_attention *a, const rt_value *const *in, rt_value *out) {
+  atomic_fetch_add(&runs, 1);
+  job j = {.a = a, .q = in[0]->data, .k = in[1]->data, .v = in[2]->data, .out = out->data,
+           .q_blocks = (a->sq + BQ - 1) / BQ, .on_dnnl = rt_cpu_dot_on_dnnl()};
+  for (int k = 0; k < a->mask_count; k++) j.masks[k] = in[3 + k]->data;
+  if (a->batch == 0 || a->sq == 0 || a->dv == 0) return;
+  /* an item is about rows * sk * (d + dv) multiply-adds; about a million make a task */
+  int64_t per_item = BQ * a->sk * (a->d + a->dv);
+  int64_t grain = per_item >= (1 << 20) ? 1 : (1 << 20) / per_item;
+  int team = j.on_dnnl ? rt_cpu_dnnl_team_begin() : 0; /* oneDNN's sgemm uses the caller's team */
+  rt_parallel_for(a->batch * j.q_blocks, grain, items, &j);
+  if (j.on_dnnl) omp_set_num_threads(team);
+}

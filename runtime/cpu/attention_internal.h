@@ -1,0 +1,69 @@
+/* The attention step of the cpu plan: softmax(Q K^T, scaled and masked) V run as one step,
+ * found in the entry by attention_plan.c and run by attention.c. Both see it through this
+ * header; the plan and the executable see it through plan_internal.h. Nothing outside the
+ * backend includes this but the tests. */
+#ifndef RT_CPU_ATTENTION_INTERNAL_H
+#define RT_CPU_ATTENTION_INTERNAL_H
+#include "kernel_internal.h"
+
+/* At most this many elementwise ops between the scores and the softmax (a scale, a mask
+ * added, a select of a fill), and this many masks among them. */
+enum { RT_ATTENTION_MAX_OPS = 6, RT_ATTENTION_MAX_MASKS = 3 };
+
+/* Where an operand's elements lie: element (b, row, col) of a [batch, rows, cols] view is at
+ * sum over i of ((b / inner_i) % batch_size[i]) * batch_stride[i] + row * row_stride + col *
+ * col_stride, in elements of the operand's value, b the flat batch index (row-major over
+ * batch_size[0..batch_rank)). Strides are 0 along what a broadcast spreads. */
+typedef struct rt_cpu_attention_view {
+  int batch_rank;
+  int64_t batch_size[HLO_MAX_RANK], batch_stride[HLO_MAX_RANK];
+  int64_t row_stride, col_stride;
+} rt_cpu_attention_view;
+
+/* One op on the scores x, in the graph's order: x = x op imm, x = x op mask (an f32 view of
+ * mask `mask`), or select: x = fill where the pred mask is true (fill_on_true), else where it
+ * is false. */
+typedef enum rt_attention_op_code {
+  RT_ATT_ADD, RT_ATT_SUBTRACT, RT_ATT_MULTIPLY, RT_ATT_DIVIDE, /* x op imm, or x op mask */
+  RT_ATT_SELECT
+} rt_attention_op_code;
+
+typedef struct rt_cpu_attention_op {
+  rt_attention_op_code code;
+  int mask; /* an index into masks, or -1: imm */
+  float imm; /* the operand, or select's fill */
+  bool fill_on_true;
+} rt_cpu_attention_op;
+
+/* out[b, i, :] = sum over j of softmax_j(x[b, i, j]) v[b, j, :], x[b, i, j] the ops applied to
+ * sum over t of q[b, i, t] k[b, j, t]; out is row-major [batch, sq, dv]. q's, k's and v's
+ * columns are contiguous (col_stride 1: the planner takes no other). */
+typedef struct rt_cpu_attention {
+  int64_t batch, sq, sk, d, dv;
+  rt_cpu_attention_view q, k, v; /* q [batch, sq, d], k [batch, sk, d], v [batch, sk, dv] */
+  int op_count, mask_count;
+  rt_cpu_attention_op ops[RT_ATTENTION_MAX_OPS];
+  rt_cpu_attention_view masks[RT_ATTENTION_MAX_MASKS]; /* each [batch, sq, sk] */
+  bool mask_pred[RT_ATTENTION_MAX_MASKS];              /* pred (one byte), else f32 */
+  /* the steps read, by instruction id: q, k, v, then the masks */
+  int input_count;
+  int inputs[3 + RT_ATTENTION_MAX_MASKS];
+} rt_cpu_attention;
+
+/* attention.c: runs the step: in[k] is the value of inputs[k]; out a row-major f32
+ * [batch, sq, dv] (the final dot's result). Uses no memory but the stack (a block of scores
+ * per thread), so it cannot fail. */
+void rt_cpu_attention_run(const rt_cpu_attention *a, const rt_value *const *in, rt_value *out);
+/* Attention steps run so far, process-wide (for tests). */
+int64_t rt_cpu_attention_run_count(void);
+
+/* attention_plan.c: the description of the attention whose last product is dot, or NULL
+ * (also when memory ran out: *oom set). inside[i] (entry->instr_count of them) is set for
+ * every instruction the step computes and no other step reads; use_count[i]: instruction
+ * i's users (each once), result[i]: whether it is a result of the entry. */
+rt_cpu_attention *rt_cpu_attention_match(const hlo_comp *entry, const hlo_instr *dot, const int *use_count,
+                                         const bool *result, bool *inside, bool *oom);
+/* use_count and result for rt_cpu_attention_match; false when memory ran out. */
+bool rt_cpu_attention_uses(const hlo_comp *entry, int **use_count, bool **result);
+
+#endif

@@ -1,0 +1,414 @@
+/* Attention in the cpu plan: finds softmax(Q K^T, scaled and masked) V in the entry and makes
+ * it one ATTENTION step (attention.c runs it), so the [batch, heads, S, S] scores and
+ * probabilities are never stored.
+ *
+ * The pattern, read back from the last product (dot2), as frontends lower it and hlo/'s
+ * passes leave it (transposes folded into the products' dimension numbers):
+ *
+ *   s  = dot(Q, K)           batch dims, one contracting dim each: [batch..., Sq, Sk]
+ *   x  = ops(s)              reshapes that keep the last two dims; x * c, x / c, x + c,
+ *                            x - c (c a scalar constant); x + m, x - m, x * m, x / m (m an
+ *                            f32 array, or one broadcast to x's dims: a padding or causal
+ *                            mask added); select(p, fill, x) or select(p, x, fill) (p a
+ *                            pred array or broadcast, fill a scalar constant: masked_fill)
+ *   e  = exp(x - broadcast(reduce-max(x, -inf, last dim)))
+ *   p  = e / broadcast(reduce-add(e, 0, last dim))
+ *   out = dot(p, V)          p's batch dims leading, in order, contracting its last
+ *
+ * with every value from s to p read only inside the pattern and no result of the entry,
+ * f32 throughout, and Q's, K's and V's innermost dims (head features) contiguous, so the
+ * kernel reads them where the projection left them. The flat batch (the batch dims'
+ * elements in row-major order) must have the same count at s, x, p and out; a reshape may
+ * regroup it ([B*H, S, S] as [B, H, S, S]), never the last two dims. A broadcast read through
+ * (a mask, a scalar) becomes INSIDE when nothing else reads it.
+ *
+ * The step computes the softmax in another order (a running max and sum over blocks of
+ * keys, the division at the end): within rounding of the graph, as the other rewrites are.
+ * Decided from the module's shapes alone, so a plan built again for other sizes decides
+ * again, and a loaded plan finds the same description (deserialize.c). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_internal.h"
+
+enum { MAX_MEMBERS = 24, MAX_SPREADS = 2 * RT_ATTENTION_MAX_OPS };
+
+typedef struct matcher {
+  const int *use_count;
+  const bool *result;
+  rt_cpu_attention *a;
+  const hlo_shape *x_shape; /* the scores as the ops see them: [batch..., Sq, Sk] */
+  int member_count, spread_count;
+  const hlo_instr *members[MAX_MEMBERS]; /* members[0] is dot2, the step itself */
+  const hlo_instr *spreads[MAX_SPREADS];
+} matcher;
+
+static bool plain(const hlo_instr *instr, hlo_dtype dtype) {
+  const hlo_shape *s = &instr->shape;
+  return hlo_shape_is_array(s) && s->dtype == dtype && hlo_shape_is_default_layout(s) && !hlo_shape_is_dynamic(s);
+}
+
+static bool add_member(matcher *m, const hlo_instr *instr) {
+  if (m->member_count == MAX_MEMBERS) return false;
+  m->members[m->member_count++] = instr;
+  return true;
+}
+
+static int64_t batch_elements(const hlo_shape *s) {
+  int64_t n = 1;
+  for (int d = 0; d < s->rank - 2; d++) n *= s->dims[d];
+  return n;
+}
+
+static bool same_last_two(const hlo_shape *a, const hlo_shape *b) {
+  return a->rank >= 2 && b->rank >= 2 && a->dims[a->rank - 1] == b->dims[b->rank - 1] &&
+         a->dims[a->rank - 2] == b->dims[b->rank - 2] && batch_elements(a) == batch_elements(b);
+}
+
+/* instr's operand when instr is a reshape that keeps the last two dims (and the flat
+ * batch), taken as a member; else instr. */
+static const hlo_instr *under_reshape(matcher *m, const hlo_instr *instr) {
+  if (instr->opcode != HLO_OP_RESHAPE || instr->operand_count != 1) return instr;
+  const hlo_instr *under = instr->operands[0];
+  if (!plain(under, HLO_F32) || !same_last_two(&under->shape, &instr->shape) || !add_member(m, instr)) return instr;
+  return under;
+}
+
+/* The value of an f32 scalar constant, or of a broadcast of one (kept as a spread). */
+static bool scalar_of(matcher *m, const hlo_instr *instr, float *value) {
+  const hlo_instr *c = instr;
+  if (c->opcode == HLO_OP_BROADCAST && c->operand_count == 1 && c->dimensions.count == 0) c = c->operands[0];
+  if (c->opcode != HLO_OP_CONSTANT || !plain(c, HLO_F32) || hlo_shape_elements(&c->shape) != 1 || !c->literal ||
+      !c->literal->data)
+    return false;
+  *value = *(const float *)c->literal->data;
+  if (c != instr) {
+    if (m->spread_count == MAX_SPREADS) return false;
+    m->spreads[m->spread_count++] = instr;
+  }
+  return true;
+}
+
+/* A mask of x's dims: an array of them, or a broadcast of one to them (read through, its
+ * broadcast dims at stride 0); the mask's index in a->masks, or -1. */
+static int mask_of(matcher *m, const hlo_instr *instr, hlo_dtype dtype) {
+  rt_cpu_attention *a = m->a;
+  const hlo_shape *x = m->x_shape;
+  if (a->mask_count == RT_ATTENTION_MAX_MASKS || !plain(instr, dtype) || instr->shape.rank != x->rank ||
+      memcmp(instr->shape.dims, x->dims, sizeof(int64_t) * (size_t)x->rank) != 0)
+    return -1;
+  const hlo_instr *source = instr;
+  int64_t strides[HLO_MAX_RANK] = {0}, own[HLO_MAX_RANK];
+  if (instr->opcode == HLO_OP_BROADCAST && instr->operand_count == 1) {
+    source = instr->operands[0];
+    if (!plain(source, dtype) || instr->dimensions.count != source->shape.rank || m->spread_count == MAX_SPREADS)
+      return -1;
+    hlo_shape_strides(&source->shape, own);
+    for (int j = 0; j < source->shape.rank; j++) strides[instr->dimensions.values[j]] = own[j];
+    m->spreads[m->spread_count++] = instr;
+  } else {
+    hlo_shape_strides(x, strides);
+  }
+  int r = x->rank, k = a->mask_count++;
+  rt_cpu_attention_view *v = &a->masks[k];
+  v->batch_rank = r - 2;
+  for (int d = 0; d < r - 2; d++) {
+    v->batch_size[d] = x->dims[d];
+    v->batch_stride[d] = strides[d];
+  }
+  v->row_stride = strides[r - 2];
+  v->col_stride = strides[r - 1];
+  a->mask_pred[k] = dtype == HLO_PRED;
+  a->inputs[a->input_count++] = source->id;
+  return k;
+}
+
+static bool commutes(hlo_opcode op) { return op == HLO_OP_ADD || op == HLO_OP_MULTIPLY; }
+
+static rt_attention_op_code op_code(hlo_opcode op) {
+  switch (op) {
+    case HLO_OP_ADD: return RT_ATT_ADD;
+    case HLO_OP_SUBTRACT: return RT_ATT_SUBTRACT;
+    case HLO_OP_MULTIPLY: return RT_ATT_MULTIPLY;
+    default: return RT_ATT_DIVIDE;
+  }
+}
+
+/* One op of the chain from the scores to x: which operand carries the scores (*chain) and
+ * the op, its mask still to be read (*mask_operand, *mask_type) when it has one. */
+static bool classify_op(matcher *m, const hlo_instr *x, const hlo_instr **chain, rt_cpu_attention_op *op,
+                        const hlo_instr **mask_operand, hlo_dtype *mask_type) {
+  hlo_opcode code = x->opcode;
+  *mask_operand = NULL;
+  op->mask = -1;
+  if (code == HLO_OP_SELECT && x->operand_count == 3) {
+    op->code = RT_ATT_SELECT;
+    *mask_operand = x->operands[0];
+    *mask_type = HLO_PRED;
+    if (scalar_of(m, x->operands[2], &op->imm)) *chain = x->operands[1];
+    else if (scalar_of(m, x->operands[1], &op->imm)) *chain = x->operands[2], op->fill_on_true = true;
+    else return false;
+    return true;
+  }
+  bool arithmetic = code == HLO_OP_ADD || code == HLO_OP_SUBTRACT || code == HLO_OP_MULTIPLY || code == HLO_OP_DIVIDE;
+  if (!arithmetic || x->operand_count != 2) return false;
+  op->code = op_code(code);
+  const hlo_instr *a0 = x->operands[0], *a1 = x->operands[1];
+  if (scalar_of(m, a1, &op->imm)) *chain = a0;
+  else if (commutes(code) && scalar_of(m, a0, &op->imm)) *chain = a1;
+  else if (commutes(code) && a1->opcode != HLO_OP_BROADCAST && a0->opcode == HLO_OP_BROADCAST) *chain = a1, *mask_operand = a0;
+  else *chain = a0, *mask_operand = a1;
+  *mask_type = HLO_F32;
+  return true;
+}
+
+/* The scores product under x (through the ops, which are appended to a->ops in the order
+ * the graph applies them), or NULL. */
+static const hlo_instr *scores_of(matcher *m, const hlo_instr *x, int depth) {
+  if (x->opcode == HLO_OP_DOT) return x;
+  const hlo_instr *under = under_reshape(m, x);
+  if (under != x) return under->opcode == HLO_OP_DOT ? under : NULL;
+  if (depth == RT_ATTENTION_MAX_OPS || !hlo_shape_equal(&x->shape, m->x_shape)) return NULL;
+  const hlo_instr *chain, *mask_operand;
+  rt_cpu_attention_op op = {0};
+  hlo_dtype mask_type;
+  if (!classify_op(m, x, &chain, &op, &mask_operand, &mask_type) || !plain(chain, HLO_F32)) return NULL;
+  const hlo_instr *dot = scores_of(m, chain, depth + 1);
+  if (!dot || !add_member(m, x)) return NULL;
+  if (mask_operand && (op.mask = mask_of(m, mask_operand, mask_type)) < 0) return NULL;
+  m->a->ops[m->a->op_count++] = op;
+  return dot;
+}
+
+/* reduce(over, init) along the last dim with the reducer op and an init of that value,
+ * broadcast back along it: the broadcast's reduce, or NULL. */
+static const hlo_instr *row_reduce(const hlo_instr *bcast, const hlo_instr *over, hlo_opcode op, float init) {
+  int r = over->shape.rank;
+  if (bcast->opcode != HLO_OP_BROADCAST || bcast->operand_count != 1 || bcast->dimensions.count != r - 1) return NULL;
+  for (int d = 0; d < r - 1; d++)
+    if (bcast->dimensions.values[d] != d) return NULL;
+  const hlo_instr *reduce = bcast->operands[0];
+  if (reduce->opcode != HLO_OP_REDUCE || reduce->operand_count != 2 || reduce->operands[0] != over ||
+      reduce->dimensions.count != 1 || reduce->dimensions.values[0] != r - 1 || reduce->called_count != 1 ||
+      hlo_simple_reducer(reduce->called[0]) != op || !plain(reduce, HLO_F32))
+    return NULL;
+  const hlo_instr *c = reduce->operands[1];
+  float value;
+  bool is_init = c->opcode == HLO_OP_CONSTANT && plain(c, HLO_F32) && c->shape.rank == 0 && c->literal &&
+                 c->literal->data && (value = *(const float *)c->literal->data, value == init);
+  return is_init ? reduce : NULL;
+}
+
+/* x under the softmax of p (p = e / sum e, e = exp(x - max x)), the softmax's instructions
+ * taken as members; or NULL. */
+static const hlo_instr *softmax_input(matcher *m, const hlo_instr *p) {
+  if (p->opcode != HLO_OP_DIVIDE || p->operand_count != 2 || !plain(p, HLO_F32)) return NULL;
+  const hlo_instr *e = p->operands[0], *sums = p->operands[1];
+  const hlo_instr *sum = row_reduce(sums, e, HLO_OP_ADD, 0.0f);
+  if (!sum || e->opcode != HLO_OP_EXP || e->operand_count != 1) return NULL;
+  const hlo_instr *shifted = e->operands[0];
+  if (shifted->opcode != HLO_OP_SUBTRACT || shifted->operand_count != 2) return NULL;
+  const hlo_instr *x = shifted->operands[0];
+  const hlo_instr *max = row_reduce(shifted->operands[1], x, HLO_OP_MAXIMUM, -INFINITY);
+  if (!max || !plain(x, HLO_F32)) return NULL;
+  const hlo_instr *parts[] = {p, sums, sum, e, shifted, shifted->operands[1], max};
+  for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++)
+    if (!add_member(m, parts[k])) return NULL;
+  return x;
+}
+
+/* Where operand's [batch..., rows, cols] lie: batch dims batch[], the row dim and the
+ * contiguous column dim; false when the columns are not contiguous. batch_size[] is the
+ * product's batch shape. */
+static bool view_of(const hlo_instr *operand, const hlo_ints *batch, int64_t row_dim, int64_t col_dim,
+                    const int64_t *batch_size, rt_cpu_attention_view *v) {
+  int64_t strides[HLO_MAX_RANK];
+  hlo_shape_strides(&operand->shape, strides);
+  v->batch_rank = batch->count;
+  for (int i = 0; i < batch->count; i++) {
+    v->batch_size[i] = batch_size[i];
+    v->batch_stride[i] = strides[batch->values[i]];
+  }
+  v->row_stride = strides[row_dim];
+  v->col_stride = strides[col_dim];
+  return v->col_stride == 1;
+}
+
+/* The dim of a rank-(batch + 2) operand that is neither batch nor contracting. */
+static int64_t free_dim(const hlo_instr *operand, const hlo_ints *batch, const hlo_ints *contracting) {
+  int rank = operand->shape.rank;
+  if (rank != batch->count + 2 || contracting->count != 1) return -1;
+  for (int64_t d = 0; d < rank; d++) {
+    bool used = d == contracting->values[0];
+    for (int i = 0; i < batch->count; i++) used = used || batch->values[i] == d;
+    if (!used) return d;
+  }
+  return -1;
+}
+
+/* Q and K from the scores product s: sizes and views. */
+static bool take_scores(matcher *m, const hlo_instr *s) {
+  rt_cpu_attention *a = m->a;
+  const hlo_dot_dims *dd = s->dot;
+  if (!dd || s->operand_count != 2 || !plain(s, HLO_F32) || !add_member(m, s)) return false;
+  const hlo_instr *q = s->operands[0], *k = s->operands[1];
+  if (!plain(q, HLO_F32) || !plain(k, HLO_F32) || dd->lhs_batch.count != dd->rhs_batch.count) return false;
+  int64_t q_row = free_dim(q, &dd->lhs_batch, &dd->lhs_contracting);
+  int64_t k_row = free_dim(k, &dd->rhs_batch, &dd->rhs_contracting);
+  if (q_row < 0 || k_row < 0 || s->shape.rank != dd->lhs_batch.count + 2) return false;
+  const int64_t *dims = s->shape.dims;
+  int n = dd->lhs_batch.count;
+  if (batch_elements(&s->shape) != a->batch || dims[n] != a->sq || dims[n + 1] != a->sk) return false;
+  a->d = q->shape.dims[dd->lhs_contracting.values[0]];
+  if (a->d == 0 || a->sk == 0) return false; /* no products to block */
+  a->inputs[0] = q->id;
+  a->inputs[1] = k->id;
+  return view_of(q, &dd->lhs_batch, q_row, dd->lhs_contracting.values[0], dims, &a->q) &&
+         view_of(k, &dd->rhs_batch, k_row, dd->rhs_contracting.values[0], dims, &a->k);
+}
+
+/* p and V from the last product dot2: sizes and V's view; p's producer, or NULL. */
+static const hlo_instr *take_output(matcher *m, const hlo_instr *dot2) {
+  rt_cpu_attention *a = m->a;
+  const hlo_dot_dims *dd = dot2->dot;
+  if (dot2->opcode != HLO_OP_DOT || !dd || dot2->operand_count != 2 || !plain(dot2, HLO_F32)) return NULL;
+  const hlo_instr *p = dot2->operands[0], *v = dot2->operands[1];
+  int n = dd->lhs_batch.count, r = n + 2;
+  if (!plain(p, HLO_F32) || !plain(v, HLO_F32) || p->shape.rank != r || dot2->shape.rank != r ||
+      dd->lhs_contracting.count != 1 || dd->lhs_contracting.values[0] != r - 1 || dd->rhs_batch.count != n)
+    return NULL;
+  for (int d = 0; d < n; d++)
+    if (dd->lhs_batch.values[d] != d) return NULL;
+  int64_t v_col = free_dim(v, &dd->rhs_batch, &dd->rhs_contracting);
+  if (v_col < 0) return NULL;
+  a->batch = batch_elements(&dot2->shape);
+  a->sq = dot2->shape.dims[n];
+  a->sk = p->shape.dims[r - 1];
+  a->dv = dot2->shape.dims[n + 1];
+  a->inputs[2] = v->id;
+  a->input_count = 3;
+  if (!view_of(v, &dd->rhs_batch, dd->rhs_contracting.values[0], v_col, dot2->shape.dims, &a->v) ||
+      !add_member(m, dot2))
+    return NULL;
+  return under_reshape(m, p);
+}
+
+/* Users of instr among the members (each user once). */
+static int member_uses(const matcher *m, const hlo_instr *instr) {
+  int n = 0;
+  for (int i = 0; i < m->member_count; i++) {
+    const hlo_instr *u = m->members[i];
+    bool reads = false;
+    for (int k = 0; k < u->operand_count; k++) reads = reads || u->operands[k] == instr;
+    n += reads;
+  }
+  return n;
+}
+
+/* Every member but dot2 is read by members alone and no result; no input is a member. */
+static bool closed(const matcher *m) {
+  for (int i = 1; i < m->member_count; i++) {
+    const hlo_instr *x = m->members[i];
+    if (m->result[x->id] || member_uses(m, x) != m->use_count[x->id]) return false;
+  }
+  for (int k = 0; k < m->a->input_count; k++)
+    for (int i = 0; i < m->member_count; i++)
+      if (m->members[i]->id == m->a->inputs[k]) return false;
+  return true;
+}
+
+static const hlo_instr *match(matcher *m, const hlo_instr *dot2) {
+  const hlo_instr *p = take_output(m, dot2);
+  const hlo_instr *x = p && p->shape.rank >= 2 ? softmax_input(m, p) : NULL;
+  if (!x || !same_last_two(&x->shape, &dot2->operands[0]->shape)) return NULL;
+  m->x_shape = &x->shape;
+  const hlo_instr *s = scores_of(m, x, 0);
+  return s && take_scores(m, s) && closed(m) ? s : NULL;
+}
+
+rt_cpu_attention *rt_cpu_attention_match(const hlo_comp *entry, const hlo_instr *dot, const int *use_count,
+                                         const bool *result, bool *inside, bool *oom) {
+  (void)entry;
+  *oom = false;
+  if (dot->opcode != HLO_OP_DOT) return NULL;
+  rt_cpu_attention *a = hlo_calloc(1, sizeof *a);
+  if (!a) {
+    *oom = true;
+    return NULL;
+  }
+  matcher m = {.use_count = use_count, .result = result, .a = a};
+  if (!match(&m, dot)) {
+    free(a);
+    return NULL;
+  }
+  for (int i = 1; i < m.member_count; i++) inside[m.members[i]->id] = true;
+  for (int i = 0; i < m.spread_count; i++) {
+    const hlo_instr *b = m.spreads[i];
+    if (!result[b->id] && member_uses(&m, b) == use_count[b->id]) inside[b->id] = true;
+  }
+  return a;
+}
+
+bool rt_cpu_attention_uses(const hlo_comp *entry, int **use_count, bool **result) {
+  int n = entry->instr_count;
+  *use_count = hlo_calloc((size_t)n + 1, sizeof(int));
+  *result = hlo_calloc((size_t)n + 1, sizeof(bool));
+  if (!*use_count || !*result) {
+    free(*use_count);
+    free(*result);
+    *use_count = NULL;
+    *result = NULL;
+    return false;
+  }
+  for (int i = 0; i < n; i++) {
+    const hlo_instr *instr = entry->instrs[i];
+    for (int k = 0; k < instr->operand_count; k++) {
+      bool again = false;
+      for (int e = 0; e < k; e++) again = again || instr->operands[e] == instr->operands[k];
+      if (!again) (*use_count)[instr->operands[k]->id]++;
+    }
+  }
+  const hlo_instr *root = entry->root;
+  (*result)[root->id] = true;
+  for (int k = 0; root->opcode == HLO_OP_TUPLE && k < root->operand_count; k++) (*result)[root->operands[k]->id] = true;
+  return true;
+}
+
+hlo_status rt_cpu_attention_plan(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag) {
+  int n = plan->step_count, *use_count;
+  bool *result, oom = false;
+  if (!rt_cpu_attention_uses(entry, &use_count, &result))
+    return hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory planning attention");
+  bool *inside = hlo_calloc((size_t)n + 1, sizeof(bool)), *mine = hlo_calloc((size_t)n + 1, sizeof(bool));
+  oom = !inside || !mine;
+  for (int i = 0; i < n && !oom; i++) {
+    rt_cpu_step *step = &plan->steps[i];
+    if (step->kind != RT_STEP_FAST || step->instr->opcode != HLO_OP_DOT || inside[i]) continue;
+    memset(mine, 0, (size_t)n * sizeof(bool));
+    rt_cpu_attention *a = rt_cpu_attention_match(entry, step->instr, use_count, result, mine, &oom);
+    if (!a) continue;
+    if (!hlo_choice("attention", step->instr->name)) { /* refused: the graph runs as written */
+      free(a);
+      continue;
+    }
+    for (int j = 0; j < n; j++) inside[j] = inside[j] || mine[j];
+    step->kind = RT_STEP_ATTENTION;
+    step->attention = a;
+    step->fast_scratch = NULL;
+    step->scratch_bytes = 0;
+    if (a->input_count > plan->max_operands) plan->max_operands = a->input_count;
+  }
+  for (int i = 0; i < n && !oom; i++)
+    if (inside[i]) {
+      plan->steps[i].kind = RT_STEP_INSIDE;
+      plan->steps[i].fast = NULL;
+      plan->steps[i].fast_scratch = NULL;
+      plan->steps[i].scratch_bytes = 0;
+    }
+  free(inside);
+  free(mine);
+  free(use_count);
+  free(result);
+  return oom ? hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory planning attention") : HLO_OK;
+}

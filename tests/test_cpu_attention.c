@@ -1,0 +1,349 @@
+/* The cpu backend's attention step (runtime/cpu/attention_plan.c, attention.c).
+ *
+ * Differential: softmax(Q K^T / sqrt(d) + masks) V in the forms frontends emit (Q, K and V
+ * as a projection leaves them, [B, S, H, D], read with batch dims {0, 2}; heads merged,
+ * [B*H, S, D] against [S, B*H, D]; scores regrouped by a reshape) at sequence lengths 1, 7,
+ * 128, 512 and 4096 and head sizes 32, 64, 80 and 128, without masks and with a causal mask
+ * (an iota comparison selecting -inf), a padding mask added ([B, S] of 0 and -inf, whole
+ * rows masked included), a random pred mask selecting a finite fill, and NaN among the
+ * inputs. The reference evaluator runs the graph as written; the step must agree within
+ * rounding (the sums run in another order), NaN where it has NaN.
+ *
+ * Recognition: the plan of each graph after hlo/'s passes has one ATTENTION step and no
+ * buffer of the scores' size, and executing runs the step; near misses (a softmax over
+ * another dim, probabilities that are also a result, head features not contiguous, a
+ * maximum with a finite init) keep the graph's own steps and still give the reference's
+ * values. A loaded executable finds the step again. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cpu_util.h"
+#include "hlo/hlo.h"
+#include "runtime/cpu/exec_internal.h"
+
+enum { MASK_NONE, MASK_CAUSAL, MASK_PADDING, MASK_BOTH, MASK_RANDOM };
+
+typedef struct graph_text {
+  char s[8192];
+  size_t len;
+} graph_text;
+
+static void emit(graph_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void emit(graph_text *t, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(t->s + t->len, sizeof t->s - t->len, fmt, ap);
+  va_end(ap);
+  if (n > 0 && t->len + (size_t)n < sizeof t->s) t->len += (size_t)n;
+}
+
+static const char *reducers =
+    "HloModule attention\n"
+    "max_f32 {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT m = f32[] maximum(a, b)\n}\n"
+    "add_f32 {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n";
+
+/* The softmax of `in` (f32[dims]) over dim `over`, into p; keep: the dims a row's value is
+ * broadcast along; max_init the maximum's init. */
+static void softmax(graph_text *t, const char *in, const char *dims, const char *rows, const char *keep, int over,
+                    const char *max_init) {
+  emit(t, " init = f32[] constant(%s)\n mx = f32[%s] reduce(%s, init), dimensions={%d}, to_apply=max_f32\n", max_init,
+       rows, in, over);
+  emit(t, " mxb = f32[%s] broadcast(mx), dimensions={%s}\n sh = f32[%s] subtract(%s, mxb)\n", dims, keep, dims, in);
+  emit(t, " e = f32[%s] exponential(sh)\n zero = f32[] constant(0)\n", dims);
+  emit(t, " sm = f32[%s] reduce(e, zero), dimensions={%d}, to_apply=add_f32\n", rows, over);
+  emit(t, " smb = f32[%s] broadcast(sm), dimensions={%s}\n p = f32[%s] divide(e, smb)\n", dims, keep, dims);
+}
+
+/* How a projection graph deviates from the pattern (near misses). */
+enum { AS_WRITTEN, OTHER_DIM, PROBS_OUT, FINITE_INIT };
+
+/* Attention over a projection's layout: q, k, v f32[B, S, H, D]; parameter 3 the padding
+ * mask f32[B, S] (MASK_PADDING, MASK_BOTH) or the pred mask [S, S] (MASK_RANDOM). */
+static graph_text projection_graph(int b, int s, int h, int d, int mask, bool multiply, int variant) {
+  graph_text t = {.len = 0};
+  char scores[64], rows[64];
+  snprintf(scores, sizeof scores, "%d,%d,%d,%d", b, h, s, s);
+  snprintf(rows, sizeof rows, "%d,%d,%d", b, h, s);
+  emit(&t, "%sENTRY e {\n", reducers);
+  for (int i = 0; i < 3; i++) emit(&t, " %c = f32[%d,%d,%d,%d] parameter(%d)\n", "qkv"[i], b, s, h, d, i);
+  if (mask == MASK_PADDING || mask == MASK_BOTH) emit(&t, " pad = f32[%d,%d] parameter(3)\n", b, s);
+  if (mask == MASK_RANDOM) emit(&t, " keep = pred[%d,%d] parameter(3)\n", s, s);
+  emit(&t,
+       " s = f32[%s] dot(q, k), lhs_batch_dims={0,2}, lhs_contracting_dims={3}, rhs_batch_dims={0,2}, "
+       "rhs_contracting_dims={3}\n",
+       scores);
+  emit(&t, " c = f32[] constant(%.9g)\n cb = f32[%s] broadcast(c), dimensions={}\n", multiply ? 1 / sqrt(d) : sqrt(d),
+       scores);
+  emit(&t, multiply ? " x0 = f32[%s] multiply(cb, s)\n" : " x0 = f32[%s] divide(s, cb)\n", scores);
+  const char *x = "x0";
+  if (mask == MASK_CAUSAL || mask == MASK_BOTH) {
+    emit(&t, " i0 = s32[%d,%d] iota(), iota_dimension=0\n i1 = s32[%d,%d] iota(), iota_dimension=1\n", s, s, s, s);
+    emit(&t, " above = pred[%d,%d] compare(i1, i0), direction=GT\n", s, s);
+    emit(&t, " ab = pred[%s] broadcast(above), dimensions={2,3}\n ninf = f32[] constant(-inf)\n", scores);
+    emit(&t, " nb = f32[%s] broadcast(ninf), dimensions={}\n x1 = f32[%s] select(ab, nb, %s)\n", scores, scores, x);
+    x = "x1";
+  }
+  if (mask == MASK_PADDING || mask == MASK_BOTH) {
+    emit(&t, " pb = f32[%s] broadcast(pad), dimensions={0,3}\n x2 = f32[%s] add(%s, pb)\n", scores, scores, x);
+    x = "x2";
+  }
+  if (mask == MASK_RANDOM) {
+    emit(&t, " kb = pred[%s] broadcast(keep), dimensions={2,3}\n fill = f32[] constant(-1e9)\n", scores);
+    emit(&t, " fb = f32[%s] broadcast(fill), dimensions={}\n x3 = f32[%s] select(kb, %s, fb)\n", scores, scores, x);
+    x = "x3";
+  }
+  if (variant == OTHER_DIM) { /* over the queries: rows [B, H, Sk] */
+    char cols[64];
+    snprintf(cols, sizeof cols, "%d,%d,%d", b, h, s);
+    softmax(&t, x, scores, cols, "0,1,3", 2, "-inf");
+  } else {
+    softmax(&t, x, scores, rows, "0,1,2", 3, variant == FINITE_INIT ? "-1e30" : "-inf");
+  }
+  emit(&t,
+       " o = f32[%d,%d,%d,%d] dot(p, v), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,2}, "
+       "rhs_contracting_dims={1}\n",
+       b, h, s, d);
+  if (variant == PROBS_OUT) emit(&t, " ROOT r = (f32[%d,%d,%d,%d], f32[%s]) tuple(o, p)\n}\n", b, h, s, d, scores);
+  else emit(&t, " ROOT r = (f32[%d,%d,%d,%d]) tuple(o)\n}\n", b, h, s, d);
+  return t;
+}
+
+/* Heads merged, as F.multi_head_attention_forward lowers them: q [BH, S, D] against k and v
+ * [S, BH, D], a float mask [S, S] added. */
+static graph_text merged_graph(int bh, int s, int d) {
+  graph_text t = {.len = 0};
+  char scores[64], rows[64];
+  snprintf(scores, sizeof scores, "%d,%d,%d", bh, s, s);
+  snprintf(rows, sizeof rows, "%d,%d", bh, s);
+  emit(&t, "%sENTRY e {\n q = f32[%d,%d,%d] parameter(0)\n", reducers, bh, s, d);
+  emit(&t, " k = f32[%d,%d,%d] parameter(1)\n v = f32[%d,%d,%d] parameter(2)\n m = f32[%d,%d] parameter(3)\n", s, bh,
+       d, s, bh, d, s, s);
+  emit(&t,
+       " s = f32[%s] dot(q, k), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={1}, "
+       "rhs_contracting_dims={2}\n",
+       scores);
+  emit(&t, " mb = f32[%s] broadcast(m), dimensions={1,2}\n x = f32[%s] add(s, mb)\n", scores, scores);
+  softmax(&t, "x", scores, rows, "0,1", 2, "-inf");
+  emit(&t,
+       " o = f32[%d,%d,%d] dot(p, v), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={1}, "
+       "rhs_contracting_dims={0}\n ROOT r = (f32[%d,%d,%d]) tuple(o)\n}\n",
+       bh, s, d, bh, s, d);
+  return t;
+}
+
+/* Scores [B*H, S, S] regrouped as [B, H, S, S] for the scale and softmax, and back for the
+ * product with v, as a hand-written block's view() calls leave them; with
+ * contiguous_heads false, q is [B*H, D, S] (its head features strided). */
+static graph_text regrouped_graph(int b, int h, int s, int d, bool contiguous_heads) {
+  graph_text t = {.len = 0};
+  char scores[64], rows[64], flat[64];
+  snprintf(scores, sizeof scores, "%d,%d,%d,%d", b, h, s, s);
+  snprintf(rows, sizeof rows, "%d,%d,%d", b, h, s);
+  snprintf(flat, sizeof flat, "%d,%d,%d", b * h, s, s);
+  emit(&t, "%sENTRY e {\n", reducers);
+  if (contiguous_heads) emit(&t, " q = f32[%d,%d,%d] parameter(0)\n", b * h, s, d);
+  else emit(&t, " q = f32[%d,%d,%d] parameter(0)\n", b * h, d, s);
+  emit(&t, " k = f32[%d,%d,%d] parameter(1)\n v = f32[%d,%d,%d] parameter(2)\n", b * h, s, d, b * h, s, d);
+  emit(&t,
+       " s = f32[%s] dot(q, k), lhs_batch_dims={0}, lhs_contracting_dims={%d}, rhs_batch_dims={0}, "
+       "rhs_contracting_dims={2}\n",
+       flat, contiguous_heads ? 2 : 1);
+  emit(&t, " sr = f32[%s] reshape(s)\n c = f32[] constant(0.125)\n cb = f32[%s] broadcast(c), dimensions={}\n",
+       scores, scores);
+  emit(&t, " x = f32[%s] multiply(sr, cb)\n", scores);
+  softmax(&t, "x", scores, rows, "0,1,2", 3, "-inf");
+  emit(&t, " pr = f32[%s] reshape(p)\n", flat);
+  emit(&t,
+       " ROOT o = f32[%d,%d,%d] dot(pr, v), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, "
+       "rhs_contracting_dims={1}\n}\n",
+       b * h, s, d);
+  return t;
+}
+
+/* ---- running and checking ---- */
+
+/* Parameters of text's entry: seeded uniform values in [-1, 1) (pred: random). */
+static int random_args(const char *text, uint64_t seed, rt_value **args) {
+  hlo_module *module = parse_checked(text);
+  if (!module) return 0;
+  int n = module->entry->param_count;
+  hlo_diag diag = {0};
+  for (int i = 0; i < n; i++) args[i] = rt_random_value(&module->entry->params[i]->shape, seed, (uint64_t)i, &diag);
+  hlo_module_free(module);
+  return n;
+}
+
+/* A padding mask f32[b, s] of 0 and -inf: batch 0 keeps its first two thirds of keys (at
+ * least one), batch 1 masks every key (its rows are NaN in the graph), the others random. */
+static rt_value *padding_mask(int b, int s, uint64_t seed) {
+  int64_t dims[2] = {b, s};
+  rt_value *mask = rt_value_new_array(HLO_F32, 2, dims);
+  uint64_t x = seed * 2654435761u + 1;
+  for (int i = 0; i < b; i++)
+    for (int j = 0; j < s; j++) {
+      x = x * 6364136223846793005u + 1442695040888963407u;
+      bool masked = i == 0 ? j > 0 && 3 * j >= 2 * s : i == 1 ? true : (x >> 60) < 5;
+      ((float *)mask->data)[i * s + j] = masked ? -INFINITY : 0.0f;
+    }
+  return mask;
+}
+
+/* The plan of text after hlo/'s passes: its ATTENTION steps, and whether every exponential
+ * left is inside one (the scores never stored). */
+static int attention_steps(const char *text, bool *exp_inside, int64_t *arena_bytes) {
+  hlo_module *module = parse_checked(text);
+  if (!module) return -1;
+  hlo_pass_run_all(module);
+  hlo_diag diag = {0};
+  rt_cpu_plan *plan = rt_cpu_plan_build(module, NULL, &diag);
+  CHECK_MSG(plan != NULL, "plan: %s", diag.message);
+  int count = 0;
+  *exp_inside = true;
+  for (int i = 0; plan && i < plan->step_count; i++) {
+    count += plan->steps[i].kind == RT_STEP_ATTENTION;
+    if (plan->steps[i].instr->opcode == HLO_OP_EXP) *exp_inside = *exp_inside && plan->steps[i].kind == RT_STEP_INSIDE;
+  }
+  *arena_bytes = plan ? plan->arena_bytes : -1;
+  rt_cpu_plan_free(plan);
+  hlo_module_free(module);
+  return count;
+}
+
+/* text on the cpu backend against the reference evaluator, with want_steps attention steps
+ * planned and run; args released. */
+static void check_graph(int line, const char *text, rt_value **args, int n, int want_steps) {
+  bool exp_inside;
+  int64_t arena;
+  int steps = attention_steps(text, &exp_inside, &arena);
+  CHECK_MSG(steps == want_steps, "line %d: %d attention steps, want %d", line, steps, want_steps);
+  if (want_steps) CHECK_MSG(exp_inside, "line %d: an exponential is computed outside the step", line);
+  hlo_diag diag = {0};
+  rt_value *want = run_on(&rt_backend_reference, text, args, n, &diag);
+  CHECK_MSG(want != NULL, "line %d: reference: %s", line, diag.message);
+  int64_t runs = rt_cpu_attention_run_count();
+  rt_value *got = run_on(&rt_backend_cpu, text, args, n, &diag);
+  CHECK_MSG(got != NULL, "line %d: cpu: %s", line, diag.message);
+  CHECK_MSG(rt_cpu_attention_run_count() - runs == want_steps, "line %d: %lld attention runs, want %d", line,
+            (long long)(rt_cpu_attention_run_count() - runs), want_steps);
+  CHECK_MSG(cpu_agree(want, got), "line %d: the cpu backend differs from the reference", line);
+  rt_value_release(want);
+  rt_value_release(got);
+  for (int i = 0; i < n; i++) rt_value_release(args[i]);
+}
+
+static void check_projection(int line, int b, int s, int h, int d, int mask, bool multiply, uint64_t seed) {
+  graph_text t = projection_graph(b, s, h, d, mask, multiply, AS_WRITTEN);
+  rt_value *args[4] = {NULL};
+  int n = random_args(t.s, seed, args);
+  if (mask == MASK_PADDING || mask == MASK_BOTH) {
+    rt_value_release(args[3]);
+    args[3] = padding_mask(b, s, seed);
+  }
+  check_graph(line, t.s, args, n, 1);
+}
+
+static void test_projection(void) {
+  static const int heads[] = {32, 64, 80, 128};
+  static const int lengths[] = {1, 7, 128, 512};
+  for (int li = 0; li < 4; li++)
+    for (int hi = 0; hi < 4; hi++)
+      for (int mask = MASK_NONE; mask <= MASK_RANDOM; mask++) {
+        int s = lengths[li], d = heads[hi];
+        if (s == 512 && (hi + mask) % 3 != 0) continue; /* a third of the long ones keeps the test short */
+        int b = mask == MASK_PADDING || mask == MASK_BOTH ? 3 : 1 + (hi & 1);
+        check_projection(__LINE__, b, s, s >= 512 ? 1 : 2 + hi % 2, d, mask, (li + hi) % 2 == 1,
+                         (uint64_t)(li * 100 + hi * 10 + mask));
+      }
+}
+
+/* 4,096 tokens, one head, a padding mask: the arena holds nothing of the scores' size (the
+ * graph as written would hold [S, S] f32 three times). */
+static void test_long(void) {
+  int s = 4096;
+  graph_text t = projection_graph(1, s, 1, 32, MASK_PADDING, false, AS_WRITTEN);
+  bool exp_inside;
+  int64_t arena;
+  CHECK_EQ_INT(attention_steps(t.s, &exp_inside, &arena), 1);
+  CHECK_MSG(arena < (int64_t)s * s, "arena %lld bytes at %d tokens", (long long)arena, s);
+  rt_value *args[4];
+  int n = random_args(t.s, 4096, args);
+  rt_value_release(args[3]);
+  args[3] = padding_mask(1, s, 4096);
+  check_graph(__LINE__, t.s, args, n, 1);
+}
+
+static void test_other_forms(void) {
+  for (int s = 1; s <= 130; s += 43) {
+    graph_text merged = merged_graph(6, s, 64);
+    rt_value *args[4];
+    int n = random_args(merged.s, (uint64_t)s, args);
+    check_graph(__LINE__, merged.s, args, n, 1);
+    graph_text regrouped = regrouped_graph(2, 3, s, 32, true);
+    n = random_args(regrouped.s, (uint64_t)s + 1, args);
+    check_graph(__LINE__, regrouped.s, args, n, 1);
+  }
+}
+
+/* A NaN in k makes its head's rows NaN in the graph and in the step. */
+static void test_nan(void) {
+  graph_text t = projection_graph(2, 9, 2, 32, MASK_NONE, false, AS_WRITTEN);
+  rt_value *args[3];
+  int n = random_args(t.s, 77, args);
+  ((float *)args[1]->data)[5 * 2 * 32 + 32 + 3] = NAN; /* batch 0, key 5, head 1 */
+  check_graph(__LINE__, t.s, args, n, 1);
+}
+
+/* Near misses keep the graph's steps and its values. */
+static void test_near_misses(void) {
+  int variants[] = {OTHER_DIM, PROBS_OUT, FINITE_INIT};
+  for (int i = 0; i < 3; i++) {
+    graph_text t = projection_graph(2, 7, 2, 32, MASK_CAUSAL, false, variants[i]);
+    rt_value *args[3];
+    int n = random_args(t.s, (uint64_t)i, args);
+    check_graph(__LINE__, t.s, args, n, 0);
+  }
+  graph_text strided = regrouped_graph(2, 2, 9, 32, false);
+  rt_value *args[3];
+  int n = random_args(strided.s, 5, args);
+  check_graph(__LINE__, strided.s, args, n, 0);
+}
+
+/* Serialized and loaded, the executable finds its attention step again and runs it. */
+static void test_loaded(void) {
+  graph_text t = projection_graph(3, 20, 2, 64, MASK_BOTH, true, AS_WRITTEN);
+  rt_value *args[4];
+  int n = random_args(t.s, 9, args);
+  rt_value_release(args[3]);
+  args[3] = padding_mask(3, 20, 9);
+  hlo_diag diag = {0};
+  rt_value *want = run_on(&rt_backend_reference, t.s, args, n, &diag);
+  rt_executable *exe = compile_checked(t.s);
+  void *bytes = NULL;
+  size_t len = 0;
+  CHECK_MSG(exe && rt_backend_cpu.serialize(exe, &bytes, &len, &diag) == HLO_OK, "serialize: %s", diag.message);
+  rt_executable *loaded = bytes ? rt_backend_cpu.deserialize(bytes, len, NULL, &diag) : NULL;
+  CHECK_MSG(loaded != NULL, "deserialize: %s", diag.message);
+  int64_t runs = rt_cpu_attention_run_count();
+  rt_value *got = NULL;
+  CHECK_MSG(loaded && rt_backend_cpu.execute(loaded, args, n, &got, &diag) == HLO_OK, "execute: %s", diag.message);
+  CHECK_EQ_INT(rt_cpu_attention_run_count() - runs, 1);
+  CHECK(cpu_agree(want, got));
+  rt_value_release(want);
+  rt_value_release(got);
+  free(bytes);
+  if (loaded) rt_backend_cpu.destroy(loaded);
+  if (exe) rt_backend_cpu.destroy(exe);
+  for (int i = 0; i < n; i++) rt_value_release(args[i]);
+}
+
+int main(void) {
+  RUN(test_projection);
+  RUN(test_other_forms);
+  RUN(test_nan);
+  RUN(test_near_misses);
+  RUN(test_loaded);
+  RUN(test_long);
+  return TEST_REPORT();
+}
