@@ -231,8 +231,10 @@ compare-torch: all
 
 # `make compare-ort`: latch's trace-once times against ONNX Runtime (npm's onnxruntime-node,
 # its cpu binaries; --ignore-scripts skips the install script, which only fetches GPU parts)
-# and PyTorch eager, on the image models at 224x224; opt-in like compare-torch,
-# needs node and npm besides python3-torch and python3-torchvision.
+# and PyTorch eager, on the image models at 224x224, every side on the same weights and input
+# and every output checked; opt-in like compare-torch, needs node and npm besides
+# python3-torch and python3-torchvision. compare-ort-transformers: ViT-B/16, BERT-base at 128
+# and 512 tokens, GPT-2 small at 128, and GPT-2 small generating 128 tokens on a KV cache.
 ORT_DIR = $(BUILD)/ort
 $(ORT_DIR)/node_modules/onnxruntime-node/package.json:
 	mkdir -p $(ORT_DIR) && npm install --prefix $(ORT_DIR) --ignore-scripts --no-audit --no-fund onnxruntime-node
@@ -241,7 +243,11 @@ compare-ort: all $(ORT_DIR)/node_modules/onnxruntime-node/package.json
 	/usr/bin/python3 bench/compare_ort.py --latch $(BUILD)/latch --ort $(ORT_DIR)/node_modules/onnxruntime-node \
 	  --onnx-dir $(BUILD)/onnx $(COMPARE_ARGS)
 
-.PHONY: python install-python python-sanitize all test sanitize tsan test-threads clean install check-torch check-torch-zoo compare-torch compare-ort bench-function minify-mobilenet soak \
+compare-ort-transformers: all $(ORT_DIR)/node_modules/onnxruntime-node/package.json
+	/usr/bin/python3 bench/compare_ort.py --latch $(BUILD)/latch --ort $(ORT_DIR)/node_modules/onnxruntime-node \
+	  --onnx-dir $(BUILD)/onnx --suite transformers,generate $(COMPARE_ARGS)
+
+.PHONY: python install-python python-sanitize all test sanitize tsan test-threads clean install check-torch check-torch-zoo compare-torch compare-ort compare-ort-transformers bench-function minify-mobilenet soak \
 	minify-pairs minify-scale bisect-generated
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 

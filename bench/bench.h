@@ -11,8 +11,8 @@
 
 #include "include/latch.h"
 
-#define BENCH_MAX_INPUTS 16
-#define BENCH_MAX_OUTPUTS 16
+#define BENCH_MAX_INPUTS 32
+#define BENCH_MAX_OUTPUTS 32
 #define BENCH_MAX_WEIGHTS 1024
 
 /* One step of a model: reads inputs (borrowed), returns new references in outputs. State
@@ -224,6 +224,14 @@ int bench_function_micro(void);
  * repeat wall times; prints GFLOP/s and writes them to json_path (may be NULL). Returns 0,
  * or 1 with the error printed. ---- */
 int bench_peak(int n, int repeat, const char *json_path);
+
+/* The machine's theoretical f32 peak from its /proc/cpuinfo (cpu_peak.c): false when the
+ * file or one of its figures is missing (no "cpu MHz", no avx2 with fma). */
+typedef struct bench_cpu_peak_info {
+  int processors, cores, lanes, fma_units, flops_per_cycle; /* per core and cycle */
+  double mhz, gflops;                                      /* gflops: every core's */
+} bench_cpu_peak_info;
+bool bench_cpu_peak(const char *cpuinfo_path, bench_cpu_peak_info *out);
 
 /* ---- the harness (harness.c) ---- */
 int bench_zoo_main(int argc, char **argv);

@@ -10,7 +10,7 @@ LATCH_BIN=${LATCH_BIN:-build/latch}
 OUT=${OUT:-build/check-torch}
 SIZE=${SIZE:-64}
 BATCH=${BATCH:-2}
-MODELS=${MODELS:-"mlp resnet18 mobilenet_v2 squeezenet1_1 alexnet resnet50 vgg16 vit_b_16 bert_small bert_base gpt2"}
+MODELS=${MODELS:-"mlp resnet18 mobilenet_v2 squeezenet1_1 alexnet resnet50 vgg16 vit_b_16 bert_small bert_base gpt2 gpt2_small gpt2_small_gen"}
 PYTHON=${PYTHON:-/usr/bin/python3}
 worst=0
 for m in $MODELS; do

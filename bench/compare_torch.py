@@ -225,14 +225,18 @@ def run_child(argv, env, timeout, log):
     return done.returncode, done.stdout
 
 
-def run_latch(args, model, batch, size, tmp, log):
-    """latch's once-mode figures for model at batch and size (0: the model's default)."""
+def run_latch(args, model, batch, size, tmp, log, files=None, env_extra=None):
+    """latch's once-mode figures for model at batch and size (0: the model's default); files
+    (compare_ort's): the weights directory and input file it runs on and where its last
+    step's output goes ("weights", "input", "latch_output")."""
     path = os.path.join(tmp, f"latch-{model}-{batch}-{size}.json")
     argv = [args.latch, "bench", "--model", model, "--mode", "once", "--batch", str(batch), "--repeat",
             str(args.repeat), "--warmup", str(args.warmup), "--json", path]
     if size:
         argv += ["--size", str(size)]
-    env = dict(os.environ, LATCH_CACHE="memory", LATCH_THREADS=str(args.threads))
+    if files:
+        argv += ["--weights", files["weights"], "--input", files["input"], "--output", files["latch_output"]]
+    env = dict(os.environ, LATCH_CACHE="memory", LATCH_THREADS=str(args.threads), **(env_extra or {}))
     rc, output = run_child(argv, env, args.timeout, log)
     if rc is None:
         return None, None, None, output, None
@@ -247,13 +251,20 @@ def run_latch(args, model, batch, size, tmp, log):
     return result
 
 
-def run_torch(args, model, batch, size, tmp, log, passive=False):
-    """(PyTorch's figures, its version, the step's flops) for model at batch and size."""
+def run_torch(args, model, batch, size, tmp, log, passive=False, files=None):
+    """(PyTorch's figures, its version, the step's flops) for model at batch and size; files
+    as run_latch's (the output to "torch_output", the weights from "state_dict" if any)."""
     path = os.path.join(tmp, f"torch-{model}-{batch}-{size}-{int(passive)}.json")
     argv = [args.python, args.torch_zoo, "time", "--model", model, "--batch", str(batch), "--repeat", str(args.repeat),
             "--warmup", str(args.warmup), "--threads", str(args.threads), "--json", path]
     if size:
         argv += ["--size", str(size)]
+    if files:
+        argv += ["--input", files["input"]]
+        if not passive:
+            argv += ["--output", files["torch_output"]]
+        if files.get("state_dict"):
+            argv += ["--state-dict", files["state_dict"]]
     # PyTorch's intra-op pool also reads OMP_NUM_THREADS at import; set it to agree with
     # set_num_threads so neither side gets more cores.
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
@@ -311,18 +322,18 @@ def plan_runs(models, batches, sizes, explicit_sizes):
     return runs
 
 
-def run_sides(args, model, batch, size, tmp, log):
+def run_sides(args, model, batch, size, tmp, log, files=None):
     """One round of latch and PyTorch on one model, batch and size: (latch, torch, torch passive
     or None), each a (median, samples, size, error, min) tuple, then PyTorch's version and the
-    step's flops."""
-    latch = run_latch(args, model, batch, size, tmp, log)
+    step's flops; files: as run_latch's."""
+    latch = run_latch(args, model, batch, size, tmp, log, files)
     # PyTorch gets the size latch ran at, so a model's default size is latch's.
     run_size = size or latch[2]
     flops = version = passive = None
     if run_size:
-        torch, version, flops = run_torch(args, model, batch, run_size, tmp, log)
+        torch, version, flops = run_torch(args, model, batch, run_size, tmp, log, files=files)
         if args.torch_passive:
-            passive, _, _ = run_torch(args, model, batch, run_size, tmp, log, passive=True)
+            passive, _, _ = run_torch(args, model, batch, run_size, tmp, log, passive=True, files=files)
     else:  # torch_zoo's own default (224) would not be the same input
         torch = (None, None, None, "not run: latch gave no size (pass --size)", None)
     return (latch, torch, passive), version, flops

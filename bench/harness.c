@@ -54,7 +54,7 @@ void bench_zoo_usage(void) {
          "  --clock cpu      the table shows process CPU ms per step instead of wall ms (shared\n"
          "                   machines; the JSON holds both)\n"
          "  --tiny           the tests' configuration: 256-wide alexnet/vgg16 classifiers, 2-layer\n"
-         "                   bert_base and vit_b_16 (quick smoke runs)\n"
+         "                   bert_base, vit_b_16 and GPT-2 small (quick smoke runs)\n"
          "The backend is LATCH_BACKEND's (default cpu when it exists, else reference).\n"
          "\nmodels (default batch, size):\n");
   for (int i = 0; i < count; i++)

@@ -8,7 +8,8 @@
  * quarter of them, and report about 2x the machine's arithmetic (against the product's rate
  * on an AVX-512 machine). Each is traced and synced through the runtime like any graph, with the runtime's thread count
  * (LATCH_THREADS); one untimed run first (the compile), then the median of `repeat` wall
- * times. Written against latch.h only. */
+ * times. Beside it, the theoretical peak from the processor's report (cpu_peak.c), of every
+ * core and of the cores the threads can use. Written against latch.h only. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -71,19 +72,36 @@ int bench_peak(int n, int repeat, const char *json_path) {
   double product_gflops = ok ? 2.0 * n * n * (double)n / (product_ms * 1e6) : 0;
   double conv_gflops = ok ? conv_flops / (conv_ms * 1e6) : 0;
   double gflops = product_gflops > conv_gflops ? product_gflops : conv_gflops;
+  bench_cpu_peak_info cpu;
+  bool known = bench_cpu_peak("/proc/cpuinfo", &cpu);
+  int used = options.threads > 0 && options.threads < cpu.cores ? options.threads : cpu.cores;
+  double used_gflops = known ? cpu.gflops * used / cpu.cores : 0;
   if (ok) {
     printf("latch bench --peak: %s backend, threads %d (0: one per core): f32 product %dx%d by %dx%d median %.3f ms, "
            "%.1f GFLOP/s; 3x3 convolution %d to %d features, %dx%d, batch %d median %.3f ms, %.1f GFLOP/s "
            "(over %d each); peak %.1f GFLOP/s\n",
            options.backend ? options.backend : "default", options.threads, n, n, n, n, product_ms, product_gflops,
            CONV_FEATURES, CONV_FEATURES, CONV_SIDE, CONV_SIDE, CONV_BATCH, conv_ms, conv_gflops, repeat, gflops);
+    if (known)
+      printf("theoretical peak: %d cores x %.0f MHz x %d flops per cycle (2 x %d f32 lanes x %d FMA units, assumed) = "
+             "%.1f GFLOP/s; %.1f GFLOP/s on the %d core%s the threads use (measured: %.0f%% of it)\n",
+             cpu.cores, cpu.mhz, cpu.flops_per_cycle, cpu.lanes, cpu.fma_units, cpu.gflops, used_gflops, used,
+             used == 1 ? "" : "s", 100 * gflops / used_gflops);
+    else
+      printf("theoretical peak: unknown (no cpu MHz, or neither avx512f nor avx2 with fma, in /proc/cpuinfo)\n");
     FILE *f = json_path ? fopen(json_path, "w") : NULL;
     if (json_path && !f) fprintf(stderr, "latch bench --peak: cannot write %s\n", json_path);
     if (f) {
       fprintf(f,
               "{\"latch_peak\": 1, \"n\": %d, \"threads\": %d, \"median_ms\": %.6f, \"product_gflops\": %.3f, "
-              "\"conv_median_ms\": %.6f, \"conv_gflops\": %.3f, \"gflops\": %.3f}\n",
+              "\"conv_median_ms\": %.6f, \"conv_gflops\": %.3f, \"gflops\": %.3f",
               n, options.threads, product_ms, product_gflops, conv_ms, conv_gflops, gflops);
+      if (known)
+        fprintf(f,
+                ", \"theoretical\": {\"cores\": %d, \"mhz\": %.3f, \"lanes\": %d, \"fma_units\": %d, "
+                "\"flops_per_cycle\": %d, \"gflops\": %.3f, \"cores_used\": %d, \"gflops_used\": %.3f}",
+                cpu.cores, cpu.mhz, cpu.lanes, cpu.fma_units, cpu.flops_per_cycle, cpu.gflops, used, used_gflops);
+      fprintf(f, "}\n");
       ok = fclose(f) == 0;
     }
     ok = ok && (!json_path || f);

@@ -19,6 +19,10 @@ static const bench_model models[] = {
     {"vit_b_16", "torchvision vit_b_16 (12 layers, hidden 768, 12 heads)", bench_vit_b_16_create, 1, 64, 32},
     {"gpt2", "GPT-2-like decoder step, 4 layers, hidden 256, 4 heads, KV cache of S tokens growing by one per step",
      bench_gpt2_create, 1, 32, 8},
+    {"gpt2_small", "GPT-2 small (12 layers, hidden 768, 12 heads) over S causal tokens; output the last hidden state",
+     bench_gpt2_small_create, 1, 32, 8},
+    {"gpt2_small_gen", "GPT-2 small decoder step on a KV cache of S tokens growing by one per step (generation)",
+     bench_gpt2_small_gen_create, 1, 32, 8},
     {"train_mlp", "MLP training step: forward, hand-written backward, in-place SGD", bench_train_mlp_create, 8, 28, 28},
     {"train_cnn", "small CNN training step (2 conv layers), input [B, 1, S, S]", bench_train_cnn_create, 8, 16, 8},
 };

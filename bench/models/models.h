@@ -15,6 +15,8 @@ latch_status bench_bert_base_create(latch_runtime *rt, const bench_config *confi
 latch_status bench_vit_tiny_create(latch_runtime *rt, const bench_config *config, bench_instance *out);
 latch_status bench_vit_b_16_create(latch_runtime *rt, const bench_config *config, bench_instance *out);
 latch_status bench_gpt2_create(latch_runtime *rt, const bench_config *config, bench_instance *out);
+latch_status bench_gpt2_small_create(latch_runtime *rt, const bench_config *config, bench_instance *out);
+latch_status bench_gpt2_small_gen_create(latch_runtime *rt, const bench_config *config, bench_instance *out);
 latch_status bench_train_mlp_create(latch_runtime *rt, const bench_config *config, bench_instance *out);
 latch_status bench_train_cnn_create(latch_runtime *rt, const bench_config *config, bench_instance *out);
 
