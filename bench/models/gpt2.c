@@ -41,19 +41,21 @@ static latch_tensor *conv1d(latch_tensor *x, latch_tensor *w, latch_tensor *b) {
 /* softmax(q k^T / sqrt(d)) v with position i attending to keys 0..i only: scores above the
  * diagonal set to -inf before the softmax (q, k, v [B, heads, S, d]). */
 static latch_tensor *causal_attention(latch_runtime *rt, latch_tensor *q, latch_tensor *k, latch_tensor *v) {
-  int64_t b = latch_dim(q, 0), heads = latch_dim(q, 1), s = latch_dim(q, 2);
+  int64_t s = latch_dim(q, 2);
   latch_tensor *kt = latch_permute(k, (const int[]){0, 1, 3, 2});
   latch_tensor *scores = latch_matmul(q, kt);
   latch_release(kt);
   latch_tensor *scale = latch_scalar(rt, LATCH_F32, 1 / sqrt((double)latch_dim(q, -1)));
   BENCH_THEN(scores, latch_binary(LATCH_MUL, scores, scale));
   latch_release(scale);
-  const int64_t dims[4] = {b, heads, s, s};
-  latch_tensor *row = latch_iota(rt, LATCH_I64, 4, dims, 2), *col = latch_iota(rt, LATCH_I64, 4, dims, 3);
+  /* [S, S], broadcast over the batch and heads (no batch size in the graph's constants, so
+   * a traced step stays symbolic in it). */
+  const int64_t dims[2] = {s, s};
+  latch_tensor *row = latch_iota(rt, LATCH_I64, 2, dims, 0), *col = latch_iota(rt, LATCH_I64, 2, dims, 1);
   latch_tensor *above = latch_compare(LATCH_GT, col, row); /* ops take NULL and give NULL: errors pass on */
   latch_release(row);
   latch_release(col);
-  latch_tensor *low = latch_full(rt, LATCH_F32, 4, dims, -INFINITY);
+  latch_tensor *low = latch_scalar(rt, LATCH_F32, -INFINITY);
   latch_tensor *masked = latch_where(above, low, scores);
   latch_release(above);
   latch_release(low);
