@@ -4,9 +4,9 @@
  * The shared structures come first, then what each file exports to the others, under its
  * name. The files: the runtime (open.c, settings.c, remote_config.c, backends.c); nodes and handles (node.c,
  * node_pool.c, tensor.c, promote.c); the ops of latch.h (ops_elementwise.c, ops_nn.c,
- * ops_shape.c, random.c, borrow.c); graphs and their HLO (graph.c, lower.c, lower_nn.c);
+ * ops_shape.c, ops_comm.c, random.c, borrow.c); graphs and their HLO (graph.c, lower.c, lower_nn.c);
  * sync (sync.c, sync_check.c); traced functions (trace.c, symbolic.c, function.c, entry.c,
- * bindings.c, segments.c, reasons.c). ops_nn.c, ops_shape.c, borrow.c and function.c
+ * bindings.c, segments.c, reasons.c). ops_nn.c, ops_shape.c, ops_comm.c, borrow.c and function.c
  * define latch.h's functions only, so they have no heading here. */
 #ifndef CAP_CAPTURE_H
 #define CAP_CAPTURE_H
@@ -72,6 +72,7 @@ typedef enum cap_op {
   CAP_PAD = 25,     /* attrs: low[rank], high[rank]; scalar: value */
   CAP_BROADCAST = 26,
   CAP_RNG_UNIFORM = 27, /* operand: the seed (u32[2]); attrs: stream; scalar: low, high */
+  CAP_ALL_REDUCE = 28,  /* sub: latch_reduce_op; attrs: the world's size */
 } cap_op;
 
 typedef enum cap_state { CAP_PENDING = 0, CAP_READY, CAP_ERROR } cap_state;

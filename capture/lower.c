@@ -1,6 +1,7 @@
 /* Lowering one node to HLO through the builder: leaves, elementwise ops and shape ops.
  * Broadcasting and type promotion, implicit in the API, become explicit broadcast and
  * convert instructions here. The nn ops are in lower_nn.c. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -181,6 +182,24 @@ static hlo_instr *lower_concat(hlo_comp *comp, const cap_node *node, hlo_instr *
   return out;
 }
 
+/* An HLO all-reduce over every replica, the module marked as having the world's size of them
+ * (the runtime's collective kernels then carry it across the ranks); a mean divides the sum. */
+static hlo_instr *lower_all_reduce(hlo_comp *comp, const cap_node *node, hlo_instr *x, hlo_diag *diag) {
+  hlo_dtype dtype = (hlo_dtype)node->dtype;
+  hlo_opcode op = node->sub == LATCH_RMAX ? HLO_OP_MAXIMUM : node->sub == LATCH_RMIN ? HLO_OP_MINIMUM : HLO_OP_ADD;
+  char replicas[24];
+  snprintf(replicas, sizeof replicas, "%lld", (long long)node->attrs[0]);
+  if (!hlo_module_set_attr(comp->module, "replica_count", replicas)) {
+    hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory lowering an all-reduce");
+    return NULL;
+  }
+  hlo_comp *reducer = cap_lower_reducer(comp, op, dtype, diag);
+  hlo_instr *sum = reducer ? hlo_build_all_reduce(comp, x, reducer, diag) : NULL;
+  if (!sum || node->sub != LATCH_MEAN) return sum;
+  hlo_instr *count = cap_lower_full(comp, dtype, node->rank, node->dims, (double)node->attrs[0], diag);
+  return count ? hlo_build_binary(comp, HLO_OP_DIVIDE, sum, count, diag) : NULL;
+}
+
 hlo_instr *cap_lower_node(hlo_comp *comp, const cap_node *node, hlo_instr *const *in, hlo_diag *diag) {
   hlo_dtype dtype = (hlo_dtype)node->dtype;
   switch ((cap_op)node->op) {
@@ -203,6 +222,7 @@ hlo_instr *cap_lower_node(hlo_comp *comp, const cap_node *node, hlo_instr *const
     case CAP_PAD: return lower_pad(comp, node, in[0], diag);
     case CAP_BROADCAST: return cap_lower_broadcast(comp, in[0], node->rank, node->dims, diag);
     case CAP_RNG_UNIFORM: return cap_lower_rng(comp, node, in[0], diag);
+    case CAP_ALL_REDUCE: return lower_all_reduce(comp, node, in[0], diag);
     case CAP_DATA: hlo_diag_set(diag, HLO_ERR_INTERNAL, "lowering: a data node is not pending"); return NULL;
     default: return cap_lower_nn(comp, node, in, diag);
   }

@@ -491,6 +491,21 @@ hlo_instr *hlo_build_call(hlo_comp *comp, hlo_comp *callee, int count, hlo_instr
   return commit(comp, &draft, diag);
 }
 
+/* The sum (or other reduction, by reducer) of x over every replica: replica_groups={}, no
+ * channel; the module says how many replicas there are (hlo_module_set_attr). */
+hlo_instr *hlo_build_all_reduce(hlo_comp *comp, hlo_instr *x, hlo_comp *reducer, hlo_diag *diag) {
+  hlo_instr draft;
+  draft_init(&draft, comp, HLO_OP_ALL_REDUCE, 1, &x);
+  set_called(comp, &draft, 1, &reducer);
+  draft.raw_attrs = hlo_arena_alloc(arena_of(comp), sizeof *draft.raw_attrs);
+  if (draft.raw_attrs) {
+    draft.raw_attrs[0] = (hlo_raw_attr){hlo_arena_strdup(arena_of(comp), "replica_groups"),
+                                        hlo_arena_strdup(arena_of(comp), "{}")};
+    draft.raw_attr_count = 1;
+  }
+  return commit(comp, &draft, diag);
+}
+
 /* ---- reducers ---- */
 
 /* Moves comp to the front of the module: it calls nothing, so it may precede anything. */

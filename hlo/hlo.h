@@ -404,6 +404,9 @@ struct hlo_module {
 hlo_module *hlo_module_new(const char *name);
 void hlo_module_free(hlo_module *module);
 hlo_status hlo_module_check_memory(const hlo_module *module, const char *what, hlo_diag *diag);
+/* Sets the header attribute name (replica_count, num_partitions, ...) to value, adding it
+ * when absent; false when memory runs out (module->arena.failed set). */
+bool hlo_module_set_attr(hlo_module *module, const char *name, const char *value);
 hlo_comp *hlo_module_add_comp(hlo_module *module, const char *name);
 hlo_comp *hlo_module_find_comp(const hlo_module *module, const char *name);
 /* Appends a bare instruction (no shape, no attributes) to comp; the caller fills it in.
@@ -523,6 +526,8 @@ hlo_instr *hlo_build_tuple(hlo_comp *comp, int count, hlo_instr *const *elements
  * sizes computes the new one). */
 hlo_instr *hlo_build_get_dimension_size(hlo_comp *comp, hlo_instr *x, int64_t dimension, hlo_diag *diag);
 hlo_instr *hlo_build_gte(hlo_comp *comp, hlo_instr *tuple, int64_t index, hlo_diag *diag);
+/* all-reduce of x over every replica (replica_groups={}) with reducer; one operand. */
+hlo_instr *hlo_build_all_reduce(hlo_comp *comp, hlo_instr *x, hlo_comp *reducer, hlo_diag *diag);
 hlo_instr *hlo_build_call(hlo_comp *comp, hlo_comp *callee, int count, hlo_instr *const *operands,
                           hlo_diag *diag);
 

@@ -82,6 +82,24 @@ void hlo_module_free(hlo_module *module) {
   free(module);
 }
 
+bool hlo_module_set_attr(hlo_module *module, const char *name, const char *value) {
+  for (int i = 0; i < module->raw_attr_count; i++)
+    if (strcmp(module->raw_attrs[i].name, name) == 0) {
+      const char *copy = hlo_arena_strdup(&module->arena, value);
+      if (copy) module->raw_attrs[i].value = copy;
+      return copy != NULL;
+    }
+  int n = module->raw_attr_count;
+  hlo_raw_attr *attrs = hlo_arena_alloc(&module->arena, sizeof *attrs * (size_t)(n + 1));
+  const char *key = hlo_arena_strdup(&module->arena, name), *copy = hlo_arena_strdup(&module->arena, value);
+  if (!attrs || !key || !copy) return false;
+  if (n) memcpy(attrs, module->raw_attrs, sizeof *attrs * (size_t)n);
+  attrs[n] = (hlo_raw_attr){key, copy};
+  module->raw_attrs = attrs;
+  module->raw_attr_count = n + 1;
+  return true;
+}
+
 hlo_status hlo_module_check_memory(const hlo_module *module, const char *what, hlo_diag *diag) {
   if (!module || !module->arena.failed) return HLO_OK;
   return hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory %s", what);

@@ -312,6 +312,19 @@ latch_tensor *latch_concat(int count, latch_tensor *const *xs, int dim);
 latch_tensor *latch_pad(latch_tensor *x, const int64_t *low, const int64_t *high, double value);
 latch_tensor *latch_broadcast_to(latch_tensor *x, int rank, const int64_t *dims);
 
+/* ---- collectives across processes (latch_options.mpi, under mpirun: docs/distributed.md) ----
+ * This process's rank in the world and the world's size: 0 and 1 without a world. */
+void latch_world(latch_runtime *rt, int *rank, int *size);
+/* Leaves the world now, as latch_close would (MPI_Finalize when latch initialised MPI), for a
+ * program that exits without closing every runtime (an interpreter at exit); collectives
+ * after it fail. Every rank calls it, after its last collective. */
+void latch_world_leave(latch_runtime *rt);
+/* x reduced elementwise over every rank of the world, every rank getting the result:
+ * LATCH_SUM, LATCH_MEAN (the sum divided by the size; floating point), LATCH_RMAX, LATCH_RMIN.
+ * A graph op (an HLO all-reduce): the data moves when the graph runs, so every rank must run
+ * the same graphs in the same order. In a world of one rank it is x. */
+latch_tensor *latch_all_reduce(latch_tensor *x, latch_reduce_op op);
+
 /* ---- random numbers inside graphs ----
  * Unlike latch_rand_uniform (host data, made at once), these are graph ops: the numbers come
  * from a counter-based hash of the element index and a seed that is an input of the graph,

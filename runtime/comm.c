@@ -52,6 +52,7 @@ struct rt_comm {
   int refcount;
   bool owns_mpi; /* latch called MPI_Init_thread: it finalizes */
   bool broken;   /* a collective timed out or failed: the ranks are out of step */
+  bool left;     /* rt_comm_leave: MPI's part is closed, the handle stays until the last close */
   MPI_Comm world;
   int rank, size;
   double timeout;
@@ -133,6 +134,17 @@ rt_comm *rt_comm_open(double timeout_seconds, hlo_diag *diag) {
   return comm;
 }
 
+/* Frees MPI's part of the world (and finalizes MPI when latch initialised it) once; a broken
+ * world frees nothing (MPI would wait for the lost rank). */
+static void leave_locked(rt_comm *comm) {
+  if (comm->left) return;
+  comm->left = true;
+  if (comm->broken) return;
+  for (int i = 0; i < comm->split_count; i++) MPI_Comm_free(&comm->splits[i].comm);
+  MPI_Comm_free(&comm->world);
+  if (comm->owns_mpi) MPI_Finalize();
+}
+
 void rt_comm_close(rt_comm *comm) {
   if (!comm) return;
   pthread_mutex_lock(&open_lock);
@@ -147,16 +159,17 @@ void rt_comm_close(rt_comm *comm) {
     free(comm->pendings[i].blocks), free(comm->pendings[i].send);
     rt_value_release(comm->pendings[i].target);
   }
-  for (int i = 0; i < comm->split_count; i++) {
-    if (!comm->broken) MPI_Comm_free(&comm->splits[i].comm);
-    free(comm->splits[i].members);
-  }
-  if (!comm->broken) {
-    MPI_Comm_free(&comm->world);
-    if (comm->owns_mpi) MPI_Finalize();
-  }
+  leave_locked(comm);
+  for (int i = 0; i < comm->split_count; i++) free(comm->splits[i].members);
   pthread_mutex_destroy(&comm->lock);
   free(comm);
+}
+
+void rt_comm_leave(rt_comm *comm) {
+  if (!comm) return;
+  pthread_mutex_lock(&comm->lock);
+  leave_locked(comm);
+  pthread_mutex_unlock(&comm->lock);
 }
 
 int rt_comm_rank(const rt_comm *comm) { return comm->rank; }
@@ -205,6 +218,7 @@ static hlo_status wait_all(rt_comm *comm, int n, MPI_Request *requests, const in
 }
 
 static hlo_status check_usable(rt_comm *comm, const char *what, hlo_diag *diag) {
+  if (comm->left) return hlo_diag_set(diag, HLO_ERR_INPUT, "%s: this process has left the world", what);
   if (!comm->broken) return HLO_OK;
   return hlo_diag_set(diag, HLO_ERR_INTERNAL, "%s: an earlier collective failed, so the ranks are out of step", what);
 }

@@ -230,6 +230,9 @@ typedef struct rt_comm_groups {
  * default) for the other ranks. NULL with diag on failure. */
 rt_comm *rt_comm_open(double timeout_seconds, hlo_diag *diag);
 void rt_comm_close(rt_comm *comm);
+/* Leaves the world before the last close (a process that cannot close every runtime before it
+ * exits): MPI's part is freed and finalized as the last close would; later collectives fail. */
+void rt_comm_leave(rt_comm *comm);
 int rt_comm_rank(const rt_comm *comm);
 int rt_comm_size(const rt_comm *comm);
 /* Whether a collective failed or timed out: the ranks are out of step for good. */

@@ -319,6 +319,31 @@ static PyObject *py_assign(PyObject *self, PyObject *args) {
   Py_RETURN_NONE;
 }
 
+static PyObject *py_all_reduce(PyObject *self, PyObject *args) {
+  (void)self;
+  int op;
+  PyObject *x;
+  if (!PyArg_ParseTuple(args, "iO", &op, &x) || !T(x, 1)) return NULL;
+  return lp_wrap(latch_all_reduce(T(x, 1), (latch_reduce_op)op));
+}
+
+static PyObject *py_leave_world(PyObject *self, PyObject *noargs) {
+  (void)self, (void)noargs;
+  latch_runtime *rt = lp_runtime();
+  if (!rt) return NULL;
+  latch_world_leave(rt);
+  Py_RETURN_NONE;
+}
+
+static PyObject *py_world(PyObject *self, PyObject *noargs) {
+  (void)self, (void)noargs;
+  latch_runtime *rt = lp_runtime();
+  if (!rt) return NULL;
+  int rank = 0, size = 1;
+  latch_world(rt, &rank, &size);
+  return Py_BuildValue("(ii)", rank, size);
+}
+
 PyMethodDef lp_op_methods[] = {
     {"unary", py_unary, METH_VARARGS, "unary(op, x)"},
     {"binary", py_binary, METH_VARARGS, "binary(op, a, b): broadcasts and promotes"},
@@ -343,6 +368,9 @@ PyMethodDef lp_op_methods[] = {
     {"concat", py_concat, METH_VARARGS, "concat(tensors, dim)"},
     {"pad", py_pad, METH_VARARGS, "pad(x, low, high, value)"},
     {"broadcast_to", py_broadcast_to, METH_VARARGS, "broadcast_to(x, dims)"},
+    {"all_reduce", py_all_reduce, METH_VARARGS, "all_reduce(op, x): over every rank of the world (a graph op)"},
+    {"leave_world", py_leave_world, METH_NOARGS, "leave_world(): MPI finalized now (at exit; latch_world_leave)"},
+    {"world", py_world, METH_NOARGS, "world() -> (rank, size): 0, 1 without a world (LATCH_MPI)"},
     {"full", py_full, METH_VARARGS, "full(dtype, dims, value): a constant of the graph"},
     {"iota", py_iota, METH_VARARGS, "iota(dtype, dims, dim)"},
     {"dropout", py_dropout, METH_VARARGS, "dropout(x, p): inverted dropout, a graph op"},

@@ -1,0 +1,149 @@
+/* latch_all_reduce and latch_world, the collectives of latch.h: in one process (a world of one:
+ * the op is its operand; bad ops and types refused), and under `mpirun -np 2` and `-np 4`
+ * (this program again, as the ranks: `test_world rank BACKEND`) on the reference and cpu
+ * backends, eagerly and inside a traced function. Rank r's x[i] = 3r + i - 4 (small integers,
+ * every sum exact), so the expected sum is n*i + 3*n(n-1)/2 - 4n, the max 3(n-1) + i - 4, the
+ * min i - 4, worked here by hand; a rank exits 1 on a wrong value. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_util.h"
+#include "function_util.h"
+
+#define MPIRUN                                                                                   \
+  "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 " \
+  "LATCH_COLLECTIVE_TIMEOUT=60 timeout 120 mpirun --oversubscribe"
+
+enum { N = 6 };
+
+static latch_tensor *rank_values(latch_runtime *rt, int rank) {
+  int64_t dims[1] = {N};
+  return fu_ramp(rt, 1, dims, 1, 3.0 * rank - 4);
+}
+
+static void one_process(void) {
+  test_current = "one process";
+  latch_runtime *rt = fu_open();
+  int rank = -1, size = -1;
+  latch_world(rt, &rank, &size);
+  CHECK(rank == 0 && size == 1);
+  latch_tensor *x = rank_values(rt, 0);
+  latch_tensor *sum = latch_all_reduce(x, LATCH_SUM), *mean = latch_all_reduce(x, LATCH_MEAN);
+  double *s = fu_read(sum), *m = fu_read(mean);
+  for (int i = 0; s && m && i < N; i++) CHECK(s[i] == i - 4 && m[i] == i - 4);
+  CHECK(s && m);
+  free(s), free(m);
+  latch_tensor *bad = latch_all_reduce(x, (latch_reduce_op)9);
+  CHECK_MSG(latch_tensor_error(bad) && strstr(latch_tensor_error(bad), "all_reduce"), "%s",
+            latch_tensor_error(bad) ? latch_tensor_error(bad) : "(no error)");
+  int64_t dims[1] = {2};
+  int32_t ints[2] = {1, 2};
+  latch_tensor *k = latch_from_host(rt, LATCH_I32, 1, dims, ints);
+  latch_tensor *int_mean = latch_all_reduce(k, LATCH_MEAN);
+  CHECK(latch_tensor_error(int_mean) != NULL);
+  latch_world_leave(rt); /* without a world: nothing to leave */
+  latch_release(x), latch_release(sum), latch_release(mean), latch_release(bad), latch_release(k);
+  latch_release(int_mean);
+  latch_close(rt);
+}
+
+/* ---- one rank of the job ---- */
+
+static int failures;
+
+static void expect(const char *what, latch_tensor *t, int size, latch_reduce_op op) {
+  double *v = fu_read(t);
+  if (!v) {
+    fprintf(stderr, "%s: %s\n", what, latch_tensor_error(t) ? latch_tensor_error(t) : latch_last_error());
+    failures++;
+    return;
+  }
+  for (int i = 0; i < N; i++) {
+    double want = op == LATCH_RMAX ? 3.0 * (size - 1) + i - 4
+                  : op == LATCH_RMIN ? i - 4.0
+                  : size * (double)i + 1.5 * size * (size - 1) - 4.0 * size;
+    if (op == LATCH_MEAN) want /= size;
+    if (v[i] != want) {
+      fprintf(stderr, "%s [%d]: %g, want %g\n", what, i, v[i], want);
+      failures++;
+    }
+  }
+  free(v);
+}
+
+static latch_status summed(void *user, latch_tensor *const *in, int n, const latch_static *st, int sn,
+                           latch_tensor **out, int out_count) {
+  (void)n, (void)st, (void)sn, (void)out_count;
+  latch_tensor *twice = latch_binary(LATCH_ADD, in[0], in[0]);
+  latch_tensor *mean = latch_all_reduce(twice, LATCH_MEAN), *half = latch_scalar(user, LATCH_F32, 0.5);
+  out[0] = latch_binary(LATCH_MUL, mean, half);
+  latch_release(twice), latch_release(mean), latch_release(half);
+  return LATCH_OK;
+}
+
+static int one_rank(const char *backend) {
+  latch_options options;
+  latch_options_init(&options);
+  options.backend = backend;
+  options.mpi = true;
+  latch_runtime *rt = latch_open(&options);
+  if (!rt) {
+    fprintf(stderr, "latch_open: %s\n", latch_last_error());
+    return 1;
+  }
+  int rank = -1, size = -1;
+  latch_world(rt, &rank, &size);
+  latch_tensor *x = rank_values(rt, rank);
+  const latch_reduce_op ops[4] = {LATCH_SUM, LATCH_MEAN, LATCH_RMAX, LATCH_RMIN};
+  for (int i = 0; i < 4; i++) {
+    latch_tensor *r = latch_all_reduce(x, ops[i]);
+    expect("eager all_reduce", r, size, ops[i]);
+    latch_release(r);
+  }
+  latch_function_options fo = fu_options(LATCH_TRACE_ONCE, LATCH_SHAPES_STATIC);
+  latch_function *fn = latch_function_new(rt, summed, rt, &fo);
+  for (int call = 0; call < 3; call++) {
+    latch_tensor *out = NULL;
+    if (latch_call(fn, &x, 1, NULL, 0, &out, 1) != LATCH_OK) {
+      fprintf(stderr, "latch_call: %s\n", latch_last_error());
+      failures++;
+    } else {
+      expect("traced all_reduce", out, size, LATCH_MEAN);
+    }
+    latch_release(out);
+  }
+  latch_function_free(fn);
+  latch_release(x);
+  latch_close(rt);
+  printf("rank %d of %d: %s\n", rank, size, failures ? "wrong" : "right");
+  return failures ? 1 : 0;
+}
+
+static void job(int ranks, const char *btl, const char *backend) {
+  char env[512];
+  snprintf(env, sizeof env, MPIRUN " -np %d --mca btl %s", ranks, btl);
+  int status = cli_run(env, "rank %s", backend);
+  int right = 0;
+  for (const char *p = cli_out; (p = strstr(p, ": right")); p++) right++;
+  CHECK_MSG(status == 0 && right == ranks, "%d ranks, %s, %s: exit %d, %d right\nstdout: %s\nstderr: %s", ranks, btl,
+            backend, status, right, cli_out, cli_err);
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "rank") == 0) return one_rank(argv[2]);
+  one_process();
+  test_current = "ranks";
+  char *self = realpath(argv[0], NULL);
+  if (!cli_setup() || !self) {
+    CHECK_MSG(false, "no private directory, or %s not found", argv[0]);
+    return TEST_REPORT();
+  }
+  snprintf(cli_bin, sizeof cli_bin, "%s", self); /* the ranks are this program */
+  free(self);
+  job(2, "self,vader", "reference");
+  job(2, "self,tcp", "cpu");
+  job(4, "self,vader", "cpu");
+  cli_cleanup();
+  return TEST_REPORT();
+}
