@@ -184,6 +184,15 @@ bench-function: all
 	$(BUILD)/latch bench --micro
 
 
+# `make bench-allreduce`: latch's all-reduce against a bare MPI_Allreduce on the same ranks,
+# over shared memory and over TCP (bench/mpi/allreduce.c, its own MPI program; prints figures,
+# asserts none). ALLREDUCE_ARGS: megabytes and rounds (default 64 9).
+$(BUILD)/bench-allreduce: bench/mpi/allreduce.c $(BUILD)/liblatch.a
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)
+bench-allreduce: $(BUILD)/bench-allreduce
+	mpirun --oversubscribe -np 2 --mca btl self,vader $(BUILD)/bench-allreduce $(ALLREDUCE_ARGS)
+	mpirun --oversubscribe -np 2 --mca btl self,tcp $(BUILD)/bench-allreduce $(ALLREDUCE_ARGS)
+
 # `make install PREFIX=/opt/latch`: the one public header, both libraries, the command and a
 # pkg-config files (embedders: cc app.c $$(pkg-config --cflags --libs latch), or latch-static
 # for the archive).
@@ -247,7 +256,7 @@ compare-ort-transformers: all $(ORT_DIR)/node_modules/onnxruntime-node/package.j
 	/usr/bin/python3 bench/compare_ort.py --latch $(BUILD)/latch --ort $(ORT_DIR)/node_modules/onnxruntime-node \
 	  --onnx-dir $(BUILD)/onnx --suite transformers,generate $(COMPARE_ARGS)
 
-.PHONY: python install-python python-sanitize all test sanitize tsan test-threads clean install check-torch check-torch-zoo compare-torch compare-ort compare-ort-transformers bench-function minify-mobilenet soak \
+.PHONY: python install-python python-sanitize all test sanitize tsan test-threads clean install check-torch check-torch-zoo compare-torch compare-ort compare-ort-transformers bench-function bench-allreduce minify-mobilenet soak \
 	minify-pairs minify-scale bisect-generated
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 

@@ -14,6 +14,9 @@ typedef struct compile_job {
   const cap_graph *graph;
   uint64_t lower_ns, compile_ns; /* codec_compile's, for LATCH_LOG=compiles */
   bool compiled;                  /* the backend compiled it (not a load from disk or remote) */
+  int ranks;                      /* > 1: an SPMD graph shared across the world (compile_once_per_job) */
+  int job_compiles;               /* then: 1 when rank 0 compiled it, 0 when it loaded it */
+  size_t shared_bytes;            /* then: the serialized executable rank 0 sent */
 } compile_job;
 
 /* The disk cache's codec: lowering and compiling on a miss, the backend's own serialized
@@ -62,18 +65,84 @@ static cache_codec codec_of(compile_job *job) {
  * this process so far (a load adds nothing). */
 static void log_compile(const compile_job *job, cache_origin origin, uint64_t ns) {
   const cap_graph *g = job->graph;
-  char work[192] = "";
+  char work[192] = "", job_text[160] = "";
   if (g->backend->work_so_far) {
     char so_far[96];
     g->backend->work_so_far(so_far, sizeof so_far);
     snprintf(work, sizeof work, " (%s backend so far: %s)", g->backend->name, so_far);
   }
-  if (origin == CACHE_ORIGIN_COMPILED)
-    fprintf(stderr, "latch: graph %016" PRIx64 "%016" PRIx64 " compiled in %.2f ms, lowered in %.2f ms%s\n", g->key.hi,
-            g->key.lo, (double)job->compile_ns / 1e6, (double)job->lower_ns / 1e6, work);
+  if (job->ranks > 1)
+    snprintf(job_text, sizeof job_text, "; compiles for the job of %d ranks: %d (rank 0's, %zu bytes shared)",
+             job->ranks, job->job_compiles, job->shared_bytes);
+  if (origin == CACHE_ORIGIN_COMPILED && !job->compiled)
+    fprintf(stderr, "latch: graph %016" PRIx64 "%016" PRIx64 " received from rank 0 in %.2f ms%s%s\n", g->key.hi,
+            g->key.lo, (double)ns / 1e6, job_text, work);
+  else if (origin == CACHE_ORIGIN_COMPILED)
+    fprintf(stderr, "latch: graph %016" PRIx64 "%016" PRIx64 " compiled in %.2f ms, lowered in %.2f ms%s%s\n",
+            g->key.hi, g->key.lo, (double)job->compile_ns / 1e6, (double)job->lower_ns / 1e6, job_text, work);
   else
-    fprintf(stderr, "latch: graph %016" PRIx64 "%016" PRIx64 " loaded from the %s cache in %.2f ms%s\n", g->key.hi,
-            g->key.lo, origin == CACHE_ORIGIN_DISK ? "disk" : "remote", (double)ns / 1e6, work);
+    fprintf(stderr, "latch: graph %016" PRIx64 "%016" PRIx64 " loaded from the %s cache in %.2f ms%s%s\n", g->key.hi,
+            g->key.lo, origin == CACHE_ORIGIN_DISK ? "disk" : "remote", (double)ns / 1e6, job_text, work);
+}
+
+/* The disk or remote cache (when on), else the backend's compile. */
+static rt_executable *find_or_compile(compile_job *job, cache_origin *origin, hlo_diag *diag) {
+  const cap_graph *g = job->graph;
+  *origin = CACHE_ORIGIN_COMPILED;
+  if (!(job->rt->disk || job->rt->remote) || !g->backend->serialize || !g->backend->deserialize)
+    return codec_compile(job, diag);
+  cache_codec codec = codec_of(job);
+  rt_executable *exe = cache_tiers_get_or_compile(job->rt->disk, job->rt->remote, g->key, job->rt->fingerprint, &codec,
+                                                  origin, NULL, diag);
+  if (exe && *origin == CACHE_ORIGIN_DISK) atomic_fetch_add(&job->rt->disk_loads, 1);
+  if (exe && *origin == CACHE_ORIGIN_REMOTE) atomic_fetch_add(&job->rt->remote_loads, 1);
+  return exe;
+}
+
+/* Whether g is shared across the world: an SPMD graph (it has an all-reduce) in a world of
+ * several ranks, on a backend that serializes. Every rank runs those graphs in the same
+ * order (their collectives need it), so every rank misses on one together. */
+static bool shared_in_world(const latch_runtime *rt, const cap_graph *g) {
+  if (!rt->comm || rt_comm_size(rt->comm) < 2 || !g->backend->serialize || !g->backend->deserialize) return false;
+  for (int i = 0; i < g->node_count; i++)
+    if (g->nodes[i]->op == CAP_ALL_REDUCE) return true;
+  return false;
+}
+
+/* Rank 0 finds or compiles the graph and sends its serialized executable, with one byte
+ * saying whether it compiled it, to the others (rt_comm_share), which load it: the job
+ * compiles each graph once. A rank 0 that failed sends nothing, and the others fail too. */
+static rt_executable *compile_once_per_job(compile_job *job, cache_origin *origin, hlo_diag *diag) {
+  rt_comm *comm = job->rt->comm;
+  const rt_backend *backend = job->graph->backend;
+  bool first = rt_comm_rank(comm) == 0;
+  void *bytes = NULL;
+  size_t len = 0;
+  rt_executable *exe = NULL;
+  job->ranks = rt_comm_size(comm);
+  *origin = CACHE_ORIGIN_COMPILED;
+  if (first && (exe = find_or_compile(job, origin, diag))) {
+    hlo_diag unused = {0};
+    void *grown = NULL;
+    if (backend->serialize(exe, &bytes, &len, &unused) == HLO_OK && (grown = realloc(bytes, len + 1))) {
+      bytes = grown;
+      ((char *)bytes)[len++] = job->compiled;
+    } else {
+      free(bytes), bytes = NULL, len = 0;
+    }
+  }
+  hlo_diag shared = {0};
+  hlo_status status = rt_comm_share(comm, &bytes, &len, "sharing a compiled graph with the ranks", &shared);
+  if (!first && status == HLO_OK) {
+    job->compiled = false;
+    exe = backend->deserialize(bytes, len - 1, &job->rt->compile_options, diag);
+  } else if (!first) {
+    *diag = shared;
+  }
+  job->job_compiles = status == HLO_OK && len ? ((char *)bytes)[len - 1] : job->compiled;
+  job->shared_bytes = status == HLO_OK && len ? len - 1 : 0;
+  free(bytes);
+  return exe;
 }
 
 /* Called by the memory table on a miss, with no lock held: the disk cache (when on) or the
@@ -85,18 +154,10 @@ static void *compile_graph(void *ctx, hlo_diag *diag) {
     job->compiled = true; /* checked graphs bypass the disk and remote tiers */
     return cap_compile_checked(job->rt, g, diag);
   }
-  rt_executable *exe;
   uint64_t start = cap_now_ns();
-  cache_origin origin = CACHE_ORIGIN_COMPILED;
-  if ((job->rt->disk || job->rt->remote) && g->backend->serialize && g->backend->deserialize) {
-    cache_codec codec = codec_of(job);
-    exe = cache_tiers_get_or_compile(job->rt->disk, job->rt->remote, g->key, job->rt->fingerprint, &codec, &origin,
-                                     NULL, diag);
-    if (exe && origin == CACHE_ORIGIN_DISK) atomic_fetch_add(&job->rt->disk_loads, 1);
-    if (exe && origin == CACHE_ORIGIN_REMOTE) atomic_fetch_add(&job->rt->remote_loads, 1);
-  } else {
-    exe = codec_compile(job, diag);
-  }
+  cache_origin origin;
+  rt_executable *exe = shared_in_world(job->rt, g) ? compile_once_per_job(job, &origin, diag)
+                                                   : find_or_compile(job, &origin, diag);
   if (!exe) return NULL;
   if (job->rt->log & CAP_LOG_COMPILES) log_compile(job, origin, cap_now_ns() - start);
   cap_exe *value = hlo_malloc(sizeof *value);

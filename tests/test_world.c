@@ -3,7 +3,8 @@
  * (this program again, as the ranks: `test_world rank BACKEND`) on the reference and cpu
  * backends, eagerly and inside a traced function. Rank r's x[i] = 3r + i - 4 (small integers,
  * every sum exact), so the expected sum is n*i + 3*n(n-1)/2 - 4n, the max 3(n-1) + i - 4, the
- * min i - 4, worked here by hand; a rank exits 1 on a wrong value. */
+ * min i - 4, worked here by hand; a rank exits 1 on a wrong value. Rank 0 alone compiles each
+ * graph; the others receive its executable (LATCH_LOG=compiles says the count per job). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,7 @@ static int one_rank(const char *backend) {
   latch_options_init(&options);
   options.backend = backend;
   options.mpi = true;
+  options.log = "compiles";
   latch_runtime *rt = latch_open(&options);
   if (!rt) {
     fprintf(stderr, "latch_open: %s\n", latch_last_error());
@@ -115,19 +117,32 @@ static int one_rank(const char *backend) {
   }
   latch_function_free(fn);
   latch_release(x);
+  latch_stats stats;
+  latch_get_stats(rt, &stats);
   latch_close(rt);
-  printf("rank %d of %d: %s\n", rank, size, failures ? "wrong" : "right");
+  printf("rank %d of %d: %s, %llu compiles\n", rank, size, failures ? "wrong" : "right",
+         (unsigned long long)stats.compiles);
   return failures ? 1 : 0;
 }
 
+/* Every rank right; the five graphs (four eager all-reduces, the traced one) compiled by
+ * rank 0 alone and received by the others, each line of LATCH_LOG=compiles saying so. */
 static void job(int ranks, const char *btl, const char *backend) {
-  char env[512];
+  char env[512], line[64], log[64];
   snprintf(env, sizeof env, MPIRUN " -np %d --mca btl %s", ranks, btl);
   int status = cli_run(env, "rank %s", backend);
   int right = 0;
-  for (const char *p = cli_out; (p = strstr(p, ": right")); p++) right++;
-  CHECK_MSG(status == 0 && right == ranks, "%d ranks, %s, %s: exit %d, %d right\nstdout: %s\nstderr: %s", ranks, btl,
-            backend, status, right, cli_out, cli_err);
+  for (int r = 0; r < ranks; r++) {
+    snprintf(line, sizeof line, "rank %d of %d: right, %d compiles", r, ranks, r == 0 ? 5 : 0);
+    right += strstr(cli_out, line) != NULL;
+  }
+  snprintf(log, sizeof log, "compiles for the job of %d ranks: 1", ranks);
+  int logged = 0, received = 0;
+  for (const char *p = cli_err; (p = strstr(p, log)); p++) logged++;
+  for (const char *p = cli_err; (p = strstr(p, "received from rank 0")); p++) received++;
+  CHECK_MSG(status == 0 && right == ranks && logged == 5 * ranks && received == 5 * (ranks - 1),
+            "%d ranks, %s, %s: exit %d, %d right, %d lines of %d, %d received\nstdout: %s\nstderr: %s", ranks, btl,
+            backend, status, right, logged, 5 * ranks, received, cli_out, cli_err);
 }
 
 int main(int argc, char **argv) {

@@ -1,7 +1,8 @@
 """latch.torch.distributed: a data-parallel training step under mpirun on 2 and 4 ranks (more
 ranks than cores: --oversubscribe), every rank's parameters after 10 SGD steps (momentum)
 compared with one process of eager PyTorch training the same model on the global batch. Rank
-0's parameters must reach every rank: the other ranks start from other values. The buckets
+0's parameters must reach every rank: the other ranks start from other values. Each graph is
+compiled once for the job: by rank 0, the others receiving it (LATCH_LOG=compiles). The buckets
 are checked by hand, and outside mpirun the world is one process."""
 import os
 import shutil
@@ -76,18 +77,24 @@ def run_ranks(tmp_path, ranks, cap_mb, btl):
     script.write_text(WORKER)
     here = os.path.dirname(os.path.abspath(__file__))
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               PYTHONPATH=os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]), LATCH_COLLECTIVE_TIMEOUT="60")
+               PYTHONPATH=os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]), LATCH_COLLECTIVE_TIMEOUT="60",
+               LATCH_LOG="compiles", LATCH_CACHE="memory")
     cmd = [mpirun, "--oversubscribe", "-np", str(ranks), "--mca", "btl", btl, sys.executable, str(script),
            str(tmp_path), str(cap_mb)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return [torch.load(tmp_path / f"{r}.pt") for r in range(ranks)]
+    return [torch.load(tmp_path / f"{r}.pt") for r in range(ranks)], done.stderr
 
 
 @pytest.mark.parametrize("ranks, cap_mb, btl", [(2, 25, "self,vader"), (4, 0.001, "self,tcp")])
 def test_data_parallel_matches_one_process(tmp_path, ranks, cap_mb, btl):
     want = eager(ranks)
-    for r, params in enumerate(run_ranks(tmp_path, ranks, cap_mb, btl)):
+    got, log = run_ranks(tmp_path, ranks, cap_mb, btl)
+    # each graph compiled by rank 0 alone, the others receiving it (LATCH_LOG=compiles)
+    compiled, received = log.count(" compiled in "), log.count(" received from rank 0 ")
+    assert compiled >= 2 and received == compiled * (ranks - 1), log[-3000:]
+    assert log.count(f"compiles for the job of {ranks} ranks: 1 ") == compiled * ranks, log[-3000:]
+    for r, params in enumerate(got):
         assert len(params) == len(want)
         for got, expected in zip(params, want):
             close(got, expected)
