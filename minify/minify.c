@@ -18,7 +18,8 @@
 #define SEEDED_INPUT_LIMIT_BYTES (256.0 * 1024 * 1024)
 
 const char *min_strategy_name(min_strategy strategy) {
-  static const char *const names[] = {"scan", "dce", "truncate", "outputs", "needed", "promote", "constant", "shapes", "inputs"};
+  static const char *const names[] = {"scan", "dce", "truncate", "outputs", "needed", "promote", "constant", "shapes", "inputs",
+                                       "bypass", "attributes", "types", "metadata"};
   return strategy < MIN_STRATEGY_COUNT ? names[strategy] : "?";
 }
 
@@ -274,6 +275,7 @@ static void shrink(min_ctx *ctx) {
     changed |= min_strategy_outputs(ctx);
     changed |= min_strategy_promote(ctx, MIN_TO_PARAM);
     if (!ctx->shapes_only) changed |= min_strategy_promote(ctx, MIN_TO_CONST);
+    if (!changed && !min_stopped(ctx)) changed = min_strategy_rewrite(ctx);
     if (changed)
       min_progress(ctx, "now %d instructions (%d ops)", ctx->module->entry->instr_count, min_count_ops(ctx->module));
   }

@@ -8,7 +8,7 @@
  *
  * The files, each under its own heading below or in minify_internal.h: isolate.c, minify.c,
  * auto.c, repro.c here; candidate.c, values.c, record.c, embed.c, signature.c, strategies.c,
- * needed.c, scan.c, shapes.c and inputs.c there. */
+ * needed.c, scan.c, shapes.c, rewrite.c and inputs.c there. */
 #ifndef MIN_MINIFY_H
 #define MIN_MINIFY_H
 #include <stdbool.h>
@@ -140,6 +140,12 @@ hlo_opcode min_opcode_in_message(const hlo_module *module, const char *message);
  *             reference values, so what only fed the chunk dies; chunks from all of them
  *             at once down to one at a time
  *   constant  the same with constants holding the reference values (small values only)
+ * When the cuts no longer shrink it, and the module is small (rewrite.c):
+ *   bypass    an instruction replaced by an operand of its shape, in every computation
+ *   attributes slices, pads and windows made plainer (starts 0, strides 1, no padding)
+ *   types     f64 to f32, s64 to s32, bf16 and f16 to f32, module and inputs together
+ *   metadata  debug attributes, frontend attributes, sharding and written layouts dropped
+ * and the cuts run again after any of them wins.
  * Then, while the repro's inputs exceed small_inputs_bytes, on data:
  *   shapes    a dim size the parameters share made smaller (1, then halvings), the graph's
  *             shapes inferred again (shapes.c)
@@ -158,6 +164,10 @@ typedef enum min_strategy {
   MIN_CONSTANT,
   MIN_SHAPES,
   MIN_INPUTS,
+  MIN_BYPASS,
+  MIN_ATTRS,
+  MIN_TYPES,
+  MIN_METADATA,
   MIN_STRATEGY_COUNT
 } min_strategy;
 
@@ -188,6 +198,9 @@ typedef struct min_options {
    * the op and message class of a compile error or crash; the output and first differing op
    * of an accuracy failure). */
   bool any_failure;
+  /* Skips the rewrites (bypass, attributes, types, metadata): the repro is what cuts alone
+   * make of the module. */
+  bool no_rewrite;
 } min_options;
 
 #define MIN_SMALL_INPUTS_BYTES (64.0 * 1024)

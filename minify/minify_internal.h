@@ -202,6 +202,15 @@ bool min_strategy_needed(min_ctx *ctx);
 /* ---- shapes.c ---- */
 /* Smaller dims. */
 bool min_strategy_shapes(min_ctx *ctx);
+/* Infers every non-parameter shape of copy again, callees first, and verifies it: after a
+ * rewrite that changed attributes or types. False (diag says why) when it does not fit. */
+bool min_reinfer(hlo_module *copy, hlo_diag *diag);
+
+/* ---- rewrite.c ---- */
+/* Rewrites in place of cuts (bypass, attributes, types, metadata), on modules small enough
+ * to try each instruction; they drop ctx->record, whose values no longer fit the rewritten
+ * instructions. */
+bool min_strategy_rewrite(min_ctx *ctx);
 
 /* ---- inputs.c ---- */
 /* Constants in place of parameters. */

@@ -209,6 +209,10 @@ static bool shrink_size(min_ctx *ctx, int64_t size) {
   return false;
 }
 
+bool min_reinfer(hlo_module *copy, hlo_diag *diag) {
+  return resize_module(copy, -1, 0, diag); /* no dim has size -1: nothing resized, every shape inferred */
+}
+
 bool min_strategy_shapes(min_ctx *ctx) {
   size_weight sizes[64];
   int count = param_sizes(ctx->module->entry, sizes, 64);
