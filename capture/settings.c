@@ -111,6 +111,8 @@ latch_status latch_options_init(latch_options *options) {
   ok = env_number("LATCH_CHECK_TOL", false, &options->check_tol) && ok;
   ok = env_number("LATCH_CHECK_TIMEOUT", true, &options->check_timeout) && ok;
   ok = env_number("LATCH_CHECK_BUDGET", true, &options->check_budget) && ok;
+  ok = env_int("LATCH_CHECK_MAX_RUNS", &options->check_max_runs) && ok;
+  ok = env_bool("LATCH_BISECT", &options->check_bisect) && ok;
   ok = env_cache_max_bytes(&options->cache_max_bytes) && ok;
   ok = env_int("LATCH_KEEP_ARENA_MB", &options->keep_arena_mb) && ok;
   ok = env_bool("LATCH_NO_FUSION", &options->no_fusion) && ok;

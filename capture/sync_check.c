@@ -103,7 +103,8 @@ static void write_repro(latch_runtime *rt, const hlo_module *module, rt_value **
   min_auto_request request = {.module = module, .inputs = views, .input_count = count, .backend = rt->backend,
                               .compile_options = &rt->compile_options, .kind = kind, .tol = rt->check_tol,
                               .timeout_s = rt->check_timeout, .budget_s = left, .failure = failure, .dir = dir,
-                              .max_bytes = rt->options.repro_max_bytes};
+                              .max_bytes = rt->options.repro_max_bytes, .max_checks = rt->options.check_max_runs,
+                              .bisect = rt->options.check_bisect};
   char path[4096];
   if (min_auto_repro(&request, path, sizeof path, &diag) != HLO_OK)
     snprintf(note, size, "not minified (%s): %s/unminified.hlo", diag.message, dir);

@@ -99,6 +99,14 @@ typedef struct latch_options {
    * is the smallest graph found so far (or the unminified graph, written before minifying
    * starts). */
   double check_budget;
+  /* LATCH_CHECK_MAX_RUNS: checks one graph's repro may take while it is minified, besides the
+   * seconds of check_budget; 0 (default): no limit. When they are spent the repro is the
+   * smallest graph found so far. */
+  int check_max_runs;
+  /* LATCH_BISECT=1: after a repro is written, `latch bisect`'s search runs on it (which of
+   * the backend's own choices makes it fail), and its answer goes into the repro's
+   * report.txt and culprit.txt, with the settings that reproduce it. */
+  bool check_bisect;
   /* LATCH_CACHE_MAX_BYTES (K, M, G, T suffixes there): the disk cache directory's size limit,
    * least recently used entries removed past it; default (and 0) 1 GiB. */
   uint64_t cache_max_bytes;

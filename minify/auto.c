@@ -8,6 +8,43 @@
 
 #include "runtime/runtime.h"
 
+/* Appends text to dir/name (created when missing); a failure costs the note, not the repro. */
+static void append_text(const char *dir, const char *name, const char *text, const char *mode) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, mode);
+  if (!f) return;
+  fputs(text, f);
+  fclose(f);
+}
+
+/* The culprit among the backend's choices, searched on the repro (which fails the way the
+ * graph did, and costs less per check), within what is left of the budget. */
+static void bisect_repro(const min_auto_request *request, const min_report *report, const min_predicate *predicate,
+                         const char *dir) {
+  min_bisect_request bisect = {.module = report->module, .inputs = report->inputs, .input_count = report->input_count,
+                               .predicate = *predicate, .backend = request->backend,
+                               .compile_options = request->compile_options};
+  double left = request->budget_s > 0 ? request->budget_s - report->seconds : 0;
+  if (request->budget_s > 0 && left < 1) {
+    append_text(dir, "report.txt", "culprit:    not searched (the check budget is spent)\n", "a");
+    return;
+  }
+  if (left > 0 && (bisect.predicate.timeout_s <= 0 || bisect.predicate.timeout_s > left)) bisect.predicate.timeout_s = left;
+  min_bisect_result result;
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  char text[2048], line[2300];
+  if (min_bisect(&bisect, &result, &diag) != HLO_OK) {
+    snprintf(line, sizeof line, "culprit:    not found (%s)\n", diag.message);
+    append_text(dir, "report.txt", line, "a");
+    return;
+  }
+  min_bisect_text(&result, text, sizeof text); /* "culprit: ..." and the settings that show it */
+  append_text(dir, "culprit.txt", text, "w");
+  append_text(dir, "report.txt", text, "a");
+}
+
 hlo_status min_auto_repro(const min_auto_request *request, char *path, size_t size, hlo_diag *diag) {
   double max_bytes = request->max_bytes;
   if (!(max_bytes == 0 || max_bytes >= 1))
@@ -29,6 +66,7 @@ hlo_status min_auto_repro(const min_auto_request *request, char *path, size_t si
   options.predicate.timeout_s = request->timeout_s > 0 ? request->timeout_s : 30;
   options.budget_s = request->budget_s;
   options.failure = request->failure;
+  options.max_checks = request->max_checks;
   /* shapes shrink until the inputs fit the limit too */
   if (max_bytes > 0 && max_bytes < MIN_SMALL_INPUTS_BYTES) options.small_inputs_bytes = max_bytes;
   min_report report;
@@ -39,6 +77,7 @@ hlo_status min_auto_repro(const min_auto_request *request, char *path, size_t si
    * latch through LATCH_BIN or PATH. */
   min_repro_info info = {.backend = request->backend->name, .latch_bin = NULL, .source = NULL, .max_bytes = max_bytes};
   status = min_write_repro(dir, &report, &options.predicate, &info, diag);
+  if (status == HLO_OK && request->bisect) bisect_repro(request, &report, &options.predicate, dir);
   min_report_free(&report);
   if (status == HLO_OK) snprintf(path, size, "%s", dir);
   return status;

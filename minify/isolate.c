@@ -141,6 +141,15 @@ static double now_s(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* The process group of the check running now, 0 when none: what min_check_kill_running
+ * kills from a signal handler. */
+static volatile sig_atomic_t running_group;
+
+void min_check_kill_running(void) {
+  pid_t group = (pid_t)running_group;
+  if (group > 0) kill(-group, SIGKILL);
+}
+
 /* The child's side: its own process group (so a timeout kills whatever it started), quiet
  * standard streams (a crashing backend's noise is not the minifier's output), then the
  * check; the answer goes back through the pipe. Never returns. */
@@ -261,12 +270,14 @@ hlo_status min_check_refs(const min_predicate *predicate, const hlo_module *modu
   }
   close(fds[1]);
   setpgid(pid, pid); /* also here: whichever of parent and child runs first */
+  running_group = pid;
   bool finished = wait_for(fds[0], predicate->timeout_s);
   int status = 0;
   if (!finished) {
     kill(-pid, SIGKILL);
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
+    running_group = 0;
     close(fds[0]);
     if (err) fclose(err);
     outcome->kind = MIN_HANG;
@@ -279,6 +290,7 @@ hlo_status min_check_refs(const min_predicate *predicate, const hlo_module *modu
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   kill(-pid, SIGKILL); /* anything the check left running in its group */
+  running_group = 0;
   if (predicate->kind == MIN_CHECK_COMMAND) {
     command_outcome(predicate, status, outcome);
   } else if (got == sizeof answer) {

@@ -95,6 +95,11 @@ void min_check_inline(const min_predicate *predicate, const hlo_module *module, 
 void min_check_inline_refs(const min_predicate *predicate, const hlo_module *module, rt_value *const *inputs,
                            int input_count, const min_refs *refs, min_outcome *outcome);
 
+/* Kills the process group of the check running now, if any: for a command's handler of
+ * SIGINT and SIGTERM, so that a minifier stopped from outside leaves no check behind (each
+ * runs in its own group, which the terminal's signals do not reach). Async-signal-safe. */
+void min_check_kill_running(void);
+
 /* "compile", "accuracy", "compile and run", "test command". */
 const char *min_check_kind_name(min_check_kind kind);
 
@@ -266,6 +271,10 @@ typedef struct min_auto_request {
   /* The input bytes the repro may hold (LATCH_REPRO_MAX_BYTES; 0: MIN_REPRO_DEFAULT_MAX_BYTES);
    * an input past it is left out, and the report says so. */
   double max_bytes;
+  int max_checks; /* checks the minification may take (min_options.max_checks); 0: no limit */
+  /* Afterwards, min_bisect on the repro, within what is left of budget_s: its answer is
+   * appended to report.txt and written to culprit.txt. */
+  bool bisect;
 } min_auto_request;
 
 /* LATCH_CHECK's values: off (or unset, or empty), compile, accuracy (which implies compile). */

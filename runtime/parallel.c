@@ -10,8 +10,9 @@
  * The thread count is process-wide, fixed by the first loop (rt_parallel_threads).
  * libgomp's pool does not survive fork: a child that starts a parallel region after its
  * parent used one waits for threads that were not copied. The minifier and LATCH_CHECK run
- * candidates in forked children, so a child runs every loop on its own thread (atfork
- * handler below), as PyTorch does after fork. */
+ * candidates in forked children, so a child runs every loop on its own thread, and
+ * OpenMP's thread count, by which oneDNN sizes its primitives, is one (atfork handler
+ * below), as PyTorch does after fork. */
 #include "runtime.h"
 
 #include <omp.h>
@@ -27,6 +28,9 @@ static atomic_bool in_forked_child;
 
 static void mark_forked_child(void) {
   atomic_store(&in_forked_child, true);
+  /* For OpenMP's users other than these loops too (oneDNN sizes its primitives' teams by
+   * omp_get_max_threads when it makes them, and runs them at that size): one thread. */
+  omp_set_num_threads(1);
 }
 
 /* The last request (latch_options.threads, LATCH_THREADS read above runtime/), else a thread

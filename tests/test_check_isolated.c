@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli_util.h"
 #include "latch.h"
@@ -41,6 +42,8 @@ static latch_status traced(void *user, latch_tensor *const *in, int n, latch_ten
 }
 
 static double budget = 60; /* LATCH_CHECK_BUDGET for the next runtime */
+static int max_runs;        /* LATCH_CHECK_MAX_RUNS */
+static bool bisect;         /* LATCH_BISECT */
 
 static latch_runtime *open_checked(const char *check, const char *fault, double timeout, outcome *o) {
   latch_options options;
@@ -48,6 +51,8 @@ static latch_runtime *open_checked(const char *check, const char *fault, double 
   options.check = check;
   options.check_timeout = timeout;
   options.check_budget = budget;
+  options.check_max_runs = max_runs;
+  options.check_bisect = bisect;
   options.cache = "memory";
   options.test_fault = fault;
   options.repro_dir = base;
@@ -205,6 +210,81 @@ static void bad_timeout_is_an_error(void) {
   unsetenv("LATCH_CHECK_TIMEOUT");
 }
 
+/* LATCH_BISECT: a wrong fusion (LATCH_FAULT=choice:fusion:1 perturbs the outputs when the
+ * compile fuses its first group) fails the accuracy check; the repro's report.txt and
+ * culprit.txt name the fusion, and the repro, replayed by its repro.sh, fails with the
+ * fault and passes with the fault and the setting the answer gives (LATCH_AVOID). Without
+ * LATCH_BISECT there is no culprit line. */
+static void bisect_names_the_choice(void) {
+  bisect = true;
+  outcome o = run("accuracy", "choice:fusion:1", false);
+  bisect = false;
+  CHECK_MSG(o.status == LATCH_OK, "%s", o.error);
+  for (int i = 0; i < 4; i++) CHECK_NEAR(o.y[0][i], want[i], 1e-6);
+  CHECK_EQ_INT(o.stats.check_failures, 1);
+  if (!o.repro[0]) return;
+  char path[4200], report[1 << 14], culprit[4096];
+  snprintf(path, sizeof path, "%s/report.txt", o.repro);
+  cli_read_text(path, report, sizeof report);
+  snprintf(path, sizeof path, "%s/culprit.txt", o.repro);
+  cli_read_text(path, culprit, sizeof culprit);
+  CHECK_MSG(strncmp(culprit, "culprit: fusion on %", 20) == 0, "%s", culprit);
+  char line[512] = "";
+  sscanf(culprit, "%511[^\n]", line);
+  CHECK_MSG(line[0] && strstr(report, line) != NULL, "no '%s' in %s", line, report);
+  char *setting = strstr(culprit, "LATCH_AVOID=");
+  CHECK_MSG(setting != NULL, "%s", culprit);
+  if (!setting) return;
+  char refuse[256] = "", bin[1024], command[8192];
+  sscanf(setting + strlen("LATCH_AVOID="), "%255s", refuse);
+  /* the repro, replayed by its repro.sh (non-zero: the failure reproduces) */
+  const char *build = getenv("BUILD");
+  if (getenv("LATCH_BIN") && *getenv("LATCH_BIN")) snprintf(bin, sizeof bin, "%s", getenv("LATCH_BIN"));
+  else snprintf(bin, sizeof bin, "%s/latch", build && *build ? build : "build");
+  char *absolute = realpath(bin, NULL);
+  if (absolute) snprintf(bin, sizeof bin, "%s", absolute);
+  free(absolute);
+  snprintf(command, sizeof command, "LATCH_BIN='%s' LATCH_FAULT=choice:fusion:1 '%s/repro.sh' >/dev/null 2>&1", bin,
+           o.repro);
+  CHECK_MSG(system(command) != 0, "the repro passes: %s", command);
+  snprintf(command, sizeof command,
+           "LATCH_BIN='%s' LATCH_FAULT=choice:fusion:1 LATCH_AVOID='%s' '%s/repro.sh' >/dev/null 2>&1", bin, refuse,
+           o.repro);
+  CHECK_MSG(system(command) == 0, "the repro fails with LATCH_AVOID=%s: %s", refuse, culprit);
+  outcome plain = run("accuracy", "choice:fusion:1", false);
+  CHECK_EQ_INT(plain.stats.check_failures, 1);
+  if (!plain.repro[0]) return;
+  snprintf(path, sizeof path, "%s/report.txt", plain.repro);
+  cli_read_text(path, report, sizeof report);
+  CHECK(strstr(report, "culprit:") == NULL);
+  snprintf(path, sizeof path, "%s/culprit.txt", plain.repro);
+  CHECK(access(path, F_OK) != 0);
+}
+
+/* LATCH_CHECK_MAX_RUNS bounds the minification's checks: with 1 the repro is the graph after
+ * at most one candidate, and the report says the budget was spent. */
+static void max_runs_bound_the_repro(void) {
+  max_runs = 1;
+  outcome o = run("accuracy", "accuracy:cosine:0.1", false);
+  max_runs = 0;
+  CHECK_EQ_INT(o.stats.check_failures, 1);
+  if (!o.repro[0]) return;
+  char path[4200], report[1 << 14];
+  snprintf(path, sizeof path, "%s/report.txt", o.repro);
+  cli_read_text(path, report, sizeof report);
+  CHECK_MSG(strstr(report, "checks:     1 (") != NULL, "%s", report);
+  CHECK_MSG(strstr(report, "budget:     spent") != NULL, "%s", report);
+  setenv("LATCH_CHECK_MAX_RUNS", "-1", 1);
+  latch_options options;
+  CHECK(latch_options_init(&options) == LATCH_ERR_INPUT);
+  CHECK(strstr(latch_last_error(), "LATCH_CHECK_MAX_RUNS") != NULL);
+  setenv("LATCH_CHECK_MAX_RUNS", "7", 1);
+  setenv("LATCH_BISECT", "1", 1);
+  CHECK(latch_options_init(&options) == LATCH_OK && options.check_max_runs == 7 && options.check_bisect);
+  unsetenv("LATCH_CHECK_MAX_RUNS");
+  unsetenv("LATCH_BISECT");
+}
+
 int main(void) {
   snprintf(base, sizeof base, "/tmp/latch-isolated-XXXXXX");
   if (!mkdtemp(base)) return 1;
@@ -221,6 +301,8 @@ int main(void) {
   RUN(hang_checked_once);
   RUN(budget_bounds_a_hang);
   RUN(bad_budget_is_an_error);
+  RUN(bisect_names_the_choice);
+  RUN(max_runs_bound_the_repro);
   char command[128];
   snprintf(command, sizeof command, "rm -rf '%s'", base);
   if (system(command) != 0) fprintf(stderr, "could not remove %s\n", base);

@@ -1,6 +1,8 @@
 /* latch run --check and latch minify as a user runs them, with injected faults: the repro
  * directory's repro.sh fails with the fault set and passes without it. The binary is
  * $LATCH_BIN, else $BUILD/latch, else build/latch. */
+#include <dirent.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -202,6 +204,68 @@ static void bisect_command(void) {
   CHECK_SH(0, "$L bisect --help | grep -q LATCH_CHOICES && $L --help | grep -q bisect");
 }
 
+/* A process's parent and state from /proc/PID/stat; false when there is no such process. */
+static bool proc_stat(pid_t pid, pid_t *parent, char *state) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  char text[1024] = "";
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = 0;
+  const char *after = strrchr(text, ')'); /* the name may hold spaces */
+  int ppid = 0;
+  return after && sscanf(after + 1, " %c %d", state, &ppid) == 2 && (*parent = ppid, true);
+}
+
+/* A live child of pid, 0 when none. */
+static pid_t child_of(pid_t pid) {
+  DIR *dir = opendir("/proc");
+  pid_t found = 0;
+  for (struct dirent *e; dir && !found && (e = readdir(dir));) {
+    pid_t p = (pid_t)atoi(e->d_name), parent;
+    char state;
+    if (p > 0 && proc_stat(p, &parent, &state) && parent == pid && state != 'Z') found = p;
+  }
+  if (dir) closedir(dir);
+  return found;
+}
+
+static bool alive(pid_t pid) {
+  pid_t parent;
+  char state;
+  return proc_stat(pid, &parent, &state) && state != 'Z';
+}
+
+/* latch minify stopped by SIGTERM while its check hangs (LATCH_FAULT=hang:cosine, which
+ * sleeps forever in the check's own process group): the check dies with it, and the
+ * command ends by the signal. */
+static void killed_minify_leaves_no_check(void) {
+  fflush(NULL);
+  pid_t latch = fork();
+  if (latch == 0) {
+    setenv("LATCH_FAULT", "hang:cosine", 1);
+    if (!freopen("/dev/null", "w", stderr)) _exit(127);
+    execl(cli_bin, "latch", "minify", cli_path("m.hlo"), "--check", "compile", "--timeout", "600", "-o",
+          cli_path("killed"), "--quiet", (char *)NULL);
+    _exit(127);
+  }
+  pid_t check = 0;
+  for (int i = 0; i < 600 && !check; i++) /* the module is parsed, then the check forked */
+    if (!(check = child_of(latch))) usleep(50000);
+  CHECK_MSG(check > 0, "no check started under latch minify");
+  kill(latch, SIGTERM);
+  int status = 0;
+  waitpid(latch, &status, 0);
+  CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+  bool gone = check == 0;
+  for (int i = 0; i < 100 && !gone; i++) /* SIGKILL is delivered, not waited for */
+    if (!(gone = !alive(check))) usleep(50000);
+  CHECK_MSG(gone, "the check %d outlived latch minify", (int)check);
+  if (!gone) kill(-check, SIGKILL);
+}
+
 int main(void) {
   if (!cli_setup()) {
     perror("mkdtemp");
@@ -214,6 +278,7 @@ int main(void) {
   RUN(minify_options);
   RUN(minify_masked);
   RUN(bisect_command);
+  RUN(killed_minify_leaves_no_check);
   cli_cleanup();
   return TEST_REPORT();
 }

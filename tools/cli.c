@@ -2,8 +2,10 @@
 #include "cli.h"
 
 #include "capture/capture.h"
+#include "minify/minify.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -165,4 +167,22 @@ int cli_runtime_settings(rt_compile_options *compile) {
   if (options.threads > 0) rt_parallel_request_threads(options.threads);
   cap_compile_options(&options, compile);
   return CLI_OK;
+}
+
+/* The check's group dies with the command; the signal then does what it would have. */
+static void kill_checks(int sig) {
+  min_check_kill_running();
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+void cli_kill_checks_on_signal(void) {
+  static const int signals[] = {SIGINT, SIGTERM, SIGHUP};
+  for (size_t i = 0; i < sizeof signals / sizeof signals[0]; i++) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = kill_checks;
+    sigemptyset(&action.sa_mask);
+    sigaction(signals[i], &action, NULL);
+  }
 }

@@ -24,6 +24,9 @@ typedef struct cli_flag {
 int cli_parse_flags(const char *command, int argc, char **argv, const cli_flag *flags, int flag_count,
                     const char **positional, int *positional_count, int max_positional);
 
+/* For the commands that check in children (minify, bisect): SIGINT, SIGTERM and SIGHUP kill
+ * the check running in its own process group, then end the command as they would have. */
+void cli_kill_checks_on_signal(void);
 /* "latch: error: ..." on stderr. */
 void cli_error(const char *format, ...) __attribute__((format(printf, 1, 2)));
 /* text as a number >= min in *value; else "COMMAND: FLAG wants a number >= MIN" and false. */

@@ -131,6 +131,7 @@ int cmd_bisect(int argc, char **argv) {
     if (f.help && status == CLI_OK) cmd_bisect_usage();
     return status;
   }
+  cli_kill_checks_on_signal();
   hlo_module *module = NULL;
   status = cmd_run_load_module(f.file, &module);
   rt_value **inputs = NULL;

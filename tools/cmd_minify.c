@@ -227,6 +227,7 @@ int cmd_minify(int argc, char **argv) {
     if (f.help && status == CLI_OK) cmd_minify_usage();
     return status;
   }
+  cli_kill_checks_on_signal();
   hlo_module *module = NULL;
   status = cmd_run_load_module(f.file, &module);
   if (status == CLI_OK) status = minify(&f, &o, seed, module);
