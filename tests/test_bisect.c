@@ -128,6 +128,40 @@ static void test_conv_choices(void) {
   every_choice(convs);
 }
 
+static int count_choice(const choice_list *l, const char *kind, const char *name) {
+  int count = 0;
+  for (int i = 0; i < l->count; i++) count += strcmp(l->items[i].kind, kind) == 0 && strcmp(l->items[i].name, name) == 0;
+  return count;
+}
+
+/* A product on the gemm path (64 rows): where f32 gemm is oneDNN's (the backend describes
+ * its products as onednn), the compile asks once whether this one may run there
+ * (onednn_product), elsewhere never; bisect names the choice when it is there. Each oneDNN
+ * convolution asks whether it may trust inputs known finite (known_finite). */
+static void test_product_and_finite_choices(void) {
+  static const char *const product = "HloModule p\nENTRY e {\n  a = f32[64,128] parameter(0)\n"
+                                     "  b = f32[128,96] parameter(1)\n"
+                                     "  ROOT d = f32[64,96] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  hlo_module *m = parse(product);
+  if (!m) return;
+  choice_list *l = calloc(1, sizeof *l);
+  list(m, l);
+  char described[256];
+  rt_backend_cpu.describe(described, sizeof described);
+  bool on_dnnl = strstr(described, "products=onednn") != NULL;
+  CHECK_EQ_INT(count_choice(l, "onednn_product", "d"), on_dnnl ? 1 : 0);
+  if (on_dnnl) every_choice(product);
+  hlo_module_free(m);
+  m = parse(convs);
+  if (m) {
+    list(m, l);
+    CHECK_EQ_INT(count_choice(l, "known_finite", "c1"), 1);
+    CHECK_EQ_INT(count_choice(l, "known_finite", "c2"), 1);
+    hlo_module_free(m);
+  }
+  free(l);
+}
+
 /* The fold_affine pass's one application, and each choice the bn module's compile makes. */
 static void test_bn_choices(void) {
   hlo_module *m = parse(bn);
@@ -224,6 +258,7 @@ int main(int argc, char **argv) {
   if (argc <= 1) {
     RUN(test_bn_choices);
     RUN(test_conv_choices);
+    RUN(test_product_and_finite_choices);
     RUN(test_not_a_choice);
   }
   RUN(test_generated);

@@ -15,7 +15,7 @@
  *   oneDNN      wino.c dnnl_pool.c dnnl_concat.c dnnl_conv.c
  *   the plan    kept.c kept_places.c dnnl_plan.c attention_plan.c fusion_run.c fusion_groups.c
  *               plan.c
- *   passes      pass_fold_affine.c pass_space_to_depth.c pass_dot_repeat.c
+ *   passes      pass_fold_affine.c pass_space_to_depth.c pass_dot_repeat.c mark_choices.c
  *   storing     blob.c bind.c serialize.c deserialize_module.c deserialize.c
  *   the backend libraries.c executable.c */
 #ifndef RT_CPU_H

@@ -733,6 +733,10 @@ hlo_status rt_cpu_dnnl_step(const rt_cpu_dnnl *d, const rt_value *const *in, voi
                             uint64_t *kept_stamp, uint64_t weight_stamp, bool *in_finite, bool *result_finite,
                             hlo_diag *diag) {
   *result_finite = false;
+  /* the known_finite choice refused for this op (mark_choices.c): every input scanned */
+  const hlo_instr *op = d->conv ? d->conv : d->concat;
+  if (op && hlo_instr_raw_attr(op, RT_CPU_SCAN_INPUTS))
+    for (int k = 0; k < RT_CPU_DNNL_STEP_INPUTS; k++) in_finite[k] = false;
   if (d->pool) return rt_cpu_dnnl_pool_step(d, in, out, result_finite, diag);
   if (d->concat) return rt_cpu_dnnl_concat_step(d, in, in_finite, out, result_finite, diag);
   int team = rt_cpu_dnnl_team_begin();

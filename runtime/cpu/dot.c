@@ -189,6 +189,12 @@ bool rt_cpu_dot_on_dnnl(void) {
 
 void rt_cpu_dot_use_dnnl(bool on) { atomic_store_explicit(&products_on_dnnl, on, memory_order_relaxed); }
 
+/* f32 gemm on oneDNN for this product: the processor's pick, unless its onednn_product
+ * choice was refused (mark_choices.c). */
+static bool product_on_dnnl(const hlo_instr *instr) {
+  return rt_cpu_dot_on_dnnl() && !hlo_instr_raw_attr(instr, RT_CPU_ON_BLAS);
+}
+
 static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
 
 /* Each matrix of a product large enough to share is split into `parts` blocks, so that the
@@ -295,7 +301,7 @@ bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in,
     int64_t m = s.m, n = s.n, k = s.k;
     dot_job j = {.f64 = s.work == HLO_F64, .a = a, .b = b, .c = c, .m = m, .n = n, .k = k,
                  .blocks = (n + COL_BLOCK - 1) / COL_BLOCK, /* gemv's; split_grid sets the rest */
-                 .a_transposed = s.a_transposed, .b_transposed = s.b_transposed, .on_dnnl = rt_cpu_dot_on_dnnl(),
+                 .a_transposed = s.a_transposed, .b_transposed = s.b_transposed, .on_dnnl = product_on_dnnl(instr),
                  .epilogue = epilogue};
     if (s.k_blocks) {
       j.k_blocks = s.k_blocks;
@@ -355,4 +361,12 @@ rt_cpu_scratch_kernel rt_cpu_pick_dot_scratch(const hlo_instr *instr, int64_t *s
   dot_setup_for(instr, &s);
   *scratch_bytes = s.bytes;
   return dot_run;
+}
+
+bool rt_cpu_dot_gemm_on_dnnl(const hlo_instr *instr) {
+  if (!rt_cpu_dot_on_dnnl() || !supported(instr) || instr->shape.dtype != HLO_F32) return false;
+  dot_setup s;
+  dot_setup_for(instr, &s);
+  bool few_rows = s.m >= 2 && s.m <= RT_CPU_DOT_ROWS && s.b_transposed && !s.a_transposed;
+  return s.work == HLO_F32 && s.m * s.n * s.batch != 0 && s.k != 0 && !s.k_blocks && s.m > 1 && !few_rows;
 }

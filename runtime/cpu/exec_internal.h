@@ -30,6 +30,11 @@ int rt_cpu_pass_fold_affine(hlo_module *module);
  * sums. Returns the number of convolutions rewritten. */
 int rt_cpu_pass_space_to_depth(hlo_module *module);
 
+/* (mark_choices.c) Asks hlo_choice about each f32 product's library (onednn_product) and each
+ * oneDNN convolution's and concatenation's trust in known-finite inputs (known_finite), and
+ * marks the refused ones with raw attributes the kernels read (kernel_internal.h). */
+void rt_cpu_mark_choices(hlo_module *module);
+
 /* (serialize.c, deserialize.c) The executable's serialized form: the module after the
  * passes, the plan with every decision in it (steps, kernels, buffers, fused programs, oneDNN
  * descriptions with their layouts) and the module before the passes, encoded (what bind

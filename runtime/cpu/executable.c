@@ -248,6 +248,8 @@ static rt_executable *cpu_compile_text(const char *text, size_t len, const char 
   /* a strided convolution over few features as a stride-1 one over space-to-depth blocks,
    * within rounding (oneDNN has only im2col for alexnet's stem) */
   rt_cpu_pass_space_to_depth(module);
+  /* which library runs each product, and where known-finite inputs go unscanned */
+  rt_cpu_mark_choices(module);
   blas_single_threaded();
   /* a pass that ran out of memory mid-rewrite leaves the module's failed flag */
   rt_cpu_plan *plan = hlo_module_check_memory(module, "optimizing the module", diag) ? NULL

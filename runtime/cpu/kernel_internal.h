@@ -81,6 +81,11 @@ rt_cpu_kernel rt_cpu_pick_gather(const hlo_instr *instr);
 /* conv.c */
 rt_cpu_scratch_kernel rt_cpu_pick_conv_scratch(const hlo_instr *instr, int64_t *scratch_bytes);
 
+/* The raw attributes mark_choices.c puts on an instruction whose choice was refused: a
+ * product's gemm on OpenBLAS (dot.c), a oneDNN step that scans every input (dnnl_conv.c). */
+#define RT_CPU_ON_BLAS "latch_product_on_blas"
+#define RT_CPU_SCAN_INPUTS "latch_scan_inputs"
+
 /* dot.c */
 rt_cpu_scratch_kernel rt_cpu_pick_dot_scratch(const hlo_instr *instr, int64_t *scratch_bytes);
 /* The dot kernel with an epilogue over each block it computes (epilogue may be NULL), its
@@ -92,6 +97,10 @@ bool rt_cpu_is_dot_kernel(rt_cpu_scratch_kernel kernel);
  * test-only: rt_cpu_dot_use_dnnl picks, process-wide. */
 bool rt_cpu_dot_on_dnnl(void);
 void rt_cpu_dot_use_dnnl(bool on);
+/* Whether instr is a product whose gemm would run on oneDNN (f32, the gemm path, not gemv,
+ * few rows or split sums, on a processor where rt_cpu_dot_on_dnnl): what the
+ * onednn_product choice is asked about. */
+bool rt_cpu_dot_gemm_on_dnnl(const hlo_instr *instr);
 
 /* dot_rows.c: c[r][j] = sum over t of a[r][t] * b[j][t], for r < m and col0 <= j < col1: a
  * few rows (a is [m][k]) against a matrix stored [n][k], which is read once; c is [m][n].
