@@ -61,6 +61,8 @@ struct rt_comm {
   int split_count;
   pending pendings[PENDING_MAX];
   int pending_count;
+  char *scratch; /* the ring all-reduce's incoming chunk, kept (its pages stay mapped) */
+  size_t scratch_bytes;
   pthread_mutex_t lock;
 };
 
@@ -161,6 +163,7 @@ void rt_comm_close(rt_comm *comm) {
   }
   leave_locked(comm);
   for (int i = 0; i < comm->split_count; i++) free(comm->splits[i].members);
+  free(comm->scratch);
   pthread_mutex_destroy(&comm->lock);
   free(comm);
 }
@@ -418,9 +421,99 @@ static hlo_status run_move(rt_comm *comm, const rt_comm_groups *groups, const mo
   return status;
 }
 
+/* ---- the large all-reduce: a ring of point-to-point transfers ----
+ *
+ * Open MPI's non-blocking MPI_Iallreduce moved large messages at about half the bandwidth of
+ * its blocking MPI_Allreduce, and a blocking call cannot be given a deadline. So a large
+ * all-reduce is the bandwidth-optimal ring over point-to-point messages, each step waited for
+ * with the deadline: the data cut into one chunk per member; n - 1 steps in which each member
+ * sends one chunk to the next and folds the chunk from the previous into its own
+ * (MPI_Reduce_local, MPI's own reduction), after which member k holds chunk k + 1 reduced
+ * over everyone; then n - 1 steps passing the reduced chunks on around the ring. Each chunk
+ * is reduced once, so every member gets the same bits. */
+#define RING_MIN_BYTES (1 << 20)
+
+typedef struct ring {
+  rt_comm *comm;
+  MPI_Comm sub;
+  int n, k, tag;
+  char *data, *scratch;
+  int64_t count;
+  size_t elem;
+  MPI_Datatype type;
+  MPI_Op op;
+  const char *what;
+} ring;
+
+static int64_t chunk_start(const ring *r, int c) { return r->count * c / r->n; }
+static int chunk_count(const ring *r, int c) { return (int)(chunk_start(r, c + 1) - chunk_start(r, c)); }
+
+/* One step: chunk out to the next member, chunk in from the previous one into where. */
+static hlo_status ring_step(ring *r, int out, int in, char *where, hlo_diag *diag) {
+  int next = (r->k + 1) % r->n, prev = (r->k + r->n - 1) % r->n;
+  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  int code = MPI_Irecv(where, chunk_count(r, in), r->type, prev, r->tag, r->sub, &requests[0]);
+  if (code == MPI_SUCCESS)
+    code = MPI_Isend(r->data + chunk_start(r, out) * (int64_t)r->elem, chunk_count(r, out), r->type, next, r->tag,
+                     r->sub, &requests[1]);
+  if (code != MPI_SUCCESS) {
+    r->comm->broken = true;
+    return mpi_fail(diag, code, r->what, "MPI_Isend/MPI_Irecv");
+  }
+  return wait_all(r->comm, 2, requests, NULL, r->what, "the all-reduce's ring", diag);
+}
+
+static hlo_status ring_allreduce(ring *r, hlo_diag *diag) {
+  hlo_status status = HLO_OK;
+  for (int s = 0; status == HLO_OK && s < r->n - 1; s++) {
+    int out = (r->k - s + r->n) % r->n, in = (r->k - s - 1 + 2 * r->n) % r->n;
+    status = ring_step(r, out, in, r->scratch, diag);
+    char *mine = r->data + chunk_start(r, in) * (int64_t)r->elem;
+    if (status == HLO_OK) MPI_Reduce_local(r->scratch, mine, chunk_count(r, in), r->type, r->op);
+  }
+  for (int s = 0; status == HLO_OK && s < r->n - 1; s++) {
+    int out = (r->k + 1 - s + r->n) % r->n, in = (r->k - s + r->n) % r->n;
+    status = ring_step(r, out, in, r->data + chunk_start(r, in) * (int64_t)r->elem, diag);
+  }
+  return status;
+}
+
+/* The ring on this rank's group, with the lock held; *used false when the message is small
+ * (or the group one member) and MPI_Iallreduce should carry it. */
+static hlo_status try_ring(rt_comm *comm, const rt_comm_groups *groups, void *data, int64_t count, hlo_dtype dtype,
+                           rt_comm_reduce op, const char *what, bool *used, hlo_diag *diag) {
+  size_t elem = hlo_dtype_size(dtype);
+  *used = false;
+  MPI_Comm sub = MPI_COMM_NULL;
+  int n = 1, k = 0;
+  if ((size_t)count * elem < RING_MIN_BYTES) return HLO_OK;
+  hlo_status status = group_comm(comm, groups, &sub, what, diag);
+  if (status != HLO_OK) return status;
+  MPI_Comm_size(sub, &n);
+  MPI_Comm_rank(sub, &k);
+  if (n < 2 || count < n) return HLO_OK;
+  *used = true;
+  ring r = {comm, sub, n, k, (int)((comm->sequence - 1) % 16384) * 2 + 1, data, NULL, count, elem,
+            mpi_type(dtype), mpi_op(op), what};
+  size_t bytes = (size_t)(count / n + 1) * elem;
+  if (bytes > comm->scratch_bytes) {
+    free(comm->scratch);
+    comm->scratch_bytes = (comm->scratch = malloc(bytes)) ? bytes : 0;
+  }
+  if (!(r.scratch = comm->scratch)) return hlo_diag_set(diag, HLO_ERR_INTERNAL, "%s: out of memory", what);
+  return ring_allreduce(&r, diag);
+}
+
 hlo_status rt_comm_allreduce(rt_comm *comm, const rt_comm_groups *groups, void *data, int64_t count, hlo_dtype dtype,
                              rt_comm_reduce op, const char *what, hlo_diag *diag) {
   if (!rt_comm_reducible(dtype)) return hlo_diag_set(diag, HLO_ERR_UNSUPPORTED, "%s: MPI has no %s", what, hlo_dtype_name(dtype));
+  pthread_mutex_lock(&comm->lock);
+  bool used = false;
+  hlo_status status = check_usable(comm, what, diag);
+  if (status == HLO_OK) status = fits_int(count, what, diag);
+  if (status == HLO_OK) status = try_ring(comm, groups, data, count, dtype, op, what, &used, diag);
+  pthread_mutex_unlock(&comm->lock);
+  if (status != HLO_OK || used) return status;
   move m = {.kind = MOVE_ALLREDUCE, .recv = data, .count = count, .dtype = dtype, .op = op};
   return run_move(comm, groups, &m, NULL, NULL, what, diag);
 }

@@ -83,6 +83,25 @@ static latch_status summed(void *user, latch_tensor *const *in, int n, const lat
   return LATCH_OK;
 }
 
+/* Over a megabyte (the ring of point-to-point transfers, its chunks uneven: 300001 elements
+ * over 2 or 4 ranks): rank r's element i is i % 5 + r, so the sum is n(i % 5) + n(n-1)/2 and
+ * the max i % 5 + n - 1, exact in f32. */
+static void large(latch_runtime *rt, int rank, int size) {
+  int64_t count = 300001;
+  float *data = malloc(sizeof(float) * (size_t)count);
+  for (int64_t i = 0; i < count; i++) data[i] = (float)(i % 5 + rank);
+  latch_tensor *x = latch_from_host(rt, LATCH_F32, 1, &count, data);
+  latch_tensor *sum = latch_all_reduce(x, LATCH_SUM), *max = latch_all_reduce(x, LATCH_RMAX);
+  double *s = fu_read(sum), *m = fu_read(max);
+  int wrong = !s || !m;
+  for (int64_t i = 0; !wrong && i < count; i++)
+    wrong = s[i] != size * (double)(i % 5) + size * (size - 1) / 2.0 || m[i] != (double)(i % 5) + size - 1;
+  if (wrong) fprintf(stderr, "large all_reduce: wrong values (%s)\n", latch_last_error());
+  failures += wrong;
+  free(s), free(m), free(data);
+  latch_release(x), latch_release(sum), latch_release(max);
+}
+
 static int one_rank(const char *backend) {
   latch_options options;
   latch_options_init(&options);
@@ -117,6 +136,7 @@ static int one_rank(const char *backend) {
   }
   latch_function_free(fn);
   latch_release(x);
+  large(rt, rank, size);
   latch_stats stats;
   latch_get_stats(rt, &stats);
   latch_close(rt);
@@ -125,7 +145,7 @@ static int one_rank(const char *backend) {
   return failures ? 1 : 0;
 }
 
-/* Every rank right; the five graphs (four eager all-reduces, the traced one) compiled by
+/* Every rank right; the seven graphs (six eager all-reduces, the traced one) compiled by
  * rank 0 alone and received by the others, each line of LATCH_LOG=compiles saying so. */
 static void job(int ranks, const char *btl, const char *backend) {
   char env[512], line[64], log[64];
@@ -133,16 +153,16 @@ static void job(int ranks, const char *btl, const char *backend) {
   int status = cli_run(env, "rank %s", backend);
   int right = 0;
   for (int r = 0; r < ranks; r++) {
-    snprintf(line, sizeof line, "rank %d of %d: right, %d compiles", r, ranks, r == 0 ? 5 : 0);
+    snprintf(line, sizeof line, "rank %d of %d: right, %d compiles", r, ranks, r == 0 ? 7 : 0);
     right += strstr(cli_out, line) != NULL;
   }
   snprintf(log, sizeof log, "compiles for the job of %d ranks: 1", ranks);
   int logged = 0, received = 0;
   for (const char *p = cli_err; (p = strstr(p, log)); p++) logged++;
   for (const char *p = cli_err; (p = strstr(p, "received from rank 0")); p++) received++;
-  CHECK_MSG(status == 0 && right == ranks && logged == 5 * ranks && received == 5 * (ranks - 1),
+  CHECK_MSG(status == 0 && right == ranks && logged == 7 * ranks && received == 7 * (ranks - 1),
             "%d ranks, %s, %s: exit %d, %d right, %d lines of %d, %d received\nstdout: %s\nstderr: %s", ranks, btl,
-            backend, status, right, logged, 5 * ranks, received, cli_out, cli_err);
+            backend, status, right, logged, 7 * ranks, received, cli_out, cli_err);
 }
 
 int main(int argc, char **argv) {
