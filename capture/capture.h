@@ -3,7 +3,7 @@
  *
  * The shared structures come first, then what each file exports to the others, under its
  * name. The files: the runtime (open.c, settings.c, remote_config.c, backends.c); nodes and handles (node.c,
- * node_pool.c, tensor.c, promote.c); the ops of latch.h (ops_elementwise.c, ops_nn.c,
+ * node_pool.c, tensor.c, promote.c, precision.c); the ops of latch.h (ops_elementwise.c, ops_nn.c,
  * ops_shape.c, ops_comm.c, random.c, borrow.c); graphs and their HLO (graph.c, lower.c, lower_nn.c);
  * sync (sync.c, sync_check.c); traced functions (trace.c, symbolic.c, function.c, entry.c,
  * bindings.c, segments.c, reasons.c). ops_nn.c, ops_shape.c, ops_comm.c, borrow.c and function.c
@@ -58,6 +58,8 @@ typedef enum cap_op {
   CAP_GELU = 11, /* sub: 1 for the tanh form */
   CAP_MATMUL = 12,
   CAP_CONV2D = 13,     /* attrs: stride h w, pad h w, dilation h w, groups */
+  /* CAP_MATMUL and CAP_CONV2D take sub CAP_PRODUCT_BF16 when the f32 product runs on bf16
+   * operands (precision.c) */
   CAP_POOL = 14,       /* sub: 0 max, 1 avg; attrs: kernel h w, stride h w, pad h w */
   CAP_REDUCE = 15,     /* sub: latch_reduce_op; attrs: dim mask, keepdim */
   CAP_ARGMAX = 16,     /* attrs: dim, keepdim */
@@ -173,6 +175,7 @@ struct latch_runtime {
   pthread_mutex_t repro_lock;
   char last_repro[4096]; /* the newest repro directory, "" when none */
   unsigned log;          /* CAP_LOG_ flags from options.log */
+  bool bf16_products;    /* options.precision is "bf16" */
   char repro_dir[4096];  /* options.repro_dir, "" when none */
 };
 
@@ -276,6 +279,15 @@ void cap_list_remove(latch_tensor *t);
 /* t takes from's value as latch_assign would: the same node, and when that node is still
  * pending, a write-back into t's own buffer once it is computed. */
 void cap_handle_follow(latch_tensor *t, const latch_tensor *from);
+
+/* ---- precision.c ---- */
+enum { CAP_PRODUCT_BF16 = 1 };
+/* "f32" (also NULL or "") or "bf16" into *bf16; false, with the error set naming where, for
+ * anything else. */
+bool cap_precision_parse(const char *where, const char *text, bool *bf16);
+/* Whether a dot or convolution of f32 tensors traced now on this thread for rt takes bf16
+ * operands: the traced function's precision inside a trace, else the runtime's. */
+bool cap_products_bf16(const latch_runtime *rt);
 
 /* ---- promote.c ---- */
 hlo_dtype cap_hlo_dtype(latch_dtype dtype);
@@ -415,6 +427,7 @@ typedef struct cap_trace {
   uint32_t id;
   guard_set *guards;
   bool symbolic; /* some input dim is symbolic: infer dims of every new node */
+  bool bf16_products; /* the function's precision is bf16 (cap_products_bf16) */
   int input_count;
   /* The function is given handles of its own for its inputs (one per distinct caller
    * handle), so that a caller's handle it reaches another way (a weight also passed as an

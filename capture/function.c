@@ -72,6 +72,8 @@ static latch_function *make(latch_runtime *rt, latch_fn fn, latch_step_fn step, 
       cap_set_error("function_new: mark %d names input %d dim %d", i, options->marks[i].input, options->marks[i].dim);
       return NULL;
     }
+  bool bf16_products = rt->bf16_products;
+  if (options->precision && !cap_precision_parse("function_new", options->precision, &bf16_products)) return NULL;
   latch_function *f = hlo_calloc(1, sizeof *f);
   if (!f) {
     cap_set_error("function_new: out of memory");
@@ -94,6 +96,7 @@ static latch_function *make(latch_runtime *rt, latch_fn fn, latch_step_fn step, 
     memcpy(f->marks, options->marks, sizeof *f->marks * (size_t)options->mark_count);
   }
   f->options.marks = f->marks;
+  f->options.precision = bf16_products ? "bf16" : "f32";
   f->log_recompiles = rt->log & CAP_LOG_RECOMPILES;
   f->log_guards = rt->log & CAP_LOG_GUARDS;
   pthread_mutex_init(&f->lock, NULL);
@@ -313,6 +316,7 @@ static latch_status trace_begin(traced_call *c) {
                             ? LATCH_OK : LATCH_ERR_INTERNAL;
   if (status == LATCH_OK)
     status = cap_trace_begin(&c->trace, c->f->rt, c->input_count, c->inputs, symbolic, independent);
+  if (status == LATCH_OK) c->trace.bf16_products = strcmp(c->f->options.precision, "bf16") == 0;
   if (symbolic != symbolic_buffer) free(symbolic);
   if (independent != independent_buffer) free(independent);
   if (status != LATCH_OK) {

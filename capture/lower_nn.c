@@ -207,12 +207,18 @@ static hlo_instr *lower_batch_norm(hlo_comp *comp, const cap_node *node, hlo_ins
   return y;
 }
 
+/* The operands' type of a product: its own, or bf16 for an f32 product traced under the bf16
+ * precision (the result stays f32: XLA's preferred element type). */
+static hlo_dtype operand_dtype(const cap_node *node) {
+  return node->sub == CAP_PRODUCT_BF16 ? HLO_BF16 : (hlo_dtype)node->dtype;
+}
+
 /* NumPy matmul: vectors become [1, K] / [K, 1], batch dims broadcast, then one dot with
  * batch dims, reshaped back when a vector's dim disappears. */
 static hlo_instr *lower_matmul(hlo_comp *comp, const cap_node *node, hlo_instr *const *in, hlo_diag *diag) {
-  hlo_dtype dtype = (hlo_dtype)node->dtype;
-  hlo_instr *a = cap_lower_convert(comp, in[0], dtype, diag),
-            *b = a ? cap_lower_convert(comp, in[1], dtype, diag) : NULL;
+  hlo_dtype dtype = (hlo_dtype)node->dtype, operand_type = operand_dtype(node);
+  hlo_instr *a = cap_lower_convert(comp, in[0], operand_type, diag),
+            *b = a ? cap_lower_convert(comp, in[1], operand_type, diag) : NULL;
   if (!b) return NULL;
   if (a->shape.rank == 1) {
     int64_t d[2] = {1, a->shape.dims[0]};
@@ -240,16 +246,16 @@ static hlo_instr *lower_matmul(hlo_comp *comp, const cap_node *node, hlo_instr *
   if (!b) return NULL;
   int64_t lc = batch_rank + 1, rc = batch_rank;
   hlo_dot_dims dot = {{batch_rank, batch_dims}, {1, &lc}, {batch_rank, batch_dims}, {1, &rc}};
-  hlo_instr *out = hlo_build_dot(comp, a, b, &dot, diag);
+  hlo_instr *out = hlo_build_dot_to(comp, a, b, &dot, dtype, diag);
   if (out && (out->shape.rank != node->rank || memcmp(out->shape.dims, node->dims, sizeof(int64_t) * node->rank)))
     out = hlo_build_reshape(comp, out, node->rank, node->dims, diag);
   return out;
 }
 
 static hlo_instr *lower_conv2d(hlo_comp *comp, const cap_node *node, hlo_instr *const *in, hlo_diag *diag) {
-  hlo_dtype dtype = (hlo_dtype)node->dtype;
-  hlo_instr *x = cap_lower_convert(comp, in[0], dtype, diag),
-            *w = x ? cap_lower_convert(comp, in[1], dtype, diag) : NULL;
+  hlo_dtype dtype = (hlo_dtype)node->dtype, operand_type = operand_dtype(node);
+  hlo_instr *x = cap_lower_convert(comp, in[0], operand_type, diag),
+            *w = x ? cap_lower_convert(comp, in[1], operand_type, diag) : NULL;
   if (!w) return NULL;
   hlo_window window;
   memset(&window, 0, sizeof window);
@@ -269,7 +275,7 @@ static hlo_instr *lower_conv2d(hlo_comp *comp, const cap_node *node, hlo_instr *
   dims.kernel_output_feature = 0, dims.kernel_input_feature = 1;
   dims.output_batch = 0, dims.output_feature = 1;
   for (int i = 0; i < 2; i++) dims.input_spatial[i] = dims.kernel_spatial[i] = dims.output_spatial[i] = 2 + i;
-  return hlo_build_convolution(comp, x, w, &window, &dims, node->attrs[6], 1, diag);
+  return hlo_build_convolution_to(comp, x, w, &window, &dims, node->attrs[6], 1, dtype, diag);
 }
 
 static hlo_instr *lower_pool(hlo_comp *comp, const cap_node *node, hlo_instr *x, hlo_diag *diag) {

@@ -114,6 +114,8 @@ latch_runtime *latch_open(const latch_options *options) {
     cap_set_error("latch_open: %s", check_diag.message);
     return NULL;
   }
+  bool bf16_products;
+  if (!cap_precision_parse("latch_open", options->precision, &bf16_products)) return NULL;
   if (options->cache_capacity < 1 || options->threads < 0) {
     cap_set_error("latch_open: cache_capacity must be at least 1 and threads non-negative");
     return NULL;
@@ -138,6 +140,8 @@ latch_runtime *latch_open(const latch_options *options) {
   rt->options.cache_dir = NULL;
   rt->options.check = NULL; /* the caller's strings need not outlive the call */
   rt->log = cap_log_flags(options->log);
+  rt->bf16_products = bf16_products;
+  rt->options.precision = bf16_products ? "bf16" : "f32"; /* the caller's string need not outlive the call */
   snprintf(rt->repro_dir, sizeof rt->repro_dir, "%s", options->repro_dir ? options->repro_dir : "");
   rt->options.log = rt->options.repro_dir = NULL;
   rt->options.test_fault = rt->options.test_cache_fault = rt->options.test_cache_write_delay_ms = NULL;

@@ -13,6 +13,12 @@ static latch_tensor *need_float(const char *op, latch_tensor *x) {
   return cap_error(x->rt, "%s: needs a floating-point tensor, got %s", op, cap_shape_text(x, s, sizeof s));
 }
 
+/* A product's node sub: CAP_PRODUCT_BF16 when its f32 operands are to be rounded to bf16
+ * (precision.c), else 0. */
+static int products_sub(const latch_runtime *rt, hlo_dtype dtype) {
+  return dtype == HLO_F32 && cap_products_bf16(rt) ? CAP_PRODUCT_BF16 : 0;
+}
+
 latch_tensor *latch_matmul(latch_tensor *a, latch_tensor *b) {
   latch_tensor *in[2] = {a, b}, *bad;
   if ((bad = cap_poisoned("matmul", 2, in))) return bad;
@@ -35,7 +41,7 @@ latch_tensor *latch_matmul(latch_tensor *a, latch_tensor *b) {
   memcpy(dims, batch, sizeof(int64_t) * (size_t)batch_rank);
   if (x->rank > 1) dims[rank++] = x->dims[x->rank - 2];
   if (y->rank > 1) dims[rank++] = y->dims[y->rank - 1];
-  return cap_traced(a->rt, cap_node_like(CAP_MATMUL, 0, 2, in, 0, dtype, rank, dims));
+  return cap_traced(a->rt, cap_node_like(CAP_MATMUL, products_sub(a->rt, dtype), 2, in, 0, dtype, rank, dims));
 }
 
 static int64_t or_default(const int64_t *values, int i, int64_t fallback) {
@@ -70,7 +76,7 @@ latch_tensor *latch_conv2d(latch_tensor *x, latch_tensor *w, const latch_conv2d_
         "padding %lldx%lld, dilation %lldx%lld)",
         cap_shape_text(x, sa, sizeof sa), cap_shape_text(w, sb, sizeof sb), (long long)groups, (long long)stride[0],
         (long long)stride[1], (long long)pad[0], (long long)pad[1], (long long)dil[0], (long long)dil[1]);
-  cap_node *node = cap_node_like(CAP_CONV2D, 0, 2, in, 7, dtype, 4, dims);
+  cap_node *node = cap_node_like(CAP_CONV2D, products_sub(x->rt, dtype), 2, in, 7, dtype, 4, dims);
   if (node) {
     int64_t attrs[7] = {stride[0], stride[1], pad[0], pad[1], dil[0], dil[1], groups};
     memcpy(node->attrs, attrs, sizeof attrs);

@@ -119,6 +119,7 @@ latch_status latch_options_init(latch_options *options) {
   ok = env_int("LATCH_CHOICES", &options->choice_limit) && ok;
   options->choice_avoid = env_text("LATCH_AVOID");
   options->log = env_text("LATCH_LOG");
+  options->precision = env_text("LATCH_PRECISION");
   options->repro_dir = env_text("LATCH_REPRO_DIR");
   ok = env_repro_max_bytes(&options->repro_max_bytes) && ok;
   options->test_fault = env_text("LATCH_FAULT");
@@ -136,6 +137,7 @@ void cap_compile_options(const latch_options *options, rt_compile_options *out) 
   out->choice_limit = options->choice_limit;
   out->choice_avoid = options->choice_avoid;
   if (options->keep_arena_mb >= 0) out->keep_arena_bytes = (int64_t)options->keep_arena_mb << 20;
+  out->log_compiles = cap_log_flags(options->log) & CAP_LOG_COMPILES;
 }
 
 latch_status latch_function_options_init(latch_function_options *options) {

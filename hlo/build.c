@@ -373,11 +373,12 @@ hlo_instr *hlo_build_pad(hlo_comp *comp, hlo_instr *x, hlo_instr *value, const h
 
 /* ---- contractions and reductions ---- */
 
-hlo_instr *hlo_build_dot(hlo_comp *comp, hlo_instr *lhs, hlo_instr *rhs, const hlo_dot_dims *dims,
-                         hlo_diag *diag) {
+hlo_instr *hlo_build_dot_to(hlo_comp *comp, hlo_instr *lhs, hlo_instr *rhs, const hlo_dot_dims *dims,
+                            hlo_dtype result, hlo_diag *diag) {
   hlo_instr *operands[2] = {lhs, rhs};
   hlo_instr draft;
   draft_init(&draft, comp, HLO_OP_DOT, 2, operands);
+  draft.shape.dtype = result; /* HLO_INVALID: lhs's, as inference takes it */
   draft.dot = hlo_arena_alloc(arena_of(comp), sizeof(hlo_dot_dims));
   if (!draft.dot) return out_of_memory(comp, &draft, diag);
   draft.dot->lhs_batch = ints_copy(comp, &dims->lhs_batch);
@@ -387,17 +388,30 @@ hlo_instr *hlo_build_dot(hlo_comp *comp, hlo_instr *lhs, hlo_instr *rhs, const h
   return commit(comp, &draft, diag);
 }
 
-hlo_instr *hlo_build_convolution(hlo_comp *comp, hlo_instr *lhs, hlo_instr *rhs, const hlo_window *window,
-                                 const hlo_conv_dims *dims, int64_t feature_group_count,
-                                 int64_t batch_group_count, hlo_diag *diag) {
+hlo_instr *hlo_build_dot(hlo_comp *comp, hlo_instr *lhs, hlo_instr *rhs, const hlo_dot_dims *dims,
+                         hlo_diag *diag) {
+  return hlo_build_dot_to(comp, lhs, rhs, dims, HLO_INVALID, diag);
+}
+
+hlo_instr *hlo_build_convolution_to(hlo_comp *comp, hlo_instr *lhs, hlo_instr *rhs, const hlo_window *window,
+                                    const hlo_conv_dims *dims, int64_t feature_group_count,
+                                    int64_t batch_group_count, hlo_dtype result, hlo_diag *diag) {
   hlo_instr *operands[2] = {lhs, rhs};
   hlo_instr draft;
   draft_init(&draft, comp, HLO_OP_CONVOLUTION, 2, operands);
+  draft.shape.dtype = result;
   draft.window = hlo_arena_memdup(arena_of(comp), window, sizeof *window);
   draft.conv = hlo_arena_memdup(arena_of(comp), dims, sizeof *dims);
   draft.feature_group_count = feature_group_count;
   draft.batch_group_count = batch_group_count;
   return commit(comp, &draft, diag);
+}
+
+hlo_instr *hlo_build_convolution(hlo_comp *comp, hlo_instr *lhs, hlo_instr *rhs, const hlo_window *window,
+                                 const hlo_conv_dims *dims, int64_t feature_group_count,
+                                 int64_t batch_group_count, hlo_diag *diag) {
+  return hlo_build_convolution_to(comp, lhs, rhs, window, dims, feature_group_count, batch_group_count, HLO_INVALID,
+                                  diag);
 }
 
 hlo_instr *hlo_build_reduce(hlo_comp *comp, hlo_instr *x, hlo_instr *init, int dim_count, const int64_t *dims,

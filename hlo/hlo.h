@@ -511,6 +511,13 @@ hlo_instr *hlo_build_dot(hlo_comp *comp, hlo_instr *lhs, hlo_instr *rhs, const h
 hlo_instr *hlo_build_convolution(hlo_comp *comp, hlo_instr *lhs, hlo_instr *rhs, const hlo_window *window,
                                  const hlo_conv_dims *dims, int64_t feature_group_count,
                                  int64_t batch_group_count, hlo_diag *diag);
+/* The same with the result's element type given (XLA's preferred element type: bf16 operands,
+ * an f32 result); HLO_INVALID: lhs's. */
+hlo_instr *hlo_build_dot_to(hlo_comp *comp, hlo_instr *lhs, hlo_instr *rhs, const hlo_dot_dims *dims,
+                            hlo_dtype result, hlo_diag *diag);
+hlo_instr *hlo_build_convolution_to(hlo_comp *comp, hlo_instr *lhs, hlo_instr *rhs, const hlo_window *window,
+                                    const hlo_conv_dims *dims, int64_t feature_group_count,
+                                    int64_t batch_group_count, hlo_dtype result, hlo_diag *diag);
 /* Reduces dims[dim_count] of x with reducer, starting from the scalar init. */
 hlo_instr *hlo_build_reduce(hlo_comp *comp, hlo_instr *x, hlo_instr *init, int dim_count,
                             const int64_t *dims, hlo_comp *reducer, hlo_diag *diag);

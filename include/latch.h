@@ -145,6 +145,12 @@ typedef struct latch_options {
   /* LATCH_COLLECTIVE_TIMEOUT: seconds a collective waits for the other ranks before it fails
    * naming the rank and the op (a rank that died or hangs); default (and 0) 60. */
   double collective_timeout;
+  /* LATCH_PRECISION: "f32" (the default, also NULL or ""): every op in its declared types;
+   * "bf16": dot products and convolutions of f32 tensors traced from now on take their
+   * operands rounded to bf16 and sum them in f32 into an f32 result, as PyTorch's autocast
+   * does (README, "Precision"; docs/cpu-backend.md, "bf16"). The rounding is part of the
+   * graph, so its cache keys and accuracy checks differ from the f32 graph's. */
+  const char *precision;
 } latch_options;
 
 /* Fills the defaults, then applies the environment variables named above. An unreadable
@@ -413,6 +419,7 @@ typedef struct latch_function_options {
   uint64_t seed;                /* random ops: call n draws from a seed made of this and n */
   int mark_count;
   const latch_dim_mark *marks;  /* copied */
+  const char *precision;        /* "f32" or "bf16" (latch_options.precision); NULL: the runtime's */
 } latch_function_options;
 
 /* Defaults, then LATCH_RECOMPILE_LIMIT. What a function logs is its runtime's

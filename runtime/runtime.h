@@ -137,6 +137,9 @@ typedef struct rt_compile_options {
    * borrowed, it must outlive the executable. NULL: one device, and such a module's
    * collectives are refused. */
   rt_comm *comm;
+  /* LATCH_LOG has "compiles": the cpu backend says once per process when a module's bf16
+   * products run converted to f32 because the processor has no bf16 instructions. */
+  bool log_compiles;
 } rt_compile_options;
 
 #define RT_COMPILE_OPTIONS_INIT {.no_fusion = false, .keep_arena_bytes = -1, .comm = NULL}

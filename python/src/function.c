@@ -330,12 +330,13 @@ static latch_dim_mark *read_marks(PyObject *marks, int *count) {
 }
 
 static int function_init(LatchFunction *self, PyObject *args, PyObject *kw) {
-  static char *names[] = {"tracer", "output_count", "name", "mode", "shapes", "recompile_limit", "marks", "seed", NULL};
+  static char *names[] = {"tracer", "output_count", "name", "mode", "shapes", "recompile_limit", "marks", "seed",
+                          "precision", NULL};
   PyObject *tracer, *marks_obj = NULL, *seed_obj = NULL;
   int output_count, mode = 0, shapes = 0, limit = -1;
-  const char *name = NULL;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi|ziiiOO", names, &tracer, &output_count, &name, &mode, &shapes, &limit,
-                                   &marks_obj, &seed_obj))
+  const char *name = NULL, *precision = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi|ziiiOOz", names, &tracer, &output_count, &name, &mode, &shapes,
+                                   &limit, &marks_obj, &seed_obj, &precision))
     return -1;
   latch_runtime *rt = lp_runtime();
   if (!rt) return -1;
@@ -355,6 +356,7 @@ static int function_init(LatchFunction *self, PyObject *args, PyObject *kw) {
   options.name = name;
   options.mode = (latch_trace_mode)mode;
   options.shapes = (latch_shape_policy)shapes;
+  options.precision = precision;
   if (limit >= 0) options.recompile_limit = limit;
   if (seed_obj && seed_obj != Py_None) {
     options.seed = PyLong_AsUnsignedLongLongMask(seed_obj);
@@ -416,9 +418,10 @@ PyTypeObject LatchFunction_Type = {
     .tp_dealloc = (destructor)function_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "Function(tracer, output_count, name=None, mode=0, shapes=0, recompile_limit=-1, marks=None, "
-              "seed=None): trace once, guard every call; call with torch tensors, get latch Tensors. tracer(inputs, "
+              "seed=None, precision=None): trace once, guard every call; call with torch tensors, get latch Tensors. tracer(inputs, "
               "args) gets the latch Tensors to trace over and the call's torch tensors. marks: (input, dim) pairs "
-              "symbolic from the first trace. seed: the graph random numbers' seed (latch_function_options.seed)",
+              "symbolic from the first trace. seed: the graph random numbers' seed (latch_function_options.seed). "
+              "precision: 'f32' or 'bf16' (latch_function_options.precision), None: the runtime's",
     .tp_traverse = (traverseproc)function_traverse,
     .tp_clear = (inquiry)function_clear,
     .tp_init = (initproc)function_init,

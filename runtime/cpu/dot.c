@@ -245,39 +245,89 @@ static void order(const hlo_shape *s, const hlo_ints *batch, const hlo_ints *con
 typedef struct dot_setup {
   int a_perm[HLO_MAX_RANK], b_perm[HLO_MAX_RANK];
   bool a_transposed, b_transposed, in_place;
-  hlo_dtype work;
+  bool bf16; /* bf16 operands multiplied by oneDNN's matmul (dnnl_matmul.c), the result written in place */
+  hlo_dtype work, operand_work; /* the products' type; the operands' (bf16 for bf16, else work) */
   int64_t m, n, k, batch;
   int64_t k_blocks;                    /* k_blocks_for's */
   int64_t a_at, b_at, c_at, partials_at, bytes; /* scratch offsets, 0 = unused */
 } dot_setup;
 
-static void dot_setup_for(const hlo_instr *instr, dot_setup *s) {
+/* Whether a product of these sizes with bf16 operands goes to oneDNN's bf16 matmul: on a
+ * processor with bf16 instructions, when oneDNN makes a primitive for it. */
+static bool bf16_on_dnnl(const hlo_instr *instr, const dot_setup *s) {
+  const hlo_shape *lhs = &instr->operands[0]->shape, *rhs = &instr->operands[1]->shape;
+  if (lhs->dtype != HLO_BF16 || rhs->dtype != HLO_BF16 || s->m * s->n * s->batch == 0 || s->k == 0 ||
+      !rt_cpu_bf16_native())
+    return false;
+  rt_cpu_matmul mm = {.batch = s->batch, .m = s->m, .n = s->n, .k = s->k, .a_transposed = s->a_transposed,
+                      .b_transposed = s->b_transposed, .c_type = instr->shape.dtype};
+  return rt_cpu_matmul_bf16_ready(&mm);
+}
+
+/* The operands' orders: [batch][M][K] and [batch][K][N], or either transposed by flag when its
+ * bytes are in that order already and of the operand work type. */
+static void operand_orders(const hlo_instr *instr, dot_setup *s) {
   const hlo_dot_dims *dd = instr->dot;
   const hlo_shape *lhs = &instr->operands[0]->shape, *rhs = &instr->operands[1]->shape;
-  *s = (dot_setup){.batch = 1, .k = 1, .work = rt_work_dtype(instr->shape.dtype)};
   int lhs_perm[HLO_MAX_RANK], lhs_t_perm[HLO_MAX_RANK], rhs_perm[HLO_MAX_RANK], rhs_t_perm[HLO_MAX_RANK];
   order(lhs, &dd->lhs_batch, &dd->lhs_contracting, true, lhs_perm, &s->m);
   order(lhs, &dd->lhs_batch, &dd->lhs_contracting, false, lhs_t_perm, &s->m);
   order(rhs, &dd->rhs_batch, &dd->rhs_contracting, false, rhs_perm, &s->n);
   order(rhs, &dd->rhs_batch, &dd->rhs_contracting, true, rhs_t_perm, &s->n);
-  for (int i = 0; i < dd->lhs_batch.count; i++) s->batch *= lhs->dims[dd->lhs_batch.values[i]];
-  for (int i = 0; i < dd->lhs_contracting.count; i++) s->k *= lhs->dims[dd->lhs_contracting.values[i]];
-  s->in_place = instr->shape.dtype == s->work;
-  s->b_transposed = rhs->dtype == s->work && rt_perm_is_identity(rhs_t_perm, rhs->rank) && !rt_perm_is_identity(rhs_perm, rhs->rank);
+  hlo_dtype w = s->operand_work;
+  s->b_transposed = rhs->dtype == w && rt_perm_is_identity(rhs_t_perm, rhs->rank) && !rt_perm_is_identity(rhs_perm, rhs->rank);
   /* a [k][m] lhs (a weight gradient, x^T dy) is passed transposed too; with m == 1 both
    * orders are the same bytes, and gemv reads A as a plain vector */
-  s->a_transposed = s->m > 1 && lhs->dtype == s->work && rt_perm_is_identity(lhs_t_perm, lhs->rank) &&
+  s->a_transposed = s->m > 1 && lhs->dtype == w && rt_perm_is_identity(lhs_t_perm, lhs->rank) &&
                     !rt_perm_is_identity(lhs_perm, lhs->rank);
   memcpy(s->a_perm, s->a_transposed ? lhs_t_perm : lhs_perm, sizeof s->a_perm);
   memcpy(s->b_perm, s->b_transposed ? rhs_t_perm : rhs_perm, sizeof s->b_perm);
-  int64_t size = (int64_t)hlo_dtype_size(s->work), at = 64; /* offset 0 means unused */
+}
+
+static void dot_setup_for(const hlo_instr *instr, dot_setup *s) {
+  const hlo_dot_dims *dd = instr->dot;
+  const hlo_shape *lhs = &instr->operands[0]->shape, *rhs = &instr->operands[1]->shape;
+  *s = (dot_setup){.batch = 1, .k = 1, .work = rt_work_dtype(instr->shape.dtype)};
+  for (int i = 0; i < dd->lhs_batch.count; i++) s->batch *= lhs->dims[dd->lhs_batch.values[i]];
+  for (int i = 0; i < dd->lhs_contracting.count; i++) s->k *= lhs->dims[dd->lhs_contracting.values[i]];
+  /* bf16 operands first as they are, for oneDNN; as f32 when it does not take them */
+  s->operand_work = HLO_BF16;
+  operand_orders(instr, s);
+  s->bf16 = bf16_on_dnnl(instr, s);
+  if (!s->bf16) {
+    s->operand_work = s->work;
+    operand_orders(instr, s);
+  }
+  s->in_place = s->bf16 || instr->shape.dtype == s->work;
+  int64_t size = (int64_t)hlo_dtype_size(s->work), operand_size = (int64_t)hlo_dtype_size(s->operand_work);
+  int64_t at = 64; /* offset 0 means unused */
   bool computes = s->m * s->n * s->batch != 0 && s->k != 0;
-  if (computes && rt_work_view_copies(lhs, s->a_perm, s->work)) s->a_at = at, at += rt_cpu_aligned(hlo_shape_elements(lhs) * size);
-  if (computes && rt_work_view_copies(rhs, s->b_perm, s->work)) s->b_at = at, at += rt_cpu_aligned(hlo_shape_elements(rhs) * size);
+  if (computes && rt_work_view_copies(lhs, s->a_perm, s->operand_work))
+    s->a_at = at, at += rt_cpu_aligned(hlo_shape_elements(lhs) * operand_size);
+  if (computes && rt_work_view_copies(rhs, s->b_perm, s->operand_work))
+    s->b_at = at, at += rt_cpu_aligned(hlo_shape_elements(rhs) * operand_size);
   if (!s->in_place) s->c_at = at, at += rt_cpu_aligned(hlo_shape_elements(&instr->shape) * size);
-  s->k_blocks = computes ? k_blocks_for(s->batch, s->m, s->n, s->k, s->b_transposed) : 0;
+  s->k_blocks = computes && !s->bf16 ? k_blocks_for(s->batch, s->m, s->n, s->k, s->b_transposed) : 0;
   if (s->k_blocks) s->partials_at = at, at += rt_cpu_aligned(s->k_blocks * s->n * size);
   s->bytes = at > 64 ? at : 0; /* nothing to copy or store: no scratch at all */
+}
+
+/* Runs an epilogue over [begin, end) of the output: rt_parallel_for's items. */
+static void epilogue_items(void *ctx, int64_t begin, int64_t end) {
+  const rt_cpu_epilogue *e = ctx;
+  e->run(e->ctx, begin, end);
+}
+
+/* The bf16 product on oneDNN, into out, then the epilogue over the whole result. */
+static bool dot_bf16(const dot_setup *s, const rt_value *const *in, rt_value *out, const rt_cpu_epilogue *epilogue,
+                     char *base) {
+  rt_cpu_matmul mm = {.batch = s->batch, .m = s->m, .n = s->n, .k = s->k, .a_transposed = s->a_transposed,
+                      .b_transposed = s->b_transposed, .c_type = out->shape.dtype, .c = out->data};
+  mm.a = rt_work_view_into(in[0], s->a_perm, HLO_BF16, s->a_at ? base + s->a_at : NULL);
+  mm.b = rt_work_view_into(in[1], s->b_perm, HLO_BF16, s->b_at ? base + s->b_at : NULL);
+  if (!rt_cpu_matmul_bf16(&mm)) return false;
+  if (epilogue) rt_parallel_for(out->count, RT_CPU_GRAIN, epilogue_items, (void *)epilogue);
+  return true;
 }
 
 bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in, rt_value *out,
@@ -285,6 +335,7 @@ bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in,
   dot_setup s;
   dot_setup_for(instr, &s);
   char *base = scratch;
+  if (s.bf16) return dot_bf16(&s, in, out, epilogue, base);
   size_t size = hlo_dtype_size(s.work);
   void *c = s.in_place ? out->data : base + s.c_at;
   /* a work buffer is no output yet: then the epilogue runs after the store */
@@ -296,8 +347,8 @@ bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in,
     memset(c, 0, (size_t)(s.m * s.n * s.batch) * size);
     if (epilogue) epilogue->run(epilogue->ctx, 0, s.m * s.n * s.batch);
   } else {
-    const void *a = rt_work_view_into(in[0], s.a_perm, s.work, s.a_at ? base + s.a_at : NULL);
-    const void *b = rt_work_view_into(in[1], s.b_perm, s.work, s.b_at ? base + s.b_at : NULL);
+    const void *a = rt_work_view_into(in[0], s.a_perm, s.operand_work, s.a_at ? base + s.a_at : NULL);
+    const void *b = rt_work_view_into(in[1], s.b_perm, s.operand_work, s.b_at ? base + s.b_at : NULL);
     int64_t m = s.m, n = s.n, k = s.k;
     dot_job j = {.f64 = s.work == HLO_F64, .a = a, .b = b, .c = c, .m = m, .n = n, .k = k,
                  .blocks = (n + COL_BLOCK - 1) / COL_BLOCK, /* gemv's; split_grid sets the rest */
@@ -345,7 +396,10 @@ static bool supported(const hlo_instr *instr) {
   hlo_dtype t = instr->shape.dtype;
   if (t != HLO_F32 && t != HLO_F64 && t != HLO_F16 && t != HLO_BF16) return false;
   const hlo_shape *l = &instr->operands[0]->shape, *r = &instr->operands[1]->shape;
-  if (!hlo_shape_is_array(l) || !hlo_shape_is_array(r) || l->dtype != t || r->dtype != t) return false;
+  if (!hlo_shape_is_array(l) || !hlo_shape_is_array(r)) return false;
+  /* operands of the result's type, or bf16 ones summed into f32 (XLA's preferred element type) */
+  bool widened = t == HLO_F32 && l->dtype == HLO_BF16 && r->dtype == HLO_BF16;
+  if (!widened && (l->dtype != t || r->dtype != t)) return false;
   const hlo_dot_dims *dd = instr->dot;
   if (dd->lhs_batch.count != dd->rhs_batch.count || dd->lhs_contracting.count != dd->rhs_contracting.count)
     return false;

@@ -250,6 +250,7 @@ static rt_executable *cpu_compile_text(const char *text, size_t len, const char 
   rt_cpu_pass_space_to_depth(module);
   /* which library runs each product, and where known-finite inputs go unscanned */
   rt_cpu_mark_choices(module);
+  rt_cpu_bf16_note(module->entry, options);
   blas_single_threaded();
   /* a pass that ran out of memory mid-rewrite leaves the module's failed flag */
   rt_cpu_plan *plan = hlo_module_check_memory(module, "optimizing the module", diag) ? NULL

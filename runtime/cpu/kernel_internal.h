@@ -85,6 +85,30 @@ rt_cpu_scratch_kernel rt_cpu_pick_conv_scratch(const hlo_instr *instr, int64_t *
  * product's gemm on OpenBLAS (dot.c), a oneDNN step that scans every input (dnnl_conv.c). */
 #define RT_CPU_ON_BLAS "latch_product_on_blas"
 #define RT_CPU_SCAN_INPUTS "latch_scan_inputs"
+/* dnnl_matmul.c: bf16 products on oneDNN. A batch of products c[b] = a[b] x b[b], a [m][k]
+ * (stored [k][m] when a_transposed), b [k][n] (stored [n][k] when b_transposed), both bf16,
+ * c row-major [batch][m][n] of c_type (f32 or bf16), summed in f32. */
+typedef struct rt_cpu_matmul {
+  int64_t batch, m, n, k;
+  bool a_transposed, b_transposed;
+  hlo_dtype c_type;
+  const void *a, *b;
+  void *c;
+} rt_cpu_matmul;
+/* Whether oneDNN runs bf16 products on this processor's own bf16 instructions (avx512_bf16 or
+ * AMX); test-only: rt_cpu_bf16_use_native(0) pretends it has none, 1 that it has, -1 asks the
+ * processor again. Process-wide; set it before compiling. */
+bool rt_cpu_bf16_native(void);
+void rt_cpu_bf16_use_native(int on);
+/* Makes (and keeps) the primitive for mm's shape: false when oneDNN offers none. */
+bool rt_cpu_matmul_bf16_ready(const rt_cpu_matmul *mm);
+/* Runs it on the runtime's threads; false when oneDNN failed. */
+bool rt_cpu_matmul_bf16(const rt_cpu_matmul *mm);
+/* Products run so far in this process (tests: which path a graph took). */
+int64_t rt_cpu_matmul_bf16_runs(void);
+/* With options->log_compiles, says once per process on stderr that entry's bf16 products run
+ * converted to f32, when the processor has no bf16 instructions and entry has such a product. */
+void rt_cpu_bf16_note(const hlo_comp *entry, const rt_compile_options *options);
 
 /* dot.c */
 rt_cpu_scratch_kernel rt_cpu_pick_dot_scratch(const hlo_instr *instr, int64_t *scratch_bytes);

@@ -41,6 +41,11 @@ static void load_row(const rt_value *value, int64_t at, int64_t stride, int64_t 
     const double *s = (const double *)value->data + at;
     double *d = dst;
     for (int64_t i = 0; i < n; i++) d[i] = s[i * stride];
+  } else if (work == from && hlo_dtype_size(work) == 2 && hlo_dtype_is_float(work)) {
+    /* f16 or bf16 kept as it is (a bf16 product's operands, for a library that takes them) */
+    const uint16_t *s = (const uint16_t *)value->data + at;
+    uint16_t *d = dst;
+    for (int64_t i = 0; i < n; i++) d[i] = s[i * stride];
   } else if (work == HLO_F64) {
     double *d = dst;
     for (int64_t i = 0; i < n; i++) d[i] = rt_get_f64(value, at + i * stride);

@@ -37,6 +37,8 @@ OPTIONS = {
              "compiled once per key) or 'eager' (each op run at once)",
     "name": "the name in latch's logs and warnings",
     "recompile_limit": "traces after the first before latch traces every call (default 8, LATCH_RECOMPILE_LIMIT)",
+    "precision": "'f32' (exact) or 'bf16': dot products and convolutions of f32 tensors on bf16 operands, summed "
+                 "in f32 into f32 results, as torch.autocast (default: LATCH_PRECISION, else 'f32')",
     "check": "'eager': each graph's first call also run by PyTorch and compared, a repro written on a mismatch "
              "(default: LATCH_CHECK=eager from the environment, else 'off'; docs/pytorch-training.md)",
 }
@@ -72,6 +74,9 @@ def settings(fullgraph=False, dynamic=None, mode=None, options=None):
     if options.get("check") not in (None, "eager", "off"):
         raise ValueError(f"latch.torch.compile: options['check'] must be 'eager' or 'off', not {options['check']!r}")
     out["check"] = options.get("check")
+    if options.get("precision") not in (None, "f32", "bf16"):
+        raise ValueError(f"latch.torch.compile: options['precision'] must be 'f32' or 'bf16', not {options['precision']!r}")
+    out["precision"] = options.get("precision")
     limit = options.get("recompile_limit")
     if limit is not None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
@@ -143,7 +148,7 @@ def compile(model=None, *, fullgraph=False, dynamic=None, mode=None, options=Non
     instead. dynamic: None traces the first shapes static and makes a dim symbolic once it
     changes; True makes each input's first dim symbolic from the first trace; False guards
     every size by value. mode: "default", "reduce-overhead" or "max-autotune" (see MODES).
-    options: latch's settings ("trace", "name", "recompile_limit"; see OPTIONS). disable:
+    options: latch's settings ("trace", "name", "recompile_limit", "check", "precision"; see OPTIONS). disable:
     True returns model itself. With model None, returns a decorator."""
     kwargs = settings(fullgraph, dynamic, mode, options)
     if model is None:

@@ -93,8 +93,9 @@ class _GraphCall(_latch.Compiled):
     """One fx graph AOTAutograd handed over, run by latch: the warm call in C gives the list
     of torch outputs (via _pack); leaves that are not tensors (None gradients) are put back."""
 
-    def __init__(self, function, leaves, tensor_leaves, graph, name, check, warned):
+    def __init__(self, function, leaves, tensor_leaves, graph, name, check, warned, precision=None):
         self.function, self.leaves, self.tensor_leaves = function, leaves, tensor_leaves
+        self.precision = precision
         self.single = False
         self.graph, self.name, self.warned = graph, name, warned
         self.gm = graph if check else None  # checked against eager PyTorch at the first call
@@ -125,7 +126,7 @@ class _GraphCall(_latch.Compiled):
             leaves[i] = t
         if self.gm is not None:
             gm, self.gm = self.gm, None
-            check_eager.compare(self.name, gm, args, leaves)
+            check_eager.compare(self.name, gm, args, leaves, self.precision)
         return leaves
 
 
@@ -151,8 +152,8 @@ def _boxed(call, half):
 class _Compiler:
     """fw_compiler and bw_compiler for AOTAutograd: each fx graph to a latch Function."""
 
-    def __init__(self, name, warned, check):
-        self.name, self.warned, self.check = name, warned, check
+    def __init__(self, name, warned, check, precision=None):
+        self.name, self.warned, self.check, self.precision = name, warned, check, precision
 
     def __call__(self, gm, example_inputs, half):
         from .compile import interpret, unlowered
@@ -177,9 +178,11 @@ class _Compiler:
         # the graph random numbers' seed: torch's seed when the graph is made, so a seeded run
         # draws the same dropout masks every time and torch.manual_seed changes them
         seed = (torch.initial_seed() * 0x9E3779B97F4A7C15 + (1 if half == "forward" else 2)) % (1 << 64)
-        function = _latch.Function(trace, len(tensor_leaves), name=f"{self.name}.{half}", shapes=1, seed=seed)
+        function = _latch.Function(trace, len(tensor_leaves), name=f"{self.name}.{half}", shapes=1, seed=seed,
+                                   precision=self.precision)
         leaves = [None if isinstance(leaf, torch.fx.Node) else leaf for leaf in leaves]
-        call = _GraphCall(function, leaves, tensor_leaves, gm, f"{self.name}.{half}", self.check, self.warned)
+        call = _GraphCall(function, leaves, tensor_leaves, gm, f"{self.name}.{half}", self.check, self.warned,
+                          self.precision)
         return _boxed(call, half)
 
 
@@ -191,8 +194,9 @@ class AutogradGraphs:
     """One guard state's autograd path: AOTAutograd's compiled function over (parameters and
     buffers, then the call's tensors), traced on the first call at each input signature."""
 
-    def __init__(self, fn, module, state, name, check=False):
+    def __init__(self, fn, module, state, name, check=False, precision=None):
         self.fn, self.module, self.state, self.name, self.check = fn, module, state, name, check
+        self.precision = precision
         self.compiled = {}  # input signature -> (AOTAutograd's function, output spec, output count, mutated)
         self.warned = set()
 
@@ -223,7 +227,7 @@ class AutogradGraphs:
             box[:] = [spec, len(outs)]
             return tuple(outs) + tuple(flat_args[i] for i in mutated)
 
-        compiler = _Compiler(self.name, self.warned, self.check)
+        compiler = _Compiler(self.name, self.warned, self.check, self.precision)
         config = _aot_impl.AOTConfig(fw_compiler=lambda gm, ins: compiler(gm, ins, "forward"),
                                      bw_compiler=lambda gm, ins: compiler(gm, ins, "backward"),
                                      partition_fn=_partition(), decompositions=_decompositions())

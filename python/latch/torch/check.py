@@ -3,7 +3,7 @@
 Each aten graph latch compiles (the inference graph of a guard state, and the forward and the
 backward graph of the autograd path) is run by PyTorch on the same inputs at its first call,
 and the outputs compared under latch's accuracy rule (LATCH_CHECK_TOL, 1e-3 by default,
-scaled by the values' magnitude). On a mismatch a directory is written (under
+scaled by the values' magnitude; wider under the bf16 precision, see tolerance()). On a mismatch a directory is written (under
 LATCH_REPRO_DIR, else the temporary directory) that a PyTorch user can run:
 
   repro.py    the aten graph as a standalone module; runs it eagerly and through
@@ -39,7 +39,47 @@ def wanted(check):
     return ENV if check is None else check == "eager"
 
 
-def _differs(got, want):
+# Under the bf16 precision each product's operands are rounded to bf16, a relative error of
+# at most 2**-8 each; a sum of K such products of either sign is then off by about sqrt(K) of
+# them. The check's tolerance grows by 2**-8 * sqrt(K) for the graph's largest contraction K
+# (a matmul's inner dim, a convolution's input features times its window), still scaled by
+# the output's largest magnitude: a rounding the precision asked for passes, a wrong product
+# (off by its own size) does not. docs/cpu-backend.md, "bf16".
+BF16_EPSILON = 2.0 ** -8
+_CONTRACTIONS = {  # aten op name: the contraction length from its arguments
+    "mm": lambda a: a[0].shape[-1], "bmm": lambda a: a[0].shape[-1], "matmul": lambda a: a[0].shape[-1],
+    "addmm": lambda a: a[1].shape[-1], "baddbmm": lambda a: a[1].shape[-1], "linear": lambda a: a[0].shape[-1],
+    "convolution": lambda a: a[1][0].numel(),
+}
+
+
+def tolerance(precision, contraction):
+    """The check's relative tolerance for a graph run at precision whose largest product sums
+    contraction terms."""
+    if precision != "bf16" or not contraction:
+        return _TOL
+    return _TOL + BF16_EPSILON * contraction ** 0.5
+
+
+def _run_eager(gm, inputs):
+    """gm's flat outputs run by PyTorch, and the largest contraction among its products."""
+    from torch.utils import _pytree as pytree
+    largest = [0]
+
+    class Measure(torch.fx.Interpreter):
+        def call_function(self, target, args, kwargs):
+            name = getattr(getattr(target, "overloadpacket", None), "__name__", None)
+            if name in _CONTRACTIONS and all(isinstance(a, torch.Tensor) for a in args[:2]):
+                largest[0] = max(largest[0], int(_CONTRACTIONS[name](args)))
+            return super().call_function(target, args, kwargs)
+
+    with torch.no_grad():
+        out = Measure(gm).run(*[a.detach().clone() for a in inputs])
+    return pytree.tree_flatten(out)[0], largest[0]
+
+
+def _differs(got, want, tol=None):
+    tol = _TOL if tol is None else tol
     if not isinstance(want, torch.Tensor) or not isinstance(got, torch.Tensor):
         return False
     if got.shape != want.shape:
@@ -51,10 +91,10 @@ def _differs(got, want):
         return False
     both_nan = torch.isnan(g) & torch.isnan(w)
     err = torch.where(both_nan, torch.zeros_like(g), (g - w).abs()).max().item()
-    return not err <= _TOL * (1 + w.abs().nan_to_num(0, 0, 0).max().item())
+    return not err <= tol * (1 + w.abs().nan_to_num(0, 0, 0).max().item())
 
 
-def _first_difference(gm, inputs):
+def _first_difference(gm, inputs, tol=None):
     """The first call_function node whose latch value differs from PyTorch's, run one node at
     a time outside any trace: (node, reason) or None."""
     from .. import _latch
@@ -81,7 +121,7 @@ def _first_difference(gm, inputs):
         mine, theirs = env[node], eager.get(node)
         pairs = zip(mine, theirs) if isinstance(theirs, (list, tuple)) else [(mine, theirs)]
         for m, t in pairs:
-            if isinstance(m, _latch.Tensor) and _differs(dtypes.to_torch(m), t):
+            if isinstance(m, _latch.Tensor) and _differs(dtypes.to_torch(m), t, tol):
                 return node, "output differs"
     return None
 
@@ -121,17 +161,17 @@ def _write(name, gm, inputs):
     return where
 
 
-def compare(name, gm, inputs, got):
+def compare(name, gm, inputs, got, precision=None):
     """got: latch's outputs of gm (a flat list, as gm's output list flattened) for inputs;
-    checked against gm run eagerly. Returns the repro directory on a mismatch, else None."""
-    from torch.utils import _pytree as pytree
-    with torch.no_grad():
-        want = pytree.tree_flatten(gm(*[a.detach().clone() for a in inputs]))[0]
-    if len(want) == len(got) and not any(_differs(g, w) for g, w in zip(got, want)):
+    checked against gm run eagerly, within tolerance(precision, ...). Returns the repro
+    directory on a mismatch, else None. precision None: the runtime's (LATCH_PRECISION)."""
+    want, contraction = _run_eager(gm, inputs)
+    tol = tolerance(precision or os.environ.get("LATCH_PRECISION") or "f32", contraction)
+    if len(want) == len(got) and not any(_differs(g, w, tol) for g, w in zip(got, want)):
         return None
     where = _write(name, gm, inputs)
     with torch.no_grad():
-        first = _first_difference(gm, inputs)
+        first = _first_difference(gm, inputs, tol)
     op = f"first differing op: {first[0].target} ({first[0].name}: {first[1]})" if first and first[0] is not None \
         else "no single op differs (the whole graph does)"
     print(f"latch: check eager: {name}: latch's result differs from PyTorch's; {op}; repro in {where}",

@@ -152,8 +152,9 @@ class Compiled(_latch.Compiled):
     graphs back without a trace."""
 
     def __init__(self, fn, dynamic=None, mode=TRACE_ONCE, name=None, fullgraph=False, recompile_limit=-1,
-                 module=None, call=None, check=None):
+                 module=None, call=None, check=None, precision=None):
         self.fn = fn
+        self.precision = precision  # 'f32', 'bf16', or None: the runtime's (LATCH_PRECISION)
         self.fullgraph, self.recompile_limit = fullgraph, recompile_limit
         self.module = module if module is not None else fn if isinstance(fn, torch.nn.Module) else None
         # call(module or None, *args): the traced call, the module given (a trace's twin or
@@ -236,10 +237,11 @@ class Compiled(_latch.Compiled):
         graphs.single = isinstance(g.spec, pytree.LeafSpec) and g.tensor_leaves == [0]
         if g.needs_grad and autograd.available():
             if not self.variant:
-                graphs.autograd = autograd.AutogradGraphs(self.fn, self.module, graphs.state, self.name, self.check)
+                graphs.autograd = autograd.AutogradGraphs(self.fn, self.module, graphs.state, self.name, self.check,
+                                                          self.precision)
             elif self.module is None:  # the variant's call rebuilds the arguments
                 graphs.autograd = autograd.AutogradGraphs(lambda *a: self.call(None, *a), None, [], self.name,
-                                                         self.check)
+                                                         self.check, self.precision)
             else:
                 return "a module's call with keywords, Python values or structures that records autograd"
             return None
@@ -258,7 +260,7 @@ class Compiled(_latch.Compiled):
         marks = [(i, 0) for i, a in enumerate(args) if a.dim() > 0] if self.dynamic is True else None
         graphs.function = _latch.Function(functools.partial(self._trace, graphs), len(g.tensor_leaves),
                                           name=self.name, mode=self.mode, shapes=self.shapes, marks=marks,
-                                          recompile_limit=self.recompile_limit)
+                                          recompile_limit=self.recompile_limit, precision=self.precision)
         graphs.function.set_params([(d, k) for d, k, _ in graphs.state])
         return None
 
@@ -297,7 +299,7 @@ class Compiled(_latch.Compiled):
             self.current.checked = True
             g = self._capture(self.current, args)
             inputs = list(args) + ([d[k] for d, k, _ in self.current.state] if g.functional else [])
-            check_eager.compare(self.name, g.gm, inputs, pytree.tree_flatten(self._pack(outs))[0])
+            check_eager.compare(self.name, g.gm, inputs, pytree.tree_flatten(self._pack(outs))[0], self.precision)
         return outs[0] if self.single else self._pack(outs)
 
     # ---- partial graphs ----
@@ -310,13 +312,14 @@ class Compiled(_latch.Compiled):
         g = self._capture(graphs, args)
         parts = split(g.gm, graphs.eager_nodes)
         if parts is None:  # these sizes lower whole
-            graphs.plans[key] = (Compiled(g.gm, dynamic=self.dynamic, mode=self.mode, name=self.name, recompile_limit=self.recompile_limit), g)
+            graphs.plans[key] = (Compiled(g.gm, dynamic=self.dynamic, mode=self.mode, name=self.name,
+                                          recompile_limit=self.recompile_limit, precision=self.precision), g)
             return graphs.plans[key]
         cut, kinds, ops = parts
         for name, lowered in kinds.items():
             if lowered:  # the part's call finds the Compiled (not a Module) in the instance dict
                 part = Compiled(getattr(cut, name), dynamic=self.dynamic, mode=self.mode, name=f"{self.name}.{name}",
-                                recompile_limit=self.recompile_limit)
+                                recompile_limit=self.recompile_limit, precision=self.precision)
                 delattr(cut, name)
                 cut.__dict__[name] = part
         count = sum(kinds.values())
@@ -376,7 +379,8 @@ class Compiled(_latch.Compiled):
                 return base(m, *a, **kw)
 
             variant = Compiled(self.fn, dynamic=self.dynamic, mode=self.mode, name=self.name, fullgraph=self.fullgraph,
-                               recompile_limit=self.recompile_limit, module=self.module, call=call)
+                               recompile_limit=self.recompile_limit, module=self.module, call=call,
+                               precision=self.precision)
             self.variants[key] = variant
         tensors = [flat[i] for i in where]
         dense = [t.contiguous() for t in tensors]
