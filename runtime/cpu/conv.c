@@ -457,6 +457,8 @@ static bool conv_run(const hlo_instr *instr, const rt_value *const *in, rt_value
 static bool supported(const hlo_instr *instr);
 
 rt_cpu_scratch_kernel rt_cpu_pick_conv_scratch(const hlo_instr *instr, int64_t *scratch_bytes) {
+  rt_cpu_scratch_kernel bf16 = rt_cpu_pick_conv_bf16(instr, scratch_bytes);
+  if (bf16) return bf16;
   if (!supported(instr)) return NULL;
   conv_setup s;
   conv_setup_for(instr, &s);
@@ -470,7 +472,10 @@ static bool supported(const hlo_instr *instr) {
   hlo_dtype t = instr->shape.dtype;
   if (t != HLO_F32 && t != HLO_F64 && t != HLO_F16 && t != HLO_BF16) return false;
   const hlo_shape *x = &instr->operands[0]->shape, *k = &instr->operands[1]->shape;
-  if (!hlo_shape_is_array(x) || !hlo_shape_is_array(k) || x->dtype != t || k->dtype != t) return false;
+  if (!hlo_shape_is_array(x) || !hlo_shape_is_array(k)) return false;
+  /* operands of the result's type, or bf16 ones summed into f32 (widened in the copies) */
+  bool widened = t == HLO_F32 && x->dtype == HLO_BF16 && k->dtype == HLO_BF16;
+  if (!widened && (x->dtype != t || k->dtype != t)) return false;
   const hlo_conv_dims *cd = instr->conv;
   int rank = cd->spatial_count + 2;
   if (cd->spatial_count < 0 || x->rank != rank || k->rank != rank || instr->shape.rank != rank ||

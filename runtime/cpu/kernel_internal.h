@@ -78,7 +78,14 @@ rt_cpu_kernel rt_cpu_pick_reduce(const hlo_instr *instr);
 /* gather.c */
 rt_cpu_kernel rt_cpu_pick_gather(const hlo_instr *instr);
 
-/* conv.c */
+/* dnnl_conv_bf16.c: a convolution with bf16 operands (f32 or bf16 result) on oneDNN, where
+ * rt_cpu_bf16_native and oneDNN has a kernel for it: NULL otherwise. No scratch. */
+rt_cpu_scratch_kernel rt_cpu_pick_conv_bf16(const hlo_instr *instr, int64_t *scratch_bytes);
+/* Convolutions run so far in this process (tests: which path a graph took). */
+int64_t rt_cpu_conv_bf16_runs(void);
+
+/* conv.c: rt_cpu_pick_conv_bf16's kernel where it has one, else im2col + GEMM (bf16 operands
+ * widened to f32). */
 rt_cpu_scratch_kernel rt_cpu_pick_conv_scratch(const hlo_instr *instr, int64_t *scratch_bytes);
 
 /* The raw attributes mark_choices.c puts on an instruction whose choice was refused: a
