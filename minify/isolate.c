@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -144,6 +145,8 @@ static double now_s(void) {
 /* The process group of the check running now, 0 when none: what min_check_kill_running
  * kills from a signal handler. */
 static volatile sig_atomic_t running_group;
+/* The process that forks the checks, which the child compares its parent with. */
+static pid_t check_parent;
 
 void min_check_kill_running(void) {
   pid_t group = (pid_t)running_group;
@@ -157,6 +160,9 @@ static void child(const min_predicate *predicate, const hlo_module *module, rt_v
                   int input_count, const min_refs *refs, const char *hlo_path, const char *inputs_dir, int fd,
                   int err_fd) {
   setpgid(0, 0);
+  /* a parent killed outright (SIGKILL: no handler runs) takes the check with it */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != check_parent) _exit(127); /* the parent is already gone */
   int null_fd = open("/dev/null", O_RDWR);
   if (null_fd >= 0) {
     dup2(null_fd, STDIN_FILENO);
@@ -257,6 +263,7 @@ hlo_status min_check_refs(const min_predicate *predicate, const hlo_module *modu
   /* What the check says on stderr before it dies names the op a crash is about. */
   FILE *err = predicate->kind == MIN_CHECK_COMMAND ? NULL : tmpfile();
   fflush(NULL); /* the child must not write out the parent's buffered output again */
+  check_parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     close(fds[0]);

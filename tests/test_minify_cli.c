@@ -238,10 +238,11 @@ static bool alive(pid_t pid) {
   return proc_stat(pid, &parent, &state) && state != 'Z';
 }
 
-/* latch minify stopped by SIGTERM while its check hangs (LATCH_FAULT=hang:cosine, which
- * sleeps forever in the check's own process group): the check dies with it, and the
- * command ends by the signal. */
-static void killed_minify_leaves_no_check(void) {
+/* latch minify stopped by sig while its check hangs (LATCH_FAULT=hang:cosine, which sleeps
+ * forever in the check's own process group): the check dies with it (by the command's
+ * handler for SIGTERM, by the parent's death for SIGKILL), and the command ends by the
+ * signal. */
+static void minify_killed_by(int sig) {
   fflush(NULL);
   pid_t latch = fork();
   if (latch == 0) {
@@ -255,15 +256,20 @@ static void killed_minify_leaves_no_check(void) {
   for (int i = 0; i < 600 && !check; i++) /* the module is parsed, then the check forked */
     if (!(check = child_of(latch))) usleep(50000);
   CHECK_MSG(check > 0, "no check started under latch minify");
-  kill(latch, SIGTERM);
+  kill(latch, sig);
   int status = 0;
   waitpid(latch, &status, 0);
-  CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+  CHECK(WIFSIGNALED(status) && WTERMSIG(status) == sig);
   bool gone = check == 0;
   for (int i = 0; i < 100 && !gone; i++) /* SIGKILL is delivered, not waited for */
     if (!(gone = !alive(check))) usleep(50000);
   CHECK_MSG(gone, "the check %d outlived latch minify", (int)check);
   if (!gone) kill(-check, SIGKILL);
+}
+
+static void killed_minify_leaves_no_check(void) {
+  minify_killed_by(SIGTERM);
+  minify_killed_by(SIGKILL);
 }
 
 int main(void) {
