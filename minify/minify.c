@@ -275,7 +275,10 @@ static void shrink(min_ctx *ctx) {
     changed |= min_strategy_outputs(ctx);
     changed |= min_strategy_promote(ctx, MIN_TO_PARAM);
     if (!ctx->shapes_only) changed |= min_strategy_promote(ctx, MIN_TO_CONST);
-    if (!changed && !min_stopped(ctx)) changed = min_strategy_rewrite(ctx);
+    /* rewrites drop the record: with large inputs every later check would run the
+     * reference on them, so they wait until shapes have shrunk */
+    if (!changed && !min_stopped(ctx) && (!ctx->record || !min_inputs_large(ctx)))
+      changed = min_strategy_rewrite(ctx);
     if (changed)
       min_progress(ctx, "now %d instructions (%d ops)", ctx->module->entry->instr_count, min_count_ops(ctx->module));
   }
@@ -289,16 +292,18 @@ bool min_inputs_large(const min_ctx *ctx) {
 
 /* After the ops: smaller shapes, then simpler inputs, while the inputs are large. The
  * record no longer applies once shapes or inputs change: checks compute their references. */
-static void shrink_data(min_ctx *ctx) {
-  if (!min_inputs_large(ctx)) return;
+static bool shrink_data(min_ctx *ctx) {
+  if (!min_inputs_large(ctx)) return false;
   min_record_free(ctx->record);
   ctx->record = NULL;
-  bool changed = true;
+  bool changed = true, any = false;
   while (changed && min_inputs_large(ctx) && !min_stopped(ctx)) {
     changed = min_strategy_shapes(ctx);
     if (min_inputs_large(ctx)) changed |= min_strategy_inputs(ctx);
     if (changed) min_progress(ctx, "now %.0f input bytes", min_input_bytes(ctx->module));
+    any |= changed;
   }
+  return any;
 }
 
 /* The whole module's check. An accuracy check runs the references here once, recording every
@@ -401,7 +406,10 @@ hlo_status min_minify(const hlo_module *module, rt_value *const *inputs, int inp
     bool known_hang = options->failure && options->failure->kind == MIN_HANG;
     if (!known_hang) {
       shrink(&ctx);
-      shrink_data(&ctx);
+      /* the rewrites deferred while the record served large inputs, once smaller shapes made
+       * them small (not after simpler inputs: they would rewrite the generators) */
+      if (shrink_data(&ctx) && !report->wins[MIN_INPUTS] && !min_inputs_large(&ctx) && min_strategy_rewrite(&ctx))
+        shrink(&ctx);
       report->stopped_early = ctx.error == HLO_OK && min_stopped(&ctx);
       if (ctx.error == HLO_OK) recheck(&ctx);
     }

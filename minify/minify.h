@@ -150,7 +150,8 @@ hlo_opcode min_opcode_in_message(const hlo_module *module, const char *message);
  *   attributes slices, pads and windows made plainer (starts 0, strides 1, no padding)
  *   types     f64 to f32, s64 to s32, bf16 and f16 to f32, module and inputs together
  *   metadata  debug attributes, frontend attributes, sharding and written layouts dropped
- * and the cuts run again after any of them wins.
+ * and the cuts run again after any of them wins; a module checked against the scan's record
+ * rewrites only once its inputs are small (after shapes below, then the loop runs again).
  * Then, while the repro's inputs exceed small_inputs_bytes, on data:
  *   shapes    a dim size the parameters share made smaller (1, then halvings), the graph's
  *             shapes inferred again (shapes.c)
