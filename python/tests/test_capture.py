@@ -127,3 +127,23 @@ def test_bool_and_integer_inputs():
     ints = torch.tensor([3, -2, 5])
     x = torch.tensor([1.5, 2.0, -1.0])
     assert c(mask, ints, x).tolist() == [4.5, 4.0, -5.0]
+
+
+def test_boolean_mask_index_runs_eagerly_and_retraces_on_another_count(capfd):
+    """x[mask]'s size depends on the mask's values: it runs eagerly between compiled parts,
+    and a call whose mask selects another count traces again (the graph after it read the
+    count: a mean over the selected entries)."""
+    def f(x, m):
+        y = x[m > 0]
+        return y.sum() / y.shape[0], x * 2
+
+    g = torch.Generator().manual_seed(3)
+    x, m = torch.randn(4, 3, generator=g), torch.randn(4, 3, generator=g)
+    c = lt.compile(f)
+    for mask in [m, -m, m, m.abs() + 1]:
+        got, want = c(x, mask), f(x, mask)
+        close(got[0], want[0], 1e-5)
+        assert torch.equal(got[1], want[1])
+    err = capfd.readouterr().err
+    assert err.count("aten.index.Tensor is not lowered: it runs eagerly, 2 compiled parts around") == 1, err
+    assert err.count("a call with another result size traces again") == 1, err

@@ -16,6 +16,8 @@ I = torch.randint(-7, 8, (3, 5), generator=g)
 J = torch.randint(1, 5, (3, 5), generator=g)
 B = torch.rand(3, 5, generator=g) > 0.5
 IDX = torch.tensor([2, 0, 2, 1])
+CUBE = torch.randn(3, 5, 4, generator=g)
+LONG = torch.randn(2, 37, generator=g)
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 NO_HALF = [torch.float32, torch.float64, torch.bfloat16]  # eager has no f16 cpu kernel
 
@@ -41,12 +43,21 @@ CASES = {
     "roll_flip": (lambda a: torch.roll(a, 2, 1) + torch.roll(a, (1, -2), (0, 1)) + torch.flip(a, [0, 1]) + torch.roll(a, 4), [X], FLOATS),
     "meshgrid": (lambda a: sum(t for t in torch.meshgrid(a[0], a[1, :4], indexing="ij")) + torch.meshgrid(a[0], a[1], indexing="xy")[0].sum(), [X], FLOATS),
     "cumsum": (lambda a: torch.cumsum(a, 1) + torch.cumsum(a, 0) * 2, [X], FLOATS[:2]),
+    "cumsum_long_dim": (lambda a: torch.cumsum(a, 1) + torch.cumsum(a.t(), 0).t() * 2, [LONG], FLOATS[:2]),
     "sort": (lambda a: torch.cat([torch.sort(a, 1)[0], torch.sort(a, 0, descending=True)[0]], 0), [X], FLOATS[:2]),
     "sort_indices": (lambda a: torch.sort(a, 1)[1] * 10 + torch.sort(a, 0, descending=True)[1], [X], FLOATS[:2]),
     "topk": (lambda a: torch.topk(a, 2, 1)[0].sum() + torch.topk(a, 2, 0, largest=False)[0].sum(0)[:3] + torch.topk(a, 3)[1].to(a.dtype), [X], FLOATS[:2]),
     "index_tensor": (lambda a: a[IDX] + a[:, IDX].t()[:, :3].sum() + a[IDX, IDX] .sum() + a[torch.tensor([[0, -1]])].sum(), [X], FLOATS),
     "index_put": (lambda a, b: a.index_put((IDX[1:],), b[:3]) + a.index_put((IDX[:3],), b[:3], accumulate=True)
                   + a.index_put((IDX,), b[:, :1], accumulate=True), [X[:3], torch.randn(4, 5, generator=g)], FLOATS[:2]),
+    "index_put_repeated_index": (lambda a, b: a.index_put((IDX,), b) + a.index_put((IDX[:, None], torch.tensor([[1, 4, 1]])), b[0, 0] * 3),
+                                 [X[:3], torch.randn(4, 5, generator=g)], FLOATS),
+    "index_non_adjacent": (lambda a: a[IDX, :, IDX[:3, None]] + a[:, IDX[:3]][IDX[1:], ..., IDX[:3]].sum() + a[IDX[:2], 1:3, torch.tensor([0, 3])].t().sum(),
+                           [CUBE], FLOATS),
+    "index_put_non_adjacent": (lambda a, b: torch.ops.aten.index_put(a, [IDX[1:], None, torch.tensor([3, 0, 1])], b)
+                               + torch.ops.aten.index_put(a, [IDX[1:], None, torch.tensor([3, 0, 1])], b[:1, :1], True),
+                               [CUBE, torch.randn(3, 5, generator=g)], FLOATS),
+    "mask_setitem": (lambda a: _mask_setitem(a), [CUBE], FLOATS),
     "setitem": (lambda a, b: _setitem(a, b), [X, Y], FLOATS),
     "gather_scatter": (lambda a: torch.gather(a, 1, torch.tensor([[0, 4], [1, 1], [3, 2]])).sum() + a.index_select(1, torch.tensor([4, 0])).sum(0)
                        + torch.zeros_like(a).scatter(1, torch.tensor([[1], [0], [4]]), a[:, :1]).sum(1, keepdim=True)[:2].t().sum(), [X], FLOATS[:2]),
@@ -71,6 +82,14 @@ def _setitem(a, b):
     return a
 
 
+def _mask_setitem(a):
+    a = a.clone()
+    a[a > 0.5] = 0.25
+    a[a[:, :, 0] < 0] = -1.0
+    a[a.sum(2) > 1] = 2
+    return a
+
+
 def _slice_update(a):
     a = a * 1
     a[:, 2:].mul_(2)
@@ -86,6 +105,8 @@ INT_CASES = {
     "int_bitwise": (lambda a, b: (a & b) + (a | b) * 3 + (a ^ b) * 7 + (~a), [I, J]),
     "int_cumsum_argmax": (lambda a, b: torch.cumsum(a, 1) + a.argmax(1, keepdim=True) + torch.cumsum(a > 0, 0), [I, J]),
     "int_sort_topk": (lambda a, b: torch.sort(a, 1, descending=True)[0] + torch.topk(b, 2)[0].sum(), [I, J]),
+    "int_index_put_repeated_non_adjacent": (lambda a, b: a.index_put((IDX[:3],), b) + (a[:, :, None] * torch.tensor([1, 2]))[IDX[:2], 1:3, torch.tensor([1, 0])].sum(),
+                                            [I, J]),
     "int_index_roll_stack": (lambda a, b: a[IDX[:3]] + torch.roll(b, 1, 0) + torch.stack([a, b]).sum(0) + a.triu(), [I, J]),
     "bool_logic": (lambda p, q: (p & q) | (p ^ ~q) | torch.logical_xor(p, q) & torch.logical_not(p) | torch.logical_or(p, q) & torch.logical_and(p, q), [B, ~B.t()[:3, :3].repeat(1, 2)[:, :5]]),
     "bool_arith": (lambda p, q: p.sum(1) + (p.long() * 3 + q.long()).sum(0).max() + torch.where(p, 2, -1).sum(), [B, ~B]),

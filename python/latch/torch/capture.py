@@ -155,12 +155,52 @@ def unlowered_nodes(gm, eager=()):
     return [n for n in gm.graph.nodes if not _lowerable(n, eager)]
 
 
+class Resized(Exception):
+    """An op that ran eagerly in a split graph gave a result of another size than at the
+    trace (a boolean mask selecting another count): the graph after it was traced at the old
+    size, so the call traces again."""
+
+
+class _SizeChecked:
+    """An eagerly run op that checks its tensor results have the sizes the trace saw."""
+
+    def __init__(self, op, shapes):
+        self.op, self.shapes = op, shapes
+        self.__name__ = str(op)
+
+    def __call__(self, *args, **kwargs):
+        out = self.op(*args, **kwargs)
+        got = [tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in pytree.tree_flatten(out)[0]]
+        if any(want is not None and g is not None and g != want for g, want in zip(got, self.shapes)):
+            raise Resized(f"{self.op} gave a result of another size than at the trace")
+        return out
+
+
+def _traced_shapes(node):
+    """The sizes of node's tensor results at the trace, in pytree's order (fx's TensorMetadata
+    is a named tuple: a leaf here)."""
+    def flat(meta):
+        if hasattr(meta, "shape"):
+            return [tuple(meta.shape)]
+        if isinstance(meta, (list, tuple)):
+            return [s for m in meta for s in flat(m)]
+        return [None]
+    meta = node.meta.get("tensor_meta")
+    return flat(meta) if meta is not None else []
+
+
+def _write_back(node):
+    return node.op == "call_function" and node.target is torch.ops.aten.copy_.default
+
+
 def split(gm, eager=()):
     """gm cut into parts: each node that cannot be lowered (not in LOWERINGS, or named in
     eager) runs in an eager part; the others gather into as few lowered parts as their
     dependencies allow (a lowered node joins the part after the last eager node it depends
-    on). Returns (split GraphModule, {part name: lowered?}, [unlowered op names]) or None
-    when every node is lowered."""
+    on; the write-backs of a functional graph join the last lowered part, so a call that
+    stops at an eager op has updated nothing). An eager op whose result has another size
+    than at the trace raises Resized. Returns (split GraphModule, {part name: lowered?},
+    [unlowered op names]) or None when every node is lowered."""
     depth, part, ops = {}, {}, []
     for node in gm.graph.nodes:
         inputs = [a for a in node.all_input_nodes if a in depth]
@@ -177,6 +217,17 @@ def split(gm, eager=()):
                 ops.append(name)
     if not ops:
         return None
+    last = 2 * max(depth.values())
+    for node in gm.graph.nodes:
+        if _write_back(node) and node.args[0].op == "placeholder":
+            part[node] = last
     cut = split_module(gm, None, lambda node: part[node])
     kinds = {name: int(name.split("_")[-1]) % 2 == 0 for name, _ in cut.named_children()}
+    for name, lowered in kinds.items():
+        if not lowered:
+            sub = getattr(cut, name)
+            for node in sub.graph.nodes:
+                if node.op == "call_function" and node.target is not operator.getitem and _traced_shapes(node):
+                    node.target = _SizeChecked(node.target, _traced_shapes(node))
+            sub.recompile()
     return cut, kinds, ops

@@ -28,7 +28,7 @@ from torch.utils import _pytree as pytree
 
 from .. import _latch
 from . import autograd, dtypes as D, guards
-from .capture import TraceFailed, capture, plain, split, unlowered_nodes
+from .capture import Resized, TraceFailed, capture, plain, split, unlowered_nodes
 from . import check as check_eager
 from .lowering import LOWERINGS
 
@@ -330,10 +330,22 @@ class Compiled(_latch.Compiled):
         return graphs.plans[key]
 
     def _run_plan(self, graphs, args):
-        cut, g = self._plan(graphs, args)
-        state = [d[k] for d, k, _ in graphs.state] if g.functional else []
-        out = cut(*args, *state)
-        return pytree.tree_unflatten(pytree.tree_flatten(out)[0], g.spec)
+        """The split plan's call; when an eager op's result has another size than at the trace
+        (a boolean mask's count), the call traces again at these values."""
+        for attempt in range(2):
+            cut, g = self._plan(graphs, args)
+            state = [d[k] for d, k, _ in graphs.state] if g.functional else []
+            try:
+                out = cut(*args, *state)
+            except Resized as e:
+                if attempt:
+                    raise
+                self._say(f"{e}: a call with another result size traces again")
+                key = self._signature(graphs, args)
+                graphs.graphs.pop(key, None)
+                graphs.plans.pop(key, None)
+                continue
+            return pytree.tree_unflatten(pytree.tree_flatten(out)[0], g.spec)
 
     # The warm call is _latch.Compiled's (C): the guards, the cached executable, torch
     # outputs. These are its Python paths.

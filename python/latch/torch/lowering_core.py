@@ -4,17 +4,21 @@ decompositions in the models PyTorch users run.
 
   take (a helper)            entries along one dim at int64 indices: the dim moved first, the
                              rest flattened, latch's embedding gather, moved back
-  index.Tensor               advanced indexing on adjacent dims: one linear index, take
-  index_put, slice_scatter,  a scatter as a one-hot product over the written rows (a sum
-  select_scatter             when accumulating, the written value otherwise); a step-1 slice
-                             as a pad and a select
+  index.Tensor               advanced indexing: one linear index over the indexed dims,
+                             take; indexed dims that are not adjacent are moved first
+                             (PyTorch's rule: their result dims come first)
+  index_put, slice_scatter,  a scatter over the written rows: a sum of one-hot products when
+  select_scatter             accumulating; else each row takes the last value written to it
+                             (as PyTorch's CPU kernels do for a repeated index), a gather;
+                             a step-1 slice as a pad and a select; x[mask] = value as a where
   as_strided                 a reshape when the strides are contiguous up to size-1 dims,
                              else a gather of the flat offsets
   roll, flip, pad modes,     take with an index list computed here
   upsample_nearest2d
   unbind, unsafe_split       slices
   baddbmm, addbmm            a batched product scaled and added
-  cumsum, sort, topk         a comparison matrix along the dim (n x n), reduced: exact,
+  cumsum                     a log-step scan: log2(n) shifted adds along the dim
+  sort, topk                 a comparison matrix along the dim (n x n), reduced: exact,
                              quadratic in the dim's size
   fill, zero, clamp_min/max, trunc, round, reciprocal, floor_divide, xor, linalg_vector_norm,
   leaky_relu, where with scalars: elementwise from latch's ops
@@ -89,6 +93,17 @@ def _linear_index(x, indices):
     return at[0], len(at), lin
 
 
+def _fronted(x, indices):
+    """x and indices with the indexed dims moved first when they are not adjacent (PyTorch's
+    rule: the result's indexed dims then come first), and the permutation (None: unmoved)."""
+    indices = list(indices) + [None] * (x.rank - len(indices))
+    at = [d for d, t in enumerate(indices) if t is not None]
+    if not at or at == list(range(at[0], at[0] + len(at))):
+        return x, indices, None
+    perm = at + [d for d in range(x.rank) if d not in at]
+    return L.permute(x, perm), [indices[d] for d in at] + [None] * (x.rank - len(at)), perm
+
+
 def _merged(x, first, count):
     v = list(x.shape)
     return L.reshape(x, v[:first] + [math.prod(v[first:first + count])] + v[first + count:])
@@ -96,7 +111,8 @@ def _merged(x, first, count):
 
 @lowers(aten.index.Tensor)
 def index(x, indices):
-    first, count, lin = _linear_index(x, list(indices))
+    x, indices, _ = _fronted(x, indices)
+    first, count, lin = _linear_index(x, indices)
     return take(_merged(x, first, count), first, lin)
 
 
@@ -121,19 +137,22 @@ def gather(x, dim, idx, sparse_grad=False):
 # ---- scatters ----
 
 def _scatter_rows(xm, lin, vals, accumulate):
-    """xm [N, R] with rows lin [K] written (or added) from vals [K, R]."""
+    """xm [N, R] with rows lin [K] written (or added) from vals [K, R]. Written, a row that
+    lin names more than once takes the last of its values, as PyTorch's CPU kernels do."""
     n, k = xm.dim(0), lin.dim(0)
     hits = L.compare(EQ, L.iota(D.I64, [n, 1], 0), L.reshape(lin, [1, k]))  # [N, K]
+    if not accumulate:
+        last = L.reduce(RMAX, L.where(hits, L.iota(D.I64, [1, k], 1), L.full(D.I64, [], -1.0)), [1], True)  # [N, 1]
+        written = L.compare(GE, last, _zero(D.I64))
+        picked = take(vals, 0, L.reshape(L.binary(MAX, last, _zero(D.I64)), [n]))
+        return L.where(written, picked, xm)
     if xm.dtype in (D.F32, D.F64):
         contrib = L.matmul(L.cast(hits, xm.dtype), vals)
     else:
         spread = L.where(L.reshape(hits, [n, k, 1]), L.reshape(vals, [1, k, -1]), _zero(vals.dtype))
         contrib = L.reduce(SUM, L.cast(spread, D.F64) if xm.dtype in (D.F16, D.BF16) else spread, [1], False)
         contrib = L.cast(contrib, xm.dtype)
-    if accumulate:
-        return L.binary(ADD, xm, contrib)
-    written = L.compare(GT, L.reduce(RMAX, L.cast(hits, D.I32), [1], True), L.full(D.I32, [], 0.0))
-    return L.where(written, contrib, xm)
+    return L.binary(ADD, xm, contrib)
 
 
 def _put(x, first, count, lin, vals, accumulate):
@@ -163,8 +182,27 @@ def _put(x, first, count, lin, vals, accumulate):
 @lowers(aten.index_put.default, aten._unsafe_index_put.default if hasattr(aten, "_unsafe_index_put")
         else aten.index_put.default)
 def index_put(x, indices, vals, accumulate=False):
-    first, count, lin = _linear_index(x, list(indices))
-    return _put(x, first, count, lin, vals, accumulate)
+    indices = list(indices)
+    masks = [t for t in indices if t is not None and t.dtype == D.BOOL]
+    if masks:
+        return _put_masked(x, indices, vals, accumulate)
+    moved, indices, perm = _fronted(x, indices)
+    first, count, lin = _linear_index(moved, indices)
+    out = _put(moved, first, count, lin, vals, accumulate)
+    return L.permute(out, [perm.index(i) for i in range(x.rank)]) if perm else out
+
+
+def _put_masked(x, indices, vals, accumulate):
+    """x[mask] = v with one boolean mask over x's leading dims and one value (a scalar or a
+    one-element tensor): a where, whatever the count of True entries."""
+    if len(indices) != 1 or indices[0].rank > x.rank or math.prod(vals.shape) != 1:
+        raise Unsupported("aten.index_put with a boolean mask and more than one value")
+    mask = indices[0]
+    if list(mask.shape) != list(x.shape)[:mask.rank]:
+        raise Unsupported("aten.index_put with a boolean mask that is not x's leading dims")
+    mask = L.reshape(mask, list(mask.shape) + [1] * (x.rank - mask.rank))
+    v = L.reshape(L.cast(vals, x.dtype) if vals.dtype != x.dtype else vals, [])
+    return L.where(mask, L.binary(ADD, x, v) if accumulate else L.broadcast_to(v, list(x.shape)), x)
 
 
 @lowers(aten.index_put_.default)
@@ -379,19 +417,21 @@ def _last(x, dim):
 
 @lowers(aten.cumsum.default)
 def cumsum(x, dim, dtype=None):
+    """A log-step scan: log2(n) adds of the running sums shifted by 1, 2, 4, ... along dim."""
     if dtype is not None:
         x = L.cast(x, D.latch_dtype(dtype))
     elif x.dtype in (D.BOOL, D.I8, D.I16, D.I32, D.U8):
         x = L.cast(x, D.I64)
     if x.rank == 0:
         return x
-    moved, back, dim = _last(x, dim)
-    n = x.dim(dim)
-    upto = L.compare(LE, L.iota(D.I64, [n, n], 1), L.iota(D.I64, [n, n], 0))  # [i, j]: j <= i
-    shape = list(moved.shape)
-    spread = L.where(upto, L.reshape(moved, shape[:-1] + [1, n]), _zero(moved.dtype))
-    out = L.reduce(SUM, spread, [len(shape)], False)
-    return L.permute(out, back) if back != list(range(x.rank)) else out
+    dim = norm_dim(dim, x.rank)
+    n, shift = x.dim(dim), 1
+    while shift < n:
+        low, high = [0] * x.rank, [0] * x.rank
+        low[dim] = shift
+        x = L.binary(ADD, x, L.pad(L.slice(x, dim, 0, n - shift, 1), low, high, 0.0))
+        shift *= 2
+    return x
 
 
 def _ranks(moved, descending):
