@@ -25,6 +25,9 @@ CASES = {
     # name: (fn, inputs, dtypes the float inputs take)
     "floor_ceil_round_trunc": (lambda a: a.floor() + a.ceil() * 2 + torch.round(a * 3) + torch.trunc(a * 3), [X * 3], NO_HALF),
     "sign_abs_neg": (lambda a: torch.sign(a) * 5 + a.abs() - a, [X], FLOATS),
+    "nan_to_num": (lambda a: torch.nan_to_num(torch.log(a)) + torch.nan_to_num(a / 0, 1.0, 2.0, -3.0)
+                   + (torch.nan_to_num(a / 0) == torch.finfo(a.dtype).max).to(a.dtype) * 4
+                   + (torch.nan_to_num(a / 0) == torch.finfo(a.dtype).min).to(a.dtype) * 8, [X], NO_HALF),
     "expm1_log1p": (lambda a: torch.expm1(a) + torch.log1p(a.abs()), [X], NO_HALF),
     "silu_hardswish_hardsigmoid": (lambda a: F.silu(a) + F.hardswish(a * 3) + F.hardsigmoid(a * 3), [X], NO_HALF),
     "leaky_relu_elu": (lambda a: F.leaky_relu(a, 0.2) + F.elu(a), [X], NO_HALF),
@@ -46,6 +49,7 @@ CASES = {
     "cumsum_long_dim": (lambda a: torch.cumsum(a, 1) + torch.cumsum(a.t(), 0).t() * 2, [LONG], FLOATS[:2]),
     "sort": (lambda a: torch.cat([torch.sort(a, 1)[0], torch.sort(a, 0, descending=True)[0]], 0), [X], FLOATS[:2]),
     "sort_indices": (lambda a: torch.sort(a, 1)[1] * 10 + torch.sort(a, 0, descending=True)[1], [X], FLOATS[:2]),
+    "sort_long_dim_nan_ties": (lambda a: _sort_nan_ties(a), [LONG], FLOATS[:2]),
     "topk": (lambda a: torch.topk(a, 2, 1)[0].sum() + torch.topk(a, 2, 0, largest=False)[0].sum(0)[:3] + torch.topk(a, 3)[1].to(a.dtype), [X], FLOATS[:2]),
     "index_tensor": (lambda a: a[IDX] + a[:, IDX].t()[:, :3].sum() + a[IDX, IDX] .sum() + a[torch.tensor([[0, -1]])].sum(), [X], FLOATS),
     "index_put": (lambda a, b: a.index_put((IDX[1:],), b[:3]) + a.index_put((IDX[:3],), b[:3], accumulate=True)
@@ -88,6 +92,13 @@ def _mask_setitem(a):
     a[a[:, :, 0] < 0] = -1.0
     a[a.sum(2) > 1] = 2
     return a
+
+
+def _sort_nan_ties(a):
+    """Values and indices of a stable sort with NaNs and repeated values."""
+    a = torch.where(a > 1.2, float("nan"), torch.round(a * 2))
+    up, down = torch.sort(a, stable=True, dim=1), torch.sort(a, stable=True, dim=1, descending=True)
+    return torch.cat([up[0], down[0], up[1].to(a.dtype), down[1].to(a.dtype)], 0).nan_to_num(-99.0)
 
 
 def _slice_update(a):

@@ -18,10 +18,11 @@ decompositions in the models PyTorch users run.
   unbind, unsafe_split       slices
   baddbmm, addbmm            a batched product scaled and added
   cumsum                     a log-step scan: log2(n) shifted adds along the dim
-  sort, topk                 a comparison matrix along the dim (n x n), reduced: exact,
-                             quadratic in the dim's size
+  sort, topk                 a stable bitonic network along the dim (padded to a power of
+                             two p): log2(p)^2 / 2 compare-exchange steps, entries carried
+                             with their indices
   fill, zero, clamp_min/max, trunc, round, reciprocal, floor_divide, xor, linalg_vector_norm,
-  leaky_relu, where with scalars: elementwise from latch's ops
+  leaky_relu, nan_to_num, where with scalars: elementwise from latch's ops
   _transformer_encoder_layer_fwd  PyTorch's fused encoder layer (its inference fast path):
                              attention, residuals, layer norms and the feed-forward, in either
                              norm order, with an optional additive or boolean mask"""
@@ -434,30 +435,70 @@ def cumsum(x, dim, dtype=None):
     return x
 
 
-def _ranks(moved, descending):
-    """Each entry's place in a stable sort along the last dim (int64)."""
+def _before(a, ai, b, bi, n, descending, floats):
+    """Whether entry (a, index ai) goes before (b, bi) in a stable sort: NaN after every
+    number ascending, before every number descending (PyTorch's order); the padding past n
+    after everything."""
+    if floats:
+        a_nan, b_nan = L.compare(NE, a, a), L.compare(NE, b, b)
+        if descending:
+            first = L.binary(OR, L.compare(GT, a, b), L.binary(AND, a_nan, L.unary(NOT, b_nan)))
+        else:
+            first = L.binary(OR, L.compare(LT, a, b), L.binary(AND, L.unary(NOT, a_nan), b_nan))
+        same = L.binary(OR, L.compare(EQ, a, b), L.binary(AND, a_nan, b_nan))
+    else:
+        first = L.compare(GT if descending else LT, a, b)
+        same = L.compare(EQ, a, b)
+    limit = L.full(D.I64, [], float(n))
+    return L.binary(AND, L.compare(LT, ai, limit), L.binary(OR, L.compare(GE, bi, limit), L.binary(
+        OR, first, L.binary(AND, same, L.compare(LT, ai, bi)))))
+
+
+def _bitonic(moved, descending):
+    """(values, int64 indices) of moved sorted along its last dim, stably: a bitonic network
+    over the dim padded to a power of two, its entries carried with their indices (log2(p)
+    (log2(p) + 1) / 2 compare-exchange steps, each elementwise over the whole tensor)."""
     shape = list(moved.shape)
-    n = shape[-1]
-    a = L.reshape(moved, shape[:-1] + [n, 1])   # entry i
-    b = L.reshape(moved, shape[:-1] + [1, n])   # entry j
-    before = L.compare(GT if descending else LT, b, a)
-    j_first = L.compare(LT, L.iota(D.I64, [n, n], 1), L.iota(D.I64, [n, n], 0))
-    ties = L.binary(AND, L.compare(EQ, b, a), j_first)
-    ahead = L.binary(OR, before, ties)
-    return L.reduce(SUM, L.cast(ahead, D.I64), [len(shape)], False)  # [..., n]
+    n, lead = shape[-1], shape[:-1]
+    p = 1 << max(n - 1, 0).bit_length()
+    floats = moved.dtype in D.FLOATS
+    vals = L.pad(moved, [0] * len(shape), [0] * (len(shape) - 1) + [p - n], 0.0) if p > n else moved
+    idx = L.broadcast_to(L.iota(D.I64, [p], 0), lead + [p])
+    k = 2
+    while k <= p:
+        j = k // 2
+        while j:
+            blocks = p // (2 * j)
+            up = L.from_torch(torch.tensor([((b * 2 * j) & k) == 0 for b in range(blocks)]).reshape(blocks, 1))
+            v = L.reshape(vals, lead + [blocks, 2, j])
+            i = L.reshape(idx, lead + [blocks, 2, j])
+            r = len(lead) + 1
+            a, b = L.slice(v, r, 0, 1, 1), L.slice(v, r, 1, 2, 1)
+            ai, bi = L.slice(i, r, 0, 1, 1), L.slice(i, r, 1, 2, 1)
+            a, b, ai, bi = (L.reshape(t, lead + [blocks, j]) for t in (a, b, ai, bi))
+            swap = L.where(up, _before(b, bi, a, ai, n, descending, floats), _before(a, ai, b, bi, n, descending, floats))
+            pair = lead + [blocks, 1, j]
+            vals = L.reshape(L.concat([L.reshape(L.where(swap, b, a), pair), L.reshape(L.where(swap, a, b), pair)], r),
+                             lead + [p])
+            idx = L.reshape(L.concat([L.reshape(L.where(swap, bi, ai), pair), L.reshape(L.where(swap, ai, bi), pair)], r),
+                            lead + [p])
+            j //= 2
+        k *= 2
+    return vals, idx
 
 
 def _sorted(x, dim, descending, count=None):
     if x.rank == 0:
         return x, L.full(D.I64, [], 0.0)
+    if x.dtype == D.BOOL:
+        vals, idx = _sorted(L.cast(x, D.I32), dim, descending, count)
+        return L.cast(vals, D.BOOL), idx
     moved, back, dim = _last(x, dim)
-    shape = list(moved.shape)
-    n = shape[-1]
+    n = moved.dim(moved.rank - 1)
     count = n if count is None else count
-    rank = _ranks(moved, descending)
-    place = L.compare(EQ, L.reshape(rank, shape[:-1] + [1, n]), L.iota(D.I64, [count, 1], 0))  # [..., r, i]
-    vals = L.reduce(SUM, L.where(place, L.reshape(moved, shape[:-1] + [1, n]), _zero(moved.dtype)), [len(shape)], False)
-    idx = L.reduce(SUM, L.where(place, L.iota(D.I64, [1, n], 1), _zero(D.I64)), [len(shape)], False)
+    vals, idx = _bitonic(moved, descending)
+    if count != vals.dim(vals.rank - 1):
+        vals, idx = L.slice(vals, vals.rank - 1, 0, count, 1), L.slice(idx, idx.rank - 1, 0, count, 1)
     if back != list(range(x.rank)):
         vals, idx = L.permute(vals, back), L.permute(idx, back)
     return vals, idx
@@ -465,6 +506,11 @@ def _sorted(x, dim, descending, count=None):
 
 @lowers(aten.sort.default)
 def sort(x, dim=-1, descending=False):
+    return _sorted(x, dim, descending)
+
+
+@lowers(aten.sort.stable)
+def sort_stable(x, stable=None, dim=-1, descending=False):
     return _sorted(x, dim, descending)
 
 
@@ -635,6 +681,20 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, dtype=None):
         return L.unary(SQRT, L.reduce(SUM, L.binary(MUL, x, x), dims, keepdim))
     total = L.reduce(SUM, L.binary(POW, a, const(float(ord), x.dtype)), dims, keepdim)
     return L.binary(POW, total, const(1.0 / ord, x.dtype))
+
+
+@lowers(aten.nan_to_num.default)
+def nan_to_num(x, nan=None, posinf=None, neginf=None):
+    """NaN, +inf and -inf replaced (by 0 and the dtype's largest and lowest finite values
+    unless given)."""
+    if x.dtype not in D.FLOATS:
+        return x
+    info = torch.finfo(D.TO_TORCH[x.dtype])
+    big = const(info.max if posinf is None else posinf, x.dtype)
+    low = const(info.min if neginf is None else neginf, x.dtype)
+    x = L.where(L.compare(NE, x, x), const(0.0 if nan is None else nan, x.dtype), x)
+    x = L.where(L.compare(EQ, x, const(math.inf, x.dtype)), big, x)
+    return L.where(L.compare(EQ, x, const(-math.inf, x.dtype)), low, x)
 
 
 @lowers(aten.sign.default)
