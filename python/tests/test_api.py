@@ -215,6 +215,26 @@ def test_explain_whole_and_fallback(capsys):
     assert "Sequential: whole" in out and "not lowered: aten.i0.default (2x)" in out
 
 
+def test_explain_captures_as_compile_does():
+    """explain sees compile's graph: in-place activations functionalized, hardswish
+    decomposed, a buffer's in-place update a write-back; nothing unlowered, verdict whole."""
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3)
+            self.act = torch.nn.Hardswish(inplace=True)
+            self.register_buffer("calls", torch.zeros(()))
+
+        def forward(self, x):
+            self.calls.add_(1)
+            return torch.nn.functional.silu(self.act(self.conv(x)), inplace=True)
+
+    r = lt.explain(Block().eval(), torch.randn(1, 3, 8, 8), verbose=False)
+    assert r["verdict"] == "whole" and r["unlowered"] == {}, r
+    assert not any(op.split(".")[1].endswith("_") and op != "aten.copy_.default" for op in r["ops"]), r["ops"]
+    assert "aten.hardswish.default" not in r["ops"] and r["ops"]["aten.copy_.default"] == 1, r["ops"]
+
+
 def test_explain_wrong_device_and_non_tensor_argument():
     assert lt.explain(torch.nn.Linear(2, 2).to("meta"), torch.ones(1, 2), verbose=False)["verdict"] == "error"
     r = lt.explain(lambda x, k: x * k, torch.ones(2), 3, verbose=False)

@@ -2,7 +2,8 @@
 has done.
 
 explain(model, *inputs) answers as torch._dynamo.explain does, by running: it captures the
-aten graph (make_fx, as compile's first call does), lists every op latch does not lower,
+aten graph as compile's first call does (make_fx through functionalization and the
+decompositions: latch/torch/capture.py), lists every op latch does not lower,
 then compiles a copy of the model with fullgraph=True and calls it once on the inputs, so a
 reason found only while lowering (an argument a lowering refuses) is reported too. The
 verdict is "whole" (one latch graph), "fallback" (compile would run the model eagerly, with
@@ -16,7 +17,8 @@ import torch
 
 from .. import _latch, stats as runtime_stats
 from . import api
-from .compile import Compiled
+from .capture import capture
+from .compile import Compiled, _named_state as named_state
 
 
 def _devices(model, inputs):
@@ -27,11 +29,12 @@ def _devices(model, inputs):
 
 
 def _capture(model, inputs):
-    """The aten graph compile's first call would trace (make_fx, on copies)."""
-    from torch.fx.experimental.proxy_tensor import make_fx
-    twin = copy.deepcopy(model) if isinstance(model, torch.nn.Module) else model
+    """The aten graph compile's first call would trace: latch/torch/capture.py's, through
+    functionalization and the decompositions, the module's state swapped for copies."""
+    module = model if isinstance(model, torch.nn.Module) else None
     with torch.no_grad():
-        return make_fx(twin)(*[a.detach().clone() for a in inputs])
+        return capture(lambda m, *a: (m if m is not None else model)(*a), module, named_state,
+                       [a.detach().clone() for a in inputs]).gm
 
 
 def _ops(gm):
@@ -84,7 +87,7 @@ def explain(model, *inputs, verbose=True):
             gm = _capture(model, inputs)
         except Exception as e:  # make_fx could not trace it: the call fails under latch
             result["verdict"] = "error"
-            result["reasons"].append(f"make_fx cannot trace it: {type(e).__name__}: {e}")
+            result["reasons"].append(f"make_fx cannot trace it: {e}")
         else:
             ops, unlowered = _ops(gm)
             result["ops"], result["unlowered"] = dict(ops), dict(unlowered)
