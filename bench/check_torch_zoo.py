@@ -1,7 +1,8 @@
 """make check-torch-zoo: every model of latch/zoo.py compiled by latch.torch.compile at 224
 (sequence modules: length 64), batch 1, eval mode, no_grad, on the threads given; a table of
 model, compiled whole or in parts (how many), the max difference from eager (scaled by
-1 + max |eager|), and the median latch and eager ms, with the geomean of latch / eager."""
+1 + max |eager|), and the median latch and eager ms (called in turn), with the geomean of
+latch / eager."""
 import argparse
 import math
 import os
@@ -18,6 +19,11 @@ def main():
     a = p.parse_args()
     os.environ.setdefault("LATCH_THREADS", str(a.threads))
     os.environ.setdefault("OMP_NUM_THREADS", str(a.threads))
+    # latch and PyTorch share libgomp here, which reads its wait policy once, when torch loads
+    # it: threads that spin after each parallel region take the cores the other team needs
+    # on a busy machine (mobilenet_v3_small's step 100x longer, either side). import latch
+    # sets this, but torch comes first.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import torch
     torch.set_num_threads(a.threads)
     from latch import zoo

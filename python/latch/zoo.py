@@ -96,20 +96,23 @@ def _flat(out):
     return [t for t in torch.utils._pytree.tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
 
 
-def _ms(fn, repeat):
-    times = []
+def _median_ms(fns, repeat):
+    """Each fn's median ms over repeat calls, the fns called in turn (latch, eager, latch, ...)
+    so that a machine slowing for a while weighs on each alike."""
+    times = [[] for _ in fns]
     for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return sorted(times)[len(times) // 2]
+        for fn, kept in zip(fns, times):
+            start = time.perf_counter()
+            fn()
+            kept.append((time.perf_counter() - start) * 1e3)
+    return [sorted(t)[len(t) // 2] for t in times]
 
 
 def check(name, size, repeat=0):
     """Compile name's model, call it twice, compare with eager: a dict with whole (compiled as
     one graph), parts (compiled parts of a split graph, 0 when whole), eager_ops, reason (why
     it ran eagerly), diff (max |latch - eager| over the outputs, scaled by 1 + max |eager|)
-    and, when repeat > 0, the median latch and eager ms over repeat calls."""
+    and, when repeat > 0, the median latch and eager ms over repeat calls of each, in turn."""
     import latch.torch as lt
     module, args = build(name, size)
     c = lt.Compiled(module, name=name)
@@ -126,6 +129,6 @@ def check(name, size, repeat=0):
                   "parts": parts, "eager_ops": list(c.eager_ops), "reason": c.eager_reason, "diff": diff,
                   "shapes_match": [g.shape for g in got] == [w.shape for w in want]}
         if repeat:  # fresh copies each call: a result kept for unchanged inputs is not timed
-            result["latch_ms"] = _ms(lambda: c(*[a.clone() for a in args]), repeat)
-            result["eager_ms"] = _ms(lambda: module(*[a.clone() for a in args]), repeat)
+            result["latch_ms"], result["eager_ms"] = _median_ms(
+                [lambda: c(*[a.clone() for a in args]), lambda: module(*[a.clone() for a in args])], repeat)
     return result
