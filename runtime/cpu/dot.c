@@ -369,8 +369,12 @@ bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in,
                          : j.few_rows ? m * (n < ROWS_COL_BLOCK ? n : ROWS_COL_BLOCK) * k
                                       : j.row_height * j.col_width * k;
       int64_t grain = per_item >= (1 << 20) ? 1 : (1 << 20) / (per_item ? per_item : 1);
-      /* oneDNN's sgemm on an item run on this thread uses the caller's team */
+      /* oneDNN's sgemm on an item run on this thread uses the caller's team; a product too
+       * small to split (under about a million multiply-adds) keeps to this thread: a team
+       * woken for it costs more than the product, and far more on a busy machine, where
+       * the woken thread waits for a core (an LSTM's step took 30x longer) */
       int team = j.on_dnnl ? rt_cpu_dnnl_team_begin() : 0;
+      if (j.on_dnnl && s.batch * j.blocks <= grain) omp_set_num_threads(1);
       rt_parallel_for(s.batch * j.blocks, grain, dot_items, &j);
       if (j.on_dnnl) omp_set_num_threads(team);
     }
