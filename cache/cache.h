@@ -116,6 +116,9 @@ cache_entry *cache_table_get_or_compile(cache_table *table, cache_key key,
 
 /* Drops a reference from get or get_or_compile; NULL is ignored. */
 void cache_table_release(cache_table *table, cache_entry *entry);
+/* Takes entry out of the table if it is still there (the caller's reference stays good until
+ * released): the next lookup of its key compiles. False when it was already gone. */
+bool cache_table_remove(cache_table *table, cache_entry *entry);
 
 void *cache_entry_value(const cache_entry *entry);
 cache_key cache_entry_key(const cache_entry *entry);
@@ -491,6 +494,10 @@ void cache_remote_reset_warnings(void);
  * cache_disk_get_or_compile (CACHE_ORIGIN_REMOTE for a remote hit). */
 void *cache_tiers_get_or_compile(cache_disk *disk, cache_remote *remote, cache_key key, const char *fingerprint,
                                  const cache_codec *codec, cache_origin *origin, double *seconds, hlo_diag *diag);
+/* Writes value to both tiers (disk or remote may be NULL), replacing what they held for the
+ * key: after a loaded entry proved useless and was compiled afresh. */
+void cache_tiers_replace(cache_disk *disk, cache_remote *remote, cache_key key, const char *fingerprint,
+                         const cache_codec *codec, const void *value);
 
 /* ---- remote_admin.c ---- */
 /* Maintenance: latch cache --remote. */

@@ -1,6 +1,12 @@
 /* The remote tier (promises in cache.h): the connection made on first use (and refused when
  * the server is a Cluster node or a Sentinel), the rest after repeated failures, warnings once
- * per kind, and the entry calls get, put and the lease. */
+ * per kind, and the entry calls get, put and the lease.
+ *
+ * fork: a child must not talk over its parent's connection (their commands and answers would
+ * interleave on one socket), nor find the lock held by a thread that the child does not have.
+ * fork waits for each tier's command in flight to end (it takes every lock: at most
+ * timeout_ms); the child then closes its copy of the socket, so its first call connects
+ * afresh, and the parent goes on with its own (pthread_atfork handlers). */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -21,6 +27,7 @@ struct cache_remote {
   bool off;                /* no secret and no unsigned=1: nothing read or written */
   atomic_bool unsupported; /* the server is a Cluster node or a Sentinel */
   pthread_mutex_t lock; /* conn, failures_in_a_row, resting_until */
+  struct cache_remote *next_open, *prev_open; /* every tier, for fork (under open_lock) */
   remote_conn conn;
   int failures_in_a_row;
   double resting_until; /* seconds on the monotonic clock */
@@ -66,6 +73,53 @@ void remote_warn_entry(cache_remote *remote, const char *name, cache_disk_proble
     warn(&warned_entry[problem], remote, "%s: %s; treated as a miss", name, cache_disk_problem_name(problem));
 }
 
+/* ---- fork ---- */
+
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static cache_remote *open_remotes;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void fork_prepare(void) {
+  pthread_mutex_lock(&open_lock);
+  for (cache_remote *r = open_remotes; r; r = r->next_open) pthread_mutex_lock(&r->lock);
+}
+
+static void fork_parent(void) {
+  for (cache_remote *r = open_remotes; r; r = r->next_open) pthread_mutex_unlock(&r->lock);
+  pthread_mutex_unlock(&open_lock);
+}
+
+static void fork_child(void) {
+  for (cache_remote *r = open_remotes; r; r = r->next_open) {
+    remote_conn_close(&r->conn); /* the child's copy of the socket; the parent's stays open */
+    r->failures_in_a_row = 0;
+    r->resting_until = 0;
+    pthread_mutex_unlock(&r->lock);
+  }
+  pthread_mutex_unlock(&open_lock);
+}
+
+static void fork_setup(void) {
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+static void list_open(cache_remote *remote) {
+  pthread_once(&fork_once, fork_setup);
+  pthread_mutex_lock(&open_lock);
+  remote->next_open = open_remotes;
+  if (open_remotes) open_remotes->prev_open = remote;
+  open_remotes = remote;
+  pthread_mutex_unlock(&open_lock);
+}
+
+static void unlist_open(cache_remote *remote) {
+  pthread_mutex_lock(&open_lock);
+  if (remote->prev_open) remote->prev_open->next_open = remote->next_open;
+  else open_remotes = remote->next_open;
+  if (remote->next_open) remote->next_open->prev_open = remote->prev_open;
+  pthread_mutex_unlock(&open_lock);
+}
+
 /* ---- open, close ---- */
 
 cache_remote *cache_remote_open(cache_remote_config *config, const char *secret, hlo_diag *diag) {
@@ -84,11 +138,13 @@ cache_remote *cache_remote_open(cache_remote_config *config, const char *secret,
   remote->off = secret_len == 0 && !remote->config.allow_unsigned;
   remote->conn.fd = -1;
   pthread_mutex_init(&remote->lock, NULL);
+  list_open(remote);
   return remote;
 }
 
 void cache_remote_close(cache_remote *remote) {
   if (!remote) return;
+  unlist_open(remote);
   remote_conn_close(&remote->conn);
   pthread_mutex_destroy(&remote->lock);
   if (remote->secret) explicit_bzero(remote->secret, remote->secret_len);

@@ -162,6 +162,11 @@ static void save(cache_disk *disk, cache_remote *remote, cache_key key, const ch
   free(bytes);
 }
 
+void cache_tiers_replace(cache_disk *disk, cache_remote *remote, cache_key key, const char *fingerprint,
+                         const cache_codec *codec, const void *value) {
+  save(disk, remote, key, fingerprint, codec, value);
+}
+
 void *cache_tiers_get_or_compile(cache_disk *disk, cache_remote *remote, cache_key key, const char *fingerprint,
                                  const cache_codec *codec, cache_origin *origin, double *seconds, hlo_diag *diag) {
   double start = cache_now_seconds();

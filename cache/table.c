@@ -27,7 +27,15 @@
  * entry with the current clock (writing only when the stamp changes, so a hot entry's line is
  * written once per insert, not once per hit). An entry hit since the last insert thus always
  * outranks the entry that insert added. When the table is full, an insert scans the entries for
- * the oldest stamp: O(capacity), on a path that has just paid for a compile. */
+ * the oldest stamp: O(capacity), on a path that has just paid for a compile.
+ *
+ * fork. A child has only the thread that forked: a compile another thread had in flight will
+ * never finish there, and a reader's epoch section never ends. So fork waits for every
+ * table's lock (held only for bookkeeping, never during a compile), and in the child the
+ * in-flight list starts empty (a lookup of such a key compiles afresh instead of waiting for
+ * a thread that is not there) and freeing the table runs its deferred frees without waiting
+ * for grace periods that cannot end (pthread_atfork handlers, registered with the first
+ * table). */
 #include "cache.h"
 
 #include <pthread.h>
@@ -101,6 +109,7 @@ struct cache_table {
   size_t removals; /* since the set last dropped its tombstones */
   pending *pending;
   cache_entry *reclaimed; /* grace period over: the table's references are to be dropped */
+  struct cache_table *next_open, *prev_open; /* every table, for fork (under open_lock) */
 
   /* Counters, on their own cache line so counting a hit does not evict the fields above
    * from other cores' caches. */
@@ -112,6 +121,55 @@ struct cache_table {
 
 static void bump(atomic_uint_fast64_t *counter, uint64_t amount) {
   atomic_fetch_add_explicit(counter, amount, memory_order_relaxed);
+}
+
+/* ---- fork ---- */
+
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static cache_table *open_tables;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static atomic_bool forked_child; /* this process is a child forked after a table existed */
+
+static void fork_prepare(void) {
+  pthread_mutex_lock(&open_lock);
+  for (cache_table *t = open_tables; t; t = t->next_open) pthread_mutex_lock(&t->lock);
+}
+
+static void fork_parent(void) {
+  for (cache_table *t = open_tables; t; t = t->next_open) pthread_mutex_unlock(&t->lock);
+  pthread_mutex_unlock(&open_lock);
+}
+
+/* The in-flight records are left to leak: their compiling threads and waiters are the
+ * parent's. */
+static void fork_child(void) {
+  atomic_store(&forked_child, true);
+  for (cache_table *t = open_tables; t; t = t->next_open) {
+    t->pending = NULL;
+    pthread_mutex_unlock(&t->lock);
+  }
+  pthread_mutex_unlock(&open_lock);
+}
+
+static void fork_setup(void) {
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+static void list_open(cache_table *table) {
+  pthread_once(&fork_once, fork_setup);
+  pthread_mutex_lock(&open_lock);
+  table->next_open = open_tables;
+  if (open_tables) open_tables->prev_open = table;
+  open_tables = table;
+  pthread_mutex_unlock(&open_lock);
+}
+
+static void unlist_open(cache_table *table) {
+  pthread_mutex_lock(&open_lock);
+  if (table->prev_open) table->prev_open->next_open = table->next_open;
+  else open_tables = table->next_open;
+  if (table->next_open) table->next_open->prev_open = table->prev_open;
+  pthread_mutex_unlock(&open_lock);
 }
 
 /* ---- epoch records ---- */
@@ -471,6 +529,14 @@ void cache_table_release(cache_table *table, cache_entry *entry) {
   if (entry) entry_unref(entry);
 }
 
+bool cache_table_remove(cache_table *table, cache_entry *entry) {
+  writer_lock(table);
+  bool there = find_locked(table, entry->key) == entry;
+  if (there) unlist(table, entry);
+  writer_unlock(table);
+  return there;
+}
+
 void *cache_entry_value(const cache_entry *entry) { return entry->value; }
 cache_key cache_entry_key(const cache_entry *entry) { return entry->key; }
 
@@ -500,6 +566,7 @@ cache_table *cache_table_new(size_t capacity, cache_destroy_fn destroy, hlo_diag
     ck_hs_destroy(&table->set);
     goto no_memory;
   }
+  list_open(table);
   return table;
 
 no_memory:
@@ -514,9 +581,13 @@ no_memory:
 
 void cache_table_free(cache_table *table) {
   if (!table) return;
+  unlist_open(table);
   writer_lock(table);
-  /* Wait out the grace periods of everything evicted, so the callbacks run now. */
-  ck_epoch_barrier(table->writer);
+  /* Wait out the grace periods of everything evicted, so the callbacks run now. In a forked
+   * child the parent's other threads' records look active forever; no reader can be in a
+   * section while the table is freed, so the callbacks run at once. */
+  if (atomic_load(&forked_child)) ck_epoch_reclaim(table->writer);
+  else ck_epoch_barrier(table->writer);
   for (size_t i = 0; i < table->count; i++) {
     table->slots[i]->next_reclaimed = table->reclaimed;
     table->reclaimed = table->slots[i];

@@ -152,6 +152,9 @@ typedef struct cap_exe {
   const rt_backend *backend;
   rt_executable *exe;
   int param_count, output_count;
+  /* Loaded from the disk or remote tier and not yet run well once: a failure of its first
+   * run takes it out of the table and compiles afresh (sync.c). */
+  atomic_bool on_trial;
 } cap_exe;
 
 struct latch_runtime {

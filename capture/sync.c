@@ -17,6 +17,7 @@ typedef struct compile_job {
   int ranks;                      /* > 1: an SPMD graph shared across the world (compile_once_per_job) */
   int job_compiles;               /* then: 1 when rank 0 compiled it, 0 when it loaded it */
   size_t shared_bytes;            /* then: the serialized executable rank 0 sent */
+  bool fresh;                     /* compile, never load, and replace the tiers' entry */
 } compile_job;
 
 /* The disk cache's codec: lowering and compiling on a miss, the backend's own serialized
@@ -85,13 +86,19 @@ static void log_compile(const compile_job *job, cache_origin origin, uint64_t ns
             g->key.lo, origin == CACHE_ORIGIN_DISK ? "disk" : "remote", (double)ns / 1e6, job_text, work);
 }
 
-/* The disk or remote cache (when on), else the backend's compile. */
+/* The disk or remote cache (when on), else the backend's compile; with job->fresh, a compile
+ * that replaces the tiers' entry. */
 static rt_executable *find_or_compile(compile_job *job, cache_origin *origin, hlo_diag *diag) {
   const cap_graph *g = job->graph;
   *origin = CACHE_ORIGIN_COMPILED;
   if (!(job->rt->disk || job->rt->remote) || !g->backend->serialize || !g->backend->deserialize)
     return codec_compile(job, diag);
   cache_codec codec = codec_of(job);
+  if (job->fresh) { /* a loaded entry failed its first run: compile, and replace it in the tiers */
+    rt_executable *exe = codec_compile(job, diag);
+    if (exe) cache_tiers_replace(job->rt->disk, job->rt->remote, g->key, job->rt->fingerprint, &codec, exe);
+    return exe;
+  }
   rt_executable *exe = cache_tiers_get_or_compile(job->rt->disk, job->rt->remote, g->key, job->rt->fingerprint, &codec,
                                                   origin, NULL, diag);
   if (exe && *origin == CACHE_ORIGIN_DISK) atomic_fetch_add(&job->rt->disk_loads, 1);
@@ -156,7 +163,7 @@ static void *compile_graph(void *ctx, hlo_diag *diag) {
   }
   uint64_t start = cap_now_ns();
   cache_origin origin;
-  rt_executable *exe = shared_in_world(job->rt, g) ? compile_once_per_job(job, &origin, diag)
+  rt_executable *exe = !job->fresh && shared_in_world(job->rt, g) ? compile_once_per_job(job, &origin, diag)
                                                    : find_or_compile(job, &origin, diag);
   if (!exe) return NULL;
   if (job->rt->log & CAP_LOG_COMPILES) log_compile(job, origin, cap_now_ns() - start);
@@ -166,7 +173,7 @@ static void *compile_graph(void *ctx, hlo_diag *diag) {
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
     return NULL;
   }
-  *value = (cap_exe){g->backend, exe, g->param_count, g->root_count};
+  *value = (cap_exe){g->backend, exe, g->param_count, g->root_count, origin != CACHE_ORIGIN_COMPILED};
   return value;
 }
 
@@ -284,18 +291,44 @@ latch_status cap_exe_run(latch_runtime *rt, const cap_exe *exe, rt_value *const 
   return status;
 }
 
+/* A loaded entry whose first run failed (made by another build of a library, for another
+ * ISA, or crafted to pass every check at load): out of the table, compiled afresh, the tiers'
+ * entry replaced, said once per process. The new entry, or NULL with status. */
+static cache_entry *recompile(latch_runtime *rt, const cap_graph *g, cache_entry *entry, latch_status *status) {
+  static atomic_bool said;
+  if (cache_table_remove(rt->cache, entry) && !atomic_exchange(&said, true))
+    fprintf(stderr, "latch: warning: compile cache: graph %016" PRIx64 "%016" PRIx64 " loaded from a cache tier "
+            "failed its first run (%s); compiled afresh and the cached entry replaced (further warnings of this kind "
+            "are not shown)\n", g->key.hi, g->key.lo, latch_last_error());
+  cache_table_release(rt->cache, entry);
+  hlo_diag diag = {0};
+  compile_job job = {.rt = rt, .graph = g, .fresh = true};
+  cache_entry *fresh = cache_table_get_or_compile(rt->cache, g->key, compile_graph, &job, &diag, NULL);
+  if (!fresh) {
+    cap_set_error("sync: %s", diag.message[0] ? diag.message : "compile failed");
+    *status = diag.status ? cap_status(diag.status) : LATCH_ERR_INTERNAL;
+  }
+  return fresh;
+}
+
 static latch_status run_graph(latch_runtime *rt, cap_graph *g) {
   latch_status status;
   cache_entry *entry = cap_exe_lookup(rt, g, &status);
   if (!entry) return status;
-  const cap_exe *exe = cache_entry_value(entry);
+  cap_exe *exe = cache_entry_value(entry);
   enum { FEW = 16 };
   rt_value *arg_buffer[FEW], *out_buffer[FEW];
   rt_value **args = g->param_count > FEW ? hlo_malloc(sizeof(rt_value *) * (size_t)g->param_count) : arg_buffer;
   rt_value **outs = g->root_count > FEW ? hlo_malloc(sizeof(rt_value *) * (size_t)g->root_count) : out_buffer;
   if (!args || !outs) status = LATCH_ERR_INTERNAL;
   for (int i = 0; status == LATCH_OK && i < g->param_count; i++) args[i] = g->params[i]->value;
-  if (status == LATCH_OK) status = cap_exe_run(rt, exe, args, outs);
+  bool ran = status == LATCH_OK;
+  if (ran) status = cap_exe_run(rt, exe, args, outs);
+  if (ran && status != LATCH_OK && atomic_load(&exe->on_trial) && (entry = recompile(rt, g, entry, &status))) {
+    exe = cache_entry_value(entry);
+    status = cap_exe_run(rt, exe, args, outs);
+  }
+  if (status == LATCH_OK && entry) atomic_store(&exe->on_trial, false);
   for (int i = 0; status == LATCH_OK && i < g->root_count; i++) cap_node_set_value(g->roots[i], outs[i]);
   if (args != arg_buffer) free(args);
   if (outs != out_buffer) free(outs);

@@ -173,6 +173,6 @@ void *cap_compile_checked(latch_runtime *rt, const cap_graph *g, hlo_diag *diag)
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
     return NULL;
   }
-  *value = (cap_exe){backend, exe, g->param_count, g->root_count};
+  *value = (cap_exe){backend, exe, g->param_count, g->root_count, false};
   return value;
 }

@@ -304,6 +304,17 @@ static void fault_describe(char *out, size_t size) {
   else if (size) out[0] = 0;
 }
 
+/* The inner backend's work and libraries, so LATCH_LOG=compiles and the fingerprint read as
+ * for the real backend. */
+static void fault_work_so_far(char *out, size_t size) {
+  if (config.inner->work_so_far) config.inner->work_so_far(out, size);
+  else if (size) out[0] = 0;
+}
+
+static const char *fault_libraries(void) {
+  return config.inner->libraries ? config.inner->libraries() : "";
+}
+
 static rt_backend wrapper_backend = {
     .name = config.name,
     .version = "fault",
@@ -313,6 +324,8 @@ static rt_backend wrapper_backend = {
     .serialize = fault_serialize,
     .deserialize = fault_deserialize,
     .describe = fault_describe,
+    .work_so_far = fault_work_so_far,
+    .libraries = fault_libraries,
 };
 
 const rt_backend *rt_fault_backend(const rt_backend *inner, const rt_fault *fault) {

@@ -6,6 +6,7 @@
 #include "eval_util.h"
 #include "runtime/runtime.h"
 #include "runtime/reference/reference.h"
+#include "runtime/cpu/cpu.h"
 
 static const char *const text =
     "HloModule m\nENTRY e {\n  x = f32[2] parameter(0)\n  n = f32[2] negate(x)\n  ROOT a = f32[2] add(n, x)\n}\n";
@@ -176,11 +177,33 @@ static void test_parse_choice(void) {
   }
 }
 
+/* The wrapper speaks for the backend it wraps: the same libraries (so the fingerprint is the
+ * same) and the same report of work done. */
+static void test_forwards_hooks(void) {
+  rt_fault f;
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  CHECK(rt_fault_parse("compile:sine", &f, &diag) == HLO_OK);
+  const rt_backend *b = rt_fault_backend(&rt_backend_cpu, &f);
+  CHECK(b != &rt_backend_cpu && b->libraries && b->work_so_far);
+  CHECK(strcmp(b->libraries(), rt_backend_cpu.libraries()) == 0);
+  CHECK(strstr(b->libraries(), "dnnl") != NULL || strstr(b->libraries(), "onednn") != NULL);
+  char inner[256], wrapped[256];
+  rt_backend_cpu.work_so_far(inner, sizeof inner);
+  b->work_so_far(wrapped, sizeof wrapped);
+  CHECK(strcmp(inner, wrapped) == 0 && wrapped[0] != '\0');
+  b = rt_fault_backend(&rt_backend_reference, &f);
+  CHECK(b->libraries && strcmp(b->libraries(), "") == 0);
+  b->work_so_far(wrapped, sizeof wrapped);
+  CHECK(wrapped[0] == '\0');
+}
+
 int main(void) {
   RUN(test_parse);
   RUN(test_parse_choice);
   RUN(test_compile_and_accuracy);
   RUN(test_pairs);
   RUN(test_crash);
+  RUN(test_forwards_hooks);
   return TEST_REPORT();
 }
