@@ -68,7 +68,9 @@ cache_disk *cache_disk_open(const char *dir, uint64_t max_bytes, const cache_dis
 static void evict(cache_disk *disk) {
   uint64_t left = 0;
   atomic_store(&disk->written_since_scan, 0);
-  atomic_fetch_add(&disk->evictions, cache_disk_evict(disk->dir, disk->max_bytes, CACHE_DISK_STALE_TEMP_SECONDS, &left));
+  if (disk->dirfd >= 0)
+    atomic_fetch_add(&disk->evictions,
+                     cache_disk_evict_at(disk->dirfd, disk->max_bytes, CACHE_DISK_STALE_TEMP_SECONDS, &left));
   atomic_store(&disk->scanned_bytes, left);
 }
 

@@ -121,4 +121,8 @@ cache_disk_problem cache_disk_read_entry(int dirfd, const char *path, cache_disk
  * 0 when it was removed, else why not (an errno; EEXIST: replaced since). */
 int cache_disk_remove_if_same(int dirfd, const char *path, dev_t dev, ino_t ino);
 
+/* ---- walking the directory (disk_scan.c) ---- */
+/* cache_disk_evict on the directory fd names (the runtime's, opened once). */
+uint64_t cache_disk_evict_at(int fd, uint64_t max_bytes, double stale_seconds, uint64_t *left_bytes);
+
 #endif

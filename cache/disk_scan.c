@@ -1,6 +1,8 @@
 /* Walking a cache directory: listing and verifying entries, least-recently-used eviction,
- * clearing. Other processes may add, replace and remove files meanwhile, so a file that
- * vanishes between readdir and open is simply skipped. */
+ * clearing. The directory is opened once (O_NOFOLLOW: not through a symlink) and every file
+ * is reached relative to that descriptor (openat, fstatat, unlinkat), so a directory swapped
+ * by path midway is not followed. Other processes may add, replace and remove files
+ * meanwhile, so a file that vanishes between readdir and open is simply skipped. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,10 +15,19 @@
 
 #include "disk_internal.h"
 
-enum { PATH_MAX_BYTES = 4096 };
+/* A stream over the directory fd names (a descriptor of its own: fdopendir takes it), or
+ * NULL with errno. */
+static DIR *open_stream(int fd) {
+  int own = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *d = own >= 0 ? fdopendir(own) : NULL;
+  if (!d && own >= 0) close(own);
+  return d;
+}
 
 static hlo_status open_dir(const char *dir, DIR **out, hlo_diag *diag) {
-  *out = opendir(dir);
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  *out = fd >= 0 ? fdopendir(fd) : NULL;
+  if (!*out && fd >= 0) close(fd);
   if (*out || errno == ENOENT) return HLO_OK; /* no directory yet: an empty cache */
   return hlo_diag_set(diag, HLO_ERR_INTERNAL, "cannot read compile cache directory %s: %s", dir, strerror(errno));
 }
@@ -37,21 +48,19 @@ hlo_status cache_disk_scan(const char *dir, bool check, bool fix, cache_disk_vis
     bool is_temp = cache_disk_is_temp_name(ent->d_name);
     size_t name_len = strlen(ent->d_name);
     if ((!is_temp && !cache_disk_is_entry_name(ent->d_name)) || name_len >= CACHE_DISK_NAME_MAX) continue;
-    char path[PATH_MAX_BYTES];
-    snprintf(path, sizeof path, "%s/%s", dir, ent->d_name);
     memset(info, 0, sizeof *info);
     memcpy(info->name, ent->d_name, name_len + 1);
     info->is_temp = is_temp;
     if (is_temp) {
       struct stat st;
-      if (lstat(path, &st) != 0) continue;
+      if (fstatat(dirfd(d), ent->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
       info->file_bytes = (uint64_t)st.st_size;
       info->mtime = st.st_mtim;
       summary->temps++;
       summary->temp_bytes += info->file_bytes;
     } else {
       cache_disk_reading r = {.check_payload = check};
-      info->problem = cache_disk_read_entry(AT_FDCWD, path, &r, info);
+      info->problem = cache_disk_read_entry(dirfd(d), ent->d_name, &r, info);
       if (info->problem == CACHE_DISK_READ_ERROR && r.errnum == ENOENT) continue;
       /* A file named for a (key, fingerprint) must hold that pair: recompute its name. */
       if (!info->problem) {
@@ -63,7 +72,7 @@ hlo_status cache_disk_scan(const char *dir, bool check, bool fix, cache_disk_vis
       summary->entry_bytes += info->file_bytes;
       if (info->problem) {
         summary->bad_entries++;
-        int failed = fix && info->problem != CACHE_DISK_READ_ERROR ? cache_disk_remove_if_same(AT_FDCWD, path, r.dev, r.ino) : -1;
+        int failed = fix && info->problem != CACHE_DISK_READ_ERROR ? cache_disk_remove_if_same(dirfd(d), ent->d_name, r.dev, r.ino) : -1;
         if (failed == 0) {
           summary->removed++;
           summary->removed_bytes += info->file_bytes;
@@ -124,9 +133,9 @@ static double age_seconds(const struct timespec *mtime, const struct timespec *n
   return (double)(now->tv_sec - mtime->tv_sec) + (double)(now->tv_nsec - mtime->tv_nsec) * 1e-9;
 }
 
-uint64_t cache_disk_evict(const char *dir, uint64_t max_bytes, double stale_seconds, uint64_t *left_bytes) {
+uint64_t cache_disk_evict_at(int fd, uint64_t max_bytes, double stale_seconds, uint64_t *left_bytes) {
   if (left_bytes) *left_bytes = 0;
-  DIR *d = opendir(dir);
+  DIR *d = open_stream(fd);
   if (!d) return 0;
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
@@ -170,5 +179,14 @@ uint64_t cache_disk_evict(const char *dir, uint64_t max_bytes, double stale_seco
   closedir(d);
   free(items);
   if (left_bytes) *left_bytes = total;
+  return evicted;
+}
+
+uint64_t cache_disk_evict(const char *dir, uint64_t max_bytes, double stale_seconds, uint64_t *left_bytes) {
+  if (left_bytes) *left_bytes = 0;
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return 0;
+  uint64_t evicted = cache_disk_evict_at(fd, max_bytes, stale_seconds, left_bytes);
+  close(fd);
   return evicted;
 }

@@ -436,7 +436,10 @@ static void remote_namespaces_and_limits(void) {
 /* A Redis Cluster node is refused when first reached, with a message saying why. */
 static void remote_cluster_refused(void) {
   redis_server s;
-  if (!redis_start(&s, NULL, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", NULL)) {
+  char bus[16]; /* the cluster bus: its own free port (the default, port + 10000, may pass 65535) */
+  snprintf(bus, sizeof bus, "%d", redis_free_port());
+  if (!redis_start(&s, NULL, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port", bus,
+                   NULL)) {
     CHECK_MSG(false, "redis-server did not start");
     return;
   }

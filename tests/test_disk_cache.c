@@ -360,6 +360,19 @@ static void lru_eviction(void) {
   CHECK_EQ_INT(cache_disk_evict(dir, UINT64_MAX, CACHE_DISK_STALE_TEMP_SECONDS, NULL), 0);
   CHECK(!file_exists(stale));
   CHECK(file_exists(fresh));
+  /* the scans open the directory once, not through a symlink, and reach files relative to it:
+   * a link to the cache is refused by verify, clear and eviction alike, its entries kept */
+  char link[512];
+  snprintf(link, sizeof link, "%s-link", dir);
+  CHECK(symlink(dir, link) == 0);
+  hlo_diag_clear(&diag);
+  CHECK(cache_disk_scan(link, true, true, NULL, NULL, &summary, &diag) == HLO_ERR_INTERNAL);
+  CHECK(strstr(diag.message, "cannot read compile cache directory") != NULL);
+  hlo_diag_clear(&diag);
+  CHECK(cache_disk_clear(link, &summary, &diag) == HLO_ERR_INTERNAL);
+  CHECK_EQ_INT(cache_disk_evict(link, 0, -1, NULL), 0);
+  CHECK(file_exists(paths[0]) && file_exists(fresh));
+  unlink(link);
   /* clear removes entries and temporary files, and nothing else */
   char other[512];
   snprintf(other, sizeof other, "%s/README", dir);
