@@ -10,7 +10,8 @@ SAN ?=
 VECTORIZE = -fvect-cost-model=dynamic
 CFLAGS_COMMON = -g $(OPT) $(VECTORIZE) $(SAN) -Wall -Wextra -Werror -D_GNU_SOURCE -I. -Iinclude -fPIC
 CFLAGS += -std=c11 $(CFLAGS_COMMON)
-# hiredis (Redis's protocol) and nettle (HMAC-SHA256) serve the compile cache's remote tier;
+# hiredis (Redis's protocol), nettle (HMAC-SHA256) and GnuTLS (rediss://) serve the compile
+# cache's remote tier;
 # openblas serves the cpu backend's products (runtime/cpu/), oneDNN its convolutions
 # (runtime/cpu/dnnl_*.c); gomp is OpenMP's runtime: oneDNN's threads and latch's own
 # parallel loops (runtime/parallel.c, built with -fopenmp) share its one pool.
@@ -19,7 +20,7 @@ CFLAGS += -std=c11 $(CFLAGS_COMMON)
 # LATCH_MPI never initialises it).
 MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null)
 MPI_LIBS := $(or $(shell pkg-config --libs ompi-c 2>/dev/null),-lmpi)
-LDLIBS = -lxxhash -lck -lhiredis -lnettle -lopenblas -ldnnl -lgomp $(MPI_LIBS) -lm -lpthread
+LDLIBS = -lxxhash -lck -lhiredis -lnettle -lgnutls -lopenblas -ldnnl -lgomp $(MPI_LIBS) -lm -lpthread
 
 LIB_C = $(sort $(wildcard hlo/*.c guards/*.c cache/*.c runtime/*.c runtime/reference/*.c runtime/cpu/*.c minify/*.c capture/*.c))
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/obj/%.o)
@@ -147,7 +148,7 @@ tsan:
 test-threads: $(THREAD_TEST_BIN)
 	@BUILD=$(BUILD) sh tests/run.sh $(THREAD_TEST_BIN)
 
-# `make soak`: two processes x SOAK_THREADS threads x SOAK_CALLS calls of traced
+# `make soak`: first two processes x SOAK_THREADS threads x SOAK_CALLS calls of traced
 # functions racing on one disk cache, every result checked against eager, RSS and open files
 # flat; a few minutes, so not in `make test`.
 SOAK_CALLS ?= 12000
@@ -155,8 +156,17 @@ SOAK_THREADS ?= 8
 $(BUILD)/soak: tests/soak/soak.c $(BUILD)/liblatch.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)
 
-soak: $(BUILD)/soak
+# Then tests/soak/soak_remote.c: SOAK_PROCESSES processes for SOAK_SECONDS on a private
+# redis-server, each in rounds with a fresh disk cache, a helper thread and a fork per round;
+# every result checked, nothing lost on the server, RSS and open files flat.
+SOAK_SECONDS ?= 120
+SOAK_PROCESSES ?= 3
+$(BUILD)/soak_remote: tests/soak/soak_remote.c tests/redis_test_util.h $(BUILD)/liblatch.a
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)
+
+soak: $(BUILD)/soak $(BUILD)/soak_remote
 	$(BUILD)/soak $(SOAK_CALLS) $(SOAK_THREADS)
+	$(BUILD)/soak_remote $(SOAK_SECONDS) $(SOAK_PROCESSES)
 
 # The minifier on MobileNetV2 with an injected culprit: minutes and gigabytes, so not in `make test`.
 minify-mobilenet: all

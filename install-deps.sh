@@ -13,6 +13,8 @@ PACKAGES=(
   libck-dev          # cache/: Concurrency Kit, lock-free reads of the in-memory table
   libhiredis-dev     # cache/: Redis's protocol (command writer, reply parser) for the remote tier
   nettle-dev         # cache/: HMAC-SHA256 signing of remote entries (LATCH_CACHE_SECRET)
+  libgnutls28-dev    # cache/remote_tls.c: TLS to Redis (rediss://) over latch's own socket, certificates verified
+  openssl            # tests/test_remote_tls.c: makes the test CA and certificates for redis-server --tls-port
   redis-server       # tests/test_remote_cache.c and test_cli_cache_remote.c start their own servers
   libgomp1           # runtime/: OpenMP's runtime, the one thread pool of oneDNN and latch's parallel loops
   libopenblas-dev    # runtime/: BLAS for dot and convolution

@@ -1,13 +1,14 @@
 /* cache/: canonical graph hashes and the compile cache's three tiers: the in-memory table,
  * the on-disk store, and the remote tier in Redis shared by a fleet. The layer's one header;
- * uses hlo/, xxhash, ck, hiredis (the protocol only), nettle and GnuTLS. Private to the disk
+ * uses hlo/, xxhash, ck, hiredis (the protocol only), nettle and GnuTLS (rediss://). Private to the disk
  * store: disk_internal.h; to the remote tier: remote_internal.h.
  *
  * The files, each under its own heading below with what it exports: clock.c, hash.c,
  * table.c; the disk store (disk.c, disk_format.c, disk_io.c, disk_scan.c, disk_trust.c,
- * disk_compile.c); the remote tier (remote_url.c, remote.c, remote_conn.c, remote_entry.c,
- * remote_sign.c, remote_compile.c, remote_admin.c). disk_trust.c, remote_conn.c,
- * remote_entry.c and remote_sign.c export only through the private headers. */
+ * disk_compile.c); the remote tier (remote_url.c, remote.c, remote_conn.c, remote_tls.c,
+ * remote_entry.c, remote_sign.c, remote_compile.c, remote_admin.c). disk_trust.c,
+ * remote_conn.c, remote_tls.c, remote_entry.c and remote_sign.c export only through the
+ * private headers. */
 #ifndef CACHE_H
 #define CACHE_H
 #include <stdbool.h>
@@ -402,6 +403,10 @@ typedef struct cache_remote_config {
   int ttl_s;              /* entries' expiry (EX), refreshed on each hit: a week; 0: never */
   int max_entry_bytes;    /* larger entries are not written: 256 MiB */
   bool allow_unsigned;    /* unsigned=1: entries without a signature are used (and written) */
+  /* rediss://: TLS (GnuTLS), the server's certificate checked against tls_ca (a PEM file;
+   * "": the system's trust store) and the host; tls_cert and tls_key: a client certificate. */
+  bool tls;
+  char tls_ca[CACHE_REMOTE_TEXT_MAX], tls_cert[CACHE_REMOTE_TEXT_MAX], tls_key[CACHE_REMOTE_TEXT_MAX];
   /* Bounds, in milliseconds; the URL's query may set each (?timeout_ms=100&...). */
   int connect_timeout_ms; /* a connection and its AUTH/SELECT: 250 */
   int timeout_ms;         /* one command, sent and answered: 250 */
@@ -429,9 +434,10 @@ typedef struct cache_remote cache_remote;
 
 /* ---- remote_url.c ---- */
 
-/* redis://[user:password@]host[:port][/db][?name=value&...] or unix://[user:password@]/path[?db=N&...];
- * user and password may be %-encoded; names: connect_timeout_ms, timeout_ms, lease_ms,
- * wait_ms, rest_ms, namespace, ttl_s, max_entry_bytes, unsigned (and db for unix).
+/* redis://[user:password@]host[:port][/db][?name=value&...], the same with rediss:// (TLS), or
+ * unix://[user:password@]/path[?db=N&...]; user and password may be %-encoded; names:
+ * connect_timeout_ms, timeout_ms, lease_ms, wait_ms, rest_ms, namespace, ttl_s,
+ * max_entry_bytes, unsigned, tls_ca, tls_cert, tls_key (and db for unix).
  * HLO_ERR_INPUT names what is wrong, never the password. */
 hlo_status cache_remote_parse_url(const char *url, cache_remote_config *config, hlo_diag *diag);
 /* Sets the namespace (HLO_ERR_INPUT when empty, too long or outside [A-Za-z0-9._-]). */

@@ -23,8 +23,7 @@ static double now_ms(void) {
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 
-/* Waits for events on fd until deadline: 1 ready, 0 timed out, -1 error (errno). */
-static int wait_for(int fd, short events, double deadline) {
+int remote_wait_for(int fd, short events, double deadline) {
   for (;;) {
     double left = deadline - now_ms();
     if (left <= 0) return 0;
@@ -37,7 +36,7 @@ static int wait_for(int fd, short events, double deadline) {
 }
 
 static remote_fail finish_connect(int fd, double deadline, char *why, size_t why_size) {
-  int ready = wait_for(fd, POLLOUT, deadline);
+  int ready = remote_wait_for(fd, POLLOUT, deadline);
   if (ready == 0) {
     snprintf(why, why_size, "connect timed out");
     return REMOTE_TIMEOUT;
@@ -107,31 +106,39 @@ static remote_fail open_tcp(const cache_remote_config *c, double deadline, int *
 
 remote_fail remote_conn_open(remote_conn *conn, const cache_remote_config *config, int timeout_ms, char *why,
                              size_t why_size) {
+  memset(conn, 0, sizeof *conn);
   conn->fd = -1;
-  conn->reader = NULL;
   double deadline = now_ms() + timeout_ms;
   int fd = -1;
   remote_fail fail = config->unix_socket ? open_unix(config->host, deadline, &fd, why, why_size)
                                          : open_tcp(config, deadline, &fd, why, why_size);
   if (fail != REMOTE_OK) return fail;
+  conn->fd = fd;
+  if (config->tls && (fail = remote_tls_start(conn, config, deadline, why, why_size)) != REMOTE_OK) {
+    remote_conn_close(conn);
+    return fail;
+  }
   conn->reader = redisReaderCreate();
   if (!conn->reader) {
-    close(fd);
+    remote_conn_close(conn);
     snprintf(why, why_size, "out of memory");
     return REMOTE_NOMEM;
   }
-  conn->fd = fd;
   return REMOTE_OK;
 }
 
 void remote_conn_close(remote_conn *conn) {
+  remote_tls_close(conn);
   if (conn->fd >= 0) close(conn->fd);
   if (conn->reader) redisReaderFree(conn->reader);
   conn->fd = -1;
   conn->reader = NULL;
 }
 
-static remote_fail send_all(int fd, const char *data, size_t len, double deadline, char *why, size_t why_size) {
+static remote_fail send_all(remote_conn *conn, const char *data, size_t len, double deadline, char *why,
+                            size_t why_size) {
+  if (conn->tls) return remote_tls_send(conn, data, len, deadline, why, why_size);
+  int fd = conn->fd;
   while (len > 0) {
     ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
     if (n > 0) {
@@ -141,7 +148,7 @@ static remote_fail send_all(int fd, const char *data, size_t len, double deadlin
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (wait_for(fd, POLLOUT, deadline) > 0) continue;
+      if (remote_wait_for(fd, POLLOUT, deadline) > 0) continue;
       snprintf(why, why_size, "timed out sending a command");
       return REMOTE_TIMEOUT;
     }
@@ -163,7 +170,10 @@ static remote_fail read_reply(remote_conn *conn, double deadline, redisReply **r
       *reply = got;
       return REMOTE_OK;
     }
-    ssize_t n = recv(conn->fd, buf, sizeof buf, 0);
+    remote_fail fail = REMOTE_OK;
+    ssize_t n = conn->tls ? remote_tls_recv(conn, buf, sizeof buf, deadline, &fail, why, why_size)
+                          : recv(conn->fd, buf, sizeof buf, 0);
+    if (conn->tls && n <= 0) return fail;
     if (n > 0) {
       if (redisReaderFeed(conn->reader, buf, (size_t)n) != REDIS_OK) {
         snprintf(why, why_size, "out of memory reading an answer");
@@ -177,7 +187,7 @@ static remote_fail read_reply(remote_conn *conn, double deadline, redisReply **r
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      if (wait_for(conn->fd, POLLIN, deadline) > 0) continue;
+      if (remote_wait_for(conn->fd, POLLIN, deadline) > 0) continue;
       snprintf(why, why_size, "no answer within the timeout");
       return REMOTE_TIMEOUT;
     }
@@ -196,7 +206,7 @@ remote_fail remote_conn_call(remote_conn *conn, int argc, const char **argv, con
     snprintf(why, why_size, "out of memory formatting a command");
     return REMOTE_NOMEM;
   }
-  remote_fail fail = send_all(conn->fd, command, (size_t)len, deadline, why, why_size);
+  remote_fail fail = send_all(conn, command, (size_t)len, deadline, why, why_size);
   if (strcmp(argv[0], "AUTH") == 0) explicit_bzero(command, (size_t)len); /* the password, in clear */
   redisFreeCommand(command);
   if (fail == REMOTE_OK) fail = read_reply(conn, deadline, reply, why, why_size);

@@ -1,12 +1,15 @@
-/* Pieces the remote tier's files share: the connection (remote_conn.c), the value format and
- * its signature (remote_entry.c, remote_sign.c) and the tier's calls (remote.c). Not for use
+/* Pieces the remote tier's files share: the connection (remote_conn.c) and its TLS
+ * (remote_tls.c), the value format and its signature (remote_entry.c, remote_sign.c) and the
+ * tier's calls (remote.c). Not for use
  * outside cache/remote*.c. */
 #ifndef CACHE_REMOTE_INTERNAL_H
 #define CACHE_REMOTE_INTERNAL_H
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <gnutls/gnutls.h>
 #include <hiredis/hiredis.h>
+#include <sys/types.h>
 
 #include "disk_internal.h"
 #include "cache.h"
@@ -20,6 +23,8 @@
 typedef struct remote_conn {
   int fd; /* -1: not connected */
   redisReader *reader;
+  gnutls_session_t tls; /* rediss://: the session over fd; NULL otherwise */
+  gnutls_certificate_credentials_t creds;
 } remote_conn;
 
 typedef enum remote_fail {
@@ -38,6 +43,21 @@ void remote_conn_close(remote_conn *conn);
 /* Sends one command and reads its reply (a Redis error reply is REMOTE_OK with that reply). */
 remote_fail remote_conn_call(remote_conn *conn, int argc, const char **argv, const size_t *lens, int timeout_ms,
                              redisReply **reply, char *why, size_t why_size);
+/* Waits for events on fd until deadline (ms on the monotonic clock): 1 ready, 0 timed out,
+ * -1 error (errno). */
+int remote_wait_for(int fd, short events, double deadline);
+
+/* ---- TLS over the connection's socket (remote_tls.c) ---- */
+/* The handshake on conn->fd (connected), the certificate verified; REMOTE_OK or why not. */
+remote_fail remote_tls_start(remote_conn *conn, const cache_remote_config *config, double deadline, char *why,
+                             size_t why_size);
+remote_fail remote_tls_send(remote_conn *conn, const char *data, size_t len, double deadline, char *why,
+                            size_t why_size);
+/* Bytes read (> 0), or 0 / -1 with *fail and why set. */
+ssize_t remote_tls_recv(remote_conn *conn, char *buf, size_t size, double deadline, remote_fail *fail, char *why,
+                        size_t why_size);
+/* Frees the session without a word to the server (the socket may be a forked parent's too). */
+void remote_tls_close(remote_conn *conn);
 
 /* ---- a value: the disk entry's bytes [+ "LATCHMAC" + HMAC-SHA256] (remote_entry.c) ---- */
 enum { REMOTE_MAC_BYTES = 32, REMOTE_TRAILER_BYTES = 8 + REMOTE_MAC_BYTES };

@@ -96,10 +96,32 @@ static hlo_status user_part(const char *text, size_t len, cache_remote_config *c
   return HLO_OK;
 }
 
+/* tls_ca, tls_cert, tls_key: a file's path, %-decoded. */
+static hlo_status query_path(const char *name, size_t name_len, const char *value, size_t len, cache_remote_config *c,
+                             bool *known, hlo_diag *diag) {
+  static const struct {
+    const char *name;
+    size_t offset;
+  } paths[] = {
+      {"tls_ca", offsetof(cache_remote_config, tls_ca)},
+      {"tls_cert", offsetof(cache_remote_config, tls_cert)},
+      {"tls_key", offsetof(cache_remote_config, tls_key)},
+  };
+  for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+    if (strlen(paths[i].name) != name_len || strncmp(name, paths[i].name, name_len) != 0) continue;
+    *known = true;
+    if (len == 0 || !decode(value, len, (char *)c + paths[i].offset, CACHE_REMOTE_TEXT_MAX))
+      return hlo_diag_set(diag, HLO_ERR_INPUT, "cache URL: %s is empty, too long or badly %%-encoded", paths[i].name);
+  }
+  return HLO_OK;
+}
+
 /* namespace=NAME and unsigned=0|1, the query's two names that are not bounds. */
 static hlo_status query_text(const char *name, size_t name_len, const char *value, size_t len, cache_remote_config *c,
                              bool *known, hlo_diag *diag) {
   char text[CACHE_REMOTE_NAMESPACE_MAX];
+  if (query_path(name, name_len, value, len, c, known, diag) != HLO_OK) return diag->status;
+  if (*known) return HLO_OK;
   if (name_len == 9 && strncmp(name, "namespace", 9) == 0) {
     *known = true;
     if (!decode(value, len, text, sizeof text))
@@ -147,7 +169,8 @@ static hlo_status query(const char *text, cache_remote_config *c, hlo_diag *diag
     if (!known)
       return hlo_diag_set(diag, HLO_ERR_INPUT,
                           "cache URL: unknown query parameter '%.*s' (connect_timeout_ms, timeout_ms, lease_ms, "
-                          "wait_ms, rest_ms, db, namespace, ttl_s, max_entry_bytes, unsigned)",
+                          "wait_ms, rest_ms, db, namespace, ttl_s, max_entry_bytes, unsigned, tls_ca, tls_cert, "
+                          "tls_key)",
                           (int)(name_len < 64 ? name_len : 64), text);
     text += len;
     if (*text == '&') text++;
@@ -192,8 +215,8 @@ static void show(cache_remote_config *c) {
   const char *auth = c->password[0] ? "***@" : "";
   if (c->unix_socket) snprintf(c->shown, sizeof c->shown, "unix://%s%s", auth, c->host);
   else if (strchr(c->host, ':'))
-    snprintf(c->shown, sizeof c->shown, "redis://%s[%s]:%d/%d", auth, c->host, c->port, c->db);
-  else snprintf(c->shown, sizeof c->shown, "redis://%s%s:%d/%d", auth, c->host, c->port, c->db);
+    snprintf(c->shown, sizeof c->shown, "%s://%s[%s]:%d/%d", c->tls ? "rediss" : "redis", auth, c->host, c->port, c->db);
+  else snprintf(c->shown, sizeof c->shown, "%s://%s%s:%d/%d", c->tls ? "rediss" : "redis", auth, c->host, c->port, c->db);
 }
 
 hlo_status cache_remote_set_namespace(cache_remote_config *c, const char *name, hlo_diag *diag) {
@@ -220,19 +243,19 @@ hlo_status cache_remote_set_password(cache_remote_config *c, const char *passwor
 
 hlo_status cache_remote_parse_url(const char *url, cache_remote_config *c, hlo_diag *diag) {
   defaults(c);
-  static const char redis[] = "redis://", unix_[] = "unix://";
+  static const char redis[] = "redis://", rediss[] = "rediss://", unix_[] = "unix://";
   const char *rest;
   if (strncmp(url, redis, sizeof redis - 1) == 0) {
     rest = url + sizeof redis - 1;
+  } else if (strncmp(url, rediss, sizeof rediss - 1) == 0) {
+    rest = url + sizeof rediss - 1;
+    c->tls = true;
   } else if (strncmp(url, unix_, sizeof unix_ - 1) == 0) {
     rest = url + sizeof unix_ - 1;
     c->unix_socket = true;
-  } else if (strncmp(url, "rediss://", 9) == 0) {
-    return hlo_diag_set(diag, HLO_ERR_INPUT, "cache URL: rediss:// (TLS) is not supported: Debian 12's hiredis 0.14 has "
-                                             "no TLS; reach the server over a trusted network, a tunnel or unix://");
   } else {
     return hlo_diag_set(diag, HLO_ERR_INPUT,
-                        "cache URL: want redis://[user:password@]host[:port][/db] or unix:///path/to.sock");
+                        "cache URL: want redis[s]://[user:password@]host[:port][/db] or unix:///path/to.sock");
   }
   size_t len = strcspn(rest, "?");
   hlo_status status = HLO_OK;
@@ -251,6 +274,10 @@ hlo_status cache_remote_parse_url(const char *url, cache_remote_config *c, hlo_d
     status = host_part(where, where_len, c, diag);
   }
   if (status == HLO_OK && rest[len] == '?') status = query(rest + len + 1, c, diag);
+  if (status == HLO_OK && !c->tls && (c->tls_ca[0] || c->tls_cert[0] || c->tls_key[0]))
+    status = hlo_diag_set(diag, HLO_ERR_INPUT, "cache URL: tls_ca, tls_cert and tls_key need rediss://");
+  if (status == HLO_OK && !c->tls_cert[0] != !c->tls_key[0])
+    status = hlo_diag_set(diag, HLO_ERR_INPUT, "cache URL: tls_cert and tls_key go together");
   if (status == HLO_OK) show(c);
   return status;
 }

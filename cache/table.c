@@ -531,7 +531,7 @@ void cache_table_release(cache_table *table, cache_entry *entry) {
 
 bool cache_table_remove(cache_table *table, cache_entry *entry) {
   writer_lock(table);
-  bool there = find_locked(table, entry->key) == entry;
+  bool there = ck_hs_get(&table->set, key_hash(&entry->key), &entry->key) == entry; /* no reference taken */
   if (there) unlist(table, entry);
   writer_unlock(table);
   return there;

@@ -77,7 +77,7 @@ typedef struct latch_options {
   const char *check;
   double check_tol; /* LATCH_CHECK_TOL: the accuracy check's absolute tolerance, default 1e-3 */
   /* LATCH_CACHE_URL: a Redis server shared by a fleet, under the memory and disk caches:
-   * redis://[user:password@]host[:port][/db] or unix:///path/to.sock (README: "Caches";
+   * redis[s]://[user:password@]host[:port][/db] or unix:///path/to.sock (README: "Caches";
    * docs/cache-formats.md). NULL or "": none. Ignored when cache is "off". */
   const char *cache_url;
   /* LATCH_CACHE_SECRET: entries written to Redis are signed with it (HMAC-SHA256) and only

@@ -54,7 +54,7 @@ static void url_parsing(void) {
   CHECK(strcmp(c.namespace_name, "team-a.1") == 0 && c.ttl_s == 0 && c.max_entry_bytes == 1000 && c.allow_unsigned);
   static const char *const bad[] = {
       "http://h", "redis://h:0", "redis://h:99999", "redis://h:x", "redis://h/x", "redis://user@h", "redis://h?bogus=1",
-      "redis://h?timeout_ms=0", "rediss://h", "redis://:@h", "redis://:p%4@h", "unix://rel/path", "redis://", "redis://[::1",
+      "redis://h?timeout_ms=0", "rediss:/h", "redis://:@h", "redis://:p%4@h", "unix://rel/path", "redis://", "redis://[::1",
       "redis://h?namespace=a:b", "redis://h?namespace=a*", "redis://h?namespace=", "redis://h?unsigned=2",
       "redis://h?ttl_s=-1", "redis://h?max_entry_bytes=0",
   };

@@ -186,6 +186,28 @@ static void test_held_value_survives(void) {
   CHECK_EQ_INT(atomic_load(&values_destroyed) - destroyed, 39);
 }
 
+/* A removed entry: gone from lookups at once, its value alive while held and destroyed at the
+ * last release (each exactly once), the next lookup compiling afresh. */
+static void test_remove(void) {
+  atomic_int calls[MAX_KEYS] = {0};
+  int destroyed = atomic_load(&values_destroyed);
+  cache_table *table = cache_table_new(4, value_destroy, NULL);
+  job a = {.id = 3, .calls = calls};
+  cache_entry *held = get_or_compile(table, &a, NULL, NULL);
+  CHECK(cache_table_remove(table, held));
+  CHECK(!cache_table_remove(table, held)); /* already gone */
+  CHECK(cache_table_get(table, key_of(3)) == NULL);
+  CHECK(value_is(held, 3));
+  cache_entry *fresh = get_or_compile(table, &a, NULL, NULL);
+  CHECK(fresh != held && value_is(fresh, 3));
+  CHECK_EQ_INT(atomic_load(&calls[3]), 2);
+  cache_table_release(table, held);
+  CHECK(value_is(fresh, 3));
+  cache_table_release(table, fresh);
+  cache_table_free(table);
+  CHECK_EQ_INT(atomic_load(&values_destroyed) - destroyed, 2);
+}
+
 static void test_failure_not_cached(void) {
   atomic_int calls[MAX_KEYS] = {0};
   cache_table *table = cache_table_new(4, value_destroy, NULL);
@@ -412,6 +434,7 @@ int main(void) {
   RUN(test_compile_time_counted);
   RUN(test_lru_eviction);
   RUN(test_held_value_survives);
+  RUN(test_remove);
   RUN(test_failure_not_cached);
   RUN(test_failure_without_message);
   RUN(test_threads_one_compile_per_key);
