@@ -23,7 +23,7 @@
 #include "hlo/hlo.h"
 #include "runtime/cpu/exec_internal.h"
 
-enum { MASK_NONE, MASK_CAUSAL, MASK_PADDING, MASK_BOTH, MASK_RANDOM };
+enum { MASK_NONE, MASK_CAUSAL, MASK_PADDING, MASK_BOTH, MASK_RANDOM, MASK_TRIU };
 
 typedef struct graph_text {
   char s[8192];
@@ -88,6 +88,20 @@ static graph_text projection_graph(int b, int s, int h, int d, int mask, bool mu
   if (mask == MASK_PADDING || mask == MASK_BOTH) {
     emit(&t, " pb = f32[%s] broadcast(pad), dimensions={0,3}\n x2 = f32[%s] add(%s, pb)\n", scores, scores, x);
     x = "x2";
+  }
+  if (mask == MASK_TRIU) { /* masked_fill(triu(ones, 1).bool(), -inf) as latch.torch lowers it */
+    emit(&t, " j1 = s64[%d,%d] iota(), iota_dimension=1\n j0 = s64[%d,%d] iota(), iota_dimension=0\n", s, s, s, s);
+    emit(&t, " dj = s64[%d,%d] subtract(j1, j0)\n one = s64[] constant(1)\n", s, s);
+    emit(&t, " oneb = s64[%d,%d] broadcast(one), dimensions={}\n ge = pred[%d,%d] compare(dj, oneb), direction=GE\n",
+         s, s, s, s);
+    emit(&t, " yes = pred[] constant(true)\n no = pred[] constant(false)\n");
+    emit(&t, " yb = pred[%d,%d] broadcast(yes), dimensions={}\n nob = pred[%d,%d] broadcast(no), dimensions={}\n", s,
+         s, s, s);
+    emit(&t, " tri = pred[%d,%d] select(ge, yb, nob)\n tb = pred[%s] broadcast(tri), dimensions={2,3}\n", s, s,
+         scores);
+    emit(&t, " minf = f32[] constant(-inf)\n mb = f32[%s] broadcast(minf), dimensions={}\n", scores);
+    emit(&t, " x4 = f32[%s] select(tb, mb, %s)\n", scores, x);
+    x = "x4";
   }
   if (mask == MASK_RANDOM) {
     emit(&t, " kb = pred[%s] broadcast(keep), dimensions={2,3}\n fill = f32[] constant(-1e9)\n", scores);
@@ -249,7 +263,7 @@ static void test_projection(void) {
   static const int lengths[] = {1, 7, 128, 512};
   for (int li = 0; li < 4; li++)
     for (int hi = 0; hi < 4; hi++)
-      for (int mask = MASK_NONE; mask <= MASK_RANDOM; mask++) {
+      for (int mask = MASK_NONE; mask <= MASK_TRIU; mask++) {
         int s = lengths[li], d = heads[hi];
         if (s == 512 && (hi + mask) % 3 != 0) continue; /* a third of the long ones keeps the test short */
         int b = mask == MASK_PADDING || mask == MASK_BOTH ? 3 : 1 + (hi & 1);
@@ -271,6 +285,13 @@ static void test_long(void) {
   int n = random_args(t.s, 4096, args);
   rt_value_release(args[3]);
   args[3] = padding_mask(1, s, 4096);
+  check_graph(__LINE__, t.s, args, n, 1);
+  /* causal, of iotas: the step computes the mask from positions and skips the blocks above
+   * the diagonal */
+  t = projection_graph(1, s, 1, 32, MASK_TRIU, true, AS_WRITTEN);
+  CHECK_EQ_INT(attention_steps(t.s, &exp_inside, &arena), 1);
+  CHECK_MSG(arena < (int64_t)s * s, "arena %lld bytes at %d tokens, causal", (long long)arena, s);
+  n = random_args(t.s, 4097, args);
   check_graph(__LINE__, t.s, args, n, 1);
 }
 

@@ -10,7 +10,8 @@
  * sgemm) is added to the output rows. After the last block each output row is divided by
  * its sum. The output rows are the step's result itself; the only other memory is one
  * BQ x BK block of scores and the per-row m and l, on the stack of the thread running the
- * item: memory grows with neither Sq nor Sk.
+ * item: memory grows with neither Sq nor Sk. Under a causal mask computed from positions,
+ * blocks of keys that are masked for every row of the item are skipped.
  *
  * Special values follow the graph: a row whose scores are all -inf (every key masked) or
  * hold a NaN or +inf comes out NaN, as exp(x - max) / sum does; a block where a row has
@@ -29,7 +30,9 @@
 #include "attention_internal.h"
 #include "exp_f32_internal.h"
 
-enum { BQ = 64, BK = 128 };
+/* Blocks of BQ queries by BK keys; BK_MASKED keys where whole blocks may be skipped (a
+ * causal mask): narrower blocks leave fewer computed scores above the diagonal. */
+enum { BQ = 64, BK = 256, BK_MASKED = 128 };
 
 static _Atomic int64_t runs;
 
@@ -71,11 +74,43 @@ typedef struct mask_rows {
   const void *at[RT_ATTENTION_MAX_MASKS];
 } mask_rows;
 
-/* The block's row x[0..cols) after the graph's ops; masks at their rows' first columns. */
+/* Whether position value v (row * index[0] + col * index[1] + index[2]) holds against 0. */
+static inline bool holds(int direction, int64_t v) {
+  switch (direction) {
+    case HLO_DIR_EQ: return v == 0;
+    case HLO_DIR_NE: return v != 0;
+    case HLO_DIR_LT: return v < 0;
+    case HLO_DIR_LE: return v <= 0;
+    case HLO_DIR_GT: return v > 0;
+    default: return v >= 0;
+  }
+}
+
+/* x[j] = fill where cond holds (with `on`), for the keys of a block's row. */
+#define SELECT_WHERE(cond)                                                                                     \
+  for (int64_t j = 0; j < cols; j++) x[j] = (cond) == on ? fill : x[j]
+
+/* The block's row x[0..cols) (query row `row`, keys from col0) after the graph's ops; masks
+ * at their rows' first columns. */
 #define DEFINE_OPS(NAME, ATTR)                                                                                 \
-  static ATTR void NAME(const rt_cpu_attention *a, const mask_rows *mr, float *x, int64_t cols) {              \
+  static ATTR void NAME(const rt_cpu_attention *a, const mask_rows *mr, float *x, int64_t cols, int64_t row,   \
+                        int64_t col0) {                                                                        \
     for (int o = 0; o < a->op_count; o++) {                                                                    \
       const rt_cpu_attention_op *op = &a->ops[o];                                                              \
+      if (op->mask < 0 && op->code == RT_ATT_SELECT) {                                                         \
+        int64_t v = row * op->index[0] + col0 * op->index[1] + op->index[2], step = op->index[1];              \
+        float fill = op->imm;                                                                                  \
+        bool on = op->fill_on_true;                                                                            \
+        switch (op->direction) { /* one loop per direction, so each vectorizes */                           \
+          case HLO_DIR_EQ: SELECT_WHERE(v + j * step == 0); break;                                            \
+          case HLO_DIR_NE: SELECT_WHERE(v + j * step != 0); break;                                            \
+          case HLO_DIR_LT: SELECT_WHERE(v + j * step < 0); break;                                             \
+          case HLO_DIR_LE: SELECT_WHERE(v + j * step <= 0); break;                                            \
+          case HLO_DIR_GT: SELECT_WHERE(v + j * step > 0); break;                                             \
+          default: SELECT_WHERE(v + j * step >= 0); break;                                                    \
+        }                                                                                                      \
+        continue;                                                                                              \
+      }                                                                                                        \
       if (op->mask < 0) {                                                                                      \
         float c = op->imm;                                                                                     \
         switch (op->code) {                                                                                    \
@@ -108,25 +143,43 @@ typedef struct mask_rows {
 
 /* One row of a block folded into the running max *m and sum *l: x becomes the row's
  * probabilities under the new max; returns the factor exp(m - m') that the row's output so
- * far must take (1 when the row has seen only -inf: then x is all zeros). */
+ * far must take (1 when the row has seen only -inf: then x is all zeros). The max, a NaN
+ * flag and the sum are kept in LANES lanes (element j in lane j % LANES), combined in lane
+ * order at the end, so the loops vectorize (a sum folded in order would not). */
+enum { LANES = 16 };
 #define DEFINE_FOLD(NAME, ATTR)                                                                               \
   static ATTR float NAME(float *x, int64_t cols, float *m, float *l) {                                       \
+    float lane_top[LANES], lane_sum[LANES];                                                                   \
+    unsigned lane_nan[LANES];                                                                                 \
+    for (int q = 0; q < LANES; q++) lane_top[q] = -INFINITY, lane_sum[q] = 0.0f, lane_nan[q] = 0;             \
+    int64_t whole = cols / LANES * LANES;                                                                     \
+    for (int64_t j = 0; j < whole; j += LANES)                                                                \
+      for (int q = 0; q < LANES; q++) {                                                                       \
+        float v = x[j + q];                                                                                   \
+        lane_top[q] = v > lane_top[q] ? v : lane_top[q];                                                      \
+        lane_nan[q] |= v != v;                                                                                \
+      }                                                                                                       \
+    for (int64_t j = whole; j < cols; j++) {                                                                  \
+      lane_top[j - whole] = x[j] > lane_top[j - whole] ? x[j] : lane_top[j - whole];                          \
+      lane_nan[j - whole] |= x[j] != x[j];                                                                    \
+    }                                                                                                         \
     float top = *m;                                                                                           \
     unsigned nan = 0;                                                                                         \
-    for (int64_t j = 0; j < cols; j++) {                                                                      \
-      top = x[j] > top ? x[j] : top;                                                                          \
-      nan |= x[j] != x[j];                                                                                    \
+    for (int q = 0; q < LANES; q++) {                                                                         \
+      top = lane_top[q] > top ? lane_top[q] : top;                                                            \
+      nan |= lane_nan[q];                                                                                     \
     }                                                                                                         \
     if (nan) top = NAN;                                                                                       \
     if (top == -INFINITY) {                                                                                   \
       for (int64_t j = 0; j < cols; j++) x[j] = 0.0f;                                                         \
       return 1.0f;                                                                                            \
     }                                                                                                         \
+    for (int64_t j = 0; j < cols; j++) x[j] = rt_exp_f32(x[j] - top);                                         \
+    for (int64_t j = 0; j < whole; j += LANES)                                                                \
+      for (int q = 0; q < LANES; q++) lane_sum[q] += x[j + q];                                                \
+    for (int64_t j = whole; j < cols; j++) lane_sum[j - whole] += x[j];                                       \
     float sum = 0.0f;                                                                                         \
-    for (int64_t j = 0; j < cols; j++) {                                                                      \
-      x[j] = rt_exp_f32(x[j] - top);                                                                          \
-      sum += x[j];                                                                                            \
-    }                                                                                                         \
+    for (int q = 0; q < LANES; q++) sum += lane_sum[q];                                                       \
     float scale = rt_exp_f32(*m - top);                                                                       \
     *l = *l * scale + sum;                                                                                    \
     *m = top;                                                                                                 \
@@ -142,7 +195,7 @@ DEFINE_OPS(ops_avx512, __attribute__((target("avx512f"))))
 DEFINE_FOLD(fold_avx512, __attribute__((target("avx512f"))))
 #endif
 
-typedef void (*ops_fn)(const rt_cpu_attention *, const mask_rows *, float *, int64_t);
+typedef void (*ops_fn)(const rt_cpu_attention *, const mask_rows *, float *, int64_t, int64_t, int64_t);
 typedef float (*fold_fn)(float *, int64_t, float *, float *);
 
 static const ops_fn ops_kernels[RT_CPU_ISA_COUNT] = {
@@ -171,6 +224,19 @@ static void mask_rows_at(const job *j, int64_t b, int64_t row, int64_t col0, mas
   }
 }
 
+/* Whether op (a select of -inf on an inequality of positions, the last op) fills every
+ * score of the block: then the block adds nothing to any row (exp(-inf - m) is 0, and a row
+ * that has seen only -inf stays so) and is skipped. A linear inequality that holds at the
+ * block's four corners holds inside it. */
+static bool masked_block(const rt_cpu_attention_op *op, int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
+  int64_t r[2] = {r0, r0 + rows - 1}, c[2] = {c0, c0 + cols - 1};
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 2; j++)
+      if (holds(op->direction, r[i] * op->index[0] + c[j] * op->index[1] + op->index[2]) != op->fill_on_true)
+        return false;
+  return true;
+}
+
 /* Query rows [r0, r0 + rows) of batch element b. */
 static void block_item(const job *j, int64_t b, int64_t r0, int64_t rows, ops_fn ops, fold_fn fold) {
   const rt_cpu_attention *a = j->a;
@@ -183,8 +249,10 @@ static void block_item(const job *j, int64_t b, int64_t r0, int64_t rows, ops_fn
     l[r] = 0.0f;
   }
   memset(o, 0, sizeof(float) * (size_t)(rows * a->dv));
-  for (int64_t c0 = 0; c0 < a->sk; c0 += BK) {
-    int64_t cols = a->sk - c0 < BK ? a->sk - c0 : BK;
+  int64_t bk = a->skip_masked_blocks ? BK_MASKED : BK;
+  for (int64_t c0 = 0; c0 < a->sk; c0 += bk) {
+    int64_t cols = a->sk - c0 < bk ? a->sk - c0 : bk;
+    if (a->skip_masked_blocks && masked_block(&a->ops[a->op_count - 1], r0, rows, c0, cols)) continue;
     gemm(j->on_dnnl, true, rows, cols, a->d, q, a->q.row_stride, k + c0 * a->k.row_stride, a->k.row_stride, false,
          scores, BK);
     bool any = false;
@@ -193,7 +261,7 @@ static void block_item(const job *j, int64_t b, int64_t r0, int64_t rows, ops_fn
       if (a->op_count) {
         mask_rows mr;
         mask_rows_at(j, b, r0 + r, c0, &mr);
-        ops(a, &mr, x, cols);
+        ops(a, &mr, x, cols, r0 + r, c0);
       }
       float scale = fold(x, cols, &m[r], &l[r]);
       any = any || m[r] != -INFINITY;

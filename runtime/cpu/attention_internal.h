@@ -30,9 +30,14 @@ typedef enum rt_attention_op_code {
 
 typedef struct rt_cpu_attention_op {
   rt_attention_op_code code;
-  int mask; /* an index into masks, or -1: imm */
+  int mask; /* an index into masks, or -1: imm (select: the condition on indices below) */
   float imm; /* the operand, or select's fill */
   bool fill_on_true;
+  /* select without a mask: the condition is row * index[0] + col * index[1] + index[2]
+   * compared with 0 by direction (an hlo_direction), row and col the query's and the key's
+   * positions (a causal mask made of iotas) */
+  int direction;
+  int64_t index[3];
 } rt_cpu_attention_op;
 
 /* out[b, i, :] = sum over j of softmax_j(x[b, i, j]) v[b, j, :], x[b, i, j] the ops applied to
@@ -42,6 +47,10 @@ typedef struct rt_cpu_attention {
   int64_t batch, sq, sk, d, dv;
   rt_cpu_attention_view q, k, v; /* q [batch, sq, d], k [batch, sk, d], v [batch, sk, dv] */
   int op_count, mask_count;
+  /* the last op is a select of -inf on an inequality of indices: a block of keys where it
+   * holds for every row and key contributes nothing and is skipped (the future under a
+   * causal mask); else false */
+  bool skip_masked_blocks;
   rt_cpu_attention_op ops[RT_ATTENTION_MAX_OPS];
   rt_cpu_attention_view masks[RT_ATTENTION_MAX_MASKS]; /* each [batch, sq, sk] */
   bool mask_pred[RT_ATTENTION_MAX_MASKS];              /* pred (one byte), else f32 */

@@ -10,7 +10,9 @@
  *                            x - c (c a scalar constant); x + m, x - m, x * m, x / m (m an
  *                            f32 array, or one broadcast to x's dims: a padding or causal
  *                            mask added); select(p, fill, x) or select(p, x, fill) (p a
- *                            pred array or broadcast, fill a scalar constant: masked_fill)
+ *                            pred array or broadcast, fill a scalar constant: masked_fill;
+ *                            a p of positions alone, compare of iotas and constants, is
+ *                            computed from the indices instead: a causal mask)
  *   e  = exp(x - broadcast(reduce-max(x, -inf, last dim)))
  *   p  = e / broadcast(reduce-add(e, 0, last dim))
  *   out = dot(p, V)          p's batch dims leading, in order, contracting its last
@@ -32,21 +34,31 @@
 
 #include "plan_internal.h"
 
-enum { MAX_MEMBERS = 24, MAX_SPREADS = 2 * RT_ATTENTION_MAX_OPS };
+enum { MAX_MEMBERS = 24, MAX_READS = 8 * RT_ATTENTION_MAX_OPS };
 
 typedef struct matcher {
   const int *use_count;
   const bool *result;
   rt_cpu_attention *a;
   const hlo_shape *x_shape; /* the scores as the ops see them: [batch..., Sq, Sk] */
-  int member_count, spread_count;
+  int member_count, read_count;
   const hlo_instr *members[MAX_MEMBERS]; /* members[0] is dot2, the step itself */
-  const hlo_instr *spreads[MAX_SPREADS];
+  /* what the step reads through or computes itself (broadcasts, an index condition's
+   * compare and iotas), users before operands: INSIDE when nothing else reads them */
+  const hlo_instr *reads[MAX_READS];
 } matcher;
 
 static bool plain(const hlo_instr *instr, hlo_dtype dtype) {
   const hlo_shape *s = &instr->shape;
   return hlo_shape_is_array(s) && s->dtype == dtype && hlo_shape_is_default_layout(s) && !hlo_shape_is_dynamic(s);
+}
+
+static bool add_read(matcher *m, const hlo_instr *instr) {
+  for (int k = 0; k < m->read_count; k++)
+    if (m->reads[k] == instr) return true;
+  if (m->read_count == MAX_READS) return false;
+  m->reads[m->read_count++] = instr;
+  return true;
 }
 
 static bool add_member(matcher *m, const hlo_instr *instr) {
@@ -83,11 +95,7 @@ static bool scalar_of(matcher *m, const hlo_instr *instr, float *value) {
       !c->literal->data)
     return false;
   *value = *(const float *)c->literal->data;
-  if (c != instr) {
-    if (m->spread_count == MAX_SPREADS) return false;
-    m->spreads[m->spread_count++] = instr;
-  }
-  return true;
+  return c == instr || add_read(m, instr);
 }
 
 /* A mask of x's dims: an array of them, or a broadcast of one to them (read through, its
@@ -102,11 +110,9 @@ static int mask_of(matcher *m, const hlo_instr *instr, hlo_dtype dtype) {
   int64_t strides[HLO_MAX_RANK] = {0}, own[HLO_MAX_RANK];
   if (instr->opcode == HLO_OP_BROADCAST && instr->operand_count == 1) {
     source = instr->operands[0];
-    if (!plain(source, dtype) || instr->dimensions.count != source->shape.rank || m->spread_count == MAX_SPREADS)
-      return -1;
+    if (!plain(source, dtype) || instr->dimensions.count != source->shape.rank || !add_read(m, instr)) return -1;
     hlo_shape_strides(&source->shape, own);
     for (int j = 0; j < source->shape.rank; j++) strides[instr->dimensions.values[j]] = own[j];
-    m->spreads[m->spread_count++] = instr;
   } else {
     hlo_shape_strides(x, strides);
   }
@@ -122,6 +128,106 @@ static int mask_of(matcher *m, const hlo_instr *instr, hlo_dtype dtype) {
   a->mask_pred[k] = dtype == HLO_PRED;
   a->inputs[a->input_count++] = source->id;
   return k;
+}
+
+/* ---- a pred mask computed from positions (a causal mask of iotas) ---- */
+
+static bool signed_index(const hlo_instr *instr) {
+  const hlo_shape *s = &instr->shape;
+  return hlo_shape_is_array(s) && (s->dtype == HLO_S32 || s->dtype == HLO_S64) && !hlo_shape_is_dynamic(s);
+}
+
+/* e as row * f[0] + col * f[1] + f[2], e of the condition's shape whose dim d is the scores'
+ * dim map[d]: an iota along the query or key dim, a scalar constant (or its broadcast), sums
+ * and differences of those. */
+static bool affine_of(matcher *m, const hlo_instr *e, const int64_t *map, int depth, int64_t *f) {
+  int r = m->x_shape->rank;
+  f[0] = f[1] = f[2] = 0;
+  if (depth > 4 || !signed_index(e)) return false;
+  const hlo_instr *c = e;
+  if (c->opcode == HLO_OP_BROADCAST && c->operand_count == 1 && c->dimensions.count == 0) c = c->operands[0];
+  if (c->opcode == HLO_OP_CONSTANT && c->shape.rank == 0 && c->literal && c->literal->data) {
+    f[2] = c->shape.dtype == HLO_S32 ? *(const int32_t *)c->literal->data : *(const int64_t *)c->literal->data;
+    return (c == e || add_read(m, e)) && f[2] > -(1 << 30) && f[2] < (1 << 30);
+  }
+  if (e->opcode == HLO_OP_IOTA) {
+    int64_t dim = map[e->index];
+    if (dim != r - 2 && dim != r - 1) return false;
+    f[dim == r - 2 ? 0 : 1] = 1;
+    return add_read(m, e);
+  }
+  if ((e->opcode != HLO_OP_ADD && e->opcode != HLO_OP_SUBTRACT) || e->operand_count != 2) return false;
+  int64_t a[3], b[3];
+  if (!add_read(m, e) || !affine_of(m, e->operands[0], map, depth + 1, a) ||
+      !affine_of(m, e->operands[1], map, depth + 1, b))
+    return false;
+  int sign = e->opcode == HLO_OP_ADD ? 1 : -1;
+  for (int i = 0; i < 3; i++) f[i] = a[i] + sign * b[i];
+  return f[0] > -8 && f[0] < 8 && f[1] > -8 && f[1] < 8 && f[2] > -(1 << 30) && f[2] < (1 << 30);
+}
+
+static bool pred_constant(const hlo_instr *e, bool *value) {
+  const hlo_instr *c = e;
+  if (c->opcode == HLO_OP_BROADCAST && c->operand_count == 1 && c->dimensions.count == 0) c = c->operands[0];
+  if (c->opcode != HLO_OP_CONSTANT || c->shape.dtype != HLO_PRED || c->shape.rank != 0 || !c->literal ||
+      !c->literal->data)
+    return false;
+  *value = *(const unsigned char *)c->literal->data != 0;
+  return true;
+}
+
+static hlo_direction negated(hlo_direction d) {
+  static const hlo_direction opposite[] = {[HLO_DIR_EQ] = HLO_DIR_NE, [HLO_DIR_NE] = HLO_DIR_EQ,
+                                           [HLO_DIR_LT] = HLO_DIR_GE, [HLO_DIR_LE] = HLO_DIR_GT,
+                                           [HLO_DIR_GT] = HLO_DIR_LE, [HLO_DIR_GE] = HLO_DIR_LT};
+  return opposite[d];
+}
+
+/* The pred e (dims mapped as in affine_of) as an index condition into op: a comparison of two
+ * affine positions, through select(e, true, false), select(e, false, true) and not. */
+static bool condition_of(matcher *m, const hlo_instr *e, const int64_t *map, int depth, rt_cpu_attention_op *op) {
+  bool t, f;
+  if (depth > 3 || !add_read(m, e)) return false;
+  if (e->opcode == HLO_OP_NOT && e->operand_count == 1) {
+    if (!condition_of(m, e->operands[0], map, depth + 1, op)) return false;
+    op->direction = negated((hlo_direction)op->direction);
+    return true;
+  }
+  if (e->opcode == HLO_OP_SELECT && e->operand_count == 3 && pred_constant(e->operands[1], &t) &&
+      pred_constant(e->operands[2], &f) && t != f) {
+    if (!condition_of(m, e->operands[0], map, depth + 1, op) || !add_read(m, e->operands[1]) ||
+        !add_read(m, e->operands[2]))
+      return false;
+    if (!t) op->direction = negated((hlo_direction)op->direction);
+    return true;
+  }
+  int64_t a[3], b[3];
+  bool signed_compare = e->compare_type == HLO_CMP_DEFAULT || e->compare_type == HLO_CMP_SIGNED;
+  if (e->opcode != HLO_OP_COMPARE || e->operand_count != 2 || !signed_compare || e->direction == HLO_DIR_NONE ||
+      !affine_of(m, e->operands[0], map, 0, a) || !affine_of(m, e->operands[1], map, 0, b))
+    return false;
+  for (int i = 0; i < 3; i++) op->index[i] = a[i] - b[i];
+  op->direction = e->direction;
+  return true;
+}
+
+/* A pred of the scores' dims (or a broadcast of one) that depends on positions alone, as
+ * op's condition (op->mask stays -1); false, with no read kept, when it is anything else. */
+static bool index_condition(matcher *m, const hlo_instr *pred, rt_cpu_attention_op *op) {
+  int reads = m->read_count, r = m->x_shape->rank;
+  int64_t map[HLO_MAX_RANK];
+  const hlo_instr *e = pred;
+  if (pred->opcode == HLO_OP_BROADCAST && pred->operand_count == 1 &&
+      pred->dimensions.count == pred->operands[0]->shape.rank) {
+    e = pred->operands[0];
+    for (int j = 0; j < e->shape.rank; j++) map[j] = pred->dimensions.values[j];
+    if (!add_read(m, pred)) return false;
+  } else {
+    for (int j = 0; j < r; j++) map[j] = j;
+  }
+  if (e->shape.dtype == HLO_PRED && condition_of(m, e, map, 0, op)) return true;
+  m->read_count = reads;
+  return false;
 }
 
 static bool commutes(hlo_opcode op) { return op == HLO_OP_ADD || op == HLO_OP_MULTIPLY; }
@@ -176,7 +282,8 @@ static const hlo_instr *scores_of(matcher *m, const hlo_instr *x, int depth) {
   if (!classify_op(m, x, &chain, &op, &mask_operand, &mask_type) || !plain(chain, HLO_F32)) return NULL;
   const hlo_instr *dot = scores_of(m, chain, depth + 1);
   if (!dot || !add_member(m, x)) return NULL;
-  if (mask_operand && (op.mask = mask_of(m, mask_operand, mask_type)) < 0) return NULL;
+  bool by_index = mask_operand && op.code == RT_ATT_SELECT && index_condition(m, mask_operand, &op);
+  if (mask_operand && !by_index && (op.mask = mask_of(m, mask_operand, mask_type)) < 0) return NULL;
   m->a->ops[m->a->op_count++] = op;
   return dot;
 }
@@ -306,6 +413,18 @@ static int member_uses(const matcher *m, const hlo_instr *instr) {
   return n;
 }
 
+/* Users of instr among the reads marked inside (each user once). */
+static int read_uses(const matcher *m, const hlo_instr *instr, const bool *inside) {
+  int n = 0;
+  for (int i = 0; i < m->read_count; i++) {
+    const hlo_instr *u = m->reads[i];
+    bool reads = false;
+    for (int k = 0; inside[u->id] && k < u->operand_count; k++) reads = reads || u->operands[k] == instr;
+    n += reads;
+  }
+  return n;
+}
+
 /* Every member but dot2 is read by members alone and no result; no input is a member. */
 static bool closed(const matcher *m) {
   for (int i = 1; i < m->member_count; i++) {
@@ -324,6 +443,10 @@ static const hlo_instr *match(matcher *m, const hlo_instr *dot2) {
   if (!x || !same_last_two(&x->shape, &dot2->operands[0]->shape)) return NULL;
   m->x_shape = &x->shape;
   const hlo_instr *s = scores_of(m, x, 0);
+  rt_cpu_attention *a = m->a;
+  const rt_cpu_attention_op *last = a->op_count ? &a->ops[a->op_count - 1] : NULL;
+  a->skip_masked_blocks = last && last->code == RT_ATT_SELECT && last->mask < 0 && last->imm == -INFINITY &&
+                          last->direction >= HLO_DIR_LT;
   return s && take_scores(m, s) && closed(m) ? s : NULL;
 }
 
@@ -343,9 +466,12 @@ rt_cpu_attention *rt_cpu_attention_match(const hlo_comp *entry, const hlo_instr 
     return NULL;
   }
   for (int i = 1; i < m.member_count; i++) inside[m.members[i]->id] = true;
-  for (int i = 0; i < m.spread_count; i++) {
-    const hlo_instr *b = m.spreads[i];
-    if (!result[b->id] && member_uses(&m, b) == use_count[b->id]) inside[b->id] = true;
+  for (int i = 0; i < m.read_count; i++) { /* users come first: their marks are known */
+    const hlo_instr *b = m.reads[i];
+    bool input = false;
+    for (int k = 0; k < a->input_count; k++) input = input || a->inputs[k] == b->id;
+    if (!input && !result[b->id] && member_uses(&m, b) + read_uses(&m, b, inside) == use_count[b->id])
+      inside[b->id] = true;
   }
   return a;
 }
