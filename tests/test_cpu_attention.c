@@ -2,18 +2,19 @@
  *
  * Differential: softmax(Q K^T / sqrt(d) + masks) V in the forms frontends emit (Q, K and V
  * as a projection leaves them, [B, S, H, D], read with batch dims {0, 2}; heads merged,
- * [B*H, S, D] against [S, B*H, D]; scores regrouped by a reshape) at sequence lengths 1, 7,
- * 128, 512 and 4096 and head sizes 32, 64, 80 and 128, without masks and with a causal mask
- * (an iota comparison selecting -inf), a padding mask added ([B, S] of 0 and -inf, whole
- * rows masked included), a random pred mask selecting a finite fill, and NaN among the
- * inputs. The reference evaluator runs the graph as written; the step must agree within
- * rounding (the sums run in another order), NaN where it has NaN.
+ * [B*H, S, D] against [S, B*H, D]; scores regrouped by a reshape; Q stored transposed) at
+ * sequence lengths 1, 7, 128, 512 and 4096 and head sizes 32, 64, 80 and 128, without masks
+ * and with a causal mask (an iota comparison selecting -inf, and triu(ones, 1) as
+ * latch.torch lowers it), a padding mask added ([B, S] of 0 and -inf, whole rows masked
+ * included), a random pred mask selecting a finite fill, and NaN among the inputs. The
+ * reference evaluator runs the graph as written; the step must agree within rounding (the
+ * sums run in another order), NaN where it has NaN.
  *
  * Recognition: the plan of each graph after hlo/'s passes has one ATTENTION step and no
  * buffer of the scores' size, and executing runs the step; near misses (a softmax over
- * another dim, probabilities that are also a result, head features not contiguous, a
- * maximum with a finite init) keep the graph's own steps and still give the reference's
- * values. A loaded executable finds the step again. */
+ * another dim, probabilities that are also a result, Q with neither its head features nor
+ * its positions contiguous, a maximum with a finite init) keep the graph's own steps and
+ * still give the reference's values. A loaded executable finds the step again. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -148,22 +149,25 @@ static graph_text merged_graph(int bh, int s, int d) {
 }
 
 /* Scores [B*H, S, S] regrouped as [B, H, S, S] for the scale and softmax, and back for the
- * product with v, as a hand-written block's view() calls leave them; with
- * contiguous_heads false, q is [B*H, D, S] (its head features strided). */
-static graph_text regrouped_graph(int b, int h, int s, int d, bool contiguous_heads) {
+ * product with v, as a hand-written block's view() calls leave them. q is [B*H, S, D]
+ * (Q_ROWS), [B*H, D, S] (Q_TRANSPOSED: its positions contiguous) or [S, D, B*H] (Q_STRIDED:
+ * neither). */
+enum { Q_ROWS, Q_TRANSPOSED, Q_STRIDED };
+static graph_text regrouped_graph(int b, int h, int s, int d, int q_layout) {
   graph_text t = {.len = 0};
   char scores[64], rows[64], flat[64];
   snprintf(scores, sizeof scores, "%d,%d,%d,%d", b, h, s, s);
   snprintf(rows, sizeof rows, "%d,%d,%d", b, h, s);
   snprintf(flat, sizeof flat, "%d,%d,%d", b * h, s, s);
   emit(&t, "%sENTRY e {\n", reducers);
-  if (contiguous_heads) emit(&t, " q = f32[%d,%d,%d] parameter(0)\n", b * h, s, d);
-  else emit(&t, " q = f32[%d,%d,%d] parameter(0)\n", b * h, d, s);
+  if (q_layout == Q_ROWS) emit(&t, " q = f32[%d,%d,%d] parameter(0)\n", b * h, s, d);
+  else if (q_layout == Q_TRANSPOSED) emit(&t, " q = f32[%d,%d,%d] parameter(0)\n", b * h, d, s);
+  else emit(&t, " q = f32[%d,%d,%d] parameter(0)\n", s, d, b * h);
   emit(&t, " k = f32[%d,%d,%d] parameter(1)\n v = f32[%d,%d,%d] parameter(2)\n", b * h, s, d, b * h, s, d);
   emit(&t,
-       " s = f32[%s] dot(q, k), lhs_batch_dims={0}, lhs_contracting_dims={%d}, rhs_batch_dims={0}, "
+       " s = f32[%s] dot(q, k), lhs_batch_dims={%d}, lhs_contracting_dims={%d}, rhs_batch_dims={0}, "
        "rhs_contracting_dims={2}\n",
-       flat, contiguous_heads ? 2 : 1);
+       flat, q_layout == Q_STRIDED ? 2 : 0, q_layout == Q_ROWS ? 2 : 1);
   emit(&t, " sr = f32[%s] reshape(s)\n c = f32[] constant(0.125)\n cb = f32[%s] broadcast(c), dimensions={}\n",
        scores, scores);
   emit(&t, " x = f32[%s] multiply(sr, cb)\n", scores);
@@ -301,9 +305,12 @@ static void test_other_forms(void) {
     rt_value *args[4];
     int n = random_args(merged.s, (uint64_t)s, args);
     check_graph(__LINE__, merged.s, args, n, 1);
-    graph_text regrouped = regrouped_graph(2, 3, s, 32, true);
+    graph_text regrouped = regrouped_graph(2, 3, s, 32, Q_ROWS);
     n = random_args(regrouped.s, (uint64_t)s + 1, args);
     check_graph(__LINE__, regrouped.s, args, n, 1);
+    graph_text transposed = regrouped_graph(2, 3, s, 80, Q_TRANSPOSED);
+    n = random_args(transposed.s, (uint64_t)s + 2, args);
+    check_graph(__LINE__, transposed.s, args, n, 1);
   }
 }
 
@@ -325,7 +332,7 @@ static void test_near_misses(void) {
     int n = random_args(t.s, (uint64_t)i, args);
     check_graph(__LINE__, t.s, args, n, 0);
   }
-  graph_text strided = regrouped_graph(2, 2, 9, 32, false);
+  graph_text strided = regrouped_graph(2, 2, 9, 32, Q_STRIDED);
   rt_value *args[3];
   int n = random_args(strided.s, 5, args);
   check_graph(__LINE__, strided.s, args, n, 0);

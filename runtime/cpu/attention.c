@@ -57,17 +57,24 @@ static int64_t batch_offset(const rt_cpu_attention_view *v, int64_t b) {
   return at;
 }
 
-/* c[rows x cols] (ldc) = alpha a b (+ c when accumulate), row-major; b transposed when
- * b_transposed. */
-static void gemm(bool on_dnnl, bool b_transposed, int64_t rows, int64_t cols, int64_t depth, const float *a,
-                 int64_t lda, const float *b, int64_t ldb, bool accumulate, float *c, int64_t ldc) {
+/* c[rows x cols] (ldc) = a b (+ c when accumulate), row-major; a or b stored transposed
+ * when a_transposed or b_transposed. */
+static void gemm(bool on_dnnl, bool a_transposed, bool b_transposed, int64_t rows, int64_t cols, int64_t depth,
+                 const float *a, int64_t lda, const float *b, int64_t ldb, bool accumulate, float *c, int64_t ldc) {
   float beta = accumulate ? 1.0f : 0.0f;
   if (on_dnnl)
-    dnnl_sgemm('N', b_transposed ? 'T' : 'N', rows, cols, depth, 1.0f, a, lda, b, ldb, beta, c, ldc);
+    dnnl_sgemm(a_transposed ? 'T' : 'N', b_transposed ? 'T' : 'N', rows, cols, depth, 1.0f, a, lda, b, ldb, beta, c,
+               ldc);
   else
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, b_transposed ? CblasTrans : CblasNoTrans, (int)rows, (int)cols,
-                (int)depth, 1.0f, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+    cblas_sgemm(CblasRowMajor, a_transposed ? CblasTrans : CblasNoTrans, b_transposed ? CblasTrans : CblasNoTrans,
+                (int)rows, (int)cols, (int)depth, 1.0f, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
 }
+
+/* A view's matrix as BLAS takes it: its columns contiguous (leading dim the row stride),
+ * or its rows (stored transposed: leading dim the column stride); the planner allows no
+ * other. */
+static bool stored_transposed(const rt_cpu_attention_view *v) { return v->col_stride != 1; }
+static int64_t leading(const rt_cpu_attention_view *v) { return stored_transposed(v) ? v->col_stride : v->row_stride; }
 
 /* Where a mask's row of one block starts: element (b, row, col0). */
 typedef struct mask_rows {
@@ -253,8 +260,9 @@ static void block_item(const job *j, int64_t b, int64_t r0, int64_t rows, ops_fn
   for (int64_t c0 = 0; c0 < a->sk; c0 += bk) {
     int64_t cols = a->sk - c0 < bk ? a->sk - c0 : bk;
     if (a->skip_masked_blocks && masked_block(&a->ops[a->op_count - 1], r0, rows, c0, cols)) continue;
-    gemm(j->on_dnnl, true, rows, cols, a->d, q, a->q.row_stride, k + c0 * a->k.row_stride, a->k.row_stride, false,
-         scores, BK);
+    /* scores = Q's rows times K's rows, transposed: K stored [keys][d] goes by the flag */
+    gemm(j->on_dnnl, stored_transposed(&a->q), !stored_transposed(&a->k), rows, cols, a->d, q, leading(&a->q),
+         k + c0 * a->k.row_stride, leading(&a->k), false, scores, BK);
     bool any = false;
     for (int64_t r = 0; r < rows; r++) {
       float *x = scores + r * BK;
@@ -268,8 +276,9 @@ static void block_item(const job *j, int64_t b, int64_t r0, int64_t rows, ops_fn
       if (scale != 1.0f)
         for (int64_t t = 0; t < a->dv; t++) o[r * a->dv + t] *= scale;
     }
-    if (any) gemm(j->on_dnnl, false, rows, a->dv, cols, scores, BK, v + c0 * a->v.row_stride, a->v.row_stride, true,
-                  o, a->dv);
+    if (any)
+      gemm(j->on_dnnl, false, stored_transposed(&a->v), rows, a->dv, cols, scores, BK, v + c0 * a->v.row_stride,
+           leading(&a->v), true, o, a->dv);
   }
   for (int64_t r = 0; r < rows; r++) {
     float *row = o + r * a->dv;

@@ -18,8 +18,8 @@
  *   out = dot(p, V)          p's batch dims leading, in order, contracting its last
  *
  * with every value from s to p read only inside the pattern and no result of the entry,
- * f32 throughout, and Q's, K's and V's innermost dims (head features) contiguous, so the
- * kernel reads them where the projection left them. The flat batch (the batch dims'
+ * f32 throughout, and Q's, K's and V's head features or positions contiguous (a matrix
+ * or its transpose), so the kernel reads them where the projection left them. The flat batch (the batch dims'
  * elements in row-major order) must have the same count at s, x, p and out; a reshape may
  * regroup it ([B*H, S, S] as [B, H, S, S]), never the last two dims. A broadcast read through
  * (a mask, a scalar) becomes INSIDE when nothing else reads it.
@@ -326,8 +326,9 @@ static const hlo_instr *softmax_input(matcher *m, const hlo_instr *p) {
 }
 
 /* Where operand's [batch..., rows, cols] lie: batch dims batch[], the row dim and the
- * contiguous column dim; false when the columns are not contiguous. batch_size[] is the
- * product's batch shape. */
+ * column dim; false unless the columns are contiguous, or the rows (a matrix stored
+ * transposed, which BLAS takes by its flag), with a leading dim BLAS accepts. batch_size[]
+ * is the product's batch shape. */
 static bool view_of(const hlo_instr *operand, const hlo_ints *batch, int64_t row_dim, int64_t col_dim,
                     const int64_t *batch_size, rt_cpu_attention_view *v) {
   int64_t strides[HLO_MAX_RANK];
@@ -339,7 +340,12 @@ static bool view_of(const hlo_instr *operand, const hlo_ints *batch, int64_t row
   }
   v->row_stride = strides[row_dim];
   v->col_stride = strides[col_dim];
-  return v->col_stride == 1;
+  int64_t rows = operand->shape.dims[row_dim], cols = operand->shape.dims[col_dim];
+  /* a dim of size 1 is never stepped along: any stride serves, so the one BLAS wants */
+  if (cols == 1) v->col_stride = 1;
+  if (rows == 1 && v->col_stride == 1) v->row_stride = cols;
+  if (v->col_stride == 1) return v->row_stride >= cols;
+  return v->row_stride == 1 && v->col_stride >= rows;
 }
 
 /* The dim of a rank-(batch + 2) operand that is neither batch nor contracting. */
