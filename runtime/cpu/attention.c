@@ -302,7 +302,7 @@ static void items(void *ctx, int64_t begin, int64_t end) {
 void rt_cpu_attention_run(const rt_cpu_attention *a, const rt_value *const *in, rt_value *out) {
   atomic_fetch_add(&runs, 1);
   job j = {.a = a, .q = in[0]->data, .k = in[1]->data, .v = in[2]->data, .out = out->data,
-           .q_blocks = (a->sq + BQ - 1) / BQ, .on_dnnl = rt_cpu_dot_on_dnnl()};
+           .q_blocks = (a->sq + BQ - 1) / BQ, .on_dnnl = rt_cpu_dot_on_dnnl() && !a->on_blas};
   for (int k = 0; k < a->mask_count; k++) j.masks[k] = in[3 + k]->data;
   if (a->batch == 0 || a->sq == 0 || a->dv == 0) return;
   /* an item is about rows * sk * (d + dv) multiply-adds; about a million make a task */

@@ -45,6 +45,7 @@ typedef struct rt_cpu_attention_op {
  * columns are contiguous (col_stride 1: the planner takes no other). */
 typedef struct rt_cpu_attention {
   int64_t batch, sq, sk, d, dv;
+  bool on_blas; /* the last product's onednn_product choice was refused: sgemm from OpenBLAS */
   rt_cpu_attention_view q, k, v; /* q [batch, sq, d], k [batch, sk, d], v [batch, sk, dv] */
   int op_count, mask_count;
   /* the last op is a select of -inf on an inequality of indices: a block of keys where it

@@ -399,6 +399,7 @@ static const hlo_instr *take_output(matcher *m, const hlo_instr *dot2) {
   a->sq = dot2->shape.dims[n];
   a->sk = p->shape.dims[r - 1];
   a->dv = dot2->shape.dims[n + 1];
+  a->on_blas = hlo_instr_raw_attr(dot2, RT_CPU_ON_BLAS) != NULL;
   a->inputs[2] = v->id;
   a->input_count = 3;
   if (!view_of(v, &dd->rhs_batch, dd->rhs_contracting.values[0], v_col, dot2->shape.dims, &a->v) ||
