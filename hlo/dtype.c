@@ -106,7 +106,16 @@ uint16_t hlo_f64_to_bf16(double value) {
   return sign | (uint16_t)round_to_format(fabs(value), 7, 8);
 }
 
-uint16_t hlo_f32_to_bf16(float value) { return hlo_f64_to_bf16((double)value); }
+/* On the bits: bf16 is f32's upper half, so nearest-even is "add 0x7FFF plus the lowest kept
+ * bit, then truncate"; a carry rounds up into the exponent and on to infinity, subnormals
+ * round alike. NaN becomes the quiet NaN hlo_f64_to_bf16 gives. Kernels round every bf16
+ * result through here, so it must be cheap. */
+uint16_t hlo_f32_to_bf16(float value) {
+  uint32_t bits;
+  memcpy(&bits, &value, sizeof bits);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((bits >> 16 & 0x8000u) | 0x7FC0u);
+  return (uint16_t)((bits + 0x7FFFu + (bits >> 16 & 1u)) >> 16);
+}
 
 float hlo_f16_to_f32(uint16_t bits) {
   int exponent = (bits >> 10) & 0x1f;

@@ -378,6 +378,18 @@ static void convert_chunk(void *ctx, int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; i++) r[i] = (float)a[i];
     return;
   }
+  if (from == HLO_F32 && to == HLO_BF16) { /* a bf16 product's operands */
+    const float *a = j->a;
+    uint16_t *r = j->r;
+    for (int64_t i = begin; i < end; i++) r[i] = hlo_f32_to_bf16(a[i]);
+    return;
+  }
+  if (from == HLO_BF16 && to == HLO_F32) {
+    const uint16_t *a = j->a;
+    float *r = j->r;
+    for (int64_t i = begin; i < end; i++) r[i] = hlo_bf16_to_f32(a[i]);
+    return;
+  }
   bool from_float = hlo_dtype_is_float(from);
   for (int64_t i = begin; i < end; i++) {
     if (to == HLO_PRED) {

@@ -15,7 +15,8 @@
  * an activation, and from a small value only through small ones); a step is kept when it
  * is found so and everything it reads is too, or a parameter or a constant. That covers the
  * batch norm that rt_cpu_pass_fold_affine moved into a convolution's weights (the scale and the
- * scaled weights), a transposed weight, the summed weight of dot_of_repeats. */
+ * scaled weights), a transposed weight, a weight converted to bf16 for a bf16 product, the
+ * summed weight of dot_of_repeats. */
 #include <stdlib.h>
 
 #include "plan_internal.h"
@@ -26,7 +27,7 @@ static bool cheap(const hlo_instr *instr) {
   switch (op) {
     case HLO_OP_SELECT: case HLO_OP_CLAMP: case HLO_OP_BROADCAST: case HLO_OP_RESHAPE: case HLO_OP_BITCAST:
     case HLO_OP_COPY: case HLO_OP_TRANSPOSE: case HLO_OP_REDUCE: case HLO_OP_SLICE: case HLO_OP_CONCATENATE:
-    case HLO_OP_PAD: case HLO_OP_REVERSE:
+    case HLO_OP_PAD: case HLO_OP_REVERSE: case HLO_OP_CONVERT:
       return true;
     default:
       return false;
