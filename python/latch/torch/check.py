@@ -61,8 +61,9 @@ def tolerance(precision, contraction):
     return _TOL + BF16_EPSILON * contraction ** 0.5
 
 
-def _run_eager(gm, inputs):
-    """gm's flat outputs run by PyTorch, and the largest contraction among its products."""
+def _run_eager(gm, inputs, cloned=False):
+    """gm's flat outputs run by PyTorch, and the largest contraction among its products.
+    cloned: inputs are copies the run may update in place (else it runs on copies)."""
     from torch.utils import _pytree as pytree
     largest = [0]
 
@@ -74,7 +75,7 @@ def _run_eager(gm, inputs):
             return super().call_function(target, args, kwargs)
 
     with torch.no_grad():
-        out = Measure(gm).run(*[a.detach().clone() for a in inputs])
+        out = Measure(gm).run(*(inputs if cloned else [a.detach().clone() for a in inputs]))
     return pytree.tree_flatten(out)[0], largest[0]
 
 
@@ -97,6 +98,7 @@ def _differs(got, want, tol=None):
 def _first_difference(gm, inputs, tol=None):
     """The first call_function node whose latch value differs from PyTorch's, run one node at
     a time outside any trace: (node, reason) or None."""
+    from torch.utils._pytree import tree_map
     from .. import _latch
     from .compile import interpret
     from . import dtypes
@@ -105,7 +107,9 @@ def _first_difference(gm, inputs, tol=None):
 
     class Recorder(torch.fx.Interpreter):
         def run_node(self, n):
-            eager[n] = out = super().run_node(n)
+            out = super().run_node(n)
+            # a copy: a view of an input that a later write-back updates would change under us
+            eager[n] = tree_map(lambda v: v.clone() if isinstance(v, torch.Tensor) else v, out)
             return out
 
     Recorder(gm).run(*[a.clone() for a in inputs])
@@ -161,12 +165,17 @@ def _write(name, gm, inputs):
     return where
 
 
-def compare(name, gm, inputs, got, precision=None):
+def compare(name, gm, inputs, got, precision=None, written=None):
     """got: latch's outputs of gm (a flat list, as gm's output list flattened) for inputs;
-    checked against gm run eagerly, within tolerance(precision, ...). Returns the repro
-    directory on a mismatch, else None. precision None: the runtime's (LATCH_PRECISION)."""
-    want, contraction = _run_eager(gm, inputs)
+    checked against gm run eagerly, within tolerance(precision, ...). written: the inputs as
+    latch's call left them, for a graph that updates its inputs in place (compared with
+    eager's updates). Returns the repro directory on a mismatch, else None. precision None:
+    the runtime's (LATCH_PRECISION)."""
+    mine = [a.detach().clone() for a in inputs]
+    want, contraction = _run_eager(gm, mine, cloned=True)
     tol = tolerance(precision or os.environ.get("LATCH_PRECISION") or "f32", contraction)
+    if written is not None:
+        got, want = list(got) + list(written), list(want) + mine
     if len(want) == len(got) and not any(_differs(g, w, tol) for g, w in zip(got, want)):
         return None
     where = _write(name, gm, inputs)

@@ -27,7 +27,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from .. import _latch
-from . import autograd, dtypes as D, guards
+from . import autograd, dtypes as D, guards, step as train_step
 from .capture import Resized, TraceFailed, capture, plain, split, unlowered_nodes
 from . import check as check_eager
 from .lowering import LOWERINGS
@@ -129,8 +129,8 @@ class _Graphs:
     graphs (one per input signature), the parameter slots it lends, and for a graph with ops
     latch does not lower, the split plans."""
 
-    def __init__(self, module):
-        self.state = _state(module)
+    def __init__(self, module, step=None):
+        self.state = step.slots() if step is not None else _state(module)
         self.function = None
         self.autograd = None      # autograd.AutogradGraphs when the calls record autograd
         self.graphs = {}          # input signature -> capture.Graph
@@ -176,6 +176,8 @@ class Compiled(_latch.Compiled):
         self._failed = []   # the node whose lowering raised Unsupported in the last trace
         self._calling = False  # inside _slow_call's own call of the Function
         self.check = check_eager.wanted(check)  # each graph's first call against eager PyTorch
+        # a plain function that reads torch.optim optimizers: a whole training step (step.py)
+        self.step = train_step.find(fn) if self.module is None else None
 
     # ---- tracing ----
 
@@ -185,7 +187,9 @@ class Compiled(_latch.Compiled):
 
     def _capture(self, graphs, args):
         key = self._signature(graphs, args)
-        if key not in graphs.graphs:
+        if key not in graphs.graphs and self.step is not None:
+            graphs.graphs[key] = self.step.capture(self.call, args, graphs.state)
+        elif key not in graphs.graphs:
             graphs.graphs[key] = capture(self.call, self.module, _named_state, args)
         return graphs.graphs[key]
 
@@ -250,7 +254,7 @@ class Compiled(_latch.Compiled):
             if op is not None:
                 return f"aten op {op} is not lowered"
         elif unlowered_nodes(g.gm, graphs.eager_nodes):
-            if self.fullgraph:
+            if self.fullgraph or self.step is not None:  # a step's write-backs stay in one graph
                 ops = sorted({str(n.target) for n in unlowered_nodes(g.gm, graphs.eager_nodes)})
                 return f"{', '.join(ops)} not lowered"
             graphs.split_mode = True  # calls go to _slow_call, which runs plans
@@ -268,11 +272,14 @@ class Compiled(_latch.Compiled):
         """The graphs for this call's guard state (started on first sight) made current, with
         the guards the warm call checks; a reason to run eagerly, or None."""
         key, triples = guards.state(self.fn, self.module)
+        if self.step is not None:
+            step_key, step_triples = self.step.guards()
+            key, triples = (key, step_key), triples + step_triples
         grad_mode, input_grads = torch.is_grad_enabled(), tuple(a.requires_grad for a in args)
         full = (grad_mode, input_grads, key)
         graphs = self.states.get(full)
         if graphs is None:
-            graphs = _Graphs(self.module)
+            graphs = _Graphs(self.module, self.step)
             reason = self._start(graphs, args)
             if reason:
                 return reason
@@ -288,6 +295,11 @@ class Compiled(_latch.Compiled):
         set: a guard that never holds by identity must not send the call round again)."""
         if self.current.split_mode:
             return self._run_plan(self.current, args)
+        checking = self.check and not self.current.checked
+        if checking:  # the inputs as they were: the graph may update them in place
+            g = self._capture(self.current, args)
+            inputs = list(args) + ([d[k] for d, k, _ in self.current.state] if g.functional else [])
+            before = [t.detach().clone() for t in inputs]
         self._calling = True
         try:
             outs = [D.to_torch(t) for t in self.function(*args)]
@@ -295,11 +307,10 @@ class Compiled(_latch.Compiled):
             return self._unsupported(exc, args)
         finally:
             self._calling = False
-        if self.check and not self.current.checked:
+        if checking:
             self.current.checked = True
-            g = self._capture(self.current, args)
-            inputs = list(args) + ([d[k] for d, k, _ in self.current.state] if g.functional else [])
-            check_eager.compare(self.name, g.gm, inputs, pytree.tree_flatten(self._pack(outs))[0], self.precision)
+            check_eager.compare(self.name, g.gm, before, pytree.tree_flatten(self._pack(outs))[0], self.precision,
+                                written=inputs)
         return outs[0] if self.single else self._pack(outs)
 
     # ---- partial graphs ----
@@ -355,7 +366,7 @@ class Compiled(_latch.Compiled):
         failed, self._failed = self._failed, []
         graphs = self.current
         g = graphs.graphs.get(self._signature(graphs, args)) if graphs is not None else None
-        if g is not None and g.functional and not self.fullgraph and (failed or unlowered_nodes(g.gm, graphs.eager_nodes)):
+        if g is not None and g.functional and not self.fullgraph and self.step is None and (failed or unlowered_nodes(g.gm, graphs.eager_nodes)):
             graphs.eager_nodes.update(failed)
             graphs.function, graphs.split_mode, self.function = None, True, None
             return self._run_plan(graphs, args)
@@ -427,7 +438,12 @@ class Compiled(_latch.Compiled):
         current = self.current
         if current is not None and current.autograd is not None and self._guards_hold(args):
             return current.autograd.call(args)
-        reason = self._select(args)
+        if self.step is not None and not self.step.ready():
+            return self._eager(args, kwargs)  # torch.optim makes its state in its first step
+        try:
+            reason = self._select(args)
+        except train_step.NotReady:  # this call makes or replaces state: the next one traces
+            return self._eager(args, kwargs)
         if reason:
             return self._fall_back(reason, args, kwargs)
         if self.current.autograd is not None:

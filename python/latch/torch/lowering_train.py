@@ -2,6 +2,8 @@
 graphs hold after torch._decomp's decompositions (latch/torch/autograd.py) that lowering.py
 does not lower for inference.
 
+  pow.Scalar                    a number to a tensor's power (Adam's bias corrections)
+  addcmul, addcdiv              the optimizers' moment and parameter updates
   var.correction                the batch statistics of training-mode batch norm
   max_pool2d_with_indices       the flat h * W + w index of each window's maximum (the first
                                 one in row-major order on ties, as PyTorch's CPU kernel)
@@ -19,8 +21,8 @@ import torch
 
 from .. import _latch
 from . import dtypes as D
-from .lowering import (LOWERINGS, lowers, _install, max_pool2d, flip_spatial, values, norm_dim, reshape, _pair, const, Unsupported,
-                       SUM, MEAN, SUB, MUL, DIV, ADD, EQ, GE, NE, AND, NOT)
+from .lowering import (LOWERINGS, lowers, _install, _binary, operands, max_pool2d, flip_spatial, values, norm_dim, reshape, _pair, const,
+                       Unsupported, SUM, MEAN, SUB, MUL, DIV, ADD, EQ, GE, NE, AND, NOT, POW)
 
 aten = torch.ops.aten
 L = _latch
@@ -30,6 +32,23 @@ def _dims(dims, rank):
     if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
         return list(range(rank))
     return [norm_dim(d, rank) for d in (dims if isinstance(dims, (list, tuple)) else [dims])]
+
+
+lowers(aten.pow.Scalar)(_binary(POW))  # Adam's bias corrections: beta ** step, the step a tensor
+
+
+def _addc(op):
+    """self + value * (a op b): aten's addcmul and addcdiv (the optimizers' moment updates)."""
+    def lower(x, a, b, value=1):
+        t = L.binary(op, *operands(a, b))
+        if value != 1:
+            t = L.binary(MUL, t, const(value, t.dtype))
+        return L.binary(ADD, *operands(x, t))
+    return lower
+
+
+lowers(aten.addcmul.default)(_addc(MUL))
+lowers(aten.addcdiv.default)(_addc(DIV))
 
 
 @lowers(aten.var.correction)
