@@ -85,9 +85,11 @@ hlo_status min_auto_repro(const min_auto_request *request, char *path, size_t si
 
 hlo_status min_check_mode_parse(const char *text, min_check_mode *mode, hlo_diag *diag) {
   *mode = MIN_MODE_OFF;
-  if (!text || !*text || strcmp(text, "off") == 0) return HLO_OK;
+  /* eager is the PyTorch frontend's check (latch.torch against eager PyTorch): the
+   * library's own checks stay off */
+  if (!text || !*text || strcmp(text, "off") == 0 || strcmp(text, "eager") == 0) return HLO_OK;
   if (strcmp(text, "compile") == 0) *mode = MIN_MODE_COMPILE;
   else if (strcmp(text, "accuracy") == 0) *mode = MIN_MODE_ACCURACY;
-  else return hlo_diag_set(diag, HLO_ERR_INPUT, "LATCH_CHECK '%s': expected off, compile or accuracy", text);
+  else return hlo_diag_set(diag, HLO_ERR_INPUT, "LATCH_CHECK '%s': expected off, compile, accuracy or eager", text);
   return HLO_OK;
 }

@@ -23,14 +23,15 @@ SETTINGS = {
     "cache": ("LATCH_CACHE", "'memory' (default), 'disk' or 'off'"),
     "cache_dir": ("LATCH_CACHE_DIR", "the disk cache's directory (default ~/.cache/latch)"),
     "cache_url": ("LATCH_CACHE_URL", "a Redis server shared by a fleet: redis://host[:port][/db] or unix:///path"),
-    "check": ("LATCH_CHECK", "'off' (default), 'compile' or 'accuracy'"),
+    "check": ("LATCH_CHECK", "'off' (default), 'compile' or 'accuracy' (latch against its reference evaluator), "
+                             "or 'eager' (latch.torch's graphs against eager PyTorch)"),
     "log": ("LATCH_LOG", "comma-separated words: recompiles, guards, compiles"),
     "precision": ("LATCH_PRECISION", "'f32' (default) or 'bf16': products of f32 tensors on bf16 operands"),
     "recompile_limit": ("LATCH_RECOMPILE_LIMIT", "traces after the first before a function traces every call"),
 }
 OPEN_ONCE = {"backend", "threads", "cache", "cache_dir", "cache_url", "check", "log", "precision"}
-CHOICES = {"backend": {"cpu", "reference"}, "cache": {"memory", "disk", "off"}, "check": {"off", "compile", "accuracy"},
-           "precision": {"f32", "bf16"}}
+CHOICES = {"backend": {"cpu", "reference"}, "cache": {"memory", "disk", "off"},
+           "check": {"off", "compile", "accuracy", "eager"}, "precision": {"f32", "bf16"}}
 LOG_WORDS = {"recompiles", "guards", "compiles"}
 
 

@@ -67,3 +67,29 @@ def test_matching_graphs_write_nothing(tmp_path, monkeypatch, capfd):
 def test_check_takes_eager_or_off():
     with pytest.raises(ValueError, match="options\\['check'\\] must be 'eager' or 'off'"):
         lt.compile(lambda x: x, options={"check": "accuracy"})
+
+
+def test_configure_check_eager_after_import(tmp_path):
+    """latch.configure(check="eager") before the runtime opens, latch.torch already imported:
+    the compiled functions made after it check; the library opens with its own checks off."""
+    out = run("""
+        import torch, latch, latch.torch as lt
+        latch.configure(check="eager")
+        c = lt.compile(lambda x: torch.cos(x * 2) + 1)
+        c(torch.tensor([0.0, 1.0]))
+        print(latch.config.check, latch.stats()["check_failures"])
+    """, tmp_path, LATCH_FAULT="accuracy:cosine:0.5")
+    assert out.stdout.split() == ["eager", "0"]
+    lines = [l for l in out.stderr.splitlines() if "check eager" in l]
+    assert len(lines) == 1 and "first differing op: aten.cos.default" in lines[0], out.stderr
+
+
+def test_configure_refuses_an_unknown_check(tmp_path):
+    out = run("""
+        import latch
+        try:
+            latch.configure(check="eagre")
+        except ValueError as e:
+            print(e)
+    """, tmp_path)
+    assert "'eagre' is not one of accuracy, compile, eager, off" in out.stdout

@@ -7,7 +7,7 @@ except ImportError as e:
     raise ImportError("latch.torch needs PyTorch 1.13 or later: install python3-torch (Debian: apt install "
                       "python3-torch) or torch from pip") from e
 
-from . import check  # first: LATCH_CHECK=eager is this package's, not the library's
+from . import check
 from . import dtypes  # installs the dtype table into the extension
 from .compile import Compiled, TRACE_ONCE, TRACE_EVERY, TRACE_EAGER
 from .api import compile, OptimizedModule

@@ -15,9 +15,9 @@ and one line on stderr names the directory and the first op whose output differs
 run eagerly and by latch, one at a time, in graph order). The call still returns latch's
 values: the check reports, it does not repair.
 
-The library's own LATCH_CHECK modes (compile, execute, accuracy: latch against its reference
-evaluator, with HLO repros) are set by LATCH_CHECK too; `eager` is this module's, so the
-library is opened with the check off when it is the value."""
+The library's own LATCH_CHECK modes (compile, accuracy: latch against its reference
+evaluator, with HLO repros) are set by LATCH_CHECK too; `eager` is this module's, and the
+library takes it as its own checks off. latch.configure(check="eager") sets it."""
 import itertools
 import os
 import sys
@@ -25,9 +25,6 @@ import tempfile
 
 import torch
 
-ENV = os.environ.get("LATCH_CHECK", "") == "eager"
-if ENV:
-    os.environ["LATCH_CHECK"] = "off"  # read when the runtime opens, after this import
 _TOL = float(os.environ.get("LATCH_CHECK_TOL", "") or 1e-3)
 _count = itertools.count()
 
@@ -36,7 +33,9 @@ def wanted(check):
     """Whether a Compiled made with check= (None: the environment's) checks its graphs."""
     if check not in (None, "eager", "off"):
         raise ValueError(f"latch.torch.compile: check must be None, 'eager' or 'off', not {check!r}")
-    return ENV if check is None else check == "eager"
+    if check is None:  # LATCH_CHECK, or latch.configure(check="eager"), when the Compiled is made
+        return os.environ.get("LATCH_CHECK", "") == "eager"
+    return check == "eager"
 
 
 # Under the bf16 precision each product's operands are rounded to bf16, a relative error of
