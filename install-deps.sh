@@ -28,6 +28,7 @@ PACKAGES=(
   python3-pytest     # tests/test_python.sh: the Python package's tests
   python3-torch      # latch.torch: make_fx, __torch_dispatch__, the models, and the peers in latch.bench
   python3-torchvision # latch.models: resnet18/50, mobilenet_v2, squeezenet1_1, alexnet, vgg16, vit_b_16
+  python3-networkx   # latch.torch's autograd path: AOTAutograd's min-cut partitioner (recomputes cheap ops in the backward instead of saving them) solves with it
   python3-pip        # pip install --no-build-isolation . (pyproject.toml); tests/test_pip_install.sh
   python3-setuptools # pyproject.toml's build backend (setup.py builds the extension)
   python3-wheel      # pip wheel and pip install . build a wheel with it

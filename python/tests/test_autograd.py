@@ -322,3 +322,24 @@ def test_ceil_mode_max_pool_trains_in_pytorch(capfd):
         c(x).sum().backward()
     grads_close(m, twin)
     assert "gives no value latch can save for the backward; it runs in PyTorch" in capfd.readouterr().err
+
+
+def test_the_autograd_path_traces_once_per_input_size():
+    """The forward and the backward graph are traced once for a size (two traces) and later
+    calls at that size take them; a new batch size traces both again (AOTAutograd traces at
+    fixed sizes) and the first size keeps its graphs."""
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 2))
+    c = lt.compile(m)
+    for batch in (4, 4, 4, 7, 7, 4):
+        x = torch.randn(batch, 6)
+        m.zero_grad()
+        c(x).pow(2).sum().backward()
+        got = [p.grad.clone() for p in m.parameters()]
+        m.zero_grad()
+        m(x).pow(2).sum().backward()
+        for g, p in zip(got, m.parameters()):
+            assert torch.allclose(g, p.grad, atol=1e-5)
+    stats = c.stats()
+    assert stats["traces"] == 4, stats  # forward and backward at 4, then at 7
+    assert stats["calls"] == 12, stats  # each of six steps calls the forward and the backward once

@@ -33,7 +33,7 @@ def test_forward_mismatch_names_the_op_and_writes_a_runnable_repro(tmp_path):
     lines = [l for l in out.stderr.splitlines() if "check eager" in l]
     assert len(lines) == 1 and "first differing op: aten.cos.default" in lines[0], out.stderr
     (repro,) = os.listdir(tmp_path)
-    assert sorted(os.listdir(tmp_path / repro)) == ["graph.pt", "inputs.pt", "repro.py"]
+    assert sorted(os.listdir(tmp_path / repro)) == ["difference.txt", "graph.pt", "hlo", "inputs.pt", "repro.py"]
     again = subprocess.run([sys.executable, str(tmp_path / repro / "repro.py")], capture_output=True, text=True,
                            env=dict(os.environ, LATCH_FAULT="accuracy:cosine:0.5"), timeout=300)
     assert again.returncode == 0, again.stderr
@@ -93,3 +93,54 @@ def test_configure_refuses_an_unknown_check(tmp_path):
             print(e)
     """, tmp_path)
     assert "'eagre' is not one of accuracy, compile, eager, off" in out.stdout
+
+
+def ops(path):
+    graph = torch.load(path)
+    return [str(n.target) for n in graph.graph.nodes if n.op == "call_function"]
+
+
+def test_a_backend_fault_is_minified_to_its_op_with_an_hlo_repro(tmp_path):
+    """A fault in latch's backend (LATCH_FAULT scales every cosine's results): the minifier
+    shrinks the nine-op graph to the cosine alone, and the child run under
+    LATCH_CHECK=accuracy, where the backend and the reference evaluator differ, leaves the
+    library's HLO repro of it in hlo/."""
+    out = run("""
+        import torch, latch.torch as lt
+        def f(x, w):
+            a = torch.relu(x @ w)
+            b = torch.cos(a * 2) + 1
+            return torch.tanh(b).sum(1) * 3, a.mean()
+        lt.compile(f)(torch.randn(4, 5), torch.randn(5, 3))
+    """, tmp_path, LATCH_CHECK="eager", LATCH_FAULT="accuracy:cosine:0.5")
+    (repro,) = os.listdir(tmp_path)
+    where = tmp_path / repro
+    assert ops(where / "graph.pt") == ["aten.cos.default"]
+    line = (where / "difference.txt").read_text().strip()
+    assert line in out.stderr and "first differing op: aten.cos.default" in line
+    assert "minified from 9 to 1 ops" in line, line
+    (hlo,) = os.listdir(where / "hlo")
+    assert f"HLO repro in {where / 'hlo' / hlo}" in line
+    assert "cosine" in (where / "hlo" / hlo / "repro.hlo").read_text()
+
+
+def test_a_wrong_lowering_is_named_and_has_no_hlo_repro(tmp_path):
+    """A lowering planted wrong (1 - x lowered as x + 1): the first differing op is rsub, the
+    minified graph is the rsub alone, and the HLO, which latch's backend and reference
+    evaluator agree on, gives no HLO repro: the line says the lowering differs."""
+    out = run("""
+        import torch, latch.torch as lt
+        from latch.torch import lowering
+        add = lowering.LOWERINGS[torch.ops.aten.add.Tensor]
+        lowering.LOWERINGS[torch.ops.aten.rsub.Scalar] = lambda a, b, alpha=1: add(a, b)
+        lowering._install()
+        def f(x):
+            return torch.tanh(1 - torch.exp(x)).sum() * 2
+        lt.compile(f)(torch.randn(3, 4))
+    """, tmp_path, LATCH_CHECK="eager")
+    (repro,) = os.listdir(tmp_path)
+    where = tmp_path / repro
+    assert ops(where / "graph.pt") == ["aten.rsub.Scalar"]
+    assert not (where / "hlo").exists()
+    line = (where / "difference.txt").read_text().strip()
+    assert "first differing op: aten.rsub.Scalar" in line and "the lowering from aten differs" in line, line

@@ -69,3 +69,30 @@ def test_ten_lazy_steps_match_eager(build, make_opt):
         opt_lazy.step()
     for p, q in zip(m.parameters(), twin.parameters()):
         close(q, p, tol=1e-3 * 10)  # the accuracy rule scaled by the step count
+
+
+def test_training_batch_norm_runs_in_latch_and_writes_its_running_statistics():
+    """Batch norm in .train() through lazy mode: the batch statistics and the running-statistics
+    update are latch ops (nothing runs eagerly), and after 10 SGD steps the parameters and the
+    running mean, variance and batch count equal eager's."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(256, 3))
+    twin = copy.deepcopy(m)
+    lazy = lt.lazy.module(twin)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    opt_lazy = torch.optim.SGD(lazy.parameters(), lr=0.1, momentum=0.9)
+    eager_before = sum(lt.lazy.eager_ops.values())
+    for step in range(10):
+        g = torch.Generator().manual_seed(step)
+        x, y = torch.randn(5, 3, 8, 8, generator=g), torch.randint(0, 3, (5,), generator=g)
+        opt.zero_grad()
+        F.cross_entropy(m(x), y).backward()
+        opt.step()
+        opt_lazy.zero_grad()
+        F.cross_entropy(lazy(lt.lazy.tensor(x)), lt.lazy.tensor(y)).backward()
+        opt_lazy.step()
+    assert sum(lt.lazy.eager_ops.values()) == eager_before, lt.lazy.eager_ops  # no op ran eagerly
+    for (name, a), b in zip(m.state_dict().items(), twin.state_dict().values()):
+        assert type(b) is torch.Tensor, name
+        close(b.double(), a.double(), tol=1e-3 * 10)
+    assert twin[1].num_batches_tracked.item() == 10

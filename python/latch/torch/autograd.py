@@ -152,8 +152,9 @@ def _boxed(call, half):
 class _Compiler:
     """fw_compiler and bw_compiler for AOTAutograd: each fx graph to a latch Function."""
 
-    def __init__(self, name, warned, check, precision=None):
+    def __init__(self, name, warned, check, functions, precision=None):
         self.name, self.warned, self.check, self.precision = name, warned, check, precision
+        self.functions = functions  # every latch Function made, for Compiled.stats()
 
     def __call__(self, gm, example_inputs, half):
         from .compile import interpret, unlowered
@@ -180,6 +181,7 @@ class _Compiler:
         seed = (torch.initial_seed() * 0x9E3779B97F4A7C15 + (1 if half == "forward" else 2)) % (1 << 64)
         function = _latch.Function(trace, len(tensor_leaves), name=f"{self.name}.{half}", shapes=1, seed=seed,
                                    precision=self.precision)
+        self.functions.append(function)
         leaves = [None if isinstance(leaf, torch.fx.Node) else leaf for leaf in leaves]
         call = _GraphCall(function, leaves, tensor_leaves, gm, f"{self.name}.{half}", self.check, self.warned,
                           self.precision)
@@ -199,6 +201,7 @@ class AutogradGraphs:
         self.precision = precision
         self.compiled = {}  # input signature -> (AOTAutograd's function, output spec, output count, mutated)
         self.warned = set()
+        self.functions = []  # the latch Functions of every signature's forward and backward
 
     def _run(self, flat_args):
         """fn over flat_args (the state's tensors, then the call's), batch norm made functional."""
@@ -227,7 +230,7 @@ class AutogradGraphs:
             box[:] = [spec, len(outs)]
             return tuple(outs) + tuple(flat_args[i] for i in mutated)
 
-        compiler = _Compiler(self.name, self.warned, self.check, self.precision)
+        compiler = _Compiler(self.name, self.warned, self.check, self.functions, self.precision)
         config = _aot_impl.AOTConfig(fw_compiler=lambda gm, ins: compiler(gm, ins, "forward"),
                                      bw_compiler=lambda gm, ins: compiler(gm, ins, "backward"),
                                      partition_fn=_partition(), decompositions=_decompositions())

@@ -6,27 +6,39 @@ and the outputs compared under latch's accuracy rule (LATCH_CHECK_TOL, 1e-3 by d
 scaled by the values' magnitude; wider under the bf16 precision, see tolerance()). On a mismatch a directory is written (under
 LATCH_REPRO_DIR, else the temporary directory) that a PyTorch user can run:
 
-  repro.py    the aten graph as a standalone module; runs it eagerly and through
-              latch.torch.compile and prints both differences
-  graph.pt    the graph's tensor constants (parameters captured at the trace)
-  inputs.pt   the inputs of the call that differed
+  repro.py        the aten graph as a standalone module; runs it eagerly and through
+                  latch.torch.compile and prints both differences
+  graph.pt        the graph, shrunk first by functorch's minifier (functorch.compile.minifier:
+                  the smallest graph whose latch outputs, op at a time, still differ)
+  inputs.pt       its inputs
+  difference.txt  the line on stderr
+  hlo/            the library's HLO repro of that graph, when latch's cpu backend and its
+                  reference evaluator differ on it (the graph run again in a child process
+                  under LATCH_CHECK=accuracy, whose minifier shrinks the HLO); none when they
+                  agree, which puts the difference in the lowering from aten to HLO
 
 and one line on stderr names the directory and the first op whose output differs (each node
-run eagerly and by latch, one at a time, in graph order). The call still returns latch's
-values: the check reports, it does not repair.
+of the whole graph run eagerly and by latch, one at a time, in graph order). The call still
+returns latch's values: the check reports, it does not repair.
 
 The library's own LATCH_CHECK modes (compile, accuracy: latch against its reference
 evaluator, with HLO repros) are set by LATCH_CHECK too; `eager` is this module's, and the
 library takes it as its own checks off. latch.configure(check="eager") sets it."""
+import contextlib
+import copy
+import io
 import itertools
 import os
+import subprocess
 import sys
 import tempfile
+import time
 
 import torch
 
 _TOL = float(os.environ.get("LATCH_CHECK_TOL", "") or 1e-3)
 _count = itertools.count()
+MINIFY_SECONDS = 60  # the minifier's time; the HLO repro's child process gets four times it
 
 
 def wanted(check):
@@ -164,6 +176,76 @@ def _write(name, gm, inputs):
     return where
 
 
+def _latch_outputs(gm, inputs):
+    """gm's outputs computed by latch one op at a time (outside any trace), as torch values."""
+    from .. import _latch
+    from .compile import interpret
+    from . import dtypes
+    outs = interpret(gm, [_latch.from_torch(a.detach().clone().contiguous()) for a in inputs], {})
+    return [dtypes.to_torch(o) if isinstance(o, _latch.Tensor) else o for o in outs]
+
+
+def _minify(gm, inputs, tol, budget=MINIFY_SECONDS):
+    """functorch's minifier over gm: the smallest graph (with its inputs) whose latch outputs
+    still differ from PyTorch's. The minifier asks the question many times; after budget
+    seconds every answer is no, and the last graph that differed is kept. gm itself when
+    latch's op-at-a-time run does not differ (the difference is in the compiled graph)."""
+    from torch.utils import _pytree as pytree
+    from functorch.compile import minifier
+    deadline, smallest = time.monotonic() + budget, []
+
+    def fails(g, ins):
+        if time.monotonic() > deadline:
+            return False
+        try:
+            with torch.no_grad():
+                want = pytree.tree_flatten(g(*[a.clone() for a in ins]))[0]
+                got = _latch_outputs(g, ins)
+        except Exception:  # another failure than the one being shrunk
+            return False
+        differs = len(got) == len(want) and any(_differs(a, b, tol) for a, b in zip(got, want))
+        if differs:
+            smallest[:] = [torch.fx.GraphModule(g, copy.deepcopy(g.graph)), list(ins)]
+        return differs
+
+    if not fails(gm, inputs):
+        return gm, inputs
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # its progress report
+            minifier(gm, list(inputs), fails, dump_state=lambda *a: None)
+    except Exception:  # the minifier gave up (out of time): its best so far stands
+        pass
+    return smallest[0], smallest[1]
+
+
+_HLO_CHILD = """import sys, torch, latch.torch as lt
+graph, inputs = torch.load(sys.argv[1]), torch.load(sys.argv[2])
+lt.compile(graph)(*inputs)
+"""
+
+
+def _hlo_repro(where):
+    """The repro's graph compiled in a child process under LATCH_CHECK=accuracy: where latch's
+    cpu backend and its reference evaluator differ, the library's minifier writes its HLO
+    repro under where/hlo. Returns that repro's directory, or None (they agree: the
+    difference is in the lowering from aten to HLO, not in the backend)."""
+    import latch
+    hlo = os.path.join(where, "hlo")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(latch.__file__)))
+    env = dict(os.environ, LATCH_CHECK="accuracy", LATCH_REPRO_DIR=hlo,
+               PYTHONPATH=os.pathsep.join([root] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    os.makedirs(hlo, exist_ok=True)
+    try:
+        subprocess.run([sys.executable, "-c", _HLO_CHILD, os.path.join(where, "graph.pt"),
+                        os.path.join(where, "inputs.pt")], env=env, capture_output=True, timeout=MINIFY_SECONDS * 4)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = sorted(os.listdir(hlo))
+    if not found:
+        os.rmdir(hlo)
+    return os.path.join(hlo, found[0]) if found else None
+
+
 def compare(name, gm, inputs, got, precision=None, written=None):
     """got: latch's outputs of gm (a flat list, as gm's output list flattened) for inputs;
     checked against gm run eagerly, within tolerance(precision, ...). written: the inputs as
@@ -177,11 +259,19 @@ def compare(name, gm, inputs, got, precision=None, written=None):
         got, want = list(got) + list(written), list(want) + mine
     if len(want) == len(got) and not any(_differs(g, w, tol) for g, w in zip(got, want)):
         return None
-    where = _write(name, gm, inputs)
     with torch.no_grad():
         first = _first_difference(gm, inputs, tol)
+        small, small_inputs = _minify(gm, inputs, tol)
+    where = _write(name, small, small_inputs)
     op = f"first differing op: {first[0].target} ({first[0].name}: {first[1]})" if first and first[0] is not None \
         else "no single op differs (the whole graph does)"
-    print(f"latch: check eager: {name}: latch's result differs from PyTorch's; {op}; repro in {where}",
-          file=sys.stderr)
+    count = lambda g: sum(1 for n in g.graph.nodes if n.op == "call_function")  # noqa: E731
+    hlo = _hlo_repro(where)
+    hlo_text = f"HLO repro in {hlo}" if hlo else "no HLO repro: latch's backend agrees with its reference evaluator " \
+        "on this graph, so the lowering from aten differs"
+    line = (f"latch: check eager: {name}: latch's result differs from PyTorch's; {op}; repro in {where} "
+            f"(aten graph minified from {count(gm)} to {count(small)} ops; {hlo_text})")
+    with open(os.path.join(where, "difference.txt"), "w") as f:
+        f.write(line + "\n")
+    print(line, file=sys.stderr)
     return where

@@ -262,9 +262,12 @@ class Compiled(_latch.Compiled):
         # dynamic=True: each input's first (batch) dim symbolic from the first trace; other
         # dims that change later become symbolic under latch's automatic policy
         marks = [(i, 0) for i, a in enumerate(args) if a.dim() > 0] if self.dynamic is True else None
+        # the graph random numbers (dropout outside autograd) seeded from torch's seed when
+        # the graph is made, as the autograd path's are
+        seed = (torch.initial_seed() * 0x9E3779B97F4A7C15 + 3) % (1 << 64)
         graphs.function = _latch.Function(functools.partial(self._trace, graphs), len(g.tensor_leaves),
                                           name=self.name, mode=self.mode, shapes=self.shapes, marks=marks,
-                                          recompile_limit=self.recompile_limit, precision=self.precision)
+                                          recompile_limit=self.recompile_limit, precision=self.precision, seed=seed)
         graphs.function.set_params([(d, k) for d, k, _ in graphs.state])
         return None
 
@@ -454,6 +457,7 @@ class Compiled(_latch.Compiled):
         """latch_function_stats summed over the guard states' Functions and the variants'."""
         total = {}
         parts = [g.function.stats() for g in self.states.values() if g.function is not None]
+        parts += [f.stats() for g in self.states.values() if g.autograd is not None for f in g.autograd.functions]
         for d in parts + [v.stats() for v in self.variants.values()]:
             for k, v in d.items():
                 total[k] = total.get(k, 0) + v

@@ -14,6 +14,7 @@ import sys
 from collections import Counter
 
 import torch
+import torch.nn.functional as F
 from torch.utils import _pytree as pytree
 
 from .. import _latch
@@ -92,6 +93,39 @@ def tensor(t, requires_grad=None):
     return _latch.lazy_wrap(_latch.from_torch(t.detach().contiguous()), rg)
 
 
+class _TrainingBatchNorm(torch.overrides.TorchFunctionMode):
+    """Training-mode batch norm as ops latch lowers (its native op is lowered for inference
+    only): the batch statistics, the normalization and the affine map, differentiated by
+    autograd; the running statistics updated in place, which latch writes into the lent
+    buffers."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is not F.batch_norm:
+            return func(*args, **kwargs)
+        bound = dict(zip(("input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps"),
+                         args), **kwargs)
+        if not bound.get("training", False):
+            return func(*args, **kwargs)
+        x, weight, bias = bound["input"], bound.get("weight"), bound.get("bias")
+        dims = [0] + list(range(2, x.dim()))
+        shape = [1, x.shape[1]] + [1] * (x.dim() - 2)
+        mean = x.mean(dims, keepdim=True)
+        var = x.var(dims, unbiased=False, keepdim=True)
+        out = (x - mean) * torch.rsqrt(var + bound.get("eps", 1e-5))
+        if weight is not None:
+            out = out * weight.reshape(shape)
+        if bias is not None:
+            out = out + bias.reshape(shape)
+        running_mean, running_var = bound.get("running_mean"), bound.get("running_var")
+        if running_mean is not None and running_var is not None:
+            momentum, n = bound.get("momentum", 0.1), x.numel() // x.shape[1]
+            with torch.no_grad():
+                running_mean.mul_(1 - momentum).add_(mean.reshape(-1) * momentum)
+                running_var.mul_(1 - momentum).add_(var.reshape(-1) * (momentum * n / max(n - 1, 1)))
+        return out
+
+
 class LazyModule(torch.nn.Module):
     """An nn.Module around a module whose parameters and buffers are lent to latch; call it
     with LazyTensors. Its parameters() are the module's own, so an optimizer made on either
@@ -151,7 +185,8 @@ class LazyModule(torch.nn.Module):
         for (d, k), lazy in zip(self.slots, self.state):  # the module's own dicts: parameters() sees them
             d[k] = lazy
         try:
-            return self.module(*args)
+            with _TrainingBatchNorm():
+                return self.module(*args)
         finally:
             for (d, k), t in zip(self.slots, self.torch_state):
                 d[k] = t

@@ -16,13 +16,14 @@ does not lower for inference.
   embedding_dense_backward, index_put (accumulate, one index on dim 0)
                                 a scatter-add as a one-hot matrix product
   native_dropout                latch's graph random numbers: the mask and the scaled values
+  bernoulli_, bernoulli, div_   the same numbers: dropout's mask outside autograd, scaled
   new_empty_strided             the buffer lazy mode's backward accumulates into"""
 import torch
 
 from .. import _latch
 from . import dtypes as D
-from .lowering import (LOWERINGS, lowers, _install, _binary, operands, max_pool2d, flip_spatial, values, norm_dim, reshape, _pair, const,
-                       Unsupported, SUM, MEAN, SUB, MUL, DIV, ADD, EQ, GE, NE, AND, NOT, POW)
+from .lowering import (LOWERINGS, lowers, _install, _binary, _in_place, operands, max_pool2d, flip_spatial, values, norm_dim, reshape, _pair, const,
+                       Unsupported, SUM, MEAN, SUB, MUL, DIV, ADD, EQ, GE, NE, LT, AND, NOT, POW)
 
 aten = torch.ops.aten
 L = _latch
@@ -228,6 +229,34 @@ def native_dropout(x, p, train):
     keep = L.compare(GE, L.rand_uniform_like(x, 0.0, 1.0), const(p, x.dtype))
     scaled = L.binary(MUL, x, const(1.0 / (1.0 - p), x.dtype))
     return L.where(keep, scaled, L.full(x.dtype, [], 0.0)), keep
+
+
+def _draws(x, p):
+    """1 where a uniform draw from latch's graph random numbers is below p (a number or a
+    tensor of probabilities), else 0, in x's dtype and shape."""
+    u = L.rand_uniform_like(x, 0.0, 1.0)
+    below = L.compare(LT, *operands(u, p if not isinstance(p, L.Tensor) else L.cast(p, u.dtype)))
+    return L.cast(below, x.dtype)
+
+
+@lowers(aten.bernoulli_.float)
+def bernoulli_(x, p=0.5, generator=None):
+    """Dropout's mask outside autograd (torch's dropout fills an empty tensor in place)."""
+    L.assign(x, _draws(x, p))
+    return x
+
+
+@lowers(aten.bernoulli.p)
+def bernoulli_p(x, p=0.5, generator=None):
+    return _draws(x, p)
+
+
+@lowers(aten.bernoulli.default)
+def bernoulli(x, generator=None):
+    return _draws(x, x)
+
+
+LOWERINGS[aten.div_.Scalar] = _in_place(LOWERINGS[aten.div.Scalar])  # the mask scaled in place (lazy mode)
 
 
 @lowers(aten.native_dropout_backward.default)
