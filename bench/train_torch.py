@@ -2,10 +2,12 @@
 """Training steps through latch.torch.compile against PyTorch eager on twins of each model.
 
   PYTHONPATH=build/python bench/train_torch.py [--model resnet18,transformer,mlp] [--steps 10]
-                                               [--threads 2] [--json FILE]
+                                               [--threads 2] [--whole] [--json FILE]
 
 A step is forward, cross-entropy (or MSE) loss, backward and torch.optim.SGD(momentum=0.9):
-the same batches on both sides. It prints, per model, the largest parameter difference after
+the same batches on both sides. latch compiles the model (the autograd path; the optimizer
+steps in PyTorch), or with --whole the step function itself: forward, loss, backward and the
+optimizer's step in one graph (docs/pytorch-training.md). It prints, per model, the largest parameter difference after
 the steps (relative to the parameters' largest magnitude: the accuracy rule scaled by the
 step count passes at 1e-3 * steps), and the median wall time of the steps after the first
 (which traces and compiles) on both sides, with their ratio latch / eager (below 1: latch is
@@ -43,27 +45,40 @@ def build(name, torch, nn):
     raise SystemExit(f"train_torch.py: unknown model {name!r} (resnet18, transformer, mlp)")
 
 
-def run(name, steps, torch, nn, F, lt):
+def run(name, steps, torch, nn, F, lt, whole=False):
     model, x, y, loss_kind = build(name, torch, nn)
     model.train()
     twin = copy.deepcopy(model)
-    compiled = lt.compile(twin)
     loss_fn = F.cross_entropy if loss_kind == "ce" else F.mse_loss
     sides = {"eager": (model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)),
-             "latch": (compiled, torch.optim.SGD(twin.parameters(), lr=0.01, momentum=0.9))}
+             "latch": (twin, torch.optim.SGD(twin.parameters(), lr=0.01, momentum=0.9))}
+
+    def step(fn, opt, inputs):
+        opt.zero_grad()
+        loss_fn(fn(inputs), y).backward()
+        opt.step()
+
+    if whole:  # the step function compiled: one graph with the optimizer's update
+        latch_opt = sides["latch"][1]
+        compiled = lt.compile(lambda inputs: step(twin, latch_opt, inputs))
+        steps_of = {"eager": lambda inputs: step(model, sides["eager"][1], inputs), "latch": compiled}
+    else:
+        compiled = lt.compile(twin)
+        steps_of = {side: (lambda inputs, fn=fn, opt=opt: step(fn, opt, inputs))
+                    for side, (fn, opt) in sides.items()}
+        steps_of["latch"] = lambda inputs: step(compiled, sides["latch"][1], inputs)
     times = {side: [] for side in sides}
     g = torch.Generator().manual_seed(1)
-    for step in range(steps):
+    for _ in range(steps):
         noise = torch.randn(x.shape, generator=g) * 0.1
-        for side, (fn, opt) in sides.items():
+        for side in sides:
             start = time.perf_counter()
-            opt.zero_grad()
-            loss_fn(fn(x + noise), y).backward()
-            opt.step()
+            steps_of[side](x + noise)
             times[side].append(time.perf_counter() - start)
     scale = max(p.abs().max().item() for p in model.parameters())
     diff = max((p - q).abs().max().item() for p, q in zip(model.parameters(), twin.parameters()))
-    eager_ms, latch_ms = (statistics.median(times[s][1:]) * 1e3 for s in ("eager", "latch"))
+    skip = 2 if whole else 1  # a whole step's first call runs eagerly (the optimizer makes its state)
+    eager_ms, latch_ms = (statistics.median(times[s][skip:]) * 1e3 for s in ("eager", "latch"))
     return {"model": name, "steps": steps, "max_param_diff": diff, "relative_diff": diff / (1 + scale),
             "eager_ms": eager_ms, "latch_ms": latch_ms, "ratio": latch_ms / eager_ms,
             "first_latch_ms": times["latch"][0] * 1e3, "fallback": compiled.eager_reason}
@@ -74,10 +89,11 @@ def main():
     ap.add_argument("--model", default="resnet18,transformer,mlp")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--whole", action="store_true", help="compile the whole step, the optimizer's update included")
     ap.add_argument("--json")
     a = ap.parse_args()
-    if a.steps < 2:
-        raise SystemExit("train_torch.py: --steps must be at least 2 (the first step compiles)")
+    if a.steps < 3:
+        raise SystemExit("train_torch.py: --steps must be at least 3 (the first steps compile)")
     os.environ["LATCH_THREADS"] = str(a.threads)
     import torch
     import torch.nn as nn
@@ -87,7 +103,7 @@ def main():
     rows = []
     print(f"{'model':<12} {'param diff':>10} {'eager ms':>9} {'latch ms':>9} {'latch/eager':>11}")
     for name in a.model.split(","):
-        r = run(name, a.steps, torch, nn, F, lt)
+        r = run(name, a.steps, torch, nn, F, lt, a.whole)
         rows.append(r)
         note = f"  (eager fallback: {r['fallback']})" if r["fallback"] else ""
         print(f"{name:<12} {r['relative_diff']:>10.2e} {r['eager_ms']:>9.1f} {r['latch_ms']:>9.1f} "
