@@ -447,9 +447,10 @@ def cmd_export_onnx(args):
         x = make_input(args.model, 1, args.size, 0)
         axes = {"input": {0: "batch"}, "output": {0: "batch"}}
         opset = 13 if args.model in TORCHVISION and args.model != "vit_b_16" or args.model == "mlp" else 17
-        with torch.no_grad():
-            torch.onnx.export(model, x, onnx + ".part", input_names=["input"], output_names=["output"],
-                              dynamic_axes=axes, opset_version=opset)
+        # Traced with autograd on: under no_grad nn.MultiheadAttention (vit_b_16's) takes its
+        # fused path, aten::_native_multi_head_attention, which has no ONNX export.
+        torch.onnx.export(model, x, onnx + ".part", input_names=["input"], output_names=["output"],
+                          dynamic_axes=axes, opset_version=opset)
         os.rename(onnx + ".part", onnx)
     x = make_input(args.model, args.batch, args.size, 0)
     if args.model in STEP_MODELS:
