@@ -57,7 +57,10 @@ def compare(got_path, want_path, tolerance=TOLERANCE):
             diff = d if d == d else math.inf
         if abs(w) > scale:
             scale = abs(w)
-    rel = diff / scale if scale > 0 else diff
+    if scale == 0:  # every output would pass against zeros that a wrong weight also gives
+        return {"max_abs_diff": diff, "max_rel_diff": None, "ok": False,
+                "error": "PyTorch's output is all zeros: the check cannot tell a right output from a wrong one"}
+    rel = diff / scale
     ok = rel <= tolerance
     return {"max_abs_diff": diff, "max_rel_diff": rel, "ok": ok,
             "error": None if ok else f"output differs from PyTorch's: max abs diff {diff:.3g}, "

@@ -14,11 +14,12 @@ the last hidden state) at 128 tokens; generate, GPT-2 small generating --new-tok
 (128) one step at a time on a KV cache that starts with 128 positions, the same cache on
 every side. --model picks rows instead (`bert_base@512`; a bare name runs at --size).
 
-Per model and size, `torch_zoo.py export-onnx` builds the model once (seeded, or with --weights,
-a file torch.save wrote, e.g. torchvision's downloaded weights) and writes what every side
-reads (into --onnx-dir, kept between runs): the ONNX file (batch dim dynamic), the weights as
-.npy for `latch bench --weights`, and per batch size one seeded input file and PyTorch eager's
-output on it. latch (`latch bench --mode once`, LATCH_CACHE=memory), ONNX Runtime from npm
+Per model and size, `torch_zoo.py export-onnx` builds the model once (seeded with every weight
+moved off its initial value, or with --weights, a file torch.save wrote, e.g. torchvision's
+downloaded weights) and writes what every side reads (into --onnx-dir, kept between runs):
+the ONNX file (batch dim dynamic), the weights as .npy for `latch bench --weights` and as a
+state dict for PyTorch, and per batch size one seeded input file and PyTorch eager's output
+on it. latch (`latch bench --mode once`, LATCH_CACHE=memory), ONNX Runtime from npm
 (`bench/ort_time.js`) and PyTorch (`torch_zoo.py time`) then run on that input with the same
 thread count, untimed warm-up steps first, and each writes the output of its last timed step:
 the configuration that was timed is the one checked. A side whose output differs from the
@@ -119,10 +120,11 @@ def prepare(args, model, size, batch, tmp, log):
     d = export_dir(args, model, size, batch)
     files = {"dir": d, "onnx": os.path.join(d, "model.onnx"), "weights": os.path.join(d, "weights"),
              "input": os.path.join(d, f"input-b{batch}.npy"), "reference": os.path.join(d, f"output-b{batch}.npy"),
-             "state_dict": args.weights}
+             "state_dict": os.path.join(d, "weights.pt")}
     for side in ("latch", "ort", "torch"):
         files[f"{side}_output"] = os.path.join(tmp, f"{side}-{model}-{size}-{batch}.npy")
-    if all(os.path.exists(files[k]) for k in ("onnx", "weights", "input", "reference")):
+    needed = ("onnx", "weights", "input", "reference", "state_dict")
+    if all(os.path.exists(files[k]) for k in needed):
         return files, None
     argv = [args.python, args.torch_zoo, "export-onnx", "--model", model, "--size", str(size), "--batch", str(batch),
             "--out", d]
@@ -133,7 +135,7 @@ def prepare(args, model, size, batch, tmp, log):
     rc, output = ct.run_child(argv, dict(os.environ), args.timeout, log)
     if rc != 0:
         return None, output if rc is None else f"export: exit {rc}: {ct.tail(output)}"
-    missing = [k for k in ("onnx", "weights", "input", "reference") if not os.path.exists(files[k])]
+    missing = [k for k in needed if not os.path.exists(files[k])]
     if missing:
         return None, f"export wrote no {', '.join(missing)}"
     return files, None

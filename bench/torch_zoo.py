@@ -423,15 +423,21 @@ def cmd_export(args):
 
 
 def cmd_export_onnx(args):
-    """What the three sides of a comparison run, into DIR (--out), each file written once:
-    model.onnx (opset 13 for the image models, 17 for the transformers, input 'input' and
+    """What the three sides of a comparison run, into DIR (--out), each file written once: the
+    model seeded with every weight moved off its initial value (perturb), or --state-dict's;
+    weights.pt, its state dict for `time --state-dict`; model.onnx (opset 13 for the image models, 17 for the transformers, input 'input' and
     output 'output' with a dynamic batch dim: one file serves every batch size; a KV-cache
     model's step also takes and returns the cache, export_step_onnx), weights/<state_dict key>.npy (latch's --weights; the cache as
     past.<layer>.key/value.npy), and per batch B input-bB.npy (seeded) and output-bB.npy,
     PyTorch eager's output on it: after --steps steps for a KV-cache model (the cache grown
     by one position each)."""
     model = build(args.model, args.size, args.state_dict).eval()
+    if not args.state_dict:  # off their initial values, so that no term is zero (vit_b_16's head is)
+        perturb(model, 1)
     os.makedirs(args.out, exist_ok=True)
+    if not os.path.exists(os.path.join(args.out, "weights.pt")):
+        torch.save(model.state_dict(), os.path.join(args.out, "weights.pt.part"))
+        os.rename(os.path.join(args.out, "weights.pt.part"), os.path.join(args.out, "weights.pt"))
     weights = os.path.join(args.out, "weights")
     if not os.path.isdir(weights):
         save_weights(model, weights + ".part")

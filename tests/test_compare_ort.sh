@@ -72,8 +72,8 @@ json.dump({"models": [{"name": model, "batch": batch, "size": size, "error": Non
 PY
 # Fake torch_zoo.py: time: 20 ms times the batch (5 with OMP_WAIT_POLICY=PASSIVE; 'gpt2_small_gen' 16 a
 # step), 1e9 flops times the batch, the reference as its output; export-onnx: a directory with
-# model.onnx, weights/, input-bB.npy and output-bB.npy ([1, -2]), counted in exports.txt;
-# 'noexport' cannot be exported.
+# model.onnx, weights/, weights.pt (the state dict time reads), input-bB.npy and output-bB.npy
+# ([1, -2]; 'zeros': [0, 0]), counted in exports.txt; 'noexport' cannot be exported.
 cat > "$tmp/torch_zoo.py" <<'PY'
 import json, os, shutil, sys
 sys.path.insert(0, os.path.dirname(sys.argv[0]))
@@ -87,12 +87,14 @@ if a[0] == "export-onnx":
     d = a[a.index("--out") + 1]
     os.makedirs(d + "/weights", exist_ok=True)
     open(d + "/model.onnx", "w").write("onnx")
+    open(d + "/weights.pt", "w").write("state dict")
     npy.save(f"{d}/input-b{batch}.npy", [0.5, 0.25])
-    npy.save(f"{d}/output-b{batch}.npy", [1.0, -2.0])
+    npy.save(f"{d}/output-b{batch}.npy", [0.0, 0.0] if model == "zeros" else [1.0, -2.0])
     steps = a[a.index("--steps") + 1] if "--steps" in a else "-"
     open(sys.argv[0] + ".exports", "a").write(f"{model} {a[a.index('--size') + 1]} {batch} {steps}\n")
     sys.exit(0)
 size, out = int(a[a.index("--size") + 1]), a[a.index("--json") + 1]
+assert open(a[a.index("--state-dict") + 1]).read() == "state dict"
 if "--output" in a:
     shutil.copy(a[a.index("--input") + 1].replace("input-", "output-"), a[a.index("--output") + 1])
 ms = (5.0 if os.environ.get("OMP_WAIT_POLICY") == "PASSIVE" else 20.0) * batch
@@ -182,6 +184,10 @@ assert w[\"check_failed\"] and not w[\"latch_check\"][\"ok\"] and w[\"ort_check\
 assert abs(w[\"latch_check\"][\"max_rel_diff\"] - 0.005) < 1e-6 and w[\"ratio_ort\"] is None and w[\"ratio\"] is None
 assert rows[\"close\"][\"latch_check\"][\"ok\"] and not rows[\"close\"][\"check_failed\"]
 " "$tmp/check.json"'
+# A reference of zeros cannot tell right from wrong: every side fails.
+run --model zeros --batch 1 --rounds 1 > "$tmp/zeros.txt" 2>&1
+rc=$?
+check '[ $rc -eq 1 ] && grep -q "^FAIL zeros .*latch failed: FAILED the output check: PyTorch.s output is all zeros" "$tmp/zeros.txt"'
 # A looser --tolerance lets it pass.
 run --model wrong --batch 1 --rounds 1 --tolerance 0.01 > "$tmp/loose.txt" 2>&1
 rc=$?
