@@ -14,7 +14,8 @@
  * buffer of the scores' size, and executing runs the step; near misses (a softmax over
  * another dim, probabilities that are also a result, Q with neither its head features nor
  * its positions contiguous, a maximum with a finite init) keep the graph's own steps and
- * still give the reference's values. A loaded executable finds the step again. */
+ * still give the reference's values. A softmax that no product reads is a step of its own
+ * (rows of -inf, NaN and +inf among them). A loaded executable finds the step again. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -208,9 +209,10 @@ static rt_value *padding_mask(int b, int s, uint64_t seed) {
   return mask;
 }
 
-/* The plan of text after hlo/'s passes: its ATTENTION steps, and whether every exponential
- * left is inside one (the scores never stored). */
-static int attention_steps(const char *text, bool *exp_inside, int64_t *arena_bytes) {
+/* The plan of text after hlo/'s passes: its ATTENTION steps that are attentions (*softmaxes:
+ * those that are a softmax alone), and whether every exponential left is inside one (the
+ * scores never stored). */
+static int attention_steps_and(const char *text, bool *exp_inside, int64_t *arena_bytes, int *softmaxes) {
   hlo_module *module = parse_checked(text);
   if (!module) return -1;
   hlo_pass_run_all(module);
@@ -219,8 +221,11 @@ static int attention_steps(const char *text, bool *exp_inside, int64_t *arena_by
   CHECK_MSG(plan != NULL, "plan: %s", diag.message);
   int count = 0;
   *exp_inside = true;
+  *softmaxes = 0;
   for (int i = 0; plan && i < plan->step_count; i++) {
-    count += plan->steps[i].kind == RT_STEP_ATTENTION;
+    bool step = plan->steps[i].kind == RT_STEP_ATTENTION;
+    count += step && !plan->steps[i].attention->softmax_only;
+    *softmaxes += step && plan->steps[i].attention->softmax_only;
     if (plan->steps[i].instr->opcode == HLO_OP_EXP) *exp_inside = *exp_inside && plan->steps[i].kind == RT_STEP_INSIDE;
   }
   *arena_bytes = plan ? plan->arena_bytes : -1;
@@ -229,14 +234,21 @@ static int attention_steps(const char *text, bool *exp_inside, int64_t *arena_by
   return count;
 }
 
+static int attention_steps(const char *text, bool *exp_inside, int64_t *arena_bytes) {
+  int softmaxes;
+  return attention_steps_and(text, exp_inside, arena_bytes, &softmaxes);
+}
+
 /* text on the cpu backend against the reference evaluator, with want_steps attention steps
- * planned and run; args released. */
-static void check_graph(int line, const char *text, rt_value **args, int n, int want_steps) {
+ * and want_softmaxes softmaxes alone planned and run; args released. */
+static void check_steps(int line, const char *text, rt_value **args, int n, int want_steps, int want_softmaxes) {
   bool exp_inside;
   int64_t arena;
-  int steps = attention_steps(text, &exp_inside, &arena);
+  int softmaxes, steps = attention_steps_and(text, &exp_inside, &arena, &softmaxes);
   CHECK_MSG(steps == want_steps, "line %d: %d attention steps, want %d", line, steps, want_steps);
-  if (want_steps) CHECK_MSG(exp_inside, "line %d: an exponential is computed outside the step", line);
+  CHECK_MSG(softmaxes == want_softmaxes, "line %d: %d softmax steps, want %d", line, softmaxes, want_softmaxes);
+  if (want_steps + want_softmaxes) CHECK_MSG(exp_inside, "line %d: an exponential is computed outside the step", line);
+  want_steps += want_softmaxes;
   hlo_diag diag = {0};
   rt_value *want = run_on(&rt_backend_reference, text, args, n, &diag);
   CHECK_MSG(want != NULL, "line %d: reference: %s", line, diag.message);
@@ -249,6 +261,10 @@ static void check_graph(int line, const char *text, rt_value **args, int n, int 
   rt_value_release(want);
   rt_value_release(got);
   for (int i = 0; i < n; i++) rt_value_release(args[i]);
+}
+
+static void check_graph(int line, const char *text, rt_value **args, int n, int want_steps) {
+  check_steps(line, text, args, n, want_steps, 0);
 }
 
 static void check_projection(int line, int b, int s, int h, int d, int mask, bool multiply, uint64_t seed) {
@@ -325,17 +341,55 @@ static void test_nan(void) {
 
 /* Near misses keep the graph's steps and its values. */
 static void test_near_misses(void) {
-  int variants[] = {OTHER_DIM, PROBS_OUT, FINITE_INIT};
+  /* (the softmax alone is still a step where it is over the last dim with a -inf init) */
+  int variants[] = {OTHER_DIM, PROBS_OUT, FINITE_INIT}, softmaxes[] = {0, 1, 0};
   for (int i = 0; i < 3; i++) {
     graph_text t = projection_graph(2, 7, 2, 32, MASK_CAUSAL, false, variants[i]);
     rt_value *args[3];
     int n = random_args(t.s, (uint64_t)i, args);
-    check_graph(__LINE__, t.s, args, n, 0);
+    check_steps(__LINE__, t.s, args, n, 0, softmaxes[i]);
   }
   graph_text strided = regrouped_graph(2, 2, 9, 32, Q_STRIDED);
   rt_value *args[3];
   int n = random_args(strided.s, 5, args);
-  check_graph(__LINE__, strided.s, args, n, 0);
+  check_steps(__LINE__, strided.s, args, n, 0, 1);
+}
+
+/* A softmax alone over the last dim of x [a, b, c] (over dim 1 for the near miss), its
+ * result also scaled: one step of its own reading x. */
+static graph_text softmax_graph(int a, int b, int c, bool last_dim) {
+  graph_text t = {.len = 0};
+  char dims[64], rows[64];
+  snprintf(dims, sizeof dims, "%d,%d,%d", a, b, c);
+  if (last_dim) snprintf(rows, sizeof rows, "%d,%d", a, b);
+  else snprintf(rows, sizeof rows, "%d,%d", a, c);
+  emit(&t, "%sENTRY e {\n x = f32[%s] parameter(0)\n", reducers, dims);
+  softmax(&t, "x", dims, rows, last_dim ? "0,1" : "0,2", last_dim ? 2 : 1, "-inf");
+  emit(&t, " two = f32[] constant(2)\n twob = f32[%s] broadcast(two), dimensions={}\n", dims);
+  emit(&t, " ROOT y = f32[%s] multiply(p, twob)\n}\n", dims);
+  return t;
+}
+
+/* Softmax rows alone: one pass per row, the reference's values; rows of -inf, with a NaN or
+ * +inf among them; widths below, at and past the 16 lanes. */
+static void test_softmax_alone(void) {
+  static const int widths[] = {1, 7, 16, 33, 768, 1000};
+  for (int w = 0; w < 6; w++) {
+    graph_text t = softmax_graph(2, 5, widths[w], true);
+    rt_value *args[1];
+    int n = random_args(t.s, (uint64_t)w, args);
+    float *x = args[0]->data;
+    int c = widths[w];
+    for (int j = 0; j < c; j++) x[j] = -INFINITY;         /* row 0: every value -inf */
+    x[c + c / 2] = NAN;                                    /* row 1: a NaN */
+    x[2 * c] = INFINITY;                                   /* row 2: +inf */
+    for (int j = 0; j < c; j += 2) x[3 * c + j] = -INFINITY; /* row 3: half masked */
+    check_steps(__LINE__, t.s, args, n, 0, 1);
+  }
+  graph_text other = softmax_graph(2, 5, 9, false);
+  rt_value *args[1];
+  int n = random_args(other.s, 3, args);
+  check_steps(__LINE__, other.s, args, n, 0, 0);
 }
 
 /* Serialized and loaded, the executable finds its attention step again and runs it. */
@@ -371,6 +425,7 @@ int main(void) {
   RUN(test_other_forms);
   RUN(test_nan);
   RUN(test_near_misses);
+  RUN(test_softmax_alone);
   RUN(test_loaded);
   RUN(test_long);
   return TEST_REPORT();

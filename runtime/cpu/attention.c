@@ -299,8 +299,31 @@ static void items(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
+/* Softmax rows [begin, end) alone: each row copied to the result, folded there as a block
+ * of keys is (max, exp, sum in one sweep of a row that stays in cache), then divided. */
+static void softmax_items(void *ctx, int64_t begin, int64_t end) {
+  const job *j = ctx;
+  int64_t cols = j->a->sk;
+  fold_fn fold = fold_kernels[rt_cpu_isa_in_use()];
+  for (int64_t r = begin; r < end; r++) {
+    float *y = j->out + r * cols, m = -INFINITY, l = 0.0f;
+    memcpy(y, j->q + r * cols, sizeof(float) * (size_t)cols);
+    fold(y, cols, &m, &l);
+    if (m == -INFINITY) /* every value -inf: exp(-inf - -inf) is NaN in the graph */
+      for (int64_t t = 0; t < cols; t++) y[t] = NAN;
+    else
+      for (int64_t t = 0; t < cols; t++) y[t] /= l;
+  }
+}
+
 void rt_cpu_attention_run(const rt_cpu_attention *a, const rt_value *const *in, rt_value *out) {
   atomic_fetch_add(&runs, 1);
+  if (a->softmax_only) {
+    job j = {.a = a, .q = in[0]->data, .out = out->data};
+    int64_t grain = a->sk >= RT_CPU_GRAIN ? 1 : RT_CPU_GRAIN / a->sk;
+    rt_parallel_for(a->sq, grain, softmax_items, &j);
+    return;
+  }
   job j = {.a = a, .q = in[0]->data, .k = in[1]->data, .v = in[2]->data, .out = out->data,
            .q_blocks = (a->sq + BQ - 1) / BQ, .on_dnnl = rt_cpu_dot_on_dnnl() && !a->on_blas};
   for (int k = 0; k < a->mask_count; k++) j.masks[k] = in[3 + k]->data;

@@ -44,6 +44,9 @@ typedef struct rt_cpu_attention_op {
  * sum over t of q[b, i, t] k[b, j, t]; out is row-major [batch, sq, dv]. q's, k's and v's
  * columns are contiguous (col_stride 1: the planner takes no other). */
 typedef struct rt_cpu_attention {
+  /* a softmax alone over the last dim (no product reads it): rows of sk values from
+   * inputs[0] into out, batch * sq rows, each in one pass (attention_plan.c's second kind) */
+  bool softmax_only;
   int64_t batch, sq, sk, d, dv;
   bool on_blas; /* the last product's onednn_product choice was refused: sgemm from OpenBLAS */
   rt_cpu_attention_view q, k, v; /* q [batch, sq, d], k [batch, sk, d], v [batch, sk, dv] */
@@ -67,8 +70,8 @@ void rt_cpu_attention_run(const rt_cpu_attention *a, const rt_value *const *in, 
 /* Attention steps run so far, process-wide (for tests). */
 int64_t rt_cpu_attention_run_count(void);
 
-/* attention_plan.c: the description of the attention whose last product is dot, or NULL
- * (also when memory ran out: *oom set). inside[i] (entry->instr_count of them) is set for
+/* attention_plan.c: the description of the attention whose last product is dot (or of the
+ * softmax alone whose division is dot), or NULL (also when memory ran out: *oom set). inside[i] (entry->instr_count of them) is set for
  * every instruction the step computes and no other step reads; use_count[i]: instruction
  * i's users (each once), result[i]: whether it is a result of the entry. */
 rt_cpu_attention *rt_cpu_attention_match(const hlo_comp *entry, const hlo_instr *dot, const int *use_count,

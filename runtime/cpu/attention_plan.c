@@ -27,7 +27,10 @@
  * The step computes the softmax in another order (a running max and sum over blocks of
  * keys, the division at the end): within rounding of the graph, as the other rewrites are.
  * Decided from the module's shapes alone, so a plan built again for other sizes decides
- * again, and a loaded plan finds the same description (deserialize.c). */
+ * again, and a loaded plan finds the same description (deserialize.c).
+ *
+ * A softmax (p from x as above, over the last dim) that is no attention's becomes a step of
+ * its own too, at its division: one pass over its rows where the graph makes four. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -457,18 +460,34 @@ static const hlo_instr *match(matcher *m, const hlo_instr *dot2) {
   return s && take_scores(m, s) && closed(m) ? s : NULL;
 }
 
+/* A softmax alone at its division p: x f32, rows along the last dim, every other value
+ * read inside; x is a value of its own, so its rows are contiguous. */
+static bool match_softmax(matcher *m, const hlo_instr *p) {
+  rt_cpu_attention *a = m->a;
+  if (!plain(p, HLO_F32) || p->shape.rank < 1) return false;
+  const hlo_instr *x = softmax_input(m, p); /* members[0] is p: the step itself */
+  if (!x || x->shape.rank != p->shape.rank) return false;
+  a->softmax_only = true;
+  a->sk = p->shape.dims[p->shape.rank - 1];
+  a->sq = a->sk ? hlo_shape_elements(&p->shape) / a->sk : 0;
+  a->batch = 1;
+  a->input_count = 1;
+  a->inputs[0] = x->id;
+  return a->sk > 0 && closed(m);
+}
+
 rt_cpu_attention *rt_cpu_attention_match(const hlo_comp *entry, const hlo_instr *dot, const int *use_count,
                                          const bool *result, bool *inside, bool *oom) {
   (void)entry;
   *oom = false;
-  if (dot->opcode != HLO_OP_DOT) return NULL;
+  if (dot->opcode != HLO_OP_DOT && dot->opcode != HLO_OP_DIVIDE) return NULL;
   rt_cpu_attention *a = hlo_calloc(1, sizeof *a);
   if (!a) {
     *oom = true;
     return NULL;
   }
   matcher m = {.use_count = use_count, .result = result, .a = a};
-  if (!match(&m, dot)) {
+  if (dot->opcode == HLO_OP_DOT ? !match(&m, dot) : !match_softmax(&m, dot)) {
     free(a);
     return NULL;
   }
@@ -515,13 +534,17 @@ hlo_status rt_cpu_attention_plan(rt_cpu_plan *plan, const hlo_comp *entry, hlo_d
     return hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory planning attention");
   bool *inside = hlo_calloc((size_t)n + 1, sizeof(bool)), *mine = hlo_calloc((size_t)n + 1, sizeof(bool));
   oom = !inside || !mine;
-  for (int i = 0; i < n && !oom; i++) {
+  /* attentions first (their softmax's division comes before their last product), then
+   * the softmaxes left */
+  for (int pass = 0, i = 0; pass < 2 && !oom; i = 0, pass++)
+  for (; i < n && !oom; i++) {
     rt_cpu_step *step = &plan->steps[i];
-    if (step->kind != RT_STEP_FAST || step->instr->opcode != HLO_OP_DOT || inside[i]) continue;
+    hlo_opcode op = pass == 0 ? HLO_OP_DOT : HLO_OP_DIVIDE;
+    if (step->kind != RT_STEP_FAST || step->instr->opcode != op || inside[i]) continue;
     memset(mine, 0, (size_t)n * sizeof(bool));
     rt_cpu_attention *a = rt_cpu_attention_match(entry, step->instr, use_count, result, mine, &oom);
     if (!a) continue;
-    if (!hlo_choice("attention", step->instr->name)) { /* refused: the graph runs as written */
+    if (!hlo_choice(pass == 0 ? "attention" : "softmax", step->instr->name)) { /* refused: as written */
       free(a);
       continue;
     }

@@ -22,7 +22,7 @@ typedef enum rt_cpu_step_kind {
   RT_STEP_DNNL,   /* a convolution and its epilogue on oneDNN (dnnl_internal.h), at the
                    * epilogue's last instruction, into an assigned buffer or output */
   RT_STEP_ATTENTION, /* softmax(Q K^T ...) V (attention_internal.h), at the last product,
-                      * into an assigned buffer or output */
+                      * or a softmax alone, at its division; into an assigned buffer or output */
 } rt_cpu_step_kind;
 
 typedef struct rt_cpu_fusion rt_cpu_fusion;
@@ -119,7 +119,8 @@ void rt_cpu_plan_free(rt_cpu_plan *plan);
 
 /* attention_plan.c: attention, run on a plan whose steps are classified, before oneDNN and
  * fusion: turns each softmax(Q K^T ...) V it finds into one ATTENTION step (at the last
- * product) and marks the instructions it computes INSIDE. */
+ * product), then each other softmax over the last dim into one (at its division), and
+ * marks the instructions they compute INSIDE. */
 hlo_status rt_cpu_attention_plan(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag);
 
 /* kept.c: marks the kept steps of a plan whose outputs are marked; false when memory ran
