@@ -338,7 +338,7 @@ fuzz-blob: $(FUZZ_BUILD)/fuzz_blob $(BUILD)/latch
 	@rm -rf $(FUZZ_BUILD)/blob_corpus
 	@mkdir -p $(FUZZ_BUILD)/artifacts
 	sh tests/fuzz/blob_seeds.sh $(BUILD)/latch $(LATCH_CORPUS) $(FUZZ_BUILD)/blob_corpus
-	$(FUZZ_BUILD)/fuzz_blob -max_len=16384 -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=4096 \
+	$(FUZZ_BUILD)/fuzz_blob -max_len=16384 -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=4096 $(if $(BLOB_RUNS),-runs=$(BLOB_RUNS)) \
 	  -artifact_prefix=$(FUZZ_BUILD)/artifacts/blob- -print_final_stats=1 $(FUZZ_BUILD)/blob_corpus
 
 .PHONY: fuzz-blob

@@ -99,7 +99,8 @@ static char *new_arena(int64_t bytes) {
 
 static rt_executable *family_of(rt_executable *exe) { return exe->pool_from ? exe->pool_from : exe; }
 
-/* An arena of at least the plan's bytes; *capacity is its size. An executable sharing its
+/* An arena of at least the plan's bytes, a whole number of RT_CPU_ALIGN (aligned_alloc's
+ * rule; a loaded plan's size is whatever its blob says); *capacity is its size. An executable sharing its
  * family's pool (bound, or loaded and shared) allocates a quarter more, so that the next few
  * bindings fit in it too. Its kept results count only if this plan's execute gave it back,
  * or a plan that keeps the same results at the same places (another binding of the graph:
@@ -123,7 +124,7 @@ static char *take_arena(rt_executable *exe, int64_t *capacity) {
   }
   pthread_mutex_unlock(&family->pool_lock);
   if (arena) atomic_fetch_sub(&kept_arena_bytes, *capacity);
-  else *capacity = exe->pool_from ? rt_cpu_aligned(need + need / 4) : need, arena = new_arena(*capacity);
+  else *capacity = rt_cpu_aligned(exe->pool_from ? need + need / 4 : need), arena = new_arena(*capacity);
   if (arena && !kept && plan->kept_count) memset(arena, 0, sizeof(uint64_t) * (size_t)plan->kept_slots);
   return arena;
 }

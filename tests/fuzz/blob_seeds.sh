@@ -27,5 +27,10 @@ for entry in "$tmp"/*.latch; do
   tail -c "$size" "$entry" > "$out/$(basename "$entry" .latch)"
   n=$((n + 1))
 done
+# Inputs that once crashed the loader or the run, replayed first in every fuzzing run.
+for crash in "$(dirname "$0")"/blob_regressions/*; do
+  cp "$crash" "$out/regression-$(basename "$crash")"
+  n=$((n + 1))
+done
 echo "blob_seeds.sh: $n seeds in $out"
 [ "$n" -gt 0 ]
