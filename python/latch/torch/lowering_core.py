@@ -122,16 +122,21 @@ def index_select(x, dim, idx):
     return take(x, dim, _wrapped(idx, x.dim(dim)))
 
 
-@lowers(aten.gather.default)
-def gather(x, dim, idx, sparse_grad=False):
-    """out[..i..] = x[..idx[..i..]..] along dim: a take over the flattened x with linear indices."""
-    dim = norm_dim(dim, x.rank)
+def _index_along(x, dim, idx):
+    """The flattened x's index of x[..idx[..i..]..] along dim, at every position i of idx."""
     v, iv = x.shape, idx.shape
     strides = [math.prod(v[i + 1:]) for i in range(x.rank)]
     lin = L.binary(MUL, _wrapped(idx, v[dim]), L.full(D.I64, [], float(strides[dim])))
     for i in range(x.rank):
         if i != dim:
             lin = L.binary(ADD, lin, L.binary(MUL, L.iota(D.I64, list(iv), i), L.full(D.I64, [], float(strides[i]))))
+    return lin
+
+
+@lowers(aten.gather.default)
+def gather(x, dim, idx, sparse_grad=False):
+    """out[..i..] = x[..idx[..i..]..] along dim: a take over the flattened x with linear indices."""
+    lin = _index_along(x, norm_dim(dim, x.rank), idx)
     return take(L.reshape(x, [-1]), 0, lin)
 
 
@@ -241,13 +246,8 @@ def select_scatter(x, src, dim, index_):
 @lowers(aten.scatter.src, aten.scatter.value)
 def scatter(x, dim, idx, src):
     """x with x[..idx[..i..]..] = src[..i..] along dim: _put over the flattened x."""
-    dim = norm_dim(dim, x.rank)
     v, iv = x.shape, idx.shape
-    strides = [math.prod(v[i + 1:]) for i in range(x.rank)]
-    lin = L.binary(MUL, _wrapped(idx, v[dim]), L.full(D.I64, [], float(strides[dim])))
-    for i in range(x.rank):
-        if i != dim:
-            lin = L.binary(ADD, lin, L.binary(MUL, L.iota(D.I64, list(iv), i), L.full(D.I64, [], float(strides[i]))))
+    lin = _index_along(x, norm_dim(dim, x.rank), idx)
     if not isinstance(src, L.Tensor):
         src = L.full(x.dtype, list(iv), float(src))
     elif list(src.shape) != list(iv):
