@@ -1,10 +1,8 @@
 """The models latch.torch.compile is checked on as PyTorch users run them: the smallest member
 of each torchvision classification family and PyTorch's own sequence modules, each with a
-builder (eval mode, seeded) and an input maker, and check() that compiles one, compares it
-with eager and times both. Used by python/tests/test_zoo.py (a few at small sizes) and
+builder (eval mode, seeded) and an input maker, and check() that compiles one and compares it
+with eager. Used by python/tests/test_zoo.py (a few at small sizes) and
 bench/check_torch_zoo.py (all of them at 224: `make check-torch-zoo`)."""
-import time
-
 import torch
 
 nn = torch.nn
@@ -92,43 +90,35 @@ def build(name, size):
     return module.eval(), args
 
 
-def _flat(out):
+def flat(out):
     return [t for t in torch.utils._pytree.tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
 
 
-def _median_ms(fns, repeat):
-    """Each fn's median ms over repeat calls, the fns called in turn (latch, eager, latch, ...)
-    so that a machine slowing for a while weighs on each alike."""
-    times = [[] for _ in fns]
-    for _ in range(repeat):
-        for fn, kept in zip(fns, times):
-            start = time.perf_counter()
-            fn()
-            kept.append((time.perf_counter() - start) * 1e3)
-    return [sorted(t)[len(t) // 2] for t in times]
+def max_diff(got, want):
+    """max |got - want| over the tensors of two outputs, each scaled by 1 + max |want|."""
+    got, want = flat(got), flat(want)
+    return max(((g.double() - w.double()).abs().max().item() / (1 + w.double().abs().max().item())
+                if w.numel() else 0.0) for g, w in zip(got, want))
 
 
-def check(name, size, repeat=0):
+def check(name, size):
     """Compile name's model, call it twice, compare with eager: a dict with whole (compiled as
     one graph), parts (compiled parts of a split graph, 0 when whole), eager_ops, reason (why
-    it ran eagerly), diff (max |latch - eager| over the outputs, scaled by 1 + max |eager|)
-    and, when repeat > 0, the median latch and eager ms over repeat calls of each, in turn."""
+    it ran eagerly), diff (max |latch - eager| over the outputs, scaled by 1 + max |eager|),
+    shapes_match, and compiled and args (the compiled module and its inputs, to time)."""
     import latch.torch as lt
     module, args = build(name, size)
     c = lt.Compiled(module, name=name)
     with torch.no_grad():
-        want = _flat(module(*args))
+        want = flat(module(*args))
         c(*args)
-        got = _flat(c(*args))
-        diff = max(((g.double() - w.double()).abs().max().item() / (1 + w.double().abs().max().item())
-                    if w.numel() else 0.0) for g, w in zip(got, want))
+        got = flat(c(*args))
+        diff = max_diff(got, want)
         plans = [p for graphs in c.states.values() for p in graphs.plans.values()]
         parts = sum(len([1 for v in cut.__dict__.values() if isinstance(v, lt.Compiled)]) for cut, _ in plans
                     if not isinstance(cut, lt.Compiled))
         result = {"name": name, "whole": c.function is not None and not c.eager_ops and c.eager_reason is None,
                   "parts": parts, "eager_ops": list(c.eager_ops), "reason": c.eager_reason, "diff": diff,
                   "shapes_match": [g.shape for g in got] == [w.shape for w in want]}
-        if repeat:  # fresh copies each call: a result kept for unchanged inputs is not timed
-            result["latch_ms"], result["eager_ms"] = _median_ms(
-                [lambda: c(*[a.clone() for a in args]), lambda: module(*[a.clone() for a in args])], repeat)
+        result["compiled"], result["args"] = c, args
     return result
