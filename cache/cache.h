@@ -428,6 +428,7 @@ typedef struct cache_remote_stats {
   uint64_t lease_waits;  /* misses that waited for another process's compile */
   uint64_t wait_timeouts; /* waits that ended without the entry */
   uint64_t oversized;     /* entries not written: over max_entry_bytes */
+  uint64_t refused;       /* commands the server answered with an error (out of memory, read-only) */
 } cache_remote_stats;
 
 typedef struct cache_remote cache_remote;

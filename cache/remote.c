@@ -31,7 +31,8 @@ struct cache_remote {
   remote_conn conn;
   int failures_in_a_row;
   double resting_until; /* seconds on the monotonic clock */
-  atomic_uint_fast64_t hits, misses, writes, rejected, failures, rests, skipped, lease_waits, wait_timeouts, oversized;
+  atomic_uint_fast64_t hits, misses, writes, rejected, failures, rests, skipped, lease_waits, wait_timeouts, oversized,
+      refused;
 };
 
 /* ---- warnings, once per kind per process ---- */
@@ -174,6 +175,7 @@ void cache_remote_get_stats(const cache_remote *remote, cache_remote_stats *stat
   stats->lease_waits = atomic_load(&r->lease_waits);
   stats->wait_timeouts = atomic_load(&r->wait_timeouts);
   stats->oversized = atomic_load(&r->oversized);
+  stats->refused = atomic_load(&r->refused);
 }
 
 /* ---- one command, with the rest and the warnings ---- */
@@ -307,6 +309,7 @@ bool remote_call(cache_remote *remote, int argc, const char **argv, const size_t
       /* The server answers but refuses (out of memory, read-only replica, busy): no rest,
        * the next call may well work. */
       warn(&warned[WARN_REFUSED], remote, "%s refused: %.120s", argv[0], (*reply)->str);
+      atomic_fetch_add(&remote->refused, 1);
       remote->failures_in_a_row = 0;
       ok = false;
     } else {

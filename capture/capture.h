@@ -153,7 +153,7 @@ typedef struct cap_exe {
   rt_executable *exe;
   int param_count, output_count;
   /* Loaded from the disk or remote tier and not yet run well once: a failure of its first
-   * run takes it out of the table and compiles afresh (sync.c). */
+   * run takes it out of the table and compiles afresh (cap_exe_recompile). */
   atomic_bool on_trial;
 } cap_exe;
 
@@ -397,9 +397,25 @@ cache_entry *cap_exe_lookup(latch_runtime *rt, const cap_graph *g, latch_status 
 /* Runs exe on args[exe->param_count] (borrowed, possibly shared with other threads) and
  * fills outputs[exe->output_count] with new references. */
 latch_status cap_exe_run(latch_runtime *rt, const cap_exe *exe, rt_value *const *args, rt_value **outputs);
+/* entry (a reference, given up here) held an executable loaded from a cache tier whose first
+ * run just failed (latch_last_error says why): out of the table, compiled afresh from source
+ * (NULL: g lowered; else g need only carry the key, backend and counts) through
+ * cap_compile_afresh, and the new entry returned, or NULL with *status. */
+cache_entry *cap_exe_recompile(latch_runtime *rt, const cap_graph *g, const hlo_module *source, cache_entry *entry,
+                               latch_status *status);
 /* After a sync: an assigned handle's new value goes into its old buffer when no one else
  * can see that buffer. */
 void cap_write_back(latch_tensor *handle);
+
+/* ---- first_run.c ---- */
+/* A loaded entry failed its first run (failure: why): said once per process, compiled afresh
+ * with codec, and written to the tiers (disk or remote may be NULL) in the entry's place. The
+ * new value, or NULL with diag when the compile fails. The lazy sync, traced functions and
+ * latch run all recover through here. */
+void *cap_compile_afresh(cache_disk *disk, cache_remote *remote, cache_key key, const char *fingerprint,
+                         const cache_codec *codec, const char *failure, hlo_diag *diag);
+/* Test-only: say the next such failure again. */
+void cap_first_run_reset_warning(void);
 
 /* ---- sync_check.c ---- */
 #define CAP_CHECK_DEFAULT_TIMEOUT 30.0
@@ -581,6 +597,9 @@ typedef struct cap_entry {
   cap_tmpl_node *nodes;
   int *roots;
   cap_segments *segments; /* NULL: bindings other than the trace's bind the whole graph */
+  /* The trace's graph lowered, kept only while cached is on trial (loaded from a cache tier)
+   * and the entry has not run yet: what a failed first run compiles afresh. */
+  hlo_module *source;
   pthread_mutex_t spec_lock;
   cap_kept **kept; /* at most CAP_BINDINGS_KEPT */
   int kept_count, kept_capacity;
@@ -639,6 +658,9 @@ void cap_bindings_count(cap_entry *e, uint64_t *kept, uint64_t *dropped);
  * runs out; param_symbolic: which graph parameters have symbolic dims. */
 cap_segments *cap_segments_plan(const cap_entry *e, const bool *param_symbolic);
 void cap_segments_free(latch_runtime *rt, cap_segments *s);
+/* In a child after fork (function.c's handler): the plan's lock, held through the compiles
+ * of its segments, starts free; NULL is ignored. */
+void cap_segments_fork_child(cap_segments *s);
 int cap_segments_count(const cap_segments *s);
 /* "3 still, 2 moved; 45 of 578 nodes move" (LATCH_LOG=guards). */
 void cap_segments_describe(const cap_segments *s, char *out, size_t size);

@@ -260,6 +260,13 @@ static bool keep_template(entry_build *b) {
   return true;
 }
 
+/* A loaded executable may fail its first run, and the graph is gone by then: its module is
+ * kept for a compile afresh (call_execute). Out of memory only costs that recovery. */
+static void keep_source(cap_entry *e, const cap_graph *g) {
+  hlo_diag unused = {0};
+  e->source = cap_graph_lower(g, &unused);
+}
+
 cap_entry *cap_entry_build(cap_trace *trace, latch_tensor *const *outputs, int output_count,
                            cap_node ***first_params, bool *compiled, latch_status *status) {
   latch_runtime *rt = trace->rt;
@@ -285,6 +292,8 @@ cap_entry *cap_entry_build(cap_trace *trace, latch_tensor *const *outputs, int o
     b.e->cached = cap_graph_executable(rt, &b.g, compiled, status);
     ok = b.e->cached != NULL;
   }
+  if (ok && b.e->cached && atomic_load(&((cap_exe *)cache_entry_value(b.e->cached))->on_trial))
+    keep_source(b.e, &b.g);
   cap_graph_free(&b.g);
   if (!ok) {
     if (*status == LATCH_OK) *status = LATCH_ERR_INTERNAL;
@@ -301,6 +310,7 @@ void cap_entry_free(latch_runtime *rt, cap_entry *e) {
   guard_program_free(e->program);
   cap_bindings_free(rt, e); /* bound executables share the entry's executable: they go first */
   if (e->cached) cache_table_release(rt->cache, e->cached);
+  hlo_module_free(e->source);
   cap_segments_free(rt, e->segments);
   for (int p = 0; e->params && p < e->param_count; p++) cap_node_release(e->params[p].node);
   for (int j = 0; e->outputs && j < e->output_count; j++) cap_node_release(e->outputs[j].node);
@@ -670,33 +680,63 @@ static latch_status call_params(entry_call *c, uint64_t seed, cap_node *const *f
   return status;
 }
 
-/* Runs one executable (the module itself, a bound one or the cached one) and keeps its
- * results as the roots. */
-static latch_status call_execute(entry_call *c, const cap_spec *run) {
+/* One execute of run (the module itself, a bound executable or the cached one); the error
+ * set on failure. */
+static latch_status execute_once(entry_call *c, const cap_spec *run, rt_value **result) {
   latch_runtime *rt = c->rt;
   int n = c->e->param_count;
-  rt_value *result = NULL;
   hlo_diag diag; /* not zeroed whole (1 KB a call): status and message[0] are what is read */
   hlo_diag_clear(&diag);
   uint64_t start = cap_now_ns();
   latch_status status;
   if (run->module) {
-    status = cap_status(rt->backend->execute_module(run->module, c->views, n, &result, &diag));
+    status = cap_status(rt->backend->execute_module(run->module, c->views, n, result, &diag));
   } else if (run->bound) {
-    status = cap_status(run->bound_by->execute(run->bound, c->views, n, &result, &diag));
+    status = cap_status(run->bound_by->execute(run->bound, c->views, n, result, &diag));
   } else {
     cap_exe *exe = cache_entry_value(run->cached);
-    status = cap_status(exe->backend->execute(exe->exe, c->views, n, &result, &diag));
+    status = cap_status(exe->backend->execute(exe->exe, c->views, n, result, &diag));
   }
   atomic_fetch_add(&rt->execute_ns, cap_now_ns() - start);
-  atomic_fetch_add(&rt->syncs, 1);
   if (status != LATCH_OK) cap_set_error("call: %s", diag.message);
-  else if (!result || result->shape.dtype != HLO_TUPLE || result->tuple_count != c->e->root_count) {
+  return status;
+}
+
+/* The entry's first run failed on its executable loaded from a cache tier: compiled afresh
+ * from the kept source (the entry is nobody else's yet), the entry holding the new one. False
+ * when that is not the case, or the compile failed too (*status then says why). */
+static bool recompile_cached(entry_call *c, const cap_spec *run, latch_status *status) {
+  cap_entry *e = c->e;
+  cap_exe *exe = run->cached ? cache_entry_value(run->cached) : NULL;
+  if (!exe || run->cached != e->cached || !e->source || !atomic_load(&exe->on_trial)) return false;
+  cap_graph stand_in = {.key = cache_entry_key(e->cached), .backend = exe->backend,
+                        .param_count = exe->param_count, .root_count = exe->output_count};
+  e->cached = cap_exe_recompile(c->rt, &stand_in, e->source, e->cached, status);
+  return e->cached != NULL;
+}
+
+/* Runs one executable and keeps its results as the roots. */
+static latch_status call_execute(entry_call *c, const cap_spec *run) {
+  rt_value *result = NULL;
+  latch_status status = execute_once(c, run, &result);
+  cap_spec fresh;
+  if (status != LATCH_OK && recompile_cached(c, run, &status)) {
+    fresh = (cap_spec){.cached = c->e->cached};
+    run = &fresh;
+    rt_value_release(result);
+    result = NULL;
+    status = execute_once(c, run, &result);
+  }
+  cap_exe *ran = status == LATCH_OK && run->cached ? cache_entry_value(run->cached) : NULL;
+  if (ran && atomic_load_explicit(&ran->on_trial, memory_order_relaxed)) /* a hit writes nothing shared */
+    atomic_store(&ran->on_trial, false);
+  atomic_fetch_add(&c->rt->syncs, 1);
+  if (status == LATCH_OK && (!result || result->shape.dtype != HLO_TUPLE || result->tuple_count != c->e->root_count)) {
     cap_set_error("call: the backend returned a wrong number of outputs");
     status = LATCH_ERR_INTERNAL;
   }
   for (int r = 0; status == LATCH_OK && r < c->e->root_count; r++) {
-    rt_value *out = cap_take_output(result->tuple[r], c->views, n);
+    rt_value *out = cap_take_output(result->tuple[r], c->views, c->e->param_count);
     if (!out || !(c->roots[r] = cap_node_data(out))) {
       status = LATCH_ERR_INTERNAL;
       cap_set_error("call: out of memory");
@@ -758,5 +798,9 @@ latch_status cap_entry_run(latch_runtime *rt, cap_entry *e, latch_tensor *const 
   if (status == LATCH_OK && e->root_count) status = call_roots(&c, bindings, kind, instantiate_ns);
   if (status == LATCH_OK) status = call_outputs(&c, outputs);
   call_close(&c);
+  if (first_params) { /* the entry's first run is over: nothing left to compile afresh */
+    hlo_module_free(e->source);
+    e->source = NULL;
+  }
   return status;
 }

@@ -10,7 +10,16 @@
  * updates a weight (a captured handle) does a read-modify-write of it; both run alone. A
  * hit of an entry that updates no weight shares the lock with other such hits. A miss
  * looks again once it holds the lock alone, so threads missing on the same inputs at once
- * trace once: the first adds the entry, the rest hit it. */
+ * trace once: the first adds the entry, the rest hit it.
+ *
+ * fork: a child has only the thread that forked, and a call another thread had in flight (a
+ * trace holds calls_lock through its compile) never ends there. fork waits for each
+ * function's lock and its entries' spec_lock (bookkeeping only, never held across a compile),
+ * so the entry list, the kept bindings and the shape policy's dims are whole in the child,
+ * and there calls_lock and the segment plans' locks start free, unless the forking thread
+ * holds calls_lock itself (a fork from inside a call, as LATCH_CHECK's isolated check does).
+ * The call that was in flight is the parent's; the child traces again if it needs that entry
+ * (pthread_atfork handlers, registered with the first function). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +56,105 @@ struct latch_function {
   atomic_uint_fast64_t call_counter;
   atomic_uint_fast64_t calls, hits, traces, recompiles, fallback_calls, specializations, instantiations, instantiate_ns, guard_checks, guard_ns,
       guard_timed, trace_ns;
+  struct latch_function *next_open, *prev_open; /* every function, for fork (under open_lock) */
 };
+
+/* ---- calls_lock, and fork ---- */
+
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static latch_function *open_functions;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+/* The functions whose calls_lock this thread holds, innermost last (calls may nest: a
+ * function's trace may call another). */
+enum { HELD_MAX = 16 };
+static _Thread_local latch_function *held[HELD_MAX];
+static _Thread_local int held_count;
+
+static void init_calls_lock(latch_function *f) {
+  pthread_rwlockattr_t attr;
+  pthread_rwlockattr_init(&attr);
+#ifdef __GLIBC__
+  /* A steady stream of hits must not starve a trace waiting to run alone. */
+  pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+#endif
+  pthread_rwlock_init(&f->calls_lock, &attr);
+  pthread_rwlockattr_destroy(&attr);
+}
+
+static void lock_calls(latch_function *f, bool alone) {
+  if (alone)
+    pthread_rwlock_wrlock(&f->calls_lock);
+  else
+    pthread_rwlock_rdlock(&f->calls_lock);
+  if (held_count < HELD_MAX) held[held_count] = f;
+  held_count++;
+}
+
+static void unlock_calls(latch_function *f) {
+  held_count--;
+  pthread_rwlock_unlock(&f->calls_lock);
+}
+
+static bool held_here(const latch_function *f) {
+  for (int i = 0; i < held_count && i < HELD_MAX; i++)
+    if (held[i] == f) return true;
+  return false;
+}
+
+/* Each function's lock, then its entries' spec_lock (bookkeeping of kept bindings). */
+static void fork_prepare(void) {
+  pthread_mutex_lock(&open_lock);
+  for (latch_function *f = open_functions; f; f = f->next_open) {
+    pthread_mutex_lock(&f->lock);
+    entry_list *list = atomic_load(&f->list);
+    for (int i = 0; list && i < list->count; i++) pthread_mutex_lock(&list->items[i]->spec_lock);
+  }
+}
+
+static void fork_parent(void) {
+  for (latch_function *f = open_functions; f; f = f->next_open) {
+    entry_list *list = atomic_load(&f->list);
+    for (int i = 0; list && i < list->count; i++) pthread_mutex_unlock(&list->items[i]->spec_lock);
+    pthread_mutex_unlock(&f->lock);
+  }
+  pthread_mutex_unlock(&open_lock);
+}
+
+/* calls_lock and a segment plan's lock, held through compiles, start free: the threads that
+ * held them are the parent's. */
+static void fork_child(void) {
+  for (latch_function *f = open_functions; f; f = f->next_open) {
+    if (!held_here(f)) init_calls_lock(f);
+    entry_list *list = atomic_load(&f->list);
+    for (int i = 0; list && i < list->count; i++) {
+      pthread_mutex_unlock(&list->items[i]->spec_lock);
+      cap_segments_fork_child(list->items[i]->segments);
+    }
+    pthread_mutex_unlock(&f->lock);
+  }
+  pthread_mutex_unlock(&open_lock);
+}
+
+static void fork_setup(void) {
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+static void list_open(latch_function *f) {
+  pthread_once(&fork_once, fork_setup);
+  pthread_mutex_lock(&open_lock);
+  f->next_open = open_functions;
+  if (open_functions) open_functions->prev_open = f;
+  open_functions = f;
+  pthread_mutex_unlock(&open_lock);
+}
+
+static void unlist_open(latch_function *f) {
+  pthread_mutex_lock(&open_lock);
+  if (f->prev_open) f->prev_open->next_open = f->next_open;
+  else open_functions = f->next_open;
+  if (f->next_open) f->next_open->prev_open = f->prev_open;
+  pthread_mutex_unlock(&open_lock);
+}
 
 enum { GUARD_SAMPLE = 8 };
 
@@ -100,14 +207,8 @@ static latch_function *make(latch_runtime *rt, latch_fn fn, latch_step_fn step, 
   f->log_recompiles = rt->log & CAP_LOG_RECOMPILES;
   f->log_guards = rt->log & CAP_LOG_GUARDS;
   pthread_mutex_init(&f->lock, NULL);
-  pthread_rwlockattr_t attr;
-  pthread_rwlockattr_init(&attr);
-#ifdef __GLIBC__
-  /* A steady stream of hits must not starve a trace waiting to run alone. */
-  pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-#endif
-  pthread_rwlock_init(&f->calls_lock, &attr);
-  pthread_rwlockattr_destroy(&attr);
+  init_calls_lock(f);
+  list_open(f);
   return f;
 }
 
@@ -122,6 +223,7 @@ latch_function *latch_function_new_step(latch_runtime *rt, latch_step_fn step, v
 
 void latch_function_free(latch_function *f) {
   if (!f) return;
+  unlist_open(f);
   entry_list *list = atomic_load(&f->list);
   for (int i = 0; list && i < list->count; i++) cap_entry_free(f->rt, list->items[i]);
   while (list) {
@@ -483,13 +585,6 @@ static bool runs_alone(const cap_entry *e) {
   return false;
 }
 
-static void lock_calls(latch_function *f, bool alone) {
-  if (alone)
-    pthread_rwlock_wrlock(&f->calls_lock);
-  else
-    pthread_rwlock_rdlock(&f->calls_lock);
-}
-
 /* The entry whose guards the call passes, the last hit first, then newest first; NULL when
  * none does (*why then says what failed first) or memory ran out (*status). Fills
  * bindings with the hit's symbol values. */
@@ -643,7 +738,7 @@ static latch_status call_traced(latch_function *f, latch_tensor *const *inputs, 
     if (status == LATCH_OK && !alone && (!hit || runs_alone(hit))) {
       /* While this call waits to run alone, another may add the entry it needs (threads
        * that missed on the same inputs at once): look again. */
-      pthread_rwlock_unlock(&f->calls_lock);
+      unlock_calls(f);
       lock_calls(f, alone = true);
       why.message[0] = 0;
       have_why = false;
@@ -654,7 +749,7 @@ static latch_status call_traced(latch_function *f, latch_tensor *const *inputs, 
     status = hit ? run_hit(f, hit, inputs, seed, bindings, outputs, output_count)
                  : trace_and_keep(f, inputs, input_count, statics, static_count, outputs, output_count, seed, &why,
                                   have_why);
-  pthread_rwlock_unlock(&f->calls_lock);
+  unlock_calls(f);
   return status;
 }
 

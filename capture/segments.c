@@ -44,6 +44,10 @@ struct cap_segments {
 
 static bool moved_segment(int g) { return g % 2 == 1; }
 
+void cap_segments_fork_child(cap_segments *s) {
+  if (s) pthread_mutex_init(&s->lock, NULL);
+}
+
 int cap_segments_count(const cap_segments *s) { return s->count; }
 
 void cap_segments_describe(const cap_segments *s, char *out, size_t size) {

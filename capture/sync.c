@@ -18,6 +18,8 @@ typedef struct compile_job {
   int job_compiles;               /* then: 1 when rank 0 compiled it, 0 when it loaded it */
   size_t shared_bytes;            /* then: the serialized executable rank 0 sent */
   bool fresh;                     /* compile, never load, and replace the tiers' entry */
+  const hlo_module *source;       /* with fresh: compile this instead of lowering the graph */
+  const char *failure;            /* with fresh: why the loaded entry's first run failed */
 } compile_job;
 
 /* The disk cache's codec: lowering and compiling on a miss, the backend's own serialized
@@ -26,10 +28,10 @@ typedef struct compile_job {
 static void *codec_compile(void *ctx, hlo_diag *diag) {
   compile_job *job = ctx;
   uint64_t start = cap_now_ns();
-  hlo_module *module = cap_graph_lower(job->graph, diag);
-  if (!module) return NULL;
+  hlo_module *module = job->source ? NULL : cap_graph_lower(job->graph, diag);
+  if (!module && !job->source) return NULL;
   uint64_t lowered = cap_now_ns();
-  rt_executable *exe = job->graph->backend->compile(module, &job->rt->compile_options, diag);
+  rt_executable *exe = job->graph->backend->compile(module ? module : job->source, &job->rt->compile_options, diag);
   job->lower_ns = lowered - start;
   job->compile_ns = cap_now_ns() - lowered;
   hlo_module_free(module);
@@ -94,11 +96,8 @@ static rt_executable *find_or_compile(compile_job *job, cache_origin *origin, hl
   if (!(job->rt->disk || job->rt->remote) || !g->backend->serialize || !g->backend->deserialize)
     return codec_compile(job, diag);
   cache_codec codec = codec_of(job);
-  if (job->fresh) { /* a loaded entry failed its first run: compile, and replace it in the tiers */
-    rt_executable *exe = codec_compile(job, diag);
-    if (exe) cache_tiers_replace(job->rt->disk, job->rt->remote, g->key, job->rt->fingerprint, &codec, exe);
-    return exe;
-  }
+  if (job->fresh) /* a loaded entry failed its first run */
+    return cap_compile_afresh(job->rt->disk, job->rt->remote, g->key, job->rt->fingerprint, &codec, job->failure, diag);
   rt_executable *exe = cache_tiers_get_or_compile(job->rt->disk, job->rt->remote, g->key, job->rt->fingerprint, &codec,
                                                   origin, NULL, diag);
   if (exe && *origin == CACHE_ORIGIN_DISK) atomic_fetch_add(&job->rt->disk_loads, 1);
@@ -291,18 +290,14 @@ latch_status cap_exe_run(latch_runtime *rt, const cap_exe *exe, rt_value *const 
   return status;
 }
 
-/* A loaded entry whose first run failed (made by another build of a library, for another
- * ISA, or crafted to pass every check at load): out of the table, compiled afresh, the tiers'
- * entry replaced, said once per process. The new entry, or NULL with status. */
-static cache_entry *recompile(latch_runtime *rt, const cap_graph *g, cache_entry *entry, latch_status *status) {
-  static atomic_bool said;
-  if (cache_table_remove(rt->cache, entry) && !atomic_exchange(&said, true))
-    fprintf(stderr, "latch: warning: compile cache: graph %016" PRIx64 "%016" PRIx64 " loaded from a cache tier "
-            "failed its first run (%s); compiled afresh and the cached entry replaced (further warnings of this kind "
-            "are not shown)\n", g->key.hi, g->key.lo, latch_last_error());
+cache_entry *cap_exe_recompile(latch_runtime *rt, const cap_graph *g, const hlo_module *source, cache_entry *entry,
+                               latch_status *status) {
+  char failure[sizeof ((hlo_diag *)0)->message];
+  snprintf(failure, sizeof failure, "%s", latch_last_error());
+  cache_table_remove(rt->cache, entry); /* false when a racing thread took it out first */
   cache_table_release(rt->cache, entry);
   hlo_diag diag = {0};
-  compile_job job = {.rt = rt, .graph = g, .fresh = true};
+  compile_job job = {.rt = rt, .graph = g, .fresh = true, .source = source, .failure = failure};
   cache_entry *fresh = cache_table_get_or_compile(rt->cache, g->key, compile_graph, &job, &diag, NULL);
   if (!fresh) {
     cap_set_error("sync: %s", diag.message[0] ? diag.message : "compile failed");
@@ -324,7 +319,8 @@ static latch_status run_graph(latch_runtime *rt, cap_graph *g) {
   for (int i = 0; status == LATCH_OK && i < g->param_count; i++) args[i] = g->params[i]->value;
   bool ran = status == LATCH_OK;
   if (ran) status = cap_exe_run(rt, exe, args, outs);
-  if (ran && status != LATCH_OK && atomic_load(&exe->on_trial) && (entry = recompile(rt, g, entry, &status))) {
+  if (ran && status != LATCH_OK && atomic_load(&exe->on_trial) &&
+      (entry = cap_exe_recompile(rt, g, NULL, entry, &status))) {
     exe = cache_entry_value(entry);
     status = cap_exe_run(rt, exe, args, outs);
   }

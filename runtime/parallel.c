@@ -10,9 +10,11 @@
  * The thread count is process-wide, fixed by the first loop (rt_parallel_threads).
  * libgomp's pool does not survive fork: a child that starts a parallel region after its
  * parent used one waits for threads that were not copied. The minifier and LATCH_CHECK run
- * candidates in forked children, so a child runs every loop on its own thread, and
- * OpenMP's thread count, by which oneDNN sizes its primitives, is one (atfork handler
- * below), as PyTorch does after fork. */
+ * candidates in forked children, and embedders fork too, so a child splits its loops over
+ * threads of its own, as many as its parent's pool (the same count, so the same plans and
+ * the same cache fingerprint), each started and joined per loop; OpenMP's thread count, by
+ * which oneDNN sizes its primitives, is one there, on every thread (atfork handler below),
+ * as PyTorch does after fork. */
 #include "runtime.h"
 
 #include <omp.h>
@@ -48,44 +50,56 @@ void rt_parallel_request_threads(int threads) {
 
 int rt_parallel_threads(void) {
   pthread_once(&threads_once, choose_threads);
-  return atomic_load(&in_forked_child) ? 1 : pool_threads;
+  return pool_threads;
 }
 
-#if defined(__SANITIZE_THREAD__)
-/* ThreadSanitizer cannot see libgomp's synchronization (it is not instrumented), so every
- * handoff to a pool thread would be reported as a race. Under TSan the same split runs on
- * plain threads, whose create and join TSan understands: the kernels are still checked
- * running in parallel. */
+int rt_parallel_openmp_threads(void) {
+  return atomic_load(&in_forked_child) ? 1 : rt_parallel_threads();
+}
+
+/* The split on plain threads, started and joined here: in a forked child, and under
+ * ThreadSanitizer, which cannot see libgomp's synchronization (it is not instrumented) and
+ * would report every handoff to a pool thread as a race, while it understands create and
+ * join: the kernels are still checked running in parallel. */
 typedef struct split_part {
   void (*fn)(void *, int64_t, int64_t);
   void *ctx;
   int64_t begin, end;
 } split_part;
 
+static _Thread_local bool in_split; /* inside a part: a nested loop runs inline */
+
 static void *run_part(void *arg) {
   split_part *part = arg;
+  in_split = true;
+  omp_set_num_threads(1); /* a oneDNN call inside starts no team of its own */
   part->fn(part->ctx, part->begin, part->end);
   return NULL;
 }
 
-static void split(int64_t n, int64_t parts, void (*fn)(void *, int64_t, int64_t), void *ctx) {
+static void split_threads(int64_t n, int64_t parts, void (*fn)(void *, int64_t, int64_t), void *ctx) {
+  int threads = rt_parallel_threads();
+  if (parts > threads) parts = threads;
   split_part part[64];
   pthread_t thread[64];
   bool started[64] = {false};
   if (parts > 64) parts = 64;
+  in_split = true;
   for (int64_t p = 1; p < parts; p++) {
     part[p] = (split_part){fn, ctx, n * p / parts, n * (p + 1) / parts};
     started[p] = pthread_create(&thread[p], NULL, run_part, &part[p]) == 0;
-    if (!started[p]) run_part(&part[p]);
+    if (!started[p]) fn(ctx, part[p].begin, part[p].end);
   }
   fn(ctx, 0, n / parts);
   for (int64_t p = 1; p < parts; p++)
     if (started[p]) pthread_join(thread[p], NULL);
+  in_split = false;
 }
-#else
+
+#if !defined(__SANITIZE_THREAD__)
 /* Chunks of at least grain items, a few per thread so uneven ones even out; any thread
  * takes the next chunk (dynamic schedule), as TBB's partitioner did. */
-static void split(int64_t n, int64_t parts, void (*fn)(void *, int64_t, int64_t), void *ctx) {
+static void split_openmp(int64_t n, int64_t parts, void (*fn)(void *, int64_t, int64_t), void *ctx) {
   int threads = rt_parallel_threads();
   int64_t max_chunks = (int64_t)threads * 4;
   int64_t count = parts < max_chunks ? parts : max_chunks;
@@ -99,13 +113,15 @@ void rt_parallel_for(int64_t n, int64_t grain, void (*fn)(void *ctx, int64_t beg
   if (n <= 0) return;
   if (grain < 1) grain = 1;
   int threads = rt_parallel_threads();
-  if (n <= grain || threads <= 1 || omp_in_parallel()) {
+  if (n <= grain || threads <= 1 || omp_in_parallel() || in_split) {
     fn(ctx, 0, n);
     return;
   }
   int64_t parts = n / grain;
 #if defined(__SANITIZE_THREAD__)
-  if (parts > threads) parts = threads;
+  split_threads(n, parts, fn, ctx);
+#else
+  if (atomic_load(&in_forked_child)) split_threads(n, parts, fn, ctx);
+  else split_openmp(n, parts, fn, ctx);
 #endif
-  split(n, parts, fn, ctx);
 }

@@ -301,8 +301,11 @@ void rt_parallel_for(int64_t n, int64_t grain, void (*fn)(void *ctx, int64_t beg
  * pass latch_options.threads (LATCH_THREADS). The count is process-wide and fixed by the
  * first parallel loop, so only a request made before it counts. */
 void rt_parallel_request_threads(int threads);
-/* The threads rt_parallel_for may use. */
+/* The threads rt_parallel_for may use: a forked child's are its parent's. */
 int rt_parallel_threads(void);
+/* The team an OpenMP region (oneDNN's) may use: rt_parallel_threads, but one in a child
+ * forked after the pool started (libgomp's pool does not survive fork). */
+int rt_parallel_openmp_threads(void);
 
 #ifdef __cplusplus
 }

@@ -96,6 +96,41 @@ static inline int count_files(const char *dir, const char *prefix) {
   return n;
 }
 
+/* ---- planting a crafted entry ---- */
+
+/* The info and payload (malloc'd) of the one entry in dir; false unless there is exactly one
+ * and it reads back intact. */
+static inline bool sole_entry(const char *dir, cache_disk_entry_info *info, void **payload) {
+  DIR *d = opendir(dir);
+  char path[512] = "";
+  int entries = 0;
+  for (struct dirent *ent; d && (ent = readdir(d));)
+    if (cache_disk_is_entry_name(ent->d_name) && ++entries == 1) snprintf(path, sizeof path, "%s/%s", dir, ent->d_name);
+  if (d) closedir(d);
+  cache_disk_reading r = {.check_payload = true, .keep_payload = true};
+  if (entries != 1 || cache_disk_read_entry(AT_FDCWD, path, &r, info) != CACHE_DISK_OK) return false;
+  *payload = r.payload;
+  return true;
+}
+
+/* The payload of from's one entry written, with valid checksums and header, under the key and
+ * fingerprint of to's one entry: what a writer of the cache directory could do. */
+static inline bool plant_entry(const char *from, const char *to) {
+  cache_disk_entry_info *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+  void *payload = NULL, *unused = NULL;
+  bool ok = a && b && sole_entry(from, a, &payload) && sole_entry(to, b, &unused);
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  cache_disk *disk = ok ? cache_disk_open(to, 0, NULL, &diag) : NULL;
+  ok = disk && cache_disk_put(disk, b->key, b->fingerprint, payload, (size_t)a->payload_bytes);
+  cache_disk_close(disk);
+  free(payload);
+  free(unused);
+  free(a);
+  free(b);
+  return ok;
+}
+
 /* ---- stderr capture, to see the warnings ---- */
 
 static int saved_stderr = -1;

@@ -101,7 +101,9 @@ static inline bool redis_start(redis_server *s, const char *password, ...) {
     }
     redisContext *c = redis_client(s, password);
     redisReply *r = c ? redisCommand(c, "PING") : NULL;
-    bool up = r && (r->type == REDIS_REPLY_STATUS || (r->type == REDIS_REPLY_ERROR && password));
+    /* an error still answers: a password given here, or one a config file asks for */
+    bool up = r && (r->type == REDIS_REPLY_STATUS ||
+                    (r->type == REDIS_REPLY_ERROR && (password || strncmp(r->str, "NOAUTH", 6) == 0)));
     if (r) freeReplyObject(r);
     if (c) redisFree(c);
     if (up) return true;

@@ -455,6 +455,94 @@ static void remote_cluster_refused(void) {
   redis_stop(&s);
 }
 
+/* A Redis Sentinel of the test's own (redis-server --sentinel on a config file in its
+ * directory, watching a master that is not there); false with a message when it does not
+ * come up. */
+static bool sentinel_start(redis_server *s) {
+  memset(s, 0, sizeof *s);
+  snprintf(s->dir, sizeof s->dir, "/tmp/latch-redis-XXXXXX");
+  if (!mkdtemp(s->dir)) return false;
+  s->port = redis_free_port();
+  char conf[160], text[512];
+  snprintf(conf, sizeof conf, "%s/sentinel.conf", s->dir);
+  snprintf(text, sizeof text, "port %d\nbind 127.0.0.1\ndir %s\nlogfile %s/log\n"
+           "sentinel monitor latchmaster 127.0.0.1 %d 1\n", s->port, s->dir, s->dir, redis_free_port());
+  cli_write_text(conf, text);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    execlp("redis-server", "redis-server", conf, "--sentinel", (char *)NULL);
+    _exit(127);
+  }
+  s->pid = pid;
+  for (int i = 0; i < 200; i++) { /* up to 4 s for it to listen */
+    redisContext *c = redis_client(s, NULL);
+    redisReply *r = c ? redisCommand(c, "PING") : NULL;
+    bool up = r && r->type == REDIS_REPLY_STATUS;
+    if (r) freeReplyObject(r);
+    if (c) redisFree(c);
+    if (up) return true;
+    redis_sleep_ms(20);
+  }
+  fprintf(stderr, "redis-server --sentinel did not answer on port %d\n", s->port);
+  return false;
+}
+
+/* latch run on a server that refuses every write (out of memory): the run's outputs and exit
+ * status are the run's, the refusal a warning and the cache line says the entry was not
+ * stored and why; push, whose job the write is, fails. */
+static void run_write_refused(void) {
+  redis_server s;
+  if (!redis_start(&s, NULL, "--maxmemory-policy", "noeviction", NULL)) {
+    CHECK_MSG(false, "redis-server did not start");
+    return;
+  }
+  redisContext *c = redis_client(&s, NULL);
+  redisReply *r = c ? redisCommand(c, "CONFIG SET maxmemory 1") : NULL;
+  CHECK(r && r->type == REDIS_REPLY_STATUS);
+  if (r) freeReplyObject(r);
+  if (c) redisFree(c);
+  char url[200], env[600], want[4096], got[4096];
+  snprintf(env, sizeof env, "LATCH_CACHE_DIR='%s/refused-ref'", cli_dir);
+  CLI_CHECK(0, env, "run %s/add.hlo --compile", corpus);
+  output_lines(want, sizeof want);
+  redis_url(&s, NULL, "", url, sizeof url);
+  snprintf(env, sizeof env, "LATCH_CACHE_URL='%s' LATCH_CACHE_DIR='%s/refused-run'", url, cli_dir);
+  CLI_CHECK(0, env, "run %s/add.hlo --compile", corpus);
+  CLI_HAS(cli_err, "warning: compile cache: remote");
+  CLI_HAS(cli_err, "refused: OOM");
+  CLI_HAS(cli_out, "not stored: the server refused the write");
+  output_lines(got, sizeof got);
+  CHECK(want[0] != '\0');
+  CHECK_STR(got, want);
+  CHECK_EQ_INT(redis_keys(&s), 0);
+  snprintf(env, sizeof env, "LATCH_CACHE_URL='%s'", url);
+  CLI_CHECK(3, env, "cache push --dir '%s/refused-run'", cli_dir);
+  CLI_HAS(cli_err, "1 entry was not written");
+  redis_stop(&s);
+}
+
+/* A Sentinel holds no data: refused when first reached, with a message saying why, and latch
+ * run goes on without the tier. */
+static void remote_sentinel_refused(void) {
+  redis_server s;
+  if (!sentinel_start(&s)) {
+    CHECK_MSG(false, "redis-server --sentinel did not start");
+    redis_stop(&s);
+    return;
+  }
+  char url[200], env[600];
+  redis_url(&s, NULL, "", url, sizeof url);
+  CLI_CHECK(3, "", "cache stats --remote --cache-url '%s'", url);
+  CLI_HAS(cli_err, "the server is a Redis Sentinel");
+  snprintf(env, sizeof env, "LATCH_CACHE_URL='%s' LATCH_CACHE_DIR='%s/sentinel-run'", url, cli_dir);
+  CLI_CHECK(0, env, "run %s/add.hlo --compile", corpus);
+  CLI_HAS(cli_err, "the server is a Redis Sentinel");
+  CLI_HAS(cli_out, "output 0");
+  CLI_HAS(cli_out, "not stored");
+  redis_stop(&s);
+}
+
 int main(void) {
   corpus = getenv("LATCH_CORPUS") ? getenv("LATCH_CORPUS") : "../shared/corpus/xla";
   unsetenv("LATCH_CACHE");
@@ -482,6 +570,8 @@ int main(void) {
   RUN(run_remote);
   RUN(remote_namespaces_and_limits);
   RUN(remote_cluster_refused);
+  RUN(remote_sentinel_refused);
+  RUN(run_write_refused);
   cli_cleanup();
   return TEST_REPORT();
 }

@@ -3,7 +3,9 @@
  * of the same program on f32[8], as a writer of the cache directory could. The runtime that
  * loads it sees its first run fail, takes it out of the memory table, compiles afresh, says so
  * once, and returns the right values; the entry on disk is replaced, so the next process loads
- * a good one and compiles nothing. Expected values are worked out here by hand. */
+ * a good one and compiles nothing. Every runtime that loads entries is tried: the lazy sync,
+ * a traced function (latch_call) and latch run. Expected values are worked out here by hand
+ * (latch run's: those of a fresh compile on the same inputs). */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 
 #include "cache/disk_internal.h"
 #include "capture/capture.h"
+#include "cli_util.h"
 #include "disk_test_util.h"
 #include "latch.h"
 #include "test.h"
@@ -107,7 +110,148 @@ static void failing_first_run_recompiles(void) {
   remove_tree(dir);
 }
 
+/* ---- a traced function ---- */
+
+static latch_status relu_fn(void *user, latch_tensor *const *inputs, int input_count, latch_tensor **outputs,
+                            int output_count) {
+  (void)input_count, (void)output_count;
+  latch_runtime *rt = *(latch_runtime **)user;
+  latch_tensor *k = latch_scalar(rt, LATCH_F32, 3), *one = latch_scalar(rt, LATCH_F32, 1);
+  latch_tensor *a = latch_binary(LATCH_MUL, inputs[0], k), *b = latch_binary(LATCH_SUB, a, one);
+  outputs[0] = latch_relu(b);
+  latch_release(k), latch_release(one), latch_release(a), latch_release(b);
+  return outputs[0] ? LATCH_OK : LATCH_ERR_INTERNAL;
+}
+
+/* relu(3x - 1) on n values through a traced function, calls times, in a runtime on dir; the
+ * wrong values (n a call when it failed). */
+static int call_relu(const char *dir, int n, int calls, latch_stats *st) {
+  latch_runtime *rt = open_disk(dir);
+  if (!rt) return n * calls;
+  latch_function_options options;
+  latch_function_options_init(&options);
+  options.shapes = LATCH_SHAPES_STATIC;
+  latch_function *f = latch_function_new_step(rt, relu_fn, &rt, &options);
+  int wrong = 0;
+  for (int c = 0; c < calls; c++) {
+    float xs[8], out[8];
+    for (int i = 0; i < n; i++) xs[i] = (float)i / 4;
+    int64_t dims[1] = {n};
+    latch_tensor *x = latch_from_host(rt, LATCH_F32, 1, dims, xs), *y = NULL;
+    if (f && latch_call(f, &x, 1, NULL, 0, &y, 1) == LATCH_OK && latch_read(y, out, sizeof(float) * (size_t)n) == LATCH_OK) {
+      for (int i = 0; i < n; i++) {
+        double v = 3.0 * i / 4 - 1; /* exact in binary: quarters */
+        wrong += out[i] != (float)(v > 0 ? v : 0);
+      }
+    } else {
+      wrong += n;
+    }
+    latch_release(x);
+    latch_release(y);
+  }
+  latch_function_free(f);
+  latch_get_stats(rt, st);
+  latch_close(rt);
+  return wrong;
+}
+
+static void traced_failing_first_run_recompiles(void) {
+  char small[64], large[64];
+  make_temp_dir(small);
+  make_temp_dir(large);
+  latch_stats st = {0};
+  CHECK_EQ_INT(call_relu(small, 4, 1, &st), 0);
+  CHECK_EQ_INT(call_relu(large, 8, 1, &st), 0);
+  CHECK(plant_entry(small, large));
+
+  cap_first_run_reset_warning();
+  capture_begin();
+  int wrong = call_relu(large, 8, 2, &st);
+  const char *text = capture_end();
+  CHECK_EQ_INT(wrong, 0);
+  CHECK_EQ_INT((int)st.disk_loads, 1); /* the crafted entry loaded */
+  CHECK_EQ_INT((int)st.compiles, 1);   /* and compiled afresh after its first run failed */
+  CHECK_MSG(count_occurrences(text, "failed its first run") == 1, "stderr:\n%s", text);
+
+  /* the entry on disk was replaced: the next process loads it and compiles nothing */
+  CHECK_EQ_INT(call_relu(large, 8, 1, &st), 0);
+  CHECK_EQ_INT((int)st.disk_loads, 1);
+  CHECK_EQ_INT((int)st.compiles, 0);
+  remove_tree(small);
+  remove_tree(large);
+}
+
+/* ---- latch run ---- */
+
+/* relu(3x - 1) on f32[n], as HLO text in the test's directory; its path (static, one per n). */
+static const char *write_relu(int n) {
+  static char paths[2][512];
+  char text[512], name[32];
+  snprintf(text, sizeof text,
+           "HloModule relu%d\n\nENTRY main {\n  x = f32[%d] parameter(0)\n  k = f32[] constant(3)\n"
+           "  kb = f32[%d] broadcast(k), dimensions={}\n  one = f32[] constant(1)\n"
+           "  ob = f32[%d] broadcast(one), dimensions={}\n  a = f32[%d] multiply(x, kb)\n"
+           "  b = f32[%d] subtract(a, ob)\n  z = f32[] constant(0)\n  zb = f32[%d] broadcast(z), dimensions={}\n"
+           "  ROOT y = f32[%d] maximum(b, zb)\n}\n", n, n, n, n, n, n, n, n);
+  snprintf(name, sizeof name, "relu%d.hlo", n);
+  char *path = paths[n == 8];
+  snprintf(path, sizeof paths[0], "%s", cli_path(name));
+  cli_write_text(path, text);
+  return path;
+}
+
+/* The lines of the last run's stdout that start with "output". */
+static void outputs_of(char *out, size_t size) {
+  size_t len = 0;
+  out[0] = '\0';
+  for (const char *line = cli_out; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    size_t n = strcspn(line, "\n");
+    if (strncmp(line, "output", 6) == 0 && len + n + 2 < size) {
+      memcpy(out + len, line, n);
+      len += n;
+      out[len++] = '\n';
+      out[len] = '\0';
+    }
+  }
+}
+
+static void run_failing_first_run_recompiles(void) {
+  if (!cli_setup()) {
+    CHECK_MSG(false, "no temporary directory");
+    return;
+  }
+  char small[600], large[600], small_dir[512], large_dir[512], want[4096], got[4096];
+  const char *m4 = write_relu(4), *m8 = write_relu(8);
+  snprintf(small_dir, sizeof small_dir, "%s", cli_path("small"));
+  snprintf(large_dir, sizeof large_dir, "%s", cli_path("large"));
+  snprintf(small, sizeof small, "LATCH_CACHE_DIR='%s'", small_dir);
+  snprintf(large, sizeof large, "LATCH_CACHE_DIR='%s'", large_dir);
+  CLI_CHECK(0, small, "run '%s' --backend cpu", m4);
+  CLI_CHECK(0, large, "run '%s' --backend cpu --seed 5", m8); /* a compile: the outputs expected */
+  outputs_of(want, sizeof want);
+  CHECK(want[0] != '\0');
+  CHECK(plant_entry(small_dir, large_dir));
+
+  CLI_CHECK(0, large, "run '%s' --backend cpu --seed 5", m8);
+  CHECK_MSG(count_occurrences(cli_err, "failed its first run") == 1, "stderr:\n%s", cli_err);
+  CLI_HAS(cli_out, "loaded compiled graph from cache");
+  CLI_HAS(cli_out, "cache: 0 hits, 1 compile");
+  outputs_of(got, sizeof got);
+  CHECK_STR(got, want);
+  /* the entry was replaced: a hit, the same outputs, nothing said */
+  CLI_CHECK(0, large, "run '%s' --backend cpu --seed 5", m8);
+  CLI_HAS(cli_out, "cache: 1 hit, 0 compiles");
+  CLI_LACKS(cli_err, "failed its first run");
+  outputs_of(got, sizeof got);
+  CHECK_STR(got, want);
+  cli_cleanup();
+}
+
 int main(void) {
+  unsetenv("LATCH_CACHE");
+  unsetenv("LATCH_CACHE_URL");
   RUN(failing_first_run_recompiles);
+  RUN(traced_failing_first_run_recompiles);
+  RUN(run_failing_first_run_recompiles);
   return TEST_REPORT();
 }

@@ -16,6 +16,7 @@
 
 #include "cache/cache.h"
 #include "disk_test_util.h"
+#include "runtime/runtime.h"
 #include "redis_test_util.h"
 #include "remote_test_util.h"
 #include "test.h"
@@ -177,9 +178,185 @@ static void fork_during_compile(void) {
   cache_table_free(table);
 }
 
+/* ---- a traced function's compile in flight at fork ---- */
+
+typedef struct traced_graph {
+  latch_runtime *rt;
+  int g;
+} traced_graph;
+
+/* relu(x * (g + 2) - 1): remote_test_util.h's graph g, traced. */
+static latch_status graph_fn(void *user, latch_tensor *const *inputs, int input_count, latch_tensor **outputs,
+                             int output_count) {
+  (void)input_count, (void)output_count;
+  const traced_graph *t = user;
+  latch_runtime *rt = t->rt;
+  int g = t->g;
+  latch_tensor *k = latch_scalar(rt, LATCH_F32, g + 2), *one = latch_scalar(rt, LATCH_F32, 1);
+  latch_tensor *a = latch_binary(LATCH_MUL, inputs[0], k), *b = latch_binary(LATCH_SUB, a, one);
+  outputs[0] = latch_relu(b);
+  latch_release(k), latch_release(one), latch_release(a), latch_release(b);
+  return outputs[0] ? LATCH_OK : LATCH_ERR_INTERNAL;
+}
+
+/* One call of f on xs; the wrong values (4 when the call failed). */
+static int call_graph(latch_runtime *rt, latch_function *f, int g) {
+  int64_t dims[1] = {4};
+  latch_tensor *x = latch_from_host(rt, LATCH_F32, 1, dims, xs), *y = NULL;
+  float out[4];
+  int wrong = 4;
+  if (latch_call(f, &x, 1, NULL, 0, &y, 1) == LATCH_OK && latch_read(y, out, sizeof out) == LATCH_OK) {
+    wrong = 0;
+    for (int i = 0; i < 4; i++) wrong += out[i] != expected(g, i);
+  }
+  latch_release(x);
+  latch_release(y);
+  return wrong;
+}
+
+typedef struct calling {
+  latch_runtime *rt;
+  latch_function *f;
+  atomic_int wrong;
+} calling;
+
+enum { TRACED = 3 };
+
+static void *call_in_thread(void *arg) {
+  calling *c = arg;
+  atomic_store(&c->wrong, call_graph(c->rt, c->f, TRACED));
+  return NULL;
+}
+
+/* A thread's latch_call traces and compiles (its save to the disk cache held up halfway by
+ * the test hook, so the fork surely lands inside the compile step, with the function's call
+ * lock held) while the main thread forks: the child calls the same function and gets the
+ * right values, neither waiting for the thread it does not have nor finding the lock taken;
+ * the parent's call finishes as if nothing happened. */
+static void fork_during_traced_compile(void) {
+  char dir[64];
+  make_temp_dir(dir);
+  latch_options options;
+  latch_options_init(&options);
+  options.backend = "reference";
+  options.cache = "disk";
+  options.cache_dir = dir;
+  options.test_cache_write_delay_ms = "800";
+  latch_runtime *rt = latch_open(&options);
+  CHECK(rt != NULL);
+  if (!rt) return;
+  latch_function_options fo;
+  latch_function_options_init(&fo);
+  traced_graph t = {rt, TRACED};
+  latch_function *f = latch_function_new_step(rt, graph_fn, &t, &fo);
+  CHECK(f != NULL);
+  calling c = {rt, f, 4};
+  pthread_t thread;
+  pthread_create(&thread, NULL, call_in_thread, &c);
+  while (count_files(dir, CACHE_DISK_TEMP_PREFIX) < 1) redis_sleep_ms(2); /* the save has begun */
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(HANG_GUARD_S);
+    int wrong = call_graph(rt, f, TRACED) + call_graph(rt, f, TRACED);
+    _exit(wrong == 0 ? 0 : 1);
+  }
+  CHECK_EQ_INT(wait_child(pid), 0);
+  pthread_join(thread, NULL);
+  CHECK_EQ_INT(atomic_load(&c.wrong), 0);
+  CHECK_EQ_INT(call_graph(rt, f, TRACED), 0);
+  latch_function_stats st;
+  latch_function_get_stats(f, &st);
+  CHECK_EQ_INT((int)st.traces, 1); /* the parent traced once: the child's trace was its own */
+  latch_function_free(f);
+  latch_close(rt);
+  remove_tree(dir);
+}
+
+/* ---- the thread count in a child ---- */
+
+enum { POOL = 3, N = 48 };
+
+typedef struct seen {
+  pthread_mutex_t lock;
+  pthread_t ids[64];
+  int count;
+} seen;
+
+/* Notes the thread running this part; a short sleep keeps parts overlapping. */
+static void note_thread(void *ctx, int64_t begin, int64_t end) {
+  (void)begin, (void)end;
+  seen *s = ctx;
+  pthread_mutex_lock(&s->lock);
+  bool known = false;
+  for (int i = 0; i < s->count; i++) known = known || pthread_equal(s->ids[i], pthread_self());
+  if (!known && s->count < 64) s->ids[s->count++] = pthread_self();
+  pthread_mutex_unlock(&s->lock);
+  redis_sleep_ms(20);
+}
+
+/* The distinct threads one parallel loop of six parts ran on. */
+static int threads_used(void) {
+  seen s = {.lock = PTHREAD_MUTEX_INITIALIZER};
+  rt_parallel_for(6, 1, note_thread, &s);
+  return s.count;
+}
+
+/* a (N x N) times b (N x N) on the cpu backend, a[i][k] = i % 7 - 3, b[k][j] = (k + 2j) % 5 - 2:
+ * small integers, so every sum is exact in f32 and is worked out here in integers. The wrong
+ * values (N * N when it failed). */
+static int matmul_wrong(void) {
+  static float a[N * N], b[N * N], out[N * N];
+  for (int i = 0; i < N; i++)
+    for (int k = 0; k < N; k++) a[i * N + k] = (float)(i % 7 - 3), b[i * N + k] = (float)((i + 2 * k) % 5 - 2);
+  latch_options options;
+  latch_options_init(&options);
+  options.backend = "cpu";
+  latch_runtime *rt = latch_open(&options);
+  int64_t dims[2] = {N, N};
+  latch_tensor *x = rt ? latch_from_host(rt, LATCH_F32, 2, dims, a) : NULL;
+  latch_tensor *w = rt ? latch_from_host(rt, LATCH_F32, 2, dims, b) : NULL;
+  latch_tensor *y = rt ? latch_matmul(x, w) : NULL;
+  int wrong = N * N;
+  if (y && latch_read(y, out, sizeof out) == LATCH_OK) {
+    wrong = 0;
+    for (int i = 0; i < N; i++)
+      for (int j = 0; j < N; j++) {
+        long sum = 0;
+        for (int k = 0; k < N; k++) sum += (long)(i % 7 - 3) * ((k + 2 * j) % 5 - 2);
+        wrong += out[i * N + j] != (float)sum;
+      }
+  }
+  latch_release(x), latch_release(w), latch_release(y);
+  latch_close(rt);
+  return wrong;
+}
+
+/* A child of a process whose OpenMP pool ran keeps the parent's thread count: its loops run
+ * on that many threads of its own (not libgomp's pool, which fork does not copy), and a
+ * product through oneDNN and latch's loops answers with the right values. */
+static void child_keeps_thread_count(void) {
+  CHECK_EQ_INT(rt_parallel_threads(), POOL);
+  threads_used();                  /* OpenMP's pool has run */
+  CHECK_EQ_INT(matmul_wrong(), 0); /* and oneDNN's team */
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(HANG_GUARD_S);
+    int threads = rt_parallel_threads(), used = threads_used(), wrong = matmul_wrong();
+    if (threads != POOL || used != POOL || wrong)
+      fprintf(stderr, "child: %d threads, a loop ran on %d, %d wrong values\n", threads, used, wrong);
+    _exit(threads == POOL && used == POOL && wrong == 0 ? 0 : 1);
+  }
+  CHECK_EQ_INT(wait_child(pid), 0);
+}
+
 int main(void) {
+  rt_parallel_request_threads(POOL); /* before the first loop fixes the count */
+  RUN(child_keeps_thread_count);
   RUN(fork_after_compiling);
   RUN(fork_during_remote_call);
   RUN(fork_during_compile);
+  RUN(fork_during_traced_compile);
   return TEST_REPORT();
 }

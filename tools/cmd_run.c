@@ -456,6 +456,13 @@ static hlo_status execute(const run_options *o, const hlo_module *module, rt_val
     c->exe = run_cache_compile(&c->cache, c->backend, module, &o->compile_options, diag);
   }
   if (!c->exe) return diag->status == HLO_OK ? HLO_ERR_INTERNAL : diag->status;
+  hlo_status status = c->backend->execute(c->exe, args, entry->param_count, result, diag);
+  if (status == HLO_OK || c->checking || c->cache.origin == CACHE_ORIGIN_COMPILED) return status;
+  /* a loaded executable failed its first run: compile afresh and run that */
+  char failure[sizeof diag->message];
+  snprintf(failure, sizeof failure, "%s", diag->message);
+  hlo_diag_clear(diag);
+  if (!(c->exe = run_cache_recompile(&c->cache, c->exe, failure, diag))) return diag->status;
   return c->backend->execute(c->exe, args, entry->param_count, result, diag);
 }
 

@@ -127,12 +127,25 @@ rt_executable *run_cache_compile(run_cache *cache, const rt_backend *backend, co
   return exe;
 }
 
+rt_executable *run_cache_recompile(run_cache *cache, rt_executable *exe, const char *failure, hlo_diag *diag) {
+  cache->backend->destroy(exe);
+  double start = cli_now();
+  exe = cap_compile_afresh(cache->disk, cache->remote, cache->key, cache->fingerprint, &cache->codec, failure, diag);
+  cache->seconds = cli_now() - start;
+  cache->origin = CACHE_ORIGIN_COMPILED;
+  cache->saved = true; /* in both tiers already */
+  if (exe) print_compile_time(cache->module, cache->seconds);
+  return exe;
+}
+
 /* "; remote redis://host:port/0, stored" inside the cache line's parentheses. */
 static void print_remote(const run_cache *cache, bool hit) {
   cache_remote_stats s;
   cache_remote_get_stats(cache->remote, &s);
   printf("; remote %s", cache_remote_name(cache->remote));
   if (s.writes) printf(", stored");
+  else if (!hit && s.refused) printf(", not stored: the server refused the write");
+  else if (!hit && s.oversized) printf(", not stored: over max_entry_bytes");
   else if (!hit) printf(", not stored");
   if (s.failures) printf(", %" PRIu64 " failed request%s", s.failures, s.failures == 1 ? "" : "s");
 }

@@ -32,6 +32,11 @@ typedef struct run_cache {
 rt_executable *run_cache_compile(run_cache *cache, const rt_backend *backend, const hlo_module *module,
                                  const rt_compile_options *options, hlo_diag *diag);
 
+/* exe (loaded from a tier, given up here) failed its first run with failure: compiled afresh
+ * and put in the tiers in its place (cap_compile_afresh); the new executable, or NULL with
+ * diag. The cache line then counts a compile. */
+rt_executable *run_cache_recompile(run_cache *cache, rt_executable *exe, const char *failure, hlo_diag *diag);
+
 /* Saves a freshly compiled exe (may be NULL) and prints "cache: 0 hits, 1 compile (...)". */
 void run_cache_finish(run_cache *cache, const rt_executable *exe);
 

@@ -2,9 +2,9 @@
  * oneDNN runs on. This oneDNN is Debian's, built on OpenMP (libgomp): a primitive sizes its
  * work split when it is made and runs with the calling thread's team, so each caller (the
  * convolutions, dot.c's sgemm) sets that team to the runtime's thread count
- * (rt_parallel_threads) first, and so oneDNN uses what latch was given. Under
- * ThreadSanitizer, which cannot see libgomp's synchronization, the team is one thread:
- * concurrent executes are still checked. And the instruction set oneDNN's kernels use on this
+ * (rt_parallel_openmp_threads: one in a forked child) first, and so oneDNN uses what latch
+ * was given. Under ThreadSanitizer, which cannot see libgomp's synchronization, the team is
+ * one thread: concurrent executes are still checked. And the instruction set oneDNN's kernels use on this
  * host, for reports. */
 #include <omp.h>
 #include <pthread.h>
@@ -29,7 +29,7 @@ int rt_cpu_dnnl_team_begin(void) {
 #if defined(__SANITIZE_THREAD__)
   omp_set_num_threads(1);
 #else
-  omp_set_num_threads(rt_parallel_threads());
+  omp_set_num_threads(rt_parallel_openmp_threads());
 #endif
   return before;
 }
