@@ -361,3 +361,19 @@ fuzz-run: $(FUZZ_BUILD)/fuzz_run
 	  $(FUZZ_BUILD)/run_corpus $(FUZZ_BUILD)/run_seeds
 
 .PHONY: fuzz-run
+
+# `make fuzz-hour`: the opt-in long run: fuzz-run and fuzz-blob side by side for
+# FUZZ_HOUR_SECONDS (an hour) each, their output in build-fuzz/hour-run.log and
+# hour-blob.log; prints each one's final stats, fails if either finds anything.
+FUZZ_HOUR_SECONDS ?= 3600
+
+fuzz-hour: $(BUILD)/latch
+	$(MAKE) $(FUZZ_BUILD)/fuzz_run $(FUZZ_BUILD)/fuzz_blob
+	@echo "fuzz-hour: fuzz-run and fuzz-blob for $(FUZZ_HOUR_SECONDS) s each, logs in $(FUZZ_BUILD)/hour-*.log"
+	@$(MAKE) fuzz-run FUZZ_SECONDS=$(FUZZ_HOUR_SECONDS) > $(FUZZ_BUILD)/hour-run.log 2>&1 & pid=$$!; \
+	$(MAKE) fuzz-blob FUZZ_SECONDS=$(FUZZ_HOUR_SECONDS) > $(FUZZ_BUILD)/hour-blob.log 2>&1; blob=$$?; \
+	wait $$pid; run=$$?; \
+	for f in run blob; do echo "== fuzz-$$f"; grep -E '^(stat::|Done|==[0-9]+==|SUMMARY)' $(FUZZ_BUILD)/hour-$$f.log | tail -12; done; \
+	[ $$run -eq 0 ] && [ $$blob -eq 0 ]
+
+.PHONY: fuzz-hour

@@ -2,16 +2,24 @@
  * made smaller than what its steps reach, then the blob's and the entry's checksums computed
  * again, as someone who can write the cache directory would. Loading refuses it, naming the
  * step, so the command compiles afresh and prints the same values; it never runs code that
- * writes outside its buffers. */
+ * writes outside its buffers. So are blobs whose plan was edited in other ways, each
+ * serialized again with a right checksum: a buffer moved off the arena's alignment, and a
+ * fused program that reads a register before writing it or loads a pred value as f32 (four
+ * times its bytes). And running a loaded executable changes nothing its serialization writes,
+ * even when the blob's oneDNN descriptions are not the ones oneDNN gives (a bias of another
+ * size): the run is refused or runs, and the bytes stay. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli_util.h"
+#include "cpu_util.h"
 #include "disk_test_util.h"
 #include "hlo/hlo.h"
 #include "runtime/cpu/blob_internal.h"
+#include "runtime/cpu/dnnl_internal.h"
 #include "runtime/cpu/exec_internal.h"
+#include "runtime/cpu/fusion_internal.h"
 #include "test.h"
 
 /* a = x.x lives in the arena until c reads it. */
@@ -133,7 +141,153 @@ static void smaller_arena_is_refused(void) {
   cli_cleanup();
 }
 
+/* A fused group: x read in place as f32, p loaded as pred, select's operands computed first. */
+static const char fused[] =
+    "HloModule fused\n"
+    "ENTRY e {\n"
+    "  x = f32[64] parameter(0)\n"
+    "  p = pred[64] parameter(1)\n"
+    "  a = f32[64] exponential(x)\n"
+    "  b = f32[64] negate(x)\n"
+    "  ROOT s = f32[64] select(p, a, b)\n"
+    "}\n";
+
+/* A loaded plan: text compiled, serialized (blob, whose bytes source points into) and read
+ * back. */
+typedef struct loaded {
+  void *blob;
+  size_t len;
+  hlo_module *module;
+  rt_cpu_plan *plan;
+  const char *source;
+  size_t source_len;
+} loaded;
+
+static bool load_plan(const char *text, loaded *l) {
+  rt_executable *exe = compile_checked(text);
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  *l = (loaded){0};
+  bool ok = exe && rt_backend_cpu.serialize(exe, &l->blob, &l->len, &diag) == HLO_OK &&
+            rt_cpu_deserialize(l->blob, l->len, &l->module, &l->plan, &l->source, &l->source_len, &diag) == HLO_OK;
+  CHECK_MSG(ok, "%s", diag.message);
+  rt_backend_cpu.destroy(exe);
+  return ok;
+}
+
+/* text's plan edited by edit, serialized again (a right checksum) and loaded: refused with a
+ * message holding want. */
+static void refuse_edit(const char *text, const char *what, bool (*edit)(rt_cpu_plan *), const char *want) {
+  loaded l;
+  if (load_plan(text, &l)) {
+    CHECK_MSG(edit(l.plan), "%s: nothing to edit", what);
+    hlo_diag diag;
+    hlo_diag_clear(&diag);
+    void *bytes = NULL;
+    size_t len = 0;
+    CHECK(rt_cpu_serialize(l.module, l.plan, l.source, l.source_len, &bytes, &len, &diag) == HLO_OK);
+    rt_executable *exe = bytes ? rt_backend_cpu.adopt(bytes, len, NULL, &diag) : NULL;
+    CHECK_MSG(exe == NULL && diag.status == HLO_ERR_INPUT, "%s: loaded", what);
+    CHECK_MSG(strstr(diag.message, want) != NULL, "%s: %s", what, diag.message);
+    rt_backend_cpu.destroy(exe);
+  }
+  rt_cpu_plan_free(l.plan);
+  hlo_module_free(l.module);
+  free(l.blob);
+}
+
+static rt_cpu_step *fused_step(rt_cpu_plan *plan) {
+  for (int i = 0; i < plan->step_count; i++)
+    if (plan->steps[i].kind == RT_STEP_FUSED) return &plan->steps[i];
+  return NULL;
+}
+
+/* The select reads its own register as its else-operand: run, it would read a stack slot
+ * no instruction wrote. */
+static bool read_before_write(rt_cpu_plan *plan) {
+  rt_cpu_step *s = fused_step(plan);
+  for (int k = 0; s && k < s->fusion->instr_count; k++)
+    if (s->fusion->instrs[k].code == FU_SELECT) return s->fusion->instrs[k].c = s->fusion->instrs[k].dst, true;
+  return false;
+}
+
+/* The pred parameter's load made an f32 view: 64 elements of 4 bytes out of a 64-byte value. */
+static bool pred_read_as_f32(rt_cpu_plan *plan) {
+  rt_cpu_step *s = fused_step(plan);
+  for (int k = 0; s && k < s->fusion->instr_count; k++) {
+    fusion_instr *in = &s->fusion->instrs[k];
+    if (in->code == FU_LOAD && in->dtype == HLO_PRED) return in->dtype = HLO_F32, in->linear = true, in->tile = -1, true;
+  }
+  return false;
+}
+
+/* a's buffer moved 4 bytes on, inside an arena made 64 bytes larger: in bounds, misaligned. */
+static bool buffer_misaligned(rt_cpu_plan *plan) {
+  for (int i = 0; i < plan->step_count; i++) {
+    rt_cpu_step *s = &plan->steps[i];
+    if (rt_cpu_step_writes_buffer(s) && !s->output && !s->part_count) {
+      plan->arena_bytes += RT_CPU_ALIGN;
+      s->offset += 4;
+      return true;
+    }
+  }
+  return false;
+}
+
+static void edited_plans_are_refused(void) {
+  refuse_edit(fused, "a register read before it is written", read_before_write, "a register read before it is written");
+  refuse_edit(fused, "a pred load read as f32", pred_read_as_f32, "a load of another type than its value's");
+  refuse_edit(chain, "a misaligned buffer", buffer_misaligned, "is not aligned in the arena");
+}
+
+/* A convolution with its bias on oneDNN. */
+static const char conv_bias[] =
+    "HloModule cb\n"
+    "ENTRY e {\n"
+    "  x = f32[1,8,10,10] parameter(0)\n"
+    "  w = f32[8,8,3,3] parameter(1)\n"
+    "  bias = f32[8] parameter(2)\n"
+    "  c = f32[1,8,10,10] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+    "  bb = f32[1,8,10,10] broadcast(bias), dimensions={1}\n"
+    "  ROOT y = f32[1,8,10,10] add(c, bb)\n"
+    "}\n";
+
+static void run_keeps_the_blob(void) {
+  loaded l;
+  if (!load_plan(conv_bias, &l)) return;
+  rt_cpu_step *conv = NULL;
+  for (int i = 0; i < l.plan->step_count; i++)
+    if (l.plan->steps[i].kind == RT_STEP_DNNL) conv = &l.plan->steps[i];
+  CHECK(conv && conv->dnnl->post_count > 0 && conv->dnnl->posts[0].kind == RT_DNNL_BIAS);
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  void *crafted = NULL, *after = NULL;
+  size_t crafted_len = 0, after_len = 0;
+  if (conv) conv->dnnl->bias_md.dims[0] = 9; /* the bias has 8 features */
+  CHECK(conv && rt_cpu_serialize(l.module, l.plan, l.source, l.source_len, &crafted, &crafted_len, &diag) == HLO_OK);
+  rt_executable *exe = crafted ? rt_backend_cpu.deserialize(crafted, crafted_len, NULL, &diag) : NULL;
+  CHECK_MSG(exe != NULL, "%s", diag.message);
+  rt_value *args[3] = {NULL, NULL, NULL}, *result = NULL;
+  const hlo_comp *entry = l.module->entry;
+  for (int i = 0; i < 3; i++) args[i] = rt_random_value(&entry->params[i]->shape, 1, (uint64_t)i, &diag);
+  hlo_diag_clear(&diag);
+  if (exe && rt_backend_cpu.execute(exe, args, 3, &result, &diag) != HLO_OK) /* refused: it must say why */
+    CHECK_MSG(strstr(diag.message, "oneDNN did not take the cached description") != NULL, "%s", diag.message);
+  CHECK(exe && rt_backend_cpu.serialize(exe, &after, &after_len, &diag) == HLO_OK);
+  CHECK(after && after_len == crafted_len && memcmp(after, crafted, crafted_len) == 0);
+  rt_value_release(result);
+  for (int i = 0; i < 3; i++) rt_value_release(args[i]);
+  rt_backend_cpu.destroy(exe);
+  free(crafted);
+  free(after);
+  rt_cpu_plan_free(l.plan);
+  hlo_module_free(l.module);
+  free(l.blob);
+}
+
 int main(void) {
+  RUN(edited_plans_are_refused);
+  RUN(run_keeps_the_blob);
   RUN(smaller_arena_is_refused);
   return TEST_REPORT();
 }

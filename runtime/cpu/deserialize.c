@@ -437,22 +437,34 @@ static const char *step_extents(const rt_cpu_plan *plan, const rt_cpu_step *s) {
   if (s->kind == RT_STEP_DNNL && rt_cpu_step_keeps_weights(s) &&
       (!inside(s->weight_offset, s->dnnl->weights_bytes, arena) || s->stamp_offset % 8 || !inside(s->stamp_offset, 8, arena)))
     return "its kept weights";
-  if (s->kind == RT_STEP_FUSED) {
-    const rt_cpu_fusion *f = s->fusion;
-    bool overflow = false;
-    int64_t want = f->tail ? hlo_ck_mul(&overflow, hlo_shape_elements(shape), f->inner) : hlo_shape_elements(shape);
-    if (overflow || f->count != want) return "a fused program's size";
-  }
   return s->kind == RT_STEP_DNNL ? dnnl_extents(s->dnnl, s) : NULL;
 }
 
-/* Each step's buffers, parts, scratch, stamps and kept weights inside the arena. */
+/* Every buffer a step places in the arena starts where the planner puts buffers, at a
+ * multiple of RT_CPU_ALIGN: kernels read floats and wider vectors there. */
+static const char *step_alignment(const rt_cpu_step *s) {
+  bool viewed = s->kind == RT_STEP_PART || (rt_cpu_step_writes_buffer(s) && !s->output && !s->part_count);
+  if (viewed && s->offset % RT_CPU_ALIGN) return "its buffer";
+  for (int p = 0; p < s->part_count; p++)
+    if (s->part_offsets[p] % RT_CPU_ALIGN) return "a part's buffer";
+  if (rt_cpu_step_writes_buffer(s) && s->scratch_bytes && s->scratch_offset % RT_CPU_ALIGN) return "its scratch";
+  if (s->kind == RT_STEP_DNNL && rt_cpu_step_keeps_weights(s) && s->weight_offset % RT_CPU_ALIGN)
+    return "its kept weights";
+  return NULL;
+}
+
+/* Each step's buffers, parts, scratch, stamps and kept weights inside the arena and aligned,
+ * and each fused program one that runs inside the values it is given (fusion_check.c). */
 static void check_extents(rt_blob_in *in, const rt_cpu_plan *plan) {
   for (int i = 0; i < plan->step_count && !in->failed; i++) {
-    const char *what = step_extents(plan, &plan->steps[i]);
+    const rt_cpu_step *s = &plan->steps[i];
+    const char *before = "", *what = step_extents(plan, s), *after = " reaches outside the arena or its scratch";
+    if (!what && (what = step_alignment(s))) after = " is not aligned in the arena";
+    if (!what && s->kind == RT_STEP_FUSED && (what = rt_cpu_fusion_check(plan, s)))
+      before = "its fused program has ", after = "";
     if (!what) continue;
     char why[sizeof in->why];
-    snprintf(why, sizeof why, "step %%%s: %s reaches outside the arena or its scratch", plan->steps[i].instr->name, what);
+    snprintf(why, sizeof why, "step %%%s: %s%s%s", s->instr->name, before, what, after);
     rt_blob_fail(in, why);
   }
 }

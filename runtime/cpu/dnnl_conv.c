@@ -431,19 +431,25 @@ bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const d
   return ok;
 }
 
+/* The descriptions a loaded step holds stay as they were read (a serialization after a run
+ * writes the same bytes): oneDNN must give equal ones again, and only the primitives are
+ * new. */
 bool rt_cpu_dnnl_recreate(rt_cpu_dnnl *d) {
   if (!d->conv) return true; /* a pool: latch's own kernel, no primitive */
-  dnnl_memory_desc_t scratchpad = d->scratchpad_md, safe_scratchpad = d->safe_scratchpad_md,
+  dnnl_memory_desc_t scratchpad = d->scratchpad_md, bias = d->bias_md, safe_scratchpad = d->safe_scratchpad_md,
                      safe_weights = d->safe_weights_md;
   int team = rt_cpu_dnnl_team_begin();
   dnnl_primitive_desc_t pd = conv_pd(d, d->alg, fast_posts(d), &d->src_md, &d->weights_md, &d->dst_md);
   omp_set_num_threads(team);
   bool ok = pd && chosen_alg(pd) == d->alg &&
             dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0), &scratchpad) &&
-            dnnl_primitive_create(&d->conv_prim, pd) == dnnl_success;
+            dnnl_memory_desc_equal(&d->bias_md, &bias) && dnnl_primitive_create(&d->conv_prim, pd) == dnnl_success;
   if (pd) dnnl_primitive_desc_destroy(pd);
   ok = ok && make_safe(d) && dnnl_memory_desc_equal(&d->safe_scratchpad_md, &safe_scratchpad) &&
        dnnl_memory_desc_equal(&d->safe_weights_md, &safe_weights);
+  d->bias_md = bias;
+  d->safe_scratchpad_md = safe_scratchpad;
+  d->safe_weights_md = safe_weights;
   ok = ok && make_reorders(d) && made_prims(d) == d->prims && (!d->wino || rt_cpu_wino_valid(d));
   if (!ok) rt_cpu_dnnl_release(d);
   return ok;

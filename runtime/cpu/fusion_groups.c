@@ -27,7 +27,7 @@ static bool plain_array(const hlo_shape *shape, hlo_dtype dtype) {
   return hlo_shape_is_array(shape) && shape->dtype == dtype && hlo_shape_is_default_layout(shape);
 }
 
-static bool float_binary(hlo_opcode op) {
+bool rt_cpu_fusion_binary(hlo_opcode op) {
   switch (op) {
     case HLO_OP_ADD: case HLO_OP_SUBTRACT: case HLO_OP_MULTIPLY: case HLO_OP_DIVIDE:
     case HLO_OP_MAXIMUM: case HLO_OP_MINIMUM:
@@ -51,7 +51,7 @@ static bool fusible(const rt_cpu_step *step) {
   if (step->kind != RT_STEP_FAST) return false;
   bool f32_out = plain_array(&instr->shape, HLO_F32);
   if (rt_cpu_float_unary(op)) return f32_out && operand_type(instr, 0) == HLO_F32;
-  if (float_binary(op)) return f32_out && operand_type(instr, 0) == HLO_F32 && operand_type(instr, 1) == HLO_F32;
+  if (rt_cpu_fusion_binary(op)) return f32_out && operand_type(instr, 0) == HLO_F32 && operand_type(instr, 1) == HLO_F32;
   switch (op) {
     case HLO_OP_COMPARE:
       return plain_array(&instr->shape, HLO_PRED) && operand_type(instr, 0) == HLO_F32 &&
@@ -212,10 +212,7 @@ static bool leading(const hlo_ints *dims, int count) {
   return true;
 }
 
-/* The batched matmul of [batch..., m, k] by a [k, n] (or [n, k]) weight broadcast along the
- * batch dims: the broadcast operand when dot is one, else NULL. Row-major, that product is
- * the plain [batch * m, k] x weight one, so the weight need not be copied batch times. */
-static const hlo_instr *shared_weight(const rt_cpu_plan *plan, const hlo_instr *dot) {
+const hlo_instr *rt_cpu_fusion_weight_broadcast(const hlo_instr *dot) {
   if (dot->opcode != HLO_OP_DOT || !dot->dot || dot->operand_count != 2 || !plain_array(&dot->shape, HLO_F32))
     return NULL;
   const hlo_dot_dims *dd = dot->dot;
@@ -225,13 +222,21 @@ static const hlo_instr *shared_weight(const rt_cpu_plan *plan, const hlo_instr *
       dd->rhs_contracting.count != 1 || !plain_array(&lhs->shape, HLO_F32) || lhs->shape.rank != nb + 2 ||
       dd->lhs_contracting.values[0] != nb + 1 || lhs->shape.dims[nb + 1] == 0)
     return NULL;
-  const rt_cpu_step *b = &plan->steps[rhs->id];
-  if (rhs->opcode != HLO_OP_BROADCAST || b->kind != RT_STEP_FAST || rhs->operand_count != 1 ||
+  if (rhs->opcode != HLO_OP_BROADCAST || rhs->operand_count != 1 ||
       rhs->shape.rank != nb + 2 || rhs->dimensions.count != 2 || rhs->dimensions.values[0] != nb ||
       rhs->dimensions.values[1] != nb + 1 || !plain_array(&rhs->operands[0]->shape, HLO_F32) ||
       !hlo_shape_is_default_layout(&rhs->shape))
     return NULL;
   return rhs;
+}
+
+/* The batched matmul of [batch..., m, k] by a [k, n] (or [n, k]) weight broadcast along the
+ * batch dims, the broadcast a step of its own: the broadcast operand when dot is one, else
+ * NULL. Row-major, that product is the plain [batch * m, k] x weight one, so the weight need
+ * not be copied batch times. */
+static const hlo_instr *shared_weight(const rt_cpu_plan *plan, const hlo_instr *dot) {
+  const hlo_instr *rhs = rt_cpu_fusion_weight_broadcast(dot);
+  return rhs && plan->steps[rhs->id].kind == RT_STEP_FAST ? rhs : NULL;
 }
 
 void rt_cpu_fusion_flat_head(rt_cpu_fusion *f, const hlo_instr *weight) {
@@ -344,7 +349,7 @@ static int emit(builder *b, const hlo_instr *m) {
     reg = add_instr(b, (fusion_instr){.code = FU_SELECT, .a = r[0], .b = r[1], .c = r[2]});
   } else if (op == HLO_OP_CLAMP) {
     reg = add_instr(b, (fusion_instr){.code = FU_CLAMP, .a = r[0], .b = r[1], .c = r[2]});
-  } else if (float_binary(op)) {
+  } else if (rt_cpu_fusion_binary(op)) {
     reg = add_instr(b, (fusion_instr){.code = FU_BINARY, .op = op, .a = r[0], .b = r[1]});
   } else {
     reg = add_instr(b, (fusion_instr){.code = FU_UNARY, .op = op, .a = r[0]});

@@ -80,9 +80,21 @@ struct rt_cpu_fusion {
   hlo_instr flat_operands[2]; /* the lhs seen as [rows, k], and the weight */
 };
 
+/* (fusion_groups.c) Whether op is one FU_BINARY computes: add, subtract, multiply, divide,
+ * maximum, minimum. */
+bool rt_cpu_fusion_binary(hlo_opcode op);
+/* (fusion_groups.c) The rhs of dot when dot is the batched matmul of [batch..., m, k] by a
+ * [k, n] (or [n, k]) f32 weight broadcast along the batch dims (its shapes alone), else
+ * NULL: the product a flat head runs as one plain [batch * m, k] x weight. */
+const hlo_instr *rt_cpu_fusion_weight_broadcast(const hlo_instr *dot);
 /* (fusion_groups.c) Fills f's flat_* fields for its dot head (f->head) read as one plain
  * [rows, k] x weight product, weight being the array under the head's broadcast rhs: the
  * planner's choice, and a deserialized group's. */
 void rt_cpu_fusion_flat_head(rt_cpu_fusion *f, const hlo_instr *weight);
+
+/* (fusion_check.c) What is wrong with step's loaded fused program (step->fusion) in plan, as
+ * a phrase, or NULL when it reads and writes only inside the values it is given: the
+ * builder's guarantees, which a blob only claims, checked at load. */
+const char *rt_cpu_fusion_check(const rt_cpu_plan *plan, const rt_cpu_step *step);
 
 #endif

@@ -3,8 +3,9 @@
  * target writes the header (magic, format version, the body's checksum) in front, so that the
  * fuzzer's changes reach the decoder instead of stopping at the checksum. Any body must load
  * or fail with a message (HLO_ERR_INPUT, or out of memory), never crash or leak; one that
- * loads must serialize again, and that blob must load, run once on small seeded inputs (an
- * error is fine, a write outside a buffer is not) and serialize to the same bytes. The
+ * loads must serialize again, and that blob must load, serialize to the same bytes, run once
+ * on small seeded inputs (an error is fine, a read or write outside a buffer is not) and
+ * serialize to the same bytes again. The
  * first load takes the bytes (rt_backend_cpu.adopt, as the disk cache loads), the second
  * copies what it keeps (deserialize) and is bound to another module, which decodes the
  * source module the blob keeps: it binds or refuses with a message.
@@ -107,9 +108,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!again) abort(); /* what a load gave must load again */
   unsigned char *again_bytes = serialize(again, &again_len);
   if (again_len != len || memcmp(bytes, again_bytes, len) != 0) abort();
-  /* Run after the round trip is compared: running a crafted plan (in bounds) may change
-   * what a later serialization of it writes. */
+  free(again_bytes);
+  /* Running changes nothing a serialization writes: an execute never writes into the
+   * loaded plan's descriptions. */
   execute_once(again, bytes, len);
+  again_bytes = serialize(again, &again_len);
+  if (again_len != len || memcmp(bytes, again_bytes, len) != 0) abort();
   bind_once(again);
   rt_backend_cpu.destroy(again);
   free(bytes);
