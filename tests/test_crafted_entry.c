@@ -3,8 +3,8 @@
  * again, as someone who can write the cache directory would. Loading refuses it, naming the
  * step, so the command compiles afresh and prints the same values; it never runs code that
  * writes outside its buffers. So are blobs whose plan was edited in other ways, each
- * serialized again with a right checksum: a buffer moved off the arena's alignment, and a
- * fused program that reads a register before writing it or loads a pred value as f32 (four
+ * serialized again with a right checksum: a buffer moved off the arena's alignment, a value
+ * freed before a step reads it, and a fused program that reads a register before writing it or loads a pred value as f32 (four
  * times its bytes). And running a loaded executable changes nothing its serialization writes,
  * even when the blob's oneDNN descriptions are not the ones oneDNN gives (a bias of another
  * size): the run is refused or runs, and the bytes stay. */
@@ -234,7 +234,18 @@ static bool buffer_misaligned(rt_cpu_plan *plan) {
   return false;
 }
 
+/* x freed at a (inside b's group: b's head), before b and c read it: they would find its
+ * cell empty. */
+static bool freed_before_read(rt_cpu_plan *plan) {
+  static int x = 0;
+  if (plan->step_count < 2 || strcmp(plan->steps[x].instr->name, "x") != 0) return false;
+  plan->steps[1].frees = &x;
+  plan->steps[1].free_count = 1;
+  return true;
+}
+
 static void edited_plans_are_refused(void) {
+  refuse_edit(chain, "a value freed before it is read", freed_before_read, "step %b: an input with no value");
   refuse_edit(fused, "a register read before it is written", read_before_write, "a register read before it is written");
   refuse_edit(fused, "a pred load read as f32", pred_read_as_f32, "a load of another type than its value's");
   refuse_edit(chain, "a misaligned buffer", buffer_misaligned, "is not aligned in the arena");

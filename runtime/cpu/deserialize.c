@@ -363,6 +363,17 @@ static bool inputs_hold(const rt_cpu_plan *plan) {
   return true;
 }
 
+/* Each step's kind fits its instruction and every value read is there (step_check.c). */
+static void check_values(rt_blob_in *in, const rt_cpu_plan *plan, const hlo_comp *entry) {
+  int bad;
+  bool oom;
+  const char *what = rt_cpu_steps_check(plan, entry, &bad, &oom);
+  if (!what) return;
+  char why[sizeof in->why];
+  if (!oom) snprintf(why, sizeof why, "step %%%s: %s", entry->instrs[bad]->name, what);
+  rt_blob_fail(in, oom ? "out of memory" : why);
+}
+
 /* ---- extents: every byte a step will touch lies inside its buffer ----
  * The decoder bounds each offset alone; a blob whose checksums were recomputed after an edit
  * (a smaller arena, a larger fused count) must still not reach outside the arena or a
@@ -497,6 +508,7 @@ static rt_cpu_plan *get_plan(rt_blob_in *in, hlo_module *module) {
   free(r.result);
   free(r.inside);
   if (!in->failed && !inputs_hold(plan)) rt_blob_fail(in, "a step's inputs");
+  if (!in->failed) check_values(in, plan, module->entry);
   if (!in->failed) check_extents(in, plan);
   if (in->failed) {
     rt_cpu_plan_free(plan);

@@ -147,6 +147,12 @@ void rt_cpu_fusion_free(rt_cpu_fusion *fusion);
 int rt_cpu_step_input_count(const rt_cpu_step *step);
 int rt_cpu_step_input(const rt_cpu_step *step, int k);
 
+/* step_check.c: what is wrong with a loaded plan's steps, as a phrase (*bad the step it is
+ * about), or NULL: each step's kind one its instruction may have, and every value a step
+ * reads made before it and not yet freed, the result's to the end. *oom when memory ran out
+ * (the phrase then says so). */
+const char *rt_cpu_steps_check(const rt_cpu_plan *plan, const hlo_comp *entry, int *bad, bool *oom);
+
 /* fusion_run.c: runs a fused group: in[k] is the value of the step's input k; scratch: the
  * head's working memory (the FUSED step's scratch_bytes). */
 bool rt_cpu_fusion_run(const rt_cpu_fusion *fusion, const rt_value *const *in, rt_value *out, void *scratch);
