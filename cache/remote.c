@@ -269,6 +269,16 @@ static bool handshake(cache_remote *remote) {
   return true;
 }
 
+/* The stack below the caller, where the handshake's frames were: they may hold the password
+ * in vector registers saved there (the dynamic linker saves them when it binds a symbol, and
+ * copies of it passed through them). Overwritten, as crypto libraries burn their stacks: as
+ * deep as a command goes (read_reply's 64 KiB buffer and what it calls). */
+__attribute__((noinline)) static void scrub_stack(void) {
+  unsigned char area[80 << 10];
+  explicit_bzero(area, sizeof area);
+  __asm__ __volatile__("" : : "r"(area) : "memory");
+}
+
 /* Connected, or false (lock held). */
 static bool connected(cache_remote *remote) {
   if (remote->conn.fd >= 0) return true;
@@ -278,7 +288,9 @@ static bool connected(cache_remote *remote) {
     failed(remote, why, false);
     return false;
   }
-  return handshake(remote);
+  bool ok = handshake(remote);
+  if (remote->config.password[0]) scrub_stack();
+  return ok;
 }
 
 bool remote_call(cache_remote *remote, int argc, const char **argv, const size_t *lens, redisReply **reply) {
