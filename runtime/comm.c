@@ -61,8 +61,6 @@ struct rt_comm {
   int split_count;
   pending pendings[PENDING_MAX];
   int pending_count;
-  char *scratch; /* the ring all-reduce's incoming chunk, kept (its pages stay mapped) */
-  size_t scratch_bytes;
   pthread_mutex_t lock;
 };
 
@@ -163,7 +161,6 @@ void rt_comm_close(rt_comm *comm) {
   }
   leave_locked(comm);
   for (int i = 0; i < comm->split_count; i++) free(comm->splits[i].members);
-  free(comm->scratch);
   pthread_mutex_destroy(&comm->lock);
   free(comm);
 }
@@ -369,7 +366,8 @@ static int start_move(const move *m, MPI_Comm comm, MPI_Request *request) {
   int count = (int)m->count;
   switch (m->kind) {
     case MOVE_ALLREDUCE:
-      return MPI_Iallreduce(MPI_IN_PLACE, m->recv, count, mpi_type(m->dtype), mpi_op(m->op), comm, request);
+      return MPI_Iallreduce(m->send ? m->send : MPI_IN_PLACE, m->recv, count, mpi_type(m->dtype), mpi_op(m->op), comm,
+                            request);
     case MOVE_ALLGATHER: return MPI_Iallgather(m->send, count, MPI_BYTE, m->recv, count, MPI_BYTE, comm, request);
     case MOVE_ALLTOALL: return MPI_Ialltoall(m->send, count, MPI_BYTE, m->recv, count, MPI_BYTE, comm, request);
     case MOVE_REDUCE_SCATTER:
@@ -427,17 +425,20 @@ static hlo_status run_move(rt_comm *comm, const rt_comm_groups *groups, const mo
  * its blocking MPI_Allreduce, and a blocking call cannot be given a deadline. So a large
  * all-reduce is the bandwidth-optimal ring over point-to-point messages, each step waited for
  * with the deadline: the data cut into one chunk per member; n - 1 steps in which each member
- * sends one chunk to the next and folds the chunk from the previous into its own
- * (MPI_Reduce_local, MPI's own reduction), after which member k holds chunk k + 1 reduced
- * over everyone; then n - 1 steps passing the reduced chunks on around the ring. Each chunk
- * is reduced once, so every member gets the same bits. */
+ * sends one chunk to the next and receives one from the previous straight into its place in
+ * the result, folding its own operand's chunk into it (MPI_Reduce_local, MPI's own
+ * reduction), after which member k holds chunk k + 1 reduced over everyone; then n - 1 steps
+ * passing the reduced chunks on around the ring. The operand is only read (the first step
+ * sends from it), so the result needs no copy of it first, and each chunk is reduced once,
+ * so every member gets the same bits. */
 #define RING_MIN_BYTES (1 << 20)
 
 typedef struct ring {
   rt_comm *comm;
   MPI_Comm sub;
   int n, k, tag;
-  char *data, *scratch;
+  const char *send; /* the operand, read */
+  char *recv;       /* the result: written by the transfers and the folds */
   int64_t count;
   size_t elem;
   MPI_Datatype type;
@@ -447,14 +448,17 @@ typedef struct ring {
 
 static int64_t chunk_start(const ring *r, int c) { return r->count * c / r->n; }
 static int chunk_count(const ring *r, int c) { return (int)(chunk_start(r, c + 1) - chunk_start(r, c)); }
+static const char *send_chunk(const ring *r, int c) { return r->send + chunk_start(r, c) * (int64_t)r->elem; }
+static char *recv_chunk(const ring *r, int c) { return r->recv + chunk_start(r, c) * (int64_t)r->elem; }
 
-/* One step: chunk out to the next member, chunk in from the previous one into where. */
-static hlo_status ring_step(ring *r, int out, int in, char *where, hlo_diag *diag) {
+/* One step: chunk out (from from) to the next member, chunk in from the previous one into
+ * its place in the result. */
+static hlo_status ring_step(ring *r, const char *from, int out, int in, hlo_diag *diag) {
   int next = (r->k + 1) % r->n, prev = (r->k + r->n - 1) % r->n;
   MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  int code = MPI_Irecv(where, chunk_count(r, in), r->type, prev, r->tag, r->sub, &requests[0]);
+  int code = MPI_Irecv(recv_chunk(r, in), chunk_count(r, in), r->type, prev, r->tag, r->sub, &requests[0]);
   if (code == MPI_SUCCESS)
-    code = MPI_Isend(r->data + chunk_start(r, out) * (int64_t)r->elem, chunk_count(r, out), r->type, next, r->tag,
+    code = MPI_Isend(from + chunk_start(r, out) * (int64_t)r->elem, chunk_count(r, out), r->type, next, r->tag,
                      r->sub, &requests[1]);
   if (code != MPI_SUCCESS) {
     r->comm->broken = true;
@@ -465,23 +469,22 @@ static hlo_status ring_step(ring *r, int out, int in, char *where, hlo_diag *dia
 
 static hlo_status ring_allreduce(ring *r, hlo_diag *diag) {
   hlo_status status = HLO_OK;
-  for (int s = 0; status == HLO_OK && s < r->n - 1; s++) {
+  for (int s = 0; status == HLO_OK && s < r->n - 1; s++) { /* the first step sends the operand's own chunk */
     int out = (r->k - s + r->n) % r->n, in = (r->k - s - 1 + 2 * r->n) % r->n;
-    status = ring_step(r, out, in, r->scratch, diag);
-    char *mine = r->data + chunk_start(r, in) * (int64_t)r->elem;
-    if (status == HLO_OK) MPI_Reduce_local(r->scratch, mine, chunk_count(r, in), r->type, r->op);
+    status = ring_step(r, s == 0 ? r->send : r->recv, out, in, diag);
+    if (status == HLO_OK) MPI_Reduce_local(send_chunk(r, in), recv_chunk(r, in), chunk_count(r, in), r->type, r->op);
   }
   for (int s = 0; status == HLO_OK && s < r->n - 1; s++) {
     int out = (r->k + 1 - s + r->n) % r->n, in = (r->k - s + r->n) % r->n;
-    status = ring_step(r, out, in, r->data + chunk_start(r, in) * (int64_t)r->elem, diag);
+    status = ring_step(r, r->recv, out, in, diag);
   }
   return status;
 }
 
 /* The ring on this rank's group, with the lock held; *used false when the message is small
  * (or the group one member) and MPI_Iallreduce should carry it. */
-static hlo_status try_ring(rt_comm *comm, const rt_comm_groups *groups, void *data, int64_t count, hlo_dtype dtype,
-                           rt_comm_reduce op, const char *what, bool *used, hlo_diag *diag) {
+static hlo_status try_ring(rt_comm *comm, const rt_comm_groups *groups, const void *send, void *recv, int64_t count,
+                           hlo_dtype dtype, rt_comm_reduce op, const char *what, bool *used, hlo_diag *diag) {
   size_t elem = hlo_dtype_size(dtype);
   *used = false;
   MPI_Comm sub = MPI_COMM_NULL;
@@ -493,28 +496,24 @@ static hlo_status try_ring(rt_comm *comm, const rt_comm_groups *groups, void *da
   MPI_Comm_rank(sub, &k);
   if (n < 2 || count < n) return HLO_OK;
   *used = true;
-  ring r = {comm, sub, n, k, (int)((comm->sequence - 1) % 16384) * 2 + 1, data, NULL, count, elem,
+  ring r = {comm, sub, n, k, (int)((comm->sequence - 1) % 16384) * 2 + 1, send, recv, count, elem,
             mpi_type(dtype), mpi_op(op), what};
-  size_t bytes = (size_t)(count / n + 1) * elem;
-  if (bytes > comm->scratch_bytes) {
-    free(comm->scratch);
-    comm->scratch_bytes = (comm->scratch = malloc(bytes)) ? bytes : 0;
-  }
-  if (!(r.scratch = comm->scratch)) return hlo_diag_set(diag, HLO_ERR_INTERNAL, "%s: out of memory", what);
   return ring_allreduce(&r, diag);
 }
 
-hlo_status rt_comm_allreduce(rt_comm *comm, const rt_comm_groups *groups, void *data, int64_t count, hlo_dtype dtype,
-                             rt_comm_reduce op, const char *what, hlo_diag *diag) {
+hlo_status rt_comm_allreduce(rt_comm *comm, const rt_comm_groups *groups, const void *send, void *recv, int64_t count,
+                             hlo_dtype dtype, rt_comm_reduce op, const char *what, hlo_diag *diag) {
   if (!rt_comm_reducible(dtype)) return hlo_diag_set(diag, HLO_ERR_UNSUPPORTED, "%s: MPI has no %s", what, hlo_dtype_name(dtype));
+  if (count > 0 && send == recv)
+    return hlo_diag_set(diag, HLO_ERR_INTERNAL, "%s: the all-reduce's operand is its result", what);
   pthread_mutex_lock(&comm->lock);
   bool used = false;
   hlo_status status = check_usable(comm, what, diag);
   if (status == HLO_OK) status = fits_int(count, what, diag);
-  if (status == HLO_OK) status = try_ring(comm, groups, data, count, dtype, op, what, &used, diag);
+  if (status == HLO_OK) status = try_ring(comm, groups, send, recv, count, dtype, op, what, &used, diag);
   pthread_mutex_unlock(&comm->lock);
   if (status != HLO_OK || used) return status;
-  move m = {.kind = MOVE_ALLREDUCE, .recv = data, .count = count, .dtype = dtype, .op = op};
+  move m = {.kind = MOVE_ALLREDUCE, .send = send, .recv = recv, .count = count, .dtype = dtype, .op = op};
   return run_move(comm, groups, &m, NULL, NULL, what, diag);
 }
 

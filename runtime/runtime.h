@@ -247,9 +247,10 @@ bool rt_comm_reducible(hlo_dtype dtype);
  * differs. Call before the data moves, on every rank, for every collective. */
 hlo_status rt_comm_agree(rt_comm *comm, const char *what, const char *signature, hlo_diag *diag);
 /* Collectives within this rank's group of groups; what names the op in errors. count is in
- * elements of dtype for reductions, bytes per member otherwise. */
-hlo_status rt_comm_allreduce(rt_comm *comm, const rt_comm_groups *groups, void *data, int64_t count, hlo_dtype dtype,
-                             rt_comm_reduce op, const char *what, hlo_diag *diag);
+ * elements of dtype for reductions, bytes per member otherwise. The all-reduce reads send and
+ * writes recv, two distinct buffers of count elements. */
+hlo_status rt_comm_allreduce(rt_comm *comm, const rt_comm_groups *groups, const void *send, void *recv, int64_t count,
+                             hlo_dtype dtype, rt_comm_reduce op, const char *what, hlo_diag *diag);
 hlo_status rt_comm_allgather(rt_comm *comm, const rt_comm_groups *groups, const void *send, int64_t bytes, void *recv,
                              const char *what, hlo_diag *diag);
 hlo_status rt_comm_alltoall(rt_comm *comm, const rt_comm_groups *groups, const void *send, int64_t bytes, void *recv,

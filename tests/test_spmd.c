@@ -378,6 +378,55 @@ static void test_sharded_mlp(int n, const char *btl) {
 static void test_sharded_mlp_two(void) { test_sharded_mlp(2, "vader"); }
 static void test_sharded_mlp_four(void) { test_sharded_mlp(4, "tcp"); }
 
+/* ---- large all-reduces: the ring of point-to-point transfers ---- */
+
+/* All-reduces of a megabyte and more go round a ring (runtime/comm.c): over every rank, and
+ * over pairs of ranks, summed and minimized, of a length no member count divides. Rank r's
+ * x[i] is a small integer, so every sum is exact: each rank's result is checked element by
+ * element against the sums and minima worked here. */
+enum { BIG = 300007 };
+
+static double big_of(int r, int i) { return (i * 7 + r * 13) % 29 - 14; }
+
+static void test_large_all_reduce(int n, const char *btl) {
+  cli_sh("rm -rf '%s' '%s'", cli_path("big_in"), cli_path("out"));
+  mkdir(cli_path("big_in"), 0777);
+  for (int r = 0; r < n; r++) {
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/%d", cli_path("big_in"), r);
+    mkdir(dir, 0777);
+    write_array(dir, 0, HLO_F32, 1, (int64_t[]){BIG}, big_of, r);
+  }
+  char text[2048];
+  snprintf(text, sizeof text,
+           "HloModule big, replica_count=%d\n%s"
+           "ENTRY main {\n  x = f32[%d] parameter(0)\n"
+           "  all = f32[%d] all-reduce(x), replica_groups={}, to_apply=add\n"
+           "  pairs = f32[%d] all-reduce(x), replica_groups=%s, to_apply=minf\n"
+           "  ROOT out = (f32[%d], f32[%d]) tuple(all, pairs)\n}\n",
+           n, reducers, BIG, BIG, BIG, n == 4 ? "{{0,2},{1,3}}" : "{{0,1}}", BIG, BIG);
+  cli_write_text(cli_path("big.hlo"), text);
+  char launcher[256];
+  snprintf(launcher, sizeof launcher, MPIRUN " -np %d --mca btl self,%s", n, btl);
+  CLI_CHECK(0, launcher, "run --spmd '%s' --inputs '%s' --output '%s' --backend cpu", cli_path("big.hlo"),
+            cli_path("big_in"), cli_path("out"));
+  double *sum = malloc(sizeof(double) * BIG), *min = malloc(sizeof(double) * BIG);
+  for (int r = 0; r < n && sum && min; r++) {
+    int partner = n == 4 ? (r + 2) % 4 : 1 - r;
+    for (int i = 0; i < BIG; i++) {
+      sum[i] = 0;
+      for (int q = 0; q < n; q++) sum[i] += big_of(q, i);
+      min[i] = fmin(big_of(r, i), big_of(partner, i));
+    }
+    check_values(r, 0, sum, BIG);
+    check_values(r, 1, min, BIG);
+  }
+  free(sum), free(min);
+}
+
+static void test_large_two_shared_memory(void) { test_large_all_reduce(2, "vader"); }
+static void test_large_four_tcp(void) { test_large_all_reduce(4, "tcp"); }
+
 /* ---- failures ---- */
 
 /* A wrapper that gives rank 1 its own environment (RANK1_ENV) or file (RANK1_FILE) and
@@ -472,6 +521,8 @@ int main(void) {
   RUN(test_group_modes_cpu);
   RUN(test_sharded_mlp_two);
   RUN(test_sharded_mlp_four);
+  RUN(test_large_two_shared_memory);
+  RUN(test_large_four_tcp);
   RUN(test_mismatched_shapes);
   RUN(test_rank_hangs);
   RUN(test_rank_dies);

@@ -328,16 +328,21 @@ static char *gather_all(spmd *s, const groups *g, const void *data, int64_t byte
 
 /* ---- the collectives, one operand each ---- */
 
+/* The result is a new value: MPI reads the operand and writes the result (no copy of the
+ * operand first), except for the async start, which reduces a copy in place. */
 static hlo_status all_reduce(spmd *s, const groups *g, const rt_value *arg, rt_value **out) {
-  rt_value *result = rt_value_copy(arg);
-  if (!result) return out_of_memory(s);
   rt_comm_reduce op;
+  bool by_mpi = mpi_reducer(s->instr, &op) && rt_comm_reducible(arg->shape.dtype);
+  bool start = by_mpi && s->instr->opcode == HLO_OP_ALL_REDUCE_START;
+  rt_value *result = start ? rt_value_copy(arg) : rt_value_new_unfilled(&arg->shape);
+  if (!result) return out_of_memory(s);
   rt_comm_groups cg = comm_groups(g);
   hlo_status status;
-  if (mpi_reducer(s->instr, &op) && rt_comm_reducible(arg->shape.dtype) && s->instr->opcode == HLO_OP_ALL_REDUCE_START) {
+  if (start) {
     status = rt_comm_allreduce_start(s->comm, &cg, result, op, s->what, s->eval->diag);
-  } else if (mpi_reducer(s->instr, &op) && rt_comm_reducible(arg->shape.dtype)) {
-    status = rt_comm_allreduce(s->comm, &cg, result->data, result->count, arg->shape.dtype, op, s->what, s->eval->diag);
+  } else if (by_mpi) {
+    status = rt_comm_allreduce(s->comm, &cg, arg->data, result->data, result->count, arg->shape.dtype, op, s->what,
+                               s->eval->diag);
   } else {
     char *all = gather_all(s, g, arg->data, value_bytes(arg));
     status = all ? fold(s, all, g->sizes[g->mine], value_bytes(arg), 0, arg->count, arg->shape.dtype, result->data)

@@ -15,9 +15,15 @@ reverse parameter order, as DDP fills them while the backward runs), each bucket
 concatenated, averaged over the ranks by one all-reduce and cut back. The optimizer is
 PyTorch's, run after the step on the averaged .grad, so every rank takes the same step.
 
+Buffers follow DDP's default (broadcast_buffers=True): at the start of each step every rank
+takes rank 0's buffers (rank 0 passes its own, the others zeros, and one all-reduce per bucket
+sums them, inside the step's graph); the forward then updates this rank's copy from its own
+batch (training-mode batch norm: its batch statistics normalize, its running statistics move
+towards them), and the new values are copied into the module's buffers after the call.
+
 Each rank runs the same graphs in the same order (their all-reduces meet through MPI), so
-the batch's shapes must be the same on every rank. Modules whose forward updates buffers in
-place (training-mode batch norm's running statistics) are refused."""
+the batch's shapes must be the same on every rank. A forward that writes into a parameter or
+buffer in place other than through batch norm is refused."""
 import atexit
 import os
 
@@ -82,12 +88,12 @@ def _buckets(tensors, cap_bytes):
     return groups
 
 
-def _mean_over_ranks(grads, groups):
-    """grads (latch Tensors) averaged over the ranks, one all-reduce per group."""
+def _over_ranks(grads, groups, op=MEAN):
+    """grads (latch Tensors) reduced over the ranks (op: MEAN or SUM), one all-reduce per group."""
     out = list(grads)
     for group in groups:
         flat = [_latch.reshape(grads[i], [-1]) for i in group]
-        fused = _latch.all_reduce(MEAN, flat[0] if len(flat) == 1 else _latch.concat(flat, 0))
+        fused = _latch.all_reduce(op, flat[0] if len(flat) == 1 else _latch.concat(flat, 0))
         at = 0
         for i, f in zip(group, flat):
             n = f.shape[0]
@@ -116,16 +122,22 @@ class _StepCall(_latch.Compiled):
 class DataParallel:
     """A compiled data-parallel training step of module under loss_fn(module, *batch) -> a
     scalar loss (see the module's comment). At construction every rank takes rank 0's
-    parameters and buffers; each call runs this rank's batch, leaves the world's mean gradient
-    in each parameter's .grad (replacing it) and returns this rank's loss."""
+    parameters and buffers; each call starts from rank 0's buffers, runs this rank's batch,
+    leaves the world's mean gradient in each parameter's .grad (replacing it), this rank's
+    updated buffers in the module, and returns this rank's loss."""
 
     def __init__(self, module, loss_fn, bucket_cap_mb=25):
         self.module, self.loss_fn = module, loss_fn
         self.bucket_cap = int(bucket_cap_mb * 1024 * 1024)
         self.rank, self.size = world()
         self.params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
-        self.others = [(n, t) for n, t in module.named_parameters() if not t.requires_grad] + \
-            list(module.named_buffers())
+        self.buffers = list(module.named_buffers())
+        self.others = [(n, t) for n, t in module.named_parameters() if not t.requires_grad] + self.buffers
+        # the buffers every step takes from rank 0 (bool ones, which a sum cannot carry, stay)
+        first = len(self.params) + len(self.others) - len(self.buffers)
+        self.synced = [first + i for i, (_, b) in enumerate(self.buffers) if b.dtype != torch.bool] \
+            if self.size > 1 else []
+        self.zeros = {i: None for i in self.synced}  # the non-root ranks' stand-ins, made once
         self.steps = {}  # the batch's signature -> _StepCall
         self.broadcast()
 
@@ -151,18 +163,25 @@ class DataParallel:
                     at += n
 
     def _trace(self, batch):
-        """The joint forward and backward as an fx graph over (parameters, others, batch)."""
+        """The joint forward and backward as an fx graph over (parameters, others, batch) to
+        (loss, gradients, buffers after the forward). The forward runs on copies of the
+        buffers, so its updates (batch norm's, made functional arithmetic by
+        autograd._TrainingBatchNorm) are graph values rather than writes into the inputs."""
         from functorch import make_fx
         from torch.nn.utils.stateless import _reparametrize_module
         names = [n for n, _ in self.params] + [n for n, _ in self.others]
+        buffer_names = [n for n, _ in self.buffers]
         n_params = len(self.params)
 
         def joint(*flat):
             values = dict(zip(names, flat[:len(names)]))
-            with _reparametrize_module(self.module, values):
+            for n in buffer_names:
+                values[n] = values[n].clone()
+            with _reparametrize_module(self.module, values), autograd._TrainingBatchNorm():
                 loss = self.loss_fn(self.module, *flat[len(names):])
             grads = torch.autograd.grad(loss, flat[:n_params], allow_unused=True)
-            return [loss.detach()] + [torch.zeros_like(p) if g is None else g for p, g in zip(flat, grads)]
+            return [loss.detach()] + [torch.zeros_like(p) if g is None else g for p, g in zip(flat, grads)] + \
+                [values[n].detach() for n in buffer_names]
 
         example = [p.detach().requires_grad_(True) for _, p in self.params] + [t.detach() for _, t in self.others]
         gm = make_fx(joint, decomposition_table=autograd._decompositions())(*example, *batch)
@@ -171,7 +190,7 @@ class DataParallel:
             packet = getattr(node.target, "overloadpacket", None)
             if packet is not None and packet.__name__.endswith("_") and node.args and node.args[0] in placeholders:
                 raise _latch.Unsupported(f"latch.torch.distributed: the module updates {node.args[0].name} in place "
-                                         f"({node.target}); modules whose forward updates buffers are not supported")
+                                         f"({node.target}); a forward may update buffers, not its parameters or inputs")
         return gm
 
     def _compile(self, batch):
@@ -181,14 +200,21 @@ class DataParallel:
         if op is not None:
             raise _latch.Unsupported(f"latch.torch.distributed: aten op {op} is not lowered")
         groups = _buckets([p for _, p in self.params], self.bucket_cap)
-        n_params = len(self.params)
+        n_params, synced = len(self.params), self.synced
+        buffer_groups = _buckets([self._flat_state()[i] for i in synced], self.bucket_cap)
 
         def trace(inputs, args):
+            inputs = list(inputs)
+            for i, value in zip(synced, _over_ranks([inputs[i] for i in synced], buffer_groups, SUM)):
+                inputs[i] = value  # rank 0's buffers: its values plus the others' zeros
             outs = interpret(gm, inputs, {})
-            return [outs[0]] + _mean_over_ranks(outs[1:1 + n_params], groups)
+            return [outs[0]] + _over_ranks(outs[1:1 + n_params], groups) + outs[1 + n_params:]
 
-        function = _latch.Function(trace, 1 + n_params, name="distributed.step", shapes=1)
+        function = _latch.Function(trace, 1 + n_params + len(self.buffers), name="distributed.step", shapes=1)
         return _StepCall(function)
+
+    def _flat_state(self):
+        return [p.detach() for _, p in self.params] + [t.detach() for _, t in self.others]
 
     def __call__(self, *batch):
         batch = [b.contiguous() if isinstance(b, torch.Tensor) else b for b in batch]
@@ -196,8 +222,17 @@ class DataParallel:
         step = self.steps.get(key)
         if step is None:
             step = self.steps[key] = self._compile(batch)
-        flat = [p.detach() for _, p in self.params] + [t.detach() for _, t in self.others] + list(batch)
-        outs = _latch.Compiled.__call__(step, *flat)
-        for (_, p), g in zip(self.params, outs[1:]):
+        flat = self._flat_state()
+        if self.rank != 0:
+            for i in self.synced:  # rank 0's buffers arrive through the step's all-reduce
+                if self.zeros[i] is None or self.zeros[i].shape != flat[i].shape:
+                    self.zeros[i] = torch.zeros_like(flat[i])
+                flat[i] = self.zeros[i]
+        outs = _latch.Compiled.__call__(step, *flat, *batch)
+        n_params = len(self.params)
+        for (_, p), g in zip(self.params, outs[1:1 + n_params]):
             p.grad = g
+        with torch.no_grad():
+            for (_, b), new in zip(self.buffers, outs[1 + n_params:]):
+                b.copy_(new)
         return outs[0]
