@@ -32,8 +32,9 @@ typedef struct rt_value {
    * same (the cpu backend's kept reduces). Copies of the struct (a shell around shared
    * data) carry the data's stamp. */
   uint64_t stamp;
-  /* Borrowed data (rt_value_borrow): release(release_ctx) runs instead of free(data) when
-   * the last reference goes. NULL for data latch allocated. */
+  /* Borrowed data (rt_value_borrow) or a kept buffer (rt_value_new_kept): release(release_ctx)
+   * runs instead of free(data) when the last reference goes. NULL for other data latch
+   * allocated. */
   void (*release)(void *release_ctx);
   void *release_ctx;
 } rt_value;
@@ -43,6 +44,11 @@ rt_value *rt_value_new(const hlo_shape *shape);
 /* The same with its bytes left as malloc gives them: for a writer of every element (a
  * kernel's result, a copy), which need not pay for zeroing them first. */
 rt_value *rt_value_new_unfilled(const hlo_shape *shape);
+/* The same, for a large result made afresh by every call (a collective's): when it is
+ * released its buffer is kept (the last four such buffers of the process) and handed to the
+ * next value of the same size, whose pages are then already mapped; a fresh buffer's first
+ * writes fault once per page, which costs as much as moving the data. */
+rt_value *rt_value_new_kept(const hlo_shape *shape);
 rt_value *rt_value_new_array(hlo_dtype dtype, int rank, const int64_t *dims);
 /* An array over the caller's memory (row-major, dtype's size * elements bytes), not copied;
  * release(release_ctx) is called once the value is gone (not when this returns NULL). */

@@ -7,6 +7,7 @@
  * thread's cache, and the frees then overflow it into the slower bins). */
 #include "runtime.h"
 
+#include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -71,6 +72,63 @@ rt_value *rt_value_new_unfilled(const hlo_shape *shape) { return new_array(shape
 rt_value *rt_value_new_array(hlo_dtype dtype, int rank, const int64_t *dims) {
   hlo_shape shape = hlo_shape_make(dtype, rank, dims);
   return rt_value_new(&shape);
+}
+
+/* ---- large buffers kept between calls (rt_value_new_kept) ----
+ * A block is a header holding its data's size, then the data. The last KEPT_SLOTS blocks
+ * released are kept (the oldest goes when another comes); a new kept value takes one of its
+ * exact size. Released from any thread. */
+enum { KEPT_SLOTS = 4, KEPT_HEADER = 64 };
+
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *kept[KEPT_SLOTS]; /* oldest first, NULL at the end */
+
+static size_t block_bytes(const char *block) {
+  size_t bytes;
+  memcpy(&bytes, block, sizeof bytes);
+  return bytes;
+}
+
+static void keep_block(void *release_ctx) {
+  pthread_mutex_lock(&kept_lock);
+  char *oldest = kept[KEPT_SLOTS - 1] ? kept[0] : NULL;
+  int n = 0;
+  while (n < KEPT_SLOTS && kept[n]) n++;
+  if (oldest) memmove(kept, kept + 1, sizeof kept[0] * (KEPT_SLOTS - 1)), n--;
+  kept[n] = release_ctx;
+  pthread_mutex_unlock(&kept_lock);
+  free(oldest);
+}
+
+static char *take_block(size_t bytes) {
+  char *block = NULL;
+  pthread_mutex_lock(&kept_lock);
+  for (int i = KEPT_SLOTS - 1; i >= 0 && !block; i--) {
+    if (!kept[i] || block_bytes(kept[i]) != bytes) continue;
+    block = kept[i];
+    memmove(kept + i, kept + i + 1, sizeof kept[0] * (size_t)(KEPT_SLOTS - 1 - i));
+    kept[KEPT_SLOTS - 1] = NULL;
+  }
+  pthread_mutex_unlock(&kept_lock);
+  if (!block && (block = hlo_malloc(KEPT_HEADER + bytes))) memcpy(block, &bytes, sizeof bytes);
+  return block;
+}
+
+rt_value *rt_value_new_kept(const hlo_shape *shape) {
+  int64_t bytes = hlo_shape_bytes(shape);
+  if (!hlo_dtype_is_computable(shape->dtype) || bytes <= INLINE_BYTES) return rt_value_new_unfilled(shape);
+  char *block = take_block((size_t)bytes);
+  rt_value *value = block ? alloc_value(0) : NULL;
+  if (!value) {
+    free(block);
+    return NULL;
+  }
+  hlo_shape_set_array(&value->shape, shape->dtype, shape->rank, shape->dims);
+  value->count = hlo_shape_elements(&value->shape);
+  value->data = block + KEPT_HEADER;
+  value->release = keep_block;
+  value->release_ctx = block;
+  return value;
 }
 
 static void keep_borrowed(void *release_ctx) { (void)release_ctx; }

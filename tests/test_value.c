@@ -120,6 +120,47 @@ static void test_out_of_memory(void) {
   hlo_alloc_test_fail(0, false);
 }
 
+/* A kept value's buffer, once released, is the next kept value of the same size's (and no
+ * other size's), newest first; the four last released are kept, so a fifth release lets the
+ * oldest go; small ones are plain values. Every byte is writable (ASan) and out of memory
+ * fails cleanly. */
+static void test_kept(void) {
+  hlo_shape big = hlo_shape_make(HLO_F32, 1, (int64_t[]){1 << 18});
+  hlo_shape other = hlo_shape_make(HLO_F32, 1, (int64_t[]){1000});
+  hlo_shape odd = hlo_shape_make(HLO_F32, 1, (int64_t[]){12345});
+  hlo_shape tiny = hlo_shape_make(HLO_F32, 1, (int64_t[]){4});
+  rt_value *a = rt_value_new_kept(&big);
+  CHECK(a && a->count == 1 << 18 && a->release != NULL);
+  if (!a) return;
+  memset(a->data, 0x7f, (size_t)4 << 18);
+  void *a_data = a->data;
+  rt_value_release(a);
+  rt_value *b = rt_value_new_kept(&other), *v[4];
+  CHECK(b && b->data != a_data);
+  for (int i = 0; i < 4; i++) v[i] = rt_value_new_kept(&big);
+  CHECK(v[0] && v[0]->data == a_data && (uintptr_t)v[0]->data % alignof(max_align_t) == 0);
+  void *data[4];
+  for (int i = 0; i < 4; i++) data[i] = v[i] ? v[i]->data : NULL;
+  rt_value_release(b); /* b's buffer kept, then v's four: the last lets b's go */
+  for (int i = 0; i < 4; i++) rt_value_release(v[i]);
+  for (int i = 3; i >= 0; i--) {
+    v[i] = rt_value_new_kept(&big);
+    CHECK(v[i] && v[i]->data == data[i]);
+  }
+  rt_value *fresh = rt_value_new_kept(&big);
+  for (int i = 0; i < 4; i++) CHECK(fresh && fresh->data != data[i]);
+  rt_value_release(fresh);
+  for (int i = 0; i < 4; i++) rt_value_release(v[i]);
+  rt_value *small = rt_value_new_kept(&tiny);
+  CHECK(small && small->release == NULL);
+  rt_value_release(small);
+  hlo_alloc_test_fail(1, false);
+  CHECK(rt_value_new_kept(&odd) == NULL);
+  hlo_alloc_test_fail(2, false);
+  CHECK(rt_value_new_kept(&odd) == NULL);
+  hlo_alloc_test_fail(0, false);
+}
+
 static void test_shape_written_in_place(void) {
   hlo_shape shape;
   memset(&shape, 0x5a, sizeof shape);
@@ -186,6 +227,7 @@ int main(void) {
   RUN(test_tuples_of_few_and_many);
   RUN(test_borrowed);
   RUN(test_out_of_memory);
+  RUN(test_kept);
   RUN(test_shape_written_in_place);
   RUN(test_ready_hash_filled_by_first_reader);
   return TEST_REPORT();

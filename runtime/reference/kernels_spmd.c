@@ -328,13 +328,14 @@ static char *gather_all(spmd *s, const groups *g, const void *data, int64_t byte
 
 /* ---- the collectives, one operand each ---- */
 
-/* The result is a new value: MPI reads the operand and writes the result (no copy of the
- * operand first), except for the async start, which reduces a copy in place. */
+/* The result is a new value (a kept buffer: every call makes one of the same size): MPI reads
+ * the operand and writes the result (no copy of the operand first), except for the async
+ * start, which reduces a copy in place. */
 static hlo_status all_reduce(spmd *s, const groups *g, const rt_value *arg, rt_value **out) {
   rt_comm_reduce op;
   bool by_mpi = mpi_reducer(s->instr, &op) && rt_comm_reducible(arg->shape.dtype);
   bool start = by_mpi && s->instr->opcode == HLO_OP_ALL_REDUCE_START;
-  rt_value *result = start ? rt_value_copy(arg) : rt_value_new_unfilled(&arg->shape);
+  rt_value *result = start ? rt_value_copy(arg) : rt_value_new_kept(&arg->shape);
   if (!result) return out_of_memory(s);
   rt_comm_groups cg = comm_groups(g);
   hlo_status status;
