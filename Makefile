@@ -373,7 +373,7 @@ fuzz-hour: $(BUILD)/latch
 	@$(MAKE) fuzz-run FUZZ_SECONDS=$(FUZZ_HOUR_SECONDS) > $(FUZZ_BUILD)/hour-run.log 2>&1 & pid=$$!; \
 	$(MAKE) fuzz-blob FUZZ_SECONDS=$(FUZZ_HOUR_SECONDS) > $(FUZZ_BUILD)/hour-blob.log 2>&1; blob=$$?; \
 	wait $$pid; run=$$?; \
-	for f in run blob; do echo "== fuzz-$$f"; grep -E '^(stat::|Done|==[0-9]+==|SUMMARY)' $(FUZZ_BUILD)/hour-$$f.log | tail -12; done; \
+	for f in run blob; do echo "== fuzz-$$f"; grep -E '^(stat::|Done|==[0-9]+==|SUMMARY)|runtime error|Test unit written' $(FUZZ_BUILD)/hour-$$f.log | tail -12; done; \
 	[ $$run -eq 0 ] && [ $$blob -eq 0 ]
 
 .PHONY: fuzz-hour

@@ -12,8 +12,8 @@
  *   - a load runs no pass and builds no plan (rt_cpu_pass_runs, rt_cpu_plans_built);
  *   - every truncation and every flipped byte of a blob is an error, the format version is
  *     checked, a module that does not verify (written with a right checksum) is refused, and a damaged blob with a recomputed checksum (each byte flipped, then 3000
- *     random multi-byte damages) is an error or an executable, never a crash (run under
- *     ASan); out of memory at any allocation of a load is an error saying so. */
+ *     random multi-byte damages) is an error or an executable that runs or says why, never
+ *     a crash (run under ASan); out of memory at any allocation of a load is an error saying so. */
 #include <dirent.h>
 #include <stdlib.h>
 
@@ -482,12 +482,25 @@ static bool binds_or_says_why(rt_executable *loaded, const hlo_module *binding) 
   return bound || diag.message[0] != '\0';
 }
 
+/* A loaded blob whose bytes were changed runs on args or refuses with a message; under ASan
+ * (`make sanitize`) it must not read or write outside its buffers either. */
+static bool runs_or_says_why(rt_executable *loaded, rt_value *const *args, int count) {
+  hlo_diag diag = {0};
+  rt_value *result = NULL;
+  bool ran = rt_backend_cpu.execute(loaded, args, count, &result, &diag) == HLO_OK;
+  rt_value_release(result);
+  return ran || diag.message[0] != '\0';
+}
+
 /* Every truncation and every flipped byte is refused with a message; flips with the
- * checksum made right again must not crash whatever they decode to, loaded or bound. */
+ * checksum made right again must not crash whatever they decode to, loaded, run or bound. */
 static void test_damaged(void) {
   rt_executable *exe = compile_checked(conv_bn_text(1));
-  hlo_module *binding = parse_checked(conv_bn_text(3));
-  int bind_answers = 0, bind_tries = 0;
+  hlo_module *binding = parse_checked(conv_bn_text(3)), *module = parse_checked(conv_bn_text(1));
+  rt_value *args[8] = {NULL};
+  for (int i = 0; module && i < module->entry->param_count && i < 8; i++)
+    args[i] = rt_random_value(&module->entry->params[i]->shape, 7, (uint64_t)i, &(hlo_diag){0});
+  int bind_answers = 0, bind_tries = 0, run_answers = 0, run_tries = 0;
   hlo_diag diag = {0};
   void *bytes = NULL;
   size_t len = 0;
@@ -522,6 +535,7 @@ static void test_damaged(void) {
     rt_executable *e = rt_backend_cpu.deserialize(copy, len, NULL, &diag);
     if (e) loaded++;
     else refused += diag.message[0] != '\0';
+    if (e && args[7]) run_tries++, run_answers += runs_or_says_why(e, args, 8);
     if (e && binding) bind_tries++, bind_answers += binds_or_says_why(e, binding);
     rt_backend_cpu.destroy(e);
   }
@@ -545,6 +559,7 @@ static void test_damaged(void) {
     void *again = NULL;
     size_t again_len = 0;
     fuzzed += e ? rt_backend_cpu.serialize(e, &again, &again_len, &diag) == HLO_OK : diag.message[0] != '\0';
+    if (e && args[7]) run_tries++, run_answers += runs_or_says_why(e, args, 8);
     if (e && binding) bind_tries++, bind_answers += binds_or_says_why(e, binding);
     free(again);
     rt_backend_cpu.destroy(e);
@@ -552,6 +567,8 @@ static void test_damaged(void) {
   CHECK_EQ_INT(fuzzed, bytes && copy ? 3000 : 0);
   CHECK_EQ_INT(bind_answers, bind_tries);
   CHECK(bind_tries > 0);
+  CHECK_EQ_INT(run_answers, run_tries);
+  CHECK(run_tries > 0);
   if (bytes && copy) { /* another format version */
     memcpy(copy, bytes, len);
     copy[8] = RT_CPU_BLOB_VERSION + 1;
@@ -561,6 +578,8 @@ static void test_damaged(void) {
   }
   free(copy);
   free(bytes);
+  for (int i = 0; i < 8; i++) rt_value_release(args[i]);
+  hlo_module_free(module);
   hlo_module_free(binding);
   rt_backend_cpu.destroy(exe);
 }

@@ -4,7 +4,8 @@
  * step, so the command compiles afresh and prints the same values; it never runs code that
  * writes outside its buffers. So are blobs whose plan was edited in other ways, each
  * serialized again with a right checksum: a buffer moved off the arena's alignment, a value
- * freed before a step reads it, and a fused program that reads a register before writing it or loads a pred value as f32 (four
+ * freed before a step reads it, a convolution's source read as twice its value, and a fused
+ * program that reads a register before writing it or loads a pred value as f32 (four
  * times its bytes). And running a loaded executable changes nothing its serialization writes,
  * even when the blob's oneDNN descriptions are not the ones oneDNN gives (a bias of another
  * size): the run is refused or runs, and the bytes stay. */
@@ -244,13 +245,6 @@ static bool freed_before_read(rt_cpu_plan *plan) {
   return true;
 }
 
-static void edited_plans_are_refused(void) {
-  refuse_edit(chain, "a value freed before it is read", freed_before_read, "step %b: an input with no value");
-  refuse_edit(fused, "a register read before it is written", read_before_write, "a register read before it is written");
-  refuse_edit(fused, "a pred load read as f32", pred_read_as_f32, "a load of another type than its value's");
-  refuse_edit(chain, "a misaligned buffer", buffer_misaligned, "is not aligned in the arena");
-}
-
 /* A convolution with its bias on oneDNN. */
 static const char conv_bias[] =
     "HloModule cb\n"
@@ -262,6 +256,27 @@ static const char conv_bias[] =
     "  bb = f32[1,8,10,10] broadcast(bias), dimensions={1}\n"
     "  ROOT y = f32[1,8,10,10] add(c, bb)\n"
     "}\n";
+
+/* The convolution's source said to arrive as two images where its value holds one: the run
+ * would read (and scan) twice the value's bytes. */
+static bool source_twice_its_value(rt_cpu_plan *plan) {
+  for (int i = 0; i < plan->step_count; i++) {
+    rt_cpu_dnnl *d = plan->steps[i].kind == RT_STEP_DNNL ? plan->steps[i].dnnl : NULL;
+    if (d && d->conv && d->src_in_md.ndims == 4 && d->src_in_md.dims[0] == 1) {
+      d->src_in_md.dims[0] = d->src_in_md.padded_dims[0] = 2;
+      return true;
+    }
+  }
+  return false;
+}
+
+static void edited_plans_are_refused(void) {
+  refuse_edit(conv_bias, "a source larger than its value", source_twice_its_value, "a source larger than its value");
+  refuse_edit(chain, "a value freed before it is read", freed_before_read, "step %b: an input with no value");
+  refuse_edit(fused, "a register read before it is written", read_before_write, "a register read before it is written");
+  refuse_edit(fused, "a pred load read as f32", pred_read_as_f32, "a load of another type than its value's");
+  refuse_edit(chain, "a misaligned buffer", buffer_misaligned, "is not aligned in the arena");
+}
 
 static void run_keeps_the_blob(void) {
   loaded l;

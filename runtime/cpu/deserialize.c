@@ -425,6 +425,53 @@ static const char *dnnl_extents(const rt_cpu_dnnl *d, const rt_cpu_step *s) {
   return NULL;
 }
 
+/* The bytes behind value id as an execute holds it: its storage's (a view starts where its
+ * storage does), a DNNL result in the arena as large as its layout (a blocked one pads). */
+static int64_t value_room(const rt_cpu_plan *plan, int id) {
+  const rt_cpu_step *s = &plan->steps[id];
+  while (s->kind == RT_STEP_ALIAS && s->instr->opcode != HLO_OP_GET_TUPLE_ELEMENT)
+    s = &plan->steps[s->instr->operands[0]->id];
+  int64_t bytes = hlo_shape_is_array(&s->instr->shape) ? hlo_shape_bytes(&s->instr->shape) : 0;
+  if (s->kind == RT_STEP_DNNL && !s->output && s->dnnl->out_bytes > bytes) bytes = s->dnnl->out_bytes;
+  return bytes;
+}
+
+/* What a convolution's run reads from its inputs and writes into its result, each as large
+ * as the layout it is read or written in: the source and weights as they arrive (and as the
+ * primitive reads them when not reordered), each post-op's operand (and per-feature values,
+ * one float per feature), the result. NULL, or what is not. */
+static const char *dnnl_inputs(const rt_cpu_plan *plan, const rt_cpu_step *s) {
+  const rt_cpu_dnnl *d = s->dnnl;
+  if (!d->conv) return NULL;
+  int64_t src = value_room(plan, rt_cpu_dnnl_input(d, 0)), w = value_room(plan, rt_cpu_dnnl_input(d, 1));
+  if (md_bytes(&d->src_in_md) > src || (!(d->prims & RT_DNNL_HAS_SRC_REORDER) && md_bytes(&d->src_md) > src))
+    return "a source larger than its value";
+  if (md_bytes(&d->weights_in_md) > w || (!(d->prims & RT_DNNL_HAS_WEIGHTS_REORDER) && md_bytes(&d->weights_md) > w))
+    return "weights larger than their value";
+  const hlo_instr *conv = d->conv;
+  int64_t features = hlo_shape_is_array(&conv->shape) ? conv->shape.dims[conv->conv->output_feature] : 0;
+  for (int k = 0; k < d->term_count; k++)
+    if (d->terms[k].op == HLO_OP_PARAMETER && value_room(plan, rt_cpu_dnnl_input(d, 2 + d->terms[k].input)) < 4 * features)
+      return "a per-feature term larger than its value";
+  for (int k = 0; k < d->post_count; k++) {
+    const rt_dnnl_post *p = &d->posts[k];
+    int64_t room = p->input >= 0 ? value_room(plan, rt_cpu_dnnl_input(d, 2 + p->input)) : INT64_MAX;
+    if (p->term >= 0 && p->input < 0 && !inside(p->values_offset, 4 * features, s->scratch_bytes))
+      return "a post-op's values";
+    if (p->term < 0 && p->kind != RT_DNNL_ADD_FULL) continue;
+    if (p->input < 0) room = 4 * features;
+    bool reordered = d->prims & RT_DNNL_HAS_POST_REORDER(k);
+    if ((reordered ? md_bytes(&d->post_in_md[k]) : md_bytes(&d->post_md[k])) > room ||
+        (p->kind != RT_DNNL_ADD_FULL && room < 4 * features) || (p->kind == RT_DNNL_BIAS && md_bytes(&d->bias_md) > room))
+      return "a post-op's operand larger than its value";
+  }
+  int64_t out = hlo_shape_bytes(&s->instr->shape);
+  if (!s->output && d->out_bytes > out) out = d->out_bytes;
+  if (d->out_bytes > out || (!(d->prims & RT_DNNL_HAS_DST_REORDER) && md_bytes(&d->dst_md) > out))
+    return "a result larger than its buffer";
+  return NULL;
+}
+
 static const char *step_extents(const rt_cpu_plan *plan, const rt_cpu_step *s) {
   int64_t arena = plan->arena_bytes;
   const hlo_shape *shape = &s->instr->shape;
@@ -448,7 +495,8 @@ static const char *step_extents(const rt_cpu_plan *plan, const rt_cpu_step *s) {
   if (s->kind == RT_STEP_DNNL && rt_cpu_step_keeps_weights(s) &&
       (!inside(s->weight_offset, s->dnnl->weights_bytes, arena) || s->stamp_offset % 8 || !inside(s->stamp_offset, 8, arena)))
     return "its kept weights";
-  return s->kind == RT_STEP_DNNL ? dnnl_extents(s->dnnl, s) : NULL;
+  const char *what = s->kind == RT_STEP_DNNL ? dnnl_extents(s->dnnl, s) : NULL;
+  return what || s->kind != RT_STEP_DNNL ? what : dnnl_inputs(plan, s);
 }
 
 /* Every buffer a step places in the arena starts where the planner puts buffers, at a
