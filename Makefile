@@ -275,6 +275,9 @@ compare-ort-transformers: all $(ORT_DIR)/node_modules/onnxruntime-node/package.j
 # ones, run for FUZZ_SECONDS; fails if the fuzzer finds a crash, leak, hang or abort.
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
+# seconds of wall time one input may take before it counts as a hang (fuzz-blob, fuzz-run)
+FUZZ_TIMEOUT ?= 10
+FUZZ_RUN_TIMEOUT ?= 20
 FUZZ_BUILD = build-fuzz
 LATCH_CORPUS ?= ../shared/corpus/xla
 FUZZ_PARSER_C = hlo/lex.c $(wildcard hlo/parse*.c) hlo/ir.c hlo/shape.c hlo/dtype.c hlo/alloc.c hlo/arena.c hlo/diag.c hlo/strbuf.c
@@ -338,7 +341,7 @@ fuzz-blob: $(FUZZ_BUILD)/fuzz_blob $(BUILD)/latch
 	@rm -rf $(FUZZ_BUILD)/blob_corpus
 	@mkdir -p $(FUZZ_BUILD)/artifacts
 	sh tests/fuzz/blob_seeds.sh $(BUILD)/latch $(LATCH_CORPUS) $(FUZZ_BUILD)/blob_corpus
-	$(FUZZ_BUILD)/fuzz_blob -max_len=16384 -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=4096 $(if $(BLOB_RUNS),-runs=$(BLOB_RUNS)) \
+	$(FUZZ_BUILD)/fuzz_blob -max_len=16384 -max_total_time=$(FUZZ_SECONDS) -timeout=$(FUZZ_TIMEOUT) -rss_limit_mb=4096 $(if $(BLOB_RUNS),-runs=$(BLOB_RUNS)) \
 	  -artifact_prefix=$(FUZZ_BUILD)/artifacts/blob- -print_final_stats=1 $(FUZZ_BUILD)/blob_corpus
 
 .PHONY: fuzz-blob
@@ -356,7 +359,7 @@ $(FUZZ_BUILD)/fuzz_run: tests/fuzz/fuzz_run.c $(LIB_C) $(wildcard hlo/*.h runtim
 fuzz-run: $(FUZZ_BUILD)/fuzz_run
 	@mkdir -p $(FUZZ_BUILD)/run_corpus $(FUZZ_BUILD)/artifacts
 	python3 tests/fuzz/run_seeds.py $(LATCH_CORPUS) tests $(FUZZ_BUILD)/run_seeds
-	$(FUZZ_BUILD)/fuzz_run -max_len=4096 -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=4096 \
+	$(FUZZ_BUILD)/fuzz_run -max_len=4096 -max_total_time=$(FUZZ_SECONDS) -timeout=$(FUZZ_RUN_TIMEOUT) -rss_limit_mb=4096 \
 	  -dict=tests/fuzz/hlo.dict -artifact_prefix=$(FUZZ_BUILD)/artifacts/run- -print_final_stats=1 \
 	  $(FUZZ_BUILD)/run_corpus $(FUZZ_BUILD)/run_seeds
 
@@ -364,14 +367,19 @@ fuzz-run: $(FUZZ_BUILD)/fuzz_run
 
 # `make fuzz-hour`: the opt-in long run: fuzz-run and fuzz-blob side by side for
 # FUZZ_HOUR_SECONDS (an hour) each, their output in build-fuzz/hour-run.log and
-# hour-blob.log; prints each one's final stats, fails if either finds anything.
+# hour-blob.log; prints each one's final stats, fails if either finds anything. It is meant
+# to run niced on a shared machine, where a starved input takes many times its CPU time:
+# a hang is an input that takes FUZZ_HOUR_TIMEOUT seconds.
 FUZZ_HOUR_SECONDS ?= 3600
+FUZZ_HOUR_TIMEOUT ?= 120
 
 fuzz-hour: $(BUILD)/latch
 	$(MAKE) $(FUZZ_BUILD)/fuzz_run $(FUZZ_BUILD)/fuzz_blob
 	@echo "fuzz-hour: fuzz-run and fuzz-blob for $(FUZZ_HOUR_SECONDS) s each, logs in $(FUZZ_BUILD)/hour-*.log"
-	@$(MAKE) fuzz-run FUZZ_SECONDS=$(FUZZ_HOUR_SECONDS) > $(FUZZ_BUILD)/hour-run.log 2>&1 & pid=$$!; \
-	$(MAKE) fuzz-blob FUZZ_SECONDS=$(FUZZ_HOUR_SECONDS) > $(FUZZ_BUILD)/hour-blob.log 2>&1; blob=$$?; \
+	@$(MAKE) fuzz-run FUZZ_SECONDS=$(FUZZ_HOUR_SECONDS) FUZZ_RUN_TIMEOUT=$(FUZZ_HOUR_TIMEOUT) \
+	  > $(FUZZ_BUILD)/hour-run.log 2>&1 & pid=$$!; \
+	$(MAKE) fuzz-blob FUZZ_SECONDS=$(FUZZ_HOUR_SECONDS) FUZZ_TIMEOUT=$(FUZZ_HOUR_TIMEOUT) \
+	  > $(FUZZ_BUILD)/hour-blob.log 2>&1; blob=$$?; \
 	wait $$pid; run=$$?; \
 	for f in run blob; do echo "== fuzz-$$f"; grep -E '^(stat::|Done|==[0-9]+==|SUMMARY)|runtime error|Test unit written' $(FUZZ_BUILD)/hour-$$f.log | tail -12; done; \
 	[ $$run -eq 0 ] && [ $$blob -eq 0 ]
