@@ -78,6 +78,7 @@ cap_kept *cap_bindings_keep(latch_runtime *rt, cap_entry *e, const cap_spec *mad
   kept->spec = *made;
   kept->spec.bindings = bindings;
   atomic_init(&kept->refs, 1); /* the caller's */
+  atomic_init(&kept->on_trial, made->loaded);
   cap_kept *dropped = NULL;
   pthread_mutex_lock(&e->spec_lock);
   kept->last_used = ++e->kept_clock;
@@ -89,6 +90,18 @@ cap_kept *cap_bindings_keep(latch_runtime *rt, cap_entry *e, const cap_spec *mad
   pthread_mutex_unlock(&e->spec_lock);
   cap_bindings_release(rt, dropped);
   return kept;
+}
+
+void cap_bindings_forget(latch_runtime *rt, cap_entry *e, cap_kept *kept) {
+  bool found = false;
+  pthread_mutex_lock(&e->spec_lock);
+  for (int k = 0; k < e->kept_count && !found; k++)
+    if (e->kept[k] == kept) {
+      e->kept[k] = e->kept[--e->kept_count];
+      found = true;
+    }
+  pthread_mutex_unlock(&e->spec_lock);
+  if (found) cap_bindings_release(rt, kept);
 }
 
 void cap_bindings_free(latch_runtime *rt, cap_entry *e) {

@@ -414,6 +414,9 @@ void cap_write_back(latch_tensor *handle);
  * latch run all recover through here. */
 void *cap_compile_afresh(cache_disk *disk, cache_remote *remote, cache_key key, const char *fingerprint,
                          const cache_codec *codec, const char *failure, hlo_diag *diag);
+/* The warning alone, once per process: what (a "graph", a "binding") of this key, loaded from
+ * a cache tier, failed its first run, and what is done instead (remedy). */
+void cap_first_run_warn(const char *what, cache_key key, const char *failure, const char *remedy);
 /* Test-only: say the next such failure again. */
 void cap_first_run_reset_warning(void);
 
@@ -557,6 +560,7 @@ typedef struct cap_spec {
   hlo_module *module;
   rt_executable *bound;
   const rt_backend *bound_by; /* the backend whose executable bound is */
+  bool loaded;                /* bound was loaded from the disk cache: its first run may fail */
   /* an entry run in segments (segments.c): the moved segments' executables at this
    * binding, by segment (the still ones are the entry's) */
   cache_entry **segment_exes;
@@ -567,6 +571,7 @@ typedef struct cap_spec {
  * after it was dropped from the entry. */
 typedef struct cap_kept {
   cap_spec spec;
+  atomic_bool on_trial; /* spec.loaded and no run of it has succeeded yet */
   atomic_int refs;    /* the entry's list holds one, each call running it one */
   uint64_t last_used; /* under the entry's spec_lock */
 } cap_kept;
@@ -644,6 +649,8 @@ cap_kept *cap_bindings_find(cap_entry *e, const int64_t *bindings);
  * is then freed). */
 cap_kept *cap_bindings_keep(latch_runtime *rt, cap_entry *e, const cap_spec *made);
 void cap_bindings_release(latch_runtime *rt, cap_kept *kept);
+/* Takes kept out of the entry's list (the list's reference released; the caller's kept). */
+void cap_bindings_forget(latch_runtime *rt, cap_entry *e, cap_kept *kept);
 /* Drops every kept binding (they share the entry's executable: before it goes). */
 void cap_bindings_free(latch_runtime *rt, cap_entry *e);
 /* Bindings kept now, and dropped so far. */

@@ -537,9 +537,11 @@ static bool instantiate_template(const cap_entry *e, const int64_t *bindings, ca
 
 /* What runs g, the template instantiated: its module on a backend that runs modules; else
  * the entry's executable bound to it (an earlier process's binding from the disk cache, or
- * bound now and saved), or failing that a compile of g. */
-static void spec_of_graph(latch_runtime *rt, cap_entry *e, const cap_graph *g, cap_spec *spec, cap_run_kind *kind,
-                          latch_status *status) {
+ * bound now and saved), or failing that a compile of g. With failure (why what a cache tier
+ * gave for g failed its first run), made afresh: bound now and saved over the disk's
+ * binding, or compiled afresh and put in the tiers in place of their entry. */
+static void spec_of_graph(latch_runtime *rt, cap_entry *e, const cap_graph *g, const char *failure, cap_spec *spec,
+                          cap_run_kind *kind, latch_status *status) {
   hlo_diag diag = {0};
   *kind = CAP_RUN_INSTANTIATED;
   if (rt->backend->execute_module) {
@@ -551,8 +553,10 @@ static void spec_of_graph(latch_runtime *rt, cap_entry *e, const cap_graph *g, c
     if (!spec->module) cap_set_error("call: instantiating a symbolic trace: %s", diag.message);
     return;
   }
-  spec->bound = cap_graph_load_binding(rt, g);
+  if (failure) cap_first_run_warn("binding", g->key, failure, "binding it afresh and saving it in its place");
+  spec->bound = failure ? NULL : cap_graph_load_binding(rt, g);
   spec->bound_by = g->backend;
+  spec->loaded = spec->bound != NULL;
   if (spec->bound) {
     share_buffers(e, spec->bound, g->backend);
   } else {
@@ -564,6 +568,8 @@ static void spec_of_graph(latch_runtime *rt, cap_entry *e, const cap_graph *g, c
   if (!spec->bound) {
     bool compiled = false;
     spec->cached = cap_graph_executable(rt, g, &compiled, status);
+    cap_exe *exe = spec->cached ? cache_entry_value(spec->cached) : NULL;
+    if (failure && exe && atomic_load(&exe->on_trial)) spec->cached = cap_exe_recompile(rt, g, NULL, spec->cached, status);
     *kind = CAP_RUN_SPECIALIZED;
   }
 }
@@ -582,10 +588,10 @@ static bool same_graph(const cap_entry *e, const cap_graph *g, cap_node *const *
  * cache or binds it (and saves it), and the rest compile it like any graph, keyed in the
  * shared cache. Either way the result is kept per binding. */
 static cap_kept *specialize(latch_runtime *rt, cap_entry *e, const int64_t *bindings, cap_node *const *params,
-                            cap_run_kind *kind, latch_status *status) {
-  cap_kept *found = cap_bindings_find(e, bindings);
+                            const char *failure, cap_run_kind *kind, latch_status *status) {
+  cap_kept *found = failure ? NULL : cap_bindings_find(e, bindings);
   if (found) return found;
-  if (e->segments) {
+  if (e->segments && !failure) {
     cap_kept *kept = specialize_segments(rt, e, bindings, params, kind, status);
     if (kept || *status != LATCH_OK) return kept;
   }
@@ -598,7 +604,7 @@ static cap_kept *specialize(latch_runtime *rt, cap_entry *e, const int64_t *bind
   if (!ok) cap_set_error("call: out of memory, or a size overflowed, instantiating a symbolic trace");
   for (int r = 0; ok && r < e->root_count; r++) roots[r] = made[e->roots[r]];
   if (ok && cap_graph_collect(&g, rt->backend, e->root_count, roots, NULL) == LATCH_OK) {
-    if (same_graph(e, &g, proxies)) spec_of_graph(rt, e, &g, &spec, kind, status);
+    if (same_graph(e, &g, proxies)) spec_of_graph(rt, e, &g, failure, &spec, kind, status);
     else cap_set_error("call: a symbolic trace did not instantiate to the same graph (a latch bug)");
     cap_graph_free(&g);
   }
@@ -621,6 +627,7 @@ typedef struct entry_call {
   latch_runtime *rt;
   cap_entry *e;
   latch_tensor *const *inputs;
+  const int64_t *bindings;
   cap_node *seed_node, **params, *param_buffer[CALL_FEW];
   rt_value **views, *view_buffer[CALL_FEW], *shells, shell_buffer[CALL_FEW];
   cap_node **roots, *root_buffer[CALL_FEW];
@@ -630,7 +637,7 @@ typedef struct entry_call {
 /* Not a zeroed struct: the shells' buffer alone is kilobytes, and a hit should not clear them. */
 static latch_status call_open(entry_call *c, latch_runtime *rt, cap_entry *e, latch_tensor *const *inputs) {
   int n = e->param_count;
-  c->rt = rt, c->e = e, c->inputs = inputs, c->seed_node = NULL, c->held = NULL;
+  c->rt = rt, c->e = e, c->inputs = inputs, c->bindings = NULL, c->seed_node = NULL, c->held = NULL;
   c->roots = e->root_count > CALL_FEW ? hlo_calloc((size_t)e->root_count, sizeof(cap_node *)) : c->root_buffer;
   if (c->roots) memset(c->roots, 0, sizeof(cap_node *) * (size_t)e->root_count);
   c->params = n > CALL_FEW ? hlo_malloc(sizeof(cap_node *) * (size_t)n) : c->param_buffer;
@@ -715,13 +722,36 @@ static bool recompile_cached(entry_call *c, const cap_spec *run, latch_status *s
   return e->cached != NULL;
 }
 
+/* The binding run (c->held) failed its first run on what a cache tier gave it (a binding
+ * loaded from disk, or a specialization loaded from a tier): taken out of the entry and made
+ * afresh (specialize), c->held the new one. False when that is not the case, or making it
+ * failed too (*status then says why). */
+static bool respecialize(entry_call *c, const cap_spec *run, latch_status *status) {
+  cap_kept *held = c->held;
+  cap_exe *exe = run->cached ? cache_entry_value(run->cached) : NULL;
+  if (!held || run->bound != held->spec.bound || run->cached != held->spec.cached ||
+      !(atomic_load(&held->on_trial) || (exe && atomic_load(&exe->on_trial))))
+    return false;
+  char failure[sizeof ((hlo_diag *)0)->message];
+  snprintf(failure, sizeof failure, "%s", latch_last_error());
+  cap_bindings_forget(c->rt, c->e, held);
+  cap_run_kind kind;
+  latch_status made = LATCH_OK;
+  c->held = specialize(c->rt, c->e, c->bindings, c->params, failure, &kind, &made);
+  cap_bindings_release(c->rt, held);
+  if (!c->held) *status = made != LATCH_OK ? made : *status;
+  return c->held != NULL;
+}
+
 /* Runs one executable and keeps its results as the roots. */
 static latch_status call_execute(entry_call *c, const cap_spec *run) {
   rt_value *result = NULL;
   latch_status status = execute_once(c, run, &result);
   cap_spec fresh;
-  if (status != LATCH_OK && recompile_cached(c, run, &status)) {
-    fresh = (cap_spec){.cached = c->e->cached};
+  bool again = status != LATCH_OK && recompile_cached(c, run, &status);
+  if (again) fresh = (cap_spec){.cached = c->e->cached};
+  else if (status != LATCH_OK && (again = respecialize(c, run, &status))) fresh = c->held->spec;
+  if (again) {
     run = &fresh;
     rt_value_release(result);
     result = NULL;
@@ -730,6 +760,8 @@ static latch_status call_execute(entry_call *c, const cap_spec *run) {
   cap_exe *ran = status == LATCH_OK && run->cached ? cache_entry_value(run->cached) : NULL;
   if (ran && atomic_load_explicit(&ran->on_trial, memory_order_relaxed)) /* a hit writes nothing shared */
     atomic_store(&ran->on_trial, false);
+  if (status == LATCH_OK && c->held && atomic_load_explicit(&c->held->on_trial, memory_order_relaxed))
+    atomic_store(&c->held->on_trial, false);
   atomic_fetch_add(&c->rt->syncs, 1);
   if (status == LATCH_OK && (!result || result->shape.dtype != HLO_TUPLE || result->tuple_count != c->e->root_count)) {
     cap_set_error("call: the backend returned a wrong number of outputs");
@@ -754,7 +786,8 @@ static latch_status call_roots(entry_call *c, const int64_t *bindings, cap_run_k
   cap_spec run = {.cached = e->cached};
   if (e->nodes && (e->segments || !same_bindings(bindings, e->hint_bindings, e->symbol_count))) {
     uint64_t start = cap_now_ns();
-    c->held = specialize(c->rt, e, bindings, c->params, kind, &status);
+    c->bindings = bindings;
+    c->held = specialize(c->rt, e, bindings, c->params, NULL, kind, &status);
     run = c->held ? c->held->spec : (cap_spec){0};
     if (*kind == CAP_RUN_INSTANTIATED) *instantiate_ns = cap_now_ns() - start;
   }

@@ -15,12 +15,16 @@ static atomic_bool said;
 
 void cap_first_run_reset_warning(void) { atomic_store(&said, false); }
 
+void cap_first_run_warn(const char *what, cache_key key, const char *failure, const char *remedy) {
+  if (!atomic_exchange(&said, true))
+    fprintf(stderr, "latch: warning: compile cache: %s %016" PRIx64 "%016" PRIx64 " loaded from a cache tier "
+            "failed its first run (%s); %s (further warnings of this kind are not shown)\n", what, key.hi, key.lo,
+            failure && *failure ? failure : "no message", remedy);
+}
+
 void *cap_compile_afresh(cache_disk *disk, cache_remote *remote, cache_key key, const char *fingerprint,
                          const cache_codec *codec, const char *failure, hlo_diag *diag) {
-  if (!atomic_exchange(&said, true))
-    fprintf(stderr, "latch: warning: compile cache: graph %016" PRIx64 "%016" PRIx64 " loaded from a cache tier "
-            "failed its first run (%s); compiling it afresh and replacing the cached entry (further warnings of this "
-            "kind are not shown)\n", key.hi, key.lo, failure && *failure ? failure : "no message");
+  cap_first_run_warn("graph", key, failure, "compiling it afresh and replacing the cached entry");
   void *value = codec->compile(codec->ctx, diag);
   if (value) cache_tiers_replace(disk, remote, key, fingerprint, codec, value);
   return value;

@@ -6,6 +6,7 @@
  * a good one and compiles nothing. Every runtime that loads entries is tried: the lazy sync,
  * a traced function (latch_call) and latch run. Expected values are worked out here by hand
  * (latch run's: those of a fresh compile on the same inputs). */
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,17 +124,24 @@ static latch_status relu_fn(void *user, latch_tensor *const *inputs, int input_c
   return outputs[0] ? LATCH_OK : LATCH_ERR_INTERNAL;
 }
 
-/* relu(3x - 1) on n values through a traced function, calls times, in a runtime on dir; the
- * wrong values (n a call when it failed). */
-static int call_relu(const char *dir, int n, int calls, latch_stats *st) {
+/* relu(3x - 1) through a traced function, once on each of count sizes, in a runtime on dir
+ * (marked: the size symbolic from the first trace; else every size its own trace); the
+ * wrong values (the size, for a call that failed). */
+static int call_relu_sizes(const char *dir, const int *sizes, int count, bool marked, latch_stats *st) {
+  int wrong = 0;
+  for (int c = 0; c < count; c++) wrong += sizes[c];
   latch_runtime *rt = open_disk(dir);
-  if (!rt) return n * calls;
+  if (!rt) return wrong;
   latch_function_options options;
   latch_function_options_init(&options);
-  options.shapes = LATCH_SHAPES_STATIC;
+  latch_dim_mark mark = {0, 0, true, false};
+  options.shapes = marked ? LATCH_SHAPES_MARKED : LATCH_SHAPES_STATIC;
+  options.mark_count = marked;
+  options.marks = &mark;
   latch_function *f = latch_function_new_step(rt, relu_fn, &rt, &options);
-  int wrong = 0;
-  for (int c = 0; c < calls; c++) {
+  wrong = 0;
+  for (int c = 0; c < count; c++) {
+    int n = sizes[c];
     float xs[8], out[8];
     for (int i = 0; i < n; i++) xs[i] = (float)i / 4;
     int64_t dims[1] = {n};
@@ -153,6 +161,12 @@ static int call_relu(const char *dir, int n, int calls, latch_stats *st) {
   latch_get_stats(rt, st);
   latch_close(rt);
   return wrong;
+}
+
+/* The same, calls times on n values, every size its own trace. */
+static int call_relu(const char *dir, int n, int calls, latch_stats *st) {
+  int sizes[4] = {n, n, n, n};
+  return call_relu_sizes(dir, sizes, calls, false, st);
 }
 
 static void traced_failing_first_run_recompiles(void) {
@@ -179,6 +193,74 @@ static void traced_failing_first_run_recompiles(void) {
   CHECK_EQ_INT((int)st.compiles, 0);
   remove_tree(small);
   remove_tree(large);
+}
+
+/* ---- a binding loaded from disk ---- */
+
+/* The payload of trace_dir's one entry written, with valid checksums and header, over the
+ * one entry of dir that trace_dir lacks (the binding a symbolic entry saved). */
+static bool plant_binding(const char *trace_dir, const char *dir) {
+  cache_disk_entry_info *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+  void *payload = NULL;
+  char trace_name[CACHE_DISK_NAME_MAX], path[600];
+  bool ok = a && b && sole_entry(trace_dir, a, &payload);
+  if (ok) cache_disk_entry_name(a->key, a->fingerprint, trace_name);
+  int others = 0;
+  DIR *d = ok ? opendir(dir) : NULL;
+  for (struct dirent *ent; d && (ent = readdir(d));) {
+    if (!cache_disk_is_entry_name(ent->d_name) || strcmp(ent->d_name, trace_name) == 0) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, ent->d_name);
+    cache_disk_reading r = {.check_payload = true};
+    others++;
+    ok = ok && cache_disk_read_entry(AT_FDCWD, path, &r, b) == CACHE_DISK_OK;
+  }
+  if (d) closedir(d);
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  cache_disk *disk = ok && others == 1 ? cache_disk_open(dir, 0, NULL, &diag) : NULL;
+  ok = disk && cache_disk_put(disk, b->key, b->fingerprint, payload, (size_t)a->payload_bytes);
+  cache_disk_close(disk);
+  free(payload);
+  free(a);
+  free(b);
+  return ok;
+}
+
+/* A symbolic entry traced on f32[4] and called on f32[8] binds its executable to the new size
+ * and saves the binding; a writer of the cache puts the size-4 executable in its place. The
+ * next process loads the trace's entry and that binding, whose first run fails: the binding
+ * is made afresh, saved over the crafted one, said once, and the values are right. */
+static void loaded_binding_failing_first_run_rebinds(void) {
+  char trace_dir[64], dir[64];
+  make_temp_dir(trace_dir);
+  make_temp_dir(dir);
+  latch_stats st = {0};
+  int four[1] = {4}, sizes[3] = {4, 8, 8};
+  CHECK_EQ_INT(call_relu_sizes(trace_dir, four, 1, true, &st), 0);
+  CHECK_EQ_INT(call_relu_sizes(dir, sizes, 2, true, &st), 0);
+  CHECK_EQ_INT((int)st.compiles, 1); /* the trace's; size 8 was bound */
+  CHECK(plant_binding(trace_dir, dir));
+
+  cap_first_run_reset_warning();
+  capture_begin();
+  int wrong = call_relu_sizes(dir, sizes, 3, true, &st);
+  const char *text = capture_end();
+  CHECK_EQ_INT(wrong, 0);
+  CHECK_EQ_INT((int)st.disk_loads, 2); /* the trace's entry and the crafted binding */
+  CHECK_EQ_INT((int)st.compiles, 0);   /* bound afresh: nothing to compile */
+  CHECK_MSG(count_occurrences(text, "failed its first run") == 1, "stderr:\n%s", text);
+
+  /* the binding on disk was replaced: the next process loads both and says nothing */
+  cap_first_run_reset_warning();
+  capture_begin();
+  wrong = call_relu_sizes(dir, sizes, 2, true, &st);
+  text = capture_end();
+  CHECK_EQ_INT(wrong, 0);
+  CHECK_EQ_INT((int)st.disk_loads, 2);
+  CHECK_EQ_INT((int)st.compiles, 0);
+  CHECK_MSG(count_occurrences(text, "failed its first run") == 0, "stderr:\n%s", text);
+  remove_tree(trace_dir);
+  remove_tree(dir);
 }
 
 /* ---- latch run ---- */
@@ -252,6 +334,7 @@ int main(void) {
   unsetenv("LATCH_CACHE_URL");
   RUN(failing_first_run_recompiles);
   RUN(traced_failing_first_run_recompiles);
+  RUN(loaded_binding_failing_first_run_rebinds);
   RUN(run_failing_first_run_recompiles);
   return TEST_REPORT();
 }
