@@ -175,8 +175,9 @@ struct latch_runtime {
   double check_timeout; /* seconds; the checking child is killed past it */
   double check_budget;  /* seconds for one graph's check and repro together */
   atomic_uint_fast64_t check_failures;
-  pthread_mutex_t repro_lock;
-  char last_repro[4096]; /* the newest repro directory, "" when none */
+  pthread_mutex_t repro_lock; /* fork waits for it (open.c's pthread_atfork handlers) */
+  char last_repro[4096];      /* the newest repro directory, "" when none */
+  latch_runtime *next_open, *prev_open; /* the open runtimes (open.c), for those handlers */
   unsigned log;          /* CAP_LOG_ flags from options.log */
   bool bf16_products;    /* options.precision is "bf16" */
   char repro_dir[4096];  /* options.repro_dir, "" when none */

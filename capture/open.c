@@ -85,6 +85,41 @@ static latch_status open_remote(latch_runtime *rt, const latch_options *options,
   return rt->remote ? LATCH_OK : LATCH_ERR_INTERNAL;
 }
 
+/* fork() waits for every open runtime's repro lock, so a child never inherits it held by a
+ * thread it does not have (latch_last_repro there would wait forever). */
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static latch_runtime *open_runtimes;
+
+static void fork_prepare(void) {
+  pthread_mutex_lock(&open_lock);
+  for (latch_runtime *rt = open_runtimes; rt; rt = rt->next_open) pthread_mutex_lock(&rt->repro_lock);
+}
+
+static void fork_release(void) {
+  for (latch_runtime *rt = open_runtimes; rt; rt = rt->next_open) pthread_mutex_unlock(&rt->repro_lock);
+  pthread_mutex_unlock(&open_lock);
+}
+
+static void fork_setup(void) { pthread_atfork(fork_prepare, fork_release, fork_release); }
+
+static void list_open(latch_runtime *rt) {
+  pthread_once(&fork_once, fork_setup);
+  pthread_mutex_lock(&open_lock);
+  rt->next_open = open_runtimes;
+  if (open_runtimes) open_runtimes->prev_open = rt;
+  open_runtimes = rt;
+  pthread_mutex_unlock(&open_lock);
+}
+
+static void unlist_open(latch_runtime *rt) {
+  pthread_mutex_lock(&open_lock);
+  if (rt->prev_open) rt->prev_open->next_open = rt->next_open;
+  else if (open_runtimes == rt) open_runtimes = rt->next_open;
+  if (rt->next_open) rt->next_open->prev_open = rt->prev_open;
+  pthread_mutex_unlock(&open_lock);
+}
+
 latch_runtime *latch_open(const latch_options *options) {
   latch_options defaults;
   if (!options) {
@@ -175,11 +210,13 @@ latch_runtime *latch_open(const latch_options *options) {
     return NULL;
   }
   rt->compile_options.comm = rt->comm;
+  list_open(rt);
   return rt;
 }
 
 void latch_close(latch_runtime *rt) {
   if (!rt) return;
+  unlist_open(rt);
   cache_table_free(rt->cache);
   cache_disk_close(rt->disk);
   cache_remote_close(rt->remote);

@@ -67,6 +67,21 @@ struct rt_comm {
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 static rt_comm *the_world;
 
+/* fork() waits for the world's lock (held through every MPI call) and open_lock, so a child
+ * never inherits them held by a thread it does not have; MPI itself is the parent's. */
+static void fork_prepare(void) {
+  pthread_mutex_lock(&open_lock);
+  if (the_world) pthread_mutex_lock(&the_world->lock);
+}
+
+static void fork_release(void) {
+  if (the_world) pthread_mutex_unlock(&the_world->lock);
+  pthread_mutex_unlock(&open_lock);
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static void fork_setup(void) { pthread_atfork(fork_prepare, fork_release, fork_release); }
+
 static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -105,6 +120,7 @@ static hlo_status init_mpi(rt_comm *comm, hlo_diag *diag) {
 }
 
 rt_comm *rt_comm_open(double timeout_seconds, hlo_diag *diag) {
+  pthread_once(&fork_once, fork_setup);
   pthread_mutex_lock(&open_lock);
   rt_comm *comm = the_world;
   if (comm) {

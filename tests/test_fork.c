@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cache/cache.h"
+#include "capture/capture.h"
 #include "disk_test_util.h"
 #include "runtime/runtime.h"
 #include "redis_test_util.h"
@@ -273,6 +274,49 @@ static void fork_during_traced_compile(void) {
   remove_tree(dir);
 }
 
+/* ---- the runtime's repro lock ---- */
+
+typedef struct holding {
+  latch_runtime *rt;
+  atomic_bool held;
+} holding;
+
+/* Holds the runtime's repro lock a moment, as a thread noting a repro does. */
+static void *hold_repro_lock(void *arg) {
+  holding *h = arg;
+  pthread_mutex_lock(&h->rt->repro_lock);
+  atomic_store(&h->held, true);
+  redis_sleep_ms(200);
+  pthread_mutex_unlock(&h->rt->repro_lock);
+  return NULL;
+}
+
+/* A thread holds the repro lock while the main thread forks: the child's latch_last_repro
+ * finds it free (fork waited for it) and answers "" (no repro made), as the parent does. */
+static void fork_while_repro_lock_held(void) {
+  latch_options options;
+  latch_options_init(&options);
+  options.backend = "reference";
+  options.cache = "off";
+  latch_runtime *rt = latch_open(&options);
+  CHECK(rt != NULL);
+  if (!rt) return;
+  holding h = {rt, false};
+  pthread_t thread;
+  pthread_create(&thread, NULL, hold_repro_lock, &h);
+  while (!atomic_load(&h.held)) redis_sleep_ms(1);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(HANG_GUARD_S);
+    _exit(strcmp(latch_last_repro(rt), "") == 0 ? 0 : 1);
+  }
+  CHECK_EQ_INT(wait_child(pid), 0);
+  pthread_join(thread, NULL);
+  CHECK_STR(latch_last_repro(rt), "");
+  latch_close(rt);
+}
+
 /* ---- the thread count in a child ---- */
 
 enum { POOL = 3, N = 48 };
@@ -358,5 +402,6 @@ int main(void) {
   RUN(fork_during_remote_call);
   RUN(fork_during_compile);
   RUN(fork_during_traced_compile);
+  RUN(fork_while_repro_lock_held);
   return TEST_REPORT();
 }
