@@ -11,7 +11,12 @@
  * own precision; the cache keys (an f32 graph's disk entry never serves the bf16 graph, nor
  * the other way); bad settings refused; LATCH_CHECK=accuracy passing a bf16 result and failing
  * an injected error larger than bf16's; and the note a compile prints once when the products
- * run widened. */
+ * run widened.
+ *
+ * Prepacked weights: an f32 graph's products under the bf16 precision (a weight converted to
+ * bf16, kept) read their weight packed in oneDNN's layout, packed once per weight version:
+ * three executes pack it once, a weight written and touched is packed again, and each
+ * execute's values are the fp64 reference's within the bounds above. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +25,7 @@
 
 #include "cpu_util.h"
 #include "latch.h"
-#include "runtime/cpu/kernel_internal.h"
+#include "runtime/cpu/exec_internal.h"
 #include "test.h"
 
 /* ---- the backend on bf16 modules ---- */
@@ -412,6 +417,88 @@ static void test_note_once(void) {
   CHECK_EQ_INT(notes_while(0, 1), 0); /* said already */
 }
 
+/* ---- prepacked weights ---- */
+
+/* The steps of text's compiled plan that keep a product's rhs packed. */
+static int packed_steps(const char *text) {
+  hlo_module *module = parse_checked(text);
+  if (!module) return -1;
+  hlo_pass_run_all(module);
+  hlo_diag diag = {0};
+  rt_cpu_plan *plan = rt_cpu_plan_build(module, NULL, &diag);
+  CHECK_MSG(plan != NULL, "plan: %s", diag.message);
+  int count = 0;
+  for (int i = 0; plan && i < plan->step_count; i++)
+    count += rt_cpu_step_keeps_weights(&plan->steps[i]) && !plan->steps[i].dnnl;
+  rt_cpu_plan_free(plan);
+  hlo_module_free(module);
+  return count;
+}
+
+/* exe on args within the bounds of check_product against the fp64 reference of module. */
+static void check_execute(int line, const hlo_module *module, rt_executable *exe, rt_value **args, int n, int64_t k) {
+  rt_value *abs_args[4] = {NULL};
+  for (int i = 0; i < n; i++) abs_args[i] = magnitudes(args[i]);
+  rt_value *want = evaluate(module, args, n, true), *sums = evaluate(module, abs_args, n, true), *got = NULL;
+  hlo_diag diag = {0};
+  CHECK_MSG(rt_backend_cpu.execute(exe, args, n, &got, &diag) == HLO_OK, "line %d: %s", line, diag.message);
+  int64_t bad = 0;
+  for (int64_t i = 0; got && want && sums && i < want->count; i++) {
+    double w = rt_get_f64(want, i), g = rt_get_f64(got, i);
+    if (!(fabs(g - w) <= (double)k * 0x1p-24 * rt_get_f64(sums, i) + 1e-30)) bad++;
+  }
+  CHECK_MSG(bad == 0, "line %d: %lld elements off", line, (long long)bad);
+  rt_value_release(want);
+  rt_value_release(sums);
+  rt_value_release(got);
+  for (int i = 0; i < n; i++) rt_value_release(abs_args[i]);
+}
+
+/* x [64, 256] by a weight stored [k][n] (transposed) or [n][k] (a Linear layer's, read by
+ * the transpose flag), both converted to bf16 as the precision lowers them, a bias added. */
+static void check_packed(int line, bool linear) {
+  char text[1024];
+  snprintf(text, sizeof text,
+           "HloModule p\nENTRY e {\n x = f32[64,256] parameter(0)\n w = f32[%s] parameter(1)\n"
+           " b = f32[96] parameter(2)\n xb = bf16[64,256] convert(x)\n wb = bf16[%s] convert(w)\n"
+           " d = f32[64,96] dot(xb, wb), lhs_contracting_dims={1}, rhs_contracting_dims={%d}\n"
+           " bb = f32[64,96] broadcast(b), dimensions={1}\n ROOT r = f32[64,96] add(d, bb)\n}\n",
+           linear ? "96,256" : "256,96", linear ? "96,256" : "256,96", linear ? 1 : 0);
+  rt_cpu_bf16_use_native(-1); /* the processor's own answer */
+  int steps = packed_steps(text);
+  /* on oneDNN's bf16 kernels the weight is read in a layout of their own */
+  if (rt_cpu_bf16_native()) CHECK_MSG(steps == 1, "line %d: %d steps keep a packed weight", line, steps);
+  hlo_module *module = parse_checked(text);
+  rt_executable *exe = compile_checked(text);
+  hlo_diag diag = {0};
+  rt_value *args[3];
+  /* x and w hold bf16 values, so the graph's converts are exact and the fp64 reference's
+   * products are the ones the step multiplies */
+  for (int i = 0; module && i < 3; i++) {
+    args[i] = rt_random_value(&module->entry->params[i]->shape, 31, (uint64_t)i, &diag);
+    for (int64_t e = 0; i < 2 && e < args[i]->count; e++) ((float *)args[i]->data)[e] = bf16_round(((float *)args[i]->data)[e]);
+  }
+  int64_t packs = rt_cpu_matmul_bf16_packs();
+  for (int run = 0; exe && module && run < 3; run++) check_execute(line, module, exe, args, 3, 256);
+  CHECK_MSG(rt_cpu_matmul_bf16_packs() - packs == steps, "line %d: %lld packs for 3 executes", line,
+            (long long)(rt_cpu_matmul_bf16_packs() - packs));
+  float *w = module ? args[1]->data : NULL;
+  for (int64_t i = 0; w && i < args[1]->count; i++) w[i] = bf16_round(-0.5f * w[i] + 0.25f);
+  if (module) rt_value_touch(args[1]);
+  packs = rt_cpu_matmul_bf16_packs();
+  for (int run = 0; exe && module && run < 2; run++) check_execute(line, module, exe, args, 3, 256);
+  CHECK_MSG(rt_cpu_matmul_bf16_packs() - packs == steps, "line %d: %lld packs after the weight changed", line,
+            (long long)(rt_cpu_matmul_bf16_packs() - packs));
+  for (int i = 0; module && i < 3; i++) rt_value_release(args[i]);
+  if (exe) rt_backend_cpu.destroy(exe);
+  hlo_module_free(module);
+}
+
+static void test_packed_weights(void) {
+  check_packed(__LINE__, false);
+  check_packed(__LINE__, true);
+}
+
 int main(void) {
   fill_operands();
   if (!mkdtemp(repro_dir)) return 1;
@@ -425,6 +512,7 @@ int main(void) {
   RUN(test_settings);
   RUN(test_accuracy_check);
   RUN(test_note_once);
+  RUN(test_packed_weights);
   char command[128];
   snprintf(command, sizeof command, "rm -rf '%s'", repro_dir);
   CHECK_EQ_INT(system(command), 0);

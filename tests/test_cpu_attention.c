@@ -15,7 +15,12 @@
  * another dim, probabilities that are also a result, Q with neither its head features nor
  * its positions contiguous, a maximum with a finite init) keep the graph's own steps and
  * still give the reference's values. A softmax that no product reads is a step of its own
- * (rows of -inf, NaN and +inf among them). A loaded executable finds the step again. */
+ * (rows of -inf, NaN and +inf among them). A loaded executable finds the step again.
+ *
+ * bf16 products (f32 operands converted to bf16 as the bf16 precision lowers a block, or bf16
+ * operands, the probabilities converted for the last product): one step at sequence lengths
+ * 1, 7, 128 and 512, head sizes 32 to 128, with and without masks, within bf16's rounding of
+ * the probabilities of the reference evaluator, which runs the converts as written. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -181,6 +186,49 @@ static graph_text regrouped_graph(int b, int h, int s, int d, int q_layout) {
   return t;
 }
 
+/* bf16 products over a projection's layout [B, S, H, D]: q, k and v f32 converted to bf16 as
+ * the bf16 precision lowers a block (converted), or bf16 parameters; the scores f32, the
+ * probabilities converted to bf16 for the last product, its result f32. */
+static graph_text bf16_graph(int b, int s, int h, int d, int mask, bool converted) {
+  graph_text t = {.len = 0};
+  char scores[64], rows[64], qkv[64];
+  snprintf(scores, sizeof scores, "%d,%d,%d,%d", b, h, s, s);
+  snprintf(rows, sizeof rows, "%d,%d,%d", b, h, s);
+  snprintf(qkv, sizeof qkv, "%d,%d,%d,%d", b, s, h, d);
+  emit(&t, "%sENTRY e {\n", reducers);
+  for (int i = 0; i < 3; i++) {
+    char c = "qkv"[i];
+    if (converted) emit(&t, " %c0 = f32[%s] parameter(%d)\n %c = bf16[%s] convert(%c0)\n", c, qkv, i, c, qkv, c);
+    else emit(&t, " %c = bf16[%s] parameter(%d)\n", c, qkv, i);
+  }
+  if (mask == MASK_PADDING) emit(&t, " pad = f32[%d,%d] parameter(3)\n", b, s);
+  emit(&t,
+       " s = f32[%s] dot(q, k), lhs_batch_dims={0,2}, lhs_contracting_dims={3}, rhs_batch_dims={0,2}, "
+       "rhs_contracting_dims={3}\n",
+       scores);
+  emit(&t, " c = f32[] constant(%.9g)\n cb = f32[%s] broadcast(c), dimensions={}\n x0 = f32[%s] multiply(s, cb)\n",
+       1 / sqrt(d), scores, scores);
+  const char *x = "x0";
+  if (mask == MASK_CAUSAL) {
+    emit(&t, " i0 = s32[%d,%d] iota(), iota_dimension=0\n i1 = s32[%d,%d] iota(), iota_dimension=1\n", s, s, s, s);
+    emit(&t, " above = pred[%d,%d] compare(i1, i0), direction=GT\n", s, s);
+    emit(&t, " ab = pred[%s] broadcast(above), dimensions={2,3}\n ninf = f32[] constant(-inf)\n", scores);
+    emit(&t, " nb = f32[%s] broadcast(ninf), dimensions={}\n x1 = f32[%s] select(ab, nb, %s)\n", scores, scores, x);
+    x = "x1";
+  }
+  if (mask == MASK_PADDING) {
+    emit(&t, " pb = f32[%s] broadcast(pad), dimensions={0,3}\n x2 = f32[%s] add(%s, pb)\n", scores, scores, x);
+    x = "x2";
+  }
+  softmax(&t, x, scores, rows, "0,1,2", 3, "-inf");
+  emit(&t, " pc = bf16[%s] convert(p)\n", scores);
+  emit(&t,
+       " o = f32[%d,%d,%d,%d] dot(pc, v), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,2}, "
+       "rhs_contracting_dims={1}\n ROOT r = (f32[%d,%d,%d,%d]) tuple(o)\n}\n",
+       b, h, s, d, b, h, s, d);
+  return t;
+}
+
 /* ---- running and checking ---- */
 
 /* Parameters of text's entry: seeded uniform values in [-1, 1) (pred: random). */
@@ -261,6 +309,63 @@ static void check_steps(int line, const char *text, rt_value **args, int n, int 
   rt_value_release(want);
   rt_value_release(got);
   for (int i = 0; i < n; i++) rt_value_release(args[i]);
+}
+
+/* Whether got is want within bf16's rounding of the probabilities (the step rounds them
+ * before dividing by the row's sum, the graph after): 2^-7 relative to 1 + |want|, NaN
+ * matching NaN. */
+static bool bf16_agree(const rt_value *want, const rt_value *got) {
+  if (!want || !got || want->shape.dtype != HLO_TUPLE || got->shape.dtype != HLO_TUPLE) return false;
+  const rt_value *w = want->tuple[0], *g = got->tuple[0];
+  if (w->count != g->count) return false;
+  for (int64_t i = 0; i < w->count; i++) {
+    double a = rt_get_f64(w, i), b = rt_get_f64(g, i);
+    if (!((isnan(a) && isnan(b)) || fabs(a - b) <= 0x1p-7 * (1 + fabs(a)))) return false;
+  }
+  return true;
+}
+
+/* A bf16 graph: one attention step planned and run, within bf16_agree of the reference. */
+static void check_bf16(int line, int b, int s, int h, int d, int mask, bool converted, uint64_t seed) {
+  graph_text t = bf16_graph(b, s, h, d, mask, converted);
+  rt_value *args[4] = {NULL};
+  int n = random_args(t.s, seed, args);
+  if (mask == MASK_PADDING) {
+    rt_value_release(args[3]);
+    args[3] = padding_mask(b, s, seed);
+  }
+  bool exp_inside;
+  int64_t arena;
+  CHECK_MSG(attention_steps(t.s, &exp_inside, &arena) == 1 && exp_inside, "line %d: no attention step\n%s", line,
+            t.s);
+  hlo_diag diag = {0};
+  rt_value *want = run_on(&rt_backend_reference, t.s, args, n, &diag);
+  CHECK_MSG(want != NULL, "line %d: reference: %s", line, diag.message);
+  int64_t runs = rt_cpu_attention_run_count();
+  rt_value *got = run_on(&rt_backend_cpu, t.s, args, n, &diag);
+  CHECK_MSG(got != NULL, "line %d: cpu: %s", line, diag.message);
+  CHECK_EQ_INT(rt_cpu_attention_run_count() - runs, 1);
+  CHECK_MSG(bf16_agree(want, got), "line %d: s %d d %d mask %d: the cpu backend differs from the reference", line, s,
+            d, mask);
+  rt_value_release(want);
+  rt_value_release(got);
+  for (int i = 0; i < n; i++) rt_value_release(args[i]);
+}
+
+/* bf16 products at every length and head size, masks on and off, both kinds of operand. */
+static void test_bf16(void) {
+  static const int heads[] = {32, 64, 80, 128};
+  static const int lengths[] = {1, 7, 128, 512};
+  static const int masks[] = {MASK_NONE, MASK_CAUSAL, MASK_PADDING};
+  for (int li = 0; li < 4; li++)
+    for (int hi = 0; hi < 4; hi++)
+      for (int mi = 0; mi < 3; mi++) {
+        int s = lengths[li], d = heads[hi], mask = masks[mi];
+        if (s == 512 && (hi + mi) % 3 != 0) continue; /* a third of the long ones keeps the test short */
+        int b = mask == MASK_PADDING ? 3 : 1 + (hi & 1);
+        check_bf16(__LINE__, b, s, s >= 512 ? 1 : 2, d, mask, (li + hi + mi) % 2 == 0,
+                   (uint64_t)(li * 100 + hi * 10 + mi));
+      }
 }
 
 static void check_graph(int line, const char *text, rt_value **args, int n, int want_steps) {
@@ -427,6 +532,7 @@ int main(void) {
   RUN(test_near_misses);
   RUN(test_softmax_alone);
   RUN(test_loaded);
+  RUN(test_bf16);
   RUN(test_long);
   return TEST_REPORT();
 }

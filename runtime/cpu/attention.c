@@ -16,7 +16,8 @@
  * Special values follow the graph: a row whose scores are all -inf (every key masked) or
  * hold a NaN or +inf comes out NaN, as exp(x - max) / sum does; a block where a row has
  * seen only -inf so far leaves that row's m, l and output alone (exp(-inf - -inf) would make
- * the sum NaN where later keys are finite). The element loops are compiled for AVX-512,
+ * the sum NaN where later keys are finite). bf16 products (block_item_bf16, below) take the
+ * same order over blocks of Q, K and V loaded and rounded on the stack. The element loops are compiled for AVX-512,
  * AVX2 and the build's baseline (isa.c), with exp from exp_f32_internal.h; they give the same
  * bits. */
 #include <math.h>
@@ -40,7 +41,7 @@ int64_t rt_cpu_attention_run_count(void) { return atomic_load(&runs); }
 
 typedef struct job {
   const rt_cpu_attention *a;
-  const float *q, *k, *v;
+  const void *q, *k, *v; /* f32, or bf16 (block_item_bf16) */
   const void *masks[RT_ATTENTION_MAX_MASKS];
   float *out;
   int64_t q_blocks;
@@ -248,8 +249,8 @@ static bool masked_block(const rt_cpu_attention_op *op, int64_t r0, int64_t rows
 static void block_item(const job *j, int64_t b, int64_t r0, int64_t rows, ops_fn ops, fold_fn fold) {
   const rt_cpu_attention *a = j->a;
   float scores[BQ * BK], m[BQ], l[BQ];
-  const float *q = j->q + batch_offset(&a->q, b) + r0 * a->q.row_stride;
-  const float *k = j->k + batch_offset(&a->k, b), *v = j->v + batch_offset(&a->v, b);
+  const float *q = (const float *)j->q + batch_offset(&a->q, b) + r0 * a->q.row_stride;
+  const float *k = (const float *)j->k + batch_offset(&a->k, b), *v = (const float *)j->v + batch_offset(&a->v, b);
   float *o = j->out + (b * a->sq + r0) * a->dv;
   for (int64_t r = 0; r < rows; r++) {
     m[r] = -INFINITY;
@@ -289,13 +290,100 @@ static void block_item(const job *j, int64_t b, int64_t r0, int64_t rows, ops_fn
   }
 }
 
+/* ---- bf16 products ----
+ * The operands come as bf16 values, or as f32 values the graph rounds to bf16 (its convert,
+ * computed here on the way); each block of Q, K and V is loaded into f32 on the stack, rounded
+ * so, and the probabilities are rounded before their product with V. A product of two bf16
+ * values is exact in f32, so sgemm over the rounded values multiplies exactly what the
+ * graph's bf16 products multiply, and sums in f32 as they do. */
+
+/* The rounding the graph's convert to bf16 makes (nearest even; NaN stays NaN). */
+static inline float round_bf16(float x) {
+  uint32_t bits;
+  memcpy(&bits, &x, sizeof bits);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return x;
+  bits = (bits + 0x7FFFu + (bits >> 16 & 1u)) & 0xFFFF0000u;
+  memcpy(&x, &bits, sizeof x);
+  return x;
+}
+
+/* rows x cols of view v from (b, row0, 0), read as type, into dst [rows][cols]. */
+static void load_block(const void *data, rt_attention_type type, const rt_cpu_attention_view *v, int64_t b,
+                       int64_t row0, int64_t rows, int64_t cols, float *dst) {
+  int64_t at = batch_offset(v, b) + row0 * v->row_stride;
+  for (int64_t r = 0; r < rows; r++, at += v->row_stride) {
+    float *out = dst + r * cols;
+    if (type == RT_ATT_BF16) {
+      const uint16_t *src = (const uint16_t *)data + at;
+      for (int64_t c = 0; c < cols; c++) {
+        uint32_t bits = (uint32_t)src[c * v->col_stride] << 16;
+        memcpy(&out[c], &bits, sizeof bits);
+      }
+    } else {
+      const float *src = (const float *)data + at;
+      for (int64_t c = 0; c < cols; c++) out[c] = src[c * v->col_stride];
+      if (type == RT_ATT_F32_ROUNDED)
+        for (int64_t c = 0; c < cols; c++) out[c] = round_bf16(out[c]);
+    }
+  }
+}
+
+enum { BK_BF16 = 64, MAX_D = RT_ATTENTION_BF16_MAX_D };
+
+/* block_item's order of work over blocks of BK_BF16 keys loaded (and rounded) on the stack. */
+static void block_item_bf16(const job *j, int64_t b, int64_t r0, int64_t rows, ops_fn ops, fold_fn fold) {
+  const rt_cpu_attention *a = j->a;
+  float qb[BQ * MAX_D], kb[BK_BF16 * MAX_D], vb[BK_BF16 * MAX_D], scores[BQ * BK_BF16], m[BQ], l[BQ];
+  float *o = j->out + (b * a->sq + r0) * a->dv;
+  load_block(j->q, a->q_type, &a->q, b, r0, rows, a->d, qb);
+  for (int64_t r = 0; r < rows; r++) {
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+  }
+  memset(o, 0, sizeof(float) * (size_t)(rows * a->dv));
+  for (int64_t c0 = 0; c0 < a->sk; c0 += BK_BF16) {
+    int64_t cols = a->sk - c0 < BK_BF16 ? a->sk - c0 : BK_BF16;
+    if (a->skip_masked_blocks && masked_block(&a->ops[a->op_count - 1], r0, rows, c0, cols)) continue;
+    load_block(j->k, a->k_type, &a->k, b, c0, cols, a->d, kb);
+    gemm(j->on_dnnl, false, true, rows, cols, a->d, qb, a->d, kb, a->d, false, scores, BK_BF16);
+    bool any = false;
+    for (int64_t r = 0; r < rows; r++) {
+      float *x = scores + r * BK_BF16;
+      if (a->op_count) {
+        mask_rows mr;
+        mask_rows_at(j, b, r0 + r, c0, &mr);
+        ops(a, &mr, x, cols, r0 + r, c0);
+      }
+      float scale = fold(x, cols, &m[r], &l[r]);
+      any = any || m[r] != -INFINITY;
+      if (scale != 1.0f)
+        for (int64_t t = 0; t < a->dv; t++) o[r * a->dv + t] *= scale;
+      if (a->p_rounded)
+        for (int64_t c = 0; c < cols; c++) x[c] = round_bf16(x[c]);
+    }
+    if (!any) continue;
+    load_block(j->v, a->v_type, &a->v, b, c0, cols, a->dv, vb);
+    gemm(j->on_dnnl, false, false, rows, a->dv, cols, scores, BK_BF16, vb, a->dv, true, o, a->dv);
+  }
+  for (int64_t r = 0; r < rows; r++) {
+    float *row = o + r * a->dv;
+    if (m[r] == -INFINITY)
+      for (int64_t t = 0; t < a->dv; t++) row[t] = NAN;
+    else
+      for (int64_t t = 0; t < a->dv; t++) row[t] /= l[r];
+  }
+}
+
 static void items(void *ctx, int64_t begin, int64_t end) {
   const job *j = ctx;
   rt_cpu_isa isa = rt_cpu_isa_in_use();
+  const rt_cpu_attention *a = j->a;
+  bool bf16 = a->q_type != RT_ATT_F32 || a->v_type != RT_ATT_F32 || a->p_rounded;
   for (int64_t item = begin; item < end; item++) {
     int64_t b = item / j->q_blocks, r0 = item % j->q_blocks * BQ;
-    int64_t rows = j->a->sq - r0 < BQ ? j->a->sq - r0 : BQ;
-    block_item(j, b, r0, rows, ops_kernels[isa], fold_kernels[isa]);
+    int64_t rows = a->sq - r0 < BQ ? a->sq - r0 : BQ;
+    if (bf16) block_item_bf16(j, b, r0, rows, ops_kernels[isa], fold_kernels[isa]);
+    else block_item(j, b, r0, rows, ops_kernels[isa], fold_kernels[isa]);
   }
 }
 
@@ -307,7 +395,7 @@ static void softmax_items(void *ctx, int64_t begin, int64_t end) {
   fold_fn fold = fold_kernels[rt_cpu_isa_in_use()];
   for (int64_t r = begin; r < end; r++) {
     float *y = j->out + r * cols, m = -INFINITY, l = 0.0f;
-    memcpy(y, j->q + r * cols, sizeof(float) * (size_t)cols);
+    memcpy(y, (const float *)j->q + r * cols, sizeof(float) * (size_t)cols);
     fold(y, cols, &m, &l);
     if (m == -INFINITY) /* every value -inf: exp(-inf - -inf) is NaN in the graph */
       for (int64_t t = 0; t < cols; t++) y[t] = NAN;
@@ -317,6 +405,10 @@ static void softmax_items(void *ctx, int64_t begin, int64_t end) {
 }
 
 void rt_cpu_attention_run(const rt_cpu_attention *a, const rt_value *const *in, rt_value *out) {
+  if (a->layer_norm) {
+    rt_cpu_layer_norm_run(a, in, out);
+    return;
+  }
   atomic_fetch_add(&runs, 1);
   if (a->softmax_only) {
     job j = {.a = a, .q = in[0]->data, .out = out->data};

@@ -1,14 +1,20 @@
 /* The attention step of the cpu plan: softmax(Q K^T, scaled and masked) V run as one step,
- * found in the entry by attention_plan.c and run by attention.c. Both see it through this
- * header; the plan and the executable see it through plan_internal.h. Nothing outside the
+ * found in the entry by attention_plan.c and run by attention.c, and the row steps of the
+ * same kind: a softmax alone, and a layer norm (layer_norm_plan.c, layer_norm.c). They see
+ * it through this header; the plan and the executable see it through plan_internal.h. Nothing outside the
  * backend includes this but the tests. */
 #ifndef RT_CPU_ATTENTION_INTERNAL_H
 #define RT_CPU_ATTENTION_INTERNAL_H
 #include "kernel_internal.h"
 
 /* At most this many elementwise ops between the scores and the softmax (a scale, a mask
- * added, a select of a fill), and this many masks among them. */
-enum { RT_ATTENTION_MAX_OPS = 6, RT_ATTENTION_MAX_MASKS = 3 };
+ * added, a select of a fill), and this many masks among them; bf16 products take head sizes
+ * up to RT_ATTENTION_BF16_MAX_D. */
+enum { RT_ATTENTION_MAX_OPS = 6, RT_ATTENTION_MAX_MASKS = 3, RT_ATTENTION_BF16_MAX_D = 256 };
+
+/* How an operand of the products is read: f32 as it is, f32 rounded to bf16 on the way (the
+ * graph's convert to bf16 computed by the step), or bf16 values. */
+typedef enum rt_attention_type { RT_ATT_F32, RT_ATT_F32_ROUNDED, RT_ATT_BF16 } rt_attention_type;
 
 /* Where an operand's elements lie: element (b, row, col) of a [batch, rows, cols] view is at
  * sum over i of ((b / inner_i) % batch_size[i]) * batch_stride[i] + row * row_stride + col *
@@ -47,9 +53,19 @@ typedef struct rt_cpu_attention {
   /* a softmax alone over the last dim (no product reads it): rows of sk values from
    * inputs[0] into out, batch * sq rows, each in one pass (attention_plan.c's second kind) */
   bool softmax_only;
+  /* a layer norm over rows of sk values of inputs[0] (sq rows, layer_norm_plan.c): eps, and
+   * which inputs hold the weight and bias, each sk values (-1: none) */
+  bool layer_norm;
+  float eps;
+  int weight_input, bias_input;
   int64_t batch, sq, sk, d, dv;
   bool on_blas; /* the last product's onednn_product choice was refused: sgemm from OpenBLAS */
   rt_cpu_attention_view q, k, v; /* q [batch, sq, d], k [batch, sk, d], v [batch, sk, dv] */
+  /* bf16 products (the graph's dots of bf16 operands, f32 results): how q, k and v are read,
+   * and whether the probabilities are rounded to bf16 before the second product; all F32 and
+   * false: f32 products */
+  rt_attention_type q_type, k_type, v_type;
+  bool p_rounded;
   int op_count, mask_count;
   /* the last op is a select of -inf on an inequality of indices: a block of keys where it
    * holds for every row and key contributes nothing and is skipped (the future under a
@@ -70,8 +86,21 @@ void rt_cpu_attention_run(const rt_cpu_attention *a, const rt_value *const *in, 
 /* Attention steps run so far, process-wide (for tests). */
 int64_t rt_cpu_attention_run_count(void);
 
+/* layer_norm.c: runs a layer norm step (a->layer_norm): in[k] is the value of inputs[k]; out
+ * row-major f32 like inputs[0]. Cannot fail. */
+void rt_cpu_layer_norm_run(const rt_cpu_attention *a, const rt_value *const *in, rt_value *out);
+/* Layer norm steps run so far, process-wide (for tests). */
+int64_t rt_cpu_layer_norm_run_count(void);
+
+/* layer_norm_plan.c: whether last is the last instruction of a layer norm's decomposition
+ * (see there); then *a describes it and inside[i] is set for every instruction it computes
+ * that no other step reads. use_count and result as for rt_cpu_attention_match. */
+bool rt_cpu_layer_norm_match(const hlo_instr *last, const int *use_count, const bool *result, bool *inside,
+                             rt_cpu_attention *a);
+
 /* attention_plan.c: the description of the attention whose last product is dot (or of the
- * softmax alone whose division is dot), or NULL (also when memory ran out: *oom set). inside[i] (entry->instr_count of them) is set for
+ * softmax alone whose division is dot, or of the layer norm whose last instruction is dot),
+ * or NULL (also when memory ran out: *oom set). inside[i] (entry->instr_count of them) is set for
  * every instruction the step computes and no other step reads; use_count[i]: instruction
  * i's users (each once), result[i]: whether it is a result of the entry. */
 rt_cpu_attention *rt_cpu_attention_match(const hlo_comp *entry, const hlo_instr *dot, const int *use_count,

@@ -19,7 +19,11 @@
  *
  * with every value from s to p read only inside the pattern and no result of the entry,
  * f32 throughout, and Q's, K's and V's head features or positions contiguous (a matrix
- * or its transpose), so the kernel reads them where the projection left them. The flat batch (the batch dims'
+ * or its transpose), so the kernel reads them where the projection left them. Or bf16
+ * products: Q and K bf16 (or converts of f32 values to bf16, which the step then rounds
+ * itself, reading the f32 values), s f32; p converted to bf16 and V bf16 (or a convert) in
+ * the last product, its result f32: what the bf16 precision makes of an f32 block, and
+ * XLA's bf16 graphs with f32 softmax. The flat batch (the batch dims'
  * elements in row-major order) must have the same count at s, x, p and out; a reshape may
  * regroup it ([B*H, S, S] as [B, H, S, S]), never the last two dims. A broadcast read through
  * (a mask, a scalar) becomes INSIDE when nothing else reads it.
@@ -363,13 +367,30 @@ static int64_t free_dim(const hlo_instr *operand, const hlo_ints *batch, const h
   return -1;
 }
 
+/* A product's operand as the step reads it: an f32 value; a bf16 one; or, for a convert of an
+ * f32 value to bf16 that only this product reads, the f32 value under it, rounded by the
+ * step (the convert a member). NULL for anything else. */
+static const hlo_instr *operand_source(matcher *m, const hlo_instr *operand, rt_attention_type *type) {
+  *type = RT_ATT_F32;
+  if (plain(operand, HLO_F32)) return operand;
+  if (!plain(operand, HLO_BF16)) return NULL;
+  *type = RT_ATT_BF16;
+  const hlo_instr *under = operand->opcode == HLO_OP_CONVERT && operand->operand_count == 1 ? operand->operands[0] : NULL;
+  if (!under || !plain(under, HLO_F32) || m->use_count[operand->id] != 1 || m->result[operand->id] ||
+      !add_member(m, operand))
+    return operand;
+  *type = RT_ATT_F32_ROUNDED;
+  return under;
+}
+
 /* Q and K from the scores product s: sizes and views. */
 static bool take_scores(matcher *m, const hlo_instr *s) {
   rt_cpu_attention *a = m->a;
   const hlo_dot_dims *dd = s->dot;
   if (!dd || s->operand_count != 2 || !plain(s, HLO_F32) || !add_member(m, s)) return false;
-  const hlo_instr *q = s->operands[0], *k = s->operands[1];
-  if (!plain(q, HLO_F32) || !plain(k, HLO_F32) || dd->lhs_batch.count != dd->rhs_batch.count) return false;
+  const hlo_instr *q = operand_source(m, s->operands[0], &a->q_type), *k = operand_source(m, s->operands[1], &a->k_type);
+  if (!q || !k || (a->q_type == RT_ATT_F32) != (a->k_type == RT_ATT_F32) || dd->lhs_batch.count != dd->rhs_batch.count)
+    return false;
   int64_t q_row = free_dim(q, &dd->lhs_batch, &dd->lhs_contracting);
   int64_t k_row = free_dim(k, &dd->rhs_batch, &dd->rhs_contracting);
   if (q_row < 0 || k_row < 0 || s->shape.rank != dd->lhs_batch.count + 2) return false;
@@ -378,6 +399,8 @@ static bool take_scores(matcher *m, const hlo_instr *s) {
   if (batch_elements(&s->shape) != a->batch || dims[n] != a->sq || dims[n + 1] != a->sk) return false;
   a->d = q->shape.dims[dd->lhs_contracting.values[0]];
   if (a->d == 0 || a->sk == 0) return false; /* no products to block */
+  bool bf16 = a->q_type != RT_ATT_F32 || a->v_type != RT_ATT_F32 || a->p_rounded;
+  if (bf16 && (a->d > RT_ATTENTION_BF16_MAX_D || a->dv > RT_ATTENTION_BF16_MAX_D)) return false;
   a->inputs[0] = q->id;
   a->inputs[1] = k->id;
   return view_of(q, &dd->lhs_batch, q_row, dd->lhs_contracting.values[0], dims, &a->q) &&
@@ -388,10 +411,15 @@ static bool take_scores(matcher *m, const hlo_instr *s) {
 static const hlo_instr *take_output(matcher *m, const hlo_instr *dot2) {
   rt_cpu_attention *a = m->a;
   const hlo_dot_dims *dd = dot2->dot;
-  if (dot2->opcode != HLO_OP_DOT || !dd || dot2->operand_count != 2 || !plain(dot2, HLO_F32)) return NULL;
-  const hlo_instr *p = dot2->operands[0], *v = dot2->operands[1];
+  if (dot2->opcode != HLO_OP_DOT || !dd || dot2->operand_count != 2 || !plain(dot2, HLO_F32) || !add_member(m, dot2))
+    return NULL;
+  const hlo_instr *p = dot2->operands[0], *v = operand_source(m, dot2->operands[1], &a->v_type);
   int n = dd->lhs_batch.count, r = n + 2;
-  if (!plain(p, HLO_F32) || !plain(v, HLO_F32) || p->shape.rank != r || dot2->shape.rank != r ||
+  rt_attention_type p_type;
+  const hlo_instr *p_source = operand_source(m, p, &p_type);
+  if (p_type == RT_ATT_BF16) return NULL; /* the probabilities must be the softmax's f32 */
+  a->p_rounded = p_type == RT_ATT_F32_ROUNDED;
+  if (!p_source || !v || (a->v_type == RT_ATT_F32) != !a->p_rounded || p->shape.rank != r || dot2->shape.rank != r ||
       dd->lhs_contracting.count != 1 || dd->lhs_contracting.values[0] != r - 1 || dd->rhs_batch.count != n)
     return NULL;
   for (int d = 0; d < n; d++)
@@ -405,10 +433,8 @@ static const hlo_instr *take_output(matcher *m, const hlo_instr *dot2) {
   a->on_blas = hlo_instr_raw_attr(dot2, RT_CPU_ON_BLAS) != NULL;
   a->inputs[2] = v->id;
   a->input_count = 3;
-  if (!view_of(v, &dd->rhs_batch, dd->rhs_contracting.values[0], v_col, dot2->shape.dims, &a->v) ||
-      !add_member(m, dot2))
-    return NULL;
-  return under_reshape(m, p);
+  if (!view_of(v, &dd->rhs_batch, dd->rhs_contracting.values[0], v_col, dot2->shape.dims, &a->v)) return NULL;
+  return under_reshape(m, p_source);
 }
 
 /* Users of instr among the members (each user once). */
@@ -480,14 +506,20 @@ rt_cpu_attention *rt_cpu_attention_match(const hlo_comp *entry, const hlo_instr 
                                          const bool *result, bool *inside, bool *oom) {
   (void)entry;
   *oom = false;
-  if (dot->opcode != HLO_OP_DOT && dot->opcode != HLO_OP_DIVIDE) return NULL;
+  hlo_opcode op = dot->opcode;
+  if (op != HLO_OP_DOT && op != HLO_OP_DIVIDE && op != HLO_OP_MULTIPLY && op != HLO_OP_ADD) return NULL;
   rt_cpu_attention *a = hlo_calloc(1, sizeof *a);
   if (!a) {
     *oom = true;
     return NULL;
   }
   matcher m = {.use_count = use_count, .result = result, .a = a};
-  if (dot->opcode == HLO_OP_DOT ? !match(&m, dot) : !match_softmax(&m, dot)) {
+  bool found = op == HLO_OP_DOT ? match(&m, dot) != NULL : op == HLO_OP_DIVIDE && match_softmax(&m, dot);
+  if (!found && op != HLO_OP_DOT) {
+    found = rt_cpu_layer_norm_match(dot, use_count, result, inside, a);
+    if (found) return a;
+  }
+  if (!found) {
     free(a);
     return NULL;
   }
@@ -535,16 +567,26 @@ hlo_status rt_cpu_attention_plan(rt_cpu_plan *plan, const hlo_comp *entry, hlo_d
   bool *inside = hlo_calloc((size_t)n + 1, sizeof(bool)), *mine = hlo_calloc((size_t)n + 1, sizeof(bool));
   oom = !inside || !mine;
   /* attentions first (their softmax's division comes before their last product), then
-   * the softmaxes left */
-  for (int pass = 0, i = 0; pass < 2 && !oom; i = 0, pass++)
-  for (; i < n && !oom; i++) {
+   * the softmaxes left, then layer norms from the last instruction back (the bias's add
+   * before the normalization's multiply it reads) */
+  for (int pass = 0, k = 0; pass < 3 && !oom; k = 0, pass++)
+  for (; k < n && !oom; k++) {
+    int i = pass == 2 ? n - 1 - k : k;
     rt_cpu_step *step = &plan->steps[i];
-    hlo_opcode op = pass == 0 ? HLO_OP_DOT : HLO_OP_DIVIDE;
-    if (step->kind != RT_STEP_FAST || step->instr->opcode != op || inside[i]) continue;
+    hlo_opcode op = step->instr->opcode;
+    bool candidate = pass == 0 ? op == HLO_OP_DOT
+                     : pass == 1 ? op == HLO_OP_DIVIDE
+                                 : op == HLO_OP_ADD || op == HLO_OP_MULTIPLY || op == HLO_OP_DIVIDE;
+    if (step->kind != RT_STEP_FAST || !candidate || inside[i]) continue;
     memset(mine, 0, (size_t)n * sizeof(bool));
     rt_cpu_attention *a = rt_cpu_attention_match(entry, step->instr, use_count, result, mine, &oom);
     if (!a) continue;
-    if (!hlo_choice(pass == 0 ? "attention" : "softmax", step->instr->name)) { /* refused: as written */
+    if ((pass == 1 && a->layer_norm) || (pass == 2 && !a->layer_norm)) { /* each in its own pass */
+      free(a);
+      continue;
+    }
+    static const char *const kinds[] = {"attention", "softmax", "layer_norm"};
+    if (!hlo_choice(kinds[pass], step->instr->name)) { /* refused: as written */
       free(a);
       continue;
     }

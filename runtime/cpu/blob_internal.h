@@ -16,7 +16,7 @@
 
 /* The blob's header: magic, the format version byte, the checksum of what follows. */
 #define RT_CPU_BLOB_MAGIC "LATCHCPU"
-enum { RT_CPU_BLOB_VERSION = 5, RT_CPU_BLOB_HEADER = 17 };
+enum { RT_CPU_BLOB_VERSION = 6, RT_CPU_BLOB_HEADER = 17 };
 
 /* ---- writing: into an hlo_strbuf, whose failed flag is the writer's ---- */
 void rt_blob_put_int(hlo_strbuf *out, int64_t value);

@@ -336,6 +336,7 @@ static void get_step(reader *r, rt_cpu_plan *plan, rt_cpu_step *s) {
   s->weight_param = (int)rt_blob_get_range(in, -1, r->entry->param_count - 1, "kept weights");
   s->weight_kept = (int)rt_blob_get_range(in, -1, r->n - 1, "kept weights");
   s->weight_offset = rt_blob_get_range(in, 0, arena, "kept weights");
+  s->weight_bytes = rt_blob_get_range(in, 0, arena, "kept weights");
   s->part_count = (int)rt_blob_get_range(in, 0, s->instr->shape.tuple_count, "a step's parts");
   s->part_offsets = s->part_count && !in->failed ? get_room(r, s->part_count, sizeof(int64_t)) : NULL;
   for (int p = 0; s->part_offsets && p < s->part_count; p++) s->part_offsets[p] = rt_blob_get_range(in, 0, arena, "a part");
@@ -346,9 +347,13 @@ static void get_step(reader *r, rt_cpu_plan *plan, rt_cpu_step *s) {
   if (s->kind == RT_STEP_FUSED && !in->failed) s->fusion = get_fusion(r);
   if (s->kind == RT_STEP_DNNL && !in->failed) s->dnnl = get_dnnl(r);
   if (s->kind == RT_STEP_ATTENTION && !in->failed) get_attention(r, plan, s);
-  if (!in->failed && rt_cpu_step_keeps_weights(s) && !s->dnnl) /* only a DNNL step keeps weights */
-    rt_blob_fail(in, "kept weights");
   if (!in->failed && !repick(s, family)) rt_blob_fail(in, "a step whose kernel is not the one planned");
+  /* weights are kept by a DNNL step, or packed for a product whose packing takes no more
+   * room than the plan made (another processor's oneDNN may want more) */
+  const hlo_instr *dot = in->failed || s->dnnl ? NULL : rt_cpu_step_packed_dot(s);
+  if (!in->failed && rt_cpu_step_keeps_weights(s) && !s->dnnl &&
+      !(dot && rt_cpu_dot_packed_bytes(dot) > 0 && rt_cpu_dot_packed_bytes(dot) <= s->weight_bytes))
+    rt_blob_fail(in, "kept weights");
 }
 
 /* Whatever a step reads is an earlier step, and the operand table of an execute holds them. */
@@ -495,6 +500,9 @@ static const char *step_extents(const rt_cpu_plan *plan, const rt_cpu_step *s) {
   if (s->kind == RT_STEP_DNNL && rt_cpu_step_keeps_weights(s) &&
       (!inside(s->weight_offset, s->dnnl->weights_bytes, arena) || s->stamp_offset % 8 || !inside(s->stamp_offset, 8, arena)))
     return "its kept weights";
+  if (s->kind != RT_STEP_DNNL && rt_cpu_step_keeps_weights(s) &&
+      (!inside(s->weight_offset, s->weight_bytes, arena) || s->stamp_offset % 8 || !inside(s->stamp_offset, 8, arena)))
+    return "its kept weights";
   const char *what = s->kind == RT_STEP_DNNL ? dnnl_extents(s->dnnl, s) : NULL;
   return what || s->kind != RT_STEP_DNNL ? what : dnnl_inputs(plan, s);
 }
@@ -507,7 +515,7 @@ static const char *step_alignment(const rt_cpu_step *s) {
   for (int p = 0; p < s->part_count; p++)
     if (s->part_offsets[p] % RT_CPU_ALIGN) return "a part's buffer";
   if (rt_cpu_step_writes_buffer(s) && s->scratch_bytes && s->scratch_offset % RT_CPU_ALIGN) return "its scratch";
-  if (s->kind == RT_STEP_DNNL && rt_cpu_step_keeps_weights(s) && s->weight_offset % RT_CPU_ALIGN)
+  if (rt_cpu_step_keeps_weights(s) && s->weight_offset % RT_CPU_ALIGN)
     return "its kept weights";
   return NULL;
 }

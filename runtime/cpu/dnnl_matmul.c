@@ -8,7 +8,14 @@
  * (rt_cpu_bf16_note).
  *
  * A primitive is made once per shape and kept for the process in a small table under a lock:
- * oneDNN's own cache would still build the descriptor and look it up on every call. */
+ * oneDNN's own cache would still build the descriptor and look it up on every call.
+ *
+ * Prepacked weights: oneDNN's bf16 kernels read b in a blocked layout of their own (pairs of
+ * rows interleaved, in panels), and given a plain b they copy it into that layout on every
+ * call, for every block of rows of a. A weight changes only when its contents do, so the
+ * caller may ask for the primitive that reads b in the layout it chose (b's format `any`),
+ * pack b once into it (rt_cpu_matmul_bf16_pack, a oneDNN reorder) and keep the packed bytes
+ * per weight version (dot.c, plan.c): then a call reads the weight as packed. */
 #include <omp.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -59,6 +66,7 @@ void rt_cpu_bf16_note(const hlo_comp *entry, const rt_compile_options *options) 
 typedef struct matmul_key {
   int64_t batch, m, n, k;
   bool a_transposed, b_transposed;
+  bool b_any; /* b in the layout oneDNN picks */
   dnnl_data_type_t c_type;
 } matmul_key;
 
@@ -72,23 +80,39 @@ static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static bool same_key(const matmul_key *a, const matmul_key *b) {
   return a->batch == b->batch && a->m == b->m && a->n == b->n && a->k == b->k &&
-         a->a_transposed == b->a_transposed && a->b_transposed == b->b_transposed && a->c_type == b->c_type;
+         a->a_transposed == b->a_transposed && a->b_transposed == b->b_transposed && a->b_any == b->b_any &&
+         a->c_type == b->c_type;
+}
+
+/* A [rows][cols] matrix of a batch (stored [cols][rows] when transposed) as a oneDNN layout:
+ * two dims for one matrix (oneDNN 2.6 picks a blocked layout for a weight of `any` format
+ * only then), three for a batch. */
+static bool matrix_md(dnnl_memory_desc_t *md, int64_t batch, int64_t rows, int64_t cols, bool transposed,
+                      dnnl_data_type_t type) {
+  int nd = batch == 1 ? 2 : 3;
+  dnnl_dims_t dims = {batch, rows, cols}, strides = {rows * cols, transposed ? 1 : cols, transposed ? rows : 1};
+  return dnnl_memory_desc_init_by_strides(md, nd, dims + (3 - nd), type, strides + (3 - nd)) == dnnl_success;
+}
+
+/* b as the caller stores it: [k][n], or [n][k] when b_transposed. */
+static bool plain_b_md(const matmul_key *key, dnnl_memory_desc_t *md) {
+  return matrix_md(md, key->batch, key->k, key->n, key->b_transposed, dnnl_bf16);
 }
 
 static dnnl_primitive_t make_primitive(const matmul_key *key) {
   int64_t batch = key->batch, m = key->m, n = key->n, k = key->k;
-  dnnl_dims_t a_dims = {batch, m, k}, b_dims = {batch, k, n}, c_dims = {batch, m, n};
-  /* A [m][k] or stored [k][m]; B [k][n] or stored [n][k] */
-  dnnl_dims_t a_strides = {m * k, key->a_transposed ? 1 : k, key->a_transposed ? m : 1};
-  dnnl_dims_t b_strides = {k * n, key->b_transposed ? 1 : n, key->b_transposed ? k : 1};
-  dnnl_dims_t c_strides = {m * n, n, 1};
+  dnnl_dims_t b_dims = {batch, k, n};
+  int nd = batch == 1 ? 2 : 3;
   dnnl_memory_desc_t a_md, b_md, c_md;
   dnnl_matmul_desc_t desc;
   dnnl_primitive_desc_t pd = NULL;
   dnnl_primitive_t prim = NULL;
-  bool ok = dnnl_memory_desc_init_by_strides(&a_md, 3, a_dims, dnnl_bf16, a_strides) == dnnl_success &&
-            dnnl_memory_desc_init_by_strides(&b_md, 3, b_dims, dnnl_bf16, b_strides) == dnnl_success &&
-            dnnl_memory_desc_init_by_strides(&c_md, 3, c_dims, key->c_type, c_strides) == dnnl_success &&
+  /* A [m][k] or stored [k][m]; B [k][n] or stored [n][k], or in oneDNN's own layout */
+  bool b_ok = key->b_any ? dnnl_memory_desc_init_by_tag(&b_md, nd, b_dims + (3 - nd), dnnl_bf16,
+                                                        dnnl_format_tag_any) == dnnl_success
+                         : plain_b_md(key, &b_md);
+  bool ok = matrix_md(&a_md, batch, m, k, key->a_transposed, dnnl_bf16) && b_ok &&
+            matrix_md(&c_md, batch, m, n, false, key->c_type) &&
             dnnl_matmul_desc_init(&desc, &a_md, &b_md, NULL, &c_md) == dnnl_success &&
             dnnl_primitive_desc_create(&pd, &desc, NULL, rt_cpu_dnnl_engine(), NULL) == dnnl_success;
   if (ok && dnnl_primitive_create(&prim, pd) != dnnl_success) prim = NULL;
@@ -122,7 +146,7 @@ static dnnl_memory_t user_memory(dnnl_primitive_t prim, dnnl_query_t what, const
 }
 
 static matmul_key key_of(const rt_cpu_matmul *mm) {
-  return (matmul_key){mm->batch, mm->m, mm->n, mm->k, mm->a_transposed, mm->b_transposed,
+  return (matmul_key){mm->batch, mm->m, mm->n, mm->k, mm->a_transposed, mm->b_transposed, mm->b_packed,
                       mm->c_type == HLO_BF16 ? dnnl_bf16 : dnnl_f32};
 }
 
@@ -157,5 +181,60 @@ bool rt_cpu_matmul_bf16(const rt_cpu_matmul *mm) {
   if (c) dnnl_memory_destroy(c);
   omp_set_num_threads(team);
   if (owned) dnnl_primitive_destroy(prim);
+  return ok;
+}
+
+/* The layout the primitive reading b in oneDNN's own layout wants, when that is not b's
+ * plain one; false otherwise. */
+static bool packed_md(const rt_cpu_matmul *mm, dnnl_memory_desc_t *md) {
+  matmul_key key = key_of(mm), plain_key = key;
+  key.b_any = true;
+  plain_key.b_any = false;
+  bool owned;
+  dnnl_primitive_t prim = primitive_for(&key, &owned);
+  const_dnnl_primitive_desc_t pd;
+  dnnl_memory_desc_t plain;
+  bool ok = prim && dnnl_primitive_get_primitive_desc(prim, &pd) == dnnl_success && plain_b_md(&plain_key, &plain);
+  if (ok) *md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  if (prim && owned) dnnl_primitive_destroy(prim);
+  return ok && md->format_kind == dnnl_blocked && !dnnl_memory_desc_equal(md, &plain);
+}
+
+int64_t rt_cpu_matmul_bf16_packed_bytes(const rt_cpu_matmul *mm) {
+  dnnl_memory_desc_t md;
+  if (!packed_md(mm, &md)) return 0;
+  size_t bytes = dnnl_memory_desc_get_size(&md);
+  return bytes > (size_t)INT64_MAX ? 0 : (int64_t)bytes;
+}
+
+static _Atomic int64_t packs;
+
+int64_t rt_cpu_matmul_bf16_packs(void) { return atomic_load(&packs); }
+
+bool rt_cpu_matmul_bf16_pack(const rt_cpu_matmul *mm, void *packed) {
+  atomic_fetch_add(&packs, 1);
+  matmul_key plain_key = key_of(mm);
+  plain_key.b_any = false;
+  dnnl_memory_desc_t to, from;
+  if (!packed_md(mm, &to) || !plain_b_md(&plain_key, &from)) return false;
+  dnnl_engine_t engine = rt_cpu_dnnl_engine();
+  dnnl_primitive_desc_t pd = NULL;
+  dnnl_primitive_t reorder = NULL;
+  dnnl_memory_t src = NULL, dst = NULL;
+  dnnl_stream_t stream = NULL;
+  int team = rt_cpu_dnnl_team_begin();
+  bool ok = dnnl_reorder_primitive_desc_create(&pd, &from, engine, &to, engine, NULL) == dnnl_success &&
+            dnnl_primitive_create(&reorder, pd) == dnnl_success &&
+            dnnl_memory_create(&src, &from, engine, (void *)mm->b) == dnnl_success &&
+            dnnl_memory_create(&dst, &to, engine, packed) == dnnl_success &&
+            dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) == dnnl_success;
+  dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}};
+  ok = ok && dnnl_primitive_execute(reorder, stream, 2, args) == dnnl_success && dnnl_stream_wait(stream) == dnnl_success;
+  omp_set_num_threads(team);
+  if (stream) dnnl_stream_destroy(stream);
+  if (src) dnnl_memory_destroy(src);
+  if (dst) dnnl_memory_destroy(dst);
+  if (reorder) dnnl_primitive_destroy(reorder);
+  if (pd) dnnl_primitive_desc_destroy(pd);
   return ok;
 }

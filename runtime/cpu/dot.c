@@ -318,24 +318,38 @@ static void epilogue_items(void *ctx, int64_t begin, int64_t end) {
   e->run(e->ctx, begin, end);
 }
 
-/* The bf16 product on oneDNN, into out, then the epilogue over the whole result. */
+/* Whether a product of this setup may read its rhs prepacked: one matrix on oneDNN's bf16
+ * matmul, the rhs in order as it is (no copy). */
+static bool packable(const dot_setup *s) { return s->bf16 && s->batch == 1 && !s->b_at; }
+
+/* The bf16 product on oneDNN, into out, then the epilogue over the whole result; the rhs read
+ * from packed, packed first when its stamp changed. */
 static bool dot_bf16(const dot_setup *s, const rt_value *const *in, rt_value *out, const rt_cpu_epilogue *epilogue,
-                     char *base) {
+                     char *base, const rt_cpu_packed *packed) {
   rt_cpu_matmul mm = {.batch = s->batch, .m = s->m, .n = s->n, .k = s->k, .a_transposed = s->a_transposed,
                       .b_transposed = s->b_transposed, .c_type = out->shape.dtype, .c = out->data};
   mm.a = rt_work_view_into(in[0], s->a_perm, HLO_BF16, s->a_at ? base + s->a_at : NULL);
   mm.b = rt_work_view_into(in[1], s->b_perm, HLO_BF16, s->b_at ? base + s->b_at : NULL);
+  if (packed && packable(s)) {
+    if (!packed->stamp || *packed->slot != packed->stamp) {
+      *packed->slot = 0;
+      if (!rt_cpu_matmul_bf16_pack(&mm, packed->data)) return false;
+      *packed->slot = packed->stamp;
+    }
+    mm.b = packed->data;
+    mm.b_packed = true;
+  }
   if (!rt_cpu_matmul_bf16(&mm)) return false;
   if (epilogue) rt_parallel_for(out->count, RT_CPU_GRAIN, epilogue_items, (void *)epilogue);
   return true;
 }
 
 bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in, rt_value *out,
-                              const rt_cpu_epilogue *epilogue, void *scratch) {
+                              const rt_cpu_epilogue *epilogue, void *scratch, const rt_cpu_packed *packed) {
   dot_setup s;
   dot_setup_for(instr, &s);
   char *base = scratch;
-  if (s.bf16) return dot_bf16(&s, in, out, epilogue, base);
+  if (s.bf16) return dot_bf16(&s, in, out, epilogue, base, packed);
   size_t size = hlo_dtype_size(s.work);
   void *c = s.in_place ? out->data : base + s.c_at;
   /* a work buffer is no output yet: then the epilogue runs after the store */
@@ -390,7 +404,7 @@ bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in,
 
 /* The dot with all its working memory in scratch (dot_setup's bytes). */
 static bool dot_run(const hlo_instr *instr, const rt_value *const *in, rt_value *out, void *scratch) {
-  return rt_cpu_dot_with_epilogue(instr, in, out, NULL, scratch);
+  return rt_cpu_dot_with_epilogue(instr, in, out, NULL, scratch, NULL);
 }
 
 bool rt_cpu_is_dot_kernel(rt_cpu_scratch_kernel kernel) { return kernel == dot_run; }
@@ -427,4 +441,14 @@ bool rt_cpu_dot_gemm_on_dnnl(const hlo_instr *instr) {
   dot_setup_for(instr, &s);
   bool few_rows = s.m >= 2 && s.m <= RT_CPU_DOT_ROWS && s.b_transposed && !s.a_transposed;
   return s.work == HLO_F32 && s.m * s.n * s.batch != 0 && s.k != 0 && !s.k_blocks && s.m > 1 && !few_rows;
+}
+
+int64_t rt_cpu_dot_packed_bytes(const hlo_instr *instr) {
+  if (!supported(instr)) return 0;
+  dot_setup s;
+  dot_setup_for(instr, &s);
+  if (!packable(&s)) return 0;
+  rt_cpu_matmul mm = {.batch = s.batch, .m = s.m, .n = s.n, .k = s.k, .a_transposed = s.a_transposed,
+                      .b_transposed = s.b_transposed, .c_type = instr->shape.dtype};
+  return rt_cpu_matmul_bf16_packed_bytes(&mm);
 }

@@ -491,6 +491,14 @@ static hlo_status run_parts(const rt_cpu_step *step, run_state *r) {
   return HLO_OK;
 }
 
+/* The stamp of the weights a step keeps reordered or packed: the parameter's, or the version
+ * of the kept result they are. */
+static uint64_t weights_stamp(const rt_cpu_step *step, const run_state *r) {
+  const rt_cpu_step *steps = step - step->instr->id; /* the plan's: step i is entry instruction i */
+  if (step->weight_param >= 0) return r->args[step->weight_param]->stamp;
+  return *(const uint64_t *)(r->arena + steps[step->weight_kept].stamp_offset);
+}
+
 /* A fast kernel or a fused group into the step's result; a kept step whose arguments have
  * the stamps it was computed from is skipped. */
 static hlo_status run_fast(const rt_cpu_step *step, run_state *r) {
@@ -507,7 +515,14 @@ static hlo_status run_fast(const rt_cpu_step *step, run_state *r) {
   if (kept) kept[0] = 0;
   void *scratch = step->scratch_bytes ? r->arena + step->scratch_offset : NULL;
   const rt_value *const *in = (const rt_value *const *)r->ops;
-  bool ok = step->kind == RT_STEP_FUSED ? rt_cpu_fusion_run(step->fusion, in, out, scratch)
+  rt_cpu_packed packed, *pack = NULL;
+  if (rt_cpu_step_keeps_weights(step)) { /* a product's rhs kept packed */
+    packed = (rt_cpu_packed){.data = r->arena + step->weight_offset,
+                             .slot = (uint64_t *)(r->arena + step->stamp_offset), .stamp = weights_stamp(step, r)};
+    pack = &packed;
+  }
+  bool ok = step->kind == RT_STEP_FUSED ? rt_cpu_fusion_run(step->fusion, in, out, scratch, pack)
+            : pack                     ? rt_cpu_dot_with_epilogue(instr, in, out, NULL, scratch, pack)
             : step->fast_scratch       ? step->fast_scratch(instr, in, out, scratch)
                                        : step->fast(instr, in, out);
   if (!ok) return out_of_memory(r, instr);
@@ -524,10 +539,7 @@ static hlo_status run_dnnl(const rt_cpu_step *step, run_state *r) {
   if (status != HLO_OK) return status;
   cell *c = &r->cells[instr->id];
   bool kept = rt_cpu_step_keeps_weights(step);
-  const rt_cpu_step *steps = step - instr->id; /* the plan's: step i is entry instruction i */
-  uint64_t stamp = step->weight_param >= 0 ? r->args[step->weight_param]->stamp
-                   : kept ? *(const uint64_t *)(arena + steps[step->weight_kept].stamp_offset)
-                          : 0;
+  uint64_t stamp = kept ? weights_stamp(step, r) : 0;
   /* What a scan here finds finite stays known for the value's later readers this run (a
    * residual block's input: the first convolution's source, then the last one's residual). */
   bool in_finite[RT_CPU_DNNL_STEP_INPUTS] = {false};

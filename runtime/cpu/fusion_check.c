@@ -106,7 +106,8 @@ const char *rt_cpu_fusion_check(const rt_cpu_plan *plan, const rt_cpu_step *step
   bool overflow = false;
   int64_t want = f->tail ? hlo_ck_mul(&overflow, hlo_shape_elements(shape), f->inner) : hlo_shape_elements(shape);
   if (overflow || f->count != want) return "a size other than its result's";
-  if (!f->tail && !(plain(shape, f->out_dtype) && (f->out_dtype == HLO_F32 || f->out_dtype == HLO_PRED)))
+  if (!f->tail && !(plain(shape, f->out_dtype) &&
+                    (f->out_dtype == HLO_F32 || f->out_dtype == HLO_PRED || f->out_dtype == HLO_BF16)))
     return "a result type other than its step's";
   for (int k = 0; k < f->instr_count; k++) {
     const char *what = check_instr(plan, f, k);

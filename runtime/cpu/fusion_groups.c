@@ -1,6 +1,7 @@
 /* Elementwise fusion in the cpu plan: which steps form a group, and each group's program.
  *
- * A group is a maximal set of f32 elementwise steps (and reshapes between them) in which
+ * A group is a maximal set of f32 elementwise steps (and reshapes between them, and a last
+ * convert to bf16 or pred) in which
  * every member but the last has all its users inside the group, and is no result of the
  * entry: so no one else needs a member's value and it never has to exist in memory. A member
  * read twice (GELU reads its input twice: x / 2 and erf(x / sqrt 2)) is computed once per
@@ -64,7 +65,9 @@ static bool fusible(const rt_cpu_step *step) {
     case HLO_OP_CONVERT: {
       hlo_dtype from = operand_type(instr, 0);
       if (f32_out) return from == HLO_F32 || from == HLO_PRED || from == HLO_S32;
-      return plain_array(&instr->shape, HLO_PRED) && from == HLO_F32;
+      /* to bf16: rounded as the group's result is stored (no f32 op reads bf16, so it is the
+       * root), an activation made ready for a bf16 product in the pass that computes it */
+      return (plain_array(&instr->shape, HLO_PRED) || plain_array(&instr->shape, HLO_BF16)) && from == HLO_F32;
     }
     default:
       return false;
@@ -341,7 +344,8 @@ static int emit(builder *b, const hlo_instr *m) {
   if (is_view_op(op)) {
     reg = r[0]; /* same elements in the same order */
   } else if (op == HLO_OP_CONVERT) {
-    /* to pred tests; from pred (0/1), s32 (converted by its load) or f32 it is the value */
+    /* to pred tests; from pred (0/1), s32 (converted by its load) or f32 it is the value (to
+     * bf16 too: the store rounds it) */
     reg = m->shape.dtype == HLO_PRED ? add_instr(b, (fusion_instr){.code = FU_NONZERO, .a = r[0]}) : r[0];
   } else if (op == HLO_OP_COMPARE) {
     reg = add_instr(b, (fusion_instr){.code = FU_COMPARE, .dir = m->direction, .a = r[0], .b = r[1]});
@@ -397,6 +401,11 @@ static bool assign_tiles(rt_cpu_fusion *f) {
     if (t + 1 > f->tiles) f->tiles = t + 1;
   }
   return true;
+}
+
+const hlo_instr *rt_cpu_fusion_dot_head(const rt_cpu_fusion *fusion) {
+  if (!fusion || !fusion->head || fusion->flat || !rt_cpu_is_dot_kernel(fusion->head_kernel)) return NULL;
+  return fusion->head;
 }
 
 void rt_cpu_fusion_free(rt_cpu_fusion *fusion) {

@@ -164,6 +164,15 @@ static const float *run_tile(const rt_cpu_fusion *f, const rt_value *const *inpu
   return reg[f->result];
 }
 
+/* f32 to bf16 to nearest even, NaN kept quiet: hlo_f32_to_bf16's rounding, inline so the
+ * store loop vectorizes. */
+static inline uint16_t bf16_bits(float x) {
+  uint32_t bits;
+  memcpy(&bits, &x, sizeof bits);
+  uint32_t rounded = (bits + 0x7FFFu + (bits >> 16 & 1u)) >> 16, nan = (bits >> 16 & 0x8000u) | 0x7FC0u;
+  return (uint16_t)((bits & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded);
+}
+
 /* Elements [begin, end) on this thread, a tile at a time. */
 static inline void run_range(const void *ctx, int64_t begin, int64_t end) {
   const fused_job *job = ctx;
@@ -176,6 +185,9 @@ static inline void run_range(const void *ctx, int64_t begin, int64_t end) {
     const float *value = run_tile(f, job->in, job->out, at, len, tiles, reg, direct);
     if (direct) {
       if (value != direct) memcpy(direct, value, sizeof(float) * (size_t)len);
+    } else if (f->out_dtype == HLO_BF16) {
+      uint16_t *halves = (uint16_t *)job->out + at;
+      for (int j = 0; j < len; j++) halves[j] = bf16_bits(value[j]);
     } else {
       uint8_t *bits = (uint8_t *)job->out + at;
       for (int j = 0; j < len; j++) bits[j] = value[j] != 0;
@@ -244,7 +256,8 @@ static void run_tiles(void *ctx, int64_t first, int64_t end) {
 
 /* The head into out (viewed in the head's own dims); a dot runs the program on each block
  * it finishes. */
-static bool run_head(const fused_job *job, const rt_value *const *in, rt_value *out, void *scratch, bool *done) {
+static bool run_head(const fused_job *job, const rt_value *const *in, rt_value *out, void *scratch,
+                     const rt_cpu_packed *packed, bool *done) {
   const rt_cpu_fusion *f = job->f;
   const hlo_shape *shape = &f->head->shape;
   rt_value view = {.refcount = 1, .shape = hlo_shape_make(shape->dtype, shape->rank, shape->dims),
@@ -263,19 +276,20 @@ static bool run_head(const fused_job *job, const rt_value *const *in, rt_value *
                          .data = out->data};
     const rt_value *flat_args[2] = {&lhs_view, args[1]};
     *done = true;
-    return rt_cpu_dot_with_epilogue(&f->flat_instr, flat_args, &out_view, bare ? NULL : &epilogue, scratch);
+    return rt_cpu_dot_with_epilogue(&f->flat_instr, flat_args, &out_view, bare ? NULL : &epilogue, scratch, NULL);
   }
   if (rt_cpu_is_dot_kernel(f->head_kernel)) {
     *done = true;
-    return rt_cpu_dot_with_epilogue(f->head, args, &view, bare ? NULL : &epilogue, scratch);
+    return rt_cpu_dot_with_epilogue(f->head, args, &view, bare ? NULL : &epilogue, scratch, packed);
   }
   return f->head_kernel(f->head, args, &view, scratch);
 }
 
-bool rt_cpu_fusion_run(const rt_cpu_fusion *fusion, const rt_value *const *in, rt_value *out, void *scratch) {
+bool rt_cpu_fusion_run(const rt_cpu_fusion *fusion, const rt_value *const *in, rt_value *out, void *scratch,
+                       const rt_cpu_packed *packed) {
   fused_job job = {.f = fusion, .in = in, .out = out->data, .range = variants[rt_cpu_isa_in_use()].range};
   bool done = false;
-  if (fusion->head && !run_head(&job, in, out, scratch, &done)) return false;
+  if (fusion->head && !run_head(&job, in, out, scratch, packed, &done)) return false;
   if (done) return true;
   if (fusion->tail) {
     int64_t grain = RT_CPU_GRAIN / (fusion->inner ? fusion->inner : 1) / (fusion->instr_count < 4 ? 1 : fusion->instr_count / 4);

@@ -25,6 +25,7 @@ typedef struct kept_item {
   const hlo_instr *instr;          /* a kept step's (its plan's module outlives the places) */
   const dnnl_memory_desc_t *weights; /* a DNNL step's reordered weights, or NULL */
   bool wino;                         /* ... transformed for wino.c instead */
+  int64_t packed_bytes;              /* a product's rhs packed (instr the product), or 0 */
 } kept_item;
 
 struct rt_cpu_kept_places {
@@ -40,16 +41,20 @@ static bool keeps(const rt_cpu_plan *plan, int i) {
 /* Step i's kept item as plan lays it out. */
 static kept_item item_of(const rt_cpu_plan *plan, int i) {
   const rt_cpu_step *step = &plan->steps[i];
-  if (rt_cpu_step_keeps_weights(step))
+  if (rt_cpu_step_keeps_weights(step) && step->dnnl)
     return (kept_item){.step = i, .stamp_offset = step->stamp_offset, .offset = step->weight_offset,
                        .weights = &step->dnnl->weights_md, .wino = step->dnnl->wino};
+  /* a packed rhs: its layout follows from the product's shape and dimension numbers */
+  if (rt_cpu_step_keeps_weights(step))
+    return (kept_item){.step = i, .stamp_offset = step->stamp_offset, .offset = step->weight_offset,
+                       .instr = rt_cpu_step_packed_dot(step), .packed_bytes = step->weight_bytes};
   return (kept_item){.step = i, .param_count = step->kept_param_count, .stamp_offset = step->stamp_offset,
                      .offset = step->offset, .instr = step->instr};
 }
 
 static bool same_item(const kept_item *a, const kept_item *b) {
   if (a->step != b->step || a->param_count != b->param_count || a->stamp_offset != b->stamp_offset ||
-      a->offset != b->offset || !a->weights != !b->weights)
+      a->offset != b->offset || !a->weights != !b->weights || a->packed_bytes != b->packed_bytes)
     return false;
   if (a->weights) return a->wino == b->wino && dnnl_memory_desc_equal(a->weights, b->weights) != 0;
   const char *which;

@@ -98,6 +98,8 @@ rt_cpu_scratch_kernel rt_cpu_pick_conv_scratch(const hlo_instr *instr, int64_t *
 typedef struct rt_cpu_matmul {
   int64_t batch, m, n, k;
   bool a_transposed, b_transposed;
+  /* b is in the layout oneDNN's kernel reads (rt_cpu_matmul_bf16_pack made it), not plain */
+  bool b_packed;
   hlo_dtype c_type;
   const void *a, *b;
   void *c;
@@ -111,6 +113,15 @@ void rt_cpu_bf16_use_native(int on);
 bool rt_cpu_matmul_bf16_ready(const rt_cpu_matmul *mm);
 /* Runs it on the runtime's threads; false when oneDNN failed. */
 bool rt_cpu_matmul_bf16(const rt_cpu_matmul *mm);
+/* The bytes of mm's b in the layout oneDNN's kernel reads (a weight prepacked once, where
+ * its kernel would otherwise pack b on every call), or 0 when that layout is the plain one
+ * or oneDNN offers no primitive for it. */
+int64_t rt_cpu_matmul_bf16_packed_bytes(const rt_cpu_matmul *mm);
+/* Writes mm's plain b into packed (rt_cpu_matmul_bf16_packed_bytes of them); false when
+ * oneDNN failed. */
+bool rt_cpu_matmul_bf16_pack(const rt_cpu_matmul *mm, void *packed);
+/* Weight packs made so far in this process (tests: once per weight version). */
+int64_t rt_cpu_matmul_bf16_packs(void);
 /* Products run so far in this process (tests: which path a graph took). */
 int64_t rt_cpu_matmul_bf16_runs(void);
 /* With options->log_compiles, says once per process on stderr that entry's bf16 products run
@@ -119,10 +130,22 @@ void rt_cpu_bf16_note(const hlo_comp *entry, const rt_compile_options *options);
 
 /* dot.c */
 rt_cpu_scratch_kernel rt_cpu_pick_dot_scratch(const hlo_instr *instr, int64_t *scratch_bytes);
+/* A product's weight kept packed in the arena: bytes at data, packed from the weight whose
+ * stamp (or kept version) is stamp; *slot holds the stamp the bytes were packed from (0:
+ * none yet). A stamp of 0 is unknown: the weight is packed again. */
+typedef struct rt_cpu_packed {
+  void *data;
+  uint64_t *slot;
+  uint64_t stamp;
+} rt_cpu_packed;
 /* The dot kernel with an epilogue over each block it computes (epilogue may be NULL), its
- * working memory in scratch (rt_cpu_pick_dot_scratch's bytes; NULL when they are 0). */
+ * working memory in scratch (rt_cpu_pick_dot_scratch's bytes; NULL when they are 0), its rhs
+ * packed into packed when that is not NULL (rt_cpu_dot_packed_bytes of them). */
 bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in, rt_value *out,
-                              const rt_cpu_epilogue *epilogue, void *scratch);
+                              const rt_cpu_epilogue *epilogue, void *scratch, const rt_cpu_packed *packed);
+/* The bytes instr's rhs takes packed for its product (a bf16 matmul on oneDNN of one matrix,
+ * whose kernel would pack the rhs on every call), or 0 when it runs as it is. */
+int64_t rt_cpu_dot_packed_bytes(const hlo_instr *instr);
 bool rt_cpu_is_dot_kernel(rt_cpu_scratch_kernel kernel);
 /* Whether f32 gemm runs on oneDNN's sgemm (the processor has AVX-512) rather than OpenBLAS;
  * test-only: rt_cpu_dot_use_dnnl picks, process-wide. */

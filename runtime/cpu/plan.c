@@ -310,20 +310,34 @@ static const rt_cpu_step *storage_step(const rt_cpu_plan *plan, int id) {
   return s;
 }
 
+const hlo_instr *rt_cpu_step_packed_dot(const rt_cpu_step *step) {
+  if (step->kind == RT_STEP_FAST && step->fast_scratch && rt_cpu_is_dot_kernel(step->fast_scratch)) return step->instr;
+  if (step->kind == RT_STEP_FUSED) return rt_cpu_fusion_dot_head(step->fusion);
+  return NULL;
+}
+
 /* A DNNL step whose weights oneDNN wants in another layout keeps them reordered when they
  * are a parameter's (weight_param) or a kept step's result (weight_kept: the weights the
- * affine fold scaled), and reorders again only when their stamp or version changes. */
+ * affine fold scaled, a weight converted to bf16), and reorders again only when their stamp
+ * or version changes; so does a bf16 product on oneDNN its rhs packed. */
 static void mark_kept_weights(rt_cpu_plan *plan) {
   for (int i = 0; i < plan->step_count; i++) {
     rt_cpu_step *step = &plan->steps[i];
     step->weight_param = step->weight_kept = -1;
-    if (step->kind != RT_STEP_DNNL || rt_cpu_dnnl_weights_bytes(step->dnnl) <= 0) continue;
-    const rt_cpu_step *w = storage_step(plan, rt_cpu_dnnl_weights_operand(step->dnnl));
+    step->weight_bytes = 0;
+    const hlo_instr *dot = rt_cpu_step_packed_dot(step);
+    int64_t bytes = step->kind == RT_STEP_DNNL ? rt_cpu_dnnl_weights_bytes(step->dnnl)
+                    : dot                      ? rt_cpu_dot_packed_bytes(dot)
+                                               : 0;
+    if (bytes <= 0) continue;
+    int operand = step->kind == RT_STEP_DNNL ? rt_cpu_dnnl_weights_operand(step->dnnl) : dot->operands[1]->id;
+    const rt_cpu_step *w = storage_step(plan, operand);
     if (w->kind == RT_STEP_PARAM && hlo_shape_is_array(&w->instr->shape))
       step->weight_param = (int)w->instr->parameter_number;
     else if (w->kept)
       step->weight_kept = w->instr->id;
     if (step->weight_param < 0 && step->weight_kept < 0) continue;
+    step->weight_bytes = bytes;
     plan->kept_count++;
     plan->kept_slots++;
   }
@@ -425,10 +439,10 @@ static int64_t place_kept(rt_cpu_plan *plan, const liveness *l, int64_t *offsets
   int64_t at = aligned((int64_t)sizeof(uint64_t) * plan->kept_slots);
   for (int i = 0, k = 0; i < l->n; i++) {
     rt_cpu_step *step = &plan->steps[i];
-    if (rt_cpu_step_keeps_weights(step)) { /* a DNNL step's reordered weights */
+    if (rt_cpu_step_keeps_weights(step)) { /* reordered or packed weights */
       step->stamp_offset = (int64_t)sizeof(uint64_t) * k++;
       step->weight_offset = at;
-      at += aligned(rt_cpu_dnnl_weights_bytes(step->dnnl));
+      at += aligned(step->weight_bytes);
       continue;
     }
     if (!step->kept) continue;

@@ -63,6 +63,10 @@ typedef struct rt_cpu_step { /* (ordered to leave no hole: a load writes one per
   rt_cpu_dnnl *dnnl;
   int weight_param, weight_kept;
   int64_t weight_offset;
+  /* the bytes kept at weight_offset: a DNNL step's reordered weights, or the rhs of a bf16
+   * product on oneDNN packed in its kernel's layout (rt_cpu_step_packed_dot), kept the same
+   * way */
+  int64_t weight_bytes;
   rt_cpu_attention *attention; /* ATTENTION: what it reads and computes */
 } rt_cpu_step;
 
@@ -111,6 +115,8 @@ typedef enum rt_cpu_kernel_family {
 } rt_cpu_kernel_family;
 
 /* plan.c */
+/* The dot whose rhs step may read packed: a FAST dot, or a fused group's dot head; or NULL. */
+const hlo_instr *rt_cpu_step_packed_dot(const rt_cpu_step *step);
 /* Builds the plan for module's entry (after passes); NULL with diag (HLO_ERR_UNSUPPORTED
  * naming the op and the instruction) when some instruction cannot run. options (NULL: the
  * defaults) says whether to fuse. */
@@ -143,6 +149,9 @@ void rt_cpu_kept_places_free(rt_cpu_kept_places *places);
  * built again for other sizes decides again. */
 hlo_status rt_cpu_fuse(rt_cpu_plan *plan, const hlo_comp *entry, hlo_diag *diag);
 void rt_cpu_fusion_free(rt_cpu_fusion *fusion);
+/* The dot a fused group runs as its head and whose rhs it reads as it is (so may read it
+ * packed: rt_cpu_dot_packed_bytes), or NULL. */
+const hlo_instr *rt_cpu_fusion_dot_head(const rt_cpu_fusion *fusion);
 /* The steps a step reads, by instruction id: a fused step's inputs, else the operands. */
 int rt_cpu_step_input_count(const rt_cpu_step *step);
 int rt_cpu_step_input(const rt_cpu_step *step, int k);
@@ -154,8 +163,10 @@ int rt_cpu_step_input(const rt_cpu_step *step, int k);
 const char *rt_cpu_steps_check(const rt_cpu_plan *plan, const hlo_comp *entry, int *bad, bool *oom);
 
 /* fusion_run.c: runs a fused group: in[k] is the value of the step's input k; scratch: the
- * head's working memory (the FUSED step's scratch_bytes). */
-bool rt_cpu_fusion_run(const rt_cpu_fusion *fusion, const rt_value *const *in, rt_value *out, void *scratch);
+ * head's working memory (the FUSED step's scratch_bytes); packed: its dot head's rhs kept
+ * packed, or NULL. */
+bool rt_cpu_fusion_run(const rt_cpu_fusion *fusion, const rt_value *const *in, rt_value *out, void *scratch,
+                       const rt_cpu_packed *packed);
 
 /* dnnl_plan.c: oneDNN, run on a plan whose steps are classified, before fusion: turns the
  * convolutions oneDNN runs, with the epilogues they absorb, into DNNL steps and plans the

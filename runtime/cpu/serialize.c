@@ -348,7 +348,7 @@ static void put_step(hlo_strbuf *out, const rt_cpu_step *s) {
   rt_blob_put_int(out, s->kind);
   rt_blob_put_int(out, kernel_family(s));
   int64_t fields[] = {s->storage, s->output, s->in_place, s->offset, s->scratch_bytes, s->scratch_offset,
-                      s->kept, s->stamp_offset, s->weight_param, s->weight_kept, s->weight_offset};
+                      s->kept, s->stamp_offset, s->weight_param, s->weight_kept, s->weight_offset, s->weight_bytes};
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) rt_blob_put_int(out, fields[i]);
   rt_blob_put_int(out, s->part_count);
   for (int p = 0; p < s->part_count; p++) rt_blob_put_int(out, s->part_offsets[p]);
