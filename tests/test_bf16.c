@@ -14,7 +14,8 @@
  * run widened.
  *
  * Prepacked weights: an f32 graph's products under the bf16 precision (a weight converted to
- * bf16, kept) read their weight packed in oneDNN's layout, packed once per weight version:
+ * bf16, kept) read their weight packed in oneDNN's layout (or widened to f32, on the widened
+ * path), packed once per weight version:
  * three executes pack it once, a weight written and touched is packed again, and each
  * execute's values are the fp64 reference's within the bounds above. */
 #include <math.h>
@@ -456,7 +457,7 @@ static void check_execute(int line, const hlo_module *module, rt_executable *exe
 
 /* x [64, 256] by a weight stored [k][n] (transposed) or [n][k] (a Linear layer's, read by
  * the transpose flag), both converted to bf16 as the precision lowers them, a bias added. */
-static void check_packed(int line, bool linear) {
+static void check_packed(int line, bool linear, int native) {
   char text[1024];
   snprintf(text, sizeof text,
            "HloModule p\nENTRY e {\n x = f32[64,256] parameter(0)\n w = f32[%s] parameter(1)\n"
@@ -464,10 +465,10 @@ static void check_packed(int line, bool linear) {
            " d = f32[64,96] dot(xb, wb), lhs_contracting_dims={1}, rhs_contracting_dims={%d}\n"
            " bb = f32[64,96] broadcast(b), dimensions={1}\n ROOT r = f32[64,96] add(d, bb)\n}\n",
            linear ? "96,256" : "256,96", linear ? "96,256" : "256,96", linear ? 1 : 0);
-  rt_cpu_bf16_use_native(-1); /* the processor's own answer */
+  rt_cpu_bf16_use_native(native);
   int steps = packed_steps(text);
-  /* on oneDNN's bf16 kernels the weight is read in a layout of their own */
-  if (rt_cpu_bf16_native()) CHECK_MSG(steps == 1, "line %d: %d steps keep a packed weight", line, steps);
+  /* on oneDNN's bf16 kernels the weight is read in a layout of their own; widened, as f32 */
+  CHECK_MSG(steps == 1, "line %d (native %d): %d steps keep a packed weight", line, native, steps);
   hlo_module *module = parse_checked(text);
   rt_executable *exe = compile_checked(text);
   hlo_diag diag = {0};
@@ -478,25 +479,30 @@ static void check_packed(int line, bool linear) {
     args[i] = rt_random_value(&module->entry->params[i]->shape, 31, (uint64_t)i, &diag);
     for (int64_t e = 0; i < 2 && e < args[i]->count; e++) ((float *)args[i]->data)[e] = bf16_round(((float *)args[i]->data)[e]);
   }
-  int64_t packs = rt_cpu_matmul_bf16_packs();
+  int64_t packs = rt_cpu_dot_packs();
   for (int run = 0; exe && module && run < 3; run++) check_execute(line, module, exe, args, 3, 256);
-  CHECK_MSG(rt_cpu_matmul_bf16_packs() - packs == steps, "line %d: %lld packs for 3 executes", line,
-            (long long)(rt_cpu_matmul_bf16_packs() - packs));
+  CHECK_MSG(rt_cpu_dot_packs() - packs == steps, "line %d: %lld packs for 3 executes", line,
+            (long long)(rt_cpu_dot_packs() - packs));
   float *w = module ? args[1]->data : NULL;
   for (int64_t i = 0; w && i < args[1]->count; i++) w[i] = bf16_round(-0.5f * w[i] + 0.25f);
   if (module) rt_value_touch(args[1]);
-  packs = rt_cpu_matmul_bf16_packs();
+  packs = rt_cpu_dot_packs();
   for (int run = 0; exe && module && run < 2; run++) check_execute(line, module, exe, args, 3, 256);
-  CHECK_MSG(rt_cpu_matmul_bf16_packs() - packs == steps, "line %d: %lld packs after the weight changed", line,
-            (long long)(rt_cpu_matmul_bf16_packs() - packs));
+  CHECK_MSG(rt_cpu_dot_packs() - packs == steps, "line %d: %lld packs after the weight changed", line,
+            (long long)(rt_cpu_dot_packs() - packs));
+  rt_cpu_bf16_use_native(-1);
   for (int i = 0; module && i < 3; i++) rt_value_release(args[i]);
   if (exe) rt_backend_cpu.destroy(exe);
   hlo_module_free(module);
 }
 
 static void test_packed_weights(void) {
-  check_packed(__LINE__, false);
-  check_packed(__LINE__, true);
+  rt_cpu_bf16_use_native(-1);
+  bool has_bf16 = rt_cpu_bf16_native(); /* oneDNN's bf16 kernels where the processor has them */
+  for (int native = has_bf16 ? 1 : 0; native >= 0; native--) {
+    check_packed(__LINE__, false, native);
+    check_packed(__LINE__, true, native);
+  }
 }
 
 int main(void) {

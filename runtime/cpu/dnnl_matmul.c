@@ -5,7 +5,9 @@
  * them in f32: twice the products per instruction of f32. On other processors its bf16
  * kernels emulate them at less than f32's speed, so there dot.c widens the operands to f32
  * and runs its f32 path instead (rt_cpu_bf16_native decides), and a compile says so once
- * (rt_cpu_bf16_note).
+ * (rt_cpu_bf16_note). Where the bf16 instructions exist but do fewer multiply-adds per second
+ * than f32's (bf16_rate.c measures), products of many rows are widened too: only few rows,
+ * bound by reading the weight, gain from its bf16 bytes (rt_cpu_bf16_native_for).
  *
  * A primitive is made once per shape and kept for the process in a small table under a lock:
  * oneDNN's own cache would still build the descriptor and look it up on every call.
@@ -38,8 +40,18 @@ bool rt_cpu_bf16_native(void) {
   return on;
 }
 
+/* Set by rt_cpu_bf16_use_native(1): every bf16 product on oneDNN, whatever its rows. */
+static atomic_bool forced;
+
 void rt_cpu_bf16_use_native(int on) {
   atomic_store_explicit(&native, on < 0 ? -1 : on > 0, memory_order_relaxed);
+  atomic_store_explicit(&forced, on > 0, memory_order_relaxed);
+}
+
+bool rt_cpu_bf16_native_for(int64_t rows) {
+  if (!rt_cpu_bf16_native()) return false;
+  return atomic_load_explicit(&forced, memory_order_relaxed) || rows <= RT_CPU_BF16_FEW_ROWS ||
+         rt_cpu_bf16_arithmetic_pays();
 }
 
 static bool bf16_operands(const hlo_instr *instr) {
@@ -49,14 +61,21 @@ static bool bf16_operands(const hlo_instr *instr) {
 
 void rt_cpu_bf16_note(const hlo_comp *entry, const rt_compile_options *options) {
   static atomic_bool said;
-  if (!options || !options->log_compiles || rt_cpu_bf16_native() || atomic_load(&said)) return;
+  if (!options || !options->log_compiles || atomic_load(&said)) return;
+  bool widened = !rt_cpu_bf16_native(), slow = !widened && !rt_cpu_bf16_native_for(RT_CPU_BF16_FEW_ROWS + 1);
+  if (!widened && !slow) return;
   for (int i = 0; i < entry->instr_count; i++) {
     if (!bf16_operands(entry->instrs[i])) continue;
-    if (!atomic_exchange(&said, true))
+    if (!atomic_exchange(&said, true) && widened)
       fprintf(stderr,
               "latch: bf16 products run converted to f32: this processor has no bf16 instructions "
               "(oneDNN's instruction set: %s)\n",
               rt_cpu_dnnl_isa_name());
+    else if (slow)
+      fprintf(stderr,
+              "latch: bf16 products of more than %d rows run converted to f32: this processor's bf16 dot "
+              "products do fewer multiply-adds per second than its f32 ones\n",
+              RT_CPU_BF16_FEW_ROWS);
     return;
   }
 }
@@ -207,12 +226,7 @@ int64_t rt_cpu_matmul_bf16_packed_bytes(const rt_cpu_matmul *mm) {
   return bytes > (size_t)INT64_MAX ? 0 : (int64_t)bytes;
 }
 
-static _Atomic int64_t packs;
-
-int64_t rt_cpu_matmul_bf16_packs(void) { return atomic_load(&packs); }
-
 bool rt_cpu_matmul_bf16_pack(const rt_cpu_matmul *mm, void *packed) {
-  atomic_fetch_add(&packs, 1);
   matmul_key plain_key = key_of(mm);
   plain_key.b_any = false;
   dnnl_memory_desc_t to, from;

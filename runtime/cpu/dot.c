@@ -246,6 +246,7 @@ typedef struct dot_setup {
   int a_perm[HLO_MAX_RANK], b_perm[HLO_MAX_RANK];
   bool a_transposed, b_transposed, in_place;
   bool bf16; /* bf16 operands multiplied by oneDNN's matmul (dnnl_matmul.c), the result written in place */
+  bool b_widened; /* a bf16 rhs copied into f32 for the f32 path */
   hlo_dtype work, operand_work; /* the products' type; the operands' (bf16 for bf16, else work) */
   int64_t m, n, k, batch;
   int64_t k_blocks;                    /* k_blocks_for's */
@@ -257,7 +258,7 @@ typedef struct dot_setup {
 static bool bf16_on_dnnl(const hlo_instr *instr, const dot_setup *s) {
   const hlo_shape *lhs = &instr->operands[0]->shape, *rhs = &instr->operands[1]->shape;
   if (lhs->dtype != HLO_BF16 || rhs->dtype != HLO_BF16 || s->m * s->n * s->batch == 0 || s->k == 0 ||
-      !rt_cpu_bf16_native())
+      !rt_cpu_bf16_native_for(s->batch * s->m))
     return false;
   rt_cpu_matmul mm = {.batch = s->batch, .m = s->m, .n = s->n, .k = s->k, .a_transposed = s->a_transposed,
                       .b_transposed = s->b_transposed, .c_type = instr->shape.dtype};
@@ -306,6 +307,7 @@ static void dot_setup_for(const hlo_instr *instr, dot_setup *s) {
     s->a_at = at, at += rt_cpu_aligned(hlo_shape_elements(lhs) * operand_size);
   if (computes && rt_work_view_copies(rhs, s->b_perm, s->operand_work))
     s->b_at = at, at += rt_cpu_aligned(hlo_shape_elements(rhs) * operand_size);
+  s->b_widened = computes && !s->bf16 && rhs->dtype == HLO_BF16 && s->operand_work == HLO_F32;
   if (!s->in_place) s->c_at = at, at += rt_cpu_aligned(hlo_shape_elements(&instr->shape) * size);
   s->k_blocks = computes && !s->bf16 ? k_blocks_for(s->batch, s->m, s->n, s->k, s->b_transposed) : 0;
   if (s->k_blocks) s->partials_at = at, at += rt_cpu_aligned(s->k_blocks * s->n * size);
@@ -318,9 +320,14 @@ static void epilogue_items(void *ctx, int64_t begin, int64_t end) {
   e->run(e->ctx, begin, end);
 }
 
+static _Atomic int64_t packs;
+
+int64_t rt_cpu_dot_packs(void) { return atomic_load(&packs); }
+
 /* Whether a product of this setup may read its rhs prepacked: one matrix on oneDNN's bf16
- * matmul, the rhs in order as it is (no copy). */
-static bool packable(const dot_setup *s) { return s->bf16 && s->batch == 1 && !s->b_at; }
+ * matmul, the rhs in order as it is (no copy); or one matrix whose bf16 rhs is widened to f32
+ * for the f32 path (the widened copy kept instead of made on every call). */
+static bool packable(const dot_setup *s) { return s->batch == 1 && (s->bf16 ? !s->b_at : s->b_widened); }
 
 /* The bf16 product on oneDNN, into out, then the epilogue over the whole result; the rhs read
  * from packed, packed first when its stamp changed. */
@@ -333,6 +340,7 @@ static bool dot_bf16(const dot_setup *s, const rt_value *const *in, rt_value *ou
   if (packed && packable(s)) {
     if (!packed->stamp || *packed->slot != packed->stamp) {
       *packed->slot = 0;
+      atomic_fetch_add(&packs, 1);
       if (!rt_cpu_matmul_bf16_pack(&mm, packed->data)) return false;
       *packed->slot = packed->stamp;
     }
@@ -342,6 +350,16 @@ static bool dot_bf16(const dot_setup *s, const rt_value *const *in, rt_value *ou
   if (!rt_cpu_matmul_bf16(&mm)) return false;
   if (epilogue) rt_parallel_for(out->count, RT_CPU_GRAIN, epilogue_items, (void *)epilogue);
   return true;
+}
+
+/* The bf16 rhs widened to f32 in packed, widened again only when its stamp changed. */
+static const void *widened_rhs(const dot_setup *s, const rt_value *rhs, const rt_cpu_packed *packed) {
+  if (!packed->stamp || *packed->slot != packed->stamp) {
+    atomic_fetch_add(&packs, 1);
+    rt_work_view_into(rhs, s->b_perm, HLO_F32, packed->data);
+    *packed->slot = packed->stamp;
+  }
+  return packed->data;
 }
 
 bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in, rt_value *out,
@@ -362,7 +380,8 @@ bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in,
     if (epilogue) epilogue->run(epilogue->ctx, 0, s.m * s.n * s.batch);
   } else {
     const void *a = rt_work_view_into(in[0], s.a_perm, s.operand_work, s.a_at ? base + s.a_at : NULL);
-    const void *b = rt_work_view_into(in[1], s.b_perm, s.operand_work, s.b_at ? base + s.b_at : NULL);
+    const void *b = packed && packable(&s) ? widened_rhs(&s, in[1], packed)
+                                           : rt_work_view_into(in[1], s.b_perm, s.operand_work, s.b_at ? base + s.b_at : NULL);
     int64_t m = s.m, n = s.n, k = s.k;
     dot_job j = {.f64 = s.work == HLO_F64, .a = a, .b = b, .c = c, .m = m, .n = n, .k = k,
                  .blocks = (n + COL_BLOCK - 1) / COL_BLOCK, /* gemv's; split_grid sets the rest */
@@ -448,6 +467,7 @@ int64_t rt_cpu_dot_packed_bytes(const hlo_instr *instr) {
   dot_setup s;
   dot_setup_for(instr, &s);
   if (!packable(&s)) return 0;
+  if (!s.bf16) return rt_cpu_aligned(s.k * s.n * (int64_t)sizeof(float)); /* the widened rhs */
   rt_cpu_matmul mm = {.batch = s.batch, .m = s.m, .n = s.n, .k = s.k, .a_transposed = s.a_transposed,
                       .b_transposed = s.b_transposed, .c_type = instr->shape.dtype};
   return rt_cpu_matmul_bf16_packed_bytes(&mm);

@@ -109,6 +109,12 @@ typedef struct rt_cpu_matmul {
  * processor again. Process-wide; set it before compiling. */
 bool rt_cpu_bf16_native(void);
 void rt_cpu_bf16_use_native(int on);
+/* Whether a bf16 product of this many rows (its batch times m) runs on oneDNN's bf16 kernel:
+ * the processor has bf16 instructions, and the product has at most RT_CPU_BF16_FEW_ROWS rows
+ * (bound by reading its weight, which bf16 halves) or bf16 arithmetic pays here
+ * (rt_cpu_bf16_arithmetic_pays); always after rt_cpu_bf16_use_native(1). */
+enum { RT_CPU_BF16_FEW_ROWS = 16 };
+bool rt_cpu_bf16_native_for(int64_t rows);
 /* Makes (and keeps) the primitive for mm's shape: false when oneDNN offers none. */
 bool rt_cpu_matmul_bf16_ready(const rt_cpu_matmul *mm);
 /* Runs it on the runtime's threads; false when oneDNN failed. */
@@ -120,13 +126,15 @@ int64_t rt_cpu_matmul_bf16_packed_bytes(const rt_cpu_matmul *mm);
 /* Writes mm's plain b into packed (rt_cpu_matmul_bf16_packed_bytes of them); false when
  * oneDNN failed. */
 bool rt_cpu_matmul_bf16_pack(const rt_cpu_matmul *mm, void *packed);
-/* Weight packs made so far in this process (tests: once per weight version). */
-int64_t rt_cpu_matmul_bf16_packs(void);
 /* Products run so far in this process (tests: which path a graph took). */
 int64_t rt_cpu_matmul_bf16_runs(void);
 /* With options->log_compiles, says once per process on stderr that entry's bf16 products run
  * converted to f32, when the processor has no bf16 instructions and entry has such a product. */
 void rt_cpu_bf16_note(const hlo_comp *entry, const rt_compile_options *options);
+
+/* bf16_rate.c: whether this processor's bf16 dot-product instruction does more multiply-adds
+ * per second than its f32 FMA (measured once per process; false without avx512_bf16). */
+bool rt_cpu_bf16_arithmetic_pays(void);
 
 /* dot.c */
 rt_cpu_scratch_kernel rt_cpu_pick_dot_scratch(const hlo_instr *instr, int64_t *scratch_bytes);
@@ -144,8 +152,12 @@ typedef struct rt_cpu_packed {
 bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in, rt_value *out,
                               const rt_cpu_epilogue *epilogue, void *scratch, const rt_cpu_packed *packed);
 /* The bytes instr's rhs takes packed for its product (a bf16 matmul on oneDNN of one matrix,
- * whose kernel would pack the rhs on every call), or 0 when it runs as it is. */
+ * whose kernel would pack the rhs on every call; or a bf16 rhs widened to f32 for the f32
+ * path, which would copy it on every call), or 0 when it runs as it is. */
 int64_t rt_cpu_dot_packed_bytes(const hlo_instr *instr);
+/* Rhs packs (for oneDNN, or widened to f32) made so far in this process (tests: once per
+ * weight version). */
+int64_t rt_cpu_dot_packs(void);
 bool rt_cpu_is_dot_kernel(rt_cpu_scratch_kernel kernel);
 /* Whether f32 gemm runs on oneDNN's sgemm (the processor has AVX-512) rather than OpenBLAS;
  * test-only: rt_cpu_dot_use_dnnl picks, process-wide. */

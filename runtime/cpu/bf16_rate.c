@@ -1,0 +1,86 @@
+/* Whether bf16 arithmetic pays on this processor: its bf16 dot-product instruction
+ * (vdpbf16ps, avx512_bf16) does twice the multiply-adds of an f32 FMA per instruction, but
+ * processors issue it at different rates: where it issues at half the FMA's rate (measured on
+ * a Sapphire Rapids virtual machine without AMX: oneDNN's bf16 matmul ran at half its f32
+ * sgemm's speed), a product bound by arithmetic runs faster on its operands widened to f32,
+ * which gives the same products (a product of two bf16 values is exact in f32) summed in f32.
+ *
+ * The rule is measured once per process: a few hundred thousand instructions of each kind on
+ * independent accumulators, the best of five short runs each, taken back to back; bf16 pays
+ * when it does at least 1.25 times the f32 multiply-adds per second. The two rates are far
+ * apart on the processors measured (0.5x or 2x), so a busy machine does not flip the answer. */
+#include <stdatomic.h>
+#include <time.h>
+
+#include "kernel_internal.h"
+
+#if RT_CPU_X86_VARIANTS
+#include <immintrin.h>
+
+enum { ACCUMULATORS = 16, ROUNDS = 20000, TRIES = 5 };
+
+static double seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Multiply-adds per second of vdpbf16ps (32 per instruction). */
+__attribute__((target("avx512f,avx512bf16"))) static double bf16_rate(void) {
+  __m512 acc[ACCUMULATORS];
+  for (int i = 0; i < ACCUMULATORS; i++) acc[i] = _mm512_setzero_ps();
+  __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = a;
+  double start = seconds();
+  for (int r = 0; r < ROUNDS; r++) {
+    for (int i = 0; i < ACCUMULATORS; i++) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+    __asm__ volatile("" : "+v"(a));
+  }
+  double t = seconds() - start;
+  float sum = 0;
+  for (int i = 0; i < ACCUMULATORS; i++) sum += _mm512_reduce_add_ps(acc[i]);
+  __asm__ volatile("" : : "x"(sum));
+  return t > 0 ? (double)ROUNDS * ACCUMULATORS * 32 / t : 0;
+}
+
+/* Multiply-adds per second of vfmadd231ps on zmm (16 per instruction). */
+__attribute__((target("avx512f"))) static double f32_rate(void) {
+  __m512 acc[ACCUMULATORS];
+  for (int i = 0; i < ACCUMULATORS; i++) acc[i] = _mm512_setzero_ps();
+  __m512 a = _mm512_set1_ps(1.0f), b = a;
+  double start = seconds();
+  for (int r = 0; r < ROUNDS; r++) {
+    for (int i = 0; i < ACCUMULATORS; i++) acc[i] = _mm512_fmadd_ps(a, b, acc[i]);
+    __asm__ volatile("" : "+v"(a));
+  }
+  double t = seconds() - start;
+  float sum = 0;
+  for (int i = 0; i < ACCUMULATORS; i++) sum += _mm512_reduce_add_ps(acc[i]);
+  __asm__ volatile("" : : "x"(sum));
+  return t > 0 ? (double)ROUNDS * ACCUMULATORS * 16 / t : 0;
+}
+
+static bool measure(void) {
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bf16")) return false;
+  double bf16 = 0, f32 = 0;
+  for (int i = 0; i < TRIES; i++) {
+    double x = bf16_rate(), y = f32_rate();
+    if (x > bf16) bf16 = x;
+    if (y > f32) f32 = y;
+  }
+  return bf16 >= 1.25 * f32;
+}
+#else
+static bool measure(void) { return false; }
+#endif
+
+/* -1 until measured; then whether bf16 arithmetic pays. */
+static _Atomic int pays = -1;
+
+bool rt_cpu_bf16_arithmetic_pays(void) {
+  int on = atomic_load_explicit(&pays, memory_order_relaxed);
+  if (on < 0) {
+    on = measure();
+    atomic_store_explicit(&pays, on, memory_order_relaxed);
+  }
+  return on;
+}
