@@ -420,10 +420,14 @@ void rt_cpu_attention_run(const rt_cpu_attention *a, const rt_value *const *in, 
            .q_blocks = (a->sq + BQ - 1) / BQ, .on_dnnl = rt_cpu_dot_on_dnnl() && !a->on_blas};
   for (int k = 0; k < a->mask_count; k++) j.masks[k] = in[3 + k]->data;
   if (a->batch == 0 || a->sq == 0 || a->dv == 0) return;
-  /* an item is about rows * sk * (d + dv) multiply-adds; about a million make a task */
-  int64_t per_item = BQ * a->sk * (a->d + a->dv);
-  int64_t grain = per_item >= (1 << 20) ? 1 : (1 << 20) / per_item;
+  /* an item is about rows * sk * (d + dv) multiply-adds (rows: BQ, or all the queries when
+   * fewer, as in a decoder's step); about a million make a task */
+  int64_t per_item = (a->sq < BQ ? a->sq : BQ) * a->sk * (a->d + a->dv);
+  int64_t grain = per_item >= (1 << 20) ? 1 : (1 << 20) / (per_item ? per_item : 1);
   int team = j.on_dnnl ? rt_cpu_dnnl_team_begin() : 0; /* oneDNN's sgemm uses the caller's team */
+  /* work too small to share stays on this thread, its sgemm calls too: a team woken for a
+   * decoder step's one query row per head costs more than the row */
+  if (j.on_dnnl && a->batch * j.q_blocks <= grain) omp_set_num_threads(1);
   rt_parallel_for(a->batch * j.q_blocks, grain, items, &j);
   if (j.on_dnnl) omp_set_num_threads(team);
 }
