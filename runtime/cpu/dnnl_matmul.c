@@ -9,8 +9,12 @@
  * than f32's (bf16_rate.c measures), products of many rows are widened too: only few rows,
  * bound by reading the weight, gain from its bf16 bytes (rt_cpu_bf16_native_for).
  *
- * A primitive is made once per shape and kept for the process in a small table under a lock:
- * oneDNN's own cache would still build the descriptor and look it up on every call.
+ * The same primitive with f32 operands runs a batch of small f32 products as one call
+ * (rt_cpu_matmul_f32: dot.c's batched path, where its own loop made one sgemm per matrix).
+ *
+ * A primitive is made once per shape, operand type and OpenMP team and kept for the process
+ * in a small table under a lock: oneDNN's own cache would still build the descriptor and
+ * look it up on every call.
  *
  * Prepacked weights: oneDNN's bf16 kernels read b in a blocked layout of their own (pairs of
  * rows interleaved, in panels), and given a plain b they copy it into that layout on every
@@ -86,7 +90,8 @@ typedef struct matmul_key {
   int64_t batch, m, n, k;
   bool a_transposed, b_transposed;
   bool b_any; /* b in the layout oneDNN picks */
-  dnnl_data_type_t c_type;
+  dnnl_data_type_t ab_type, c_type;
+  int threads; /* the OpenMP team it is made for (oneDNN splits the work then) */
 } matmul_key;
 
 enum { KEPT_PRIMITIVES = 256 };
@@ -100,7 +105,7 @@ static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool same_key(const matmul_key *a, const matmul_key *b) {
   return a->batch == b->batch && a->m == b->m && a->n == b->n && a->k == b->k &&
          a->a_transposed == b->a_transposed && a->b_transposed == b->b_transposed && a->b_any == b->b_any &&
-         a->c_type == b->c_type;
+         a->ab_type == b->ab_type && a->c_type == b->c_type && a->threads == b->threads;
 }
 
 /* A [rows][cols] matrix of a batch (stored [cols][rows] when transposed) as a oneDNN layout:
@@ -115,7 +120,7 @@ static bool matrix_md(dnnl_memory_desc_t *md, int64_t batch, int64_t rows, int64
 
 /* b as the caller stores it: [k][n], or [n][k] when b_transposed. */
 static bool plain_b_md(const matmul_key *key, dnnl_memory_desc_t *md) {
-  return matrix_md(md, key->batch, key->k, key->n, key->b_transposed, dnnl_bf16);
+  return matrix_md(md, key->batch, key->k, key->n, key->b_transposed, key->ab_type);
 }
 
 static dnnl_primitive_t make_primitive(const matmul_key *key) {
@@ -127,10 +132,10 @@ static dnnl_primitive_t make_primitive(const matmul_key *key) {
   dnnl_primitive_desc_t pd = NULL;
   dnnl_primitive_t prim = NULL;
   /* A [m][k] or stored [k][m]; B [k][n] or stored [n][k], or in oneDNN's own layout */
-  bool b_ok = key->b_any ? dnnl_memory_desc_init_by_tag(&b_md, nd, b_dims + (3 - nd), dnnl_bf16,
+  bool b_ok = key->b_any ? dnnl_memory_desc_init_by_tag(&b_md, nd, b_dims + (3 - nd), key->ab_type,
                                                         dnnl_format_tag_any) == dnnl_success
                          : plain_b_md(key, &b_md);
-  bool ok = matrix_md(&a_md, batch, m, k, key->a_transposed, dnnl_bf16) && b_ok &&
+  bool ok = matrix_md(&a_md, batch, m, k, key->a_transposed, key->ab_type) && b_ok &&
             matrix_md(&c_md, batch, m, n, false, key->c_type) &&
             dnnl_matmul_desc_init(&desc, &a_md, &b_md, NULL, &c_md) == dnnl_success &&
             dnnl_primitive_desc_create(&pd, &desc, NULL, rt_cpu_dnnl_engine(), NULL) == dnnl_success;
@@ -165,8 +170,13 @@ static dnnl_memory_t user_memory(dnnl_primitive_t prim, dnnl_query_t what, const
 }
 
 static matmul_key key_of(const rt_cpu_matmul *mm) {
+#if defined(__SANITIZE_THREAD__)
+  int threads = 1;
+#else
+  int threads = rt_parallel_openmp_threads();
+#endif
   return (matmul_key){mm->batch, mm->m, mm->n, mm->k, mm->a_transposed, mm->b_transposed, mm->b_packed,
-                      mm->c_type == HLO_BF16 ? dnnl_bf16 : dnnl_f32};
+                      mm->f32 ? dnnl_f32 : dnnl_bf16, mm->c_type == HLO_BF16 ? dnnl_bf16 : dnnl_f32, threads};
 }
 
 bool rt_cpu_matmul_bf16_ready(const rt_cpu_matmul *mm) {
@@ -177,12 +187,28 @@ bool rt_cpu_matmul_bf16_ready(const rt_cpu_matmul *mm) {
   return prim != NULL;
 }
 
-static _Atomic int64_t runs;
+static _Atomic int64_t runs, f32_runs;
 
 int64_t rt_cpu_matmul_bf16_runs(void) { return atomic_load(&runs); }
 
+int64_t rt_cpu_matmul_f32_runs(void) { return atomic_load(&f32_runs); }
+
+static bool execute(const rt_cpu_matmul *mm);
+
 bool rt_cpu_matmul_bf16(const rt_cpu_matmul *mm) {
   atomic_fetch_add(&runs, 1);
+  return execute(mm);
+}
+
+bool rt_cpu_matmul_f32(const rt_cpu_matmul *mm) {
+  atomic_fetch_add(&f32_runs, 1);
+  rt_cpu_matmul f32 = *mm;
+  f32.f32 = true;
+  f32.b_packed = false;
+  return execute(&f32);
+}
+
+static bool execute(const rt_cpu_matmul *mm) {
   matmul_key key = key_of(mm);
   bool owned;
   dnnl_primitive_t prim = primitive_for(&key, &owned);

@@ -8,10 +8,13 @@
  * is one sgemm/dgemm call and one item of the parallel loop, with the library itself
  * single-threaded inside the loop, so large products use every core and small ones stay on
  * the caller's thread. On a processor with AVX-512, f32 products go to oneDNN's sgemm,
- * which uses it (OpenBLAS is held to its AVX2 kernels on these machines by
- * OPENBLAS_CORETYPE, half the width); with AVX2 alone they stay on OpenBLAS, which is as
- * fast at large sizes and faster at few rows (alexnet's classifier at batch 8: 185 against
- * 243 ms a step). f64 products and the gemv paths stay on OpenBLAS. A single-row product (batch-1 Linear layers) goes to gemv instead: gemm
+ * which uses it (OpenBLAS's own choice of kernels on such a processor may be narrower, down
+ * to SSE3 where it does not know the model); with AVX2 alone they stay on OpenBLAS, which
+ * is as fast at large sizes and faster at few rows (alexnet's classifier at batch 8: 185
+ * against 243 ms a step). f64 products stay on OpenBLAS. A batch of small f32 matrices is one
+ * call of oneDNN's matmul instead (batched_on_dnnl). A single-row product (batch-1 Linear
+ * layers) goes to gemv instead (OpenBLAS's sgemv, or oneDNN's sgemm with one row, which
+ * takes its gemv kernels: 1.25-2x OpenBLAS's sgemv where OpenBLAS ran SSE3): gemm
  * would pack the whole weight matrix first, for one row of arithmetic, so the weights would
  * cross memory three times instead of once. gemv's items must read the weights in long
  * runs: a [n][k] matrix is split into blocks of rows (output columns), a large [k][n] one
@@ -81,6 +84,9 @@ static void gemv_items(const dot_job *j, int64_t begin, int64_t end) {
     if (j->f64)
       cblas_dgemv(CblasRowMajor, tb, rows, width, 1.0, (const double *)j->b + b_at, ld, (const double *)j->a + a_at, 1,
                   0.0, (double *)j->c + c_at, 1);
+    else if (j->on_dnnl) /* one row by [k][cols] (or [cols][k] transposed) */
+      dnnl_sgemm('N', j->b_transposed ? 'T' : 'N', 1, cols, j->k, 1.0f, (const float *)j->a + a_at, j->k,
+                 (const float *)j->b + b_at, ld, 0.0f, (float *)j->c + c_at, cols);
     else
       cblas_sgemv(CblasRowMajor, tb, rows, width, 1.0f, (const float *)j->b + b_at, ld, (const float *)j->a + a_at, 1,
                   0.0f, (float *)j->c + c_at, 1);
@@ -97,6 +103,9 @@ static void k_block_items(void *ctx, int64_t begin, int64_t end) {
     if (j->f64)
       cblas_dgemv(CblasRowMajor, CblasTrans, (int)(k1 - k0), (int)j->n, 1.0, (const double *)j->b + k0 * j->n,
                   (int)j->n, (const double *)j->a + k0, 1, 0.0, (double *)j->partials + block * j->n, 1);
+    else if (j->on_dnnl)
+      dnnl_sgemm('N', 'N', 1, j->n, k1 - k0, 1.0f, (const float *)j->a + k0, k1 - k0, (const float *)j->b + k0 * j->n,
+                 j->n, 0.0f, (float *)j->partials + block * j->n, j->n);
     else
       cblas_sgemv(CblasRowMajor, CblasTrans, (int)(k1 - k0), (int)j->n, 1.0f, (const float *)j->b + k0 * j->n,
                   (int)j->n, (const float *)j->a + k0, 1, 0.0f, (float *)j->partials + block * j->n, 1);
@@ -314,6 +323,36 @@ static void dot_setup_for(const hlo_instr *instr, dot_setup *s) {
   s->bytes = at > 64 ? at : 0; /* nothing to copy or store: no scratch at all */
 }
 
+/* 2 to RT_CPU_DOT_ROWS rows of f32 against a matrix stored [n][k]: dot_rows.c, which reads
+ * it once. */
+static bool few_rows(const dot_setup *s) {
+  return s->work != HLO_F64 && s->m >= 2 && s->m <= RT_CPU_DOT_ROWS && s->b_transposed && !s->a_transposed;
+}
+
+/* Whether an f32 batch of products goes to oneDNN's matmul as one call: -1 the rule below,
+ * else forced (rt_cpu_dot_use_batched). */
+static _Atomic int batched_forced = -1;
+
+void rt_cpu_dot_use_batched(int on) { atomic_store_explicit(&batched_forced, on < 0 ? -1 : on > 0, memory_order_relaxed); }
+
+/* A batch of f32 matrices on the gemm path (not one row, not a few rows against [n][k],
+ * not split sums), with f32 gemm on oneDNN, each matrix under BATCHED_MOST multiply-adds:
+ * one matmul call, oneDNN splitting the batch over the team itself, where dot_items makes
+ * one sgemm per matrix (or block of one). Measured on 2 threads with AVX-512, one call
+ * against the loop: 9 x 64 by 64 x 200 matrices, 12 of them, 0.08x the time; 16 x 16 x 16,
+ * 24 of them, 0.35-0.45x; attention-sized ones (12 heads of 128 or 197 positions by 64)
+ * 0.75-0.9x. Each matrix of 512 x 512 x 64 (16M multiply-adds) took 1.1-1.3x as long in
+ * one call as in the loop, which splits a large matrix into blocks that pack least. */
+enum { BATCHED_MOST = 1 << 22 };
+static bool batched_on_dnnl(const hlo_instr *instr, const dot_setup *s) {
+  if (s->work != HLO_F32 || s->operand_work != HLO_F32 || s->bf16 || s->batch < 2 || s->m < 2 || few_rows(s) ||
+      s->k_blocks || s->k == 0 || !product_on_dnnl(instr))
+    return false;
+  int forced = atomic_load_explicit(&batched_forced, memory_order_relaxed);
+  if (forced >= 0) return forced;
+  return s->m * s->n * s->k < BATCHED_MOST;
+}
+
 /* Runs an epilogue over [begin, end) of the output: rt_parallel_for's items. */
 static void epilogue_items(void *ctx, int64_t begin, int64_t end) {
   const rt_cpu_epilogue *e = ctx;
@@ -362,6 +401,56 @@ static const void *widened_rhs(const dot_setup *s, const rt_value *rhs, const rt
   return packed->data;
 }
 
+/* The batch as one oneDNN matmul, then the epilogue over the whole result; false when
+ * oneDNN made no primitive or failed (the caller's loop computes it instead). */
+static bool dot_batched(const dot_setup *s, const void *a, const void *b, float *c, const rt_cpu_epilogue *epilogue) {
+  rt_cpu_matmul mm = {.batch = s->batch, .m = s->m, .n = s->n, .k = s->k, .a_transposed = s->a_transposed,
+                      .b_transposed = s->b_transposed, .c_type = HLO_F32, .a = a, .b = b, .c = c};
+  if (!rt_cpu_matmul_f32(&mm)) return false;
+  if (epilogue) rt_parallel_for(s->batch * s->m * s->n, RT_CPU_GRAIN, epilogue_items, (void *)epilogue);
+  return true;
+}
+
+/* c = a x b for k > 0 and a non-empty result, a and b in the orders s says, the epilogue
+ * (when c is the output) over what is computed. */
+static void dot_products(const hlo_instr *instr, const dot_setup *s, const void *a, const void *b, void *c,
+                         const rt_cpu_epilogue *epilogue, char *base) {
+  int64_t m = s->m, n = s->n, k = s->k;
+  dot_job j = {.f64 = s->work == HLO_F64, .a = a, .b = b, .c = c, .m = m, .n = n, .k = k,
+               .blocks = (n + COL_BLOCK - 1) / COL_BLOCK, /* gemv's; split_grid sets the rest */
+               .a_transposed = s->a_transposed, .b_transposed = s->b_transposed, .on_dnnl = product_on_dnnl(instr),
+               .epilogue = epilogue};
+  if (s->k_blocks) {
+    j.k_blocks = s->k_blocks;
+    j.partials = base + s->partials_at;
+    /* each block one oneDNN call on the thread running it, never a team of its own */
+    int team = j.on_dnnl ? omp_get_max_threads() : 0;
+    if (j.on_dnnl) omp_set_num_threads(1);
+    rt_parallel_for(s->k_blocks, 1, k_block_items, &j);
+    if (j.on_dnnl) omp_set_num_threads(team);
+    rt_parallel_for(n, 4096, k_block_sums, &j);
+    return;
+  }
+  j.few_rows = few_rows(s);
+  if (batched_on_dnnl(instr, s) && dot_batched(s, a, b, c, epilogue)) return;
+  if (j.few_rows) j.blocks = (n + ROWS_COL_BLOCK - 1) / ROWS_COL_BLOCK;
+  else if (m > 1) split_grid(&j, s->batch);
+  /* an item is at most row_height * col_width * k multiply-adds (COL_BLOCK * k for
+   * gemv, m * ROWS_COL_BLOCK * k for few rows); about a million make a task */
+  int64_t per_item = m == 1       ? (n < COL_BLOCK ? n : COL_BLOCK) * k
+                     : j.few_rows ? m * (n < ROWS_COL_BLOCK ? n : ROWS_COL_BLOCK) * k
+                                  : j.row_height * j.col_width * k;
+  int64_t grain = per_item >= (1 << 20) ? 1 : (1 << 20) / (per_item ? per_item : 1);
+  /* oneDNN's sgemm on an item run on this thread uses the caller's team; a product too
+   * small to split (under about a million multiply-adds) keeps to this thread: a team
+   * woken for it costs more than the product, and far more on a busy machine, where
+   * the woken thread waits for a core (an LSTM's step took 30x longer) */
+  int team = j.on_dnnl ? rt_cpu_dnnl_team_begin() : 0;
+  if (j.on_dnnl && s->batch * j.blocks <= grain) omp_set_num_threads(1);
+  rt_parallel_for(s->batch * j.blocks, grain, dot_items, &j);
+  if (j.on_dnnl) omp_set_num_threads(team);
+}
+
 bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in, rt_value *out,
                               const rt_cpu_epilogue *epilogue, void *scratch, const rt_cpu_packed *packed) {
   dot_setup s;
@@ -382,35 +471,7 @@ bool rt_cpu_dot_with_epilogue(const hlo_instr *instr, const rt_value *const *in,
     const void *a = rt_work_view_into(in[0], s.a_perm, s.operand_work, s.a_at ? base + s.a_at : NULL);
     const void *b = packed && packable(&s) ? widened_rhs(&s, in[1], packed)
                                            : rt_work_view_into(in[1], s.b_perm, s.operand_work, s.b_at ? base + s.b_at : NULL);
-    int64_t m = s.m, n = s.n, k = s.k;
-    dot_job j = {.f64 = s.work == HLO_F64, .a = a, .b = b, .c = c, .m = m, .n = n, .k = k,
-                 .blocks = (n + COL_BLOCK - 1) / COL_BLOCK, /* gemv's; split_grid sets the rest */
-                 .a_transposed = s.a_transposed, .b_transposed = s.b_transposed, .on_dnnl = product_on_dnnl(instr),
-                 .epilogue = epilogue};
-    if (s.k_blocks) {
-      j.k_blocks = s.k_blocks;
-      j.partials = base + s.partials_at;
-      rt_parallel_for(s.k_blocks, 1, k_block_items, &j);
-      rt_parallel_for(n, 4096, k_block_sums, &j);
-    } else {
-      j.few_rows = !j.f64 && m >= 2 && m <= RT_CPU_DOT_ROWS && s.b_transposed && !s.a_transposed;
-      if (j.few_rows) j.blocks = (n + ROWS_COL_BLOCK - 1) / ROWS_COL_BLOCK;
-      else if (m > 1) split_grid(&j, s.batch);
-      /* an item is at most row_height * col_width * k multiply-adds (COL_BLOCK * k for
-       * gemv, m * ROWS_COL_BLOCK * k for few rows); about a million make a task */
-      int64_t per_item = m == 1       ? (n < COL_BLOCK ? n : COL_BLOCK) * k
-                         : j.few_rows ? m * (n < ROWS_COL_BLOCK ? n : ROWS_COL_BLOCK) * k
-                                      : j.row_height * j.col_width * k;
-      int64_t grain = per_item >= (1 << 20) ? 1 : (1 << 20) / (per_item ? per_item : 1);
-      /* oneDNN's sgemm on an item run on this thread uses the caller's team; a product too
-       * small to split (under about a million multiply-adds) keeps to this thread: a team
-       * woken for it costs more than the product, and far more on a busy machine, where
-       * the woken thread waits for a core (an LSTM's step took 30x longer) */
-      int team = j.on_dnnl ? rt_cpu_dnnl_team_begin() : 0;
-      if (j.on_dnnl && s.batch * j.blocks <= grain) omp_set_num_threads(1);
-      rt_parallel_for(s.batch * j.blocks, grain, dot_items, &j);
-      if (j.on_dnnl) omp_set_num_threads(team);
-    }
+    dot_products(instr, &s, a, b, c, epilogue, base);
   }
   if (!s.in_place) {
     int identity[HLO_MAX_RANK];
@@ -454,12 +515,11 @@ rt_cpu_scratch_kernel rt_cpu_pick_dot_scratch(const hlo_instr *instr, int64_t *s
   return dot_run;
 }
 
-bool rt_cpu_dot_gemm_on_dnnl(const hlo_instr *instr) {
+bool rt_cpu_dot_product_on_dnnl(const hlo_instr *instr) {
   if (!rt_cpu_dot_on_dnnl() || !supported(instr) || instr->shape.dtype != HLO_F32) return false;
   dot_setup s;
   dot_setup_for(instr, &s);
-  bool few_rows = s.m >= 2 && s.m <= RT_CPU_DOT_ROWS && s.b_transposed && !s.a_transposed;
-  return s.work == HLO_F32 && s.m * s.n * s.batch != 0 && s.k != 0 && !s.k_blocks && s.m > 1 && !few_rows;
+  return s.work == HLO_F32 && !s.bf16 && s.m * s.n * s.batch != 0 && s.k != 0 && !few_rows(&s);
 }
 
 int64_t rt_cpu_dot_packed_bytes(const hlo_instr *instr) {

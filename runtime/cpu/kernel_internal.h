@@ -92,14 +92,15 @@ rt_cpu_scratch_kernel rt_cpu_pick_conv_scratch(const hlo_instr *instr, int64_t *
  * product's gemm on OpenBLAS (dot.c), a oneDNN step that scans every input (dnnl_conv.c). */
 #define RT_CPU_ON_BLAS "latch_product_on_blas"
 #define RT_CPU_SCAN_INPUTS "latch_scan_inputs"
-/* dnnl_matmul.c: bf16 products on oneDNN. A batch of products c[b] = a[b] x b[b], a [m][k]
- * (stored [k][m] when a_transposed), b [k][n] (stored [n][k] when b_transposed), both bf16,
- * c row-major [batch][m][n] of c_type (f32 or bf16), summed in f32. */
+/* dnnl_matmul.c: products on oneDNN's matmul. A batch of products c[b] = a[b] x b[b], a [m][k]
+ * (stored [k][m] when a_transposed), b [k][n] (stored [n][k] when b_transposed), both bf16
+ * (c row-major [batch][m][n] of c_type, f32 or bf16, summed in f32) or both f32 (c f32). */
 typedef struct rt_cpu_matmul {
   int64_t batch, m, n, k;
   bool a_transposed, b_transposed;
   /* b is in the layout oneDNN's kernel reads (rt_cpu_matmul_bf16_pack made it), not plain */
   bool b_packed;
+  bool f32; /* f32 operands (set by rt_cpu_matmul_f32), else bf16 */
   hlo_dtype c_type;
   const void *a, *b;
   void *c;
@@ -128,6 +129,9 @@ int64_t rt_cpu_matmul_bf16_packed_bytes(const rt_cpu_matmul *mm);
 bool rt_cpu_matmul_bf16_pack(const rt_cpu_matmul *mm, void *packed);
 /* Products run so far in this process (tests: which path a graph took). */
 int64_t rt_cpu_matmul_bf16_runs(void);
+/* The same for f32 operands and result (c_type HLO_F32). */
+bool rt_cpu_matmul_f32(const rt_cpu_matmul *mm);
+int64_t rt_cpu_matmul_f32_runs(void);
 /* With options->log_compiles, says once per process on stderr that entry's bf16 products run
  * converted to f32, when the processor has no bf16 instructions and entry has such a product. */
 void rt_cpu_bf16_note(const hlo_comp *entry, const rt_compile_options *options);
@@ -163,10 +167,14 @@ bool rt_cpu_is_dot_kernel(rt_cpu_scratch_kernel kernel);
  * test-only: rt_cpu_dot_use_dnnl picks, process-wide. */
 bool rt_cpu_dot_on_dnnl(void);
 void rt_cpu_dot_use_dnnl(bool on);
-/* Whether instr is a product whose gemm would run on oneDNN (f32, the gemm path, not gemv,
- * few rows or split sums, on a processor where rt_cpu_dot_on_dnnl): what the
- * onednn_product choice is asked about. */
-bool rt_cpu_dot_gemm_on_dnnl(const hlo_instr *instr);
+/* Whether instr is a product that would run on oneDNN's sgemm (f32, not few rows, on a
+ * processor where rt_cpu_dot_on_dnnl; single rows and split sums included, one row by a
+ * matrix each call): what the onednn_product choice is asked about. */
+bool rt_cpu_dot_product_on_dnnl(const hlo_instr *instr);
+/* Whether an f32 batch of products (batch > 1, m > 1, the gemm path on oneDNN) runs as one
+ * call of oneDNN's matmul rather than one sgemm per matrix; test-only: rt_cpu_dot_use_batched
+ * forces it (1) or the per-matrix loop (0), -1 restores the measured rule. Process-wide. */
+void rt_cpu_dot_use_batched(int on);
 
 /* dot_rows.c: c[r][j] = sum over t of a[r][t] * b[j][t], for r < m and col0 <= j < col1: a
  * few rows (a is [m][k]) against a matrix stored [n][k], which is read once; c is [m][n].

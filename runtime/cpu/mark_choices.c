@@ -2,8 +2,9 @@
  * hlo_choice once per instruction at compile time and kept as a raw attribute on the
  * instruction when refused, so the serialized module carries the answer to a loaded
  * executable and `latch bisect` can name each (LATCH_CHOICES, LATCH_AVOID):
- *   onednn_product  an f32 product on the gemm path runs through oneDNN's sgemm (a processor
- *                   with AVX-512) rather than OpenBLAS; refused: OpenBLAS (RT_CPU_ON_BLAS)
+ *   onednn_product  an f32 product (not dot_rows.c's few rows) runs through oneDNN's sgemm
+ *                   (a processor with AVX-512) rather than OpenBLAS's sgemm or sgemv;
+ *                   refused: OpenBLAS (RT_CPU_ON_BLAS)
  *   known_finite    a oneDNN convolution or concatenation trusts what earlier steps of the
  *                   run found finite and skips scanning those inputs for inf and NaN;
  *                   refused: it scans every input (RT_CPU_SCAN_INPUTS) */
@@ -28,7 +29,7 @@ void rt_cpu_mark_choices(hlo_module *module) {
   hlo_comp *entry = module->entry;
   for (int i = 0; i < entry->instr_count; i++) {
     hlo_instr *x = entry->instrs[i];
-    if (rt_cpu_dot_gemm_on_dnnl(x) && !hlo_choice("onednn_product", x->name)) mark(module, x, RT_CPU_ON_BLAS, "1");
+    if (rt_cpu_dot_product_on_dnnl(x) && !hlo_choice("onednn_product", x->name)) mark(module, x, RT_CPU_ON_BLAS, "1");
     bool finite_shortcut = (x->opcode == HLO_OP_CONVOLUTION && rt_cpu_dnnl_conv_supported(x)) ||
                            (x->opcode == HLO_OP_CONCATENATE && rt_cpu_dnnl_concat_supported(x));
     if (finite_shortcut && !hlo_choice("known_finite", x->name)) mark(module, x, RT_CPU_SCAN_INPUTS, "1");
