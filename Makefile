@@ -242,6 +242,13 @@ check-torch: all
 check-torch-zoo: all
 	PYTHONPATH=$(abspath $(BUILD)/python) $(PYTHON) bench/check_torch_zoo.py $(ZOO_ARGS)
 
+# `make train-torch`: training steps (forward, loss, backward, SGD) of resnet18 at 64x64, a
+# 2-layer nn.TransformerEncoder and an MLP through latch.torch.compile against eager PyTorch
+# in a process of its own, parameters compared after the steps (opt-in: slow;
+# docs/pytorch-training.md). TRAIN_ARGS passes options on, e.g. TRAIN_ARGS="--whole --steps 20".
+train-torch: all
+	PYTHONPATH=$(abspath $(BUILD)/python) $(PYTHON) bench/train_torch.py $(TRAIN_ARGS)
+
 # `make compare-torch`: latch's trace-once times against PyTorch eager on the same models,
 # batch sizes, input sizes and thread count; opt-in like check-torch.
 # COMPARE_ARGS passes options on, e.g. COMPARE_ARGS="--batch 1 --repeat 10 --json out.json".
@@ -266,7 +273,7 @@ compare-ort-transformers: all $(ORT_DIR)/node_modules/onnxruntime-node/package.j
 	/usr/bin/python3 bench/compare_ort.py --latch $(BUILD)/latch --ort $(ORT_DIR)/node_modules/onnxruntime-node \
 	  --onnx-dir $(BUILD)/onnx --suite transformers,generate $(COMPARE_ARGS)
 
-.PHONY: python install-python python-sanitize all test sanitize tsan test-threads clean install check-torch check-torch-zoo compare-torch compare-ort compare-ort-transformers bench-function bench-allreduce minify-mobilenet soak \
+.PHONY: python install-python python-sanitize all test sanitize tsan test-threads clean install check-torch check-torch-zoo train-torch compare-torch compare-ort compare-ort-transformers bench-function bench-allreduce minify-mobilenet soak \
 	minify-pairs minify-scale bisect-generated
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 

@@ -10,6 +10,9 @@
  *   when the free dims keep their order (so the result is laid out the same): the dot
  *   kernel reads either operand order, while a big transpose is a strided, cache-hostile
  *   copy (a Linear layer's weight, x @ W^T, was most of vgg16's step)
+ *   convolution(transpose(x), w) or convolution(x, transpose(w)) -> the transpose folded into
+ *   the dimension numbers (a weights gradient reads the forward's source with its batch and
+ *   features swapped, and the result's gradient so too)
  *   pad with no padding -> the operand; reduce-window (maximum, minimum or add) of a pad
  *   whose value is the window's init -> the window's own padding (XLA pads a window with its
  *   init), so no padded copy is made: torchvision's ceil-mode max pools lower to both
@@ -164,6 +167,36 @@ static bool fold_dot_transpose(hlo_instr *instr, int k) {
   return true;
 }
 
+/* Folds a transposed operand k of a convolution into its dimension numbers: dim d of
+ * transpose(x, perm) is dim perm[d] of x, so each of the operand's labels moves to perm of
+ * it. The result is unchanged (its labels are the convolution's own); kernels read any
+ * labels, by strides. */
+static bool fold_conv_transpose(hlo_instr *instr, int k) {
+  hlo_instr *t = instr->operands[k];
+  if (t->opcode != HLO_OP_TRANSPOSE || t->operand_count != 1 || !instr->conv) return false;
+  const hlo_instr *x = t->operands[0];
+  if (!hlo_shape_is_array(&x->shape) || !hlo_shape_is_default_layout(&x->shape) ||
+      !hlo_shape_is_default_layout(&t->shape) || hlo_shape_is_dynamic(&x->shape) ||
+      hlo_shape_is_dynamic(&t->shape) || t->dimensions.count != t->shape.rank ||
+      instr->conv->spatial_count + 2 != t->shape.rank)
+    return false;
+  const int64_t *perm = t->dimensions.values;
+  hlo_conv_dims *folded = hlo_arena_memdup(&instr->parent->module->arena, instr->conv, sizeof *folded);
+  if (!folded) return false; /* out of memory: not folding is still correct */
+  if (k == 0) {
+    folded->input_batch = perm[folded->input_batch];
+    folded->input_feature = perm[folded->input_feature];
+    for (int i = 0; i < folded->spatial_count; i++) folded->input_spatial[i] = perm[folded->input_spatial[i]];
+  } else {
+    folded->kernel_input_feature = perm[folded->kernel_input_feature];
+    folded->kernel_output_feature = perm[folded->kernel_output_feature];
+    for (int i = 0; i < folded->spatial_count; i++) folded->kernel_spatial[i] = perm[folded->kernel_spatial[i]];
+  }
+  instr->conv = folded;
+  instr->operands[k] = t->operands[0];
+  return true;
+}
+
 bool hlo_transpose_is_bitcast(const hlo_instr *t) {
   if (t->opcode != HLO_OP_TRANSPOSE || t->operand_count != 1) return false;
   const hlo_shape *in = &t->operands[0]->shape;
@@ -278,6 +311,12 @@ static hlo_instr *simplify(hlo_instr *instr, bool *changed) {
     case HLO_OP_DOT:
       if (instr->operand_count == 2) {
         bool lhs = fold_dot_transpose(instr, 0), rhs = fold_dot_transpose(instr, 1);
+        *changed = *changed || lhs || rhs;
+      }
+      return NULL;
+    case HLO_OP_CONVOLUTION:
+      if (instr->operand_count == 2) {
+        bool lhs = fold_conv_transpose(instr, 0), rhs = fold_conv_transpose(instr, 1);
         *changed = *changed || lhs || rhs;
       }
       return NULL;

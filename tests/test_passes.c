@@ -187,6 +187,34 @@ static void test_dot_transpose(void) {
   }
 }
 
+/* Transposed convolution operands are folded into the dimension numbers (a weights
+ * gradient: the source and the result's gradient with batch and features swapped): the
+ * transposes go, the labels name the dims of the operands as they are; the values stay the
+ * same bits (check_same evaluates both). */
+static void test_conv_transpose(void) {
+  const char *text = "HloModule m\nENTRY e {\n x = f32[2,3,4,4] parameter(0)\n g = f32[2,5,4,4] parameter(1)\n"
+                     " xt = f32[3,2,4,4] transpose(x), dimensions={1,0,2,3}\n"
+                     " gt = f32[5,2,4,4] transpose(g), dimensions={1,0,2,3}\n"
+                     " ROOT c = f32[3,5,3,3] convolution(xt, gt), window={size=4x4 pad=1_1x1_1}, "
+                     "dim_labels=bf01_oi01->bf01\n}\n";
+  double xv[96], gv[160];
+  for (int i = 0; i < 96; i++) xv[i] = (i * 7 % 13) - 6;
+  for (int i = 0; i < 160; i++) gv[i] = (i * 5 % 11) - 5;
+  rt_value *args[] = {make_value(HLO_F32, 4, (int64_t[]){2, 3, 4, 4}, xv),
+                      make_value(HLO_F32, 4, (int64_t[]){2, 5, 4, 4}, gv)};
+  int n = 0;
+  hlo_module *m = check_same(text, hlo_pass_run_all, args, 2, &n);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_TRANSPOSE), 0);
+  const hlo_instr *c = m->entry->root;
+  CHECK(c->opcode == HLO_OP_CONVOLUTION && c->operands[0]->opcode == HLO_OP_PARAMETER &&
+        c->operands[1]->opcode == HLO_OP_PARAMETER);
+  CHECK(c->conv->input_batch == 1 && c->conv->input_feature == 0 && c->conv->kernel_output_feature == 1 &&
+        c->conv->kernel_input_feature == 0 && c->conv->input_spatial[1] == 3 && c->conv->kernel_spatial[0] == 2);
+  hlo_module_free(m);
+  rt_value_release(args[0]);
+  rt_value_release(args[1]);
+}
+
 /* Calls are inlined, nested ones too (inner is inlined into outer first, then outer into
  * the entry), with parameters mapped by number (outer takes (b, a) and computes
  * inner(a, b) * a = (a - b) * a); values stay bit-identical: -((x - y) * x) = 3, -6, -7.5. */
@@ -297,6 +325,7 @@ int main(void) {
   RUN(test_simplify);
   RUN(test_fold);
   RUN(test_dot_transpose);
+  RUN(test_conv_transpose);
   RUN(test_bitcast_transpose);
   RUN(test_inline_calls);
   RUN(test_layout_kept);

@@ -261,7 +261,10 @@ def test_transformer_encoder_layer_without_dropout():
     lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9),
     lambda ps: torch.optim.Adam(ps, lr=0.01),
     lambda ps: torch.optim.AdamW(ps, lr=0.01, weight_decay=0.1),
-], ids=["sgd_momentum", "adam", "adamw"])
+    lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, foreach=True),
+    lambda ps: torch.optim.Adam(ps, lr=0.01, foreach=True),
+    lambda ps: torch.optim.AdamW(ps, lr=0.01, weight_decay=0.1, foreach=True),
+], ids=["sgd_momentum", "adam", "adamw", "sgd_foreach", "adam_foreach", "adamw_foreach"])
 def test_ten_optimizer_steps_match_eager(make_opt):
     torch.manual_seed(0)
     # no bias before the batch norm: its gradient would be rounding noise, which Adam's
@@ -282,12 +285,13 @@ def test_ten_optimizer_steps_match_eager(make_opt):
     assert c.eager_reason is None
 
 
-@pytest.mark.parametrize("kernel,padding,size", [(3, 1, 8), (3, 1, 9), (1, 0, 8), (7, 3, 16)])
-def test_strided_convolution_gradients(kernel, padding, size):
-    """Stride 2: the input's gradient too (an even size leaves a row only the last window's
-    high side reaches)."""
+@pytest.mark.parametrize("kernel,stride,padding,size", [(3, 2, 1, 8), (3, 2, 1, 9), (1, 2, 0, 8), (7, 2, 3, 16),
+                                                         (3, 3, 1, 10), (2, 3, 0, 11)])
+def test_strided_convolution_gradients(kernel, stride, padding, size, capfd):
+    """The input's gradient too (an even size leaves a row only the last window's high side
+    reaches; a kernel smaller than its stride leaves rows no window reads at zero)."""
     torch.manual_seed(0)
-    m = nn.Conv2d(3, 4, kernel, 2, padding)
+    m = nn.Conv2d(3, 4, kernel, stride, padding)
     twin, c = twins(m)
     x = torch.randn(2, 3, size, size)
     x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
@@ -296,6 +300,25 @@ def test_strided_convolution_gradients(kernel, padding, size):
     (c(x2) * weights).sum().backward()
     close(x2.grad, x1.grad)
     grads_close(m, twin)
+    assert "runs in PyTorch" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("kernel,stride,padding,size", [(3, 2, 1, 8), (3, 2, 1, 9), (2, 2, 0, 7), (3, 1, 1, 6),
+                                                         (1, 2, 0, 7), (3, 3, 1, 10)])
+def test_max_pool_gradients(kernel, stride, padding, size, capfd):
+    """Each gradient to its window's maximum, overlapping windows adding up; a kernel smaller
+    than its stride leaves rows no window reads at zero. Then ties (a constant map): the first
+    maximum of each window in row-major order takes it, as PyTorch's CPU kernel does."""
+    torch.manual_seed(0)
+    m = nn.MaxPool2d(kernel, stride, padding)
+    for x in (torch.randn(2, 3, size, size), torch.ones(1, 2, size, size)):
+        c = lt.compile(m)
+        x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
+        weights = torch.randn(m(x).shape)
+        (m(x1) * weights).sum().backward()
+        (c(x2) * weights).sum().backward()
+        close(x2.grad, x1.grad)
+    assert "runs in PyTorch" not in capfd.readouterr().err
 
 
 def test_lowering_refusal_at_the_trace_runs_that_graph_in_pytorch(capfd):

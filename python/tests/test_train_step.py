@@ -18,6 +18,10 @@ OPTIMIZERS = {
     "adam": lambda p: torch.optim.Adam(p, lr=0.01, weight_decay=0.01),
     "adamw": lambda p: torch.optim.AdamW(p, lr=0.01),
     "adamw-amsgrad": lambda p: torch.optim.AdamW(p, lr=0.01, amsgrad=True),
+    # torch.optim's multi-tensor implementations (torch._foreach_* ops) on the eager side
+    "sgd-foreach": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=0.01, foreach=True),
+    "adam-foreach": lambda p: torch.optim.Adam(p, lr=0.01, weight_decay=0.01, foreach=True),
+    "adamw-foreach": lambda p: torch.optim.AdamW(p, lr=0.01, foreach=True),
 }
 
 

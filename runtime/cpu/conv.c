@@ -323,18 +323,6 @@ static bool finite_work(const void *y, int64_t count, bool f64) {
   return ok;
 }
 
-/* The reference kernel into out, for kernels with inf or NaN. */
-static bool reference_conv(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
-  rt_eval_options options = {.fp64 = false};
-  hlo_diag diag = {0};
-  rt_eval eval = {.options = &options, .diag = &diag};
-  rt_value *result = NULL;
-  if (rt_kernel_convolution(&eval, instr, (rt_value *const *)in, &result) != HLO_OK) return false;
-  memcpy(out->data, result->data, (size_t)hlo_shape_bytes(&out->shape));
-  rt_value_release(result);
-  return true;
-}
-
 /* What one convolution needs, worked out from the shapes alone, so the plan can size the
  * scratch at compile time and the kernel lays it out the same way: the work-type copies of
  * operands not already in canonical order, the result before its store when that is not in
@@ -449,7 +437,7 @@ static bool conv_run(const hlo_instr *instr, const rt_value *const *in, rt_value
     zeros_read = !g->direct && !g->depthwise;
   }
   if (zeros_read && !finite_work(y, out->count, s.work == HLO_F64) && !finite_values(in[1]))
-    return reference_conv(instr, in, out);
+    return rt_cpu_reference_conv(instr, in, out);
   if (!s.in_place) rt_work_store(out, s.out_perm, y, s.work);
   return true;
 }
@@ -457,6 +445,8 @@ static bool conv_run(const hlo_instr *instr, const rt_value *const *in, rt_value
 static bool supported(const hlo_instr *instr);
 
 rt_cpu_scratch_kernel rt_cpu_pick_conv_scratch(const hlo_instr *instr, int64_t *scratch_bytes) {
+  rt_cpu_scratch_kernel grad = rt_cpu_pick_conv_grad(instr, scratch_bytes);
+  if (grad) return grad;
   rt_cpu_scratch_kernel bf16 = rt_cpu_pick_conv_bf16(instr, scratch_bytes);
   if (bf16) return bf16;
   if (!supported(instr)) return NULL;

@@ -39,7 +39,8 @@ bool rt_cpu_dnnl_conv_supported(const hlo_instr *conv) {
         wd->rhs_dilate < 1)
       return false;
   }
-  return rt_cpu_dnnl_engine() != NULL;
+  int64_t grad_scratch; /* a weights gradient runs on the backward-weights primitive (dnnl_conv_grad.c) */
+  return rt_cpu_dnnl_engine() != NULL && !rt_cpu_pick_conv_grad(conv, &grad_scratch);
 }
 
 /* Row-major strides of shape's dims. */

@@ -156,8 +156,9 @@ hlo_status rt_cpu_dnnl_concat_step(const rt_cpu_dnnl *d, const rt_value *const *
                                    bool *finite, hlo_diag *diag);
 
 /* dnnl_conv.c */
-/* Whether oneDNN may run this convolution: f32, 2-D, row-major, no lhs dilation or
- * reversal, no batch groups, padding not negative. */
+/* Whether oneDNN may run this convolution as a step: f32, 2-D, row-major, no lhs dilation
+ * or reversal, no batch groups, padding not negative, and no weights gradient that
+ * dnnl_conv_grad.c runs. */
 bool rt_cpu_dnnl_conv_supported(const hlo_instr *conv);
 /* Builds d's primitives for its source arriving as src_in (NULL: row-major) and its
  * full-shape post-op operands as post_in[k] (NULL: row-major). false when oneDNN refuses

@@ -21,6 +21,7 @@
  * that leaves nothing to change is every result planned row-major (which each probe
  * accepted). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "dnnl_internal.h"
 
@@ -245,15 +246,38 @@ static bool probe(rt_cpu_dnnl *d, const marks *before) {
   }
 }
 
+/* The dims of a [N, C, H, W] value as batch, feature and spatial: a convolution's input
+ * (lhs) or output labels, or 0, 1, 2, 3 for a pool's or a concatenation's. */
+static void labels(const hlo_instr *conv, bool input, int64_t *l) {
+  const hlo_conv_dims *c = conv ? conv->conv : NULL;
+  for (int j = 0; j < 4; j++) l[j] = j;
+  if (!c) return;
+  l[0] = input ? c->input_batch : c->output_batch;
+  l[1] = input ? c->input_feature : c->output_feature;
+  l[2] = input ? c->input_spatial[0] : c->output_spatial[0];
+  l[3] = input ? c->input_spatial[1] : c->output_spatial[1];
+}
+
+/* Whether the reader takes d's blocked result with the dims d wrote it in: the same batch,
+ * feature and spatial dims (a convolution whose lhs labels were folded from a transpose reads
+ * the value with other dims). */
+static bool same_labels(const rt_cpu_dnnl *d, const hlo_instr *conv, bool input) {
+  int64_t wrote[4], read[4];
+  labels(d->conv, false, wrote);
+  labels(conv, input, read);
+  return memcmp(wrote, read, sizeof wrote) == 0;
+}
+
 /* Whether user reads value r of d's as a DNNL step's source or residual. */
-static bool reads_blocked(rt_cpu_dnnl *const *owner, const hlo_instr *user, const hlo_instr *r) {
+static bool reads_blocked(const rt_cpu_dnnl *d, rt_cpu_dnnl *const *owner, const hlo_instr *user, const hlo_instr *r) {
   const rt_cpu_dnnl *o = owner[user->id];
   if (!o) return false;
-  if (o->pool) return user == o->pool && user->operands[0] == r && user->operands[1] != r;
-  if (o->concat) return user == o->concat;
-  if (user == o->conv) return user->operands[0] == r && user->operands[1] != r;
+  if (o->pool) return user == o->pool && user->operands[0] == r && user->operands[1] != r && same_labels(d, NULL, true);
+  if (o->concat) return user == o->concat && same_labels(d, NULL, true);
+  if (user == o->conv) return user->operands[0] == r && user->operands[1] != r && same_labels(d, o->conv, true);
   for (int k = 0; k < o->post_count; k++)
-    if (o->posts[k].instr == user) return o->posts[k].kind == RT_DNNL_ADD_FULL && o->inputs[o->posts[k].input] == r;
+    if (o->posts[k].instr == user)
+      return o->posts[k].kind == RT_DNNL_ADD_FULL && o->inputs[o->posts[k].input] == r && same_labels(d, o->conv, false);
   return false;
 }
 
@@ -281,7 +305,7 @@ static void plan_layouts(rt_cpu_dnnl **at_root, rt_cpu_dnnl *const *owner, const
     for (int j = i + 1; j < entry->instr_count && d->blocked_out; j++) {
       const hlo_instr *user = entry->instrs[j];
       for (int k = 0; k < user->operand_count && d->blocked_out; k++)
-        if (user->operands[k] == d->root && !reads_blocked(owner, user, d->root)) d->blocked_out = false;
+        if (user->operands[k] == d->root && !reads_blocked(d, owner, user, d->root)) d->blocked_out = false;
     }
     if (d->blocked_out && !hlo_choice("blocked_layout", d->root->name)) d->blocked_out = false;
   }

@@ -84,7 +84,14 @@ rt_cpu_scratch_kernel rt_cpu_pick_conv_bf16(const hlo_instr *instr, int64_t *scr
 /* Convolutions run so far in this process (tests: which path a graph took). */
 int64_t rt_cpu_conv_bf16_runs(void);
 
-/* conv.c: rt_cpu_pick_conv_bf16's kernel where it has one, else im2col + GEMM (bf16 operands
+/* dnnl_conv_grad.c: an f32 convolution that is a weights gradient (its lhs holds its features
+ * in an outer dim to its batch) on oneDNN's backward-weights primitive, where oneDNN has a
+ * kernel for it: NULL otherwise. */
+rt_cpu_scratch_kernel rt_cpu_pick_conv_grad(const hlo_instr *instr, int64_t *scratch_bytes);
+/* Convolutions run so far in this process (tests: which path a graph took). */
+int64_t rt_cpu_conv_grad_runs(void);
+
+/* conv.c: rt_cpu_pick_conv_grad's or rt_cpu_pick_conv_bf16's kernel where one has one, else im2col + GEMM (bf16 operands
  * widened to f32). */
 rt_cpu_scratch_kernel rt_cpu_pick_conv_scratch(const hlo_instr *instr, int64_t *scratch_bytes);
 
@@ -208,6 +215,9 @@ rt_kernel rt_cpu_pick_batch_norm(const hlo_instr *instr);
 /* fallback.c: the reference path for everything else: the kernel, or NULL for an opcode
  * neither path runs. Control flow evaluates its computations with the reference evaluator. */
 rt_kernel rt_cpu_slow_kernel(hlo_opcode opcode);
+/* The reference convolution into out, for the fast kernels' operands holding inf or NaN;
+ * false when memory ran out. */
+bool rt_cpu_reference_conv(const hlo_instr *instr, const rt_value *const *in, rt_value *out);
 
 /* isa.c: the instruction set the vector loops run as (fused groups, dot_rows.c, pooling.c),
  * each compiled for every one; the widest the processor has runs, unless a test picked

@@ -9,10 +9,12 @@ does not lower for inference.
                                 one in row-major order on ties, as PyTorch's CPU kernel)
   max_pool2d_with_indices_backward
                                 each gradient to its window's maximum: per kernel offset, the
-                                outputs whose index is that offset's element, spread back over
-                                the input grid (stride by reshape and padding)
+                                outputs whose index is that offset's element, shifted on the
+                                output grid into the stride phase of the input they reach,
+                                the phases then interleaved into the input grid
   convolution_backward          lowering.py's, and the input's gradient of a strided
-                                convolution
+                                convolution by stride phases: one stride-1 convolution per
+                                phase with the taps that reach it, interleaved
   embedding_dense_backward, index_put (accumulate, one index on dim 0)
                                 a scatter-add as a one-hot matrix product
   native_dropout                latch's graph random numbers: the mask and the scaled values
@@ -118,39 +120,64 @@ def _or(a, b):
     return L.unary(NOT, L.binary(AND, L.unary(NOT, a), L.unary(NOT, b)))
 
 
-def _spread(t, stride, offset, size, dim):
-    """t's entry i along dim (2 or 3) put at i * stride + offset of a dim of length size, the
-    rest zero."""
-    v = values(t)
-    if stride > 1:
-        shape = v[:dim + 1] + [1] + v[dim + 1:]
-        low, high = [0] * len(shape), [0] * len(shape)
-        high[dim + 1] = stride - 1
-        t = reshape(L.pad(reshape(t, shape), low, high, 0.0), v[:dim] + [v[dim] * stride] + v[dim + 1:])
-    length = t.dim(dim)
-    if offset < 0:
-        t = L.slice(t, dim, -offset, length, 1)
-        length += offset
-        offset = 0
-    if offset + length > size:
-        t = L.slice(t, dim, 0, size - offset, 1)
-        length = size - offset
-    low, high = [0] * t.rank, [0] * t.rank
-    low[dim], high[dim] = offset, size - offset - length
-    return L.pad(t, low, high, 0.0) if offset or size - offset - length else t
+def _shifted(t, dim, q, length):
+    """r[i] = t[i + q] along dim for i < length, zero where i + q falls outside t."""
+    n = t.dim(dim)
+    lo, hi = max(0, -q), min(length, n - q)
+    if hi <= lo:
+        shape = values(t)
+        shape[dim] = length
+        return L.full(t.dtype, shape, 0.0)
+    if q + lo != 0 or q + hi != n:
+        t = L.slice(t, dim, q + lo, q + hi, 1)
+    if lo or length - hi:
+        low, high = [0] * t.rank, [0] * t.rank
+        low[dim], high[dim] = lo, length - hi
+        t = L.pad(t, low, high, 0.0)
+    return t
+
+
+def _interleaved(phases, stride, size):
+    """[N, C, H, W] whose element (i * sh + a, j * sw + b) is phases[a][b][i, j]: each phase
+    padded to the largest (phase 0), stacked along new inner dims, merged, cut to size."""
+    n, c, rows, cols = values(phases[0][0])
+    if stride == [1, 1]:
+        return phases[0][0]
+    bands = []
+    for a in range(stride[0]):
+        parts = [reshape(_shifted(_shifted(p, 2, 0, rows), 3, 0, cols), [n, c, rows, cols, 1]) for p in phases[a]]
+        band = L.concat(parts, 4) if len(parts) > 1 else parts[0]
+        bands.append(reshape(band, [n, c, rows, 1, cols * stride[1]]))
+    full = reshape(L.concat(bands, 3) if len(bands) > 1 else bands[0], [n, c, rows * stride[0], cols * stride[1]])
+    if rows * stride[0] != size[0]:
+        full = L.slice(full, 2, 0, size[0], 1)
+    if cols * stride[1] != size[1]:
+        full = L.slice(full, 3, 0, size[1], 1)
+    return full
 
 
 @lowers(aten.max_pool2d_with_indices_backward.default)
 def max_pool2d_with_indices_backward(grad, x, kernel, stride, padding, dilation, ceil_mode, indices):
+    """Each gradient to its window's maximum, computed on the output grid: input row
+    h = i * s + a (phase a) is reached from output row oh = i + q by kernel offset dy when
+    oh * s - p + dy = h, so each offset adds its masked gradients, shifted by q, to one phase;
+    the phases are then interleaved into the input's grid (one pass over it)."""
     kernel, stride, padding, out = _pool_args(x, kernel, stride, padding, dilation, ceil_mode)
-    h, w = x.dim(2), x.dim(3)
-    total = None
+    size = [x.dim(2), x.dim(3)]
+    lengths = [[-(-(size[d] - a) // stride[d]) for a in range(stride[d])] for d in range(2)]
+    phases = [[None] * stride[1] for _ in range(stride[0])]
+    zero = L.full(grad.dtype, [], 0.0)
     for dy, dx in _offsets(kernel):
-        hit = L.compare(EQ, indices, _flat_position(dy, dx, stride, padding, out, w))
-        part = L.where(hit, grad, L.full(grad.dtype, [], 0.0))
-        part = _spread(_spread(part, stride[0], dy - padding[0], h, 2), stride[1], dx - padding[1], w, 3)
-        total = part if total is None else L.binary(ADD, total, part)
-    return total
+        a, b = (dy - padding[0]) % stride[0], (dx - padding[1]) % stride[1]
+        qa, qb = (a + padding[0] - dy) // stride[0], (b + padding[1] - dx) // stride[1]
+        hit = L.compare(EQ, indices, _flat_position(dy, dx, stride, padding, out, size[1]))
+        part = _shifted(_shifted(L.where(hit, grad, zero), 2, qa, lengths[0][a]), 3, qb, lengths[1][b])
+        phases[a][b] = part if phases[a][b] is None else L.binary(ADD, phases[a][b], part)
+    for a in range(stride[0]):
+        for b in range(stride[1]):
+            if phases[a][b] is None:  # no offset reaches this phase (a kernel smaller than its stride)
+                phases[a][b] = L.full(grad.dtype, [grad.dim(0), grad.dim(1), lengths[0][a], lengths[1][b]], 0.0)
+    return _interleaved(phases, stride, size)
 
 
 # ---- a strided convolution's input gradient ----
@@ -158,11 +185,47 @@ def max_pool2d_with_indices_backward(grad, x, kernel, stride, padding, dilation,
 _conv_backward = LOWERINGS[aten.convolution_backward.default]
 
 
+def _phase_taps(a, kernel, stride, padding):
+    """The kernel offsets that reach input phase a (rows i * stride + a) along one dim: the
+    first, their count, and the shift q with output row i + q - k meeting tap first + k * stride."""
+    first = (a + padding) % stride
+    count = -(-(kernel - first) // stride) if first < kernel else 0
+    return first, count, (a + padding - first) // stride
+
+
+def _strided_input_grad(grad, w, stride, padding, size):
+    """The input's gradient of a stride-s convolution by phases: input rows i * s + a take only
+    the taps first + k * s, so each phase is a stride-1 convolution of the gradient (shifted)
+    with those taps reversed, over the output grid; the phases are then interleaved (the
+    work of the taps that reach each element, where a transposed convolution over the
+    gradient spread with zeros does s * s times it)."""
+    lengths = [[-(-(size[d] - a) // stride[d]) for a in range(stride[d])] for d in range(2)]
+    n, c = grad.dim(0), w.dim(1)
+    kernel = [w.dim(2), w.dim(3)]
+    phases = [[None] * stride[1] for _ in range(stride[0])]
+    for a in range(stride[0]):
+        fa, ka, qa = _phase_taps(a, kernel[0], stride[0], padding[0])
+        for b in range(stride[1]):
+            fb, kb, qb = _phase_taps(b, kernel[1], stride[1], padding[1])
+            if not ka or not kb:  # no tap reaches this phase (a kernel smaller than its stride)
+                phases[a][b] = L.full(grad.dtype, [n, c, lengths[0][a], lengths[1][b]], 0.0)
+                continue
+            taps = L.slice(L.slice(w, 2, fa, fa + (ka - 1) * stride[0] + 1, stride[0]),
+                           3, fb, fb + (kb - 1) * stride[1] + 1, stride[1])
+            shifted = _shifted(_shifted(grad, 2, qa - ka + 1, lengths[0][a] + ka - 1), 3, qb - kb + 1,
+                               lengths[1][b] + kb - 1)
+            phases[a][b] = L.conv2d(shifted, L.permute(flip_spatial(taps), [1, 0, 2, 3]), [1, 1], [0, 0], [1, 1], 1)
+    return _interleaved(phases, stride, size)
+
+
+_conv_backward = LOWERINGS[aten.convolution_backward.default]
+
+
 @lowers(aten.convolution_backward.default)
 def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding, groups,
                          output_mask):
-    """lowering.py's, with the input's gradient of a strided convolution added: the gradient
-    spread to stride spacing (zeros between), then the stride-1 transposed convolution."""
+    """lowering.py's, with the input's gradient of a strided convolution added
+    (_strided_input_grad)."""
     stride = _pair(stride)
     if not output_mask[0] or all(s == 1 for s in stride) or transposed or groups != 1 or x.rank != 4 or \
             any(d != 1 for d in _pair(dilation)):
@@ -170,16 +233,7 @@ def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, tran
                               output_mask)
     _, grad_weight, grad_bias = _conv_backward(grad, x, w, bias_sizes, stride, padding, dilation, transposed,
                                                output_padding, groups, [False, output_mask[1], output_mask[2]])
-    padding = _pair(padding)
-    kh, kw = w.dim(2), w.dim(3)
-    oh, ow = grad.dim(2), grad.dim(3)
-    h, wd = x.dim(2), x.dim(3)
-    # the spread gradient is as long as the padded input's window starts, + 1: rows the last
-    # window's stride skipped over are zeros on its high side
-    spread = _spread(grad, stride[0], 0, (oh - 1) * stride[0] + 1 + (h + 2 * padding[0] - kh) % stride[0], 2)
-    spread = _spread(spread, stride[1], 0, (ow - 1) * stride[1] + 1 + (wd + 2 * padding[1] - kw) % stride[1], 3)
-    wt = L.permute(flip_spatial(w), [1, 0, 2, 3])
-    grad_input = L.conv2d(spread, wt, [1, 1], [kh - 1 - padding[0], kw - 1 - padding[1]], [1, 1], 1)
+    grad_input = _strided_input_grad(grad, w, stride, _pair(padding), [x.dim(2), x.dim(3)])
     return grad_input, grad_weight, grad_bias
 
 

@@ -171,7 +171,9 @@ class Step:
         saved = [t.detach().clone() for t in tensors]
         params = self.params()
         grads = [p.grad for p in params]
-        flags = [(g, g["differentiable"]) for o in self.optimizers for g in o.param_groups if "differentiable" in g]
+        flags = [(g, k, g[k]) for o in self.optimizers for g in o.param_groups for k in ("differentiable", "foreach")
+                 if k in g]
+        flags += [(o.defaults, "foreach", o.defaults["foreach"]) for o in self.optimizers if "foreach" in o.defaults]
         before = self.structure()
         structure, n = [], len(args)
 
@@ -182,8 +184,12 @@ class Step:
             structure.append(spec)
             return pytree.tree_unflatten([t.detach() if isinstance(t, torch.Tensor) else t for t in flat], spec)
 
-        for g, _ in flags:
-            g["differentiable"] = True  # torch.optim's tensor formulas: no .item() of the step count
+        for g, k, _ in flags:
+            # differentiable: torch.optim's tensor formulas, no .item() of the step count; not
+            # foreach: its multi-tensor code refuses that flag and reads the step count with
+            # .item(), and zero_grad's (the defaults' flag) has no functional form (each
+            # parameter's update is the same arithmetic either way)
+            g[k] = k == "differentiable"
         adamw, _ADAMW.adamw = _ADAMW.adamw, _adamw
         try:
             first = make_fx(run)(*[a.detach().clone() for a in args], *tensors)
@@ -193,8 +199,8 @@ class Step:
             raise TraceFailed(f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
         finally:
             _ADAMW.adamw = adamw
-            for g, flag in flags:
-                g["differentiable"] = flag
+            for g, k, flag in flags:
+                g[k] = flag
             with torch.no_grad():
                 for t, s in zip(tensors, saved):
                     t.copy_(s)
