@@ -75,6 +75,7 @@ typedef enum cap_op {
   CAP_BROADCAST = 26,
   CAP_RNG_UNIFORM = 27, /* operand: the seed (u32[2]); attrs: stream; scalar: low, high */
   CAP_ALL_REDUCE = 28,  /* sub: latch_reduce_op; attrs: the world's size */
+  CAP_FLIP = 29,        /* attrs: the mask of the dims reversed */
 } cap_op;
 
 typedef enum cap_state { CAP_PENDING = 0, CAP_READY, CAP_ERROR } cap_state;

@@ -140,6 +140,15 @@ static hlo_instr *lower_where(hlo_comp *comp, const cap_node *node, hlo_instr *c
   return b ? hlo_build_select(comp, c, a, b, diag) : NULL;
 }
 
+/* The dims of the mask in attrs[0], in order. */
+static hlo_instr *lower_flip(hlo_comp *comp, const cap_node *node, hlo_instr *x, hlo_diag *diag) {
+  int64_t dims[HLO_MAX_RANK];
+  int count = 0;
+  for (int d = 0; d < node->rank; d++)
+    if (node->attrs[0] & ((int64_t)1 << d)) dims[count++] = d;
+  return count ? hlo_build_reverse(comp, x, count, dims, diag) : x;
+}
+
 static hlo_instr *lower_slice(hlo_comp *comp, const cap_node *node, hlo_instr *x, hlo_diag *diag) {
   int64_t starts[HLO_MAX_RANK], limits[HLO_MAX_RANK], strides[HLO_MAX_RANK];
   int dim = (int)node->attrs[0];
@@ -217,6 +226,7 @@ hlo_instr *cap_lower_node(hlo_comp *comp, const cap_node *node, hlo_instr *const
     case CAP_CAST: return hlo_build_convert(comp, in[0], dtype, diag);
     case CAP_RESHAPE: return hlo_build_reshape(comp, in[0], node->rank, node->dims, diag);
     case CAP_PERMUTE: return hlo_build_transpose(comp, in[0], node->attrs, diag);
+    case CAP_FLIP: return lower_flip(comp, node, in[0], diag);
     case CAP_SLICE: return lower_slice(comp, node, in[0], diag);
     case CAP_CONCAT: return lower_concat(comp, node, in, diag);
     case CAP_PAD: return lower_pad(comp, node, in[0], diag);

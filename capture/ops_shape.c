@@ -67,6 +67,26 @@ latch_tensor *latch_permute(latch_tensor *x, const int *perm) {
   return cap_traced(x->rt, node);
 }
 
+latch_tensor *latch_flip(latch_tensor *x, int count, const int *dims) {
+  latch_tensor *bad = cap_poisoned("flip", 1, &x);
+  if (bad) return bad;
+  int rank = x->node->rank;
+  int64_t mask = 0;
+  char s[128];
+  if (count < 0 || (count > 0 && !dims))
+    return cap_error(x->rt, "flip: %d dims given for %s", count, cap_shape_text(x, s, sizeof s));
+  for (int i = 0; i < count; i++) {
+    int d = cap_norm_dim(dims[i], rank);
+    if (d < 0) return cap_error(x->rt, "flip: dim %d is out of range for %s", dims[i], cap_shape_text(x, s, sizeof s));
+    if (mask & ((int64_t)1 << d))
+      return cap_error(x->rt, "flip: dim %d is given twice for %s", dims[i], cap_shape_text(x, s, sizeof s));
+    mask |= (int64_t)1 << d;
+  }
+  cap_node *node = cap_node_like(CAP_FLIP, 0, 1, &x, 1, (hlo_dtype)x->node->dtype, rank, x->node->dims);
+  if (node) node->attrs[0] = mask;
+  return cap_traced(x->rt, node);
+}
+
 latch_tensor *latch_slice(latch_tensor *x, int dim, int64_t start, int64_t stop, int64_t step) {
   latch_tensor *bad = cap_poisoned("slice", 1, &x);
   if (bad) return bad;

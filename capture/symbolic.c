@@ -190,7 +190,7 @@ void cap_symbolic_infer(cap_trace *t, cap_node *node, guard_expr *out) {
   const cap_node *x = node->operand_count ? node->operands[0] : NULL;
   if (x) cap_trace_node_dims(t, x, X);
   switch ((cap_op)node->op) {
-  case CAP_UNARY: case CAP_CAST: case CAP_RELU: case CAP_GELU: case CAP_CLAMP: case CAP_SOFTMAX:
+  case CAP_UNARY: case CAP_CAST: case CAP_RELU: case CAP_GELU: case CAP_CLAMP: case CAP_SOFTMAX: case CAP_FLIP:
     memcpy(out, X, sizeof(guard_expr) * node->rank);
     return;
   case CAP_BINARY: case CAP_COMPARE: case CAP_WHERE:

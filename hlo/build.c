@@ -341,6 +341,13 @@ hlo_instr *hlo_build_transpose(hlo_comp *comp, hlo_instr *x, const int64_t *perm
   return commit(comp, &draft, diag);
 }
 
+hlo_instr *hlo_build_reverse(hlo_comp *comp, hlo_instr *x, int count, const int64_t *dims, hlo_diag *diag) {
+  hlo_instr draft;
+  draft_init(&draft, comp, HLO_OP_REVERSE, 1, &x);
+  draft.dimensions = ints(comp, count, dims);
+  return commit(comp, &draft, diag);
+}
+
 hlo_instr *hlo_build_slice(hlo_comp *comp, hlo_instr *x, const int64_t *starts, const int64_t *limits,
                            const int64_t *strides, hlo_diag *diag) {
   int rank = operand_rank(x);

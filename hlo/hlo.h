@@ -496,6 +496,8 @@ hlo_instr *hlo_build_broadcast(hlo_comp *comp, hlo_instr *x, int rank, const int
 hlo_instr *hlo_build_reshape(hlo_comp *comp, hlo_instr *x, int rank, const int64_t *dims, hlo_diag *diag);
 /* Result dim i is operand dim permutation[i] (x's rank entries). */
 hlo_instr *hlo_build_transpose(hlo_comp *comp, hlo_instr *x, const int64_t *permutation, hlo_diag *diag);
+/* x with its elements in reverse order along dims[0..count). */
+hlo_instr *hlo_build_reverse(hlo_comp *comp, hlo_instr *x, int count, const int64_t *dims, hlo_diag *diag);
 /* x's rank entries each; strides NULL means all 1. */
 hlo_instr *hlo_build_slice(hlo_comp *comp, hlo_instr *x, const int64_t *starts, const int64_t *limits,
                            const int64_t *strides, hlo_diag *diag);

@@ -12,7 +12,8 @@
  *   copy (a Linear layer's weight, x @ W^T, was most of vgg16's step)
  *   convolution(transpose(x), w) or convolution(x, transpose(w)) -> the transpose folded into
  *   the dimension numbers (a weights gradient reads the forward's source with its batch and
- *   features swapped, and the result's gradient so too)
+ *   features swapped, and the result's gradient so too); transpose(convolution) read by
+ *   nothing else -> the convolution with its output labels permuted
  *   pad with no padding -> the operand; reduce-window (maximum, minimum or add) of a pad
  *   whose value is the window's init -> the window's own padding (XLA pads a window with its
  *   init), so no padded copy is made: torchvision's ceil-mode max pools lower to both
@@ -197,6 +198,37 @@ static bool fold_conv_transpose(hlo_instr *instr, int k) {
   return true;
 }
 
+/* transpose(convolution) -> one convolution writing the transposed result (its output
+ * labels permuted), when the transpose is the convolution's only reader: the transpose
+ * becomes that convolution, in place, keeping its name, shape and origin; the convolution it
+ * read is left dead for DCE. A weights gradient computed as [C, O, KH, KW] and transposed
+ * to the weights' [O, C, KH, KW] is written so directly. */
+static bool fold_transposed_conv(hlo_instr *t, const int *uses) {
+  const hlo_instr *conv = t->operands[0];
+  if (conv->opcode != HLO_OP_CONVOLUTION || !conv->conv || conv->operand_count != 2 || conv->parent != t->parent ||
+      uses[conv->id] != 1 || !hlo_shape_is_default_layout(&conv->shape) || !hlo_shape_is_default_layout(&t->shape) ||
+      hlo_shape_is_dynamic(&t->shape) || t->dimensions.count != t->shape.rank ||
+      conv->conv->spatial_count + 2 != t->shape.rank)
+    return false;
+  hlo_arena *arena = &t->parent->module->arena;
+  hlo_conv_dims *folded = hlo_arena_memdup(arena, conv->conv, sizeof *folded);
+  hlo_instr **operands = hlo_arena_alloc(arena, 2 * sizeof *operands);
+  if (!folded || !operands) return false; /* out of memory: not folding is still correct */
+  int64_t at[HLO_MAX_RANK]; /* conv dim d is the transpose's dim at[d] */
+  for (int i = 0; i < t->dimensions.count; i++) at[t->dimensions.values[i]] = i;
+  folded->output_batch = at[folded->output_batch];
+  folded->output_feature = at[folded->output_feature];
+  for (int i = 0; i < folded->spatial_count; i++) folded->output_spatial[i] = at[folded->output_spatial[i]];
+  operands[0] = conv->operands[0], operands[1] = conv->operands[1];
+  hlo_instr kept = *t;
+  *t = *conv;
+  t->name = kept.name, t->shape = kept.shape, t->id = kept.id, t->parent = kept.parent, t->origin = kept.origin;
+  t->line = kept.line, t->col = kept.col;
+  t->operands = operands;
+  t->conv = folded;
+  return true;
+}
+
 bool hlo_transpose_is_bitcast(const hlo_instr *t) {
   if (t->opcode != HLO_OP_TRANSPOSE || t->operand_count != 1) return false;
   const hlo_shape *in = &t->operands[0]->shape;
@@ -259,8 +291,9 @@ static bool fold_window_pad(hlo_instr *instr) {
   return true;
 }
 
-/* What instr can be replaced by, or NULL; in-place rewrites set *changed. */
-static hlo_instr *simplify(hlo_instr *instr, bool *changed) {
+/* What instr can be replaced by, or NULL; in-place rewrites set *changed. uses[id]: how many
+ * instructions of the computation read each one (the root counted as one more). */
+static hlo_instr *simplify(hlo_instr *instr, const int *uses, bool *changed) {
   hlo_instr **ops = instr->operands;
   hlo_dtype dtype = instr->shape.dtype;
   switch (instr->opcode) {
@@ -291,6 +324,10 @@ static hlo_instr *simplify(hlo_instr *instr, bool *changed) {
       return NULL;
     case HLO_OP_TRANSPOSE: {
       if (is_identity(&instr->dimensions) && same_array(instr, ops[0])) return ops[0];
+      if (fold_transposed_conv(instr, uses)) {
+        *changed = true;
+        return NULL;
+      }
       hlo_instr *inner = ops[0];
       if (inner->opcode != HLO_OP_TRANSPOSE || !hlo_shape_is_default_layout(&inner->shape)) {
         *changed = transpose_to_reshape(instr) || *changed;
@@ -338,10 +375,29 @@ static hlo_instr *simplify(hlo_instr *instr, bool *changed) {
   }
 }
 
+/* uses[id] for simplify: distinct readers of each instruction of comp, the root one more. */
+static void count_uses(const hlo_comp *comp, int *uses) {
+  for (int i = 0; i < comp->instr_count; i++) {
+    const hlo_instr *instr = comp->instrs[i];
+    for (int k = 0; k < instr->operand_count; k++) {
+      bool again = false;
+      for (int e = 0; e < k; e++) again = again || instr->operands[e] == instr->operands[k];
+      if (!again && instr->operands[k]->parent == comp) uses[instr->operands[k]->id]++;
+    }
+  }
+  if (comp->root) uses[comp->root->id]++;
+}
+
 static int simplify_comp(hlo_comp *comp) {
   int count = comp->instr_count;
   hlo_instr **replacement = hlo_calloc((size_t)count + 1, sizeof *replacement);
-  if (!replacement) return 0;
+  int *uses = hlo_calloc((size_t)count + 1, sizeof *uses);
+  if (!replacement || !uses) {
+    free(replacement);
+    free(uses);
+    return 0;
+  }
+  count_uses(comp, uses);
   int rewrites = 0;
   for (int i = 0; i < count; i++) {
     hlo_instr *instr = comp->instrs[i];
@@ -351,7 +407,7 @@ static int simplify_comp(hlo_comp *comp) {
         instr->operands[k] = replacement[operand->id];
     }
     bool changed = fold_constants(instr);
-    hlo_instr *with = changed ? NULL : simplify(instr, &changed);
+    hlo_instr *with = changed ? NULL : simplify(instr, uses, &changed);
     /* a replacement is the choice counted (rewrites in place are not) */
     if (with && with != instr && !hlo_choice("simplify", instr->name)) with = NULL;
     if (with && with != instr) {
@@ -363,6 +419,7 @@ static int simplify_comp(hlo_comp *comp) {
   }
   if (comp->root && replacement[comp->root->id]) comp->root = replacement[comp->root->id];
   free(replacement);
+  free(uses);
   return rewrites;
 }
 

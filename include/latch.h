@@ -318,6 +318,8 @@ latch_tensor *latch_embedding(latch_tensor *table, latch_tensor *indices);
 latch_tensor *latch_reshape(latch_tensor *x, int rank, const int64_t *dims);
 /* Result dim i is x's dim perm[i]. */
 latch_tensor *latch_permute(latch_tensor *x, const int *perm);
+/* x with the order of its elements reversed along each of dims[0..count) (torch.flip). */
+latch_tensor *latch_flip(latch_tensor *x, int count, const int *dims);
 /* Elements start, start+step, ... below stop along dim; negative start/stop count from the
  * end and both are clamped to the dim, as Python slices are; step >= 1. */
 latch_tensor *latch_slice(latch_tensor *x, int dim, int64_t start, int64_t stop, int64_t step);

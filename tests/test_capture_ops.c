@@ -249,6 +249,16 @@ static void test_shape_ops(void) {
   CHECK(latch_tensor_error(bad) && strstr(latch_tensor_error(bad), "reshape"));
   latch_release(bad);
   EXPECT(latch_permute(a, (int[]){1, 0}), 0, 1, 4, 2, 5, 3, 6);
+  /* [[1, 2, 3], [4, 5, 6]] reversed along the columns, the rows, both (a negative dim too) */
+  EXPECT(latch_flip(a, 1, (int[]){1}), 0, 3, 2, 1, 6, 5, 4);
+  EXPECT(latch_flip(a, 1, (int[]){0}), 0, 4, 5, 6, 1, 2, 3);
+  EXPECT(latch_flip(a, 2, (int[]){-1, 0}), 0, 6, 5, 4, 3, 2, 1);
+  EXPECT(latch_flip(a, 0, NULL), 0, 1, 2, 3, 4, 5, 6);
+  latch_tensor *flips[] = {latch_flip(a, 1, (int[]){2}), latch_flip(a, 2, (int[]){1, -1})};
+  CHECK(latch_tensor_error(flips[0]) && strstr(latch_tensor_error(flips[0]), "out of range"));
+  CHECK(latch_tensor_error(flips[1]) && strstr(latch_tensor_error(flips[1]), "twice"));
+  latch_release(flips[0]);
+  latch_release(flips[1]);
   double v[10];
   for (int i = 0; i < 10; i++) v[i] = i;
   latch_tensor *ten = tf(1, DIMS(10), v);

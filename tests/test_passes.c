@@ -211,6 +211,31 @@ static void test_conv_transpose(void) {
   CHECK(c->conv->input_batch == 1 && c->conv->input_feature == 0 && c->conv->kernel_output_feature == 1 &&
         c->conv->kernel_input_feature == 0 && c->conv->input_spatial[1] == 3 && c->conv->kernel_spatial[0] == 2);
   hlo_module_free(m);
+  /* the result transposed to [O, C, KH, KW] (the weights' order): the convolution writes it
+   * so (output labels fb01); a convolution read twice keeps its transpose */
+  const char *out = "HloModule m\nENTRY e {\n x = f32[2,3,4,4] parameter(0)\n g = f32[2,5,4,4] parameter(1)\n"
+                    " xt = f32[3,2,4,4] transpose(x), dimensions={1,0,2,3}\n"
+                    " gt = f32[5,2,4,4] transpose(g), dimensions={1,0,2,3}\n"
+                    " c = f32[3,5,3,3] convolution(xt, gt), window={size=4x4 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+                    " ROOT w = f32[5,3,3,3] transpose(c), dimensions={1,0,2,3}\n}\n";
+  m = check_same(out, hlo_pass_run_all, args, 2, &n);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_TRANSPOSE), 0);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_CONVOLUTION), 1);
+  c = m->entry->root;
+  CHECK(c->opcode == HLO_OP_CONVOLUTION && c->conv->output_feature == 0 && c->conv->output_batch == 1 &&
+        c->shape.dims[0] == 5 && c->shape.dims[1] == 3);
+  hlo_module_free(m);
+  const char *twice = "HloModule m\nENTRY e {\n x = f32[2,3,4,4] parameter(0)\n g = f32[2,5,4,4] parameter(1)\n"
+                      " xt = f32[3,2,4,4] transpose(x), dimensions={1,0,2,3}\n"
+                      " gt = f32[5,2,4,4] transpose(g), dimensions={1,0,2,3}\n"
+                      " c = f32[3,5,3,3] convolution(xt, gt), window={size=4x4 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+                      " w = f32[5,3,3,3] transpose(c), dimensions={1,0,2,3}\n"
+                      " n = f32[3,5,3,3] negate(c)\n nt = f32[5,3,3,3] transpose(n), dimensions={1,0,2,3}\n"
+                      " ROOT r = f32[5,3,3,3] add(w, nt)\n}\n";
+  m = check_same(twice, hlo_pass_run_all, args, 2, &n);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_TRANSPOSE), 2);
+  CHECK_EQ_INT(count_op(m->entry, HLO_OP_CONVOLUTION), 1);
+  hlo_module_free(m);
   rt_value_release(args[0]);
   rt_value_release(args[1]);
 }

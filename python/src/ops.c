@@ -216,6 +216,18 @@ static PyObject *py_permute(PyObject *self, PyObject *args) {
   return lp_wrap(latch_permute(T(x, 0), perm));
 }
 
+static PyObject *py_flip(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *x, *dims_obj;
+  int64_t dims64[LATCH_MAX_RANK];
+  int dims[LATCH_MAX_RANK], count;
+  if (!PyArg_ParseTuple(args, "OO", &x, &dims_obj) || !T(x, 0) ||
+      !int_list(dims_obj, dims64, LATCH_MAX_RANK, &count, "flip dims"))
+    return NULL;
+  for (int i = 0; i < count; i++) dims[i] = (int)dims64[i];
+  return lp_wrap(latch_flip(T(x, 0), count, dims));
+}
+
 static PyObject *py_slice(PyObject *self, PyObject *args) {
   (void)self;
   PyObject *x;
@@ -364,6 +376,7 @@ PyMethodDef lp_op_methods[] = {
     {"embedding", py_embedding, METH_VARARGS, "embedding(table, indices)"},
     {"reshape", py_reshape, METH_VARARGS, "reshape(x, dims): one dim may be -1"},
     {"permute", py_permute, METH_VARARGS, "permute(x, perm)"},
+    {"flip", py_flip, METH_VARARGS, "flip(x, dims): the elements in reverse order along dims"},
     {"slice", py_slice, METH_VARARGS, "slice(x, dim, start, stop, step)"},
     {"concat", py_concat, METH_VARARGS, "concat(tensors, dim)"},
     {"pad", py_pad, METH_VARARGS, "pad(x, low, high, value)"},

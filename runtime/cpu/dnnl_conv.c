@@ -369,7 +369,9 @@ static int64_t take(int64_t *at, bool needed, const dnnl_memory_desc_t *md) {
   return offset;
 }
 
-bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const dnnl_memory_desc_t *const *post_in) {
+/* rt_cpu_dnnl_build, asking for Winograd where it is a candidate when winograd_first. */
+static bool build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const dnnl_memory_desc_t *const *post_in,
+                  bool winograd_first) {
   const hlo_instr *conv = d->conv;
   const hlo_conv_dims *c = conv->conv;
   dnnl_memory_desc_t x_plain, y_plain;
@@ -381,8 +383,8 @@ bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const d
   dnnl_memory_desc_t x_any, w_any, y_any;
   if (!any_md(&x_any, &x_plain) || !any_md(&w_any, &d->weights_in_md) || !any_md(&y_any, &y_plain)) return false;
   for (int k = 0; k < d->post_count; k++) d->post_in_md[k] = d->post_md[k];
-  d->alg = winograd_candidate(d) && hlo_choice("winograd", conv->name) ? dnnl_convolution_winograd
-                                                                        : dnnl_convolution_direct;
+  d->alg = winograd_first && winograd_candidate(d) && hlo_choice("winograd", conv->name) ? dnnl_convolution_winograd
+                                                                                          : dnnl_convolution_direct;
   int team = rt_cpu_dnnl_team_begin();
   dnnl_primitive_desc_t pd = any_layouts_pd(d, post_in, &x_any, &w_any, &y_any, &y_plain);
   if (!pd && winograd(d)) { /* a binary post-op (a residual, a per-feature scale): direct */
@@ -430,6 +432,14 @@ bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const d
   d->scratch_bytes = at;
   if (!ok) rt_cpu_dnnl_release(d);
   return ok;
+}
+
+/* Winograd first where it is a candidate; direct when that fails past choosing the primitive
+ * (oneDNN has no reorder from a weights layout the graph gives, such as a reversed kernel
+ * read with its features swapped, into its Winograd one). */
+bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const dnnl_memory_desc_t *const *post_in) {
+  if (build(d, src_in, post_in, true)) return true;
+  return winograd(d) && build(d, src_in, post_in, false);
 }
 
 /* The descriptions a loaded step holds stay as they were read (a serialization after a run

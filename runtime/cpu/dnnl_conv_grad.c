@@ -20,9 +20,10 @@
  * layouts it prefers (blocked), reordered into the step's scratch on the way in and out. The
  * primitive and its reorders are made when the plan picks the kernel and kept for the process
  * (a table under a lock, as dnnl_conv_bf16.c's); one oneDNN refuses, or offers only its
- * reference implementation for, is left to conv.c's path. A result that is not all finite is
- * computed again by the reference kernel (oneDNN's padded tiles multiply zeros of the padding
- * by an inf of the gradient, which the reference skips). */
+ * reference implementation for, is left to conv.c's path. A result that is not all finite,
+ * from a gradient that is not either, is computed again by the reference kernel (oneDNN's
+ * padded tiles multiply zeros of the padding by an inf or NaN of the gradient, taps the
+ * reference skips). */
 #include <omp.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -274,7 +275,9 @@ static bool conv_grad_run(const hlo_instr *instr, const rt_value *const *in, rt_
   int team = rt_cpu_dnnl_team_begin();
   bool ok = run(p, &key, in, out, scratch);
   omp_set_num_threads(team);
-  if (ok && !rt_cpu_finite_run(out->data, out->count)) return rt_cpu_reference_conv(instr, in, out);
+  /* only the gradient's inf or NaN meets the padding's zeros */
+  if (ok && !rt_cpu_finite_run(out->data, out->count) && !rt_cpu_finite_run(in[1]->data, in[1]->count))
+    return rt_cpu_reference_conv(instr, in, out);
   return ok;
 }
 

@@ -370,12 +370,8 @@ def convolution(x, w, bias, stride, padding, dilation, transposed, output_paddin
 
 
 def flip_spatial(w):
-    """w [O, C, KH, KW] with both kernel dims reversed (a gather of the KH*KW taps)."""
-    o, c, kh, kw = w.shape
-    taps = L.permute(L.reshape(w, [o * c, kh * kw]), [1, 0])
-    order = torch.arange(kh * kw - 1, -1, -1, dtype=torch.int64)
-    flipped = L.embedding(taps, L.from_torch(order))
-    return L.reshape(L.permute(flipped, [1, 0]), [o, c, kh, kw])
+    """w [O, C, KH, KW] with both kernel dims reversed."""
+    return L.flip(w, [2, 3])
 
 
 @lowers(aten.convolution_backward.default)
@@ -392,9 +388,8 @@ def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, tran
         grad_input = L.conv2d(grad, wt, [1, 1], [kh - 1 - padding[0], kw - 1 - padding[1]], [1, 1], 1)
     if output_mask[1]:
         xt, gt = L.permute(x, [1, 0, 2, 3]), L.permute(grad, [1, 0, 2, 3])
-        full_w = L.conv2d(xt, gt, [1, 1], padding, stride, 1)  # [C, O, >=KH, >=KW]
-        cut = L.slice(L.slice(full_w, 2, 0, kh, 1), 3, 0, kw, 1)
-        grad_weight = L.permute(cut, [1, 0, 2, 3])
+        full_w = L.permute(L.conv2d(xt, gt, [1, 1], padding, stride, 1), [1, 0, 2, 3])  # [O, C, >=KH, >=KW]
+        grad_weight = L.slice(L.slice(full_w, 2, 0, kh, 1), 3, 0, kw, 1)
     if output_mask[2]:
         grad_bias = L.reduce(SUM, grad, [0, 2, 3], False)
     return grad_input, grad_weight, grad_bias

@@ -13,8 +13,10 @@ decompositions in the models PyTorch users run.
                              a step-1 slice as a pad and a select; x[mask] = value as a where
   as_strided                 a reshape when the strides are contiguous up to size-1 dims,
                              else a gather of the flat offsets
-  roll, flip, pad modes,     take with an index list computed here
+  pad modes,                 take with an index list computed here
   upsample_nearest2d
+  roll                       two slices concatenated
+  flip                       latch's flip (HLO reverse)
   unbind, unsafe_split       slices
   baddbmm, addbmm            a batched product scaled and added
   cumsum                     a log-step scan: log2(n) shifted adds along the dim
@@ -316,9 +318,7 @@ def roll(x, shifts, dims=()):
 
 @lowers(aten.flip.default)
 def flip(x, dims):
-    for d in dims:
-        x = take(x, d, _index_const(range(x.dim(d) - 1, -1, -1)))
-    return x
+    return L.flip(x, [norm_dim(d, x.rank) for d in dims])
 
 
 def _pad_index(n, low, high, mode):
