@@ -13,10 +13,11 @@ import importlib.util
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
+
+from eager_process import EagerProcess
 
 BLOCKS = 5
 SETTLE_S = 0.2  # between blocks: the threads of the side that just ran stop spinning
@@ -59,37 +60,6 @@ def eager_child(name, size, threads):
     return 0
 
 
-class Eager:
-    """The eager side's process for one model."""
-
-    def __init__(self, name, size, threads, wait_policy):
-        env = dict(os.environ)
-        env.pop("OMP_WAIT_POLICY", None)
-        if wait_policy is not None:
-            env["OMP_WAIT_POLICY"] = wait_policy
-        self.process = subprocess.Popen([sys.executable, __file__, "--eager-child", name, str(size), str(threads)],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-        config = self.answer()
-        if config != {"wait_policy": wait_policy or "unset", "threads": threads}:
-            self.close()
-            raise RuntimeError(f"the eager process runs with {config}")
-
-    def answer(self):
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the eager process ended (status {self.process.wait()})")
-        return json.loads(line) if line[0] in "[{" else line.strip()
-
-    def ask(self, command):
-        self.process.stdin.write(command + "\n")
-        self.process.stdin.flush()
-        return self.answer()
-
-    def close(self):
-        self.process.stdin.close()
-        self.process.wait()
-
-
 def latch_times(compiled, args, n):
     import torch
     times = []
@@ -109,7 +79,7 @@ def median(values):
 def row(zoo, name, size, repeat, threads, wait_policy):
     import torch
     r = zoo.check(name, size)
-    eager = Eager(name, size, threads, wait_policy)
+    eager = EagerProcess(__file__, ["--eager-child", name, size, threads], threads, wait_policy)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "out.pt")

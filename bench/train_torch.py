@@ -27,14 +27,14 @@ nn.TransformerEncoder, d=256, 4 heads, 128 tokens, batch 8 (dropout 0: eager's m
 be drawn by latch, so the parameters are compared without it); an MLP 784-512-512-10, batch 64.
 """
 import argparse
-import copy
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+
+from eager_process import EagerProcess
 
 BLOCK = 3        # steps of one side before the other runs
 SETTLE_S = 0.2   # between blocks: the threads of the side that just ran stop spinning
@@ -107,38 +107,6 @@ def eager_child(name, threads, foreach):
     return 0
 
 
-class Eager:
-    """The eager side's process for one model."""
-
-    def __init__(self, name, threads, foreach, wait_policy):
-        env = dict(os.environ)
-        env.pop("OMP_WAIT_POLICY", None)
-        if wait_policy is not None:
-            env["OMP_WAIT_POLICY"] = wait_policy
-        self.process = subprocess.Popen([sys.executable, __file__, "--eager-child", name, str(threads),
-                                         str(int(foreach))],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-        config = self.answer()
-        if config != {"wait_policy": wait_policy or "unset", "threads": threads}:
-            self.close()
-            raise RuntimeError(f"the eager process runs with {config}")
-
-    def answer(self):
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the eager process ended (status {self.process.wait()})")
-        return json.loads(line) if line[0] in "[{" else line.strip()
-
-    def ask(self, command):
-        self.process.stdin.write(command + "\n")
-        self.process.stdin.flush()
-        return self.answer()
-
-    def close(self):
-        self.process.stdin.close()
-        self.process.wait()
-
-
 def latch_side(name, torch, nn, F, lt, whole, foreach):
     side = Side(name, torch, nn, F, foreach)
     if whole:  # the step function compiled: one graph with the optimizer's update
@@ -157,7 +125,7 @@ def latch_side(name, torch, nn, F, lt, whole, foreach):
 
 def run(name, steps, threads, wait_policy, torch, nn, F, lt, whole=False, foreach=False):
     latch = latch_side(name, torch, nn, F, lt, whole, foreach)
-    eager = Eager(name, threads, foreach, wait_policy)
+    eager = EagerProcess(__file__, ["--eager-child", name, threads, int(foreach)], threads, wait_policy)
     times = {"eager": [], "latch": []}
     try:
         done = 0
