@@ -6,7 +6,9 @@
  * serialized again with a right checksum: a buffer moved off the arena's alignment, a value
  * freed before a step reads it, a convolution's source read as twice its value, and a fused
  * program that reads a register before writing it or loads a pred value as f32 (four
- * times its bytes). And running a loaded executable changes nothing its serialization writes,
+ * times its bytes), a pool that reads its source in another channel block than the
+ * convolution before it wrote, a concatenation that reads a blocked operand as row-major,
+ * and a pool's or concatenation's result written blocked into the caller's buffer. And running a loaded executable changes nothing its serialization writes,
  * even when the blob's oneDNN descriptions are not the ones oneDNN gives (a bias of another
  * size): the run is refused or runs, and the bytes stay. */
 #include <stdio.h>
@@ -270,12 +272,99 @@ static bool source_twice_its_value(rt_cpu_plan *plan) {
   return false;
 }
 
+/* A pool of a convolution's result over 8 channels: the convolution keeps its result in
+ * oneDNN's blocked layout (8 or 16 channels a block, by the processor), which the pool reads
+ * as it is; the pool's own result leaves row-major. */
+static const char conv_pool[] =
+    "HloModule cp\n"
+    "mx {\n"
+    "  a = f32[] parameter(0)\n"
+    "  b = f32[] parameter(1)\n"
+    "  ROOT m = f32[] maximum(a, b)\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  x = f32[1,8,8,8] parameter(0)\n"
+    "  w = f32[8,8,3,3] parameter(1)\n"
+    "  ninf = f32[] constant(-inf)\n"
+    "  c = f32[1,8,8,8] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+    "  ROOT p = f32[1,8,4,4] reduce-window(c, ninf), window={size=1x1x2x2 stride=1x1x2x2}, to_apply=mx\n"
+    "}\n";
+
+/* Two convolutions' results joined along the channels: both arrive blocked, the result
+ * leaves row-major. */
+static const char conv_concat[] =
+    "HloModule cc\n"
+    "ENTRY e {\n"
+    "  x = f32[1,8,6,6] parameter(0)\n"
+    "  w1 = f32[16,8,1,1] parameter(1)\n"
+    "  w2 = f32[16,8,3,3] parameter(2)\n"
+    "  a = f32[1,16,6,6] convolution(x, w1), window={size=1x1}, dim_labels=bf01_oi01->bf01\n"
+    "  b = f32[1,16,6,6] convolution(x, w2), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+    "  ROOT j = f32[1,32,6,6] concatenate(a, b), dimensions={1}\n"
+    "}\n";
+
+/* The DNNL step running a pool (or else a concatenation), when the plan has one. */
+static rt_cpu_dnnl *dnnl_step_of(rt_cpu_plan *plan, bool pool) {
+  for (int i = 0; i < plan->step_count; i++) {
+    rt_cpu_dnnl *d = plan->steps[i].kind == RT_STEP_DNNL ? plan->steps[i].dnnl : NULL;
+    if (d && (pool ? d->pool != NULL : d->concat != NULL)) return d;
+  }
+  return NULL;
+}
+
+/* The pool told to read its source in the other block (16 for 8, 8 for 16): where the
+ * convolution wrote blocks of 8, it would read twice the source's bytes; where it wrote
+ * blocks of 16, the channels out of their places. */
+static bool pool_block_switched(rt_cpu_plan *plan) {
+  rt_cpu_dnnl *d = dnnl_step_of(plan, true);
+  if (!d || (d->block != 8 && d->block != 16)) return false;
+  d->block = d->block == 8 ? 16 : 8;
+  return true;
+}
+
+/* The step's result described as kept in its own block, though it is the caller's: written
+ * blocked into the caller's buffer (channels out of their places; with blocks of 16 over 8
+ * channels, twice the buffer's bytes). */
+static bool result_kept_blocked(rt_cpu_dnnl *d, const hlo_shape *shape) {
+  if (!d || d->blocked_out || !rt_cpu_dnnl_block_md(&d->out_md, shape, d->block)) return false;
+  d->blocked_out = true;
+  d->out_bytes = (int64_t)dnnl_memory_desc_get_size(&d->out_md);
+  return true;
+}
+
+static bool pool_result_kept_blocked(rt_cpu_plan *plan) {
+  rt_cpu_dnnl *d = dnnl_step_of(plan, true);
+  return d && result_kept_blocked(d, &d->pool->shape);
+}
+
+static bool concat_result_kept_blocked(rt_cpu_plan *plan) {
+  rt_cpu_dnnl *d = dnnl_step_of(plan, false);
+  return d && result_kept_blocked(d, &d->concat->shape);
+}
+
+/* The concatenation told its first operand arrives row-major: it would copy the blocked
+ * floats as planes, every channel of that operand out of its place. */
+static bool concat_operand_said_row_major(rt_cpu_plan *plan) {
+  rt_cpu_dnnl *d = dnnl_step_of(plan, false);
+  if (!d || !d->operand_blocked[0]) return false;
+  d->operand_blocked[0] = false;
+  return true;
+}
+
 static void edited_plans_are_refused(void) {
   refuse_edit(conv_bias, "a source larger than its value", source_twice_its_value, "a source larger than its value");
   refuse_edit(chain, "a value freed before it is read", freed_before_read, "step %b: an input with no value");
   refuse_edit(fused, "a register read before it is written", read_before_write, "a register read before it is written");
   refuse_edit(fused, "a pred load read as f32", pred_read_as_f32, "a load of another type than its value's");
   refuse_edit(chain, "a misaligned buffer", buffer_misaligned, "is not aligned in the arena");
+  refuse_edit(conv_pool, "a pool reading another block", pool_block_switched,
+              "step %p: a pool's source read in another layout than it arrives in");
+  refuse_edit(conv_pool, "a pool's result blocked", pool_result_kept_blocked,
+              "step %p: a blocked result handed to the caller");
+  refuse_edit(conv_concat, "a blocked operand read as row-major", concat_operand_said_row_major,
+              "step %j: a concatenation's operand read in another layout than it arrives in");
+  refuse_edit(conv_concat, "a concatenation's result blocked", concat_result_kept_blocked,
+              "step %j: a blocked result handed to the caller");
 }
 
 static void run_keeps_the_blob(void) {

@@ -391,32 +391,27 @@ static bool inside(int64_t offset, int64_t bytes, int64_t limit) {
   return !overflow && offset >= 0 && bytes >= 0 && end <= limit;
 }
 
-static int64_t md_bytes(const dnnl_memory_desc_t *md) {
-  size_t bytes = dnnl_memory_desc_get_size(md);
-  return bytes > (size_t)INT64_MAX ? INT64_MAX : (int64_t)bytes;
-}
-
 /* The pieces of a DNNL step's scratch (rt_cpu_dnnl_build's layout), each inside it, and
  * its result and kept weights as big as the layouts written there; NULL, or what is not. */
 static const char *dnnl_extents(const rt_cpu_dnnl *d, const rt_cpu_step *s) {
   int64_t room = s->scratch_bytes;
   if (!d->conv) return NULL; /* a pool or a concatenation: latch's own kernels, no scratch layout */
-  if (md_bytes(&d->out_md) != d->out_bytes) return "a convolution's result size";
-  if (!inside(d->scratchpad_offset, md_bytes(&d->scratchpad_md), room)) return "oneDNN's scratchpad";
-  if ((d->prims & RT_DNNL_HAS_SAFE) && !inside(d->scratchpad_offset, md_bytes(&d->safe_scratchpad_md), room))
+  if (rt_cpu_md_bytes(&d->out_md) != d->out_bytes) return "a convolution's result size";
+  if (!inside(d->scratchpad_offset, rt_cpu_md_bytes(&d->scratchpad_md), room)) return "oneDNN's scratchpad";
+  if ((d->prims & RT_DNNL_HAS_SAFE) && !inside(d->scratchpad_offset, rt_cpu_md_bytes(&d->safe_scratchpad_md), room))
     return "oneDNN's scratchpad";
-  if ((d->prims & RT_DNNL_HAS_SRC_REORDER) && !inside(d->src_reorder.offset, md_bytes(&d->src_md), room))
+  if ((d->prims & RT_DNNL_HAS_SRC_REORDER) && !inside(d->src_reorder.offset, rt_cpu_md_bytes(&d->src_md), room))
     return "a source reorder";
-  if ((d->prims & RT_DNNL_HAS_DST_REORDER) && !inside(d->dst_offset, md_bytes(&d->dst_md), room))
+  if ((d->prims & RT_DNNL_HAS_DST_REORDER) && !inside(d->dst_offset, rt_cpu_md_bytes(&d->dst_md), room))
     return "a result reorder";
   if ((d->prims & RT_DNNL_HAS_WEIGHTS_REORDER) && !rt_cpu_step_keeps_weights(s) &&
-      !inside(d->weights_scratch_offset, md_bytes(&d->weights_md), room))
+      !inside(d->weights_scratch_offset, rt_cpu_md_bytes(&d->weights_md), room))
     return "a weights reorder";
   if ((d->prims & RT_DNNL_HAS_SAFE_WEIGHTS_REORDER) &&
-      !inside(d->safe_weights_reorder.offset, md_bytes(&d->safe_weights_md), room))
+      !inside(d->safe_weights_reorder.offset, rt_cpu_md_bytes(&d->safe_weights_md), room))
     return "a weights reorder";
   for (int k = 0; k < d->post_count; k++) {
-    if ((d->prims & RT_DNNL_HAS_POST_REORDER(k)) && !inside(d->post_reorder[k].offset, md_bytes(&d->post_md[k]), room))
+    if ((d->prims & RT_DNNL_HAS_POST_REORDER(k)) && !inside(d->post_reorder[k].offset, rt_cpu_md_bytes(&d->post_md[k]), room))
       return "a residual's reorder";
     if (d->posts[k].term >= 0 && d->posts[k].input < 0 && d->dst_md.ndims >= 2 &&
         !inside(d->posts[k].values_offset, (int64_t)sizeof(float) * d->dst_md.dims[1], room))
@@ -425,20 +420,9 @@ static const char *dnnl_extents(const rt_cpu_dnnl *d, const rt_cpu_step *s) {
   if (d->wino && !(rt_cpu_wino_valid(d) && inside(d->wino_offset, rt_cpu_wino_scratch_bytes(d), room)))
     return "Winograd tiles";
   /* kept weights: latch's Winograd filters, or oneDNN's reordered weights */
-  int64_t kept = d->wino ? rt_cpu_wino_weights_bytes(d) : d->prims & RT_DNNL_HAS_WEIGHTS_REORDER ? md_bytes(&d->weights_md) : 0;
+  int64_t kept = d->wino ? rt_cpu_wino_weights_bytes(d) : d->prims & RT_DNNL_HAS_WEIGHTS_REORDER ? rt_cpu_md_bytes(&d->weights_md) : 0;
   if (rt_cpu_step_keeps_weights(s) && d->weights_bytes < kept) return "kept weights";
   return NULL;
-}
-
-/* The bytes behind value id as an execute holds it: its storage's (a view starts where its
- * storage does), a DNNL result in the arena as large as its layout (a blocked one pads). */
-static int64_t value_room(const rt_cpu_plan *plan, int id) {
-  const rt_cpu_step *s = &plan->steps[id];
-  while (s->kind == RT_STEP_ALIAS && s->instr->opcode != HLO_OP_GET_TUPLE_ELEMENT)
-    s = &plan->steps[s->instr->operands[0]->id];
-  int64_t bytes = hlo_shape_is_array(&s->instr->shape) ? hlo_shape_bytes(&s->instr->shape) : 0;
-  if (s->kind == RT_STEP_DNNL && !s->output && s->dnnl->out_bytes > bytes) bytes = s->dnnl->out_bytes;
-  return bytes;
 }
 
 /* What a convolution's run reads from its inputs and writes into its result, each as large
@@ -448,31 +432,31 @@ static int64_t value_room(const rt_cpu_plan *plan, int id) {
 static const char *dnnl_inputs(const rt_cpu_plan *plan, const rt_cpu_step *s) {
   const rt_cpu_dnnl *d = s->dnnl;
   if (!d->conv) return NULL;
-  int64_t src = value_room(plan, rt_cpu_dnnl_input(d, 0)), w = value_room(plan, rt_cpu_dnnl_input(d, 1));
-  if (md_bytes(&d->src_in_md) > src || (!(d->prims & RT_DNNL_HAS_SRC_REORDER) && md_bytes(&d->src_md) > src))
+  int64_t src = rt_cpu_value_room(plan, rt_cpu_dnnl_input(d, 0)), w = rt_cpu_value_room(plan, rt_cpu_dnnl_input(d, 1));
+  if (rt_cpu_md_bytes(&d->src_in_md) > src || (!(d->prims & RT_DNNL_HAS_SRC_REORDER) && rt_cpu_md_bytes(&d->src_md) > src))
     return "a source larger than its value";
-  if (md_bytes(&d->weights_in_md) > w || (!(d->prims & RT_DNNL_HAS_WEIGHTS_REORDER) && md_bytes(&d->weights_md) > w))
+  if (rt_cpu_md_bytes(&d->weights_in_md) > w || (!(d->prims & RT_DNNL_HAS_WEIGHTS_REORDER) && rt_cpu_md_bytes(&d->weights_md) > w))
     return "weights larger than their value";
   const hlo_instr *conv = d->conv;
   int64_t features = hlo_shape_is_array(&conv->shape) ? conv->shape.dims[conv->conv->output_feature] : 0;
   for (int k = 0; k < d->term_count; k++)
-    if (d->terms[k].op == HLO_OP_PARAMETER && value_room(plan, rt_cpu_dnnl_input(d, 2 + d->terms[k].input)) < 4 * features)
+    if (d->terms[k].op == HLO_OP_PARAMETER && rt_cpu_value_room(plan, rt_cpu_dnnl_input(d, 2 + d->terms[k].input)) < 4 * features)
       return "a per-feature term larger than its value";
   for (int k = 0; k < d->post_count; k++) {
     const rt_dnnl_post *p = &d->posts[k];
-    int64_t room = p->input >= 0 ? value_room(plan, rt_cpu_dnnl_input(d, 2 + p->input)) : INT64_MAX;
+    int64_t room = p->input >= 0 ? rt_cpu_value_room(plan, rt_cpu_dnnl_input(d, 2 + p->input)) : INT64_MAX;
     if (p->term >= 0 && p->input < 0 && !inside(p->values_offset, 4 * features, s->scratch_bytes))
       return "a post-op's values";
     if (p->term < 0 && p->kind != RT_DNNL_ADD_FULL) continue;
     if (p->input < 0) room = 4 * features;
     bool reordered = d->prims & RT_DNNL_HAS_POST_REORDER(k);
-    if ((reordered ? md_bytes(&d->post_in_md[k]) : md_bytes(&d->post_md[k])) > room ||
-        (p->kind != RT_DNNL_ADD_FULL && room < 4 * features) || (p->kind == RT_DNNL_BIAS && md_bytes(&d->bias_md) > room))
+    if ((reordered ? rt_cpu_md_bytes(&d->post_in_md[k]) : rt_cpu_md_bytes(&d->post_md[k])) > room ||
+        (p->kind != RT_DNNL_ADD_FULL && room < 4 * features) || (p->kind == RT_DNNL_BIAS && rt_cpu_md_bytes(&d->bias_md) > room))
       return "a post-op's operand larger than its value";
   }
   int64_t out = hlo_shape_bytes(&s->instr->shape);
   if (!s->output && d->out_bytes > out) out = d->out_bytes;
-  if (d->out_bytes > out || (!(d->prims & RT_DNNL_HAS_DST_REORDER) && md_bytes(&d->dst_md) > out))
+  if (d->out_bytes > out || (!(d->prims & RT_DNNL_HAS_DST_REORDER) && rt_cpu_md_bytes(&d->dst_md) > out))
     return "a result larger than its buffer";
   return NULL;
 }
@@ -536,6 +520,17 @@ static void check_extents(rt_blob_in *in, const rt_cpu_plan *plan) {
   }
 }
 
+/* Every value read in the layout it arrives in, every result described as written
+ * (dnnl_check.c). */
+static void check_layouts(rt_blob_in *in, const rt_cpu_plan *plan, const hlo_comp *entry) {
+  int bad;
+  const char *what = rt_cpu_dnnl_layouts_check(plan, entry, &bad);
+  if (!what) return;
+  char why[sizeof in->why];
+  snprintf(why, sizeof why, "step %%%s: %s", entry->instrs[bad]->name, what);
+  rt_blob_fail(in, why);
+}
+
 static rt_cpu_plan *get_plan(rt_blob_in *in, hlo_module *module) {
   rt_cpu_plan *plan = hlo_calloc(1, sizeof *plan);
   if (!plan) return rt_blob_fail(in, "out of memory"), NULL;
@@ -566,6 +561,7 @@ static rt_cpu_plan *get_plan(rt_blob_in *in, hlo_module *module) {
   if (!in->failed && !inputs_hold(plan)) rt_blob_fail(in, "a step's inputs");
   if (!in->failed) check_values(in, plan, module->entry);
   if (!in->failed) check_extents(in, plan);
+  if (!in->failed) check_layouts(in, plan, module->entry);
   if (in->failed) {
     rt_cpu_plan_free(plan);
     return NULL;

@@ -62,6 +62,12 @@ static bool activation_md(dnnl_memory_desc_t *md, const hlo_shape *shape, int64_
   return dnnl_memory_desc_init_by_strides(md, 4, dims, dnnl_f32, strides) == dnnl_success;
 }
 
+bool rt_cpu_dnnl_plain_md(dnnl_memory_desc_t *md, const hlo_instr *conv, bool source) {
+  const hlo_conv_dims *c = conv->conv;
+  return source ? activation_md(md, &conv->operands[0]->shape, c->input_batch, c->input_feature, c->input_spatial)
+                : activation_md(md, &conv->shape, c->output_batch, c->output_feature, c->output_spatial);
+}
+
 /* The HLO kernel [O, I/G, KH, KW] (in its dim order) as oneDNN's (O, I, KH, KW), or with
  * groups (G, O/G, I/G, KH, KW): output features of group g are the g-th block of O. */
 static bool weights_md(dnnl_memory_desc_t *md, const hlo_instr *conv) {
@@ -373,10 +379,8 @@ static int64_t take(int64_t *at, bool needed, const dnnl_memory_desc_t *md) {
 static bool build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const dnnl_memory_desc_t *const *post_in,
                   bool winograd_first) {
   const hlo_instr *conv = d->conv;
-  const hlo_conv_dims *c = conv->conv;
   dnnl_memory_desc_t x_plain, y_plain;
-  if (!activation_md(&x_plain, &conv->operands[0]->shape, c->input_batch, c->input_feature, c->input_spatial) ||
-      !activation_md(&y_plain, &conv->shape, c->output_batch, c->output_feature, c->output_spatial) ||
+  if (!rt_cpu_dnnl_plain_md(&x_plain, conv, true) || !rt_cpu_dnnl_plain_md(&y_plain, conv, false) ||
       !weights_md(&d->weights_in_md, conv) || !post_mds(d, &y_plain, post_in))
     return false;
   d->src_in_md = src_in ? *src_in : x_plain;

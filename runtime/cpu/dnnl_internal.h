@@ -165,10 +165,26 @@ bool rt_cpu_dnnl_conv_supported(const hlo_instr *conv);
  * or would take its reference implementation (probe: nothing kept), or out of memory. */
 bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const dnnl_memory_desc_t *const *post_in);
 void rt_cpu_dnnl_release(rt_cpu_dnnl *d);
+/* The row-major layout of conv's source (source) or result as oneDNN's (N, C, H, W), by its
+ * dim labels: how such a value arrives, or leaves, when no DNNL step keeps it blocked. */
+bool rt_cpu_dnnl_plain_md(dnnl_memory_desc_t *md, const hlo_instr *conv, bool source);
 /* Makes a deserialized d's primitives from its descriptions (the layouts rt_cpu_dnnl_build
  * chose, no longer `any`); false when oneDNN refuses them or would want other scratch
  * sizes or layouts than the plan has room for (another oneDNN, another processor). */
 bool rt_cpu_dnnl_recreate(rt_cpu_dnnl *d);
+
+/* dnnl_check.c */
+/* The bytes md describes (INT64_MAX past it). */
+int64_t rt_cpu_md_bytes(const dnnl_memory_desc_t *md);
+/* The bytes behind value id as an execute holds it: its storage's (a view starts where its
+ * storage does), a DNNL result in the arena as large as its layout (a blocked one pads). */
+int64_t rt_cpu_value_room(const rt_cpu_plan *plan, int id);
+/* What is wrong with a loaded plan's layouts, as a phrase (*bad the step it is about), or
+ * NULL: every DNNL step's result described in the layout its kernel writes, every value a
+ * step reads taken in the layout it arrives in (a blocked result only by DNNL steps that
+ * read it blocked, never by the caller), each pool's source and concatenation's operand as
+ * large as what its kernel reads there. */
+const char *rt_cpu_dnnl_layouts_check(const rt_cpu_plan *plan, const hlo_comp *entry, int *bad);
 
 /* wino.c: a 3x3 convolution by Winograd's F(4x4, 3x3) over nChw8c layouts */
 /* Whether d's convolution is one wino.c runs: 3x3, stride 1, no dilation or groups, source and
