@@ -405,6 +405,10 @@ latch_status cap_exe_run(latch_runtime *rt, const cap_exe *exe, rt_value *const 
  * cap_compile_afresh, and the new entry returned, or NULL with *status. */
 cache_entry *cap_exe_recompile(latch_runtime *rt, const cap_graph *g, const hlo_module *source, cache_entry *entry,
                                latch_status *status);
+/* The compile of cap_exe_recompile alone, for a caller that took the failed entry out of the
+ * table itself (failure: why its first run failed). */
+cache_entry *cap_exe_compile_afresh(latch_runtime *rt, const cap_graph *g, const hlo_module *source,
+                                    const char *failure, latch_status *status);
 /* After a sync: an assigned handle's new value goes into its old buffer when no one else
  * can see that buffer. */
 void cap_write_back(latch_tensor *handle);
@@ -421,6 +425,13 @@ void *cap_compile_afresh(cache_disk *disk, cache_remote *remote, cache_key key, 
 void cap_first_run_warn(const char *what, cache_key key, const char *failure, const char *remedy);
 /* Test-only: say the next such failure again. */
 void cap_first_run_reset_warning(void);
+/* In a world of several ranks, a run of an executable on trial is marked first (the
+ * collectives this rank reached: cap_first_run_mark, 0 without a world); after it failed,
+ * cap_first_run_in_step says whether compiling afresh keeps the ranks in step: true when the
+ * run reached no collective (the other ranks wait at the first while this one compiles),
+ * else false, with latch_last_error naming the entry (key) and the commands that remove it. */
+unsigned cap_first_run_mark(latch_runtime *rt);
+bool cap_first_run_in_step(latch_runtime *rt, cache_key key, unsigned mark);
 
 /* ---- sync_check.c ---- */
 #define CAP_CHECK_DEFAULT_TIMEOUT 30.0
@@ -565,7 +576,7 @@ typedef struct cap_spec {
   bool loaded;                /* bound was loaded from the disk cache: its first run may fail */
   /* an entry run in segments (segments.c): the moved segments' executables at this
    * binding, by segment (the still ones are the entry's) */
-  cache_entry **segment_exes;
+  cache_entry *_Atomic *segment_exes;
   int segment_count;
 } cap_spec;
 
@@ -677,13 +688,16 @@ void cap_segments_describe(const cap_segments *s, char *out, size_t size);
  * still ones), making the still ones first if this is the entry's first run. NULL when a
  * segment did not compile (*status says why) or did not come out as planned: the caller
  * runs the whole graph. *compiled: some segment was compiled. */
-cache_entry **cap_segments_bind(latch_runtime *rt, const cap_entry *e, const int64_t *bindings,
-                                cap_node *const *params, bool *compiled, latch_status *status);
-void cap_segment_exes_free(latch_runtime *rt, cache_entry **exes, int count);
-/* Runs the segments on the call's parameter values; results[r] gets a READY node holding
- * the value of template node roots[r]. */
-latch_status cap_segments_run(latch_runtime *rt, const cap_segments *s, cache_entry *const *moved_exes,
-                              rt_value *const *params, const int *roots, int root_count, cap_node **results);
+cache_entry *_Atomic *cap_segments_bind(latch_runtime *rt, const cap_entry *e, const int64_t *bindings,
+                                        cap_node *const *params, bool *compiled, latch_status *status);
+void cap_segment_exes_free(latch_runtime *rt, cache_entry *_Atomic *exes, int count);
+/* Runs e's segments on the call's parameter values (params; param_nodes and bindings, the
+ * call's, make a segment's graph again when its loaded executable fails its first run, and
+ * its new executable replaces it in moved_exes or the plan); results[r] gets a READY node
+ * holding the value of template node e->roots[r]. */
+latch_status cap_segments_run(latch_runtime *rt, const cap_entry *e, cache_entry *_Atomic *moved_exes,
+                              const int64_t *bindings, cap_node *const *param_nodes, rt_value *const *params,
+                              cap_node **results);
 
 /* ---- reasons.c ---- */
 /* The guards that failed at a function's recompiles, counted per guard. */

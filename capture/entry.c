@@ -743,14 +743,30 @@ static bool respecialize(entry_call *c, const cap_spec *run, latch_status *statu
   return c->held != NULL;
 }
 
+/* Whether run is on trial: what a cache tier (or rank 0) gave for it has not run yet. */
+static bool on_trial(const entry_call *c, const cap_spec *run) {
+  cap_exe *exe = run->cached ? cache_entry_value(run->cached) : NULL;
+  return (exe && atomic_load(&exe->on_trial)) || (c->held && atomic_load(&c->held->on_trial));
+}
+
+/* After run failed on trial: whether making it afresh keeps the ranks in step (the entry
+ * named otherwise: the executable's, else the trace's). */
+static bool in_step(const entry_call *c, const cap_spec *run, unsigned mark) {
+  const cache_entry *named = run->cached ? run->cached : c->e->cached;
+  return cap_first_run_in_step(c->rt, named ? cache_entry_key(named) : (cache_key){0}, mark);
+}
+
 /* Runs one executable and keeps its results as the roots. */
 static latch_status call_execute(entry_call *c, const cap_spec *run) {
   rt_value *result = NULL;
+  bool trial = on_trial(c, run);
+  unsigned mark = trial ? cap_first_run_mark(c->rt) : 0;
   latch_status status = execute_once(c, run, &result);
   cap_spec fresh;
-  bool again = status != LATCH_OK && recompile_cached(c, run, &status);
+  bool recover = status != LATCH_OK && trial && in_step(c, run, mark);
+  bool again = recover && recompile_cached(c, run, &status);
   if (again) fresh = (cap_spec){.cached = c->e->cached};
-  else if (status != LATCH_OK && (again = respecialize(c, run, &status))) fresh = c->held->spec;
+  else if (recover && (again = respecialize(c, run, &status))) fresh = c->held->spec;
   if (again) {
     run = &fresh;
     rt_value_release(result);
@@ -792,7 +808,7 @@ static latch_status call_roots(entry_call *c, const int64_t *bindings, cap_run_k
     if (*kind == CAP_RUN_INSTANTIATED) *instantiate_ns = cap_now_ns() - start;
   }
   if (run.segment_exes) {
-    status = cap_segments_run(c->rt, e->segments, run.segment_exes, c->views, e->roots, e->root_count, c->roots);
+    status = cap_segments_run(c->rt, e, run.segment_exes, bindings, c->params, c->views, c->roots);
     atomic_fetch_add(&c->rt->syncs, 1);
   } else if (run.cached || run.module || run.bound) {
     status = call_execute(c, &run);

@@ -13,7 +13,12 @@
  * values cross segments only where a moved part starts or ends (in a decoder, the heads'
  * queries, keys and values and the attention's result: a few KB). Every segment is a graph
  * of its own, instantiated at the call's sizes and found by its own key, so the split
- * changes what runs where, never what is computed. */
+ * changes what runs where, never what is computed.
+ *
+ * A segment's executable loaded from a cache tier whose first run fails is made again from
+ * its graph and compiled afresh (cap_exe_compile_afresh: said once, the tiers' entry
+ * replaced), and the call goes on from that segment. The failed one leaves the table but is
+ * held until the plan is freed, since another thread may be running it. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +32,7 @@
 enum { MOVED_SHARE = 4, LEAST_STILL = 32, MOST_SEGMENTS = 64 };
 
 typedef struct cap_segment {
-  cache_entry *exe; /* still segments: the entry's, made at its first run */
+  cache_entry *_Atomic exe; /* still segments: the entry's, made at its first run */
   bool sorted;      /* args are in the executable's parameter order (set once, under the lock) */
   int arg_count, out_count;
   int *args; /* per parameter of exe: >= 0 the node an earlier segment made, < 0 call parameter -1 - arg */
@@ -38,8 +43,10 @@ struct cap_segments {
   int count, node_count, moved_nodes;
   int *segment; /* per template node */
   cap_segment *items;
-  pthread_mutex_t lock; /* over still_made */
+  pthread_mutex_t lock; /* over still_made, retired and replacing an executable */
   bool still_made;
+  cache_entry **retired; /* executables whose first run failed, replaced */
+  int retired_count;
 };
 
 static bool moved_segment(int g) { return g % 2 == 1; }
@@ -60,19 +67,24 @@ void cap_segments_describe(const cap_segments *s, char *out, size_t size) {
 void cap_segments_free(latch_runtime *rt, cap_segments *s) {
   if (!s) return;
   for (int g = 0; s->items && g < s->count; g++) {
-    if (s->items[g].exe) cache_table_release(rt->cache, s->items[g].exe);
+    cache_entry *exe = atomic_load(&s->items[g].exe);
+    if (exe) cache_table_release(rt->cache, exe);
     free(s->items[g].args);
     free(s->items[g].outs);
   }
+  for (int k = 0; k < s->retired_count; k++) cache_table_release(rt->cache, s->retired[k]);
+  free(s->retired);
   free(s->items);
   free(s->segment);
   pthread_mutex_destroy(&s->lock);
   free(s);
 }
 
-void cap_segment_exes_free(latch_runtime *rt, cache_entry **exes, int count) {
-  for (int g = 0; exes && g < count; g++)
-    if (exes[g]) cache_table_release(rt->cache, exes[g]);
+void cap_segment_exes_free(latch_runtime *rt, cache_entry *_Atomic *exes, int count) {
+  for (int g = 0; exes && g < count; g++) {
+    cache_entry *exe = atomic_load(&exes[g]);
+    if (exe) cache_table_release(rt->cache, exe);
+  }
   free(exes);
 }
 
@@ -221,13 +233,14 @@ static const cap_node *leaf_of(const made_nodes *made, int arg) {
   return arg < 0 ? made->leaves[-1 - arg] : made->cuts[arg];
 }
 
-/* Collects a segment's graph and finds its executable (*exe). The first time its arguments
- * are put in the graph's parameter order (the walk's, which follows from the template, not
- * the sizes); later, that order is checked. false with *status set when the compile failed,
- * and without when the graph did not come out as wired (a latch bug: the caller binds the
- * whole graph instead). Under the segments' lock. */
-static bool compile_segment(latch_runtime *rt, const made_nodes *made, cap_segment *seg, cache_entry **exe,
-                            bool *compiled, latch_status *status) {
+/* Collects a segment's graph and finds its executable (*exe), or with failure (why the one
+ * loaded for it failed its first run) compiles it afresh. The first time its arguments are
+ * put in the graph's parameter order (the walk's, which follows from the template, not the
+ * sizes); later, that order is checked. false with *status set when the compile failed, and
+ * without when the graph did not come out as wired (a latch bug: the caller binds the whole
+ * graph instead). Under the segments' lock. */
+static bool compile_segment(latch_runtime *rt, const made_nodes *made, cap_segment *seg, const char *failure,
+                            cache_entry **exe, bool *compiled, latch_status *status) {
   bool sort_args = !seg->sorted;
   enum { FEW = 32 };
   cap_node *root_buffer[FEW], **roots = root_buffer;
@@ -250,8 +263,9 @@ static bool compile_segment(latch_runtime *rt, const made_nodes *made, cap_segme
     if (ok && sort_args) memcpy(seg->args, sorted, sizeof(int) * (size_t)seg->arg_count);
     seg->sorted = seg->sorted || ok;
     if (ok) {
-      bool made_now = false;
-      *exe = cap_graph_executable(rt, &g, &made_now, status);
+      bool made_now = failure != NULL;
+      *exe = failure ? cap_exe_compile_afresh(rt, &g, NULL, failure, status)
+                     : cap_graph_executable(rt, &g, &made_now, status);
       *compiled = *compiled || made_now;
       ok = *exe != NULL;
     }
@@ -273,9 +287,12 @@ static bool make_still(latch_runtime *rt, const cap_entry *e, cap_segments *s, c
   if (!ok) {
     made_nodes made = {0};
     ok = make_nodes(e, s, bindings, params, false, &made);
-    for (int g = 0; ok && g < s->count; g++)
+    for (int g = 0; ok && g < s->count; g++) {
+      cache_entry *exe = NULL;
       if (!moved_segment(g) && s->items[g].out_count)
-        ok = compile_segment(rt, &made, &s->items[g], &s->items[g].exe, compiled, status);
+        ok = compile_segment(rt, &made, &s->items[g], NULL, &exe, compiled, status);
+      if (exe) atomic_store(&s->items[g].exe, exe);
+    }
     made_free(e, &made);
     s->still_made = ok;
   }
@@ -283,18 +300,21 @@ static bool make_still(latch_runtime *rt, const cap_entry *e, cap_segments *s, c
   return ok;
 }
 
-cache_entry **cap_segments_bind(latch_runtime *rt, const cap_entry *e, const int64_t *bindings,
-                                cap_node *const *params, bool *compiled, latch_status *status) {
+cache_entry *_Atomic *cap_segments_bind(latch_runtime *rt, const cap_entry *e, const int64_t *bindings,
+                                        cap_node *const *params, bool *compiled, latch_status *status) {
   cap_segments *s = e->segments;
   *compiled = false;
   if (!make_still(rt, e, s, bindings, params, compiled, status)) return NULL;
-  cache_entry **exes = hlo_calloc((size_t)s->count, sizeof(cache_entry *));
+  cache_entry *_Atomic *exes = hlo_calloc((size_t)s->count, sizeof *exes); /* all NULL */
   made_nodes made = {0};
   bool ok = exes && make_nodes(e, s, bindings, params, true, &made);
   pthread_mutex_lock(&s->lock); /* (a compile under it: calls with new sizes compile one at a time) */
-  for (int g = 0; ok && g < s->count; g++)
+  for (int g = 0; ok && g < s->count; g++) {
+    cache_entry *exe = NULL;
     if (moved_segment(g) && s->items[g].out_count)
-      ok = compile_segment(rt, &made, &s->items[g], &exes[g], compiled, status);
+      ok = compile_segment(rt, &made, &s->items[g], NULL, &exe, compiled, status);
+    if (exe) atomic_store(&exes[g], exe);
+  }
   pthread_mutex_unlock(&s->lock);
   made_free(e, &made);
   if (ok) return exes;
@@ -302,32 +322,85 @@ cache_entry **cap_segments_bind(latch_runtime *rt, const cap_entry *e, const int
   return NULL;
 }
 
-latch_status cap_segments_run(latch_runtime *rt, const cap_segments *s, cache_entry *const *moved_exes,
-                              rt_value *const *params, const int *roots, int root_count, cap_node **results) {
+/* Segment g's executable exe, loaded from a cache tier (or rank 0), failed its first run:
+ * its graph made again at bindings and compiled afresh, put in slot in exe's place (unless
+ * another thread did so first) and exe retired. The executable to run now, or NULL with
+ * *status. */
+static cache_entry *recompile_segment(latch_runtime *rt, const cap_entry *e, int g, cache_entry *_Atomic *slot,
+                                      cache_entry *exe, const int64_t *bindings, cap_node *const *params,
+                                      latch_status *status) {
+  cap_segments *s = e->segments;
+  char failure[sizeof ((hlo_diag *)0)->message];
+  snprintf(failure, sizeof failure, "%s", latch_last_error());
+  pthread_mutex_lock(&s->lock);
+  cache_entry *now = atomic_load(slot), *fresh = NULL, **grown = NULL;
+  if (now == exe) {
+    made_nodes made = {0};
+    bool compiled = false;
+    bool ok = (grown = hlo_realloc(s->retired, sizeof *grown * ((size_t)s->retired_count + 1))) != NULL;
+    if (grown) s->retired = grown;
+    ok = ok && make_nodes(e, s, bindings, params, moved_segment(g), &made);
+    if (ok) cache_table_remove(rt->cache, exe); /* false when a racing lookup took it out first */
+    ok = ok && compile_segment(rt, &made, &s->items[g], failure, &fresh, &compiled, status);
+    made_free(e, &made);
+    if (ok) {
+      s->retired[s->retired_count++] = exe; /* the slot's reference, kept */
+      atomic_store(slot, fresh);
+    } else if (*status == LATCH_OK) {
+      cap_set_error("call: out of memory, or a segment that did not come out as wired, compiling a segment afresh");
+      *status = LATCH_ERR_INTERNAL;
+    }
+    now = ok ? fresh : NULL;
+  }
+  pthread_mutex_unlock(&s->lock);
+  return now;
+}
+
+/* Runs exe as segment seg: its arguments from params and values, its outputs into values. */
+static latch_status run_segment(latch_runtime *rt, const cap_segment *seg, const cache_entry *exe,
+                                rt_value *const *params, rt_value **values) {
+  enum { FEW = 32 };
+  rt_value *arg_buffer[FEW], *out_buffer[FEW], **args = arg_buffer, **outs = out_buffer;
+  if (seg->arg_count > FEW) args = hlo_malloc(sizeof(rt_value *) * (size_t)seg->arg_count);
+  if (seg->out_count > FEW) outs = hlo_malloc(sizeof(rt_value *) * (size_t)seg->out_count);
+  latch_status status = LATCH_OK;
+  if (!args || !outs) {
+    status = LATCH_ERR_INTERNAL;
+    cap_set_error("call: out of memory");
+  }
+  for (int a = 0; status == LATCH_OK && a < seg->arg_count; a++)
+    args[a] = seg->args[a] < 0 ? params[-1 - seg->args[a]] : values[seg->args[a]];
+  if (status == LATCH_OK) status = cap_exe_run(rt, cache_entry_value(exe), args, outs);
+  for (int o = 0; status == LATCH_OK && o < seg->out_count; o++) values[seg->outs[o]] = outs[o];
+  if (args != arg_buffer) free(args);
+  if (outs != out_buffer) free(outs);
+  return status;
+}
+
+latch_status cap_segments_run(latch_runtime *rt, const cap_entry *e, cache_entry *_Atomic *moved_exes,
+                              const int64_t *bindings, cap_node *const *param_nodes, rt_value *const *params,
+                              cap_node **results) {
+  cap_segments *s = e->segments;
   rt_value **values = hlo_calloc((size_t)s->node_count + 1, sizeof(rt_value *));
   latch_status status = values ? LATCH_OK : LATCH_ERR_INTERNAL;
   if (!values) cap_set_error("call: out of memory");
   for (int g = 0; g < s->count && status == LATCH_OK; g++) {
-    const cap_segment *seg = &s->items[g];
+    cap_segment *seg = &s->items[g];
     if (!seg->out_count) continue;
-    enum { FEW = 32 };
-    rt_value *arg_buffer[FEW], *out_buffer[FEW], **args = arg_buffer, **outs = out_buffer;
-    if (seg->arg_count > FEW) args = hlo_malloc(sizeof(rt_value *) * (size_t)seg->arg_count);
-    if (seg->out_count > FEW) outs = hlo_malloc(sizeof(rt_value *) * (size_t)seg->out_count);
-    if (!args || !outs) {
-      status = LATCH_ERR_INTERNAL;
-      cap_set_error("call: out of memory");
-    }
-    for (int a = 0; status == LATCH_OK && a < seg->arg_count; a++)
-      args[a] = seg->args[a] < 0 ? params[-1 - seg->args[a]] : values[seg->args[a]];
-    const cache_entry *exe = moved_segment(g) ? moved_exes[g] : seg->exe;
-    if (status == LATCH_OK) status = cap_exe_run(rt, cache_entry_value(exe), args, outs);
-    for (int o = 0; status == LATCH_OK && o < seg->out_count; o++) values[seg->outs[o]] = outs[o];
-    if (args != arg_buffer) free(args);
-    if (outs != out_buffer) free(outs);
+    cache_entry *_Atomic *slot = moved_segment(g) ? &moved_exes[g] : &seg->exe;
+    cache_entry *exe = atomic_load_explicit(slot, memory_order_acquire);
+    bool trial = atomic_load(&((cap_exe *)cache_entry_value(exe))->on_trial);
+    unsigned mark = trial ? cap_first_run_mark(rt) : 0;
+    status = run_segment(rt, seg, exe, params, values);
+    if (status != LATCH_OK && trial && cap_first_run_in_step(rt, cache_entry_key(exe), mark) &&
+        (exe = recompile_segment(rt, e, g, slot, exe, bindings, param_nodes, &status)))
+      status = run_segment(rt, seg, exe, params, values);
+    cap_exe *ran = exe ? cache_entry_value(exe) : NULL;
+    if (status == LATCH_OK && atomic_load_explicit(&ran->on_trial, memory_order_relaxed))
+      atomic_store(&ran->on_trial, false);
   }
-  for (int r = 0; status == LATCH_OK && r < root_count; r++)
-    if (!(results[r] = cap_node_data(rt_value_retain(values[roots[r]])))) {
+  for (int r = 0; status == LATCH_OK && r < e->root_count; r++)
+    if (!(results[r] = cap_node_data(rt_value_retain(values[e->roots[r]])))) {
       status = LATCH_ERR_INTERNAL;
       cap_set_error("call: out of memory");
     }

@@ -16,6 +16,7 @@ typedef struct compile_job {
   bool compiled;                  /* the backend compiled it (not a load from disk or remote) */
   int ranks;                      /* > 1: an SPMD graph shared across the world (compile_once_per_job) */
   int job_compiles;               /* then: 1 when rank 0 compiled it, 0 when it loaded it */
+  bool received;                  /* then, on another rank: loaded from rank 0's bytes, on trial */
   size_t shared_bytes;            /* then: the serialized executable rank 0 sent */
   bool fresh;                     /* compile, never load, and replace the tiers' entry */
   const hlo_module *source;       /* with fresh: compile this instead of lowering the graph */
@@ -117,7 +118,10 @@ static bool shared_in_world(const latch_runtime *rt, const cap_graph *g) {
 
 /* Rank 0 finds or compiles the graph and sends its serialized executable, with one byte
  * saying whether it compiled it, to the others (rt_comm_share), which load it: the job
- * compiles each graph once. A rank 0 that failed sends nothing, and the others fail too. */
+ * compiles each graph once. A rank 0 that failed sends nothing, and the others fail too.
+ * What another rank loads is on trial like an entry of a cache tier (rank 0 may have loaded
+ * it from one, or made it for another processor): if its first run fails, that rank
+ * compiles the graph itself (cap_exe_recompile, which shares nothing). */
 static rt_executable *compile_once_per_job(compile_job *job, cache_origin *origin, hlo_diag *diag) {
   rt_comm *comm = job->rt->comm;
   const rt_backend *backend = job->graph->backend;
@@ -141,6 +145,7 @@ static rt_executable *compile_once_per_job(compile_job *job, cache_origin *origi
   hlo_status status = rt_comm_share(comm, &bytes, &len, "sharing a compiled graph with the ranks", &shared);
   if (!first && status == HLO_OK) {
     job->compiled = false;
+    job->received = true;
     exe = backend->deserialize(bytes, len - 1, &job->rt->compile_options, diag);
   } else if (!first) {
     *diag = shared;
@@ -172,7 +177,8 @@ static void *compile_graph(void *ctx, hlo_diag *diag) {
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory");
     return NULL;
   }
-  *value = (cap_exe){g->backend, exe, g->param_count, g->root_count, origin != CACHE_ORIGIN_COMPILED};
+  bool on_trial = origin != CACHE_ORIGIN_COMPILED || job->received;
+  *value = (cap_exe){g->backend, exe, g->param_count, g->root_count, on_trial};
   return value;
 }
 
@@ -296,6 +302,11 @@ cache_entry *cap_exe_recompile(latch_runtime *rt, const cap_graph *g, const hlo_
   snprintf(failure, sizeof failure, "%s", latch_last_error());
   cache_table_remove(rt->cache, entry); /* false when a racing thread took it out first */
   cache_table_release(rt->cache, entry);
+  return cap_exe_compile_afresh(rt, g, source, failure, status);
+}
+
+cache_entry *cap_exe_compile_afresh(latch_runtime *rt, const cap_graph *g, const hlo_module *source,
+                                    const char *failure, latch_status *status) {
   hlo_diag diag = {0};
   compile_job job = {.rt = rt, .graph = g, .fresh = true, .source = source, .failure = failure};
   cache_entry *fresh = cache_table_get_or_compile(rt->cache, g->key, compile_graph, &job, &diag, NULL);
@@ -318,8 +329,9 @@ static latch_status run_graph(latch_runtime *rt, cap_graph *g) {
   if (!args || !outs) status = LATCH_ERR_INTERNAL;
   for (int i = 0; status == LATCH_OK && i < g->param_count; i++) args[i] = g->params[i]->value;
   bool ran = status == LATCH_OK;
+  unsigned mark = ran && atomic_load(&exe->on_trial) ? cap_first_run_mark(rt) : 0;
   if (ran) status = cap_exe_run(rt, exe, args, outs);
-  if (ran && status != LATCH_OK && atomic_load(&exe->on_trial) &&
+  if (ran && status != LATCH_OK && atomic_load(&exe->on_trial) && cap_first_run_in_step(rt, g->key, mark) &&
       (entry = cap_exe_recompile(rt, g, NULL, entry, &status))) {
     exe = cache_entry_value(entry);
     status = cap_exe_run(rt, exe, args, outs);

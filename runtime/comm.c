@@ -192,6 +192,13 @@ int rt_comm_rank(const rt_comm *comm) { return comm->rank; }
 int rt_comm_size(const rt_comm *comm) { return comm->size; }
 bool rt_comm_broken(const rt_comm *comm) { return comm->broken; }
 
+unsigned rt_comm_collectives(rt_comm *comm) {
+  pthread_mutex_lock(&comm->lock);
+  unsigned reached = comm->sequence;
+  pthread_mutex_unlock(&comm->lock);
+  return reached;
+}
+
 /* ---- waiting with a deadline ---- */
 
 /* Polls requests until all complete or the timeout passes. peers[i] (when peers is given)

@@ -246,6 +246,9 @@ int rt_comm_rank(const rt_comm *comm);
 int rt_comm_size(const rt_comm *comm);
 /* Whether a collective failed or timed out: the ranks are out of step for good. */
 bool rt_comm_broken(const rt_comm *comm);
+/* The collectives this rank has reached (each rt_comm_agree counts one), the same count on
+ * every rank while they are in step: unchanged across a run, that run moved no data. */
+unsigned rt_comm_collectives(rt_comm *comm);
 /* Whether MPI reduces this type itself (the rest go through a gather and the reducer). */
 bool rt_comm_reducible(hlo_dtype dtype);
 /* Every rank of the world reached the collective what with the same signature (text, at most

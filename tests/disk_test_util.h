@@ -131,6 +131,38 @@ static inline bool plant_entry(const char *from, const char *to) {
   return ok;
 }
 
+/* The payload of from's one entry written, with valid checksums and header, over every
+ * entry of to (its key and fingerprint kept); the number of entries replaced, -1 on a
+ * failure. */
+static inline int plant_everywhere(const char *from, const char *to) {
+  cache_disk_entry_info *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+  void *payload = NULL;
+  bool ok = a && b && sole_entry(from, a, &payload);
+  hlo_diag diag;
+  hlo_diag_clear(&diag);
+  cache_disk *disk = ok ? cache_disk_open(to, 0, NULL, &diag) : NULL;
+  DIR *d = disk ? opendir(to) : NULL;
+  enum { MOST = 256 };
+  static char paths[MOST][512];
+  int count = 0, planted = 0;
+  for (struct dirent *ent; d && (ent = readdir(d));) /* listed first: each put renames over its entry */
+    if (cache_disk_is_entry_name(ent->d_name) && count < MOST && strlen(to) + strlen(ent->d_name) < 500)
+      snprintf(paths[count++], sizeof paths[0], "%.250s/%.250s", to, ent->d_name);
+  if (d) closedir(d);
+  for (int k = 0; ok && disk && k < count; k++) {
+    const char *path = paths[k];
+    cache_disk_reading r = {.check_payload = true};
+    ok = cache_disk_read_entry(AT_FDCWD, path, &r, b) == CACHE_DISK_OK &&
+         cache_disk_put(disk, b->key, b->fingerprint, payload, (size_t)a->payload_bytes);
+    planted += ok;
+  }
+  cache_disk_close(disk);
+  free(payload);
+  free(a);
+  free(b);
+  return ok && disk ? planted : -1;
+}
+
 /* ---- stderr capture, to see the warnings ---- */
 
 static int saved_stderr = -1;

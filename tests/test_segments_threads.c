@@ -2,9 +2,11 @@
  * parts are compiled once and only the moved part (the concatenations and the attention
  * over the caches) is compiled per size. Checked: the values against a host fp64 computation
  * at every size; the compile counts (the still part compiled once, a size seen again
- * compiling nothing); a second runtime on the same disk cache compiling nothing; the
- * LATCH_LOG=guards line; and threads calling with different sizes at once (run under
- * ThreadSanitizer by `make tsan`). */
+ * compiling nothing); a second runtime on the same disk cache compiling nothing; a disk
+ * cache whose every entry a writer replaced with another program's executable (each fails
+ * its first run: compiled afresh, said once, the values right, the next runtime compiling
+ * nothing); the LATCH_LOG=guards line; and threads calling with different sizes at once (run
+ * under ThreadSanitizer by `make tsan`). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -12,6 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "capture/capture.h"
+#include "disk_test_util.h"
 #include "function_util.h"
 
 enum { D = 16, DEPTH = 10, POSITIONS = 64, LAYERS = 2, THREADS = 2, CALLS = 12 };
@@ -218,6 +222,71 @@ static void disk_cache_keeps_segments(void) {
   CHECK(system(command) == 0);
 }
 
+/* Lengths 4 to 7 (static, then symbolic: still and moved segments, moved ones per length)
+ * in a runtime on the disk cache dir; false unless every value is right. */
+static bool lengths_on_disk(const char *dir, latch_stats *s) {
+  latch_runtime *rt = fu_open_disk(dir);
+  if (!rt) return false;
+  model md;
+  make_model(rt, &md);
+  latch_function *f = latch_function_new_step(rt, step, &md, NULL);
+  bool right = true;
+  for (int64_t t = 4; t <= 7; t++) right = call_at(rt, f, t) && right;
+  latch_get_stats(rt, s);
+  latch_function_free(f);
+  latch_release(md.w), latch_release(md.p);
+  latch_close(rt);
+  return right;
+}
+
+/* relu on f32[4] in a runtime on dir: its one entry. */
+static bool relu_entry(const char *dir) {
+  latch_runtime *rt = fu_open_disk(dir);
+  if (!rt) return false;
+  float xs[4] = {-1, 0, 1, 2}, out[4] = {0};
+  latch_tensor *x = latch_from_host(rt, LATCH_F32, 1, FDIMS(4), xs), *y = latch_relu(x);
+  bool right = y && latch_read(y, out, sizeof out) == LATCH_OK && out[0] == 0 && out[1] == 0 && out[3] == 2;
+  latch_release(x), latch_release(y);
+  latch_close(rt);
+  return right;
+}
+
+/* Every entry the decoder left on disk (its static graph, the still segments, the moved ones
+ * at lengths 5 to 7) replaced by relu's executable, with valid header and checksums: each
+ * loads, and its first run fails (other parameters). The next runtime compiles each afresh
+ * as it meets it, says so once, and gets the right values; the one after loads the
+ * replaced entries and compiles nothing. */
+static void planted_segments_compile_afresh(void) {
+  char dir[64], relu[64];
+  make_temp_dir(dir);
+  make_temp_dir(relu);
+  latch_stats st;
+  CHECK(relu_entry(relu));
+  CHECK(lengths_on_disk(dir, &st));
+  int planted = plant_everywhere(relu, dir);
+  CHECK_MSG(planted >= 7, "%d entries planted", planted); /* the static graph, 3 still, 3 moved at least */
+
+  cap_first_run_reset_warning();
+  capture_begin();
+  bool right = lengths_on_disk(dir, &st);
+  const char *text = capture_end();
+  CHECK(right);
+  CHECK_EQ_INT((int)st.disk_loads, planted); /* every crafted entry loaded */
+  CHECK_EQ_INT((int)st.compiles, planted);   /* and each compiled afresh after its first run failed */
+  CHECK_MSG(count_occurrences(text, "failed its first run") == 1, "stderr:\n%s", text);
+
+  cap_first_run_reset_warning();
+  capture_begin();
+  right = lengths_on_disk(dir, &st);
+  text = capture_end();
+  CHECK(right);
+  CHECK_EQ_INT((int)st.compiles, 0);
+  CHECK_EQ_INT((int)st.disk_loads, planted);
+  CHECK_MSG(count_occurrences(text, "failed its first run") == 0, "stderr:\n%s", text);
+  remove_tree(dir);
+  remove_tree(relu);
+}
+
 typedef struct logged_calls {
   latch_runtime *rt;
   latch_function *f;
@@ -282,6 +351,7 @@ int main(void) {
   for (int i = 0; i < POSITIONS * D; i++) positions[i] = (float)(0.5 * cos(i * 0.37));
   RUN(still_part_compiles_once);
   RUN(disk_cache_keeps_segments);
+  RUN(planted_segments_compile_afresh);
   RUN(log_says_segments);
   RUN(threads_bind_and_run);
   return TEST_REPORT();

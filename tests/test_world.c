@@ -4,12 +4,17 @@
  * backends, eagerly and inside a traced function. Rank r's x[i] = 3r + i - 4 (small integers,
  * every sum exact), so the expected sum is n*i + 3*n(n-1)/2 - 4n, the max 3(n-1) + i - 4, the
  * min i - 4, worked here by hand; a rank exits 1 on a wrong value. Rank 0 alone compiles each
- * graph; the others receive its executable (LATCH_LOG=compiles says the count per job). */
+ * graph; the others receive its executable (LATCH_LOG=compiles says the count per job).
+ * A cache entry that a writer replaced with the executable of the same graph on other sizes
+ * (valid header and checksums) loads on rank 0 and reaches rank 1 as rank 0's bytes; its
+ * first run fails on both before any collective, and each rank compiles it afresh, says so
+ * once and gets the right sums; the next job loads the replaced entry and compiles nothing. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli_util.h"
+#include "disk_test_util.h"
 #include "function_util.h"
 
 #define MPIRUN                                                                                   \
@@ -145,6 +150,59 @@ static int one_rank(const char *backend) {
   return failures ? 1 : 0;
 }
 
+/* A rank on the disk cache dir: all_reduce(x + x) on f32[n], rank r's x[i] = i + r, so the
+ * sum is 2(size i + size(size - 1)/2). Prints what it got, compiled and loaded. */
+static int planted_rank(const char *dir, int n) {
+  latch_options options;
+  latch_options_init(&options);
+  options.backend = "cpu";
+  options.mpi = true;
+  options.cache = "disk";
+  options.cache_dir = dir;
+  latch_runtime *rt = latch_open(&options);
+  if (!rt || n < 1 || n > 8) return fprintf(stderr, "latch_open: %s\n", latch_last_error()), 1;
+  int rank = -1, size = -1, wrong = n;
+  latch_world(rt, &rank, &size);
+  float xs[8];
+  for (int i = 0; i < n; i++) xs[i] = (float)(i + rank);
+  int64_t dims[1] = {n};
+  latch_tensor *x = latch_from_host(rt, LATCH_F32, 1, dims, xs), *twice = latch_binary(LATCH_ADD, x, x);
+  latch_tensor *sum = latch_all_reduce(twice, LATCH_SUM);
+  double *v = fu_read(sum);
+  if (v) wrong = 0;
+  else fprintf(stderr, "rank %d: %s\n", rank, latch_last_error());
+  for (int i = 0; v && i < n; i++) wrong += v[i] != 2.0 * (size * i + size * (size - 1) / 2.0);
+  free(v);
+  latch_release(x), latch_release(twice), latch_release(sum);
+  latch_stats st;
+  latch_get_stats(rt, &st);
+  latch_close(rt);
+  printf("rank %d of %d: %d wrong, %llu compiles, %llu disk loads\n", rank, size, wrong,
+         (unsigned long long)st.compiles, (unsigned long long)st.disk_loads);
+  return wrong ? 1 : 0;
+}
+
+static void planted_entry(void) {
+  test_current = "a planted entry";
+  char env[512], small[600], large[600];
+  snprintf(env, sizeof env, MPIRUN " -np 2 --mca btl self,vader");
+  snprintf(small, sizeof small, "%s", cli_path("small"));
+  snprintf(large, sizeof large, "%s", cli_path("large"));
+  CHECK_MSG(cli_run(env, "planted '%s' 4", small) == 0, "%s%s", cli_out, cli_err);
+  CHECK_MSG(cli_run(env, "planted '%s' 8", large) == 0, "%s%s", cli_out, cli_err);
+  CHECK(plant_entry(small, large));
+  int status = cli_run(env, "planted '%s' 8", large);
+  CHECK_MSG(status == 0 && strstr(cli_out, "rank 0 of 2: 0 wrong, 1 compiles, 1 disk loads") &&
+                strstr(cli_out, "rank 1 of 2: 0 wrong, 1 compiles, 0 disk loads") &&
+                count_occurrences(cli_err, "failed its first run") == 2,
+            "exit %d\nstdout: %s\nstderr: %s", status, cli_out, cli_err);
+  status = cli_run(env, "planted '%s' 8", large);
+  CHECK_MSG(status == 0 && strstr(cli_out, "rank 0 of 2: 0 wrong, 0 compiles, 1 disk loads") &&
+                strstr(cli_out, "rank 1 of 2: 0 wrong, 0 compiles, 0 disk loads") &&
+                count_occurrences(cli_err, "failed its first run") == 0,
+            "exit %d\nstdout: %s\nstderr: %s", status, cli_out, cli_err);
+}
+
 /* Every rank right; the seven graphs (six eager all-reduces, the traced one) compiled by
  * rank 0 alone and received by the others, each line of LATCH_LOG=compiles saying so. */
 static void job(int ranks, const char *btl, const char *backend) {
@@ -167,6 +225,7 @@ static void job(int ranks, const char *btl, const char *backend) {
 
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "rank") == 0) return one_rank(argv[2]);
+  if (argc == 4 && strcmp(argv[1], "planted") == 0) return planted_rank(argv[2], atoi(argv[3]));
   one_process();
   test_current = "ranks";
   char *self = realpath(argv[0], NULL);
@@ -179,6 +238,7 @@ int main(int argc, char **argv) {
   job(2, "self,vader", "reference");
   job(2, "self,tcp", "cpu");
   job(4, "self,vader", "cpu");
+  planted_entry();
   cli_cleanup();
   return TEST_REPORT();
 }
