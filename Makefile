@@ -153,7 +153,7 @@ test-threads: $(THREAD_TEST_BIN)
 # flat; a few minutes, so not in `make test`.
 SOAK_CALLS ?= 12000
 SOAK_THREADS ?= 8
-$(BUILD)/soak: tests/soak/soak.c $(BUILD)/liblatch.a
+$(BUILD)/soak: tests/soak/soak.c tests/soak/soak_util.h $(BUILD)/liblatch.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)
 
 # Then tests/soak/soak_remote.c: SOAK_PROCESSES processes for SOAK_SECONDS on a private
@@ -161,7 +161,7 @@ $(BUILD)/soak: tests/soak/soak.c $(BUILD)/liblatch.a
 # every result checked, nothing lost on the server, RSS and open files flat.
 SOAK_SECONDS ?= 120
 SOAK_PROCESSES ?= 3
-$(BUILD)/soak_remote: tests/soak/soak_remote.c tests/redis_test_util.h $(BUILD)/liblatch.a
+$(BUILD)/soak_remote: tests/soak/soak_remote.c tests/soak/soak_util.h tests/redis_test_util.h $(BUILD)/liblatch.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/liblatch.a $(LDLIBS)
 
 soak: $(BUILD)/soak $(BUILD)/soak_remote

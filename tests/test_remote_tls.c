@@ -61,6 +61,17 @@ static void tls_url(char *out, size_t size, const char *host, int port, const ch
   snprintf(out, size, "rediss://%s:%d/0?unsigned=1&tls_ca=%s/%s-ca.crt%s", host, port, pki, ca_name, extra);
 }
 
+/* A server from pki/NAME (start_tls) and, in url, the URL to it at 127.0.0.1 that trusts
+ * NAME's CA; false, the test failed, when the server did not start. */
+static bool tls_server(redis_server *s, const char *name, bool auth_clients, int *port, char *url, size_t size) {
+  if (!start_tls(s, name, auth_clients, port)) {
+    CHECK_MSG(false, "redis-server with TLS did not start");
+    return false;
+  }
+  tls_url(url, size, "127.0.0.1", *port, name, "");
+  return true;
+}
+
 /* Graphs [0, 2) in a fresh runtime with url; the warnings it printed in text. */
 static int run_capturing(const char *url, latch_stats *st, const char **text) {
   cache_remote_reset_warnings();
@@ -73,14 +84,10 @@ static int run_capturing(const char *url, latch_stats *st, const char **text) {
 static void stores_and_loads_over_tls(void) {
   redis_server s;
   int port = 0;
-  if (!start_tls(&s, "good", false, &port)) {
-    CHECK_MSG(false, "redis-server with TLS did not start");
-    return;
-  }
   char url[512];
+  if (!tls_server(&s, "good", false, &port, url, sizeof url)) return;
   latch_stats st;
   const char *text;
-  tls_url(url, sizeof url, "127.0.0.1", port, "good", "");
   CHECK_EQ_INT(run_capturing(url, &st, &text), 0);
   CHECK_EQ_INT((int)st.remote_writes, 2);
   CHECK_MSG(!strstr(text, "warning"), "%s", text);
@@ -108,14 +115,10 @@ static void stores_and_loads_over_tls(void) {
 static void wrong_host_refused(void) {
   redis_server s;
   int port = 0;
-  if (!start_tls(&s, "named", false, &port)) { /* made for cache.example only */
-    CHECK_MSG(false, "redis-server with TLS did not start");
-    return;
-  }
   char url[512];
+  if (!tls_server(&s, "named", false, &port, url, sizeof url)) return; /* made for cache.example only */
   latch_stats st;
   const char *text;
-  tls_url(url, sizeof url, "127.0.0.1", port, "named", "");
   CHECK_EQ_INT(run_capturing(url, &st, &text), 0);
   CHECK_EQ_INT((int)st.remote_writes, 0);
   CHECK_MSG(strstr(text, "certificate is refused") != NULL, "%s", text);
@@ -125,14 +128,10 @@ static void wrong_host_refused(void) {
 static void client_certificate(void) {
   redis_server s;
   int port = 0;
-  if (!start_tls(&s, "good", true, &port)) {
-    CHECK_MSG(false, "redis-server with TLS did not start");
-    return;
-  }
   char url[768], extra[300];
+  if (!tls_server(&s, "good", true, &port, url, sizeof url)) return;
   latch_stats st;
   const char *text;
-  tls_url(url, sizeof url, "127.0.0.1", port, "good", "");
   CHECK_EQ_INT(run_capturing(url, &st, &text), 0); /* no client certificate: refused */
   CHECK_EQ_INT((int)st.remote_writes, 0);
   snprintf(extra, sizeof extra, "&tls_cert=%s/good-client.crt&tls_key=%s/good-client.key", pki, pki);

@@ -23,6 +23,8 @@
 
 #include <latch.h>
 
+#include "soak_util.h"
+
 enum { IN = 16, HIDDEN = 32, OUT = 4, MAX_BATCH = 100 };
 /* Traced and eager results agree within this fraction of the largest magnitude: the two
  * modes run the same kernels, fused or not, so only rounding differs. */
@@ -41,24 +43,6 @@ typedef struct model {
   latch_runtime *rt;
   latch_tensor *w1, *b1, *w2; /* [IN, HIDDEN], [HIDDEN], [HIDDEN, OUT] */
 } model;
-
-static double rss_mb(void) {
-  FILE *f = fopen("/proc/self/statm", "r");
-  long pages = 0, resident = 0;
-  if (f) {
-    if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
-    fclose(f);
-  }
-  return (double)resident * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
-}
-
-static int open_files(void) {
-  DIR *d = opendir("/proc/self/fd");
-  int n = 0;
-  for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] != '.';
-  if (d) closedir(d);
-  return n - 1; /* the directory's own */
-}
 
 static void fail(const char *what, int thread, int call) {
   atomic_fetch_add(&failures, 1);
@@ -133,8 +117,8 @@ typedef struct worker {
 
 static void sample_quarter(void) {
   if (atomic_fetch_add(&calls_done, 1) + 1 != calls_per_thread * thread_count / 4) return;
-  rss_quarter_mb = rss_mb();
-  fds_quarter = open_files();
+  rss_quarter_mb = soak_rss_mb();
+  fds_quarter = soak_open_files();
   atomic_store(&quarter_sampled, 1);
 }
 
@@ -190,12 +174,6 @@ static latch_runtime *open_runtime(bool eager) {
   return rt;
 }
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* One racing process: returns its exit status. */
 static int process(void) {
   traced_rt = open_runtime(false), eager_rt = open_runtime(true);
@@ -206,14 +184,14 @@ static int process(void) {
   shared_fn = latch_function_new_step(traced_rt, shared, shared_w_traced, NULL);
   pthread_t threads[64];
   worker workers[64];
-  double start = now_s(), rss_start = rss_mb();
+  double start = soak_now_s(), rss_start = soak_rss_mb();
   for (int t = 0; t < thread_count; t++) {
     workers[t] = (worker){t, (unsigned)(getpid() * 977 + t)};
     pthread_create(&threads[t], NULL, work, &workers[t]);
   }
   for (int t = 0; t < thread_count; t++) pthread_join(threads[t], NULL);
-  double seconds = now_s() - start, rss_end = rss_mb();
-  int fds_end = open_files();
+  double seconds = soak_now_s() - start, rss_end = soak_rss_mb();
+  int fds_end = soak_open_files();
   latch_stats s;
   latch_get_stats(traced_rt, &s);
   latch_function_stats fs;

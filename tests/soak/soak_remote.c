@@ -10,7 +10,6 @@
  * quarter to its end must stay flat. Exits 1 on any wrong value, error, loss or growth.
  *
  *   build/soak_remote [SECONDS [PROCESSES]]   (defaults 60 and 3) */
-#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -23,6 +22,8 @@
 
 #include <latch.h>
 
+#include "soak_util.h"
+
 #include "../redis_test_util.h"
 
 enum { GRAPHS = 24, N = 16 };
@@ -30,30 +31,6 @@ enum { GRAPHS = 24, N = 16 };
 static double seconds = 60;
 static int processes = 3;
 static char url[256];
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static double rss_mb(void) {
-  FILE *f = fopen("/proc/self/statm", "r");
-  long pages = 0, resident = 0;
-  if (f) {
-    if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
-    fclose(f);
-  }
-  return (double)resident * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
-}
-
-static int open_files(void) {
-  DIR *d = opendir("/proc/self/fd");
-  int n = 0;
-  for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] != '.';
-  if (d) closedir(d);
-  return n - 1;
-}
 
 /* Graph g: tanh(x * (g + 1) / 8 - 1) on x = 0..N-1, N values; the wrong ones (N when it
  * failed). Expected values in double, compared within 1e-5. */
@@ -72,6 +49,17 @@ static int run_graph(latch_runtime *rt, int g) {
   latch_tensor *all[] = {x, k, one, a, b, y};
   for (int i = 0; i < 6; i++) latch_release(all[i]);
   return wrong;
+}
+
+/* A runtime on both tiers: a disk cache in dir, the fleet's Redis with signed entries. */
+static latch_runtime *open_tiers(const char *dir) {
+  latch_options o;
+  latch_options_init(&o);
+  o.cache = "disk";
+  o.cache_dir = dir;
+  o.cache_url = url;
+  o.cache_secret = "soak-secret";
+  return latch_open(&o);
 }
 
 typedef struct helper {
@@ -106,13 +94,7 @@ typedef struct totals {
 static void round_once(const char *base, int round, unsigned *seed, totals *t) {
   char dir[256];
   snprintf(dir, sizeof dir, "%s/p%d-r%d", base, (int)getpid(), round);
-  latch_options o;
-  latch_options_init(&o);
-  o.cache = "disk";
-  o.cache_dir = dir;
-  o.cache_url = url;
-  o.cache_secret = "soak-secret";
-  latch_runtime *rt = latch_open(&o);
+  latch_runtime *rt = open_tiers(dir);
   if (!rt) {
     fprintf(stderr, "soak_remote: latch_open: %s\n", latch_last_error());
     t->wrong += N;
@@ -156,19 +138,19 @@ static void round_once(const char *base, int round, unsigned *seed, totals *t) {
 static int process(const char *base, int index) {
   unsigned seed = (unsigned)(getpid() * 7919 + index);
   totals t = {0};
-  double start = now_s(), rss_quarter = 0;
+  double start = soak_now_s(), rss_quarter = 0;
   int fds_quarter = 0;
   bool sampled = false;
-  for (int round = 0; now_s() - start < seconds; round++) {
+  for (int round = 0; soak_now_s() - start < seconds; round++) {
     round_once(base, round, &seed, &t);
-    if (!sampled && now_s() - start >= seconds / 4) {
+    if (!sampled && soak_now_s() - start >= seconds / 4) {
       sampled = true;
-      rss_quarter = rss_mb();
-      fds_quarter = open_files();
+      rss_quarter = soak_rss_mb();
+      fds_quarter = soak_open_files();
     }
   }
-  double rss_end = rss_mb();
-  int fds_end = open_files();
+  double rss_end = soak_rss_mb();
+  int fds_end = soak_open_files();
   printf("soak_remote: pid %d: %ld rounds, %ld graph runs, %ld forks; %ld compiles, %ld remote loads; RSS %.1f MB at a "
          "quarter, %.1f MB at the end; open files %d, %d; %ld wrong\n", (int)getpid(), t.rounds, t.runs, t.forks,
          t.compiles, t.remote_loads, rss_quarter, rss_end, fds_quarter, fds_end, t.wrong);
@@ -189,13 +171,7 @@ static int process(const char *base, int index) {
 static int nothing_lost(const char *base) {
   char dir[256];
   snprintf(dir, sizeof dir, "%s/final", base);
-  latch_options o;
-  latch_options_init(&o);
-  o.cache = "disk";
-  o.cache_dir = dir;
-  o.cache_url = url;
-  o.cache_secret = "soak-secret";
-  latch_runtime *rt = latch_open(&o);
+  latch_runtime *rt = open_tiers(dir);
   if (!rt) return 1;
   int wrong = 0;
   for (int g = 0; g < GRAPHS; g++) wrong += run_graph(rt, g);
