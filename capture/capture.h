@@ -60,7 +60,8 @@ typedef enum cap_op {
   CAP_CONV2D = 13,     /* attrs: stride h w, pad h w, dilation h w, groups */
   /* CAP_MATMUL and CAP_CONV2D take sub CAP_PRODUCT_BF16 when the f32 product runs on bf16
    * operands (precision.c) */
-  CAP_POOL = 14,       /* sub: 0 max, 1 avg; attrs: kernel h w, stride h w, pad h w */
+  CAP_POOL = 14,       /* sub: 0 max, 1 avg, 2 max's gradient (operands x, grad); attrs: kernel h w,
+                        * stride h w, pad h w */
   CAP_REDUCE = 15,     /* sub: latch_reduce_op; attrs: dim mask, keepdim */
   CAP_ARGMAX = 16,     /* attrs: dim, keepdim */
   CAP_SOFTMAX = 17,    /* sub: 1 for log_softmax; attrs: dim */

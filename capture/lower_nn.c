@@ -278,8 +278,9 @@ static hlo_instr *lower_conv2d(hlo_comp *comp, const cap_node *node, hlo_instr *
   return hlo_build_convolution_to(comp, x, w, &window, &dims, node->attrs[6], 1, dtype, diag);
 }
 
-static hlo_instr *lower_pool(hlo_comp *comp, const cap_node *node, hlo_instr *x, hlo_diag *diag) {
+static hlo_instr *lower_pool(hlo_comp *comp, const cap_node *node, hlo_instr *const *in, hlo_diag *diag) {
   bool avg = node->sub == 1;
+  hlo_instr *x = in[0];
   hlo_window window;
   memset(&window, 0, sizeof window);
   window.rank = 4;
@@ -293,6 +294,13 @@ static hlo_instr *lower_pool(hlo_comp *comp, const cap_node *node, hlo_instr *x,
     }
   }
   hlo_dtype dtype = x->shape.dtype;
+  if (node->sub == 2) { /* a max pool's gradient: the first maximum (>= keeps it) takes each window's */
+    hlo_comp *select = hlo_shared_scalar_compare(comp->module, HLO_DIR_GE, dtype);
+    hlo_comp *scatter = select ? cap_lower_reducer(comp, HLO_OP_ADD, dtype, diag) : NULL;
+    hlo_instr *zero = scatter ? cap_lower_scalar(comp, dtype, 0, diag) : NULL;
+    if (!select) hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory making a select computation");
+    return zero ? hlo_build_select_and_scatter(comp, x, in[1], zero, &window, select, scatter, diag) : NULL;
+  }
   hlo_opcode op = avg ? HLO_OP_ADD : HLO_OP_MAXIMUM;
   hlo_comp *reducer = cap_lower_reducer(comp, op, dtype, diag);
   hlo_instr *init = !reducer ? NULL : avg ? cap_lower_scalar(comp, dtype, 0, diag) : limit(comp, dtype, true, diag);
@@ -390,7 +398,7 @@ hlo_instr *cap_lower_nn(hlo_comp *comp, const cap_node *node, hlo_instr *const *
     case CAP_GELU: return lower_gelu(comp, node, in[0], diag);
     case CAP_MATMUL: return lower_matmul(comp, node, in, diag);
     case CAP_CONV2D: return lower_conv2d(comp, node, in, diag);
-    case CAP_POOL: return lower_pool(comp, node, in[0], diag);
+    case CAP_POOL: return lower_pool(comp, node, in, diag);
     case CAP_REDUCE: return lower_reduce(comp, node, in[0], diag);
     case CAP_ARGMAX: return lower_argmax(comp, node, in[0], diag);
     case CAP_SOFTMAX: return lower_softmax(comp, node, in[0], diag);

@@ -84,14 +84,12 @@ latch_tensor *latch_conv2d(latch_tensor *x, latch_tensor *w, const latch_conv2d_
   return cap_traced(x->rt, node);
 }
 
-static latch_tensor *pool(const char *op, int kind, latch_tensor *x, const int64_t kernel[2], const int64_t stride[2],
-                          const int64_t padding[2]) {
-  latch_tensor *bad = cap_poisoned(op, 1, &x);
-  if (bad) return bad;
-  const cap_node *a = x->node;
-  char s[128];
-  bool ok = a->rank == 4 && kernel && (kind == 0 ? a->dtype != HLO_PRED : is_float(x));
-  int64_t attrs[6], dims[4] = {a->dims[0], a->dims[1], 0, 0};
+/* The pooled dims of a [N, C, H, W] and the pool's attrs (kernel, stride, padding); false
+ * when they do not fit. */
+static bool pooled(const cap_node *a, const int64_t kernel[2], const int64_t stride[2], const int64_t padding[2],
+                   int64_t attrs[6], int64_t dims[4]) {
+  bool ok = a->rank == 4 && kernel;
+  for (int i = 0; ok && i < 4; i++) dims[i] = a->dims[i];
   for (int i = 0; ok && i < 2; i++) {
     int64_t k = kernel[i], st = stride ? stride[i] : k, p = padding ? padding[i] : 0;
     ok = k >= 1 && st >= 1 && p >= 0 && 2 * p <= k && a->dims[2 + i] + 2 * p >= k;
@@ -100,7 +98,17 @@ static latch_tensor *pool(const char *op, int kind, latch_tensor *x, const int64
     attrs[2 + i] = st;
     attrs[4 + i] = p;
   }
-  if (!ok)
+  return ok;
+}
+
+static latch_tensor *pool(const char *op, int kind, latch_tensor *x, const int64_t kernel[2], const int64_t stride[2],
+                          const int64_t padding[2]) {
+  latch_tensor *bad = cap_poisoned(op, 1, &x);
+  if (bad) return bad;
+  const cap_node *a = x->node;
+  char s[128];
+  int64_t attrs[6], dims[4];
+  if (!pooled(a, kernel, stride, padding, attrs, dims) || (kind == 0 ? a->dtype == HLO_PRED : !is_float(x)))
     return cap_error(x->rt,
                      "%s: input %s does not fit (NCHW %s input, kernel >= 1, stride >= 1, padding <= kernel/2)", op,
                      cap_shape_text(x, s, sizeof s), kind ? "floating-point" : "number");
@@ -117,6 +125,25 @@ latch_tensor *latch_max_pool2d(latch_tensor *x, const int64_t kernel[2], const i
 latch_tensor *latch_avg_pool2d(latch_tensor *x, const int64_t kernel[2], const int64_t stride[2],
                                const int64_t padding[2]) {
   return pool("avg_pool2d", 1, x, kernel, stride, padding);
+}
+
+latch_tensor *latch_max_pool2d_grad(latch_tensor *x, latch_tensor *grad, const int64_t kernel[2],
+                                    const int64_t stride[2], const int64_t padding[2]) {
+  latch_tensor *in[2] = {x, grad}, *bad;
+  if ((bad = cap_poisoned("max_pool2d_grad", 2, in))) return bad;
+  const cap_node *a = x->node, *g = grad->node;
+  char s[128], sg[128];
+  int64_t attrs[6], dims[4];
+  bool ok = pooled(a, kernel, stride, padding, attrs, dims) && is_float(x) && g->dtype == a->dtype && g->rank == 4;
+  for (int i = 0; ok && i < 4; i++) ok = g->dims[i] == dims[i];
+  if (!ok)
+    return cap_error(x->rt,
+                     "max_pool2d_grad: input %s and gradient %s do not fit (NCHW floating-point input, the gradient "
+                     "of its pooled shape and type, kernel >= 1, stride >= 1, padding <= kernel/2)",
+                     cap_shape_text(x, s, sizeof s), cap_shape_text(grad, sg, sizeof sg));
+  cap_node *node = cap_node_like(CAP_POOL, 2, 2, in, 6, (hlo_dtype)a->dtype, 4, a->dims);
+  if (node) memcpy(node->attrs, attrs, sizeof attrs);
+  return cap_traced(x->rt, node);
 }
 
 /* The reduced dims as a bit mask; false when one is out of range. */

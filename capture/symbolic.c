@@ -123,9 +123,19 @@ static void pool(cap_trace *t, cap_node *node, guard_expr *out) {
   guard_expr X[HLO_MAX_RANK];
   cap_trace_node_dims(t, node->operands[0], X);
   const int64_t *a = node->attrs; /* kernel h w, stride h w, pad h w */
-  out[0] = X[0];
-  out[1] = X[1];
-  for (int i = 0; i < 2; i++) out[2 + i] = window_out(t, X[2 + i], a[4 + i], constant(a[i]), a[2 + i]);
+  guard_expr pooled[4] = {X[0], X[1]};
+  for (int i = 0; i < 2; i++) pooled[2 + i] = window_out(t, X[2 + i], a[4 + i], constant(a[i]), a[2 + i]);
+  if (node->sub != 2) {
+    memcpy(out, pooled, sizeof pooled);
+    return;
+  }
+  /* a max pool's gradient: x's dims, the gradient's those of the pool */
+  guard_expr G[HLO_MAX_RANK];
+  cap_trace_node_dims(t, node->operands[1], G);
+  for (int i = 0; i < 4; i++) {
+    require_equal(t, G[i], pooled[i]);
+    out[i] = X[i];
+  }
 }
 
 static guard_expr numel(cap_trace *t, const cap_node *x) {

@@ -441,6 +441,17 @@ hlo_instr *hlo_build_reduce_window(hlo_comp *comp, hlo_instr *x, hlo_instr *init
   return commit(comp, &draft, diag);
 }
 
+hlo_instr *hlo_build_select_and_scatter(hlo_comp *comp, hlo_instr *operand, hlo_instr *source, hlo_instr *init,
+                                       const hlo_window *window, hlo_comp *select, hlo_comp *scatter, hlo_diag *diag) {
+  hlo_instr *operands[3] = {operand, source, init};
+  hlo_comp *called[2] = {select, scatter};
+  hlo_instr draft;
+  draft_init(&draft, comp, HLO_OP_SELECT_AND_SCATTER, 3, operands);
+  draft.window = hlo_arena_memdup(arena_of(comp), window, sizeof *window);
+  set_called(comp, &draft, 2, called);
+  return commit(comp, &draft, diag);
+}
+
 hlo_instr *hlo_build_gather(hlo_comp *comp, hlo_instr *operand, hlo_instr *indices, const hlo_gather_dims *dims,
                             const int64_t *slice_sizes, hlo_diag *diag) {
   hlo_instr *operands[2] = {operand, indices};
@@ -574,6 +585,45 @@ hlo_comp *hlo_build_scalar_reducer(hlo_module *module, hlo_opcode op, hlo_dtype 
   hlo_instr *y = hlo_build_parameter(comp, 1, &scalar, fresh_name(module, "rhs"), &diag);
   hlo_instr *result = x && y ? hlo_build_binary(comp, op, x, y, &diag) : NULL;
   if (!result) { /* e.g. and on f32: take the half-built computation back out */
+    free(comp->instrs);
+    free(comp->params);
+    module->comp_count--;
+    return NULL;
+  }
+  comp->root = result;
+  move_first(module, comp);
+  return comp;
+}
+
+/* comp is (x, y) -> compare(x, y), direction dir, over scalars of dtype. */
+static bool is_scalar_compare(const hlo_comp *comp, hlo_direction dir, hlo_dtype dtype) {
+  const hlo_instr *root = comp->root;
+  return !comp->is_entry && comp->instr_count == 3 && comp->param_count == 2 && root &&
+         root->opcode == HLO_OP_COMPARE && root->direction == dir && root->compare_type == HLO_CMP_DEFAULT &&
+         root->operand_count == 2 && root->operands[0] == comp->params[0] && root->operands[1] == comp->params[1] &&
+         comp->params[0]->shape.dtype == dtype && comp->params[0]->shape.rank == 0 &&
+         comp->params[1]->shape.dtype == dtype && comp->params[1]->shape.rank == 0;
+}
+
+hlo_comp *hlo_shared_scalar_compare(hlo_module *module, hlo_direction dir, hlo_dtype dtype) {
+  for (int c = 0; c < module->comp_count; c++) {
+    const hlo_comp *comp = module->comps[c];
+    if (comp->instr_count != 3) break; /* made ones are moved to the front */
+    if (is_scalar_compare(comp, dir, dtype)) return module->comps[c];
+  }
+  if (!hlo_dtype_is_array(dtype) || dtype == HLO_PRED) return NULL;
+  char base[64];
+  static const char *const names[] = {"", "eq", "ne", "lt", "le", "gt", "ge"};
+  snprintf(base, sizeof base, "%s_%s", dir >= 1 && dir <= 6 ? names[dir] : "compare", hlo_dtype_name(dtype));
+  const char *name = fresh_name(module, base);
+  hlo_comp *comp = name ? hlo_module_add_comp(module, name) : NULL;
+  if (!comp) return NULL; /* module->arena.failed says why */
+  hlo_shape scalar = hlo_shape_scalar(dtype);
+  hlo_diag diag = {HLO_OK, ""};
+  hlo_instr *x = hlo_build_parameter(comp, 0, &scalar, fresh_name(module, "lhs"), &diag);
+  hlo_instr *y = hlo_build_parameter(comp, 1, &scalar, fresh_name(module, "rhs"), &diag);
+  hlo_instr *result = x && y ? hlo_build_compare(comp, dir, x, y, &diag) : NULL;
+  if (!result) {
     free(comp->instrs);
     free(comp->params);
     module->comp_count--;

@@ -466,6 +466,10 @@ hlo_comp *hlo_build_scalar_reducer(hlo_module *module, hlo_opcode op, hlo_dtype 
 /* The same, but an identical reducer the module already has is returned instead of a new
  * one (reducers are pure, so reduces may share them, as XLA's own modules do). */
 hlo_comp *hlo_shared_scalar_reducer(hlo_module *module, hlo_opcode op, hlo_dtype dtype);
+/* A computation (x, y) -> compare(x, y) with direction dir on scalars of dtype (a
+ * select-and-scatter's select), an identical one the module has or a new one placed first;
+ * NULL for a non-number dtype or when memory runs out (module->arena.failed set). */
+hlo_comp *hlo_shared_scalar_compare(hlo_module *module, hlo_direction dir, hlo_dtype dtype);
 /* The op of a computation whose root is one add, multiply, maximum, minimum, and or or of
  * its two scalar parameters (what hlo_build_scalar_reducer makes), so a kernel can run it
  * without a call per element; HLO_OP_COUNT for any other computation. */
@@ -526,6 +530,10 @@ hlo_instr *hlo_build_reduce(hlo_comp *comp, hlo_instr *x, hlo_instr *init, int d
 hlo_instr *hlo_build_reduce_window(hlo_comp *comp, hlo_instr *x, hlo_instr *init, const hlo_window *window,
                                    hlo_comp *reducer, hlo_diag *diag);
 /* slice_sizes has one entry per operand dim. */
+/* select-and-scatter(operand, source, init): select picks one element of each window of
+ * operand, scatter adds the source element of that window into it (XLA's max pool gradient). */
+hlo_instr *hlo_build_select_and_scatter(hlo_comp *comp, hlo_instr *operand, hlo_instr *source, hlo_instr *init,
+                                       const hlo_window *window, hlo_comp *select, hlo_comp *scatter, hlo_diag *diag);
 hlo_instr *hlo_build_gather(hlo_comp *comp, hlo_instr *operand, hlo_instr *indices,
                             const hlo_gather_dims *dims, const int64_t *slice_sizes, hlo_diag *diag);
 hlo_instr *hlo_build_scatter(hlo_comp *comp, hlo_instr *operand, hlo_instr *indices, hlo_instr *updates,

@@ -297,6 +297,11 @@ latch_tensor *latch_max_pool2d(latch_tensor *x, const int64_t kernel[2], const i
                                const int64_t padding[2]);
 latch_tensor *latch_avg_pool2d(latch_tensor *x, const int64_t kernel[2], const int64_t stride[2],
                                const int64_t padding[2]);
+/* The gradient of latch_max_pool2d(x, kernel, stride, padding) given grad, its result's
+ * gradient: each window's gradient goes to the window's first maximum of x in row-major order
+ * (the element PyTorch's CPU kernel picks; windows that overlap add up), with x's shape. */
+latch_tensor *latch_max_pool2d_grad(latch_tensor *x, latch_tensor *grad, const int64_t kernel[2],
+                                    const int64_t stride[2], const int64_t padding[2]);
 
 /* Over dims[0..count) (negative from the end); count 0 reduces every dim. Mean needs floats. */
 latch_tensor *latch_reduce(latch_reduce_op op, latch_tensor *x, int count, const int *dims, bool keepdim);

@@ -154,6 +154,28 @@ static void test_pool(void) {
   EXPECT(latch_avg_pool2d(x3, k, k, pad), 0, 0.25, 1.25, 2.75, 7); /* padding counts as zeros */
 }
 
+/* A max pool's gradient: each window's gradient to its first maximum, overlapping windows
+ * adding up. */
+static void test_max_pool_grad(void) {
+  double v[16];
+  for (int i = 0; i < 16; i++) v[i] = i + 1;
+  latch_tensor *x = tf(4, DIMS(1, 1, 4, 4), v), *g = F32(4, (1, 1, 2, 2), 1, 2, 3, 4);
+  int64_t k3[2] = {3, 3}, s2[2] = {2, 2}, p1[2] = {1, 1}, k2[2] = {2, 2}, s1[2] = {1, 1}, p0[2] = {0, 0};
+  /* 3x3 stride 2 pad 1 over 1..16: the windows' maxima are 6, 8, 14 and 16 */
+  EXPECT(latch_max_pool2d_grad(x, g, k3, s2, p1), 0, 0, 0, 0, 0, 0, 1, 0, 2, 0, 0, 0, 0, 0, 3, 0, 4);
+  /* 2x2 stride 1 over 1..9: bottom-right of each window; over ones: the first, top-left */
+  latch_tensor *x3 = F32(4, (1, 1, 3, 3), 1, 2, 3, 4, 5, 6, 7, 8, 9), *ones = F32(4, (1, 1, 3, 3), 1, 1, 1, 1, 1, 1, 1, 1, 1);
+  EXPECT(latch_max_pool2d_grad(x3, g, k2, s1, p0), 0, 0, 0, 0, 0, 1, 2, 0, 3, 4);
+  EXPECT(latch_max_pool2d_grad(ones, g, k2, s1, p0), 0, 1, 2, 0, 3, 4, 0, 0, 0, 0);
+  /* 3x3 stride 1 pad 1 over 1..9, gradients 1..9: 9 is the maximum of the four windows at
+   * (1..2, 1..2): 5 + 6 + 8 + 9; 8 of (1, 0) and (2, 0): 4 + 7; 6 of (0, 1) and (0, 2): 2 + 3 */
+  latch_tensor *g9 = F32(4, (1, 1, 3, 3), 1, 2, 3, 4, 5, 6, 7, 8, 9);
+  EXPECT(latch_max_pool2d_grad(x3, g9, k3, s1, p1), 0, 0, 0, 0, 0, 1, 5, 0, 11, 28);
+  latch_tensor *bad = latch_max_pool2d_grad(x3, g9, k2, s1, p0); /* the gradient is 3x3, the pool 2x2 */
+  CHECK(latch_tensor_error(bad) && strstr(latch_tensor_error(bad), "max_pool2d_grad"));
+  latch_release(bad);
+}
+
 static void test_reductions(void) {
   latch_tensor *a = a23();
   EXPECT(latch_reduce(LATCH_SUM, a, 1, (int[]){1}, false), 0, 6, 15);
@@ -431,6 +453,7 @@ int main(void) {
   RUN(test_matmul);
   RUN(test_conv2d);
   RUN(test_pool);
+  RUN(test_max_pool_grad);
   RUN(test_reductions);
   RUN(test_argmax);
   RUN(test_softmax_norms);

@@ -133,6 +133,17 @@ static PyObject *py_pool2d(PyObject *self, PyObject *args) {
   return lp_wrap(average ? latch_avg_pool2d(T(x, 1), k, s, p) : latch_max_pool2d(T(x, 1), k, s, p));
 }
 
+static PyObject *py_max_pool2d_grad(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *x, *grad, *kernel, *stride, *padding;
+  int64_t k[2], s[2], p[2];
+  if (!PyArg_ParseTuple(args, "OOOOO", &x, &grad, &kernel, &stride, &padding) || !T(x, 0) || !T(grad, 1)) return NULL;
+  if (!pair(kernel, k, "max_pool2d_grad kernel") || !pair(stride, s, "max_pool2d_grad stride") ||
+      !pair(padding, p, "max_pool2d_grad padding"))
+    return NULL;
+  return lp_wrap(latch_max_pool2d_grad(T(x, 0), T(grad, 1), k, s, p));
+}
+
 static PyObject *py_reduce(PyObject *self, PyObject *args) {
   (void)self;
   int op, keepdim, count;
@@ -368,6 +379,8 @@ PyMethodDef lp_op_methods[] = {
     {"matmul", py_matmul, METH_VARARGS, "matmul(a, b): NumPy matmul"},
     {"conv2d", py_conv2d, METH_VARARGS, "conv2d(x, w, stride, padding, dilation, groups)"},
     {"pool2d", py_pool2d, METH_VARARGS, "pool2d(average, x, kernel, stride, padding)"},
+    {"max_pool2d_grad", py_max_pool2d_grad, METH_VARARGS,
+     "max_pool2d_grad(x, grad, kernel, stride, padding): each window's gradient to its first maximum of x"},
     {"reduce", py_reduce, METH_VARARGS, "reduce(op, x, dims, keepdim)"},
     {"argmax", py_argmax, METH_VARARGS, "argmax(x, dim, keepdim)"},
     {"softmax", py_softmax, METH_VARARGS, "softmax(x, dim, log_form)"},

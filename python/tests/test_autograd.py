@@ -321,6 +321,30 @@ def test_max_pool_gradients(kernel, stride, padding, size, capfd):
     assert "runs in PyTorch" not in capfd.readouterr().err
 
 
+def test_max_pool_gradient_reads_the_input_not_the_indices():
+    """In a joint graph the max pool's gradient is made to read the pool's input instead of
+    the indices (so the forward computes and saves none): the indices are then unused, and the
+    rewritten graph gives eager's gradient, ties included."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from latch.torch import lowering_train
+    aten = torch.ops.aten
+
+    def joint(x, g):
+        out, indices = aten.max_pool2d_with_indices(x, [3, 3], [2, 2], [1, 1])
+        return out, aten.max_pool2d_with_indices_backward(g, x, [3, 3], [2, 2], [1, 1], [1, 1], False, indices)
+
+    x = torch.randn(2, 3, 9, 9)
+    x[0, 0, :4, :4] = 1.0  # ties
+    g = torch.randn(2, 3, 5, 5)
+    gm = make_fx(joint)(x, g)
+    want = gm(x, g)
+    assert lowering_train.drop_pool_indices(gm) == 1
+    uses = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is lowering_train.max_pool2d_backward_from_input]
+    assert len(uses) == 1 and all(not isinstance(a, torch.fx.Node) or a.op == "placeholder" for a in uses[0].args)
+    for got, expected in zip(gm(x, g), want):
+        assert torch.equal(got, expected)
+
+
 def test_lowering_refusal_at_the_trace_runs_that_graph_in_pytorch(capfd):
     m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AvgPool2d(2, ceil_mode=True))  # ceil_mode: latch refuses it
     torch.manual_seed(0)

@@ -11,7 +11,8 @@
  *
  * Its files, each depending only on files above it (tests/test_cpu_layers.sh checks):
  *   kernels     isa.c fallback.c dnnl_engine.c dnnl_matmul.c dnnl_conv_bf16.c dnnl_conv_grad.c elementwise.c
- *               layout.c gather.c conv.c batchnorm.c dot_rows.c pooling.c dot.c reduce.c attention.c
+ *               layout.c gather.c conv.c batchnorm.c dot_rows.c pooling.c pool_grad.c dot.c reduce.c
+ *               attention.c
  *   oneDNN      wino.c dnnl_pool.c dnnl_concat.c dnnl_conv.c
  *   the plan    kept.c kept_places.c dnnl_plan.c attention_plan.c fusion_run.c fusion_groups.c
  *               plan.c

@@ -91,6 +91,10 @@ static const char *check_tail(const rt_cpu_plan *plan, const rt_cpu_fusion *f, c
   if (f->reducer != HLO_OP_ADD && f->reducer != HLO_OP_MULTIPLY && f->reducer != HLO_OP_MAXIMUM &&
       f->reducer != HLO_OP_MINIMUM)
     return "a reducer the program cannot run";
+  if (f->count != hlo_shape_elements(&tail->operands[0]->shape)) return "a reduce of other values than the group's";
+  int64_t per_output = hlo_shape_elements(&tail->shape) * f->inner;
+  if (per_output > 0 && f->count / per_output > 1 && f->reducer != HLO_OP_ADD)
+    return "a reduce over leading dims that is no sum";
   const rt_cpu_step *init = input_step(plan, f, f->tail_init);
   if (f->inputs[f->tail_init] != tail->operands[1]->id || init->kind == RT_STEP_INSIDE ||
       !plain(&init->instr->shape, HLO_F32) || hlo_shape_elements(&init->instr->shape) != 1)
@@ -104,8 +108,10 @@ const char *rt_cpu_fusion_check(const rt_cpu_plan *plan, const rt_cpu_step *step
   if (f->instr_count < 1 || f->reg_count != f->instr_count || f->result >= f->instr_count)
     return "no result register";
   bool overflow = false;
+  /* a tail's values are [outer, kept, inner], kept its result's elements */
   int64_t want = f->tail ? hlo_ck_mul(&overflow, hlo_shape_elements(shape), f->inner) : hlo_shape_elements(shape);
-  if (overflow || f->count != want) return "a size other than its result's";
+  bool fits = f->tail && want > 0 ? f->count % want == 0 : f->count == want;
+  if (overflow || !fits) return "a size other than its result's";
   if (!f->tail && !(plain(shape, f->out_dtype) &&
                     (f->out_dtype == HLO_F32 || f->out_dtype == HLO_PRED || f->out_dtype == HLO_BF16)))
     return "a result type other than its step's";

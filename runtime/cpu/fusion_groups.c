@@ -416,7 +416,9 @@ void rt_cpu_fusion_free(rt_cpu_fusion *fusion) {
 }
 
 /* The reduce that may absorb the group rooted at root: its one user, an f32 reduce with a
- * simple reducer over the innermost dims (each output one contiguous run), or NULL. */
+ * simple reducer over the innermost dims (each output one contiguous run), or a sum whose
+ * kept dims sit between reduced ones (rt_cpu_reduce_middle: the group's values are then
+ * [outer, kept, inner], which fusion_run.c reads from the sizes), or NULL. */
 static const hlo_instr *reduce_tail(const rt_cpu_plan *plan, const uses *u, int root, hlo_opcode *reducer,
                                     int64_t *inner) {
   const hlo_instr *x = plan->steps[root].instr;
@@ -432,12 +434,17 @@ static const hlo_instr *reduce_tail(const rt_cpu_plan *plan, const uses *u, int 
     return NULL;
   bool reduced[HLO_MAX_RANK] = {false}, seen_kept = false;
   for (int k = 0; k < r->dimensions.count; k++) reduced[r->dimensions.values[k]] = true;
-  *inner = 1;
+  int64_t outer, kept, run = 1;
   for (int d = x->shape.rank - 1; d >= 0; d--) {
-    if (reduced[d] && seen_kept) return NULL; /* not innermost: the kernel walks it instead */
-    if (reduced[d]) *inner *= x->shape.dims[d];
+    if (reduced[d] && seen_kept && x->shape.dims[d] != 1) { /* not innermost */
+      bool middle = *reducer == HLO_OP_ADD && hlo_shape_elements(&x->shape) > 0 &&
+                    rt_cpu_reduce_middle(&x->shape, reduced, &outer, &kept, inner);
+      return middle ? r : NULL; /* else the kernel walks it */
+    }
+    if (reduced[d]) run *= x->shape.dims[d];
     else seen_kept = true;
   }
+  *inner = run;
   return r;
 }
 

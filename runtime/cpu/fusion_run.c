@@ -119,6 +119,7 @@ typedef struct fused_job {
   const rt_value *const *in;
   void *out;
   void (*range)(const void *ctx, int64_t begin, int64_t end); /* run_range, in the variant in use */
+  int64_t outer, kept; /* a tail's input as [outer, kept, f->inner] */
 } fused_job;
 
 /* One tile: elements [begin, begin + len) of the group's value, which the last instruction
@@ -219,11 +220,44 @@ static inline void reduce_outputs(void *ctx, int64_t first, int64_t end) {
   }
 }
 
+/* Outputs [first, end) of a middle tail (the reduce's input [outer, kept, inner], an f32
+ * sum): output o adds the runs [a][o] for a in turn into lanes, as reduce.c's middle reduce
+ * does (rt_cpu_lanes_add), so both give the same bits. A tile spans the runs of as many
+ * consecutive outputs as fit (they are contiguous for one a), so short runs do not pay the
+ * program's dispatch each. */
+static inline void middle_outputs(void *ctx, int64_t first, int64_t end) {
+  const fused_job *job = ctx;
+  const rt_cpu_fusion *f = job->f;
+  float tiles[FUSION_MAX_TILES][FUSION_TILE], lanes[FUSION_TILE];
+  const float *reg[FUSION_MAX_REGS];
+  float init = *(const float *)job->in[f->tail_init]->data, *y = job->out;
+  int64_t inner = f->inner, group = inner < FUSION_TILE ? FUSION_TILE / inner : 1;
+  int width = rt_cpu_lanes_width(inner);
+  for (int64_t o0 = first; o0 < end; o0 += group) {
+    int64_t g = end - o0 < group ? end - o0 : group; /* g * width <= FUSION_TILE */
+    rt_cpu_lanes_clear(lanes, g * width);
+    for (int64_t a = 0; a < job->outer; a++) {
+      int64_t base = (a * job->kept + o0) * inner;
+      if (inner <= FUSION_TILE) {
+        const float *v = run_tile(f, job->in, job->out, base, (int)(g * inner), tiles, reg, NULL);
+        for (int64_t k = 0; k < g; k++) rt_cpu_lanes_add(lanes + k * width, width, v + k * inner, inner);
+        continue;
+      }
+      for (int64_t b = 0; b < inner; b += FUSION_TILE) { /* one output (g == 1) */
+        int len = (int)(inner - b < FUSION_TILE ? inner - b : FUSION_TILE);
+        rt_cpu_lanes_add(lanes, width, run_tile(f, job->in, job->out, base + b, len, tiles, reg, NULL), len);
+      }
+    }
+    for (int64_t k = 0; k < g; k++) y[o0 + k] = rt_cpu_lanes_total(lanes + k * width, width, init);
+  }
+}
+
 /* ---- the variants, and which one runs ---- */
 
 typedef struct variant {
   void (*range)(const void *ctx, int64_t begin, int64_t end);
   void (*outputs)(void *ctx, int64_t first, int64_t end);
+  void (*middle)(void *ctx, int64_t first, int64_t end);
 } variant;
 
 #define VARIANT(name, attributes)                                                                  \
@@ -232,6 +266,9 @@ typedef struct variant {
   }                                                                                                \
   attributes static void outputs_##name(void *ctx, int64_t first, int64_t end) {                  \
     reduce_outputs(ctx, first, end);                                                               \
+  }                                                                                                \
+  attributes static void middle_##name(void *ctx, int64_t first, int64_t end) {                   \
+    middle_outputs(ctx, first, end);                                                               \
   }
 
 VARIANT(portable, __attribute__((flatten)))
@@ -241,10 +278,10 @@ VARIANT(avx512, __attribute__((target("avx512f"), flatten)))
 #endif
 
 static const variant variants[RT_CPU_ISA_COUNT] = {
-    [RT_CPU_ISA_PORTABLE] = {range_portable, outputs_portable},
+    [RT_CPU_ISA_PORTABLE] = {range_portable, outputs_portable, middle_portable},
 #if RT_CPU_X86_VARIANTS
-    [RT_CPU_ISA_AVX2] = {range_avx2, outputs_avx2},
-    [RT_CPU_ISA_AVX512] = {range_avx512, outputs_avx512},
+    [RT_CPU_ISA_AVX2] = {range_avx2, outputs_avx2, middle_avx2},
+    [RT_CPU_ISA_AVX512] = {range_avx512, outputs_avx512, middle_avx512},
 #endif
 };
 
@@ -292,8 +329,13 @@ bool rt_cpu_fusion_run(const rt_cpu_fusion *fusion, const rt_value *const *in, r
   if (fusion->head && !run_head(&job, in, out, scratch, packed, &done)) return false;
   if (done) return true;
   if (fusion->tail) {
-    int64_t grain = RT_CPU_GRAIN / (fusion->inner ? fusion->inner : 1) / (fusion->instr_count < 4 ? 1 : fusion->instr_count / 4);
-    rt_parallel_for(out->count, grain < 1 ? 1 : grain, variants[rt_cpu_isa_in_use()].outputs, &job);
+    /* the group's values are outer x kept x inner, kept the reduce's outputs (fusion_check.c) */
+    job.kept = out->count;
+    job.outer = out->count && fusion->inner ? fusion->count / (out->count * fusion->inner) : 1;
+    int64_t per_output = job.outer * fusion->inner;
+    int64_t grain = RT_CPU_GRAIN / (per_output ? per_output : 1) / (fusion->instr_count < 4 ? 1 : fusion->instr_count / 4);
+    const variant *v = &variants[rt_cpu_isa_in_use()];
+    rt_parallel_for(out->count, grain < 1 ? 1 : grain, job.outer > 1 ? v->middle : v->outputs, &job);
     return true;
   }
   int64_t tiles = (fusion->count + FUSION_TILE - 1) / FUSION_TILE;

@@ -61,6 +61,35 @@ static inline bool rt_cpu_finite_run(const float *x, int64_t count) {
   return bad == 0;
 }
 
+/* An f32 sum over the runs of a reduce whose kept dims sit between reduced ones (reduce.c's
+ * middle reduce and a fused group's middle tail, which must give the same bits): element b of
+ * each run of `inner` goes to lane b % width (width = RT_CPU_LANES, or inner when shorter),
+ * so the adds of a run are independent vector adds where a single chain waits on each one.
+ * The lanes start at -0 (adding it changes nothing, -0 included) and are added in lane order
+ * at the end, then to init. Each lane is still summed in order, so every instruction set's
+ * variant gives the same bits. */
+enum { RT_CPU_LANES = 16 };
+static inline int rt_cpu_lanes_width(int64_t inner) { return inner < RT_CPU_LANES ? (int)inner : RT_CPU_LANES; }
+static inline void rt_cpu_lanes_clear(float *lane, int64_t count) {
+  for (int64_t l = 0; l < count; l++) lane[l] = -0.0f;
+}
+/* Adds v[0..n) into the lanes; v starts a run, or a part of it at a multiple of RT_CPU_LANES. */
+static inline void rt_cpu_lanes_add(float *lane, int width, const float *v, int64_t n) {
+  if (width < RT_CPU_LANES) { /* a run shorter than the lanes: n == width */
+    for (int l = 0; l < width; l++) lane[l] += v[l];
+    return;
+  }
+  int64_t b = 0;
+  for (; b + RT_CPU_LANES <= n; b += RT_CPU_LANES)
+    for (int l = 0; l < RT_CPU_LANES; l++) lane[l] += v[b + l];
+  for (int l = 0; b + l < n; l++) lane[l] += v[b + l];
+}
+static inline float rt_cpu_lanes_total(const float *lane, int width, float init) {
+  float sum = -0.0f;
+  for (int l = 0; l < width; l++) sum += lane[l];
+  return init + sum;
+}
+
 /* Each picker below returns the fast kernel for instr, or NULL when it has none for this
  * opcode, these element types or shapes (the reference kernel then runs). */
 
@@ -72,8 +101,15 @@ bool rt_cpu_float_unary(hlo_opcode op);
 /* layout.c */
 rt_cpu_kernel rt_cpu_pick_layout(const hlo_instr *instr);
 
-/* reduce.c */
+/* pool_grad.c: select-and-scatter as a max pool's gradient (a >= select, an add scatter, a
+ * window over the last two dims of f32 planes). */
+rt_cpu_kernel rt_cpu_pick_pool_grad(const hlo_instr *instr);
+
+/* reduce.c: reduce and reduce-window, and select-and-scatter (pool_grad.c's). */
 rt_cpu_kernel rt_cpu_pick_reduce(const hlo_instr *instr);
+/* Whether the kept dims of a reduce of s over the dims marked in reduced are one block with
+ * reduced dims before and after it: the input is then [*outer, *kept, *inner]. */
+bool rt_cpu_reduce_middle(const hlo_shape *s, const bool *reduced, int64_t *outer, int64_t *kept, int64_t *inner);
 
 /* gather.c */
 rt_cpu_kernel rt_cpu_pick_gather(const hlo_instr *instr);

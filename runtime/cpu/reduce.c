@@ -5,9 +5,11 @@
  * reduce: when the reduced dims are the innermost ones each output is one contiguous run,
  * and outputs are split over threads (an f32 maximum or minimum folds its run in vector
  * lanes: extreme_run_f32; f32 sums take eight runs side by side: inner_sum_f32); a
- * reduce-window over whole planes is such a reduce; otherwise the input is walked in
- * row-major order,
- * each element combined into its output (the order the reference uses). reduce-window:
+ * reduce-window over whole planes is such a reduce; when the kept dims are one block between
+ * reduced ones (a batch norm's statistics over N, H and W), outputs are split over threads,
+ * each walking its outputs' runs (an f32 sum in lanes: rt_cpu_lanes_add); otherwise the
+ * input is walked in row-major order, each element combined into its output (the order the
+ * reference uses). reduce-window:
  * each output combines the init value with the window's taps that land on input elements;
  * taps in padding or dilation holes are skipped, as the reference does. */
 #include <math.h>
@@ -227,6 +229,86 @@ static void reduce_runs(hlo_opcode op, hlo_dtype t, const rt_value *x, const rt_
   rt_parallel_for(out->count, grain > 0 ? grain : 1, fn, &j);
 }
 
+/* ---- kept dims between reduced ones ---- */
+
+/* The input seen as [outer, kept, inner]: output o combines the runs x[a][o][0..inner) for a
+ * in turn. Outputs are split over the threads, each walking the runs of its own outputs. */
+typedef struct middle_job {
+  hlo_opcode op;
+  const void *x, *init;
+  void *y;
+  int64_t outer, kept, inner;
+} middle_job;
+
+/* Any type and reducer: each output in the row-major walk's order. */
+#define DEFINE_MIDDLE(T)                                                                    \
+  static void middle_##T(void *ctx, int64_t begin, int64_t end) {                           \
+    const middle_job *j = ctx;                                                              \
+    const T *x = j->x;                                                                      \
+    T *y = j->y, init = *(const T *)j->init;                                                \
+    hlo_opcode op = j->op;                                                                  \
+    for (int64_t o = begin; o < end; o++) y[o] = init;                                      \
+    for (int64_t a = 0; a < j->outer; a++)                                                  \
+      for (int64_t o = begin; o < end; o++) {                                               \
+        const T *run = x + (a * j->kept + o) * j->inner;                                    \
+        T acc = y[o];                                                                       \
+        for (int64_t b = 0; b < j->inner; b++) acc = combine_##T(op, acc, run[b]);         \
+        y[o] = acc;                                                                         \
+      }                                                                                     \
+  }
+DEFINE_MIDDLE(float)
+DEFINE_MIDDLE(double)
+DEFINE_MIDDLE(int32_t)
+DEFINE_MIDDLE(int64_t)
+
+/* An f32 sum in lanes (rt_cpu_lanes_add), a few outputs at a time so their lanes stay in
+ * registers or L1. */
+static void middle_sum_f32(void *ctx, int64_t begin, int64_t end) {
+  enum { GROUP = 32 };
+  const middle_job *j = ctx;
+  const float *x = j->x;
+  float *y = j->y, init = *(const float *)j->init;
+  int width = rt_cpu_lanes_width(j->inner);
+  float lanes[GROUP * RT_CPU_LANES];
+  for (int64_t o0 = begin; o0 < end; o0 += GROUP) {
+    int64_t g = end - o0 < GROUP ? end - o0 : GROUP;
+    rt_cpu_lanes_clear(lanes, g * width);
+    for (int64_t a = 0; a < j->outer; a++) {
+      const float *runs = x + (a * j->kept + o0) * j->inner;
+      for (int64_t k = 0; k < g; k++) rt_cpu_lanes_add(lanes + k * width, width, runs + k * j->inner, j->inner);
+    }
+    for (int64_t k = 0; k < g; k++) y[o0 + k] = rt_cpu_lanes_total(lanes + k * width, width, init);
+  }
+}
+
+/* Whether the kept dims of a reduce over `reduced` of shape s are one block of consecutive
+ * dims with reduced dims on both sides of it; then the sizes before, of and after the block.
+ * (Kept dims at the front are the walk's, split over the first dim; at the end, the walk's
+ * vector loops over whole rows.) */
+bool rt_cpu_reduce_middle(const hlo_shape *s, const bool *reduced, int64_t *outer, int64_t *kept, int64_t *inner) {
+  int first = -1, last = -1;
+  for (int d = 0; d < s->rank; d++)
+    if (!reduced[d]) {
+      if (first < 0) first = d;
+      else if (last != d - 1) return false;
+      last = d;
+    }
+  if (first <= 0 || last == s->rank - 1) return false;
+  *outer = *kept = *inner = 1;
+  for (int d = 0; d < s->rank; d++) *(d < first ? outer : d <= last ? kept : inner) *= s->dims[d];
+  return *outer > 1; /* else the kept dims lead: reduce_runs */
+}
+
+static void reduce_middle(hlo_opcode op, hlo_dtype t, const rt_value *x, const rt_value *init, rt_value *out,
+                          int64_t outer, int64_t inner) {
+  middle_job j = {.op = op, .x = x->data, .init = init->data, .y = out->data, .outer = outer, .kept = out->count,
+                  .inner = inner};
+  int64_t per_output = outer * inner, grain = RT_CPU_GRAIN / (per_output ? per_output : 1);
+  void (*fn)(void *, int64_t, int64_t) = BY_TYPE(t, middle);
+  if (t == HLO_F32 && op == HLO_OP_ADD) fn = middle_sum_f32;
+  rt_parallel_for(out->count, grain > 0 ? grain : 1, fn, &j);
+}
+
 static bool reduce_kernel(const hlo_instr *instr, const rt_value *const *in, rt_value *out) {
   hlo_opcode op = hlo_simple_reducer(instr->called[0]);
   const hlo_shape *s = &in[0]->shape;
@@ -236,13 +318,18 @@ static bool reduce_kernel(const hlo_instr *instr, const rt_value *const *in, rt_
   int64_t inner = 1;
   bool trailing = true, seen_kept = false;
   for (int d = s->rank - 1; d >= 0; d--) {
-    if (reduced[d] && seen_kept) trailing = false;
+    if (reduced[d] && seen_kept && s->dims[d] != 1) trailing = false; /* a size-1 dim moves nothing */
     if (reduced[d]) inner *= s->dims[d];
     else seen_kept = true;
   }
   hlo_dtype t = out->shape.dtype;
   if (trailing || s->rank == 0) {
     reduce_runs(op, t, in[0], in[1], out, inner);
+    return true;
+  }
+  int64_t outer, kept;
+  if (in[0]->count > 0 && rt_cpu_reduce_middle(s, reduced, &outer, &kept, &inner)) {
+    reduce_middle(op, t, in[0], in[1], out, outer, inner);
     return true;
   }
   int64_t out_strides[HLO_MAX_RANK], kept_strides[HLO_MAX_RANK];
@@ -394,6 +481,7 @@ static bool reduce_window_kernel(const hlo_instr *instr, const rt_value *const *
 }
 
 rt_cpu_kernel rt_cpu_pick_reduce(const hlo_instr *instr) {
+  if (instr->opcode == HLO_OP_SELECT_AND_SCATTER) return rt_cpu_pick_pool_grad(instr);
   if (instr->opcode != HLO_OP_REDUCE && instr->opcode != HLO_OP_REDUCE_WINDOW) return NULL;
   if (instr->operand_count != 2 || instr->called_count != 1) return NULL;
   hlo_dtype t = instr->shape.dtype;

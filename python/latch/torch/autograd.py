@@ -54,12 +54,19 @@ def _decompositions():
 
 def _partition():
     """The min-cut partition (recomputes cheap ops in the backward rather than saving them)
-    when its solver, networkx, is installed; else the default split at the forward's outputs."""
+    when its solver, networkx, is installed; else the default split at the forward's outputs.
+    Max pool gradients are first made to read the pool's input rather than its indices
+    (lowering_train.drop_pool_indices), so no indices are computed or saved."""
     try:
         import networkx  # noqa: F401
-        return _aot.min_cut_rematerialization_partition
+        split = _aot.min_cut_rematerialization_partition
     except ImportError:
-        return _aot.default_partition
+        split = _aot.default_partition
+
+    def partition(joint, joint_inputs, **kwargs):
+        lowering_train.drop_pool_indices(joint)
+        return split(joint, joint_inputs, **kwargs)
+    return partition
 
 
 class _TrainingBatchNorm(torch.overrides.TorchFunctionMode):

@@ -8,10 +8,10 @@ does not lower for inference.
   max_pool2d_with_indices       the flat h * W + w index of each window's maximum (the first
                                 one in row-major order on ties, as PyTorch's CPU kernel)
   max_pool2d_with_indices_backward
-                                each gradient to its window's maximum: per kernel offset, the
-                                outputs whose index is that offset's element, shifted on the
-                                output grid into the stride phase of the input they reach,
-                                the phases then interleaved into the input grid
+                                each gradient to its window's first maximum: one
+                                select-and-scatter over the pool's input (latch_max_pool2d_grad),
+                                the indices not read; in a joint graph it reads the input
+                                instead of them (drop_pool_indices), so the forward makes none
   convolution_backward          lowering.py's, and the input's gradient of a strided
                                 convolution by stride phases: one stride-1 convolution per
                                 phase with the taps that reach it, interleaved
@@ -20,6 +20,8 @@ does not lower for inference.
   native_dropout                latch's graph random numbers: the mask and the scaled values
   bernoulli_, bernoulli, div_   the same numbers: dropout's mask outside autograd, scaled
   new_empty_strided             the buffer lazy mode's backward accumulates into"""
+import operator
+
 import torch
 
 from .. import _latch
@@ -156,28 +158,57 @@ def _interleaved(phases, stride, size):
     return full
 
 
-@lowers(aten.max_pool2d_with_indices_backward.default)
-def max_pool2d_with_indices_backward(grad, x, kernel, stride, padding, dilation, ceil_mode, indices):
-    """Each gradient to its window's maximum, computed on the output grid: input row
-    h = i * s + a (phase a) is reached from output row oh = i + q by kernel offset dy when
-    oh * s - p + dy = h, so each offset adds its masked gradients, shifted by q, to one phase;
-    the phases are then interleaved into the input's grid (one pass over it)."""
+def _pool_backward_in_pytorch(grad, x, kernel, stride, padding, dilation, ceil_mode):
+    indices = aten.max_pool2d_with_indices.default(x, kernel, stride, padding, dilation, ceil_mode)[1]
+    return aten.max_pool2d_with_indices_backward.default(grad, x, kernel, stride, padding, dilation, ceil_mode,
+                                                         indices)
+
+
+# latch::max_pool2d_backward_from_input: aten.max_pool2d_with_indices_backward without the
+# indices, which a joint graph's max pool gradient reads from max_pool2d_with_indices over the
+# same x (drop_pool_indices). An op of its own so that fx graphs, the eager check and a graph
+# run in PyTorch take it as any aten op: in PyTorch it finds the indices again.
+_library = torch.library.Library("latch", "DEF")
+_library.define("max_pool2d_backward_from_input(Tensor grad, Tensor x, int[] kernel, int[] stride, int[] padding, "
+                "int[] dilation, bool ceil_mode) -> Tensor")
+_library.impl("max_pool2d_backward_from_input", _pool_backward_in_pytorch, "CPU")
+max_pool2d_backward_from_input = torch.ops.latch.max_pool2d_backward_from_input.default
+
+
+def drop_pool_indices(joint):
+    """Makes each max pool gradient of AOTAutograd's joint graph read the pool's input instead
+    of its indices (max_pool2d_backward_from_input), so the forward graph neither computes nor
+    saves them. Returns how many it changed."""
+    changed = 0
+    for node in joint.graph.nodes:
+        if node.op != "call_function" or node.target is not aten.max_pool2d_with_indices_backward.default or \
+                len(node.args) != 8:
+            continue
+        grad, x, kernel, stride, padding, dilation, ceil_mode, indices = node.args
+        pool = indices.args[0] if isinstance(indices, torch.fx.Node) and indices.target is operator.getitem and \
+            indices.args[1] == 1 else None
+        if pool is None or pool.target is not aten.max_pool2d_with_indices.default or pool.args[0] is not x or \
+                ceil_mode or any(d != 1 for d in _pair(dilation)):  # those latch leaves to PyTorch
+            continue
+        node.target = max_pool2d_backward_from_input
+        node.args = (grad, x, kernel, stride, padding, dilation, ceil_mode)
+        changed += 1
+    if changed:
+        joint.graph.eliminate_dead_code()
+        joint.recompile()
+    return changed
+
+
+def _max_pool_grad(grad, x, kernel, stride, padding, dilation, ceil_mode, indices=None):
+    """Each gradient to its window's first maximum of x in row-major order (the element the
+    forward's indices name, as PyTorch's CPU kernel picks it): one select-and-scatter, which
+    finds the maxima again rather than reading indices."""
     kernel, stride, padding, out = _pool_args(x, kernel, stride, padding, dilation, ceil_mode)
-    size = [x.dim(2), x.dim(3)]
-    lengths = [[-(-(size[d] - a) // stride[d]) for a in range(stride[d])] for d in range(2)]
-    phases = [[None] * stride[1] for _ in range(stride[0])]
-    zero = L.full(grad.dtype, [], 0.0)
-    for dy, dx in _offsets(kernel):
-        a, b = (dy - padding[0]) % stride[0], (dx - padding[1]) % stride[1]
-        qa, qb = (a + padding[0] - dy) // stride[0], (b + padding[1] - dx) // stride[1]
-        hit = L.compare(EQ, indices, _flat_position(dy, dx, stride, padding, out, size[1]))
-        part = _shifted(_shifted(L.where(hit, grad, zero), 2, qa, lengths[0][a]), 3, qb, lengths[1][b])
-        phases[a][b] = part if phases[a][b] is None else L.binary(ADD, phases[a][b], part)
-    for a in range(stride[0]):
-        for b in range(stride[1]):
-            if phases[a][b] is None:  # no offset reaches this phase (a kernel smaller than its stride)
-                phases[a][b] = L.full(grad.dtype, [grad.dim(0), grad.dim(1), lengths[0][a], lengths[1][b]], 0.0)
-    return _interleaved(phases, stride, size)
+    return L.max_pool2d_grad(x, grad, kernel, stride, padding)
+
+
+LOWERINGS[aten.max_pool2d_with_indices_backward.default] = _max_pool_grad
+LOWERINGS[max_pool2d_backward_from_input] = _max_pool_grad
 
 
 # ---- a strided convolution's input gradient ----
