@@ -53,6 +53,7 @@ struct rt_comm {
   bool owns_mpi; /* latch called MPI_Init_thread: it finalizes */
   bool broken;   /* a collective timed out or failed: the ranks are out of step */
   bool left;     /* rt_comm_leave: MPI's part is closed, the handle stays until the last close */
+  bool inherited; /* this process is a forked child of the one that opened it: MPI is that one's */
   MPI_Comm world;
   int rank, size;
   double timeout;
@@ -68,19 +69,57 @@ static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 static rt_comm *the_world;
 
 /* fork() waits for the world's lock (held through every MPI call) and open_lock, so a child
- * never inherits them held by a thread it does not have; MPI itself is the parent's. */
+ * never inherits them held by a thread it does not have. Not when the forking thread holds
+ * one itself: MPI forks inside its own calls (a singleton's MPI_Init_thread starts its
+ * daemon so), and fork must not wait for its own thread. MPI itself is the parent's: its
+ * connections to the other ranks are the parent's, and a message the child sent over them
+ * would reach the ranks as the parent's. So in the child every collective fails at once,
+ * saying so, and closing the world there frees nothing of MPI's (no MPI_Finalize). */
+static _Thread_local bool holds_open, holds_world;
+static bool fork_took_open, fork_took_world; /* by the running fork (glibc runs one at a time) */
+
 static void fork_prepare(void) {
-  pthread_mutex_lock(&open_lock);
-  if (the_world) pthread_mutex_lock(&the_world->lock);
+  rt_test_at(RT_TEST_FORK_WAITS_WORLD);
+  fork_took_open = !holds_open;
+  if (fork_took_open) pthread_mutex_lock(&open_lock);
+  fork_took_world = the_world && !holds_world;
+  if (fork_took_world) pthread_mutex_lock(&the_world->lock);
 }
 
-static void fork_release(void) {
-  if (the_world) pthread_mutex_unlock(&the_world->lock);
-  pthread_mutex_unlock(&open_lock);
+static void fork_parent(void) {
+  if (fork_took_world) pthread_mutex_unlock(&the_world->lock);
+  if (fork_took_open) pthread_mutex_unlock(&open_lock);
+}
+
+static void fork_child(void) {
+  if (the_world) the_world->inherited = true;
+  fork_parent();
 }
 
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-static void fork_setup(void) { pthread_atfork(fork_prepare, fork_release, fork_release); }
+static void fork_setup(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+
+static void lock_open(void) {
+  pthread_mutex_lock(&open_lock);
+  holds_open = true;
+}
+
+static void unlock_open(void) {
+  holds_open = false;
+  pthread_mutex_unlock(&open_lock);
+}
+
+/* The world's lock, taken by every call that uses MPI or the world's state. */
+static void lock_world(rt_comm *comm) {
+  pthread_mutex_lock(&comm->lock);
+  holds_world = true;
+  rt_test_at(RT_TEST_WORLD_LOCKED);
+}
+
+static void unlock_world(rt_comm *comm) {
+  holds_world = false;
+  pthread_mutex_unlock(&comm->lock);
+}
 
 static double now(void) {
   struct timespec ts;
@@ -121,16 +160,16 @@ static hlo_status init_mpi(rt_comm *comm, hlo_diag *diag) {
 
 rt_comm *rt_comm_open(double timeout_seconds, hlo_diag *diag) {
   pthread_once(&fork_once, fork_setup);
-  pthread_mutex_lock(&open_lock);
+  lock_open();
   rt_comm *comm = the_world;
   if (comm) {
     comm->refcount++;
-    pthread_mutex_unlock(&open_lock);
+    unlock_open();
     return comm;
   }
   comm = calloc(1, sizeof *comm);
   if (!comm) {
-    pthread_mutex_unlock(&open_lock);
+    unlock_open();
     hlo_diag_set(diag, HLO_ERR_INTERNAL, "out of memory opening the world");
     return NULL;
   }
@@ -142,20 +181,21 @@ rt_comm *rt_comm_open(double timeout_seconds, hlo_diag *diag) {
     if (comm->owns_mpi) MPI_Finalize();
     pthread_mutex_destroy(&comm->lock);
     free(comm);
-    pthread_mutex_unlock(&open_lock);
+    unlock_open();
     return NULL;
   }
   the_world = comm;
-  pthread_mutex_unlock(&open_lock);
+  unlock_open();
   return comm;
 }
 
 /* Frees MPI's part of the world (and finalizes MPI when latch initialised it) once; a broken
- * world frees nothing (MPI would wait for the lost rank). */
+ * world frees nothing (MPI would wait for the lost rank), nor does a forked child (MPI is its
+ * parent's). */
 static void leave_locked(rt_comm *comm) {
   if (comm->left) return;
   comm->left = true;
-  if (comm->broken) return;
+  if (comm->broken || comm->inherited) return;
   for (int i = 0; i < comm->split_count; i++) MPI_Comm_free(&comm->splits[i].comm);
   MPI_Comm_free(&comm->world);
   if (comm->owns_mpi) MPI_Finalize();
@@ -163,13 +203,13 @@ static void leave_locked(rt_comm *comm) {
 
 void rt_comm_close(rt_comm *comm) {
   if (!comm) return;
-  pthread_mutex_lock(&open_lock);
+  lock_open();
   if (--comm->refcount > 0) {
-    pthread_mutex_unlock(&open_lock);
+    unlock_open();
     return;
   }
   the_world = NULL;
-  pthread_mutex_unlock(&open_lock);
+  unlock_open();
   for (int i = 0; i < comm->pending_count; i++) { /* never finished: an evaluation failed between */
     comm->broken = true;
     free(comm->pendings[i].blocks), free(comm->pendings[i].send);
@@ -183,9 +223,9 @@ void rt_comm_close(rt_comm *comm) {
 
 void rt_comm_leave(rt_comm *comm) {
   if (!comm) return;
-  pthread_mutex_lock(&comm->lock);
+  lock_world(comm);
   leave_locked(comm);
-  pthread_mutex_unlock(&comm->lock);
+  unlock_world(comm);
 }
 
 int rt_comm_rank(const rt_comm *comm) { return comm->rank; }
@@ -193,9 +233,9 @@ int rt_comm_size(const rt_comm *comm) { return comm->size; }
 bool rt_comm_broken(const rt_comm *comm) { return comm->broken; }
 
 unsigned rt_comm_collectives(rt_comm *comm) {
-  pthread_mutex_lock(&comm->lock);
+  lock_world(comm);
   unsigned reached = comm->sequence;
-  pthread_mutex_unlock(&comm->lock);
+  unlock_world(comm);
   return reached;
 }
 
@@ -241,6 +281,11 @@ static hlo_status wait_all(rt_comm *comm, int n, MPI_Request *requests, const in
 }
 
 static hlo_status check_usable(rt_comm *comm, const char *what, hlo_diag *diag) {
+  if (comm->inherited)
+    return hlo_diag_set(diag, HLO_ERR_INPUT,
+                        "%s: this process is a forked child of the one that joined the world, and MPI is that "
+                        "process's: a child takes part in no collective",
+                        what);
   if (comm->left) return hlo_diag_set(diag, HLO_ERR_INPUT, "%s: this process has left the world", what);
   if (!comm->broken) return HLO_OK;
   return hlo_diag_set(diag, HLO_ERR_INTERNAL, "%s: an earlier collective failed, so the ranks are out of step", what);
@@ -285,10 +330,10 @@ static hlo_status agree_locked(rt_comm *comm, const char *what, const char *sign
 }
 
 hlo_status rt_comm_agree(rt_comm *comm, const char *what, const char *signature, hlo_diag *diag) {
-  pthread_mutex_lock(&comm->lock);
+  lock_world(comm);
   hlo_status status = check_usable(comm, what, diag);
   if (status == HLO_OK) status = agree_locked(comm, what, signature, diag);
-  pthread_mutex_unlock(&comm->lock);
+  unlock_world(comm);
   return status;
 }
 
@@ -417,7 +462,7 @@ static void keep_pending(rt_comm *comm, pending *later, rt_value *target, const 
 /* Starts the move; waits for it, or with later (an async start) keeps it pending. */
 static hlo_status run_move(rt_comm *comm, const rt_comm_groups *groups, const move *m, pending *later,
                            rt_value *target, const char *what, hlo_diag *diag) {
-  pthread_mutex_lock(&comm->lock);
+  lock_world(comm);
   MPI_Comm sub = MPI_COMM_NULL;
   hlo_status status = check_usable(comm, what, diag);
   if (status == HLO_OK) status = fits_int(m->count, what, diag);
@@ -438,7 +483,7 @@ static hlo_status run_move(rt_comm *comm, const rt_comm_groups *groups, const mo
       status = wait_all(comm, 1, &request, NULL, what, move_name(m->kind), diag);
     }
   }
-  pthread_mutex_unlock(&comm->lock);
+  unlock_world(comm);
   return status;
 }
 
@@ -529,12 +574,12 @@ hlo_status rt_comm_allreduce(rt_comm *comm, const rt_comm_groups *groups, const 
   if (!rt_comm_reducible(dtype)) return hlo_diag_set(diag, HLO_ERR_UNSUPPORTED, "%s: MPI has no %s", what, hlo_dtype_name(dtype));
   if (count > 0 && send == recv)
     return hlo_diag_set(diag, HLO_ERR_INTERNAL, "%s: the all-reduce's operand is its result", what);
-  pthread_mutex_lock(&comm->lock);
+  lock_world(comm);
   bool used = false;
   hlo_status status = check_usable(comm, what, diag);
   if (status == HLO_OK) status = fits_int(count, what, diag);
   if (status == HLO_OK) status = try_ring(comm, groups, send, recv, count, dtype, op, what, &used, diag);
-  pthread_mutex_unlock(&comm->lock);
+  unlock_world(comm);
   if (status != HLO_OK || used) return status;
   move m = {.kind = MOVE_ALLREDUCE, .send = send, .recv = recv, .count = count, .dtype = dtype, .op = op};
   return run_move(comm, groups, &m, NULL, NULL, what, diag);
@@ -567,7 +612,7 @@ hlo_status rt_comm_broadcast(rt_comm *comm, const rt_comm_groups *groups, void *
 
 static hlo_status exchange(rt_comm *comm, int to, const void *send, int from, void *recv, int64_t bytes,
                            pending *later, rt_value *target, const char *what, hlo_diag *diag) {
-  pthread_mutex_lock(&comm->lock);
+  lock_world(comm);
   hlo_status status = check_usable(comm, what, diag);
   if (status == HLO_OK) status = fits_int(bytes, what, diag);
   if (status == HLO_OK && later && comm->pending_count == PENDING_MAX)
@@ -591,7 +636,7 @@ static hlo_status exchange(rt_comm *comm, int to, const void *send, int from, vo
       status = wait_all(comm, 2, requests, peers, what, "the exchange", diag);
     }
   }
-  pthread_mutex_unlock(&comm->lock);
+  unlock_world(comm);
   return status;
 }
 
@@ -650,7 +695,8 @@ hlo_status rt_comm_exchange_start(rt_comm *comm, int to, const void *send, int f
 
 hlo_status rt_comm_finish(rt_comm *comm, const rt_value *target, void **blocks, const char *what, hlo_diag *diag) {
   if (blocks) *blocks = NULL;
-  pthread_mutex_lock(&comm->lock);
+  rt_value *released = NULL;
+  lock_world(comm);
   int i = 0;
   while (i < comm->pending_count && comm->pendings[i].target != target) i++;
   hlo_status status = HLO_OK;
@@ -663,16 +709,17 @@ hlo_status rt_comm_finish(rt_comm *comm, const rt_value *target, void **blocks, 
     free(p.send);
     if (status == HLO_OK && blocks) *blocks = p.blocks;
     else free(p.blocks);
-    rt_value_release(p.target);
+    released = p.target;
   }
-  pthread_mutex_unlock(&comm->lock);
+  unlock_world(comm);
+  rt_value_release(released); /* outside the lock: a kept buffer's release takes a lock of its own */
   return status;
 }
 
 /* ---- sharing bytes from rank 0 ---- */
 
 hlo_status rt_comm_share(rt_comm *comm, void **bytes, size_t *len, const char *what, hlo_diag *diag) {
-  pthread_mutex_lock(&comm->lock);
+  lock_world(comm);
   hlo_status status = check_usable(comm, what, diag);
   long long size = comm->rank == 0 ? (long long)*len : 0;
   MPI_Request request = MPI_REQUEST_NULL;
@@ -696,6 +743,6 @@ hlo_status rt_comm_share(rt_comm *comm, void **bytes, size_t *len, const char *w
     if (status == HLO_OK) *bytes = data, *len = (size_t)size;
     else free(data);
   }
-  pthread_mutex_unlock(&comm->lock);
+  unlock_world(comm);
   return status;
 }

@@ -1,13 +1,15 @@
 /* runtime/: what every backend shares: values and buffers, the backend interface (rt_backend),
- * the parallel-for shim, .npy files, fingerprints, seeded random fill, the accuracy rule and
- * test-only fault injection. The backends live in its subfolders (reference/, cpu/), each
- * behind its own header; nothing here includes them. Uses hlo/ and OpenMP. Declarations sit
- * under the file that defines them. */
+ * the parallel-for shim, locks that fork waits for, .npy files, fingerprints, seeded random
+ * fill, the accuracy rule, and test-only fault injection and test points. The backends live
+ * in its subfolders (reference/, cpu/), each behind its own header; nothing here includes
+ * them. Uses hlo/ and OpenMP. Declarations sit under the file that defines them. */
 #ifndef RT_RUNTIME_H
 #define RT_RUNTIME_H
 #include <stdint.h>
 #include <stddef.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "hlo/hlo.h"
@@ -320,6 +322,42 @@ int rt_parallel_openmp_threads(void);
 #ifdef __cplusplus
 }
 #endif
+
+/* ---- fork_lock.c ---- */
+/* A process-wide mutex that fork waits for, so that a child never inherits it held by a
+ * thread it does not have (fork_lock.c says for which locks). Define one with
+ * RT_FORK_MUTEX_INIT and take it with these instead of pthread_mutex_lock. */
+
+typedef struct rt_fork_mutex {
+  pthread_mutex_t mutex;
+  atomic_bool listed;         /* known to fork's handlers */
+  struct rt_fork_mutex *next; /* the next listed one */
+} rt_fork_mutex;
+#define RT_FORK_MUTEX_INIT {PTHREAD_MUTEX_INITIALIZER, false, NULL}
+
+void rt_fork_lock(rt_fork_mutex *m);
+void rt_fork_unlock(rt_fork_mutex *m);
+
+/* ---- test_point.c ---- */
+/* FOR TESTS ONLY: places inside locked regions where a test's function runs while the thread
+ * holds the lock (a test forks from another thread then, and checks what the child finds).
+ * One function for the process; NULL (the default) runs none. */
+
+typedef enum rt_test_point {
+  RT_TEST_WORLD_LOCKED,      /* comm.c: a collective holds the world's lock */
+  RT_TEST_PRIMITIVES_LOCKED, /* cpu/executable.c: making a loaded plan's oneDNN primitives */
+  RT_TEST_POOL_LOCKED,       /* cpu/executable.c: taking an arena from its family's pool */
+  RT_TEST_SOURCE_LOCKED,     /* cpu/executable.c: decoding a loaded executable's source module */
+  RT_TEST_FORK_LOCK_HELD,    /* fork_lock.c: inside any rt_fork_lock */
+  /* a fork handler is about to wait for the locks above: */
+  RT_TEST_FORK_WAITS_WORLD,       /* comm.c's, for the world's */
+  RT_TEST_FORK_WAITS_EXECUTABLES, /* cpu/executable.c's, for the executables' */
+  RT_TEST_FORK_WAITS_FORK_LOCKS,  /* fork_lock.c's, for rt_fork_lock's */
+} rt_test_point;
+typedef void (*rt_test_fn)(rt_test_point point);
+
+void rt_test_point_set(rt_test_fn fn);
+void rt_test_at(rt_test_point point);
 
 /* ---- npy.c ---- */
 /* NumPy .npy files: how latch exchanges tensors with other tools.

@@ -80,7 +80,7 @@ rt_value *rt_value_new_array(hlo_dtype dtype, int rank, const int64_t *dims) {
  * exact size. Released from any thread. */
 enum { KEPT_SLOTS = 4, KEPT_HEADER = 64 };
 
-static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static rt_fork_mutex kept_lock = RT_FORK_MUTEX_INIT; /* fork waits for it */
 static char *kept[KEPT_SLOTS]; /* oldest first, NULL at the end */
 
 static size_t block_bytes(const char *block) {
@@ -90,26 +90,26 @@ static size_t block_bytes(const char *block) {
 }
 
 static void keep_block(void *release_ctx) {
-  pthread_mutex_lock(&kept_lock);
+  rt_fork_lock(&kept_lock);
   char *oldest = kept[KEPT_SLOTS - 1] ? kept[0] : NULL;
   int n = 0;
   while (n < KEPT_SLOTS && kept[n]) n++;
   if (oldest) memmove(kept, kept + 1, sizeof kept[0] * (KEPT_SLOTS - 1)), n--;
   kept[n] = release_ctx;
-  pthread_mutex_unlock(&kept_lock);
+  rt_fork_unlock(&kept_lock);
   free(oldest);
 }
 
 static char *take_block(size_t bytes) {
   char *block = NULL;
-  pthread_mutex_lock(&kept_lock);
+  rt_fork_lock(&kept_lock);
   for (int i = KEPT_SLOTS - 1; i >= 0 && !block; i--) {
     if (!kept[i] || block_bytes(kept[i]) != bytes) continue;
     block = kept[i];
     memmove(kept + i, kept + i + 1, sizeof kept[0] * (size_t)(KEPT_SLOTS - 1 - i));
     kept[KEPT_SLOTS - 1] = NULL;
   }
-  pthread_mutex_unlock(&kept_lock);
+  rt_fork_unlock(&kept_lock);
   if (!block && (block = hlo_malloc(KEPT_HEADER + bytes))) memcpy(block, &bytes, sizeof bytes);
   return block;
 }

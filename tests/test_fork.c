@@ -1,10 +1,12 @@
 /* fork in a program using latch: a child of a process that compiled runs graphs with both
  * cache tiers (a fresh Redis connection of its own, the parent's left working), and nothing a
  * thread of the parent was doing at fork makes the child wait forever: a Redis command in
- * flight (the server paused under it) and a compile in flight (the child compiles that key
- * itself instead of waiting for a thread it does not have). Every child has a hang guard
- * (alarm): a child that would wait forever fails instead. Results are checked against values
- * worked out independently (remote_test_util.h). */
+ * flight (the server paused under it), a compile in flight (the child compiles that key
+ * itself instead of waiting for a thread it does not have), a cpu executable making its
+ * oneDNN primitives or taking an arena, and a collective holding the MPI world's lock (held
+ * there by runtime/'s test points, not by sleeping). Every child has a hang guard (alarm): a
+ * child that would wait forever fails instead. Results are checked against values worked out
+ * independently (remote_test_util.h) or the reference evaluator's. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -16,6 +18,7 @@
 
 #include "cache/cache.h"
 #include "capture/capture.h"
+#include "cpu_util.h"
 #include "disk_test_util.h"
 #include "runtime/runtime.h"
 #include "redis_test_util.h"
@@ -317,6 +320,306 @@ static void fork_while_repro_lock_held(void) {
   latch_close(rt);
 }
 
+/* ---- a thread inside a locked region at fork ---- */
+
+/* The test's function at runtime/'s test points: the first thread to reach the armed point
+ * notes that it is inside and stays there, the lock held, until fork has begun (the fork
+ * handler for that lock is about to wait for it) or, where no handler waits, until fork has
+ * returned in the parent: without the handler the child is surely copied with the lock held. */
+static atomic_int armed = -1, awaited = -1;
+static atomic_bool inside, fork_began, forked;
+
+static void at_point(rt_test_point point) {
+  if (point >= RT_TEST_FORK_WAITS_WORLD) {
+    if ((int)point == atomic_load(&awaited)) atomic_store(&fork_began, true);
+    return;
+  }
+  int want = (int)point;
+  if (!atomic_compare_exchange_strong(&armed, &want, -1)) return;
+  atomic_store(&inside, true);
+  while (!atomic_load(&fork_began) && !atomic_load(&forked)) redis_sleep_ms(1);
+}
+
+static void note_forked(void) { atomic_store(&forked, true); }
+
+/* The handler that waits for the lock held at point. */
+static rt_test_point waiter_of(rt_test_point point) {
+  switch (point) {
+    case RT_TEST_WORLD_LOCKED: return RT_TEST_FORK_WAITS_WORLD;
+    case RT_TEST_FORK_LOCK_HELD: return RT_TEST_FORK_WAITS_FORK_LOCKS;
+    default: return RT_TEST_FORK_WAITS_EXECUTABLES;
+  }
+}
+
+static void arm(rt_test_point point) {
+  atomic_store(&inside, false);
+  atomic_store(&fork_began, false);
+  atomic_store(&forked, false);
+  atomic_store(&awaited, (int)waiter_of(point));
+  atomic_store(&armed, (int)point);
+}
+
+/* Whether a thread reached the armed point (within the hang guard's time); disarmed if not. */
+static bool wait_inside(void) {
+  for (int waited_ms = 0; !atomic_load(&inside) && waited_ms < HANG_GUARD_S * 1000; waited_ms += 2)
+    redis_sleep_ms(2);
+  int point = atomic_exchange(&armed, -1);
+  return point == -1 && atomic_load(&inside);
+}
+
+/* ---- the cpu executable's locks ---- */
+
+/* Two oneDNN convolutions with a relu and a residual add between them, at a batch size: the
+ * relu's result lives in the executable's arena. */
+static const char *convs_text(int batch) {
+  static char text[2][1024];
+  char *s = text[batch % 2];
+  snprintf(s, sizeof text[0],
+           "HloModule convs\nENTRY e {\n x = f32[%1$d,8,10,10] parameter(0)\n w = f32[8,8,3,3] parameter(1)\n"
+           " w2 = f32[8,8,3,3] parameter(2)\n"
+           " c = f32[%1$d,8,10,10] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+           " zero = f32[] constant(0)\n z = f32[%1$d,8,10,10] broadcast(zero), dimensions={}\n"
+           " a = f32[%1$d,8,10,10] maximum(c, z)\n"
+           " c2 = f32[%1$d,8,10,10] convolution(a, w2), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n"
+           " ROOT y = f32[%1$d,8,10,10] add(c2, a)\n}\n",
+           batch);
+  return s;
+}
+
+enum { CONV_ARGS = 3 };
+
+/* The module at one batch size, random arguments and the reference evaluator's result. */
+typedef struct conv_case {
+  hlo_module *module;
+  rt_value *args[CONV_ARGS];
+  rt_value *want;
+} conv_case;
+
+static conv_case conv_case_make(int batch) {
+  conv_case c = {.module = parse_checked(convs_text(batch))};
+  hlo_diag diag = {0};
+  for (int i = 0; c.module && i < CONV_ARGS; i++)
+    c.args[i] = rt_random_value(&c.module->entry->params[i]->shape, 11, (uint64_t)i, &diag);
+  if (c.module) rt_evaluate(c.module, c.args, CONV_ARGS, &(rt_eval_options){.fp64 = false}, &c.want, &diag);
+  CHECK_MSG(c.want != NULL, "reference: %s", diag.message);
+  return c;
+}
+
+static void conv_case_free(conv_case *c) {
+  rt_value_release(c->want);
+  for (int i = 0; i < CONV_ARGS; i++) rt_value_release(c->args[i]);
+  hlo_module_free(c->module);
+}
+
+/* A loaded executable (its oneDNN primitives not made, its source module not decoded), and
+ * the cases it runs: at its own batch size, and bound to another. */
+typedef struct loaded_convs {
+  rt_executable *exe;
+  conv_case one, two;
+} loaded_convs;
+
+/* Whether exe's result on c's arguments agrees with the reference's (cpu_agree). */
+static bool executes_right(rt_executable *exe, const conv_case *c) {
+  hlo_diag diag = {0};
+  rt_value *got = NULL;
+  hlo_status status = rt_backend_cpu.execute(exe, c->args, CONV_ARGS, &got, &diag);
+  bool right = status == HLO_OK && cpu_agree(c->want, got);
+  if (!right) fprintf(stderr, "execute: %s\n", status == HLO_OK ? "wrong values" : diag.message);
+  rt_value_release(got);
+  return right;
+}
+
+static bool runs_right(const loaded_convs *l) { return executes_right(l->exe, &l->one); }
+
+/* Bound to batch 2 (decoding the source module at the first bind), then run. */
+static bool binds_right(const loaded_convs *l) {
+  hlo_diag diag = {0};
+  rt_executable *bound = rt_backend_cpu.bind(l->exe, l->two.module, &diag);
+  if (!bound) fprintf(stderr, "bind: %s\n", diag.message);
+  bool right = bound && executes_right(bound, &l->two);
+  rt_backend_cpu.destroy(bound);
+  return right;
+}
+
+typedef bool (*convs_work)(const loaded_convs *l);
+
+typedef struct working {
+  const loaded_convs *convs;
+  convs_work work;
+  atomic_bool right;
+} working;
+
+static void *work_in_thread(void *arg) {
+  working *w = arg;
+  atomic_store(&w->right, w->work(w->convs));
+  return NULL;
+}
+
+/* A thread does work and is held at point, inside the locked region, while the main thread
+ * forks: the child does the same work twice and gets the right values; the thread's work
+ * finishes in the parent as if nothing happened. */
+static void fork_inside(const loaded_convs *l, convs_work work, rt_test_point point) {
+  working w = {l, work, false};
+  arm(point);
+  pthread_t thread;
+  pthread_create(&thread, NULL, work_in_thread, &w);
+  bool entered = wait_inside();
+  CHECK_MSG(entered, "the thread never reached test point %d", (int)point);
+  if (entered) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+      alarm(HANG_GUARD_S);
+      _exit(work(l) && work(l) ? 0 : 1);
+    }
+    CHECK_EQ_INT(wait_child(pid), 0);
+  }
+  pthread_join(thread, NULL);
+  CHECK(atomic_load(&w.right));
+  CHECK(work(l));
+}
+
+/* A loaded executable makes its oneDNN primitives at its first execute, under its
+ * primitives_lock, and decodes its source module at its first bind, under its source_lock:
+ * fork lands there, and inside its arena pool's lock. */
+static void fork_inside_cpu_locks(void) {
+  loaded_convs l = {.one = conv_case_make(1), .two = conv_case_make(2)};
+  rt_executable *compiled = compile_checked(convs_text(1));
+  hlo_diag diag = {0};
+  void *bytes = NULL;
+  size_t len = 0;
+  if (compiled && rt_backend_cpu.serialize(compiled, &bytes, &len, &diag) == HLO_OK)
+    l.exe = rt_backend_cpu.deserialize(bytes, len, NULL, &diag);
+  CHECK_MSG(l.exe != NULL, "serialize and load: %s", diag.message);
+  if (l.exe && l.one.want && l.two.want) {
+    rt_test_point_set(at_point);
+    fork_inside(&l, runs_right, RT_TEST_PRIMITIVES_LOCKED);
+    fork_inside(&l, runs_right, RT_TEST_POOL_LOCKED);
+    fork_inside(&l, binds_right, RT_TEST_SOURCE_LOCKED);
+    rt_test_point_set(NULL);
+  }
+  rt_backend_cpu.destroy(l.exe);
+  rt_backend_cpu.destroy(compiled);
+  free(bytes);
+  conv_case_free(&l.one);
+  conv_case_free(&l.two);
+}
+
+/* ---- a process-wide lock that fork waits for (rt_fork_lock) ---- */
+
+typedef struct keeping {
+  hlo_shape shape;
+  atomic_bool made;
+} keeping;
+
+/* A kept value made and released: the kept buffers' lock taken twice. */
+static bool keeps_values(const hlo_shape *shape) {
+  rt_value *v = rt_value_new_kept(shape);
+  bool made = v && v->count == hlo_shape_elements(shape);
+  rt_value_release(v);
+  return made;
+}
+
+static void *keep_in_thread(void *arg) {
+  keeping *k = arg;
+  atomic_store(&k->made, keeps_values(&k->shape));
+  return NULL;
+}
+
+/* A thread is inside the kept value buffers' lock (runtime/value.c) while the main thread
+ * forks: the child makes and releases kept values. */
+static void fork_inside_fork_lock(void) {
+  keeping k = {.made = false};
+  int64_t dims[1] = {1 << 16};
+  hlo_shape_set_array(&k.shape, HLO_F32, 1, dims);
+  rt_test_point_set(at_point);
+  arm(RT_TEST_FORK_LOCK_HELD);
+  pthread_t thread;
+  pthread_create(&thread, NULL, keep_in_thread, &k);
+  bool entered = wait_inside();
+  CHECK(entered);
+  if (entered) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+      alarm(HANG_GUARD_S);
+      _exit(keeps_values(&k.shape) && keeps_values(&k.shape) ? 0 : 1);
+    }
+    CHECK_EQ_INT(wait_child(pid), 0);
+  }
+  pthread_join(thread, NULL);
+  rt_test_point_set(NULL);
+  CHECK(atomic_load(&k.made));
+}
+
+/* ---- the MPI world's lock ---- */
+
+typedef struct agreeing {
+  rt_comm *comm;
+  atomic_bool agreed;
+} agreeing;
+
+static void *agree_in_thread(void *arg) {
+  agreeing *a = arg;
+  hlo_diag diag = {0};
+  atomic_store(&a->agreed, rt_comm_agree(a->comm, "the thread's collective", "sum f32[4]", &diag) == HLO_OK);
+  return NULL;
+}
+
+/* The child's collective is refused at once, saying why: it neither waits for the lock the
+ * parent's thread held at fork nor uses its parent's MPI; closing the world there returns. */
+static int world_child(rt_comm *comm) {
+  alarm(HANG_GUARD_S);
+  hlo_diag diag = {0};
+  hlo_status status = rt_comm_agree(comm, "the child's collective", "sum f32[4]", &diag);
+  bool refused = status == HLO_ERR_INPUT && strstr(diag.message, "forked child");
+  if (!refused) fprintf(stderr, "the child's collective: status %d: %s\n", (int)status, diag.message);
+  rt_comm_close(comm);
+  return refused ? 0 : 1;
+}
+
+/* A world of one (MPI initialised here, as a singleton): a thread is held inside a
+ * collective, the world's lock held, while the main thread forks (world_child); then the
+ * thread's collective and the next one succeed in the parent. */
+static int world_process(void) {
+  alarm(HANG_GUARD_S);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  hlo_diag diag = {0};
+  rt_comm *comm = rt_comm_open(60, &diag);
+  if (!comm) {
+    fprintf(stderr, "opening the world: %s\n", diag.message);
+    return 1;
+  }
+  rt_test_point_set(at_point);
+  agreeing a = {comm, false};
+  arm(RT_TEST_WORLD_LOCKED);
+  pthread_t thread;
+  pthread_create(&thread, NULL, agree_in_thread, &a);
+  bool entered = wait_inside();
+  fflush(NULL);
+  pid_t pid = entered ? fork() : -1;
+  if (pid == 0) _exit(world_child(comm));
+  int child = pid > 0 ? wait_child(pid) : -1;
+  pthread_join(thread, NULL);
+  rt_test_point_set(NULL);
+  bool again = rt_comm_agree(comm, "the next collective", "sum f32[4]", &diag) == HLO_OK;
+  rt_comm_close(comm);
+  if (!entered || child != 0 || !atomic_load(&a.agreed) || !again)
+    fprintf(stderr, "world: entered %d, child's exit %d, thread agreed %d, next agreed %d (%s)\n", entered, child,
+            (int)atomic_load(&a.agreed), again, diag.message);
+  return entered && child == 0 && atomic_load(&a.agreed) && again ? 0 : 1;
+}
+
+/* MPI is initialised in a process of the test's own, never in the test's process itself
+ * (which forks on after it). */
+static void fork_while_world_locked(void) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) _exit(world_process());
+  CHECK_EQ_INT(wait_child(pid), 0);
+}
+
 /* ---- the thread count in a child ---- */
 
 enum { POOL = 3, N = 48 };
@@ -403,5 +706,9 @@ int main(void) {
   RUN(fork_during_compile);
   RUN(fork_during_traced_compile);
   RUN(fork_while_repro_lock_held);
+  pthread_atfork(NULL, note_forked, NULL);
+  RUN(fork_inside_cpu_locks);
+  RUN(fork_inside_fork_lock);
+  RUN(fork_while_world_locked);
   return TEST_REPORT();
 }

@@ -630,10 +630,11 @@ hlo_status rt_cpu_deserialize(const void *bytes, size_t len, hlo_module **module
   return HLO_OK;
 }
 
-hlo_status rt_cpu_plan_make_primitives(rt_cpu_plan *plan, hlo_diag *diag) {
+hlo_status rt_cpu_plan_make_primitives(rt_cpu_plan *plan, bool for_child, hlo_diag *diag) {
   for (int i = 0; i < plan->step_count; i++) {
     rt_cpu_step *s = &plan->steps[i];
-    if (s->kind == RT_STEP_DNNL && s->dnnl->conv && !s->dnnl->conv_prim && !rt_cpu_dnnl_recreate(s->dnnl))
+    if (s->kind == RT_STEP_DNNL && for_child) rt_cpu_dnnl_release(s->dnnl); /* the parent's */
+    if (s->kind == RT_STEP_DNNL && s->dnnl->conv && !s->dnnl->conv_prim && !rt_cpu_dnnl_recreate(s->dnnl, for_child))
       return hlo_diag_set(diag, HLO_ERR_INTERNAL,
                           "oneDNN did not take the cached description of convolution %%%s again (another oneDNN "
                           "or processor?)",

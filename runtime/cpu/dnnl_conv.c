@@ -446,21 +446,31 @@ bool rt_cpu_dnnl_build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const d
   return winograd(d) && build(d, src_in, post_in, false);
 }
 
+/* Whether a scratchpad oneDNN asks for is the one the plan has (exact), or only fits in the
+ * room the plan gave the step's scratchpads. */
+static bool scratchpad_ok(const dnnl_memory_desc_t *asked, const dnnl_memory_desc_t *planned, size_t room, bool exact) {
+  return exact ? dnnl_memory_desc_equal(asked, planned) : dnnl_memory_desc_get_size(asked) <= room;
+}
+
 /* The descriptions a loaded step holds stay as they were read (a serialization after a run
  * writes the same bytes): oneDNN must give equal ones again, and only the primitives are
- * new. */
-bool rt_cpu_dnnl_recreate(rt_cpu_dnnl *d) {
+ * new. A forked child's (for_child) are made for its team of one, whose scratchpads may be
+ * smaller than its parent's team's: they need only fit where the plan put them. */
+bool rt_cpu_dnnl_recreate(rt_cpu_dnnl *d, bool for_child) {
   if (!d->conv) return true; /* a pool: latch's own kernel, no primitive */
   dnnl_memory_desc_t scratchpad = d->scratchpad_md, bias = d->bias_md, safe_scratchpad = d->safe_scratchpad_md,
                      safe_weights = d->safe_weights_md;
+  size_t room = dnnl_memory_desc_get_size(&scratchpad) > dnnl_memory_desc_get_size(&safe_scratchpad)
+                    ? dnnl_memory_desc_get_size(&scratchpad)
+                    : dnnl_memory_desc_get_size(&safe_scratchpad);
   int team = rt_cpu_dnnl_team_begin();
   dnnl_primitive_desc_t pd = conv_pd(d, d->alg, fast_posts(d), &d->src_md, &d->weights_md, &d->dst_md);
   omp_set_num_threads(team);
   bool ok = pd && chosen_alg(pd) == d->alg &&
-            dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0), &scratchpad) &&
+            scratchpad_ok(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0), &scratchpad, room, !for_child) &&
             dnnl_memory_desc_equal(&d->bias_md, &bias) && dnnl_primitive_create(&d->conv_prim, pd) == dnnl_success;
   if (pd) dnnl_primitive_desc_destroy(pd);
-  ok = ok && make_safe(d) && dnnl_memory_desc_equal(&d->safe_scratchpad_md, &safe_scratchpad) &&
+  ok = ok && make_safe(d) && scratchpad_ok(&d->safe_scratchpad_md, &safe_scratchpad, room, !for_child) &&
        dnnl_memory_desc_equal(&d->safe_weights_md, &safe_weights);
   d->bias_md = bias;
   d->safe_scratchpad_md = safe_scratchpad;

@@ -20,6 +20,7 @@ typedef struct conv_key { /* dnnl_dims_t throughout: oneDNN's functions take who
   dnnl_dims_t stride, dilate, pad_low, pad_high;
   int wei_rank;
   dnnl_data_type_t dst_type;
+  int threads; /* the OpenMP team it is made for (rt_cpu_dnnl_team) */
 } conv_key;
 
 enum { KEPT_PRIMITIVES = 256 };
@@ -28,7 +29,7 @@ static struct {
   dnnl_primitive_t prim;
 } kept[KEPT_PRIMITIVES];
 static int kept_count;
-static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static rt_fork_mutex kept_lock = RT_FORK_MUTEX_INIT; /* fork waits for it */
 
 /* dims[j] and strides[j] of shape's dimension order[j], for count dims. */
 static void described(const hlo_shape *shape, const int64_t *order, int count, int64_t *dims, int64_t *strides) {
@@ -74,6 +75,7 @@ static bool key_for(const hlo_instr *instr, conv_key *key) {
     memcpy(key->wei_strides, g_strides, sizeof g_strides);
   }
   key->dst_type = instr->shape.dtype == HLO_BF16 ? dnnl_bf16 : dnnl_f32;
+  key->threads = rt_cpu_dnnl_team();
   return true;
 }
 
@@ -102,7 +104,7 @@ static dnnl_primitive_t make_primitive(const conv_key *key) {
 /* The kept primitive for key (made on first sight); NULL when oneDNN offers none or the table
  * is full. */
 static dnnl_primitive_t primitive_for(const conv_key *key) {
-  pthread_mutex_lock(&kept_lock);
+  rt_fork_lock(&kept_lock);
   dnnl_primitive_t prim = NULL;
   for (int i = 0; i < kept_count && !prim; i++)
     if (memcmp(&kept[i].key, key, sizeof *key) == 0) prim = kept[i].prim;
@@ -110,7 +112,7 @@ static dnnl_primitive_t primitive_for(const conv_key *key) {
     kept[kept_count].key = *key;
     kept[kept_count++].prim = prim;
   }
-  pthread_mutex_unlock(&kept_lock);
+  rt_fork_unlock(&kept_lock);
   return prim;
 }
 

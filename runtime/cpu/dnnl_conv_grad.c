@@ -38,6 +38,7 @@
 typedef struct grad_key { /* dnnl_dims_t throughout: oneDNN's functions take whole ones */
   dnnl_dims_t src, src_strides, diff_dst, diff_dst_strides, diff_wei, diff_wei_strides;
   dnnl_dims_t stride, dilate, pad_low, pad_high;
+  int64_t threads; /* the OpenMP team it is made for (rt_cpu_dnnl_team) */
 } grad_key;
 
 /* A kept primitive, the reorders around it (NULL: none) and where each buffer sits in the
@@ -54,7 +55,7 @@ static struct {
   grad_prim *prim;
 } kept[KEPT_PRIMITIVES];
 static int kept_count;
-static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static rt_fork_mutex kept_lock = RT_FORK_MUTEX_INIT; /* fork waits for it */
 
 /* dims[j] and strides[j] of shape's dimension order[j]. */
 static void described(const hlo_shape *shape, const int64_t *order, int64_t *dims, int64_t *strides) {
@@ -95,6 +96,7 @@ static bool key_for(const hlo_instr *instr, grad_key *key) {
     int64_t room = key->src[2 + d] + wd->pad_low + wd->pad_high - span;
     if (room < 0 || room / wd->rhs_dilate + 1 != key->diff_dst[2 + d]) return false;
   }
+  key->threads = rt_cpu_dnnl_team();
   return true;
 }
 
@@ -199,7 +201,7 @@ static grad_prim *make_prim(const grad_key *key) {
 /* The kept primitive for key (made on first sight); NULL when oneDNN offers none or the table
  * is full. */
 static const grad_prim *prim_for(const grad_key *key) {
-  pthread_mutex_lock(&kept_lock);
+  rt_fork_lock(&kept_lock);
   const grad_prim *p = NULL;
   for (int i = 0; i < kept_count && !p; i++)
     if (memcmp(&kept[i].key, key, sizeof *key) == 0) p = kept[i].prim;
@@ -211,7 +213,7 @@ static const grad_prim *prim_for(const grad_key *key) {
       p = made;
     }
   }
-  pthread_mutex_unlock(&kept_lock);
+  rt_fork_unlock(&kept_lock);
   return p;
 }
 

@@ -24,13 +24,17 @@ dnnl_engine_t rt_cpu_dnnl_engine(void) {
   return engine;
 }
 
+int rt_cpu_dnnl_team(void) {
+#if defined(__SANITIZE_THREAD__)
+  return 1;
+#else
+  return rt_parallel_openmp_threads();
+#endif
+}
+
 int rt_cpu_dnnl_team_begin(void) {
   int before = omp_get_max_threads();
-#if defined(__SANITIZE_THREAD__)
-  omp_set_num_threads(1);
-#else
-  omp_set_num_threads(rt_parallel_openmp_threads());
-#endif
+  omp_set_num_threads(rt_cpu_dnnl_team());
   return before;
 }
 

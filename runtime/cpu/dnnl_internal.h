@@ -170,8 +170,9 @@ void rt_cpu_dnnl_release(rt_cpu_dnnl *d);
 bool rt_cpu_dnnl_plain_md(dnnl_memory_desc_t *md, const hlo_instr *conv, bool source);
 /* Makes a deserialized d's primitives from its descriptions (the layouts rt_cpu_dnnl_build
  * chose, no longer `any`); false when oneDNN refuses them or would want other scratch
- * sizes or layouts than the plan has room for (another oneDNN, another processor). */
-bool rt_cpu_dnnl_recreate(rt_cpu_dnnl *d);
+ * sizes or layouts than the plan has room for (another oneDNN, another processor). for_child:
+ * in a forked child, for its team of one (scratchpads that fit the plan's room will do). */
+bool rt_cpu_dnnl_recreate(rt_cpu_dnnl *d, bool for_child);
 
 /* dnnl_check.c */
 /* The bytes md describes (INT64_MAX past it). */

@@ -100,7 +100,7 @@ static struct {
   dnnl_primitive_t prim;
 } kept[KEPT_PRIMITIVES];
 static int kept_count;
-static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static rt_fork_mutex kept_lock = RT_FORK_MUTEX_INIT; /* fork waits for it */
 
 static bool same_key(const matmul_key *a, const matmul_key *b) {
   return a->batch == b->batch && a->m == b->m && a->n == b->n && a->k == b->k &&
@@ -147,7 +147,7 @@ static dnnl_primitive_t make_primitive(const matmul_key *key) {
 /* The primitive for key, kept when the table has room; *owned when the caller must destroy it. */
 static dnnl_primitive_t primitive_for(const matmul_key *key, bool *owned) {
   *owned = false;
-  pthread_mutex_lock(&kept_lock);
+  rt_fork_lock(&kept_lock);
   dnnl_primitive_t prim = NULL;
   for (int i = 0; i < kept_count && !prim; i++)
     if (same_key(&kept[i].key, key)) prim = kept[i].prim;
@@ -155,7 +155,7 @@ static dnnl_primitive_t primitive_for(const matmul_key *key, bool *owned) {
     if (kept_count < KEPT_PRIMITIVES) kept[kept_count].key = *key, kept[kept_count++].prim = prim;
     else *owned = true;
   }
-  pthread_mutex_unlock(&kept_lock);
+  rt_fork_unlock(&kept_lock);
   return prim;
 }
 
@@ -170,11 +170,7 @@ static dnnl_memory_t user_memory(dnnl_primitive_t prim, dnnl_query_t what, const
 }
 
 static matmul_key key_of(const rt_cpu_matmul *mm) {
-#if defined(__SANITIZE_THREAD__)
-  int threads = 1;
-#else
-  int threads = rt_parallel_openmp_threads();
-#endif
+  int threads = rt_cpu_dnnl_team();
   return (matmul_key){mm->batch, mm->m, mm->n, mm->k, mm->a_transposed, mm->b_transposed, mm->b_packed,
                       mm->f32 ? dnnl_f32 : dnnl_bf16, mm->c_type == HLO_BF16 ? dnnl_bf16 : dnnl_f32, threads};
 }

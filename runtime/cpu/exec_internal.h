@@ -59,8 +59,10 @@ void rt_cpu_encode_module(hlo_strbuf *out, const hlo_module *module, bool live_o
 struct rt_blob_in;
 hlo_module *rt_cpu_decode_module(struct rt_blob_in *in);
 /* (deserialize.c) The oneDNN primitives of a deserialized plan's DNNL steps (dnnl_conv.c
- * per step); HLO_ERR_INTERNAL when oneDNN no longer takes a description. */
-hlo_status rt_cpu_plan_make_primitives(rt_cpu_plan *plan, hlo_diag *diag);
+ * per step); HLO_ERR_INTERNAL when oneDNN no longer takes a description. for_child: in a
+ * forked child, whose plans' primitives (if made) are its parent's, made for a team of the
+ * parent's threads that libgomp cannot start there: each made again for the child's. */
+hlo_status rt_cpu_plan_make_primitives(rt_cpu_plan *plan, bool for_child, hlo_diag *diag);
 
 /* (bind.c) The optimized module of a compile of source, rebuilt for binding:
  * source at other sizes. Its entry is its own; its other computations are optimized's, which

@@ -55,8 +55,10 @@ struct rt_executable {
   void *source_block;
   pthread_mutex_t source_lock;
   /* deserialized: the plan's oneDNN primitives are made at the first execute, under
-   * primitives_lock (rt_cpu_plan_make_primitives) */
+   * primitives_lock (rt_cpu_plan_make_primitives); in a forked child (inherited), made again
+   * at its first execute there */
   _Atomic bool primitives_pending;
+  bool primitives_inherited;
   pthread_mutex_t primitives_lock;
   rt_executable *bound_from; /* bound: the compiled executable sharing its computations */
   /* bound, or loaded from a binding and told to share (cpu_share_buffers): the executable
@@ -77,6 +79,7 @@ struct rt_executable {
    * kept_places: which plan ran is this pointer too) */
   const rt_cpu_kept_places *pool_places;
   rt_cpu_kept_places *kept_places;       /* this executable's plan's (NULL: keeps none) */
+  struct rt_executable *next_open, *prev_open; /* every executable, for fork (under open_lock) */
 };
 
 /* Values and arenas executes have allocated, process-wide; tests read it to check that an
@@ -97,6 +100,70 @@ static char *new_arena(int64_t bytes) {
   return hlo_aligned_alloc(RT_CPU_ALIGN, (size_t)bytes);
 }
 
+/* ---- fork ----
+ * A child has only the thread that forked, and another thread may hold an executable's lock
+ * at fork: primitives_lock while it makes a loaded plan's oneDNN primitives, source_lock while
+ * it decodes the source module, pool_lock while it takes or gives back an arena. Held in the
+ * child, the lock would stop that executable's next execute or bind there for good, and what
+ * it guards would be half made. So fork waits for each (none is held across anything that
+ * waits for another thread or takes another lock), and parent and child let go
+ * (pthread_atfork handlers, registered with the first executable).
+ *
+ * The parent's oneDNN primitives were made for a team of its OpenMP threads, and a primitive
+ * runs with the team it was made for; libgomp's pool does not survive fork, so in the child
+ * such a team never starts. The child makes every executable's primitives again, for its own
+ * team of one (runtime/parallel.c), at its first execute of each. */
+
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static rt_executable *open_executables;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void fork_prepare(void) {
+  rt_test_at(RT_TEST_FORK_WAITS_EXECUTABLES);
+  pthread_mutex_lock(&open_lock);
+  for (rt_executable *e = open_executables; e; e = e->next_open) {
+    pthread_mutex_lock(&e->primitives_lock);
+    pthread_mutex_lock(&e->source_lock);
+    pthread_mutex_lock(&e->pool_lock);
+  }
+}
+
+static void fork_parent(void) {
+  for (rt_executable *e = open_executables; e; e = e->next_open) {
+    pthread_mutex_unlock(&e->pool_lock);
+    pthread_mutex_unlock(&e->source_lock);
+    pthread_mutex_unlock(&e->primitives_lock);
+  }
+  pthread_mutex_unlock(&open_lock);
+}
+
+static void fork_child(void) {
+  for (rt_executable *e = open_executables; e; e = e->next_open) {
+    e->primitives_inherited = true;
+    atomic_store(&e->primitives_pending, true);
+  }
+  fork_parent();
+}
+
+static void fork_setup(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+
+static void list_open(rt_executable *exe) {
+  pthread_once(&fork_once, fork_setup);
+  pthread_mutex_lock(&open_lock);
+  exe->next_open = open_executables;
+  if (open_executables) open_executables->prev_open = exe;
+  open_executables = exe;
+  pthread_mutex_unlock(&open_lock);
+}
+
+static void unlist_open(rt_executable *exe) {
+  pthread_mutex_lock(&open_lock);
+  if (exe->prev_open) exe->prev_open->next_open = exe->next_open;
+  else open_executables = exe->next_open;
+  if (exe->next_open) exe->next_open->prev_open = exe->prev_open;
+  pthread_mutex_unlock(&open_lock);
+}
+
 static rt_executable *family_of(rt_executable *exe) { return exe->pool_from ? exe->pool_from : exe; }
 
 /* An arena of at least the plan's bytes, a whole number of RT_CPU_ALIGN (aligned_alloc's
@@ -115,6 +182,7 @@ static char *take_arena(rt_executable *exe, int64_t *capacity) {
   char *arena = NULL;
   bool kept = false;
   pthread_mutex_lock(&family->pool_lock);
+  rt_test_at(RT_TEST_POOL_LOCKED);
   if (family->pool && family->pool_bytes >= need) {
     arena = family->pool;
     *capacity = family->pool_bytes;
@@ -180,6 +248,7 @@ static rt_executable *new_executable(hlo_module *module, rt_cpu_plan *plan, cons
   pthread_mutex_init(&exe->pool_lock, NULL);
   pthread_mutex_init(&exe->source_lock, NULL);
   pthread_mutex_init(&exe->primitives_lock, NULL);
+  list_open(exe);
   return exe;
 }
 
@@ -601,13 +670,14 @@ static hlo_status run_step(const rt_cpu_step *step, run_state *r) {
 }
 
 /* A deserialized executable's oneDNN primitives, made once by the first execute (others
- * wait for it). */
+ * wait for it); in a forked child, every executable's, made again by its first execute there. */
 static hlo_status make_primitives(rt_executable *exe, hlo_diag *diag) {
   pthread_mutex_lock(&exe->primitives_lock);
+  rt_test_at(RT_TEST_PRIMITIVES_LOCKED);
   hlo_status status = HLO_OK;
   if (atomic_load(&exe->primitives_pending)) {
-    status = rt_cpu_plan_make_primitives(exe->plan, diag);
-    if (status == HLO_OK) atomic_store(&exe->primitives_pending, false);
+    status = rt_cpu_plan_make_primitives(exe->plan, exe->primitives_inherited, diag);
+    if (status == HLO_OK) atomic_store(&exe->primitives_pending, false), exe->primitives_inherited = false;
   }
   pthread_mutex_unlock(&exe->primitives_lock);
   return status;
@@ -668,6 +738,7 @@ static hlo_status cpu_execute(rt_executable *exe, rt_value *const *args, int arg
  * elsewhere. */
 static hlo_status decode_source(rt_executable *exe, hlo_diag *diag) {
   pthread_mutex_lock(&exe->source_lock);
+  rt_test_at(RT_TEST_SOURCE_LOCKED);
   if (!exe->source && exe->source_bytes) {
     rt_blob_in in;
     rt_blob_in_init(&in, exe->source_bytes, exe->source_len);
@@ -717,6 +788,7 @@ static bool cpu_share_buffers(rt_executable *exe, rt_executable *family) {
 
 static void cpu_destroy(rt_executable *exe) {
   if (!exe) return;
+  unlist_open(exe);
   if (exe->pool_from) { /* the family's arena may have come back from this one's execute */
     pthread_mutex_lock(&exe->pool_from->pool_lock);
     if (exe->pool_from->pool_places == exe->kept_places) exe->pool_from->pool_places = NULL;

@@ -274,6 +274,10 @@ bool rt_cpu_use_isa(rt_cpu_isa isa);
  * ThreadSanitizer) for the oneDNN calls that follow; returns the size it had, for
  * omp_set_num_threads after. */
 int rt_cpu_dnnl_team_begin(void);
+/* That team's size. A primitive made for one team size runs with that many threads (oneDNN
+ * splits its work when it is made): a kept primitive is kept per team size, so that a forked
+ * child (a team of one: libgomp's pool does not survive fork) never runs its parent's. */
+int rt_cpu_dnnl_team(void);
 /* The instruction set oneDNN's kernels use on this host ("avx2", "avx512_core", ...). */
 const char *rt_cpu_dnnl_isa_name(void);
 
