@@ -61,6 +61,7 @@ const char *rt_cpu_steps_check(const rt_cpu_plan *plan, const hlo_comp *entry, i
       int from = rt_cpu_step_input(s, k);
       if (!filled[from] || !filled[owner[from]]) what = "an input with no value at that point";
     }
+    if (what) break; /* a step refused: what follows may lean on what it got wrong */
     bool view = s->kind == RT_STEP_ALIAS && s->instr->opcode != HLO_OP_GET_TUPLE_ELEMENT;
     owner[i] = view ? owner[s->instr->operands[0]->id] : i;
     filled[i] = makes_value(s);
