@@ -257,10 +257,11 @@ static rt_executable *new_executable(hlo_module *module, rt_cpu_plan *plan, cons
  * about 2^28 cycles (0.1 s here) before it sleeps: a process that ran steps at once (a bench,
  * `latch run`) had its first steps take 16 ms instead of 0.3 while a worker spun beside
  * OpenMP's threads. Setting the thread count does not stop them; that build's
- * blas_thread_shutdown_ (its own, used at fork) does, and a later call for more threads
- * starts them again. Looked up in the library that holds openblas_set_num_threads, so that
- * another BLAS in the process is left alone; other builds (serial, OpenMP) have none. */
+ * blas_thread_shutdown_ (its own, used at fork) does. Looked up in the library that holds
+ * openblas_set_num_threads, so that another BLAS in the process is left alone; other builds
+ * (serial, OpenMP) have none. */
 static void stop_blas_threads(void) {
+  openblas_set_num_threads(1);
   Dl_info info;
   void *lib = dladdr((void *)openblas_set_num_threads, &info) && info.dli_fname
                   ? dlopen(info.dli_fname, RTLD_NOLOAD | RTLD_LAZY)
@@ -270,11 +271,14 @@ static void stop_blas_threads(void) {
   if (lib) dlclose(lib);
 }
 
-/* Called before any executable of this backend runs (compile, load). */
+/* Called before any executable of this backend runs (compile, load). Setting the count starts
+ * the stopped workers again in that build (0.3.21's goto_set_num_threads starts its server
+ * whatever the count), so it is set only where it is not one already: where the host raised
+ * it since (its own BLAS calls on more threads), latch's calls are held to one again. */
 static void blas_single_threaded(void) {
   static pthread_once_t stopped = PTHREAD_ONCE_INIT;
-  openblas_set_num_threads(1);
   pthread_once(&stopped, stop_blas_threads);
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 }
 
 static _Atomic int64_t pass_runs;
