@@ -249,6 +249,12 @@ check-torch-zoo: all
 train-torch: all
 	PYTHONPATH=$(abspath $(BUILD)/python) $(PYTHON) bench/train_torch.py $(TRAIN_ARGS)
 
+# `make pause-torch`: a step right after a step against a step after a pause, training and
+# eval inference through latch.torch.compile (docs/cpu-backend.md). PAUSE_ARGS passes options
+# on, e.g. PAUSE_ARGS="--eager" for PyTorch alone.
+pause-torch: all
+	PYTHONPATH=$(abspath $(BUILD)/python) $(PYTHON) bench/pause_torch.py $(PAUSE_ARGS)
+
 # `make compare-torch`: latch's trace-once times against PyTorch eager on the same models,
 # batch sizes, input sizes and thread count; opt-in like check-torch.
 # COMPARE_ARGS passes options on, e.g. COMPARE_ARGS="--batch 1 --repeat 10 --json out.json".
@@ -273,7 +279,7 @@ compare-ort-transformers: all $(ORT_DIR)/node_modules/onnxruntime-node/package.j
 	/usr/bin/python3 bench/compare_ort.py --latch $(BUILD)/latch --ort $(ORT_DIR)/node_modules/onnxruntime-node \
 	  --onnx-dir $(BUILD)/onnx --suite transformers,generate $(COMPARE_ARGS)
 
-.PHONY: python install-python python-sanitize all test sanitize tsan test-threads clean install check-torch check-torch-zoo train-torch compare-torch compare-ort compare-ort-transformers bench-function bench-allreduce minify-mobilenet soak \
+.PHONY: python install-python python-sanitize all test sanitize tsan test-threads clean install check-torch check-torch-zoo train-torch pause-torch compare-torch compare-ort compare-ort-transformers bench-function bench-allreduce minify-mobilenet soak \
 	minify-pairs minify-scale bisect-generated
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
