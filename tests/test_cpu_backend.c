@@ -98,6 +98,34 @@ static void test_layout(void) {
              " ROOT t = f32[3,2] transpose(r), dimensions={1,0}\n}\n", ((double[]){0, 3, 1, 4, 2, 5}), 0);
 }
 
+/* Boxes of short rows split over the threads, each part stepping its rows from a place in the
+ * middle: a kernel [1000, 8, 3, 3] reversed in its 3x3 window (rows of 9, read backwards) and
+ * a [1000, 8, 4, 4] one sliced to its first 3 rows and columns 1..3; against loops written here. */
+static void test_short_rows(void) {
+  enum { O = 1000, I = 8 };
+  double *w = malloc(sizeof(double) * O * I * 16), *rev = malloc(sizeof(double) * O * I * 9),
+         *cut = malloc(sizeof(double) * O * I * 9);
+  for (int i = 0; i < O * I * 16; i++) w[i] = i % 9973;
+  for (int p = 0; p < O * I; p++)
+    for (int h = 0; h < 3; h++)
+      for (int x = 0; x < 3; x++) {
+        rev[p * 9 + h * 3 + x] = w[p * 9 + (2 - h) * 3 + (2 - x)];
+        cut[p * 9 + h * 3 + x] = w[p * 16 + h * 4 + x + 1];
+      }
+  char text[512];
+  rt_value *a[] = {f32v(4, (int64_t[]){O, I, 3, 3}, w)};
+  snprintf(text, sizeof text, "HloModule m\nENTRY e {\n a = f32[%d,%d,3,3] parameter(0)\n"
+           " ROOT r = f32[%d,%d,3,3] reverse(a), dimensions={2,3}\n}\n", O, I, O, I);
+  expect_cpu(__LINE__, text, a, 1, rev, O * I * 9, 0);
+  rt_value *b[] = {f32v(4, (int64_t[]){O, I, 4, 4}, w)};
+  snprintf(text, sizeof text, "HloModule m\nENTRY e {\n a = f32[%d,%d,4,4] parameter(0)\n"
+           " ROOT r = f32[%d,%d,3,3] slice(a), slice={[0:%d], [0:%d], [0:3], [1:4]}\n}\n", O, I, O, I, O, I);
+  expect_cpu(__LINE__, text, b, 1, cut, O * I * 9, 0);
+  free(w);
+  free(rev);
+  free(cut);
+}
+
 static void test_reduce(void) {
   const char *sum =
       "HloModule m\nadd {\n x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT s = f32[] add(x, y)\n}\n"
@@ -976,6 +1004,7 @@ static void test_buffer_reuse(void) {
 int main(void) {
   RUN(test_elementwise);
   RUN(test_layout);
+  RUN(test_short_rows);
   RUN(test_reduce);
   RUN(test_reduce_split);
   RUN(test_reduce_extreme_rows);

@@ -22,24 +22,13 @@ typedef struct box {
   int64_t src_base, src_strides[HLO_MAX_RANK];
 } box;
 
-/* Rows [begin, end) of the box: a row is a run of the last dimension. */
-static void box_rows(void *ctx, int64_t begin, int64_t end) {
-  const box *b = ctx;
-  int last = b->rank - 1;
-  int64_t n = b->dims[last], ds = b->dst_strides[last], ss = b->src_strides[last];
-  for (int64_t row = begin; row < end; row++) {
-    int64_t d = b->dst_base, s = b->src_base, rest = row;
-    for (int k = last - 1; k >= 0; k--) {
-      int64_t c = rest % b->dims[k];
-      rest /= b->dims[k];
-      d += c * b->dst_strides[k];
-      s += c * b->src_strides[k];
-    }
-    if (ds == 1 && ss == 1) {
-      memcpy(b->dst + d * (int64_t)b->size, b->src + s * (int64_t)b->size, (size_t)n * b->size);
-      continue;
-    }
-    /* a broadcast row repeats one element: a fill the compiler vectorizes */
+/* One row: n elements from src + s to dst + d, with the last dim's strides. */
+static inline void copy_row(const box *b, int64_t d, int64_t s, int64_t n, int64_t ds, int64_t ss) {
+  if (ds == 1 && ss == 1) {
+    memcpy(b->dst + d * (int64_t)b->size, b->src + s * (int64_t)b->size, (size_t)n * b->size);
+    return;
+  }
+  /* a broadcast row repeats one element: a fill the compiler vectorizes */
 #define ROW(T)                                                                               \
   do {                                                                                       \
     T *dp = (T *)b->dst + d;                                                                 \
@@ -51,13 +40,39 @@ static void box_rows(void *ctx, int64_t begin, int64_t end) {
       for (int64_t i = 0; i < n; i++) dp[i * ds] = sp[i * ss];                               \
     }                                                                                        \
   } while (0)
-    switch (b->size) {
-      case 1: ROW(uint8_t); break;
-      case 2: ROW(uint16_t); break;
-      case 4: ROW(uint32_t); break;
-      default: ROW(uint64_t); break;
-    }
+  switch (b->size) {
+    case 1: ROW(uint8_t); break;
+    case 2: ROW(uint16_t); break;
+    case 4: ROW(uint32_t); break;
+    default: ROW(uint64_t); break;
+  }
 #undef ROW
+}
+
+/* Rows [begin, end) of the box: a row is a run of the last dimension. The first row's place
+ * takes a divide per dim; each next one steps the coordinates as an odometer does, so short
+ * rows (a reversed or sliced 3x3 kernel's) do not pay the divides each. */
+static void box_rows(void *ctx, int64_t begin, int64_t end) {
+  const box *b = ctx;
+  int last = b->rank - 1;
+  int64_t n = b->dims[last], ds = b->dst_strides[last], ss = b->src_strides[last];
+  int64_t c[HLO_MAX_RANK], d = b->dst_base, s = b->src_base, rest = begin;
+  for (int k = last - 1; k >= 0; k--) {
+    c[k] = rest % b->dims[k];
+    rest /= b->dims[k];
+    d += c[k] * b->dst_strides[k];
+    s += c[k] * b->src_strides[k];
+  }
+  for (int64_t row = begin; row < end; row++) {
+    copy_row(b, d, s, n, ds, ss);
+    for (int k = last - 1; k >= 0; k--) { /* the next row */
+      d += b->dst_strides[k];
+      s += b->src_strides[k];
+      if (++c[k] < b->dims[k]) break;
+      d -= b->dst_strides[k] * b->dims[k];
+      s -= b->src_strides[k] * b->dims[k];
+      c[k] = 0;
+    }
   }
 }
 
