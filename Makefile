@@ -137,9 +137,10 @@ python-sanitize:
 	BUILD=build-san PY_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libstdc++.so.6)" \
 	  sh tests/test_python.sh
 
-# ThreadSanitizer over the tests that use threads (named *thread* or *table*); only those
-# are built, so it stays quick.
-THREAD_TEST_C = $(foreach t,$(TEST_C),$(if $(findstring thread,$(t))$(findstring table,$(t)),$(t)))
+# ThreadSanitizer over the tests that use threads (named *thread* or *table*, and test_fork,
+# whose threads are inside latch's locks when it forks); only those are built, so it stays
+# quick.
+THREAD_TEST_C = $(foreach t,$(TEST_C),$(if $(findstring thread,$(t))$(findstring table,$(t)),$(t))) tests/test_fork.c
 THREAD_TEST_BIN = $(THREAD_TEST_C:tests/%.c=$(BUILD)/tests/%)
 
 tsan:
