@@ -77,6 +77,10 @@ typedef enum cap_op {
   CAP_RNG_UNIFORM = 27, /* operand: the seed (u32[2]); attrs: stream; scalar: low, high */
   CAP_ALL_REDUCE = 28,  /* sub: latch_reduce_op; attrs: the world's size */
   CAP_FLIP = 29,        /* attrs: the mask of the dims reversed */
+  CAP_CONV2D_INPUT_GRAD = 30, /* operands: the result's gradient, the kernel; attrs: stride h w, pad h w,
+                               * dilation h w, input h w (sub as CAP_CONV2D's) */
+  CAP_CONV2D_WEIGHT_GRAD = 31, /* operands: the source, the result's gradient; attrs: stride h w, pad h w,
+                                * dilation h w, kernel h w (sub as CAP_CONV2D's) */
 } cap_op;
 
 typedef enum cap_state { CAP_PENDING = 0, CAP_READY, CAP_ERROR } cap_state;

@@ -278,6 +278,77 @@ static hlo_instr *lower_conv2d(hlo_comp *comp, const cap_node *node, hlo_instr *
   return hlo_build_convolution_to(comp, x, w, &window, &dims, node->attrs[6], 1, dtype, diag);
 }
 
+/* dx[h] = sum of g[oh] * w[kh] over oh * stride - pad + kh * dilation = h: the gradient
+ * dilated by the stride, padded by the dilated kernel's extent less the forward's padding
+ * (the high side up to the input's size), convolved with the kernel reversed and read with
+ * its features swapped (bf01_io01->bf01). */
+static hlo_instr *lower_conv2d_input_grad(hlo_comp *comp, const cap_node *node, hlo_instr *const *in,
+                                          hlo_diag *diag) {
+  hlo_dtype dtype = (hlo_dtype)node->dtype, operand_type = operand_dtype(node);
+  hlo_instr *g = cap_lower_convert(comp, in[0], operand_type, diag),
+            *w = g ? cap_lower_convert(comp, in[1], operand_type, diag) : NULL;
+  static const int64_t spatial[2] = {2, 3};
+  hlo_instr *reversed = w ? hlo_build_reverse(comp, w, 2, spatial, diag) : NULL;
+  if (!reversed) return NULL;
+  hlo_window window;
+  memset(&window, 0, sizeof window);
+  window.rank = 2;
+  for (int i = 0; i < 2; i++) {
+    hlo_window_dim *d = &window.dims[i];
+    int64_t stride = node->attrs[i], pad = node->attrs[2 + i], dil = node->attrs[4 + i];
+    int64_t extent = dil * (w->shape.dims[2 + i] - 1), dilated = (g->shape.dims[2 + i] - 1) * stride + 1;
+    d->size = w->shape.dims[2 + i];
+    d->stride = 1;
+    d->lhs_dilate = stride;
+    d->rhs_dilate = dil;
+    d->pad_low = extent - pad;
+    d->pad_high = node->attrs[6 + i] - dilated + pad;
+  }
+  hlo_conv_dims dims; /* bf01_io01->bf01 */
+  memset(&dims, 0, sizeof dims);
+  dims.spatial_count = 2;
+  dims.input_batch = 0, dims.input_feature = 1;
+  dims.kernel_input_feature = 0, dims.kernel_output_feature = 1;
+  dims.output_batch = 0, dims.output_feature = 1;
+  for (int i = 0; i < 2; i++) dims.input_spatial[i] = dims.kernel_spatial[i] = dims.output_spatial[i] = 2 + i;
+  return hlo_build_convolution_to(comp, g, reversed, &window, &dims, 1, 1, dtype, diag);
+}
+
+/* dw[o, c, kh] = sum of x[n, c, oh * stride - pad + kh * dilation] * g[n, o, oh] over n and oh:
+ * x read with its batch as the features (fb01), g as the window (io01) dilated by the stride,
+ * the window's stride the dilation, the high side padded so that exactly the kernel's taps
+ * come out (less than the forward's padding when the forward read no source row past its
+ * last window: down to 1 - stride), written [O, C, KH, KW] (fb01). */
+static hlo_instr *lower_conv2d_weight_grad(hlo_comp *comp, const cap_node *node, hlo_instr *const *in,
+                                           hlo_diag *diag) {
+  hlo_dtype dtype = (hlo_dtype)node->dtype, operand_type = operand_dtype(node);
+  hlo_instr *x = cap_lower_convert(comp, in[0], operand_type, diag),
+            *g = x ? cap_lower_convert(comp, in[1], operand_type, diag) : NULL;
+  if (!g) return NULL;
+  hlo_window window;
+  memset(&window, 0, sizeof window);
+  window.rank = 2;
+  for (int i = 0; i < 2; i++) {
+    hlo_window_dim *d = &window.dims[i];
+    int64_t stride = node->attrs[i], pad = node->attrs[2 + i], dil = node->attrs[4 + i], taps = node->attrs[6 + i];
+    int64_t rows = g->shape.dims[2 + i];
+    d->size = rows;
+    d->stride = dil;
+    d->lhs_dilate = 1;
+    d->rhs_dilate = stride;
+    d->pad_low = pad;
+    d->pad_high = (taps - 1) * dil + (rows - 1) * stride + 1 - x->shape.dims[2 + i] - pad;
+  }
+  hlo_conv_dims dims; /* fb01_io01->fb01 */
+  memset(&dims, 0, sizeof dims);
+  dims.spatial_count = 2;
+  dims.input_feature = 0, dims.input_batch = 1;
+  dims.kernel_input_feature = 0, dims.kernel_output_feature = 1;
+  dims.output_feature = 0, dims.output_batch = 1;
+  for (int i = 0; i < 2; i++) dims.input_spatial[i] = dims.kernel_spatial[i] = dims.output_spatial[i] = 2 + i;
+  return hlo_build_convolution_to(comp, x, g, &window, &dims, 1, 1, dtype, diag);
+}
+
 static hlo_instr *lower_pool(hlo_comp *comp, const cap_node *node, hlo_instr *const *in, hlo_diag *diag) {
   bool avg = node->sub == 1;
   hlo_instr *x = in[0];
@@ -398,6 +469,8 @@ hlo_instr *cap_lower_nn(hlo_comp *comp, const cap_node *node, hlo_instr *const *
     case CAP_GELU: return lower_gelu(comp, node, in[0], diag);
     case CAP_MATMUL: return lower_matmul(comp, node, in, diag);
     case CAP_CONV2D: return lower_conv2d(comp, node, in, diag);
+    case CAP_CONV2D_INPUT_GRAD: return lower_conv2d_input_grad(comp, node, in, diag);
+    case CAP_CONV2D_WEIGHT_GRAD: return lower_conv2d_weight_grad(comp, node, in, diag);
     case CAP_POOL: return lower_pool(comp, node, in, diag);
     case CAP_REDUCE: return lower_reduce(comp, node, in[0], diag);
     case CAP_ARGMAX: return lower_argmax(comp, node, in[0], diag);

@@ -84,6 +84,65 @@ latch_tensor *latch_conv2d(latch_tensor *x, latch_tensor *w, const latch_conv2d_
   return cap_traced(x->rt, node);
 }
 
+latch_tensor *latch_conv2d_input_grad(latch_tensor *grad, latch_tensor *w, const latch_conv2d_params *p,
+                                      const int64_t input_size[2]) {
+  latch_tensor *in[2] = {grad, w}, *bad;
+  if ((bad = cap_poisoned("conv2d_input_grad", 2, in))) return bad;
+  const cap_node *g = grad->node, *k = w->node;
+  char sa[128], sb[128];
+  int64_t attrs[8];
+  hlo_dtype dtype = cap_promote((hlo_dtype)g->dtype, (hlo_dtype)k->dtype);
+  bool ok = g->rank == 4 && k->rank == 4 && hlo_dtype_is_float(dtype) && g->dims[1] == k->dims[0] && input_size &&
+            (!p || p->groups <= 1);
+  for (int i = 0; ok && i < 2; i++) {
+    int64_t stride = or_default(p ? p->stride : NULL, i, 1), pad = p ? p->padding[i] : 0;
+    int64_t dil = or_default(p ? p->dilation : NULL, i, 1), size = input_size[i];
+    int64_t span = dil * (k->dims[2 + i] - 1) + 1, room = size + 2 * pad;
+    /* the forward's result size must be the gradient's */
+    ok = stride >= 1 && dil >= 1 && pad >= 0 && pad <= span - 1 && size >= 1 && room >= span &&
+         (room - span) / stride + 1 == g->dims[2 + i];
+    attrs[i] = stride, attrs[2 + i] = pad, attrs[4 + i] = dil, attrs[6 + i] = size;
+  }
+  if (!ok)
+    return cap_error(grad->rt,
+                     "conv2d_input_grad: gradient %s and weight %s do not fit the input size given (NCHW gradient, "
+                     "OIHW weight, groups 1, padding below the dilated kernel's extent)",
+                     cap_shape_text(grad, sa, sizeof sa), cap_shape_text(w, sb, sizeof sb));
+  int64_t dims[4] = {g->dims[0], k->dims[1], input_size[0], input_size[1]};
+  cap_node *node = cap_node_like(CAP_CONV2D_INPUT_GRAD, products_sub(grad->rt, dtype), 2, in, 8, dtype, 4, dims);
+  if (node) memcpy(node->attrs, attrs, sizeof attrs);
+  return cap_traced(grad->rt, node);
+}
+
+latch_tensor *latch_conv2d_weight_grad(latch_tensor *x, latch_tensor *grad, const latch_conv2d_params *p,
+                                       const int64_t kernel_size[2]) {
+  latch_tensor *in[2] = {x, grad}, *bad;
+  if ((bad = cap_poisoned("conv2d_weight_grad", 2, in))) return bad;
+  const cap_node *a = x->node, *g = grad->node;
+  char sa[128], sb[128];
+  int64_t attrs[8];
+  hlo_dtype dtype = cap_promote((hlo_dtype)a->dtype, (hlo_dtype)g->dtype);
+  bool ok = a->rank == 4 && g->rank == 4 && hlo_dtype_is_float(dtype) && a->dims[0] == g->dims[0] && kernel_size &&
+            (!p || p->groups <= 1);
+  for (int i = 0; ok && i < 2; i++) {
+    int64_t stride = or_default(p ? p->stride : NULL, i, 1), pad = p ? p->padding[i] : 0;
+    int64_t dil = or_default(p ? p->dilation : NULL, i, 1), taps = kernel_size[i];
+    int64_t span = dil * (taps - 1) + 1, room = a->dims[2 + i] + 2 * pad;
+    /* the forward's result size must be the gradient's */
+    ok = stride >= 1 && dil >= 1 && pad >= 0 && taps >= 1 && room >= span && (room - span) / stride + 1 == g->dims[2 + i];
+    attrs[i] = stride, attrs[2 + i] = pad, attrs[4 + i] = dil, attrs[6 + i] = taps;
+  }
+  if (!ok)
+    return cap_error(x->rt,
+                     "conv2d_weight_grad: input %s and gradient %s do not fit the kernel size given (NCHW input "
+                     "and gradient, groups 1)",
+                     cap_shape_text(x, sa, sizeof sa), cap_shape_text(grad, sb, sizeof sb));
+  int64_t dims[4] = {g->dims[1], a->dims[1], kernel_size[0], kernel_size[1]};
+  cap_node *node = cap_node_like(CAP_CONV2D_WEIGHT_GRAD, products_sub(x->rt, dtype), 2, in, 8, dtype, 4, dims);
+  if (node) memcpy(node->attrs, attrs, sizeof attrs);
+  return cap_traced(x->rt, node);
+}
+
 /* The pooled dims of a [N, C, H, W] and the pool's attrs (kernel, stride, padding); false
  * when they do not fit. */
 static bool pooled(const cap_node *a, const int64_t kernel[2], const int64_t stride[2], const int64_t padding[2],

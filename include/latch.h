@@ -291,6 +291,17 @@ typedef struct latch_conv2d_params {
 } latch_conv2d_params;
 /* x [N, C, H, W], w [O, C/groups, KH, KW] -> [N, O, H', W']. params may be NULL. */
 latch_tensor *latch_conv2d(latch_tensor *x, latch_tensor *w, const latch_conv2d_params *params);
+/* The gradient of conv2d(x, w, params) (groups 1) with respect to x [N, C, input_size[0],
+ * input_size[1]], from grad [N, O, H', W'] of its result: XLA's form, a convolution of grad
+ * dilated by the stride with the kernel reversed and its features swapped. The padding may
+ * not exceed the dilated kernel's extent less one. */
+latch_tensor *latch_conv2d_input_grad(latch_tensor *grad, latch_tensor *w, const latch_conv2d_params *params,
+                                      const int64_t input_size[2]);
+/* The gradient of conv2d(x, w, params) (groups 1) with respect to w [O, C, kernel_size[0],
+ * kernel_size[1]], from x and grad [N, O, H', W'] of its result: XLA's form, a convolution of
+ * x read with its batch as the features, grad as the window dilated by the stride. */
+latch_tensor *latch_conv2d_weight_grad(latch_tensor *x, latch_tensor *grad, const latch_conv2d_params *params,
+                                       const int64_t kernel_size[2]);
 /* NCHW pooling; stride NULL means the kernel size, padding NULL means 0. Max pooling pads
  * with -inf; average pooling counts padding as zeros (divides by kh * kw). */
 latch_tensor *latch_max_pool2d(latch_tensor *x, const int64_t kernel[2], const int64_t stride[2],

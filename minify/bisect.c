@@ -21,7 +21,8 @@
 
 /* The passes' kinds; every other kind is a kernel choice. */
 static bool is_pass(const char *kind) {
-  static const char *const passes[] = {"inline", "simplify", "cse", "dot_of_repeats", "fold_affine", "space_to_depth"};
+  static const char *const passes[] = {"inline", "simplify", "cse", "dot_of_repeats", "fold_affine", "space_to_depth",
+                                       "input_grad"};
   for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++)
     if (strcmp(kind, passes[i]) == 0) return true;
   return false;

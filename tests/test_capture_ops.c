@@ -141,6 +141,32 @@ static void test_conv2d(void) {
   latch_tensor *bad = latch_conv2d(x2, ones, &groups);
   CHECK(latch_tensor_error(bad) && strstr(latch_tensor_error(bad), "conv2d"));
   latch_release(bad);
+  /* The input's gradient of the stride-2 pad-1 convolution above, kernel [1, 10; 100, 1000],
+   * result gradient [1, 2; 3, 4]: input row h is reached from output row oh by tap
+   * kh = h + 1 - 2 oh (h 0: oh 0 tap 1; h 1: oh 1 tap 0; h 2: oh 1 tap 1), columns alike,
+   * so dx(0, 0) = g(0, 0) w(1, 1), dx(0, 1) = g(0, 1) w(1, 0), ... */
+  latch_tensor *g = F32(4, (1, 1, 2, 2), 1, 2, 3, 4), *w = F32(4, (1, 1, 2, 2), 1, 10, 100, 1000);
+  const int64_t size[2] = {3, 3};
+  EXPECT(latch_conv2d_input_grad(g, w, &p, size), 0, 1000, 200, 2000, 30, 4, 40, 3000, 400, 4000);
+  /* stride 1, no padding, [1, 1, 2, 2] result of a 3x3 input: each tap's full map */
+  latch_tensor *g1 = F32(4, (1, 1, 2, 2), 1, 2, 3, 4);
+  /* dx(h, w) = sum over taps (kh, kw) of g(h - kh, w - kw) w(kh, kw) */
+  EXPECT(latch_conv2d_input_grad(g1, w, NULL, size), 0, 1, 12, 20, 103, 1234, 2040, 300, 3400, 4000);
+  const int64_t wrong[2] = {6, 6}; /* whose stride-2 result would be 4x4 */
+  bad = latch_conv2d_input_grad(g, w, &p, wrong);
+  CHECK(latch_tensor_error(bad) && strstr(latch_tensor_error(bad), "conv2d_input_grad"));
+  latch_release(bad);
+  /* The weights' gradient of the same: dw(kh, kw) = sum over the windows of x(2 oh - 1 + kh,
+   * 2 ow - 1 + kw) g(oh, ow): tap (0, 0) meets only x(1, 1) = 5 (times 4); tap (0, 1) x(1, 0)
+   * 4 * 3 + x(1, 2) 6 * 4; tap (1, 0) 2 * 2 + 8 * 4; tap (1, 1) 1 + 3 * 2 + 7 * 3 + 9 * 4 */
+  const int64_t taps[2] = {2, 2};
+  EXPECT(latch_conv2d_weight_grad(x, g, &p, taps), 0, 20, 36, 36, 64);
+  /* stride 1: dw(kh, kw) = sum of x(oh + kh, ow + kw) g(oh, ow): 1 + 4 + 12 + 20, ... */
+  EXPECT(latch_conv2d_weight_grad(x, g1, NULL, taps), 0, 37, 47, 67, 77);
+  const int64_t wide[2] = {3, 3}; /* a stride-1 3x3 kernel leaves a 1x1 result, not 2x2 */
+  bad = latch_conv2d_weight_grad(x, g1, NULL, wide);
+  CHECK(latch_tensor_error(bad) && strstr(latch_tensor_error(bad), "conv2d_weight_grad"));
+  latch_release(bad);
 }
 
 static void test_pool(void) {

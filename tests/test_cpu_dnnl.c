@@ -985,6 +985,110 @@ static void test_winograd(void) {
   hlo_module_free(module);
 }
 
+static void count_own_wino(const rt_cpu_dnnl *d, void *ctx) { *(int *)ctx += d->wino; }
+
+/* wino_conv on exe against the reference on args; the weight reorders and transforms its
+ * execute makes. */
+static int64_t wino_reorders(int line, rt_executable *exe, rt_value **args) {
+  hlo_diag diag = {0};
+  rt_value *got = NULL, *want = run_on(&rt_backend_reference, wino_conv, args, 3, &diag);
+  int64_t before = rt_cpu_dnnl_weight_reorder_count();
+  CHECK_MSG(rt_backend_cpu.execute(exe, args, 3, &got, &diag) == HLO_OK, "line %d: %s", line, diag.message);
+  int64_t reorders = rt_cpu_dnnl_weight_reorder_count() - before;
+  CHECK_MSG(got && want && cpu_agree(want, got), "line %d: differs from the reference", line);
+  rt_value_release(got);
+  rt_value_release(want);
+  return reorders;
+}
+
+/* Weights new at every call (a training step's): a Winograd step transforms the first ones and
+ * those of the next call, then runs direct while they keep changing (oneDNN's safe primitive,
+ * whose reorder into its direct layout is no Winograd transform; wino.c's: oneDNN's direct
+ * kernel, its weights reordered into the scratch); weights that come again are transformed
+ * and kept. Results are the reference's throughout. A plain direct step reorders each new
+ * version once. */
+static void test_winograd_new_weights(void) {
+  int winograd = 0, own = 0;
+  each_dnnl_step(wino_conv, count_winograd, &winograd);
+  each_dnnl_step(wino_conv, count_own_wino, &own);
+  /* per call: versions 1, 2, 3, 4, then 4 twice */
+  static const int64_t want_winograd[6] = {1, 1, 0, 0, 1, 0}, want_own[6] = {1, 1, 1, 1, 1, 0},
+                       want_direct[6] = {1, 1, 1, 1, 0, 0};
+  const int64_t *want = winograd ? want_winograd : own ? want_own : want_direct;
+  rt_executable *exe = compile_checked(wino_conv);
+  hlo_module *module = parse_checked(wino_conv);
+  if (!exe || !module) {
+    rt_backend_cpu.destroy(exe);
+    hlo_module_free(module);
+    return;
+  }
+  hlo_diag diag = {0};
+  rt_value *args[3];
+  for (int i = 0; i < 3; i++) args[i] = rt_random_value(&module->entry->params[i]->shape, 11, (uint64_t)i, &diag);
+  float *w = args[1]->data;
+  for (int call = 0; call < 6; call++) {
+    if (call > 0 && call < 4) { /* a new version, as an optimizer's step leaves it */
+      for (int64_t i = 0; i < args[1]->count; i++) w[i] *= 0.99f;
+      rt_value_touch(args[1]);
+    }
+    int64_t reorders = wino_reorders(__LINE__, exe, args);
+    CHECK_MSG(reorders == want[call], "call %d: %lld weight reorders, want %lld", call, (long long)reorders,
+              (long long)want[call]);
+  }
+  for (int i = 0; i < 3; i++) rt_value_release(args[i]);
+  hlo_module_free(module);
+  rt_backend_cpu.destroy(exe);
+}
+
+/* 128 x 64 x 3x3 weights over 2x2 maps: they outweigh the activations. */
+static const char *heavy_conv =
+    "HloModule c\nENTRY e {\n x = f32[2,64,2,2] parameter(0)\n w = f32[128,64,3,3] parameter(1)\n"
+    " ROOT y = f32[2,128,2,2] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01\n}\n";
+
+/* Weights new at every call that outweigh the activations: the first two versions are
+ * reordered and run on the primitive, the next ones run as one matrix product over the
+ * batch (conv_gemm.c) with no reorder; weights that come again are reordered and kept, and
+ * the count of new versions starts over. The results are the reference's throughout, an inf
+ * in the weights included (the third new version in a row: the product's result is not
+ * finite, and the primitive computes it). */
+static void test_gemm_new_weights(void) {
+  rt_executable *exe = compile_checked(heavy_conv);
+  hlo_module *module = parse_checked(heavy_conv);
+  if (!exe || !module) {
+    rt_backend_cpu.destroy(exe);
+    hlo_module_free(module);
+    return;
+  }
+  hlo_diag diag = {0};
+  rt_value *args[2];
+  for (int i = 0; i < 2; i++) args[i] = rt_random_value(&module->entry->params[i]->shape, 13, (uint64_t)i, &diag);
+  float *w = args[1]->data;
+  /* per call: versions 1, 2, 3, 4, then 4 twice, then 5 and 6 (an inf in 6) */
+  static const int64_t want_reorders[8] = {1, 1, 0, 0, 1, 0, 1, 1}, want_products[8] = {0, 0, 1, 1, 0, 0, 0, 0};
+  for (int call = 0; call < 8; call++) {
+    if ((call > 0 && call < 4) || call >= 6) {
+      for (int64_t i = 0; i < args[1]->count; i++) w[i] *= 0.99f;
+      if (call == 7) w[40] = INFINITY;
+      rt_value_touch(args[1]);
+    }
+    rt_value *want = run_on(&rt_backend_reference, heavy_conv, args, 2, &diag), *got = NULL;
+    int64_t reorders = rt_cpu_dnnl_weight_reorder_count(), products = rt_cpu_dnnl_gemm_step_count();
+    CHECK_MSG(rt_backend_cpu.execute(exe, args, 2, &got, &diag) == HLO_OK, "call %d: %s", call, diag.message);
+    reorders = rt_cpu_dnnl_weight_reorder_count() - reorders;
+    products = rt_cpu_dnnl_gemm_step_count() - products;
+    CHECK_MSG(got && want && cpu_agree(want, got), "call %d: differs from the reference", call);
+    CHECK_MSG(products == want_products[call], "call %d: %lld products, want %lld", call, (long long)products,
+              (long long)want_products[call]);
+    CHECK_MSG(reorders == want_reorders[call], "call %d: %lld weight reorders, want %lld", call, (long long)reorders,
+              (long long)want_reorders[call]);
+    rt_value_release(got);
+    rt_value_release(want);
+  }
+  for (int i = 0; i < 2; i++) rt_value_release(args[i]);
+  hlo_module_free(module);
+  rt_backend_cpu.destroy(exe);
+}
+
 int main(void) {
   RUN(test_layouts);
   RUN(test_fallbacks);
@@ -1005,5 +1109,7 @@ int main(void) {
   RUN(test_loaded_binding_shares);
   RUN(test_traced_weights);
   RUN(test_winograd);
+  RUN(test_winograd_new_weights);
+  RUN(test_gemm_new_weights);
   return TEST_REPORT();
 }

@@ -122,6 +122,33 @@ static PyObject *py_conv2d(PyObject *self, PyObject *args) {
   return lp_wrap(latch_conv2d(T(x, 0), T(w, 1), &p));
 }
 
+static PyObject *py_conv2d_input_grad(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *g, *w, *stride, *padding, *dilation, *size;
+  if (!PyArg_ParseTuple(args, "OOOOOO", &g, &w, &stride, &padding, &dilation, &size) || !T(g, 0) || !T(w, 1))
+    return NULL;
+  latch_conv2d_params p = {.groups = 1};
+  int64_t input_size[2];
+  if (!pair(stride, p.stride, "conv2d_input_grad stride") || !pair(padding, p.padding, "conv2d_input_grad padding") ||
+      !pair(dilation, p.dilation, "conv2d_input_grad dilation") || !pair(size, input_size, "conv2d_input_grad size"))
+    return NULL;
+  return lp_wrap(latch_conv2d_input_grad(T(g, 0), T(w, 1), &p, input_size));
+}
+
+static PyObject *py_conv2d_weight_grad(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *x, *g, *stride, *padding, *dilation, *size;
+  if (!PyArg_ParseTuple(args, "OOOOOO", &x, &g, &stride, &padding, &dilation, &size) || !T(x, 0) || !T(g, 1))
+    return NULL;
+  latch_conv2d_params p = {.groups = 1};
+  int64_t kernel_size[2];
+  if (!pair(stride, p.stride, "conv2d_weight_grad stride") || !pair(padding, p.padding, "conv2d_weight_grad padding") ||
+      !pair(dilation, p.dilation, "conv2d_weight_grad dilation") ||
+      !pair(size, kernel_size, "conv2d_weight_grad kernel size"))
+    return NULL;
+  return lp_wrap(latch_conv2d_weight_grad(T(x, 0), T(g, 1), &p, kernel_size));
+}
+
 static PyObject *py_pool2d(PyObject *self, PyObject *args) {
   (void)self;
   PyObject *x, *kernel, *stride, *padding;
@@ -378,6 +405,10 @@ PyMethodDef lp_op_methods[] = {
     {"gelu", py_gelu, METH_VARARGS, "gelu(x, tanh_form)"},
     {"matmul", py_matmul, METH_VARARGS, "matmul(a, b): NumPy matmul"},
     {"conv2d", py_conv2d, METH_VARARGS, "conv2d(x, w, stride, padding, dilation, groups)"},
+    {"conv2d_input_grad", py_conv2d_input_grad, METH_VARARGS,
+     "conv2d_input_grad(grad, w, stride, padding, dilation, input_size): conv2d's gradient for its input"},
+    {"conv2d_weight_grad", py_conv2d_weight_grad, METH_VARARGS,
+     "conv2d_weight_grad(x, grad, stride, padding, dilation, kernel_size): conv2d's gradient for its weights"},
     {"pool2d", py_pool2d, METH_VARARGS, "pool2d(average, x, kernel, stride, padding)"},
     {"max_pool2d_grad", py_max_pool2d_grad, METH_VARARGS,
      "max_pool2d_grad(x, grad, kernel, stride, padding): each window's gradient to its first maximum of x"},

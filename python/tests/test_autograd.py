@@ -303,6 +303,23 @@ def test_strided_convolution_gradients(kernel, stride, padding, size, capfd):
     assert "runs in PyTorch" not in capfd.readouterr().err
 
 
+@pytest.mark.parametrize("stride,padding,dilation,size", [(1, 2, 2, 9), (2, 2, 2, 10), (1, 0, 3, 9)])
+def test_dilated_convolution_gradients(stride, padding, dilation, size, capfd):
+    """A dilated 3x3 kernel: the input's gradient and the weights' in latch graphs (XLA's
+    forms, the dilation read as the window's), as eager's."""
+    torch.manual_seed(0)
+    m = nn.Conv2d(3, 4, 3, stride, padding, dilation)
+    twin, c = twins(m)
+    x = torch.randn(2, 3, size, size)
+    x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
+    weights = torch.randn(m(x).shape)
+    (m(x1) * weights).sum().backward()
+    (c(x2) * weights).sum().backward()
+    close(x2.grad, x1.grad)
+    grads_close(m, twin)
+    assert "runs in PyTorch" not in capfd.readouterr().err
+
+
 @pytest.mark.parametrize("kernel,stride,padding,size", [(3, 2, 1, 8), (3, 2, 1, 9), (2, 2, 0, 7), (3, 1, 1, 6),
                                                          (1, 2, 0, 7), (3, 3, 1, 10)])
 def test_max_pool_gradients(kernel, stride, padding, size, capfd):

@@ -10,13 +10,13 @@
  * and BLAS.
  *
  * Its files, each depending only on files above it (tests/test_cpu_layers.sh checks):
- *   kernels     isa.c fallback.c dnnl_engine.c dnnl_matmul.c dnnl_conv_bf16.c dnnl_conv_grad.c elementwise.c
- *               layout.c gather.c conv.c batchnorm.c dot_rows.c pooling.c pool_grad.c dot.c reduce.c
- *               attention.c
+ *   kernels     isa.c fallback.c dnnl_engine.c dnnl_matmul.c dnnl_conv_bf16.c conv_gemm.c
+ *               dnnl_conv_grad.c elementwise.c layout.c gather.c conv.c batchnorm.c dot_rows.c
+ *               pooling.c pool_grad.c dot.c reduce.c attention.c
  *   oneDNN      wino.c dnnl_pool.c dnnl_concat.c dnnl_conv.c
  *   the plan    kept.c kept_places.c dnnl_plan.c attention_plan.c fusion_run.c fusion_groups.c
  *               plan.c
- *   passes      pass_fold_affine.c pass_space_to_depth.c pass_dot_repeat.c mark_choices.c
+ *   passes      pass_fold_affine.c pass_space_to_depth.c pass_dot_repeat.c pass_input_grad.c mark_choices.c
  *   storing     blob.c bind.c serialize.c deserialize_module.c deserialize.c
  *   the backend libraries.c executable.c */
 #ifndef RT_CPU_H

@@ -86,6 +86,37 @@ static bool weights_md(dnnl_memory_desc_t *md, const hlo_instr *conv) {
   return dnnl_memory_desc_init_by_strides(md, 5, dims, dnnl_f32, strides) == dnnl_success;
 }
 
+/* The convolution as conv_gemm.c describes it, when the product may run it instead of the
+ * primitive: no groups and no post-op, the source arriving and the result leaving
+ * row-major, and the weights outweighing the activations. */
+static bool gemm_geom(const rt_cpu_dnnl *d, rt_cpu_conv_geom *g) {
+  const hlo_instr *conv = d->conv;
+  const hlo_conv_dims *c = conv->conv;
+  dnnl_memory_desc_t x_plain, y_plain;
+  if (conv->feature_group_count != 1 || d->post_count > 0 ||
+      !activation_md(&x_plain, &conv->operands[0]->shape, c->input_batch, c->input_feature, c->input_spatial) ||
+      !activation_md(&y_plain, &conv->shape, c->output_batch, c->output_feature, c->output_spatial) ||
+      !dnnl_memory_desc_equal(&d->src_in_md, &x_plain) || !dnnl_memory_desc_equal(&d->out_md, &y_plain))
+    return false;
+  const hlo_shape *x = &conv->operands[0]->shape, *w = &conv->operands[1]->shape, *y = &conv->shape;
+  int64_t xs[HLO_MAX_RANK], ws[HLO_MAX_RANK], ys[HLO_MAX_RANK];
+  row_major(x, xs), row_major(w, ws), row_major(y, ys);
+  *g = (rt_cpu_conv_geom){.kind = RT_CPU_CONV_FORWARD, .n = x->dims[c->input_batch], .c = x->dims[c->input_feature],
+                          .h = x->dims[c->input_spatial[0]], .w = x->dims[c->input_spatial[1]],
+                          .o = y->dims[c->output_feature], .oh = y->dims[c->output_spatial[0]],
+                          .ow = y->dims[c->output_spatial[1]], .kh = w->dims[c->kernel_spatial[0]],
+                          .kw = w->dims[c->kernel_spatial[1]]};
+  int64_t xo[4] = {c->input_batch, c->input_feature, c->input_spatial[0], c->input_spatial[1]};
+  int64_t wo[4] = {c->kernel_output_feature, c->kernel_input_feature, c->kernel_spatial[0], c->kernel_spatial[1]};
+  int64_t yo[4] = {c->output_batch, c->output_feature, c->output_spatial[0], c->output_spatial[1]};
+  for (int j = 0; j < 4; j++) g->src_strides[j] = xs[xo[j]], g->wei_strides[j] = ws[wo[j]], g->dst_strides[j] = ys[yo[j]];
+  for (int s = 0; s < 2; s++) {
+    const hlo_window_dim *wd = &conv->window->dims[s];
+    g->stride[s] = wd->stride, g->dilate[s] = wd->rhs_dilate, g->pad[s] = wd->pad_low;
+  }
+  return rt_cpu_conv_gemm_pays(g);
+}
+
 static bool any_md(dnnl_memory_desc_t *md, const dnnl_memory_desc_t *like) {
   return dnnl_memory_desc_init_by_tag(md, like->ndims, like->dims, dnnl_f32, dnnl_format_tag_any) == dnnl_success;
 }
@@ -433,6 +464,8 @@ static bool build(rt_cpu_dnnl *d, const dnnl_memory_desc_t *src_in, const dnnl_m
   }
   d->wino_offset = at;
   if (d->wino) at += rt_cpu_wino_scratch_bytes(d);
+  rt_cpu_conv_geom g; /* the product's room, from the scratch's start: it runs instead of the rest */
+  if (ok && gemm_geom(d, &g) && rt_cpu_conv_gemm_scratch(&g) > at) at = rt_cpu_conv_gemm_scratch(&g);
   d->scratch_bytes = at;
   if (!ok) rt_cpu_dnnl_release(d);
   return ok;
@@ -580,8 +613,37 @@ static bool all_finite(const float *x, int64_t count) {
   return finite_over_threads(x, count, NULL);
 }
 
-/* The kept stamp's top bit: the kept weights hold inf or NaN (stamps count up from 1). */
+/* The kept stamp's top bit: the kept weights hold inf or NaN (stamps count up from 1). The
+ * next: the stamp is of weights seen at the last run but not transformed (churning). The two
+ * below: how many runs in a row came with new weights (up to 3). A stamp with either of the
+ * first two set is no match for weights() and wino_filters(). */
 #define NONFINITE_WEIGHTS ((uint64_t)1 << 63)
+#define SEEN_WEIGHTS ((uint64_t)1 << 62)
+#define NEW_RUNS_SHIFT 60
+#define NEW_RUNS ((uint64_t)3 << NEW_RUNS_SHIFT)
+
+/* Whether a step whose weights are transformed (a Winograd step, oneDNN's or wino.c's) or
+ * reordered at a cost the product of conv_gemm.c avoids (gemm) runs otherwise this run: its
+ * weights are new, and were new at the two runs before too (a training step's, updated at
+ * every call), or are not kept at all. A transform made for one run does not pay: oneDNN's
+ * reorder into its Winograd layout took longer than the convolution it served (resnet18's
+ * training step at 64x64, batch 16: 2.3 ms a reorder), as did its reorder of a 512x512x3x3
+ * kernel into its direct layout (1.1 ms). The first weights, weights that come again, and
+ * weights written once in a while are transformed and kept as before. *kept_stamp records
+ * what was seen; *new_runs: the count to record after a transform. */
+static bool churning(bool transformed, uint64_t *kept_stamp, uint64_t stamp, uint64_t *new_runs) {
+  *new_runs = 0;
+  if (!transformed) return false;
+  if (!kept_stamp) return true;
+  uint64_t k = *kept_stamp;
+  if (k == 0 || (stamp && (k & ~(NONFINITE_WEIGHTS | SEEN_WEIGHTS | NEW_RUNS)) == stamp))
+    return false; /* the first, the kept, or those seen at the last run */
+  uint64_t runs = (k & NEW_RUNS) >> NEW_RUNS_SHIFT;
+  *new_runs = runs < 3 ? runs + 1 : 3;
+  if (*new_runs < 2) return false;
+  *kept_stamp = stamp | SEEN_WEIGHTS | *new_runs << NEW_RUNS_SHIFT;
+  return true;
+}
 
 /* The weights in the primitive's layout: kept ones reordered again only for new contents
  * (a stamp of 0 is unknown contents: always again). *finite: whether they are all finite
@@ -594,7 +656,7 @@ static const void *weights(dnnl_stream_t stream, run_memories *m, const rt_cpu_d
     return w->data;
   }
   char *to = kept ? kept : scratch + d->weights_scratch_offset;
-  if (kept && stamp && (*kept_stamp & ~NONFINITE_WEIGHTS) == stamp) {
+  if (kept && stamp && (*kept_stamp & ~(NONFINITE_WEIGHTS | NEW_RUNS)) == stamp) {
     *finite = !(*kept_stamp & NONFINITE_WEIGHTS);
     return to;
   }
@@ -610,7 +672,7 @@ static const void *weights(dnnl_stream_t stream, run_memories *m, const rt_cpu_d
  * weights() reorders. *finite: whether the weights are all finite. */
 static const void *wino_filters(const rt_cpu_dnnl *d, const rt_value *w, char *kept, uint64_t *kept_stamp,
                                 uint64_t stamp, bool *finite) {
-  if (stamp && (*kept_stamp & ~NONFINITE_WEIGHTS) == stamp) {
+  if (stamp && (*kept_stamp & ~(NONFINITE_WEIGHTS | NEW_RUNS)) == stamp) {
     *finite = !(*kept_stamp & NONFINITE_WEIGHTS);
     return kept;
   }
@@ -689,17 +751,29 @@ static bool execute(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d,
 static bool run_conv(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d, const rt_value *const *in,
                      void *out, char *scratch, char *kept, uint64_t *kept_stamp, uint64_t stamp, bool *in_finite,
                      bool *result_finite) {
-  bool ok = true, own = d->wino && kept, guard = d->safe_prim || own;
+  bool ok = true, own = d->wino && kept;
+  /* direct: oneDNN's Winograd runs its safe primitive, which takes every value (its weights
+   * reordered by safe_weights below, in[1] when they need none); wino.c's runs oneDNN's fast
+   * one, its weights reordered into the scratch for this run */
+  uint64_t new_runs;
+  rt_cpu_conv_geom g; /* a step the product may run counts its runs with new weights too (gemm_run) */
+  bool gemm = gemm_geom(d, &g) && rt_cpu_conv_gemm_scratch(&g) <= d->scratch_bytes;
+  bool direct = churning(winograd(d) || own || gemm, kept_stamp, stamp, &new_runs), safe_direct = direct && winograd(d);
+  own = own && !direct;
+  bool guard = own || (d->safe_prim && !safe_direct);
   const void *src = in[0]->data;
   if (d->src_reorder.prim) {
     void *to = scratch + d->src_reorder.offset;
     ok = reorder(stream, m, &d->src_reorder, &d->src_in_md, src, &d->src_md, to);
     src = to;
   }
-  bool finite = true;
-  const void *w = !ok ? NULL
-                  : own ? wino_filters(d, in[1], kept, kept_stamp, stamp, &finite)
-                        : weights(stream, m, d, in[1], scratch, kept, kept_stamp, stamp, &ok, &finite);
+  bool finite = !safe_direct;
+  const void *w = !ok         ? NULL
+                  : safe_direct ? in[1]->data
+                  : own         ? wino_filters(d, in[1], kept, kept_stamp, stamp, &finite)
+                  : direct      ? weights(stream, m, d, in[1], scratch, NULL, NULL, 0, &ok, &finite)
+                                : weights(stream, m, d, in[1], scratch, kept, kept_stamp, stamp, &ok, &finite);
+  if (new_runs && !direct && *kept_stamp) *kept_stamp |= new_runs << NEW_RUNS_SHIFT;
   if (guard && finite && !in_finite[0]) { /* the source as it arrives (a blocked one is padded) */
     finite = in_finite[0] = all_finite(in[0]->data, (int64_t)dnnl_memory_desc_get_size(&d->src_in_md) / 4);
     atomic_fetch_add(&input_scans, 1);
@@ -760,6 +834,28 @@ static bool run_conv(dnnl_stream_t stream, run_memories *m, const rt_cpu_dnnl *d
   return ok;
 }
 
+/* Products run instead of a step's primitive, process-wide (for tests). */
+static _Atomic int64_t gemm_steps;
+
+int64_t rt_cpu_dnnl_gemm_step_count(void) { return atomic_load(&gemm_steps); }
+
+/* Whether the step ran as conv_gemm.c's product: one that may (gemm_geom) whose weights are
+ * churning. A result not all finite is left to the primitives, which take every value. */
+static bool gemm_run(const rt_cpu_dnnl *d, const rt_value *const *in, void *out, void *scratch, uint64_t *kept_stamp,
+                     uint64_t stamp, bool *result_finite) {
+  rt_cpu_conv_geom g;
+  uint64_t new_runs;
+  if (!d->conv || !gemm_geom(d, &g) || rt_cpu_conv_gemm_scratch(&g) > d->scratch_bytes ||
+      !churning(true, kept_stamp, stamp, &new_runs))
+    return false;
+  if (!rt_cpu_conv_gemm_run(&g, in[0]->data, in[1]->data, NULL, out, scratch) ||
+      !all_finite(out, d->out_bytes / (int64_t)sizeof(float)))
+    return false;
+  atomic_fetch_add(&gemm_steps, 1);
+  *result_finite = true;
+  return true;
+}
+
 hlo_status rt_cpu_dnnl_step(const rt_cpu_dnnl *d, const rt_value *const *in, void *out, void *scratch, char *kept,
                             uint64_t *kept_stamp, uint64_t weight_stamp, bool *in_finite, bool *result_finite,
                             hlo_diag *diag) {
@@ -770,6 +866,7 @@ hlo_status rt_cpu_dnnl_step(const rt_cpu_dnnl *d, const rt_value *const *in, voi
     for (int k = 0; k < RT_CPU_DNNL_STEP_INPUTS; k++) in_finite[k] = false;
   if (d->pool) return rt_cpu_dnnl_pool_step(d, in, out, result_finite, diag);
   if (d->concat) return rt_cpu_dnnl_concat_step(d, in, in_finite, out, result_finite, diag);
+  if (gemm_run(d, in, out, scratch, kept_stamp, weight_stamp, result_finite)) return HLO_OK;
   int team = rt_cpu_dnnl_team_begin();
   dnnl_stream_t stream = NULL;
   run_memories m = {.count = 0};

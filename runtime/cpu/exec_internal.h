@@ -30,6 +30,11 @@ int rt_cpu_pass_fold_affine(hlo_module *module);
  * sums. Returns the number of convolutions rewritten. */
 int rt_cpu_pass_space_to_depth(hlo_module *module);
 
+/* (pass_input_grad.c) Folds a reverse of a convolution's kernel spatial dims into the
+ * window's reversal where the convolution then runs on oneDNN's backward-data primitive (an
+ * input gradient as XLA writes it). Exact. Returns the number of convolutions rewritten. */
+int rt_cpu_pass_input_grad(hlo_module *module);
+
 /* (mark_choices.c) Asks hlo_choice about each f32 product's library (onednn_product) and each
  * oneDNN convolution's and concatenation's trust in known-finite inputs (known_finite), and
  * marks the refused ones with raw attributes the kernels read (kernel_internal.h). */

@@ -322,6 +322,8 @@ static rt_executable *cpu_compile_text(const char *text, size_t len, const char 
   /* a strided convolution over few features as a stride-1 one over space-to-depth blocks,
    * within rounding (oneDNN has only im2col for alexnet's stem) */
   rt_cpu_pass_space_to_depth(module);
+  /* an input gradient's reversed kernel read as it is, by oneDNN's backward-data primitive */
+  rt_cpu_pass_input_grad(module);
   /* which library runs each product, and where known-finite inputs go unscanned */
   rt_cpu_mark_choices(module);
   rt_cpu_bf16_note(module->entry, options);

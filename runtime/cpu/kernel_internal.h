@@ -120,12 +120,37 @@ rt_cpu_scratch_kernel rt_cpu_pick_conv_bf16(const hlo_instr *instr, int64_t *scr
 /* Convolutions run so far in this process (tests: which path a graph took). */
 int64_t rt_cpu_conv_bf16_runs(void);
 
+/* conv_gemm.c: a convolution or one of its gradients as one matrix product over the batch,
+ * the weights read or written as they are. The forward convolution's geometry, as oneDNN's
+ * primitives are told it; dilate: the taps' spacing (1 for none). */
+typedef enum rt_cpu_conv_kind { RT_CPU_CONV_FORWARD, RT_CPU_CONV_WEIGHTS_GRAD, RT_CPU_CONV_INPUT_GRAD } rt_cpu_conv_kind;
+typedef struct rt_cpu_conv_geom {
+  rt_cpu_conv_kind kind;
+  int64_t n, c, h, w, o, oh, ow, kh, kw;
+  int64_t stride[2], dilate[2], pad[2]; /* pad: the low side's */
+  /* element strides of (N, C, H, W), (O, C, KH, KW), (N, O, OH, OW): the source (or its
+   * gradient), the weights (or theirs), the result (or its gradient) */
+  int64_t src_strides[4], wei_strides[4], dst_strides[4];
+} rt_cpu_conv_geom;
+/* Whether it pays over oneDNN's primitives with weights new at each call: the weights
+ * outweigh the activations. */
+bool rt_cpu_conv_gemm_pays(const rt_cpu_conv_geom *g);
+int64_t rt_cpu_conv_gemm_scratch(const rt_cpu_conv_geom *g);
+/* out: the result, from src and wei; the weights' gradient, from src and dst; or the input's,
+ * from wei and dst. */
+bool rt_cpu_conv_gemm_run(const rt_cpu_conv_geom *g, const float *src, const float *wei, const float *dst, float *out,
+                          char *scratch);
+/* Products run so far in this process (tests: which path a graph took). */
+int64_t rt_cpu_conv_gemm_runs(void);
+
 /* dnnl_conv_grad.c: an f32 convolution that is a weights gradient (its lhs holds its features
- * in an outer dim to its batch) on oneDNN's backward-weights primitive, where oneDNN has a
- * kernel for it: NULL otherwise. */
+ * in an outer dim to its batch) on oneDNN's backward-weights primitive, or an input gradient
+ * (lhs dilated by the forward's stride, window stride 1 and reversed) on its backward-data
+ * one, where oneDNN has a kernel for it: NULL otherwise. */
 rt_cpu_scratch_kernel rt_cpu_pick_conv_grad(const hlo_instr *instr, int64_t *scratch_bytes);
-/* Convolutions run so far in this process (tests: which path a graph took). */
+/* Weights and input gradients run so far in this process (tests: which path a graph took). */
 int64_t rt_cpu_conv_grad_runs(void);
+int64_t rt_cpu_conv_input_grad_runs(void);
 
 /* conv.c: rt_cpu_pick_conv_grad's or rt_cpu_pick_conv_bf16's kernel where one has one, else im2col + GEMM (bf16 operands
  * widened to f32). */

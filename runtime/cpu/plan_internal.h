@@ -200,6 +200,9 @@ hlo_status rt_cpu_dnnl_step(const rt_cpu_dnnl *dnnl, const rt_value *const *in, 
 int64_t rt_cpu_dnnl_input_scan_count(void);
 /* Weight reorders made so far (wino.c's filter transforms too), process-wide (for tests). */
 int64_t rt_cpu_dnnl_weight_reorder_count(void);
+/* Convolutions run as conv_gemm.c's product instead of their primitive (weights new at every
+ * run that outweigh the activations), process-wide (for tests). */
+int64_t rt_cpu_dnnl_gemm_step_count(void);
 
 /* wino.c: convolutions run by latch's own Winograd so far, process-wide (for tests). */
 int64_t rt_cpu_wino_run_count(void);

@@ -369,27 +369,20 @@ def convolution(x, w, bias, stride, padding, dilation, transposed, output_paddin
     return y
 
 
-def flip_spatial(w):
-    """w [O, C, KH, KW] with both kernel dims reversed."""
-    return L.flip(w, [2, 3])
-
-
 @lowers(aten.convolution_backward.default)
 def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding, groups,
                          output_mask):
-    if transposed or groups != 1 or x.rank != 4 or any(d != 1 for d in dilation):
-        raise Unsupported("aten.convolution_backward (transposed, grouped or dilated)")
+    if transposed or groups != 1 or x.rank != 4:
+        raise Unsupported("aten.convolution_backward (transposed or grouped)")
     grad_input = grad_weight = grad_bias = None
     kh, kw = w.dim(2), w.dim(3)
-    if output_mask[0]:
-        if any(s != 1 for s in stride):
-            raise Unsupported("aten.convolution_backward (the input's gradient of a strided convolution)")
-        wt = L.permute(flip_spatial(w), [1, 0, 2, 3])
-        grad_input = L.conv2d(grad, wt, [1, 1], [kh - 1 - padding[0], kw - 1 - padding[1]], [1, 1], 1)
-    if output_mask[1]:
-        xt, gt = L.permute(x, [1, 0, 2, 3]), L.permute(grad, [1, 0, 2, 3])
-        full_w = L.permute(L.conv2d(xt, gt, [1, 1], padding, stride, 1), [1, 0, 2, 3])  # [O, C, >=KH, >=KW]
-        grad_weight = L.slice(L.slice(full_w, 2, 0, kh, 1), 3, 0, kw, 1)
+    stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
+    if output_mask[0]:  # XLA's form: the gradient dilated by the stride, the kernel reversed
+        if padding[0] > dilation[0] * (kh - 1) or padding[1] > dilation[1] * (kw - 1):
+            raise Unsupported("aten.convolution_backward (padding wider than the dilated kernel)")
+        grad_input = L.conv2d_input_grad(grad, w, stride, padding, dilation, [x.dim(2), x.dim(3)])
+    if output_mask[1]:  # XLA's form: x read with its batch as the features, grad as the window
+        grad_weight = L.conv2d_weight_grad(x, grad, stride, padding, dilation, [kh, kw])
     if output_mask[2]:
         grad_bias = L.reduce(SUM, grad, [0, 2, 3], False)
     return grad_input, grad_weight, grad_bias

@@ -12,9 +12,6 @@ does not lower for inference.
                                 select-and-scatter over the pool's input (latch_max_pool2d_grad),
                                 the indices not read; in a joint graph it reads the input
                                 instead of them (drop_pool_indices), so the forward makes none
-  convolution_backward          lowering.py's, and the input's gradient of a strided
-                                convolution by stride phases: one stride-1 convolution per
-                                phase with the taps that reach it, interleaved
   embedding_dense_backward, index_put (accumulate, one index on dim 0)
                                 a scatter-add as a one-hot matrix product
   native_dropout                latch's graph random numbers: the mask and the scaled values
@@ -26,7 +23,7 @@ import torch
 
 from .. import _latch
 from . import dtypes as D
-from .lowering import (LOWERINGS, lowers, _install, _binary, _in_place, operands, max_pool2d, flip_spatial, values, norm_dim, reshape, _pair, const,
+from .lowering import (LOWERINGS, lowers, _install, _binary, _in_place, operands, max_pool2d, values, norm_dim, reshape, _pair, const,
                        Unsupported, SUM, MEAN, SUB, MUL, DIV, ADD, EQ, GE, NE, LT, AND, NOT, POW)
 
 aten = torch.ops.aten
@@ -122,42 +119,6 @@ def _or(a, b):
     return L.unary(NOT, L.binary(AND, L.unary(NOT, a), L.unary(NOT, b)))
 
 
-def _shifted(t, dim, q, length):
-    """r[i] = t[i + q] along dim for i < length, zero where i + q falls outside t."""
-    n = t.dim(dim)
-    lo, hi = max(0, -q), min(length, n - q)
-    if hi <= lo:
-        shape = values(t)
-        shape[dim] = length
-        return L.full(t.dtype, shape, 0.0)
-    if q + lo != 0 or q + hi != n:
-        t = L.slice(t, dim, q + lo, q + hi, 1)
-    if lo or length - hi:
-        low, high = [0] * t.rank, [0] * t.rank
-        low[dim], high[dim] = lo, length - hi
-        t = L.pad(t, low, high, 0.0)
-    return t
-
-
-def _interleaved(phases, stride, size):
-    """[N, C, H, W] whose element (i * sh + a, j * sw + b) is phases[a][b][i, j]: each phase
-    padded to the largest (phase 0), stacked along new inner dims, merged, cut to size."""
-    n, c, rows, cols = values(phases[0][0])
-    if stride == [1, 1]:
-        return phases[0][0]
-    bands = []
-    for a in range(stride[0]):
-        parts = [reshape(_shifted(_shifted(p, 2, 0, rows), 3, 0, cols), [n, c, rows, cols, 1]) for p in phases[a]]
-        band = L.concat(parts, 4) if len(parts) > 1 else parts[0]
-        bands.append(reshape(band, [n, c, rows, 1, cols * stride[1]]))
-    full = reshape(L.concat(bands, 3) if len(bands) > 1 else bands[0], [n, c, rows * stride[0], cols * stride[1]])
-    if rows * stride[0] != size[0]:
-        full = L.slice(full, 2, 0, size[0], 1)
-    if cols * stride[1] != size[1]:
-        full = L.slice(full, 3, 0, size[1], 1)
-    return full
-
-
 def _pool_backward_in_pytorch(grad, x, kernel, stride, padding, dilation, ceil_mode):
     indices = aten.max_pool2d_with_indices.default(x, kernel, stride, padding, dilation, ceil_mode)[1]
     return aten.max_pool2d_with_indices_backward.default(grad, x, kernel, stride, padding, dilation, ceil_mode,
@@ -209,63 +170,6 @@ def _max_pool_grad(grad, x, kernel, stride, padding, dilation, ceil_mode, indice
 
 LOWERINGS[aten.max_pool2d_with_indices_backward.default] = _max_pool_grad
 LOWERINGS[max_pool2d_backward_from_input] = _max_pool_grad
-
-
-# ---- a strided convolution's input gradient ----
-
-_conv_backward = LOWERINGS[aten.convolution_backward.default]
-
-
-def _phase_taps(a, kernel, stride, padding):
-    """The kernel offsets that reach input phase a (rows i * stride + a) along one dim: the
-    first, their count, and the shift q with output row i + q - k meeting tap first + k * stride."""
-    first = (a + padding) % stride
-    count = -(-(kernel - first) // stride) if first < kernel else 0
-    return first, count, (a + padding - first) // stride
-
-
-def _strided_input_grad(grad, w, stride, padding, size):
-    """The input's gradient of a stride-s convolution by phases: input rows i * s + a take only
-    the taps first + k * s, so each phase is a stride-1 convolution of the gradient (shifted)
-    with those taps reversed, over the output grid; the phases are then interleaved (the
-    work of the taps that reach each element, where a transposed convolution over the
-    gradient spread with zeros does s * s times it)."""
-    lengths = [[-(-(size[d] - a) // stride[d]) for a in range(stride[d])] for d in range(2)]
-    n, c = grad.dim(0), w.dim(1)
-    kernel = [w.dim(2), w.dim(3)]
-    phases = [[None] * stride[1] for _ in range(stride[0])]
-    for a in range(stride[0]):
-        fa, ka, qa = _phase_taps(a, kernel[0], stride[0], padding[0])
-        for b in range(stride[1]):
-            fb, kb, qb = _phase_taps(b, kernel[1], stride[1], padding[1])
-            if not ka or not kb:  # no tap reaches this phase (a kernel smaller than its stride)
-                phases[a][b] = L.full(grad.dtype, [n, c, lengths[0][a], lengths[1][b]], 0.0)
-                continue
-            taps = L.slice(L.slice(w, 2, fa, fa + (ka - 1) * stride[0] + 1, stride[0]),
-                           3, fb, fb + (kb - 1) * stride[1] + 1, stride[1])
-            shifted = _shifted(_shifted(grad, 2, qa - ka + 1, lengths[0][a] + ka - 1), 3, qb - kb + 1,
-                               lengths[1][b] + kb - 1)
-            phases[a][b] = L.conv2d(shifted, L.permute(flip_spatial(taps), [1, 0, 2, 3]), [1, 1], [0, 0], [1, 1], 1)
-    return _interleaved(phases, stride, size)
-
-
-_conv_backward = LOWERINGS[aten.convolution_backward.default]
-
-
-@lowers(aten.convolution_backward.default)
-def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding, groups,
-                         output_mask):
-    """lowering.py's, with the input's gradient of a strided convolution added
-    (_strided_input_grad)."""
-    stride = _pair(stride)
-    if not output_mask[0] or all(s == 1 for s in stride) or transposed or groups != 1 or x.rank != 4 or \
-            any(d != 1 for d in _pair(dilation)):
-        return _conv_backward(grad, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding, groups,
-                              output_mask)
-    _, grad_weight, grad_bias = _conv_backward(grad, x, w, bias_sizes, stride, padding, dilation, transposed,
-                                               output_padding, groups, [False, output_mask[1], output_mask[2]])
-    grad_input = _strided_input_grad(grad, w, stride, _pair(padding), [x.dim(2), x.dim(3)])
-    return grad_input, grad_weight, grad_bias
 
 
 # ---- scatter-add as a one-hot product ----
