@@ -119,6 +119,24 @@ static void conv2d(cap_trace *t, cap_node *node, guard_expr *out) {
   }
 }
 
+/* A convolution's input or weights gradient (CAP_CONV2D_INPUT_GRAD, _WEIGHT_GRAD): the batch
+ * stays symbolic; the spatial sizes, which its window is worked out from, are pinned, and
+ * the result's features are the operands'. */
+static void conv2d_grad(cap_trace *t, cap_node *node, guard_expr *out) {
+  guard_expr A[HLO_MAX_RANK], B[HLO_MAX_RANK];
+  cap_trace_node_dims(t, node->operands[0], A);
+  cap_trace_node_dims(t, node->operands[1], B);
+  for (int i = 2; i < 4; i++) pin(t, A[i]), pin(t, B[i]);
+  if (node->op == CAP_CONV2D_INPUT_GRAD) { /* grad [N, O, ..], w [O, C, ..] -> [N, C, H, W] */
+    require_equal(t, A[1], B[0]);
+    out[0] = A[0], out[1] = B[1];
+  } else { /* x [N, C, ..], grad [N, O, ..] -> [O, C, KH, KW] */
+    require_equal(t, A[0], B[0]);
+    out[0] = B[1], out[1] = A[1];
+  }
+  out[2] = constant(node->dims[2]), out[3] = constant(node->dims[3]);
+}
+
 static void pool(cap_trace *t, cap_node *node, guard_expr *out) {
   guard_expr X[HLO_MAX_RANK];
   cap_trace_node_dims(t, node->operands[0], X);
@@ -208,6 +226,7 @@ void cap_symbolic_infer(cap_trace *t, cap_node *node, guard_expr *out) {
     return;
   case CAP_MATMUL: matmul(t, node, out); return;
   case CAP_CONV2D: conv2d(t, node, out); return;
+  case CAP_CONV2D_INPUT_GRAD: case CAP_CONV2D_WEIGHT_GRAD: conv2d_grad(t, node, out); return;
   case CAP_POOL: pool(t, node, out); return;
   case CAP_REDUCE: case CAP_ARGMAX: reduce(node, X, out); return;
   case CAP_LAYER_NORM: {
