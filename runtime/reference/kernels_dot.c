@@ -46,6 +46,14 @@ static void load_row(const rt_value *value, int64_t at, int64_t stride, int64_t 
     const uint16_t *s = (const uint16_t *)value->data + at;
     uint16_t *d = dst;
     for (int64_t i = 0; i < n; i++) d[i] = s[i * stride];
+  } else if (work == HLO_F32 && from == HLO_BF16) {
+    /* bf16 is f32's upper half: widened by a shift (a bf16 product's operands on the f32 path) */
+    const uint16_t *s = (const uint16_t *)value->data + at;
+    float *d = dst;
+    for (int64_t i = 0; i < n; i++) {
+      uint32_t bits = (uint32_t)s[i * stride] << 16;
+      memcpy(&d[i], &bits, sizeof bits);
+    }
   } else if (work == HLO_F64) {
     double *d = dst;
     for (int64_t i = 0; i < n; i++) d[i] = rt_get_f64(value, at + i * stride);
@@ -69,6 +77,11 @@ static void store_row(rt_value *out, int64_t at, int64_t stride, int64_t n, hlo_
     double *d = (double *)out->data + at;
     const double *s = src;
     for (int64_t i = 0; i < n; i++) d[i * stride] = s[i];
+  } else if (work == HLO_F32 && to == HLO_BF16) {
+    /* rounded as rt_set_f64 rounds an f32 value (hlo_f32_to_bf16 rounds alike), without the detour */
+    uint16_t *d = (uint16_t *)out->data + at;
+    const float *s = src;
+    for (int64_t i = 0; i < n; i++) d[i * stride] = hlo_f32_to_bf16(s[i]);
   } else if (work == HLO_F64) {
     const double *s = src;
     for (int64_t i = 0; i < n; i++) rt_set_f64(out, at + i * stride, s[i]);
