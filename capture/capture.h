@@ -91,8 +91,9 @@ typedef enum cap_state { CAP_PENDING = 0, CAP_READY, CAP_ERROR } cap_state;
  * instructions reordered): it is part of every graph key, since a cached executable keeps
  * the HLO it was compiled from and binding it to other sizes compares that HLO with the
  * graph lowered anew. 2: reducers shared within a module. 3: a mean divides by its dims' sizes
- * read when the graph runs (get-dimension-size), so it binds to other sizes. */
-#define CAP_LOWERING_FORMAT 3
+ * read when the graph runs (get-dimension-size), so it binds to other sizes. 4: x @ W with a
+ * matrix W is one dot whose lhs keeps x's batch dims as free dims (no broadcast of W). */
+#define CAP_LOWERING_FORMAT 4
 #define CAP_INLINE_OPERANDS 3
 
 typedef struct cap_node {

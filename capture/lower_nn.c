@@ -214,7 +214,10 @@ static hlo_dtype operand_dtype(const cap_node *node) {
 }
 
 /* NumPy matmul: vectors become [1, K] / [K, 1], batch dims broadcast, then one dot with
- * batch dims, reshaped back when a vector's dim disappears. */
+ * batch dims, reshaped back when a vector's dim disappears. A matrix rhs (x @ W, a Linear
+ * layer) is one dot without batch dims instead: x's batch dims are free dims of the lhs,
+ * rows of one product, and W is read where it is (a broadcast to the batch would copy the
+ * weight once per batch element, and the backend would multiply one element at a time). */
 static hlo_instr *lower_matmul(hlo_comp *comp, const cap_node *node, hlo_instr *const *in, hlo_diag *diag) {
   hlo_dtype dtype = (hlo_dtype)node->dtype, operand_type = operand_dtype(node);
   hlo_instr *a = cap_lower_convert(comp, in[0], operand_type, diag),
@@ -229,6 +232,14 @@ static hlo_instr *lower_matmul(hlo_comp *comp, const cap_node *node, hlo_instr *
     b = hlo_build_reshape(comp, b, 2, d, diag);
   }
   if (!a || !b) return NULL;
+  if (b->shape.rank == 2) { /* x @ W: x's batch dims are rows of one product, W read as it is */
+    int64_t lc = a->shape.rank - 1, rc = 0;
+    hlo_dot_dims dot = {{0, NULL}, {1, &lc}, {0, NULL}, {1, &rc}};
+    hlo_instr *out = hlo_build_dot_to(comp, a, b, &dot, dtype, diag);
+    if (out && (out->shape.rank != node->rank || memcmp(out->shape.dims, node->dims, sizeof(int64_t) * node->rank)))
+      out = hlo_build_reshape(comp, out, node->rank, node->dims, diag);
+    return out;
+  }
   int batch_rank;
   int64_t batch[HLO_MAX_RANK];
   cap_broadcast_dims(a->shape.rank - 2, a->shape.dims, b->shape.rank - 2, b->shape.dims, &batch_rank, batch);

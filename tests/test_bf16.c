@@ -24,7 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cpu_util.h"
+#include "diff_util.h"
 #include "latch.h"
 #include "runtime/cpu/exec_internal.h"
 #include "test.h"
@@ -51,13 +51,10 @@ static rt_value *evaluate(const hlo_module *module, rt_value **args, int n, bool
 static bool check_product(int line, const char *text, int64_t k, int native, int seed) {
   hlo_module *module = parse_checked(text);
   if (!module) return false;
-  int n = module->entry->param_count;
   rt_value *args[4] = {NULL}, *abs_args[4] = {NULL};
   hlo_diag diag = {0};
-  for (int i = 0; i < n; i++) {
-    args[i] = rt_random_value(&module->entry->params[i]->shape, (uint64_t)seed, (uint64_t)i, &diag);
-    abs_args[i] = magnitudes(args[i]);
-  }
+  int n = random_args(text, (uint64_t)seed, args);
+  for (int i = 0; i < n; i++) abs_args[i] = magnitudes(args[i]);
   rt_value *want = evaluate(module, args, n, true), *sums = evaluate(module, abs_args, n, true);
   rt_cpu_bf16_use_native(native);
   int64_t before = rt_cpu_matmul_bf16_runs() + rt_cpu_conv_bf16_runs();
@@ -66,12 +63,9 @@ static bool check_product(int line, const char *text, int64_t k, int native, int
   rt_cpu_bf16_use_native(-1);
   CHECK_MSG(got != NULL, "line %d: cpu: %s", line, diag.message);
   bool bf16_result = module->entry->root->shape.dtype == HLO_BF16;
-  int64_t bad = 0, first = -1;
-  for (int64_t i = 0; got && want && sums && i < want->count; i++) {
-    double w = rt_get_f64(want, i), g = rt_get_f64(got, i);
-    double bound = (double)k * 0x1p-24 * rt_get_f64(sums, i) + (bf16_result ? 0x1p-8 * fabs(w) : 0) + 1e-30;
-    if (!(fabs(g - w) <= bound) && bad++ == 0) first = i;
-  }
+  int64_t first = -1;
+  diff_bound bound = {.rel = bf16_result ? 0x1p-8 : 0, .abs = 1e-30, .per_sum = (double)k * 0x1p-24, .sums = sums};
+  int64_t bad = sums ? elements_off(want, got, bound, &first) : 1;
   CHECK_MSG(bad == 0, "line %d (native %d): %lld elements off, first %lld", line, native, (long long)bad,
             (long long)first);
   rt_value_release(want);
@@ -138,17 +132,14 @@ static void test_elementwise(void) {
   if (!module) return;
   hlo_diag diag = {0};
   rt_value *args[2];
-  for (int i = 0; i < 2; i++) args[i] = rt_random_value(&module->entry->params[i]->shape, 9, (uint64_t)i, &diag);
+  random_args(text, 9, args);
   rt_value *want = evaluate(module, args, 2, false);
   rt_value *got = run_on(&rt_backend_cpu, text, args, 2, &diag);
   CHECK_MSG(got != NULL && want != NULL, "%s", diag.message);
+  static const double rel[3] = {0, 0x1p-7, 0x1p-6}; /* m exact; t and g within bf16's rounding */
   for (int out = 0; got && want && out < 3; out++) {
-    int64_t bad = 0;
-    for (int64_t i = 0; i < want->tuple[out]->count; i++) {
-      double w = rt_get_f64(want->tuple[out], i), g = rt_get_f64(got->tuple[out], i);
-      if (!(out == 0 ? g == w : fabs(g - w) <= 0x1p-7 * fabs(w) * (out == 2 ? 2 : 1))) bad++;
-    }
-    CHECK_MSG(bad == 0, "output %d: %lld elements off", out, (long long)bad);
+    int64_t first, bad = elements_off(want->tuple[out], got->tuple[out], (diff_bound){.rel = rel[out]}, &first);
+    CHECK_MSG(bad == 0, "output %d: %lld elements off, first %lld", out, (long long)bad, (long long)first);
   }
   rt_value_release(want);
   rt_value_release(got);
@@ -443,11 +434,9 @@ static void check_execute(int line, const hlo_module *module, rt_executable *exe
   rt_value *want = evaluate(module, args, n, true), *sums = evaluate(module, abs_args, n, true), *got = NULL;
   hlo_diag diag = {0};
   CHECK_MSG(rt_backend_cpu.execute(exe, args, n, &got, &diag) == HLO_OK, "line %d: %s", line, diag.message);
-  int64_t bad = 0;
-  for (int64_t i = 0; got && want && sums && i < want->count; i++) {
-    double w = rt_get_f64(want, i), g = rt_get_f64(got, i);
-    if (!(fabs(g - w) <= (double)k * 0x1p-24 * rt_get_f64(sums, i) + 1e-30)) bad++;
-  }
+  int64_t first;
+  diff_bound bound = {.abs = 1e-30, .per_sum = (double)k * 0x1p-24, .sums = sums};
+  int64_t bad = sums ? elements_off(want, got, bound, &first) : 1;
   CHECK_MSG(bad == 0, "line %d: %lld elements off", line, (long long)bad);
   rt_value_release(want);
   rt_value_release(sums);
@@ -471,14 +460,12 @@ static void check_packed(int line, bool linear, int native) {
   CHECK_MSG(steps == 1, "line %d (native %d): %d steps keep a packed weight", line, native, steps);
   hlo_module *module = parse_checked(text);
   rt_executable *exe = compile_checked(text);
-  hlo_diag diag = {0};
   rt_value *args[3];
   /* x and w hold bf16 values, so the graph's converts are exact and the fp64 reference's
    * products are the ones the step multiplies */
-  for (int i = 0; module && i < 3; i++) {
-    args[i] = rt_random_value(&module->entry->params[i]->shape, 31, (uint64_t)i, &diag);
-    for (int64_t e = 0; i < 2 && e < args[i]->count; e++) ((float *)args[i]->data)[e] = bf16_round(((float *)args[i]->data)[e]);
-  }
+  if (module) random_args(text, 31, args);
+  for (int i = 0; module && i < 2; i++)
+    for (int64_t e = 0; e < args[i]->count; e++) ((float *)args[i]->data)[e] = bf16_round(((float *)args[i]->data)[e]);
   int64_t packs = rt_cpu_dot_packs();
   for (int run = 0; exe && module && run < 3; run++) check_execute(line, module, exe, args, 3, 256);
   CHECK_MSG(rt_cpu_dot_packs() - packs == steps, "line %d: %lld packs for 3 executes", line,

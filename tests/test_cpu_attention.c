@@ -22,29 +22,14 @@
  * 1, 7, 128 and 512, head sizes 32 to 128, with and without masks, within bf16's rounding of
  * the probabilities of the reference evaluator, which runs the converts as written. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cpu_util.h"
+#include "diff_util.h"
 #include "hlo/hlo.h"
 #include "runtime/cpu/exec_internal.h"
 
 enum { MASK_NONE, MASK_CAUSAL, MASK_PADDING, MASK_BOTH, MASK_RANDOM, MASK_TRIU };
-
-typedef struct graph_text {
-  char s[8192];
-  size_t len;
-} graph_text;
-
-static void emit(graph_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void emit(graph_text *t, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(t->s + t->len, sizeof t->s - t->len, fmt, ap);
-  va_end(ap);
-  if (n > 0 && t->len + (size_t)n < sizeof t->s) t->len += (size_t)n;
-}
 
 static const char *reducers =
     "HloModule attention\n"
@@ -231,17 +216,6 @@ static graph_text bf16_graph(int b, int s, int h, int d, int mask, bool converte
 
 /* ---- running and checking ---- */
 
-/* Parameters of text's entry: seeded uniform values in [-1, 1) (pred: random). */
-static int random_args(const char *text, uint64_t seed, rt_value **args) {
-  hlo_module *module = parse_checked(text);
-  if (!module) return 0;
-  int n = module->entry->param_count;
-  hlo_diag diag = {0};
-  for (int i = 0; i < n; i++) args[i] = rt_random_value(&module->entry->params[i]->shape, seed, (uint64_t)i, &diag);
-  hlo_module_free(module);
-  return n;
-}
-
 /* A padding mask f32[b, s] of 0 and -inf: batch 0 keeps its first two thirds of keys (at
  * least one), batch 1 masks every key (its rows are NaN in the graph), the others random. */
 static rt_value *padding_mask(int b, int s, uint64_t seed) {
@@ -316,13 +290,8 @@ static void check_steps(int line, const char *text, rt_value **args, int n, int 
  * matching NaN. */
 static bool bf16_agree(const rt_value *want, const rt_value *got) {
   if (!want || !got || want->shape.dtype != HLO_TUPLE || got->shape.dtype != HLO_TUPLE) return false;
-  const rt_value *w = want->tuple[0], *g = got->tuple[0];
-  if (w->count != g->count) return false;
-  for (int64_t i = 0; i < w->count; i++) {
-    double a = rt_get_f64(w, i), b = rt_get_f64(g, i);
-    if (!((isnan(a) && isnan(b)) || fabs(a - b) <= 0x1p-7 * (1 + fabs(a)))) return false;
-  }
-  return true;
+  int64_t first;
+  return elements_off(want->tuple[0], got->tuple[0], (diff_bound){.rel = 0x1p-7, .abs = 0x1p-7}, &first) == 0;
 }
 
 /* A bf16 graph: one attention step planned and run, within bf16_agree of the reference. */

@@ -2,11 +2,16 @@
  * at once, each run checked against the reference evaluator's result: the step's blocks of
  * scores live on the stack of the thread running them, so runs share nothing but the
  * executable, and this runs clean under ThreadSanitizer (make tsan). The graph is a
- * projection-layout attention with a padding mask added and a causal mask selected. */
+ * projection-layout attention with a padding mask added and a causal mask selected.
+ *
+ * Then the other kernels of a transformer block the same way, in one graph: a layer norm
+ * step whose result is stored as bf16 (layer_norm.c), a batch of small f32 products as one
+ * oneDNN matmul (dot.c's batched path on processors with AVX-512), and a bf16 product whose
+ * weight is converted and kept packed per execute's arena (dot.c's prepacked rhs). */
 #include <pthread.h>
 #include <stdio.h>
 
-#include "cpu_util.h"
+#include "diff_util.h"
 #include "runtime/cpu/exec_internal.h"
 
 enum { THREADS = 4, RUNS = 3 };
@@ -37,7 +42,9 @@ static const char *const text =
 typedef struct worker {
   rt_executable *exe;
   rt_value *const *args;
+  int arg_count;
   const rt_value *want;
+  bool (*agree)(const rt_value *want, const rt_value *got);
   int failures;
 } worker;
 
@@ -46,10 +53,26 @@ static void *work(void *arg) {
   for (int run = 0; run < RUNS; run++) {
     hlo_diag diag = {0};
     rt_value *got = NULL;
-    if (rt_backend_cpu.execute(w->exe, w->args, 4, &got, &diag) != HLO_OK || !cpu_agree(w->want, got)) w->failures++;
+    if (rt_backend_cpu.execute(w->exe, w->args, w->arg_count, &got, &diag) != HLO_OK || !w->agree(w->want, got))
+      w->failures++;
     rt_value_release(got);
   }
   return NULL;
+}
+
+/* exe run RUNS times on each of THREADS threads at once, every result agreeing with want. */
+static void run_threads(rt_executable *exe, rt_value *const *args, int arg_count, const rt_value *want,
+                        bool (*agree)(const rt_value *, const rt_value *)) {
+  worker workers[THREADS];
+  pthread_t threads[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    workers[i] = (worker){.exe = exe, .args = args, .arg_count = arg_count, .want = want, .agree = agree};
+    CHECK(pthread_create(&threads[i], NULL, work, &workers[i]) == 0);
+  }
+  for (int i = 0; i < THREADS; i++) {
+    pthread_join(threads[i], NULL);
+    CHECK_MSG(workers[i].failures == 0, "thread %d: %d runs differ from the reference", i, workers[i].failures);
+  }
 }
 
 static void test_threads(void) {
@@ -65,23 +88,64 @@ static void test_threads(void) {
   CHECK_MSG(want != NULL, "reference: %s", diag.message);
   rt_executable *exe = compile_checked(text);
   int64_t runs = rt_cpu_attention_run_count();
-  worker workers[THREADS];
-  pthread_t threads[THREADS];
-  for (int i = 0; exe && want && i < THREADS; i++) {
-    workers[i] = (worker){.exe = exe, .args = args, .want = want};
-    CHECK(pthread_create(&threads[i], NULL, work, &workers[i]) == 0);
-  }
-  for (int i = 0; exe && want && i < THREADS; i++) {
-    pthread_join(threads[i], NULL);
-    CHECK_MSG(workers[i].failures == 0, "thread %d: %d runs differ from the reference", i, workers[i].failures);
-  }
+  if (exe && want) run_threads(exe, args, 4, want, cpu_agree);
   if (exe && want) CHECK_EQ_INT(rt_cpu_attention_run_count() - runs, THREADS * RUNS);
   if (exe) rt_backend_cpu.destroy(exe);
   rt_value_release(want);
   for (int i = 0; i < 4; i++) rt_value_release(args[i]);
 }
 
+/* A layer norm of x [40, 64] stored as bf16 (the step writes it), a batch of six 20 x 32 by
+ * 32 x 20 products, and a bf16 product of a [40, 64] by the weight w [64, 96] converted. */
+static const char *const kernels_text =
+    "HloModule k\n"
+    "add_f32 {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n"
+    "ENTRY e {\n x = f32[40,64] parameter(0)\n g = f32[64] parameter(1)\n bias = f32[64] parameter(2)\n"
+    " p = f32[6,20,32] parameter(3)\n q = f32[6,32,20] parameter(4)\n a = f32[40,64] parameter(5)\n"
+    " w = f32[64,96] parameter(6)\n zero = f32[] constant(0)\n"
+    " s = f32[40] reduce(x, zero), dimensions={1}, to_apply=add_f32\n"
+    " c = f32[] constant(0.015625)\n cb = f32[40] broadcast(c), dimensions={}\n mean = f32[40] multiply(s, cb)\n"
+    " meanb = f32[40,64] broadcast(mean), dimensions={0}\n d = f32[40,64] subtract(x, meanb)\n"
+    " dd = f32[40,64] multiply(d, d)\n s2 = f32[40] reduce(dd, zero), dimensions={1}, to_apply=add_f32\n"
+    " var = f32[40] multiply(s2, cb)\n eps = f32[] constant(1e-5)\n epsb = f32[40] broadcast(eps), dimensions={}\n"
+    " ve = f32[40] add(var, epsb)\n inv = f32[40] rsqrt(ve)\n invb = f32[40,64] broadcast(inv), dimensions={0}\n"
+    " y0 = f32[40,64] multiply(d, invb)\n gb = f32[40,64] broadcast(g), dimensions={1}\n"
+    " y1 = f32[40,64] multiply(y0, gb)\n bb = f32[40,64] broadcast(bias), dimensions={1}\n"
+    " y2 = f32[40,64] add(y1, bb)\n y = bf16[40,64] convert(y2)\n"
+    " bd = f32[6,20,20] dot(p, q), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, "
+    "rhs_contracting_dims={1}\n"
+    " ab = bf16[40,64] convert(a)\n wb = bf16[64,96] convert(w)\n"
+    " dt = f32[40,96] dot(ab, wb), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    " ROOT r = (bf16[40,64], f32[6,20,20], f32[40,96]) tuple(y, bd, dt)\n}\n";
+
+/* The layer norm within one bf16 rounding (the step's f32 result and the graph's may round
+ * to neighbours), the products within summation order. */
+static bool kernels_agree(const rt_value *want, const rt_value *got) {
+  if (!want || !got || got->shape.dtype != HLO_TUPLE || got->tuple_count != 3) return false;
+  int64_t first;
+  return elements_off(want->tuple[0], got->tuple[0], (diff_bound){.rel = 0x1p-8, .abs = 1e-6}, &first) == 0 &&
+         cpu_agree(want->tuple[1], got->tuple[1]) && cpu_agree(want->tuple[2], got->tuple[2]);
+}
+
+static void test_kernels_threads(void) {
+  rt_value *args[7];
+  int n = random_args(kernels_text, 43, args);
+  hlo_diag diag = {0};
+  rt_value *want = run_on(&rt_backend_reference, kernels_text, args, n, &diag);
+  CHECK_MSG(want != NULL, "reference: %s", diag.message);
+  rt_executable *exe = compile_checked(kernels_text);
+  int64_t norms = rt_cpu_layer_norm_run_count(), packs = rt_cpu_dot_packs();
+  if (exe && want) run_threads(exe, args, n, want, kernels_agree);
+  if (exe && want) CHECK_EQ_INT(rt_cpu_layer_norm_run_count() - norms, THREADS * RUNS);
+  /* the weight is packed in each execute's arena, at least once per arena */
+  if (exe && want) CHECK(rt_cpu_dot_packs() - packs >= 1);
+  if (exe) rt_backend_cpu.destroy(exe);
+  rt_value_release(want);
+  for (int i = 0; i < n; i++) rt_value_release(args[i]);
+}
+
 int main(void) {
   RUN(test_threads);
+  RUN(test_kernels_threads);
   return TEST_REPORT();
 }

@@ -10,36 +10,27 @@
  * Rows far from zero (a mean a thousand deviations out) are checked against fp64 worked
  * here. Every instruction set variant gives the same bits.
  *
+ * bf16: the forms in bf16 arithmetic (a bf16 graph's layer norm) and with x converted from
+ * bf16 and the result converted back; one step that reads and writes bf16, against the
+ * reference evaluator in fp64 within bf16's rounding of the result.
+ *
  * Recognition: each such graph plans one layer norm step with its reductions inside, and
  * executing runs it; near misses (a mean scaled by another constant, the variance also a
  * result, a normalization over a leading dim) keep the graph's own steps and the
  * reference's values. A loaded executable finds the step again. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cpu_util.h"
+#include "diff_util.h"
 #include "hlo/hlo.h"
 #include "runtime/cpu/exec_internal.h"
 
 enum { F_LATCH, F_TORCH, F_FLAX, F_SQRT, FORM_COUNT };
 enum { WB_BOTH, WB_NONE, WB_WEIGHT, WB_BIAS };
-enum { AS_WRITTEN, WRONG_MEAN, VAR_OUT, LEADING_DIM };
-
-typedef struct graph_text {
-  char s[8192];
-  size_t len;
-} graph_text;
-
-static void emit(graph_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void emit(graph_text *t, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(t->s + t->len, sizeof t->s - t->len, fmt, ap);
-  va_end(ap);
-  if (n > 0 && t->len + (size_t)n < sizeof t->s) t->len += (size_t)n;
-}
+/* the graph as written, near misses, and bf16 in and out: x a bf16 parameter converted to f32,
+ * the result converted to bf16 */
+enum { AS_WRITTEN, WRONG_MEAN, VAR_OUT, LEADING_DIM, BF16_IO };
 
 /* Names of v's mean over the row into `out`: the form's way of taking a row's mean. */
 static void mean_of(graph_text *t, const char *v, const char *out, int form, const char *x, const char *rows,
@@ -84,7 +75,8 @@ static graph_text ln_graph(int a, int b, int c, int k, int form, int wb, int var
   const char *stat = form == F_TORCH ? kept : rows, *map = lead;
   double scale = variant == WRONG_MEAN ? 0.5 / n : 1.0 / n;
   emit(&t, "HloModule ln\nadd_f32 {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n");
-  emit(&t, "ENTRY e {\n x = f32[%s] parameter(0)\n", x);
+  if (variant == BF16_IO) emit(&t, "ENTRY e {\n xb = bf16[%s] parameter(0)\n x = f32[%s] convert(xb)\n", x, x);
+  else emit(&t, "ENTRY e {\n x = f32[%s] parameter(0)\n", x);
   if (wb == WB_BOTH || wb == WB_WEIGHT) emit(&t, " w = f32[%s] parameter(1)\n", wdims);
   if (wb == WB_BOTH || wb == WB_BIAS) emit(&t, " bias = f32[%s] parameter(%d)\n", wdims, wb == WB_BOTH ? 2 : 1);
   emit(&t, " zero = f32[] constant(0)\n n = f32[] constant(%d)\n eps = f32[] constant(1e-5)\n", n);
@@ -119,19 +111,9 @@ static graph_text ln_graph(int a, int b, int c, int k, int form, int wb, int var
     y = "y2";
   }
   if (variant == VAR_OUT) emit(&t, " ROOT r = (f32[%s], f32[%s]) tuple(%s, var)\n}\n", x, stat, y);
+  else if (variant == BF16_IO) emit(&t, " ROOT r = bf16[%s] convert(%s)\n}\n", x, y);
   else emit(&t, " ROOT r = f32[%s] copy(%s)\n}\n", x, y);
   return t;
-}
-
-/* Parameters of text's entry: seeded uniform values in [-1, 1). */
-static int random_args(const char *text, uint64_t seed, rt_value **args) {
-  hlo_module *module = parse_checked(text);
-  if (!module) return 0;
-  int n = module->entry->param_count;
-  hlo_diag diag = {0};
-  for (int i = 0; i < n; i++) args[i] = rt_random_value(&module->entry->params[i]->shape, seed, (uint64_t)i, &diag);
-  hlo_module_free(module);
-  return n;
 }
 
 /* The layer norm steps of text's plan after hlo/'s passes, and whether every reduce is inside
@@ -236,28 +218,104 @@ static void test_offset(void) {
   rt_value_release(args[0]);
 }
 
-/* Every instruction set variant gives the same bits. */
-static void test_variants(void) {
-  graph_text t = ln_graph(2, 5, 777, 1, F_LATCH, WB_BOTH, AS_WRITTEN);
+/* text on every instruction set variant the processor has: the same bits each time. */
+static void check_variants(const char *text, uint64_t seed) {
   rt_value *args[3];
-  int n = random_args(t.s, 5, args);
+  int n = random_args(text, seed, args);
   rt_cpu_isa was = rt_cpu_isa_in_use();
   rt_value *first = NULL;
   for (int isa = 0; isa < RT_CPU_ISA_COUNT; isa++) {
     if (!rt_cpu_use_isa((rt_cpu_isa)isa)) continue;
     hlo_diag diag = {0};
-    rt_value *got = run_on(&rt_backend_cpu, t.s, args, n, &diag);
+    rt_value *got = run_on(&rt_backend_cpu, text, args, n, &diag);
     CHECK_MSG(got != NULL, "%s: %s", rt_cpu_isa_name((rt_cpu_isa)isa), diag.message);
     if (!first) first = got;
     else {
-      CHECK_MSG(got && memcmp(first->data, got->data, (size_t)got->count * sizeof(float)) == 0, "%s differs",
-                rt_cpu_isa_name((rt_cpu_isa)isa));
+      size_t bytes = (size_t)got->count * hlo_dtype_size(got->shape.dtype);
+      CHECK_MSG(got && memcmp(first->data, got->data, bytes) == 0, "%s differs", rt_cpu_isa_name((rt_cpu_isa)isa));
       rt_value_release(got);
     }
   }
   rt_cpu_use_isa(was);
   rt_value_release(first);
   for (int i = 0; i < n; i++) rt_value_release(args[i]);
+}
+
+/* Every instruction set variant gives the same bits, f32 and bf16 (in and out). */
+static void test_variants(void) {
+  graph_text t = ln_graph(2, 5, 777, 1, F_LATCH, WB_BOTH, AS_WRITTEN);
+  check_variants(t.s, 5);
+  t = ln_graph(2, 5, 777, 1, F_TORCH, WB_BOTH, BF16_IO);
+  check_variants(t.s, 15);
+}
+
+/* ---- bf16 ---- */
+
+/* t with every f32 made bf16: a bf16 graph's layer norm, its arithmetic and constants bf16
+ * (as latch lowers one on bf16 tensors). */
+static graph_text all_bf16(const graph_text *t) {
+  graph_text out = {.len = 0};
+  for (const char *p = t->s; *p;) {
+    const char *hit = strstr(p, "f32");
+    if (!hit) {
+      emit(&out, "%s", p);
+      break;
+    }
+    emit(&out, "%.*sbf16", (int)(hit - p), p);
+    p = hit + 3;
+  }
+  return out;
+}
+
+/* text (bf16 in, bf16 out) plans one layer norm step, with every reduce and convert inside
+ * it or the step itself, runs it once, and agrees with the reference evaluator in fp64 within
+ * bound; args released. */
+static void check_bf16(int line, const char *text, rt_value **args, int n, diff_bound bound) {
+  bool reduces_inside = false;
+  int steps = layer_norm_steps(text, &reduces_inside);
+  CHECK_MSG(steps == 1 && reduces_inside, "line %d: %d layer norm steps\n%s", line, steps, text);
+  hlo_module *module = parse_checked(text);
+  hlo_diag diag = {0};
+  rt_value *want = NULL, *got = NULL;
+  if (module && rt_evaluate(module, args, n, &(rt_eval_options){.fp64 = true}, &want, &diag) != HLO_OK)
+    CHECK_MSG(false, "line %d: reference: %s", line, diag.message);
+  int64_t runs = rt_cpu_layer_norm_run_count();
+  got = run_on(&rt_backend_cpu, text, args, n, &diag);
+  CHECK_MSG(got && got->shape.dtype == HLO_BF16, "line %d: cpu: %s", line, diag.message);
+  CHECK_EQ_INT(rt_cpu_layer_norm_run_count() - runs, 1);
+  int64_t first, off = elements_off(want, got, bound, &first);
+  CHECK_MSG(off == 0, "line %d: %lld elements off, first %lld (%g, want %g)", line, (long long)off, (long long)first,
+            first >= 0 ? rt_get_f64(got, first) : 0.0, first >= 0 ? rt_get_f64(want, first) : 0.0);
+  rt_value_release(want);
+  rt_value_release(got);
+  hlo_module_free(module);
+  for (int i = 0; i < n; i++) rt_value_release(args[i]);
+}
+
+/* Both bf16 kinds in each form, weight and bias or neither, widths below, at and past the
+ * lanes and a run: the step reads bf16, computes in f32 (statistics in f64) and rounds its
+ * result to bf16 once. Converted in and out, the graph's arithmetic is f32 and the fp64
+ * reference differs from the step by that last rounding (2^-9 relative); in bf16 arithmetic
+ * the graph's own constants (1/n, eps) are bf16 too, which moves the reference a few 2^-9
+ * more. A NaN or an inf in a row makes it NaN in both. */
+static void test_bf16(void) {
+  static const int widths[] = {2, 7, 33, 768, 1000};
+  for (int form = 0; form < FORM_COUNT; form++)
+    for (int wi = 0; wi < 5; wi++)
+      for (int io = 0; io < 2; io++) {
+        int wb = (form + wi) % 2 ? WB_NONE : WB_BOTH;
+        graph_text t = ln_graph(2, 3, widths[wi], 1, form, wb, io ? BF16_IO : AS_WRITTEN);
+        if (!io) t = all_bf16(&t);
+        rt_value *args[3];
+        uint64_t seed = (uint64_t)(form * 100 + wi * 10 + io);
+        int n = random_args(t.s, seed, args);
+        if (wi == 2) { /* a NaN in row 1, an inf in row 4 */
+          rt_set_f64(args[0], 33 + 5, NAN);
+          rt_set_f64(args[0], 4 * 33 + 32, INFINITY);
+        }
+        diff_bound bound = io ? (diff_bound){.rel = 0x1p-8, .abs = 1e-6} : (diff_bound){.rel = 0x1p-7, .abs = 0x1p-8};
+        check_bf16(__LINE__, t.s, args, n, bound);
+      }
 }
 
 static void test_near_misses(void) {
@@ -301,6 +359,7 @@ int main(void) {
   RUN(test_special);
   RUN(test_offset);
   RUN(test_variants);
+  RUN(test_bf16);
   RUN(test_near_misses);
   RUN(test_loaded);
   return TEST_REPORT();

@@ -245,49 +245,84 @@ static bool masked_block(const rt_cpu_attention_op *op, int64_t r0, int64_t rows
   return true;
 }
 
-/* Query rows [r0, r0 + rows) of batch element b. */
-static void block_item(const job *j, int64_t b, int64_t r0, int64_t rows, ops_fn ops, fold_fn fold) {
-  const rt_cpu_attention *a = j->a;
-  float scores[BQ * BK], m[BQ], l[BQ];
-  const float *q = (const float *)j->q + batch_offset(&a->q, b) + r0 * a->q.row_stride;
-  const float *k = (const float *)j->k + batch_offset(&a->k, b), *v = (const float *)j->v + batch_offset(&a->v, b);
-  float *o = j->out + (b * a->sq + r0) * a->dv;
-  for (int64_t r = 0; r < rows; r++) {
-    m[r] = -INFINITY;
-    l[r] = 0.0f;
+/* One item's running state: query rows [r0, r0 + rows) of batch element b, their max m and
+ * sum l so far, and their output rows o. */
+typedef struct item_state {
+  const job *j;
+  int64_t b, r0, rows;
+  ops_fn ops;
+  fold_fn fold;
+  float m[BQ], l[BQ];
+  float *o;
+} item_state;
+
+static void item_begin(item_state *it) {
+  const rt_cpu_attention *a = it->j->a;
+  it->o = it->j->out + (it->b * a->sq + it->r0) * a->dv;
+  for (int64_t r = 0; r < it->rows; r++) {
+    it->m[r] = -INFINITY;
+    it->l[r] = 0.0f;
   }
-  memset(o, 0, sizeof(float) * (size_t)(rows * a->dv));
+  memset(it->o, 0, sizeof(float) * (size_t)(it->rows * a->dv));
+}
+
+/* The block of scores for keys [c0, c0 + cols) (row r at scores + r * ld) through the graph's
+ * ops, each row folded into its m and l and its output so far rescaled; the probabilities
+ * rounded to bf16 when `rounded`. Whether any row has seen a score above -inf. */
+static bool fold_block(item_state *it, float *scores, int64_t ld, int64_t c0, int64_t cols, bool rounded) {
+  const rt_cpu_attention *a = it->j->a;
+  bool any = false;
+  for (int64_t r = 0; r < it->rows; r++) {
+    float *x = scores + r * ld;
+    if (a->op_count) {
+      mask_rows mr;
+      mask_rows_at(it->j, it->b, it->r0 + r, c0, &mr);
+      it->ops(a, &mr, x, cols, it->r0 + r, c0);
+    }
+    float scale = it->fold(x, cols, &it->m[r], &it->l[r]);
+    any = any || it->m[r] != -INFINITY;
+    if (scale != 1.0f)
+      for (int64_t t = 0; t < a->dv; t++) it->o[r * a->dv + t] *= scale;
+    if (rounded)
+      for (int64_t c = 0; c < cols; c++) x[c] = rt_cpu_bf16_value(rt_cpu_bf16_bits(x[c]));
+  }
+  return any;
+}
+
+/* Each output row over its sum; NaN where every key was masked (exp(-inf - -inf) is NaN in
+ * the graph). */
+static void item_end(const item_state *it) {
+  int64_t dv = it->j->a->dv;
+  for (int64_t r = 0; r < it->rows; r++) {
+    float *row = it->o + r * dv;
+    if (it->m[r] == -INFINITY)
+      for (int64_t t = 0; t < dv; t++) row[t] = NAN;
+    else
+      for (int64_t t = 0; t < dv; t++) row[t] /= it->l[r];
+  }
+}
+
+/* The item's rows, f32 products on Q, K and V where they lie. */
+static void block_item(item_state *it) {
+  const job *j = it->j;
+  const rt_cpu_attention *a = j->a;
+  float scores[BQ * BK];
+  const float *q = (const float *)j->q + batch_offset(&a->q, it->b) + it->r0 * a->q.row_stride;
+  const float *k = (const float *)j->k + batch_offset(&a->k, it->b);
+  const float *v = (const float *)j->v + batch_offset(&a->v, it->b);
+  item_begin(it);
   int64_t bk = a->skip_masked_blocks ? BK_MASKED : BK;
   for (int64_t c0 = 0; c0 < a->sk; c0 += bk) {
     int64_t cols = a->sk - c0 < bk ? a->sk - c0 : bk;
-    if (a->skip_masked_blocks && masked_block(&a->ops[a->op_count - 1], r0, rows, c0, cols)) continue;
+    if (a->skip_masked_blocks && masked_block(&a->ops[a->op_count - 1], it->r0, it->rows, c0, cols)) continue;
     /* scores = Q's rows times K's rows, transposed: K stored [keys][d] goes by the flag */
-    gemm(j->on_dnnl, stored_transposed(&a->q), !stored_transposed(&a->k), rows, cols, a->d, q, leading(&a->q),
+    gemm(j->on_dnnl, stored_transposed(&a->q), !stored_transposed(&a->k), it->rows, cols, a->d, q, leading(&a->q),
          k + c0 * a->k.row_stride, leading(&a->k), false, scores, BK);
-    bool any = false;
-    for (int64_t r = 0; r < rows; r++) {
-      float *x = scores + r * BK;
-      if (a->op_count) {
-        mask_rows mr;
-        mask_rows_at(j, b, r0 + r, c0, &mr);
-        ops(a, &mr, x, cols, r0 + r, c0);
-      }
-      float scale = fold(x, cols, &m[r], &l[r]);
-      any = any || m[r] != -INFINITY;
-      if (scale != 1.0f)
-        for (int64_t t = 0; t < a->dv; t++) o[r * a->dv + t] *= scale;
-    }
-    if (any)
-      gemm(j->on_dnnl, false, stored_transposed(&a->v), rows, a->dv, cols, scores, BK, v + c0 * a->v.row_stride,
-           leading(&a->v), true, o, a->dv);
+    if (fold_block(it, scores, BK, c0, cols, false))
+      gemm(j->on_dnnl, false, stored_transposed(&a->v), it->rows, a->dv, cols, scores, BK, v + c0 * a->v.row_stride,
+           leading(&a->v), true, it->o, a->dv);
   }
-  for (int64_t r = 0; r < rows; r++) {
-    float *row = o + r * a->dv;
-    if (m[r] == -INFINITY) /* every key masked: exp(-inf - -inf) is NaN in the graph */
-      for (int64_t t = 0; t < a->dv; t++) row[t] = NAN;
-    else
-      for (int64_t t = 0; t < a->dv; t++) row[t] /= l[r];
-  }
+  item_end(it);
 }
 
 /* ---- bf16 products ----
@@ -297,16 +332,6 @@ static void block_item(const job *j, int64_t b, int64_t r0, int64_t rows, ops_fn
  * values is exact in f32, so sgemm over the rounded values multiplies exactly what the
  * graph's bf16 products multiply, and sums in f32 as they do. */
 
-/* The rounding the graph's convert to bf16 makes (nearest even; NaN stays NaN). */
-static inline float round_bf16(float x) {
-  uint32_t bits;
-  memcpy(&bits, &x, sizeof bits);
-  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return x;
-  bits = (bits + 0x7FFFu + (bits >> 16 & 1u)) & 0xFFFF0000u;
-  memcpy(&x, &bits, sizeof x);
-  return x;
-}
-
 /* rows x cols of view v from (b, row0, 0), read as type, into dst [rows][cols]. */
 static void load_block(const void *data, rt_attention_type type, const rt_cpu_attention_view *v, int64_t b,
                        int64_t row0, int64_t rows, int64_t cols, float *dst) {
@@ -315,15 +340,12 @@ static void load_block(const void *data, rt_attention_type type, const rt_cpu_at
     float *out = dst + r * cols;
     if (type == RT_ATT_BF16) {
       const uint16_t *src = (const uint16_t *)data + at;
-      for (int64_t c = 0; c < cols; c++) {
-        uint32_t bits = (uint32_t)src[c * v->col_stride] << 16;
-        memcpy(&out[c], &bits, sizeof bits);
-      }
+      for (int64_t c = 0; c < cols; c++) out[c] = rt_cpu_bf16_value(src[c * v->col_stride]);
     } else {
       const float *src = (const float *)data + at;
       for (int64_t c = 0; c < cols; c++) out[c] = src[c * v->col_stride];
       if (type == RT_ATT_F32_ROUNDED)
-        for (int64_t c = 0; c < cols; c++) out[c] = round_bf16(out[c]);
+        for (int64_t c = 0; c < cols; c++) out[c] = rt_cpu_bf16_value(rt_cpu_bf16_bits(out[c]));
     }
   }
 }
@@ -331,47 +353,22 @@ static void load_block(const void *data, rt_attention_type type, const rt_cpu_at
 enum { BK_BF16 = 64, MAX_D = RT_ATTENTION_BF16_MAX_D };
 
 /* block_item's order of work over blocks of BK_BF16 keys loaded (and rounded) on the stack. */
-static void block_item_bf16(const job *j, int64_t b, int64_t r0, int64_t rows, ops_fn ops, fold_fn fold) {
+static void block_item_bf16(item_state *it) {
+  const job *j = it->j;
   const rt_cpu_attention *a = j->a;
-  float qb[BQ * MAX_D], kb[BK_BF16 * MAX_D], vb[BK_BF16 * MAX_D], scores[BQ * BK_BF16], m[BQ], l[BQ];
-  float *o = j->out + (b * a->sq + r0) * a->dv;
-  load_block(j->q, a->q_type, &a->q, b, r0, rows, a->d, qb);
-  for (int64_t r = 0; r < rows; r++) {
-    m[r] = -INFINITY;
-    l[r] = 0.0f;
-  }
-  memset(o, 0, sizeof(float) * (size_t)(rows * a->dv));
+  float qb[BQ * MAX_D], kb[BK_BF16 * MAX_D], vb[BK_BF16 * MAX_D], scores[BQ * BK_BF16];
+  load_block(j->q, a->q_type, &a->q, it->b, it->r0, it->rows, a->d, qb);
+  item_begin(it);
   for (int64_t c0 = 0; c0 < a->sk; c0 += BK_BF16) {
     int64_t cols = a->sk - c0 < BK_BF16 ? a->sk - c0 : BK_BF16;
-    if (a->skip_masked_blocks && masked_block(&a->ops[a->op_count - 1], r0, rows, c0, cols)) continue;
-    load_block(j->k, a->k_type, &a->k, b, c0, cols, a->d, kb);
-    gemm(j->on_dnnl, false, true, rows, cols, a->d, qb, a->d, kb, a->d, false, scores, BK_BF16);
-    bool any = false;
-    for (int64_t r = 0; r < rows; r++) {
-      float *x = scores + r * BK_BF16;
-      if (a->op_count) {
-        mask_rows mr;
-        mask_rows_at(j, b, r0 + r, c0, &mr);
-        ops(a, &mr, x, cols, r0 + r, c0);
-      }
-      float scale = fold(x, cols, &m[r], &l[r]);
-      any = any || m[r] != -INFINITY;
-      if (scale != 1.0f)
-        for (int64_t t = 0; t < a->dv; t++) o[r * a->dv + t] *= scale;
-      if (a->p_rounded)
-        for (int64_t c = 0; c < cols; c++) x[c] = round_bf16(x[c]);
-    }
-    if (!any) continue;
-    load_block(j->v, a->v_type, &a->v, b, c0, cols, a->dv, vb);
-    gemm(j->on_dnnl, false, false, rows, a->dv, cols, scores, BK_BF16, vb, a->dv, true, o, a->dv);
+    if (a->skip_masked_blocks && masked_block(&a->ops[a->op_count - 1], it->r0, it->rows, c0, cols)) continue;
+    load_block(j->k, a->k_type, &a->k, it->b, c0, cols, a->d, kb);
+    gemm(j->on_dnnl, false, true, it->rows, cols, a->d, qb, a->d, kb, a->d, false, scores, BK_BF16);
+    if (!fold_block(it, scores, BK_BF16, c0, cols, a->p_rounded)) continue;
+    load_block(j->v, a->v_type, &a->v, it->b, c0, cols, a->dv, vb);
+    gemm(j->on_dnnl, false, false, it->rows, a->dv, cols, scores, BK_BF16, vb, a->dv, true, it->o, a->dv);
   }
-  for (int64_t r = 0; r < rows; r++) {
-    float *row = o + r * a->dv;
-    if (m[r] == -INFINITY)
-      for (int64_t t = 0; t < a->dv; t++) row[t] = NAN;
-    else
-      for (int64_t t = 0; t < a->dv; t++) row[t] /= l[r];
-  }
+  item_end(it);
 }
 
 static void items(void *ctx, int64_t begin, int64_t end) {
@@ -380,10 +377,11 @@ static void items(void *ctx, int64_t begin, int64_t end) {
   const rt_cpu_attention *a = j->a;
   bool bf16 = a->q_type != RT_ATT_F32 || a->v_type != RT_ATT_F32 || a->p_rounded;
   for (int64_t item = begin; item < end; item++) {
-    int64_t b = item / j->q_blocks, r0 = item % j->q_blocks * BQ;
-    int64_t rows = a->sq - r0 < BQ ? a->sq - r0 : BQ;
-    if (bf16) block_item_bf16(j, b, r0, rows, ops_kernels[isa], fold_kernels[isa]);
-    else block_item(j, b, r0, rows, ops_kernels[isa], fold_kernels[isa]);
+    item_state it = {.j = j, .b = item / j->q_blocks, .r0 = item % j->q_blocks * BQ, .ops = ops_kernels[isa],
+                     .fold = fold_kernels[isa]};
+    it.rows = a->sq - it.r0 < BQ ? a->sq - it.r0 : BQ;
+    if (bf16) block_item_bf16(&it);
+    else block_item(&it);
   }
 }
 

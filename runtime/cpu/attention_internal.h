@@ -5,6 +5,8 @@
  * backend includes this but the tests. */
 #ifndef RT_CPU_ATTENTION_INTERNAL_H
 #define RT_CPU_ATTENTION_INTERNAL_H
+#include <string.h>
+
 #include "kernel_internal.h"
 
 /* At most this many elementwise ops between the scores and the softmax (a scale, a mask
@@ -53,11 +55,13 @@ typedef struct rt_cpu_attention {
   /* a softmax alone over the last dim (no product reads it): rows of sk values from
    * inputs[0] into out, batch * sq rows, each in one pass (attention_plan.c's second kind) */
   bool softmax_only;
-  /* a layer norm over rows of sk values of inputs[0] (sq rows, layer_norm_plan.c): eps, and
-   * which inputs hold the weight and bias, each sk values (-1: none) */
+  /* a layer norm over rows of sk values of inputs[0] (sq rows, layer_norm_plan.c): eps,
+   * which inputs hold the weight and bias, each sk values (-1: none), and which of the
+   * input, the weight and bias, and the result hold bf16 values (else f32) */
   bool layer_norm;
   float eps;
   int weight_input, bias_input;
+  bool x_bf16, wb_bf16, out_bf16;
   int64_t batch, sq, sk, d, dv;
   bool on_blas; /* the last product's onednn_product choice was refused: sgemm from OpenBLAS */
   rt_cpu_attention_view q, k, v; /* q [batch, sq, d], k [batch, sk, d], v [batch, sk, dv] */
@@ -79,6 +83,21 @@ typedef struct rt_cpu_attention {
   int inputs[3 + RT_ATTENTION_MAX_MASKS];
 } rt_cpu_attention;
 
+/* f32 to bf16 bits, to nearest even, NaN kept quiet (hlo_f32_to_bf16's rounding), and back:
+ * inline so the loops that load and store bf16 vectorize. */
+static inline uint16_t rt_cpu_bf16_bits(float x) {
+  uint32_t bits;
+  memcpy(&bits, &x, sizeof bits);
+  uint32_t rounded = (bits + 0x7FFFu + (bits >> 16 & 1u)) >> 16, nan = (bits >> 16 & 0x8000u) | 0x7FC0u;
+  return (uint16_t)((bits & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded);
+}
+static inline float rt_cpu_bf16_value(uint16_t h) {
+  uint32_t bits = (uint32_t)h << 16;
+  float x;
+  memcpy(&x, &bits, sizeof x);
+  return x;
+}
+
 /* attention.c: runs the step: in[k] is the value of inputs[k]; out a row-major f32
  * [batch, sq, dv] (the final dot's result). Uses no memory but the stack (a block of scores
  * per thread), so it cannot fail. */
@@ -87,7 +106,7 @@ void rt_cpu_attention_run(const rt_cpu_attention *a, const rt_value *const *in, 
 int64_t rt_cpu_attention_run_count(void);
 
 /* layer_norm.c: runs a layer norm step (a->layer_norm): in[k] is the value of inputs[k]; out
- * row-major f32 like inputs[0]. Cannot fail. */
+ * row-major like inputs[0], f32 or bf16 (out_bf16). Cannot fail. */
 void rt_cpu_layer_norm_run(const rt_cpu_attention *a, const rt_value *const *in, rt_value *out);
 /* Layer norm steps run so far, process-wide (for tests). */
 int64_t rt_cpu_layer_norm_run_count(void);
@@ -97,6 +116,9 @@ int64_t rt_cpu_layer_norm_run_count(void);
  * that no other step reads. use_count and result as for rt_cpu_attention_match. */
 bool rt_cpu_layer_norm_match(const hlo_instr *last, const int *use_count, const bool *result, bool *inside,
                              rt_cpu_attention *a);
+/* How many of list[0..count) read instr (each reader once): whether a matched pattern's
+ * values are read by its own instructions alone (here and in attention_plan.c). */
+int rt_cpu_readers_among(const hlo_instr *const *list, int count, const hlo_instr *instr);
 
 /* attention_plan.c: the description of the attention whose last product is dot (or of the
  * softmax alone whose division is dot, or of the layer norm whose last instruction is dot),

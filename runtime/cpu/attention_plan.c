@@ -439,14 +439,7 @@ static const hlo_instr *take_output(matcher *m, const hlo_instr *dot2) {
 
 /* Users of instr among the members (each user once). */
 static int member_uses(const matcher *m, const hlo_instr *instr) {
-  int n = 0;
-  for (int i = 0; i < m->member_count; i++) {
-    const hlo_instr *u = m->members[i];
-    bool reads = false;
-    for (int k = 0; k < u->operand_count; k++) reads = reads || u->operands[k] == instr;
-    n += reads;
-  }
-  return n;
+  return rt_cpu_readers_among(m->members, m->member_count, instr);
 }
 
 /* Users of instr among the reads marked inside (each user once). */
@@ -507,7 +500,8 @@ rt_cpu_attention *rt_cpu_attention_match(const hlo_comp *entry, const hlo_instr 
   (void)entry;
   *oom = false;
   hlo_opcode op = dot->opcode;
-  if (op != HLO_OP_DOT && op != HLO_OP_DIVIDE && op != HLO_OP_MULTIPLY && op != HLO_OP_ADD) return NULL;
+  if (op != HLO_OP_DOT && op != HLO_OP_DIVIDE && op != HLO_OP_MULTIPLY && op != HLO_OP_ADD && op != HLO_OP_CONVERT)
+    return NULL;
   rt_cpu_attention *a = hlo_calloc(1, sizeof *a);
   if (!a) {
     *oom = true;
@@ -515,6 +509,7 @@ rt_cpu_attention *rt_cpu_attention_match(const hlo_comp *entry, const hlo_instr 
   }
   matcher m = {.use_count = use_count, .result = result, .a = a};
   bool found = op == HLO_OP_DOT ? match(&m, dot) != NULL : op == HLO_OP_DIVIDE && match_softmax(&m, dot);
+  /* a layer norm ends in an add, a multiply or a division, or a convert of its result */
   if (!found && op != HLO_OP_DOT) {
     found = rt_cpu_layer_norm_match(dot, use_count, result, inside, a);
     if (found) return a;
@@ -576,7 +571,8 @@ hlo_status rt_cpu_attention_plan(rt_cpu_plan *plan, const hlo_comp *entry, hlo_d
     hlo_opcode op = step->instr->opcode;
     bool candidate = pass == 0 ? op == HLO_OP_DOT
                      : pass == 1 ? op == HLO_OP_DIVIDE
-                                 : op == HLO_OP_ADD || op == HLO_OP_MULTIPLY || op == HLO_OP_DIVIDE;
+                                 : op == HLO_OP_ADD || op == HLO_OP_MULTIPLY || op == HLO_OP_DIVIDE ||
+                                       op == HLO_OP_CONVERT;
     if (step->kind != RT_STEP_FAST || !candidate || inside[i]) continue;
     memset(mine, 0, (size_t)n * sizeof(bool));
     rt_cpu_attention *a = rt_cpu_attention_match(entry, step->instr, use_count, result, mine, &oom);

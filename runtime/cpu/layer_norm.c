@@ -10,14 +10,20 @@
  * is about 2^-52 (mean / deviation)^2 of the variance, where f32 would lose every digit at a
  * mean a few thousand deviations from zero. A row holding an inf or a NaN comes out NaN, as
  * the graph's does (inf - inf); where the graph's f32 squares overflow (values past about
- * 1e19) the step gives the normalized values the f64 sums allow. Rows are split over the
- * threads; the element loops are built for AVX-512, AVX2 and the baseline (isa.c). */
+ * 1e19) the step gives the normalized values the f64 sums allow.
+ *
+ * The input, the weight and bias, and the result may each hold bf16 values (a bf16 graph's
+ * layer norm, or one that converts bf16 to f32 and back around it): a row goes by in runs of
+ * RUN elements, bf16 runs widened to f32 on the stack, the arithmetic the same, the result
+ * rounded to bf16 (nearest even) as it is stored. Runs start at multiples of LANES, so each
+ * element keeps its lane and an f32 row gives the same bits as in one sweep. Rows are split
+ * over the threads; the element loops are built for AVX-512, AVX2 and the baseline (isa.c). */
 #include <math.h>
 #include <stdatomic.h>
 
 #include "attention_internal.h"
 
-enum { LANES = 8 };
+enum { LANES = 8, RUN = 512 }; /* RUN a multiple of LANES */
 
 static _Atomic int64_t runs;
 
@@ -25,42 +31,73 @@ int64_t rt_cpu_layer_norm_run_count(void) { return atomic_load(&runs); }
 
 typedef struct ln_job {
   const rt_cpu_attention *a;
-  const float *x, *w, *b;
-  float *y;
+  const void *x, *w, *b; /* f32, or bf16 (a->x_bf16, a->wb_bf16) */
+  void *y;               /* f32, or bf16 (a->out_bf16) */
 } ln_job;
+
+/* Elements [at, at + n) of p as f32: in place, or widened into buf when bf16. */
+static inline const float *f32_run(const void *p, bool bf16, int64_t at, int64_t n, float *buf) {
+  if (!bf16) return (const float *)p + at;
+  const uint16_t *h = (const uint16_t *)p + at;
+  for (int64_t i = 0; i < n; i++) buf[i] = rt_cpu_bf16_value(h[i]);
+  return buf;
+}
+
+/* One row's sums: sum[q] and squares[q] over its elements j with j % LANES == q. */
+#define ROW_SUMS                                                                                               \
+  for (int64_t c0 = 0; c0 < n; c0 += RUN) {                                                                    \
+    int64_t len = n - c0 < RUN ? n - c0 : RUN, whole = len / LANES * LANES;                                    \
+    const float *x = f32_run(j->x, a->x_bf16, r * n + c0, len, xb);                                            \
+    for (int64_t c = 0; c < whole; c += LANES)                                                                 \
+      for (int q = 0; q < LANES; q++) {                                                                        \
+        double v = x[c + q];                                                                                   \
+        sum[q] += v;                                                                                           \
+        squares[q] += v * v;                                                                                   \
+      }                                                                                                        \
+    for (int64_t c = whole; c < len; c++) {                                                                    \
+      double v = x[c];                                                                                         \
+      sum[c - whole] += v;                                                                                     \
+      squares[c - whole] += v * v;                                                                             \
+    }                                                                                                          \
+  }
+
+/* The row normalized, a run at a time: (x - mean) * inv [* w] [+ b], stored. */
+#define ROW_STORE                                                                                              \
+  for (int64_t c0 = 0; c0 < n; c0 += RUN) {                                                                    \
+    int64_t len = n - c0 < RUN ? n - c0 : RUN;                                                                 \
+    const float *x = f32_run(j->x, a->x_bf16, r * n + c0, len, xb);                                            \
+    const float *w = j->w ? f32_run(j->w, a->wb_bf16, c0, len, wb) : NULL;                                     \
+    const float *b = j->b ? f32_run(j->b, a->wb_bf16, c0, len, bb) : NULL;                                     \
+    float *y = a->out_bf16 ? yb : (float *)j->y + r * n + c0;                                                  \
+    if (w && b)                                                                                                \
+      for (int64_t c = 0; c < len; c++) y[c] = (float)(x[c] - mean) * inv * w[c] + b[c];                       \
+    else if (w)                                                                                                \
+      for (int64_t c = 0; c < len; c++) y[c] = (float)(x[c] - mean) * inv * w[c];                              \
+    else if (b)                                                                                                \
+      for (int64_t c = 0; c < len; c++) y[c] = (float)(x[c] - mean) * inv + b[c];                              \
+    else                                                                                                       \
+      for (int64_t c = 0; c < len; c++) y[c] = (float)(x[c] - mean) * inv;                                     \
+    if (a->out_bf16) {                                                                                         \
+      uint16_t *out = (uint16_t *)j->y + r * n + c0;                                                           \
+      for (int64_t c = 0; c < len; c++) out[c] = rt_cpu_bf16_bits(y[c]);                                       \
+    }                                                                                                          \
+  }
 
 #define DEFINE_ROWS(NAME, ATTR)                                                                                \
   static ATTR void NAME(const ln_job *j, int64_t begin, int64_t end) {                                         \
-    int64_t n = j->a->sk, whole = n / LANES * LANES;                                                           \
+    const rt_cpu_attention *a = j->a;                                                                          \
+    int64_t n = a->sk;                                                                                         \
+    float xb[RUN], wb[RUN], bb[RUN], yb[RUN];                                                                  \
     for (int64_t r = begin; r < end; r++) {                                                                    \
-      const float *x = j->x + r * n;                                                                           \
-      float *y = j->y + r * n;                                                                                 \
       double sum[LANES] = {0}, squares[LANES] = {0};                                                           \
-      for (int64_t c = 0; c < whole; c += LANES)                                                               \
-        for (int q = 0; q < LANES; q++) {                                                                      \
-          double v = x[c + q];                                                                                 \
-          sum[q] += v;                                                                                         \
-          squares[q] += v * v;                                                                                 \
-        }                                                                                                      \
-      for (int64_t c = whole; c < n; c++) {                                                                    \
-        double v = x[c];                                                                                       \
-        sum[c - whole] += v;                                                                                   \
-        squares[c - whole] += v * v;                                                                           \
-      }                                                                                                        \
+      ROW_SUMS                                                                                                 \
       double s = 0, ss = 0;                                                                                    \
       for (int q = 0; q < LANES; q++) s += sum[q], ss += squares[q];                                           \
       double mean = s / (double)n, var = ss / (double)n - mean * mean;                                         \
       if (var < 0) var = 0; /* rounding below an exact zero */                                                 \
-      float inv = (float)(1.0 / sqrt(var + (double)j->a->eps));                                                \
+      float inv = (float)(1.0 / sqrt(var + (double)a->eps));                                                   \
       if (!(s - s == 0) || !(ss - ss == 0)) mean = inv = NAN; /* an inf or a NaN in the row */                \
-      if (j->w && j->b)                                                                                        \
-        for (int64_t c = 0; c < n; c++) y[c] = (float)(x[c] - mean) * inv * j->w[c] + j->b[c];                \
-      else if (j->w)                                                                                           \
-        for (int64_t c = 0; c < n; c++) y[c] = (float)(x[c] - mean) * inv * j->w[c];                           \
-      else if (j->b)                                                                                           \
-        for (int64_t c = 0; c < n; c++) y[c] = (float)(x[c] - mean) * inv + j->b[c];                           \
-      else                                                                                                     \
-        for (int64_t c = 0; c < n; c++) y[c] = (float)(x[c] - mean) * inv;                                     \
+      ROW_STORE                                                                                                \
     }                                                                                                          \
   }
 

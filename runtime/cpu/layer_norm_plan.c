@@ -17,10 +17,14 @@
  *
  * A mean broadcast back may keep the reduced dims as size 1 (a reshape to [..., 1], then a
  * broadcast). Every value from the reductions to the last instruction must be read only
- * inside the pattern and be no result, f32 throughout. The step computes the statistics in
- * f64 from one sweep of the row (layer_norm.c): within rounding of the graph's f32 sums,
- * and closer to the exact values; decided from the module's shapes alone, so a loaded plan
- * finds the same description (deserialize.c, through rt_cpu_attention_match). */
+ * inside the pattern and be no result, of one type throughout: f32, or bf16 (a bf16 graph's
+ * layer norm, its constants bf16 too, 1/n within bf16's rounding). In f32 arithmetic, x may
+ * be a convert of bf16 values that only the pattern reads, and the last instruction a
+ * convert of the result to bf16: the step then reads and writes bf16 itself. The step
+ * computes the statistics in f64 from one sweep of the row (layer_norm.c), the rest in f32:
+ * within rounding of the graph's f32 sums and closer to the exact values (and far closer
+ * than bf16 arithmetic); decided from the module's shapes alone, so a loaded plan finds the
+ * same description (deserialize.c, through rt_cpu_attention_match). */
 #include <math.h>
 #include <string.h>
 
@@ -31,6 +35,7 @@ enum { MAX_MEMBERS = 32, MAX_READS = 16 };
 typedef struct ln_matcher {
   const int *use_count;
   const bool *result;
+  hlo_dtype type; /* the arithmetic's: f32, or bf16 (a bf16 graph's layer norm) */
   const hlo_instr *x;
   int rank, k;    /* x's rank; the row's dims, the last k */
   int64_t n, rows;
@@ -39,10 +44,13 @@ typedef struct ln_matcher {
   const hlo_instr *reads[MAX_READS];     /* broadcasts of constants, w and b: inside when only members read them */
 } ln_matcher;
 
-static bool plain_f32(const hlo_instr *instr) {
+static bool plain_of(const hlo_instr *instr, hlo_dtype type) {
   const hlo_shape *s = &instr->shape;
-  return hlo_shape_is_array(s) && s->dtype == HLO_F32 && hlo_shape_is_default_layout(s) && !hlo_shape_is_dynamic(s);
+  return hlo_shape_is_array(s) && s->dtype == type && hlo_shape_is_default_layout(s) && !hlo_shape_is_dynamic(s);
 }
+
+/* An array of the arithmetic's type. */
+static bool plain(const ln_matcher *m, const hlo_instr *instr) { return plain_of(instr, m->type); }
 
 static bool add_to(const hlo_instr **list, int *count, int most, const hlo_instr *instr) {
   for (int i = 0; i < *count; i++)
@@ -58,16 +66,21 @@ static bool member(ln_matcher *m, const hlo_instr *instr) {
 
 static bool add_read(ln_matcher *m, const hlo_instr *instr) { return add_to(m->reads, &m->read_count, MAX_READS, instr); }
 
-/* The value of an f32 scalar constant, or of a broadcast of one (then read through). */
+/* The value of a scalar constant of the arithmetic's type, or of a broadcast of one (then
+ * read through). */
 static bool scalar_of(ln_matcher *m, const hlo_instr *instr, double *value) {
   const hlo_instr *c = instr;
   if (c->opcode == HLO_OP_BROADCAST && c->operand_count == 1 && c->dimensions.count == 0) c = c->operands[0];
-  if (c->opcode != HLO_OP_CONSTANT || !plain_f32(c) || hlo_shape_elements(&c->shape) != 1 || !c->literal ||
+  if (c->opcode != HLO_OP_CONSTANT || !plain(m, c) || hlo_shape_elements(&c->shape) != 1 || !c->literal ||
       !c->literal->data)
     return false;
-  *value = *(const float *)c->literal->data;
+  *value = m->type == HLO_BF16 ? hlo_bf16_to_f32(*(const uint16_t *)c->literal->data) : *(const float *)c->literal->data;
   return c == instr || add_read(m, instr);
 }
+
+/* Whether c is 1 (a constant 1/n times n): exactly enough for f32, within bf16's rounding
+ * of 1/n for bf16. */
+static bool near_one(const ln_matcher *m, double c) { return fabs(c - 1.0) < (m->type == HLO_BF16 ? 0x1p-8 : 1e-6); }
 
 /* Whether a and b are the two operands of instr, in either order. */
 static bool operands_are(const hlo_instr *instr, const hlo_instr *a, const hlo_instr *b) {
@@ -94,7 +107,7 @@ static const hlo_instr *per_row(ln_matcher *m, const hlo_instr *bcast) {
     if (!member(m, o)) return NULL;
     o = o->operands[0];
   }
-  return plain_f32(o) && hlo_shape_elements(&o->shape) == m->rows ? o : NULL;
+  return plain(m, o) && hlo_shape_elements(&o->shape) == m->rows ? o : NULL;
 }
 
 /* The array w under a broadcast of it along the rows (one value per position of the row, its
@@ -104,7 +117,7 @@ static const hlo_instr *per_column(ln_matcher *m, const hlo_instr *bcast) {
     return NULL;
   const hlo_instr *w = bcast->operands[0];
   int lead = m->rank - m->k;
-  if (w->shape.rank != m->k || bcast->dimensions.count != m->k || !plain_f32(w)) return NULL;
+  if (w->shape.rank != m->k || bcast->dimensions.count != m->k || !plain(m, w)) return NULL;
   for (int j = 0; j < m->k; j++)
     if (bcast->dimensions.values[j] != lead + j) return NULL;
   return add_read(m, bcast) ? w : NULL;
@@ -114,13 +127,13 @@ static const hlo_instr *per_column(ln_matcher *m, const hlo_instr *bcast) {
  * seen), or a reshape of one that keeps its elements (the reduced dims kept as size 1): a
  * member. */
 static bool row_sum(ln_matcher *m, const hlo_instr *r, const hlo_instr *v) {
-  if (r->opcode == HLO_OP_RESHAPE && r->operand_count == 1 && plain_f32(r) &&
+  if (r->opcode == HLO_OP_RESHAPE && r->operand_count == 1 && plain(m, r) &&
       hlo_shape_elements(&r->shape) == hlo_shape_elements(&r->operands[0]->shape)) {
     if (!member(m, r)) return false;
     r = r->operands[0];
   }
   if (r->opcode != HLO_OP_REDUCE || r->operand_count != 2 || r->operands[0] != v || r->called_count != 1 ||
-      hlo_simple_reducer(r->called[0]) != HLO_OP_ADD || !plain_f32(r) || !plain_f32(v))
+      hlo_simple_reducer(r->called[0]) != HLO_OP_ADD || !plain(m, r) || !plain(m, v))
     return false;
   int k = r->dimensions.count, rank = v->shape.rank;
   if (k < 1 || (m->k && k != m->k)) return false;
@@ -155,15 +168,16 @@ static const hlo_instr *summed(const hlo_instr *mean) {
 
 /* Whether mean is the mean of v over the row: its sum times 1/n, or over n. */
 static bool row_mean(ln_matcher *m, const hlo_instr *mean, const hlo_instr *v) {
-  if (summed(mean) != v || !plain_f32(mean)) return false;
+  if (summed(mean) != v || !plain(m, mean)) return false;
   double c;
   bool ok = false;
   if (mean->opcode == HLO_OP_DIVIDE)
-    ok = row_sum(m, mean->operands[0], v) && scalar_of(m, mean->operands[1], &c) && c == (double)m->n;
+    ok = row_sum(m, mean->operands[0], v) && scalar_of(m, mean->operands[1], &c) &&
+         (m->type == HLO_F32 ? c == (double)m->n : c > 0 && near_one(m, (double)m->n / c));
   else
     for (int s = 0; s < 2 && !ok; s++)
       ok = under_reshape(mean->operands[s])->opcode == HLO_OP_REDUCE && row_sum(m, mean->operands[s], v) &&
-           scalar_of(m, mean->operands[1 - s], &c) && fabs(c * (double)m->n - 1.0) < 1e-6;
+           scalar_of(m, mean->operands[1 - s], &c) && near_one(m, c * (double)m->n);
   return ok && member(m, mean);
 }
 
@@ -186,9 +200,9 @@ static bool row_variance(ln_matcher *m, const hlo_instr *var, const hlo_instr *d
 static bool deviation(ln_matcher *m, const hlo_instr *inv, bool sqrt_form, const hlo_instr *d, const hlo_instr *mean,
                       float *eps) {
   hlo_opcode root = sqrt_form ? HLO_OP_SQRT : HLO_OP_RSQRT;
-  if (inv->opcode != root || inv->operand_count != 1 || !plain_f32(inv) || !member(m, inv)) return false;
+  if (inv->opcode != root || inv->operand_count != 1 || !plain(m, inv) || !member(m, inv)) return false;
   const hlo_instr *sum = inv->operands[0];
-  if (sum->opcode != HLO_OP_ADD || sum->operand_count != 2 || !plain_f32(sum) || !member(m, sum)) return false;
+  if (sum->opcode != HLO_OP_ADD || sum->operand_count != 2 || !plain(m, sum) || !member(m, sum)) return false;
   for (int s = 0; s < 2; s++) {
     ln_matcher t = *m;
     double e;
@@ -211,13 +225,13 @@ static const hlo_instr *spread_value(const hlo_instr *bcast) {
 /* y = d * broadcast(inv) (either order) or d / broadcast(sqrt(var + eps)), with
  * d = x - broadcast(mean). */
 static bool normalized(ln_matcher *m, const hlo_instr *y, float *eps) {
-  if ((y->opcode != HLO_OP_MULTIPLY && y->opcode != HLO_OP_DIVIDE) || y->operand_count != 2 || !plain_f32(y))
+  if ((y->opcode != HLO_OP_MULTIPLY && y->opcode != HLO_OP_DIVIDE) || y->operand_count != 2 || !plain(m, y))
     return false;
   bool divide = y->opcode == HLO_OP_DIVIDE;
   for (int s = 0; s < (divide ? 1 : 2); s++) {
     ln_matcher t = *m;
     const hlo_instr *d = y->operands[s], *spread = y->operands[1 - s];
-    if (d->opcode != HLO_OP_SUBTRACT || d->operand_count != 2 || !plain_f32(d->operands[0])) continue;
+    if (d->opcode != HLO_OP_SUBTRACT || d->operand_count != 2 || !plain(m, d->operands[0])) continue;
     t.x = d->operands[0];
     t.rank = t.x->shape.rank;
     const hlo_instr *mean = spread_value(d->operands[1]), *inv = spread_value(spread);
@@ -246,7 +260,7 @@ static bool match_tail(ln_matcher *m, const hlo_instr *last, float *eps, const h
           top = top->operands[s];
         }
         if (has_w) {
-          if (top->opcode != HLO_OP_MULTIPLY || top->operand_count != 2 || !plain_f32(top) || !member(&t, top))
+          if (top->opcode != HLO_OP_MULTIPLY || top->operand_count != 2 || !plain(&t, top) || !member(&t, top))
             continue;
           wb = top->operands[1 - u];
           top = top->operands[u];
@@ -262,11 +276,10 @@ static bool match_tail(ln_matcher *m, const hlo_instr *last, float *eps, const h
   return false;
 }
 
-/* Users of instr among the members (each user once). */
-static int member_uses(const ln_matcher *m, const hlo_instr *instr) {
+int rt_cpu_readers_among(const hlo_instr *const *list, int count, const hlo_instr *instr) {
   int n = 0;
-  for (int i = 0; i < m->member_count; i++) {
-    const hlo_instr *u = m->members[i];
+  for (int i = 0; i < count; i++) {
+    const hlo_instr *u = list[i];
     bool reads = false;
     for (int k = 0; k < u->operand_count; k++) reads = reads || u->operands[k] == instr;
     n += reads;
@@ -274,19 +287,53 @@ static int member_uses(const ln_matcher *m, const hlo_instr *instr) {
   return n;
 }
 
+static int member_uses(const ln_matcher *m, const hlo_instr *instr) {
+  return rt_cpu_readers_among(m->members, m->member_count, instr);
+}
+
+/* The normalized value under the step's instruction last, its arithmetic's type set: last
+ * itself (f32 or bf16 arithmetic), or, where last converts an f32 value that nothing else
+ * reads to bf16, that value (f32 arithmetic, a bf16 result: *out_bf16); or NULL. */
+static const hlo_instr *normalized_value(ln_matcher *m, const hlo_instr *last, bool *out_bf16) {
+  *out_bf16 = last->shape.dtype == HLO_BF16;
+  if (!member(m, last)) return NULL;
+  if (last->opcode == HLO_OP_CONVERT && last->operand_count == 1 && plain_of(last, HLO_BF16)) {
+    const hlo_instr *y = last->operands[0];
+    m->type = HLO_F32;
+    return plain(m, y) && m->use_count[y->id] == 1 && !m->result[y->id] && member(m, y) ? y : NULL;
+  }
+  m->type = last->shape.dtype;
+  return plain_of(last, HLO_F32) || plain_of(last, HLO_BF16) ? last : NULL;
+}
+
+/* x as the step reads it: a convert of bf16 values to f32 that only the layer norm reads is
+ * computed by the step, which reads the bf16 values (*bf16 set, the convert inside). */
+static const hlo_instr *input_of(const ln_matcher *m, bool *inside, bool *bf16) {
+  const hlo_instr *x = m->x;
+  *bf16 = m->type == HLO_BF16;
+  if (m->type != HLO_F32 || x->opcode != HLO_OP_CONVERT || x->operand_count != 1 ||
+      !plain_of(x->operands[0], HLO_BF16) || m->result[x->id] || member_uses(m, x) != m->use_count[x->id])
+    return x;
+  inside[x->id] = true;
+  *bf16 = true;
+  return x->operands[0];
+}
+
 bool rt_cpu_layer_norm_match(const hlo_instr *last, const int *use_count, const bool *result, bool *inside,
                              rt_cpu_attention *a) {
   ln_matcher m = {.use_count = use_count, .result = result};
   const hlo_instr *w = NULL, *b = NULL;
   float eps = 0;
-  if (!plain_f32(last) || !member(&m, last) || !match_tail(&m, last, &eps, &w, &b) || m.n == 0) return false;
+  bool out_bf16;
+  const hlo_instr *y = normalized_value(&m, last, &out_bf16);
+  if (!y || !match_tail(&m, y, &eps, &w, &b) || m.n == 0) return false;
   for (int i = 1; i < m.member_count; i++) {
     const hlo_instr *x = m.members[i];
     if (x == m.x || x == w || x == b || result[x->id] || member_uses(&m, x) != use_count[x->id]) return false;
   }
   *a = (rt_cpu_attention){.layer_norm = true, .batch = 1, .sq = m.rows, .sk = m.n, .eps = eps, .input_count = 1,
-                          .weight_input = -1, .bias_input = -1};
-  a->inputs[0] = m.x->id;
+                          .weight_input = -1, .bias_input = -1, .wb_bf16 = m.type == HLO_BF16, .out_bf16 = out_bf16};
+  a->inputs[0] = input_of(&m, inside, &a->x_bf16)->id;
   if (w) a->weight_input = a->input_count, a->inputs[a->input_count++] = w->id;
   if (b) a->bias_input = a->input_count, a->inputs[a->input_count++] = b->id;
   for (int i = 1; i < m.member_count; i++) inside[m.members[i]->id] = true;
