@@ -18,7 +18,7 @@ static void destroy(latch_runtime *rt, cap_spec *spec) {
   free(spec->bindings);
   if (spec->cached) cache_table_release(rt->cache, spec->cached);
   hlo_module_free(spec->module);
-  cap_segment_exes_free(rt, spec->segment_exes, spec->segment_count);
+  cap_segment_runs_free(rt, spec->segment_runs, spec->segment_count);
 }
 
 void cap_bindings_release(latch_runtime *rt, cap_kept *kept) {

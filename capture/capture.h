@@ -568,6 +568,18 @@ typedef struct cap_tmpl_node {
   guard_expr *attr_exprs; /* a slice's attrs when its start or stop is symbolic, else NULL */
 } cap_tmpl_node;
 
+/* What runs one moved segment at one binding (segments.c): an executable compiled or
+ * loaded for the segment's graph at these sizes (cached), or the segment's first compiled
+ * executable bound to them (bound; it shares that executable, kept by the plan, so it is
+ * destroyed first). Segments whose graphs are the same at a binding (a decoder's layers)
+ * share one bound executable; owns_bound marks the one that destroys it. */
+typedef struct cap_segment_run {
+  cache_entry *_Atomic cached; /* replaced when, loaded from a tier, it fails its first run */
+  rt_executable *bound;
+  const rt_backend *bound_by;
+  bool owns_bound;
+} cap_segment_run;
+
 /* What runs one binding of a symbolic entry other than the trace's own: the entry's
  * executable bound to it (backends with bind; it shares the entry's executable, so it is
  * destroyed first), the binding's module itself (backends with execute_module), or else a
@@ -580,9 +592,9 @@ typedef struct cap_spec {
   rt_executable *bound;
   const rt_backend *bound_by; /* the backend whose executable bound is */
   bool loaded;                /* bound was loaded from the disk cache: its first run may fail */
-  /* an entry run in segments (segments.c): the moved segments' executables at this
-   * binding, by segment (the still ones are the entry's) */
-  cache_entry *_Atomic *segment_exes;
+  /* an entry run in segments (segments.c): what runs the moved segments at this binding,
+   * by segment (the still ones are the entry's) */
+  cap_segment_run *segment_runs;
   int segment_count;
 } cap_spec;
 
@@ -678,10 +690,11 @@ void cap_bindings_count(cap_entry *e, uint64_t *kept, uint64_t *dropped);
 /* ---- segments.c ---- */
 /* A symbolic entry whose template has few symbolic nodes (a cache growing by
  * one position: its concatenations and the attention over it), cut into segments: the still
- * ones are the same graphs at every binding, compiled once for the entry, and a binding
- * compiles or loads only the moved ones, small graphs of their own. The plan is NULL when
- * segments do not pay (nothing symbolic, most of the graph, or too many segments) or memory
- * runs out; param_symbolic: which graph parameters have symbolic dims. */
+ * ones are the same graphs at every binding, compiled once for the entry; the moved ones,
+ * small graphs of their own, are compiled at the entry's first run and bound to each later
+ * binding's sizes (rt_backend.bind), compiled only where binding is refused. The plan is
+ * NULL when segments do not pay (nothing symbolic, most of the graph, or too many
+ * segments) or memory runs out; param_symbolic: which graph parameters have symbolic dims. */
 cap_segments *cap_segments_plan(const cap_entry *e, const bool *param_symbolic);
 void cap_segments_free(latch_runtime *rt, cap_segments *s);
 /* In a child after fork (function.c's handler): the plan's lock, held through the compiles
@@ -690,18 +703,18 @@ void cap_segments_fork_child(cap_segments *s);
 int cap_segments_count(const cap_segments *s);
 /* "3 still, 2 moved; 45 of 578 nodes move" (LATCH_LOG=guards). */
 void cap_segments_describe(const cap_segments *s, char *out, size_t size);
-/* The moved segments' executables at bindings (e->segments->count entries, NULL for the
- * still ones), making the still ones first if this is the entry's first run. NULL when a
- * segment did not compile (*status says why) or did not come out as planned: the caller
- * runs the whole graph. *compiled: some segment was compiled. */
-cache_entry *_Atomic *cap_segments_bind(latch_runtime *rt, const cap_entry *e, const int64_t *bindings,
-                                        cap_node *const *params, bool *compiled, latch_status *status);
-void cap_segment_exes_free(latch_runtime *rt, cache_entry *_Atomic *exes, int count);
+/* What runs the moved segments at bindings (e->segments->count entries, empty for the still
+ * ones), making the still ones first if this is the entry's first run. NULL when a segment
+ * did not compile (*status says why) or did not come out as planned: the caller runs the
+ * whole graph. *compiled: some segment was compiled. */
+cap_segment_run *cap_segments_bind(latch_runtime *rt, const cap_entry *e, const int64_t *bindings,
+                                   cap_node *const *params, bool *compiled, latch_status *status);
+void cap_segment_runs_free(latch_runtime *rt, cap_segment_run *runs, int count);
 /* Runs e's segments on the call's parameter values (params; param_nodes and bindings, the
  * call's, make a segment's graph again when its loaded executable fails its first run, and
- * its new executable replaces it in moved_exes or the plan); results[r] gets a READY node
+ * its new executable replaces it in moved or the plan); results[r] gets a READY node
  * holding the value of template node e->roots[r]. */
-latch_status cap_segments_run(latch_runtime *rt, const cap_entry *e, cache_entry *_Atomic *moved_exes,
+latch_status cap_segments_run(latch_runtime *rt, const cap_entry *e, cap_segment_run *moved,
                               const int64_t *bindings, cap_node *const *param_nodes, rt_value *const *params,
                               cap_node **results);
 

@@ -506,8 +506,8 @@ static cap_kept *specialize_segments(latch_runtime *rt, cap_entry *e, const int6
                                      cap_node *const *params, cap_run_kind *kind, latch_status *status) {
   bool compiled = false;
   cap_spec segmented = {.segment_count = cap_segments_count(e->segments)};
-  segmented.segment_exes = cap_segments_bind(rt, e, bindings, params, &compiled, status);
-  if (!segmented.segment_exes) {
+  segmented.segment_runs = cap_segments_bind(rt, e, bindings, params, &compiled, status);
+  if (!segmented.segment_runs) {
     *status = LATCH_OK;
     return NULL;
   }
@@ -807,8 +807,8 @@ static latch_status call_roots(entry_call *c, const int64_t *bindings, cap_run_k
     run = c->held ? c->held->spec : (cap_spec){0};
     if (*kind == CAP_RUN_INSTANTIATED) *instantiate_ns = cap_now_ns() - start;
   }
-  if (run.segment_exes) {
-    status = cap_segments_run(c->rt, e, run.segment_exes, bindings, c->params, c->views, c->roots);
+  if (run.segment_runs) {
+    status = cap_segments_run(c->rt, e, run.segment_runs, bindings, c->params, c->views, c->roots);
     atomic_fetch_add(&c->rt->syncs, 1);
   } else if (run.cached || run.module || run.bound) {
     status = call_execute(c, &run);

@@ -4,27 +4,33 @@
  * graph at each new size works out shapes, kernels and buffers for every instruction, and
  * loading a saved binding decodes and checks them all: 0.3-0.7 ms for gpt2's 4 layers, a
  * quarter of its step. In segments, the still parts are the same graphs at every binding,
- * compiled once per entry; a new binding instantiates, compiles or loads only the moved
- * parts, small graphs found in the executable cache by their keys like any other.
+ * compiled once per entry; the moved parts, small graphs found in the executable cache by
+ * their keys like any other, are compiled at the entry's first run, and a later binding
+ * binds each one's executable to its sizes (rt_backend.bind: shapes, kernels and buffers
+ * for a few instructions, no passes), so a step at a new length compiles nothing. Where the
+ * backend refuses a binding (a pass decision held only at the compiled sizes), that
+ * segment compiles at those sizes.
  *
  * A node moves when one of its dims or slice bounds is symbolic, or one of its operands'
  * dims is. Each node goes to the first segment, at or after its operands', of its kind
  * (even segments still, odd ones moved), so a chain of still nodes stays in one segment and
  * values cross segments only where a moved part starts or ends (in a decoder, the heads'
  * queries, keys and values and the attention's result: a few KB). Every segment is a graph
- * of its own, instantiated at the call's sizes and found by its own key, so the split
- * changes what runs where, never what is computed.
+ * of its own, instantiated at the call's sizes, so the split changes what runs where, never
+ * what is computed.
  *
  * A segment's executable loaded from a cache tier whose first run fails is made again from
  * its graph and compiled afresh (cap_exe_compile_afresh: said once, the tiers' entry
  * replaced), and the call goes on from that segment. The failed one leaves the table but is
- * held until the plan is freed, since another thread may be running it. */
+ * held until the plan is freed, since another thread may be running it (or, when it was a
+ * moved segment's family, bindings made from it may still run). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "capture.h"
+#include "minify/minify.h"
 
 /* When segments pay: at most a quarter of the nodes move, at least LEAST_STILL stay (work
  * worth not redoing: a graph whose still part is its constants binds whole), and there are
@@ -33,6 +39,9 @@ enum { MOVED_SHARE = 4, LEAST_STILL = 32, MOST_SEGMENTS = 64 };
 
 typedef struct cap_segment {
   cache_entry *_Atomic exe; /* still segments: the entry's, made at its first run */
+  /* moved segments: the first executable compiled or loaded for it, which later bindings
+   * bind to their sizes (NULL until then; under the lock) */
+  cache_entry *family;
   bool sorted;      /* args are in the executable's parameter order (set once, under the lock) */
   int arg_count, out_count;
   int *args; /* per parameter of exe: >= 0 the node an earlier segment made, < 0 call parameter -1 - arg */
@@ -69,6 +78,7 @@ void cap_segments_free(latch_runtime *rt, cap_segments *s) {
   for (int g = 0; s->items && g < s->count; g++) {
     cache_entry *exe = atomic_load(&s->items[g].exe);
     if (exe) cache_table_release(rt->cache, exe);
+    if (s->items[g].family) cache_table_release(rt->cache, s->items[g].family);
     free(s->items[g].args);
     free(s->items[g].outs);
   }
@@ -80,12 +90,13 @@ void cap_segments_free(latch_runtime *rt, cap_segments *s) {
   free(s);
 }
 
-void cap_segment_exes_free(latch_runtime *rt, cache_entry *_Atomic *exes, int count) {
-  for (int g = 0; exes && g < count; g++) {
-    cache_entry *exe = atomic_load(&exes[g]);
+void cap_segment_runs_free(latch_runtime *rt, cap_segment_run *runs, int count) {
+  for (int g = 0; runs && g < count; g++) {
+    cache_entry *exe = atomic_load(&runs[g].cached);
     if (exe) cache_table_release(rt->cache, exe);
+    if (runs[g].owns_bound) runs[g].bound_by->destroy(runs[g].bound);
   }
-  free(exes);
+  free(runs);
 }
 
 static bool symbolic(const guard_expr *exprs, int count) {
@@ -233,14 +244,12 @@ static const cap_node *leaf_of(const made_nodes *made, int arg) {
   return arg < 0 ? made->leaves[-1 - arg] : made->cuts[arg];
 }
 
-/* Collects a segment's graph and finds its executable (*exe), or with failure (why the one
- * loaded for it failed its first run) compiles it afresh. The first time its arguments are
- * put in the graph's parameter order (the walk's, which follows from the template, not the
- * sizes); later, that order is checked. false with *status set when the compile failed, and
- * without when the graph did not come out as wired (a latch bug: the caller binds the whole
- * graph instead). Under the segments' lock. */
-static bool compile_segment(latch_runtime *rt, const made_nodes *made, cap_segment *seg, const char *failure,
-                            cache_entry **exe, bool *compiled, latch_status *status) {
+/* Collects a segment's graph into *g (the caller frees it). The first time its arguments
+ * are put in the graph's parameter order (the walk's, which follows from the template, not
+ * the sizes); later, that order is checked. false when memory ran out or the graph did not
+ * come out as wired (a latch bug: the caller binds the whole graph instead), g then freed.
+ * Under the segments' lock. */
+static bool collect_segment(latch_runtime *rt, const made_nodes *made, cap_segment *seg, cap_graph *g) {
   bool sort_args = !seg->sorted;
   enum { FEW = 32 };
   cap_node *root_buffer[FEW], **roots = root_buffer;
@@ -249,33 +258,82 @@ static bool compile_segment(latch_runtime *rt, const made_nodes *made, cap_segme
   if (seg->arg_count > FEW) sorted = hlo_malloc(sizeof(int) * (size_t)seg->arg_count);
   bool ok = roots && sorted;
   for (int r = 0; ok && r < seg->out_count; r++) roots[r] = made->nodes[seg->outs[r]];
-  cap_graph g;
-  if (ok && cap_graph_collect(&g, rt->backend, seg->out_count, roots, NULL) == LATCH_OK) {
-    ok = g.root_count == seg->out_count && g.param_count == seg->arg_count;
-    for (int r = 0; ok && r < g.root_count; r++) ok = g.roots[r] == roots[r];
-    for (int k = 0; ok && k < g.param_count; k++) { /* argument k of the executable */
-      int found = -1;
-      for (int a = 0; a < seg->arg_count && found < 0; a++)
-        if (leaf_of(made, seg->args[a]) == g.params[k]) found = a;
-      ok = sort_args ? found >= 0 : found == k;
-      if (ok) sorted[k] = seg->args[found];
-    }
-    if (ok && sort_args) memcpy(seg->args, sorted, sizeof(int) * (size_t)seg->arg_count);
-    seg->sorted = seg->sorted || ok;
-    if (ok) {
-      bool made_now = failure != NULL;
-      *exe = failure ? cap_exe_compile_afresh(rt, &g, NULL, failure, status)
-                     : cap_graph_executable(rt, &g, &made_now, status);
-      *compiled = *compiled || made_now;
-      ok = *exe != NULL;
-    }
-    cap_graph_free(&g);
-  } else {
-    ok = false;
+  bool collected = ok && cap_graph_collect(g, rt->backend, seg->out_count, roots, NULL) == LATCH_OK;
+  ok = collected && g->root_count == seg->out_count && g->param_count == seg->arg_count;
+  for (int r = 0; ok && r < g->root_count; r++) ok = g->roots[r] == roots[r];
+  for (int k = 0; ok && k < g->param_count; k++) { /* argument k of the executable */
+    int found = -1;
+    for (int a = 0; a < seg->arg_count && found < 0; a++)
+      if (leaf_of(made, seg->args[a]) == g->params[k]) found = a;
+    ok = sort_args ? found >= 0 : found == k;
+    if (ok) sorted[k] = seg->args[found];
   }
+  if (ok && sort_args) memcpy(seg->args, sorted, sizeof(int) * (size_t)seg->arg_count);
+  seg->sorted = seg->sorted || ok;
+  if (collected && !ok) cap_graph_free(g);
   if (roots != root_buffer) free(roots);
   if (sorted != sorted_buffer) free(sorted);
   return ok;
+}
+
+/* Collects a segment's graph and finds its executable (*exe), or with failure (why the one
+ * loaded for it failed its first run) compiles it afresh. false with *status set when the
+ * compile failed, and without when the graph did not come out as wired. Under the
+ * segments' lock. */
+static bool compile_segment(latch_runtime *rt, const made_nodes *made, cap_segment *seg, const char *failure,
+                            cache_entry **exe, bool *compiled, latch_status *status) {
+  cap_graph g;
+  if (!collect_segment(rt, made, seg, &g)) return false;
+  bool made_now = failure != NULL;
+  *exe = failure ? cap_exe_compile_afresh(rt, &g, NULL, failure, status) : cap_graph_executable(rt, &g, &made_now, status);
+  *compiled = *compiled || made_now;
+  cap_graph_free(&g);
+  return *exe != NULL;
+}
+
+/* The segment's family bound to g's sizes, or NULL: no family yet, LATCH_CHECK on (every
+ * new executable is compiled, so its first run is checked), or the backend refuses
+ * (LATCH_LOG=recompiles says why). */
+static rt_executable *bind_family(latch_runtime *rt, const cap_segment *seg, const cap_graph *g) {
+  cap_exe *family = seg->family ? cache_entry_value(seg->family) : NULL;
+  if (!family || !family->backend->bind || rt->check_mode != MIN_MODE_OFF) return NULL;
+  hlo_diag diag = {0};
+  hlo_module *module = cap_graph_lower(g, &diag);
+  rt_executable *bound = module ? family->backend->bind(family->exe, module, &diag) : NULL;
+  hlo_module_free(module);
+  if (!bound && (rt->log & CAP_LOG_RECOMPILES))
+    fprintf(stderr, "latch: recompile: a moved segment cannot bind its executable to these sizes (%s), so it compiles them\n",
+            diag.message);
+  return bound;
+}
+
+/* What runs moved segment at (runs[at]) at this binding: the bound executable of an earlier
+ * segment with the same graph (keys[] holds the earlier ones' keys), the segment's family
+ * bound, or else the graph's executable from the cache or compiled, which becomes the
+ * family if the segment has none. Under the segments' lock. */
+static bool make_moved_segment(latch_runtime *rt, const made_nodes *made, cap_segments *s, int at,
+                               cap_segment_run *runs, cache_key *keys, bool *compiled, latch_status *status) {
+  cap_segment *seg = &s->items[at];
+  cap_segment_run *run = &runs[at];
+  cap_graph g;
+  if (!collect_segment(rt, made, seg, &g)) return false;
+  keys[at] = g.key;
+  for (int k = 1; k < at && !run->bound; k += 2)
+    if (runs[k].bound && cache_key_equal(keys[k], g.key)) run->bound = runs[k].bound, run->bound_by = runs[k].bound_by;
+  if (!run->bound && (run->bound = bind_family(rt, seg, &g))) {
+    run->bound_by = ((cap_exe *)cache_entry_value(seg->family))->backend;
+    run->owns_bound = true;
+  }
+  cache_entry *exe = NULL;
+  if (!run->bound) {
+    bool made_now = false;
+    exe = cap_graph_executable(rt, &g, &made_now, status);
+    *compiled = *compiled || made_now;
+    if (exe && !seg->family) seg->family = cache_table_get(rt->cache, g.key);
+    if (exe) atomic_store(&run->cached, exe);
+  }
+  cap_graph_free(&g);
+  return run->bound || exe;
 }
 
 /* The still segments' executables, made at the entry's first run: their graphs are the same
@@ -300,25 +358,23 @@ static bool make_still(latch_runtime *rt, const cap_entry *e, cap_segments *s, c
   return ok;
 }
 
-cache_entry *_Atomic *cap_segments_bind(latch_runtime *rt, const cap_entry *e, const int64_t *bindings,
-                                        cap_node *const *params, bool *compiled, latch_status *status) {
+cap_segment_run *cap_segments_bind(latch_runtime *rt, const cap_entry *e, const int64_t *bindings,
+                                   cap_node *const *params, bool *compiled, latch_status *status) {
   cap_segments *s = e->segments;
   *compiled = false;
   if (!make_still(rt, e, s, bindings, params, compiled, status)) return NULL;
-  cache_entry *_Atomic *exes = hlo_calloc((size_t)s->count, sizeof *exes); /* all NULL */
+  cap_segment_run *runs = hlo_calloc((size_t)s->count, sizeof *runs); /* all NULL */
+  cache_key *keys = hlo_calloc((size_t)s->count, sizeof *keys);
   made_nodes made = {0};
-  bool ok = exes && make_nodes(e, s, bindings, params, true, &made);
+  bool ok = runs && keys && make_nodes(e, s, bindings, params, true, &made);
   pthread_mutex_lock(&s->lock); /* (a compile under it: calls with new sizes compile one at a time) */
-  for (int g = 0; ok && g < s->count; g++) {
-    cache_entry *exe = NULL;
-    if (moved_segment(g) && s->items[g].out_count)
-      ok = compile_segment(rt, &made, &s->items[g], NULL, &exe, compiled, status);
-    if (exe) atomic_store(&exes[g], exe);
-  }
+  for (int g = 0; ok && g < s->count; g++)
+    if (moved_segment(g) && s->items[g].out_count) ok = make_moved_segment(rt, &made, s, g, runs, keys, compiled, status);
   pthread_mutex_unlock(&s->lock);
   made_free(e, &made);
-  if (ok) return exes;
-  cap_segment_exes_free(rt, exes, s->count);
+  free(keys);
+  if (ok) return runs;
+  cap_segment_runs_free(rt, runs, s->count);
   return NULL;
 }
 
@@ -337,7 +393,7 @@ static cache_entry *recompile_segment(latch_runtime *rt, const cap_entry *e, int
   if (now == exe) {
     made_nodes made = {0};
     bool compiled = false;
-    bool ok = (grown = hlo_realloc(s->retired, sizeof *grown * ((size_t)s->retired_count + 1))) != NULL;
+    bool ok = (grown = hlo_realloc(s->retired, sizeof *grown * ((size_t)s->retired_count + 2))) != NULL;
     if (grown) s->retired = grown;
     ok = ok && make_nodes(e, s, bindings, params, moved_segment(g), &made);
     if (ok) cache_table_remove(rt->cache, exe); /* false when a racing lookup took it out first */
@@ -346,6 +402,10 @@ static cache_entry *recompile_segment(latch_runtime *rt, const cap_entry *e, int
     if (ok) {
       s->retired[s->retired_count++] = exe; /* the slot's reference, kept */
       atomic_store(slot, fresh);
+      if (s->items[g].family == exe) { /* later bindings bind the fresh one */
+        s->retired[s->retired_count++] = exe;
+        s->items[g].family = cache_table_get(rt->cache, cache_entry_key(fresh));
+      }
     } else if (*status == LATCH_OK) {
       cap_set_error("call: out of memory, or a segment that did not come out as wired, compiling a segment afresh");
       *status = LATCH_ERR_INTERNAL;
@@ -357,7 +417,7 @@ static cache_entry *recompile_segment(latch_runtime *rt, const cap_entry *e, int
 }
 
 /* Runs exe as segment seg: its arguments from params and values, its outputs into values. */
-static latch_status run_segment(latch_runtime *rt, const cap_segment *seg, const cache_entry *exe,
+static latch_status run_segment(latch_runtime *rt, const cap_segment *seg, const cap_exe *exe,
                                 rt_value *const *params, rt_value **values) {
   enum { FEW = 32 };
   rt_value *arg_buffer[FEW], *out_buffer[FEW], **args = arg_buffer, **outs = out_buffer;
@@ -370,14 +430,26 @@ static latch_status run_segment(latch_runtime *rt, const cap_segment *seg, const
   }
   for (int a = 0; status == LATCH_OK && a < seg->arg_count; a++)
     args[a] = seg->args[a] < 0 ? params[-1 - seg->args[a]] : values[seg->args[a]];
-  if (status == LATCH_OK) status = cap_exe_run(rt, cache_entry_value(exe), args, outs);
+  if (status == LATCH_OK) status = cap_exe_run(rt, exe, args, outs);
   for (int o = 0; status == LATCH_OK && o < seg->out_count; o++) values[seg->outs[o]] = outs[o];
   if (args != arg_buffer) free(args);
   if (outs != out_buffer) free(outs);
   return status;
 }
 
-latch_status cap_segments_run(latch_runtime *rt, const cap_entry *e, cache_entry *_Atomic *moved_exes,
+/* Runs a moved segment's bound executable (made here, never loaded: nothing on trial). */
+static latch_status run_bound(latch_runtime *rt, const cap_segment *seg, const cap_segment_run *run,
+                              rt_value *const *params, rt_value **values) {
+  cap_exe shell;
+  memset(&shell, 0, sizeof shell);
+  shell.backend = run->bound_by;
+  shell.exe = run->bound;
+  shell.param_count = seg->arg_count;
+  shell.output_count = seg->out_count;
+  return run_segment(rt, seg, &shell, params, values);
+}
+
+latch_status cap_segments_run(latch_runtime *rt, const cap_entry *e, cap_segment_run *moved,
                               const int64_t *bindings, cap_node *const *param_nodes, rt_value *const *params,
                               cap_node **results) {
   cap_segments *s = e->segments;
@@ -387,14 +459,18 @@ latch_status cap_segments_run(latch_runtime *rt, const cap_entry *e, cache_entry
   for (int g = 0; g < s->count && status == LATCH_OK; g++) {
     cap_segment *seg = &s->items[g];
     if (!seg->out_count) continue;
-    cache_entry *_Atomic *slot = moved_segment(g) ? &moved_exes[g] : &seg->exe;
+    if (moved_segment(g) && moved[g].bound) {
+      status = run_bound(rt, seg, &moved[g], params, values);
+      continue;
+    }
+    cache_entry *_Atomic *slot = moved_segment(g) ? &moved[g].cached : &seg->exe;
     cache_entry *exe = atomic_load_explicit(slot, memory_order_acquire);
     bool trial = atomic_load(&((cap_exe *)cache_entry_value(exe))->on_trial);
     unsigned mark = trial ? cap_first_run_mark(rt) : 0;
-    status = run_segment(rt, seg, exe, params, values);
+    status = run_segment(rt, seg, cache_entry_value(exe), params, values);
     if (status != LATCH_OK && trial && cap_first_run_in_step(rt, cache_entry_key(exe), mark) &&
         (exe = recompile_segment(rt, e, g, slot, exe, bindings, param_nodes, &status)))
-      status = run_segment(rt, seg, exe, params, values);
+      status = run_segment(rt, seg, cache_entry_value(exe), params, values);
     cap_exe *ran = exe ? cache_entry_value(exe) : NULL;
     if (status == LATCH_OK && atomic_load_explicit(&ran->on_trial, memory_order_relaxed))
       atomic_store(&ran->on_trial, false);
