@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "capture.h"
 #include "minify/minify.h"
@@ -39,6 +40,8 @@ enum { MOVED_SHARE = 4, LEAST_STILL = 32, MOST_SEGMENTS = 64 };
 
 typedef struct cap_segment {
   cache_entry *_Atomic exe; /* still segments: the entry's, made at its first run */
+  /* still segments alike an earlier one: its place + 1, mixed into the key (own_key) */
+  int own_key;
   /* moved segments: the first executable compiled or loaded for it, which later bindings
    * bind to their sizes (NULL until then; under the lock) */
   cache_entry *family;
@@ -244,6 +247,18 @@ static const cap_node *leaf_of(const made_nodes *made, int arg) {
   return arg < 0 ? made->leaves[-1 - arg] : made->cuts[arg];
 }
 
+/* A still segment whose graph is an earlier one's (a decoder's layers: the same products,
+ * other weights) gets an executable of its own, keyed by its graph's key and its place. One
+ * executable run for every layer in turn would make its kept results (weights converted to
+ * bf16, reordered for oneDNN: computed once per weight version) again at every run, each
+ * layer's weights replacing the last's: a bf16 step spent most of its time converting its
+ * weights. */
+static cache_key own_key(cache_key key, int place) {
+  uint64_t words[3] = {key.lo, key.hi, (uint64_t)place};
+  XXH128_hash_t h = XXH3_128bits_withSeed(words, sizeof words, 0x5e6);
+  return (cache_key){h.low64, h.high64};
+}
+
 /* Collects a segment's graph into *g (the caller frees it). The first time its arguments
  * are put in the graph's parameter order (the walk's, which follows from the template, not
  * the sizes); later, that order is checked. false when memory ran out or the graph did not
@@ -270,6 +285,7 @@ static bool collect_segment(latch_runtime *rt, const made_nodes *made, cap_segme
   }
   if (ok && sort_args) memcpy(seg->args, sorted, sizeof(int) * (size_t)seg->arg_count);
   seg->sorted = seg->sorted || ok;
+  if (ok && seg->own_key) g->key = own_key(g->key, seg->own_key);
   if (collected && !ok) cap_graph_free(g);
   if (roots != root_buffer) free(roots);
   if (sorted != sorted_buffer) free(sorted);
@@ -336,6 +352,25 @@ static bool make_moved_segment(latch_runtime *rt, const made_nodes *made, cap_se
   return run->bound || exe;
 }
 
+/* Still segment at's executable, from the cache or compiled; keys[] gets its graph's key,
+ * and holds the earlier still ones' (own_key). Under the segments' lock. */
+static bool make_still_segment(latch_runtime *rt, const made_nodes *made, cap_segments *s, int at, cache_key *keys,
+                               bool *compiled, latch_status *status) {
+  cap_segment *seg = &s->items[at];
+  cap_graph g;
+  if (!collect_segment(rt, made, seg, &g)) return false;
+  keys[at] = g.key;
+  for (int k = 0; k < at && !seg->own_key; k += 2)
+    if (s->items[k].out_count && cache_key_equal(keys[k], g.key)) seg->own_key = at + 1;
+  if (seg->own_key) g.key = own_key(g.key, seg->own_key);
+  bool made_now = false;
+  cache_entry *exe = cap_graph_executable(rt, &g, &made_now, status);
+  *compiled = *compiled || made_now;
+  if (exe) atomic_store(&seg->exe, exe);
+  cap_graph_free(&g);
+  return exe != NULL;
+}
+
 /* The still segments' executables, made at the entry's first run: their graphs are the same
  * at every binding. */
 static bool make_still(latch_runtime *rt, const cap_entry *e, cap_segments *s, const int64_t *bindings,
@@ -344,14 +379,12 @@ static bool make_still(latch_runtime *rt, const cap_entry *e, cap_segments *s, c
   bool ok = s->still_made;
   if (!ok) {
     made_nodes made = {0};
-    ok = make_nodes(e, s, bindings, params, false, &made);
-    for (int g = 0; ok && g < s->count; g++) {
-      cache_entry *exe = NULL;
-      if (!moved_segment(g) && s->items[g].out_count)
-        ok = compile_segment(rt, &made, &s->items[g], NULL, &exe, compiled, status);
-      if (exe) atomic_store(&s->items[g].exe, exe);
-    }
+    cache_key *keys = hlo_calloc((size_t)s->count, sizeof *keys);
+    ok = keys && make_nodes(e, s, bindings, params, false, &made);
+    for (int g = 0; ok && g < s->count; g++)
+      if (!moved_segment(g) && s->items[g].out_count) ok = make_still_segment(rt, &made, s, g, keys, compiled, status);
     made_free(e, &made);
+    free(keys);
     s->still_made = ok;
   }
   pthread_mutex_unlock(&s->lock);

@@ -84,6 +84,9 @@ bool rt_cpu_same_graph(const hlo_module *a, const hlo_module *b);
 /* executable.c */
 /* Kept steps skipped so far, process-wide (for tests). */
 int64_t rt_cpu_kept_reuse_count(void);
+/* Kept steps computed so far (a first run, or new contents of what they read), process-wide
+ * (for tests). */
+int64_t rt_cpu_kept_made_count(void);
 /* Allocations made by cpu executes so far, process-wide: fresh arenas, the entry's results,
  * values of the reference path and tuples (a reference kernel counts once, whatever it
  * allocates inside). For tests. */

@@ -93,6 +93,11 @@ static _Atomic int64_t kept_reuses;
 
 int64_t rt_cpu_kept_reuse_count(void) { return atomic_load(&kept_reuses); }
 
+/* Kept steps computed (their arguments' contents new to them), process-wide. */
+static _Atomic int64_t kept_made;
+
+int64_t rt_cpu_kept_made_count(void) { return atomic_load(&kept_made); }
+
 static void counted(int64_t count) { atomic_fetch_add(&allocations, count); }
 
 static char *new_arena(int64_t bytes) {
@@ -381,6 +386,7 @@ static bool kept_current(const rt_cpu_step *step, const uint64_t *slots, rt_valu
 static _Atomic uint64_t last_version;
 
 static void keep_stamps(const rt_cpu_step *step, uint64_t *slots, rt_value *const *args) {
+  atomic_fetch_add(&kept_made, 1);
   for (int k = 0; k < step->kept_param_count; k++) slots[1 + k] = args[step->kept_params[k]]->stamp;
   slots[0] = atomic_fetch_add(&last_version, 1) + 1;
 }
