@@ -263,6 +263,20 @@ static hlo_instr *lower_matmul(hlo_comp *comp, const cap_node *node, hlo_instr *
   return out;
 }
 
+/* A 2-d convolution's labels: the input and the result hold batch and features at the
+ * same dims, the kernel its input and output features at the dims given; the spatial dims
+ * are 2 and 3 everywhere. */
+static hlo_conv_dims dims_2d(int batch, int feature, int kernel_input_feature, int kernel_output_feature) {
+  hlo_conv_dims dims;
+  memset(&dims, 0, sizeof dims);
+  dims.spatial_count = 2;
+  dims.input_batch = dims.output_batch = batch;
+  dims.input_feature = dims.output_feature = feature;
+  dims.kernel_input_feature = kernel_input_feature, dims.kernel_output_feature = kernel_output_feature;
+  for (int i = 0; i < 2; i++) dims.input_spatial[i] = dims.kernel_spatial[i] = dims.output_spatial[i] = 2 + i;
+  return dims;
+}
+
 static hlo_instr *lower_conv2d(hlo_comp *comp, const cap_node *node, hlo_instr *const *in, hlo_diag *diag) {
   hlo_dtype dtype = (hlo_dtype)node->dtype, operand_type = operand_dtype(node);
   hlo_instr *x = cap_lower_convert(comp, in[0], operand_type, diag),
@@ -279,13 +293,7 @@ static hlo_instr *lower_conv2d(hlo_comp *comp, const cap_node *node, hlo_instr *
     d->lhs_dilate = 1;
     d->rhs_dilate = node->attrs[4 + i];
   }
-  hlo_conv_dims dims; /* bf01_oi01->bf01 */
-  memset(&dims, 0, sizeof dims);
-  dims.spatial_count = 2;
-  dims.input_batch = 0, dims.input_feature = 1;
-  dims.kernel_output_feature = 0, dims.kernel_input_feature = 1;
-  dims.output_batch = 0, dims.output_feature = 1;
-  for (int i = 0; i < 2; i++) dims.input_spatial[i] = dims.kernel_spatial[i] = dims.output_spatial[i] = 2 + i;
+  hlo_conv_dims dims = dims_2d(0, 1, 1, 0); /* bf01_oi01->bf01 */
   return hlo_build_convolution_to(comp, x, w, &window, &dims, node->attrs[6], 1, dtype, diag);
 }
 
@@ -315,13 +323,7 @@ static hlo_instr *lower_conv2d_input_grad(hlo_comp *comp, const cap_node *node, 
     d->pad_low = extent - pad;
     d->pad_high = node->attrs[6 + i] - dilated + pad;
   }
-  hlo_conv_dims dims; /* bf01_io01->bf01 */
-  memset(&dims, 0, sizeof dims);
-  dims.spatial_count = 2;
-  dims.input_batch = 0, dims.input_feature = 1;
-  dims.kernel_input_feature = 0, dims.kernel_output_feature = 1;
-  dims.output_batch = 0, dims.output_feature = 1;
-  for (int i = 0; i < 2; i++) dims.input_spatial[i] = dims.kernel_spatial[i] = dims.output_spatial[i] = 2 + i;
+  hlo_conv_dims dims = dims_2d(0, 1, 0, 1); /* bf01_io01->bf01 */
   return hlo_build_convolution_to(comp, g, reversed, &window, &dims, 1, 1, dtype, diag);
 }
 
@@ -350,13 +352,7 @@ static hlo_instr *lower_conv2d_weight_grad(hlo_comp *comp, const cap_node *node,
     d->pad_low = pad;
     d->pad_high = (taps - 1) * dil + (rows - 1) * stride + 1 - x->shape.dims[2 + i] - pad;
   }
-  hlo_conv_dims dims; /* fb01_io01->fb01 */
-  memset(&dims, 0, sizeof dims);
-  dims.spatial_count = 2;
-  dims.input_feature = 0, dims.input_batch = 1;
-  dims.kernel_input_feature = 0, dims.kernel_output_feature = 1;
-  dims.output_feature = 0, dims.output_batch = 1;
-  for (int i = 0; i < 2; i++) dims.input_spatial[i] = dims.kernel_spatial[i] = dims.output_spatial[i] = 2 + i;
+  hlo_conv_dims dims = dims_2d(1, 0, 0, 1); /* fb01_io01->fb01 */
   return hlo_build_convolution_to(comp, x, g, &window, &dims, 1, 1, dtype, diag);
 }
 

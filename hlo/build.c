@@ -572,19 +572,24 @@ hlo_opcode hlo_simple_reducer(const hlo_comp *comp) {
   return root->opcode;
 }
 
-hlo_comp *hlo_build_scalar_reducer(hlo_module *module, hlo_opcode op, hlo_dtype dtype) {
-  if (!hlo_opcode_is_elementwise_binary(op) || op == HLO_OP_COMPARE || !hlo_dtype_is_array(dtype)) return NULL;
-  char base[64];
-  snprintf(base, sizeof base, "%s_%s", hlo_opcode_name(op), hlo_dtype_name(dtype));
+/* A new computation named after base with two scalar parameters of dtype, (lhs, rhs) in *x
+ * and *y (NULL where one could not be made); NULL when the computation could not be
+ * (module->arena.failed says why). */
+static hlo_comp *scalar_params(hlo_module *module, const char *base, hlo_dtype dtype, hlo_instr **x,
+                               hlo_instr **y, hlo_diag *diag) {
   const char *name = fresh_name(module, base);
   hlo_comp *comp = name ? hlo_module_add_comp(module, name) : NULL;
-  if (!comp) return NULL; /* module->arena.failed says why */
+  if (!comp) return NULL;
   hlo_shape scalar = hlo_shape_scalar(dtype);
-  hlo_diag diag = {HLO_OK, ""};
-  hlo_instr *x = hlo_build_parameter(comp, 0, &scalar, fresh_name(module, "lhs"), &diag);
-  hlo_instr *y = hlo_build_parameter(comp, 1, &scalar, fresh_name(module, "rhs"), &diag);
-  hlo_instr *result = x && y ? hlo_build_binary(comp, op, x, y, &diag) : NULL;
-  if (!result) { /* e.g. and on f32: take the half-built computation back out */
+  *x = hlo_build_parameter(comp, 0, &scalar, fresh_name(module, "lhs"), diag);
+  *y = hlo_build_parameter(comp, 1, &scalar, fresh_name(module, "rhs"), diag);
+  return comp;
+}
+
+/* comp, just made by scalar_params, finished with result as its root and moved to the
+ * front; without a result (e.g. and on f32) the half-built computation is taken back out. */
+static hlo_comp *scalar_root(hlo_module *module, hlo_comp *comp, hlo_instr *result) {
+  if (!result) {
     free(comp->instrs);
     free(comp->params);
     module->comp_count--;
@@ -593,6 +598,16 @@ hlo_comp *hlo_build_scalar_reducer(hlo_module *module, hlo_opcode op, hlo_dtype 
   comp->root = result;
   move_first(module, comp);
   return comp;
+}
+
+hlo_comp *hlo_build_scalar_reducer(hlo_module *module, hlo_opcode op, hlo_dtype dtype) {
+  if (!hlo_opcode_is_elementwise_binary(op) || op == HLO_OP_COMPARE || !hlo_dtype_is_array(dtype)) return NULL;
+  char base[64];
+  snprintf(base, sizeof base, "%s_%s", hlo_opcode_name(op), hlo_dtype_name(dtype));
+  hlo_instr *x, *y;
+  hlo_diag diag = {HLO_OK, ""};
+  hlo_comp *comp = scalar_params(module, base, dtype, &x, &y, &diag);
+  return comp ? scalar_root(module, comp, x && y ? hlo_build_binary(comp, op, x, y, &diag) : NULL) : NULL;
 }
 
 /* comp is (x, y) -> compare(x, y), direction dir, over scalars of dtype. */
@@ -615,23 +630,10 @@ hlo_comp *hlo_shared_scalar_compare(hlo_module *module, hlo_direction dir, hlo_d
   char base[64];
   static const char *const names[] = {"", "eq", "ne", "lt", "le", "gt", "ge"};
   snprintf(base, sizeof base, "%s_%s", dir >= 1 && dir <= 6 ? names[dir] : "compare", hlo_dtype_name(dtype));
-  const char *name = fresh_name(module, base);
-  hlo_comp *comp = name ? hlo_module_add_comp(module, name) : NULL;
-  if (!comp) return NULL; /* module->arena.failed says why */
-  hlo_shape scalar = hlo_shape_scalar(dtype);
+  hlo_instr *x, *y;
   hlo_diag diag = {HLO_OK, ""};
-  hlo_instr *x = hlo_build_parameter(comp, 0, &scalar, fresh_name(module, "lhs"), &diag);
-  hlo_instr *y = hlo_build_parameter(comp, 1, &scalar, fresh_name(module, "rhs"), &diag);
-  hlo_instr *result = x && y ? hlo_build_compare(comp, dir, x, y, &diag) : NULL;
-  if (!result) {
-    free(comp->instrs);
-    free(comp->params);
-    module->comp_count--;
-    return NULL;
-  }
-  comp->root = result;
-  move_first(module, comp);
-  return comp;
+  hlo_comp *comp = scalar_params(module, base, dtype, &x, &y, &diag);
+  return comp ? scalar_root(module, comp, x && y ? hlo_build_compare(comp, dir, x, y, &diag) : NULL) : NULL;
 }
 
 /* comp is (x, y) -> op(x, y) over scalars of dtype, as hlo_build_scalar_reducer makes it. */

@@ -118,29 +118,26 @@ static void gather_taps(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
-/* The weights' gradient [O, K] (in plain) written through the result's strides. */
-static void store_weights(void *ctx, int64_t begin, int64_t end) {
-  const gemm_job *j = ctx;
+/* The weights between their strided tensor and [O, K] row-major in plain, rows [begin, end):
+ * into plain (the weights a product reads) or out of it (the weights' gradient, written
+ * through the result's strides). */
+static void move_weights(const gemm_job *j, bool into_plain, int64_t begin, int64_t end) {
   const rt_cpu_conv_geom *g = j->g;
   const int64_t *s = g->wei_strides;
   for (int64_t o = begin; o < end; o++)
     for (int64_t t = 0; t < taps(g); t++) {
       int64_t c = t / (g->kh * g->kw), ky = t / g->kw % g->kh, kx = t % g->kw;
-      j->out[o * s[0] + c * s[1] + ky * s[2] + kx * s[3]] = j->plain[o * taps(g) + t];
+      int64_t at = o * s[0] + c * s[1] + ky * s[2] + kx * s[3];
+      if (into_plain)
+        j->plain[o * taps(g) + t] = j->wei[at];
+      else
+        j->out[at] = j->plain[o * taps(g) + t];
     }
 }
 
-/* The weights as [O, K] row-major in plain. */
-static void load_weights(void *ctx, int64_t begin, int64_t end) {
-  const gemm_job *j = ctx;
-  const rt_cpu_conv_geom *g = j->g;
-  const int64_t *s = g->wei_strides;
-  for (int64_t o = begin; o < end; o++)
-    for (int64_t t = 0; t < taps(g); t++) {
-      int64_t c = t / (g->kh * g->kw), ky = t / g->kw % g->kh, kx = t % g->kw;
-      j->plain[o * taps(g) + t] = j->wei[o * s[0] + c * s[1] + ky * s[2] + kx * s[3]];
-    }
-}
+static void store_weights(void *ctx, int64_t begin, int64_t end) { move_weights(ctx, false, begin, end); }
+
+static void load_weights(void *ctx, int64_t begin, int64_t end) { move_weights(ctx, true, begin, end); }
 
 /* The input's gradient of source planes [begin, end) (n * C + c): zero, then each tap's
  * column added where it lands in the source. */
