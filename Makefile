@@ -317,7 +317,7 @@ fuzz: $(FUZZ_BUILD)/fuzz_parse
 
 # `make fuzz-npy`: libFuzzer on the .npy reader (tests/fuzz/fuzz_npy.c), clang + ASan + UBSan,
 # seeded with three small hand-made files, run for FUZZ_SECONDS.
-NPY_FUZZ_C = runtime/npy.c runtime/value.c hlo/shape.c hlo/dtype.c hlo/alloc.c hlo/arena.c hlo/diag.c hlo/strbuf.c
+NPY_FUZZ_C = runtime/npy.c runtime/value.c runtime/fork_lock.c runtime/test_point.c hlo/shape.c hlo/dtype.c hlo/alloc.c hlo/arena.c hlo/diag.c hlo/strbuf.c
 
 $(FUZZ_BUILD)/fuzz_npy: tests/fuzz/fuzz_npy.c $(NPY_FUZZ_C) runtime/runtime.h hlo/hlo.h
 	@mkdir -p $(dir $@)
