@@ -57,4 +57,27 @@ static inline int64_t elements_off(const rt_value *want, const rt_value *got, di
   return off;
 }
 
+/* text compiled, serialized and loaded again: the loaded executable runs its step once
+ * (run_count, the step's counter, goes up by one) and agrees with the reference evaluator. */
+static inline void check_loaded(const char *text, rt_value *const *args, int n, int64_t (*run_count)(void)) {
+  hlo_diag diag = {0};
+  rt_value *want = run_on(&rt_backend_reference, text, args, n, &diag);
+  rt_executable *exe = compile_checked(text);
+  void *bytes = NULL;
+  size_t len = 0;
+  CHECK_MSG(exe && rt_backend_cpu.serialize(exe, &bytes, &len, &diag) == HLO_OK, "serialize: %s", diag.message);
+  rt_executable *loaded = bytes ? rt_backend_cpu.deserialize(bytes, len, NULL, &diag) : NULL;
+  CHECK_MSG(loaded != NULL, "deserialize: %s", diag.message);
+  int64_t runs = run_count();
+  rt_value *got = NULL;
+  CHECK_MSG(loaded && rt_backend_cpu.execute(loaded, args, n, &got, &diag) == HLO_OK, "execute: %s", diag.message);
+  CHECK_EQ_INT(run_count() - runs, 1);
+  CHECK(cpu_agree(want, got));
+  rt_value_release(want);
+  rt_value_release(got);
+  free(bytes);
+  if (loaded) rt_backend_cpu.destroy(loaded);
+  if (exe) rt_backend_cpu.destroy(exe);
+}
+
 #endif

@@ -473,24 +473,7 @@ static void test_loaded(void) {
   int n = random_args(t.s, 9, args);
   rt_value_release(args[3]);
   args[3] = padding_mask(3, 20, 9);
-  hlo_diag diag = {0};
-  rt_value *want = run_on(&rt_backend_reference, t.s, args, n, &diag);
-  rt_executable *exe = compile_checked(t.s);
-  void *bytes = NULL;
-  size_t len = 0;
-  CHECK_MSG(exe && rt_backend_cpu.serialize(exe, &bytes, &len, &diag) == HLO_OK, "serialize: %s", diag.message);
-  rt_executable *loaded = bytes ? rt_backend_cpu.deserialize(bytes, len, NULL, &diag) : NULL;
-  CHECK_MSG(loaded != NULL, "deserialize: %s", diag.message);
-  int64_t runs = rt_cpu_attention_run_count();
-  rt_value *got = NULL;
-  CHECK_MSG(loaded && rt_backend_cpu.execute(loaded, args, n, &got, &diag) == HLO_OK, "execute: %s", diag.message);
-  CHECK_EQ_INT(rt_cpu_attention_run_count() - runs, 1);
-  CHECK(cpu_agree(want, got));
-  rt_value_release(want);
-  rt_value_release(got);
-  free(bytes);
-  if (loaded) rt_backend_cpu.destroy(loaded);
-  if (exe) rt_backend_cpu.destroy(exe);
+  check_loaded(t.s, args, n, rt_cpu_attention_run_count);
   for (int i = 0; i < n; i++) rt_value_release(args[i]);
 }
 

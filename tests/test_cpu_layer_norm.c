@@ -333,24 +333,7 @@ static void test_loaded(void) {
   graph_text t = ln_graph(2, 7, 96, 1, F_TORCH, WB_BOTH, AS_WRITTEN);
   rt_value *args[3];
   int n = random_args(t.s, 9, args);
-  hlo_diag diag = {0};
-  rt_value *want = run_on(&rt_backend_reference, t.s, args, n, &diag);
-  rt_executable *exe = compile_checked(t.s);
-  void *bytes = NULL;
-  size_t len = 0;
-  CHECK_MSG(exe && rt_backend_cpu.serialize(exe, &bytes, &len, &diag) == HLO_OK, "serialize: %s", diag.message);
-  rt_executable *loaded = bytes ? rt_backend_cpu.deserialize(bytes, len, NULL, &diag) : NULL;
-  CHECK_MSG(loaded != NULL, "deserialize: %s", diag.message);
-  int64_t runs = rt_cpu_layer_norm_run_count();
-  rt_value *got = NULL;
-  CHECK_MSG(loaded && rt_backend_cpu.execute(loaded, args, n, &got, &diag) == HLO_OK, "execute: %s", diag.message);
-  CHECK_EQ_INT(rt_cpu_layer_norm_run_count() - runs, 1);
-  CHECK(cpu_agree(want, got));
-  rt_value_release(want);
-  rt_value_release(got);
-  free(bytes);
-  if (loaded) rt_backend_cpu.destroy(loaded);
-  if (exe) rt_backend_cpu.destroy(exe);
+  check_loaded(t.s, args, n, rt_cpu_layer_norm_run_count);
   for (int i = 0; i < n; i++) rt_value_release(args[i]);
 }
 
