@@ -101,6 +101,10 @@ static struct {
 } kept[KEPT_PRIMITIVES];
 static int kept_count;
 static rt_fork_mutex kept_lock = RT_FORK_MUTEX_INIT; /* fork waits for it */
+/* One execute of a kept primitive at a time: a primitive kept for the process is shared by
+ * every thread that runs a product of its shape, and run from several at once it gave wrong
+ * results now and then (oneDNN's scratchpad for it is not per call). */
+static rt_fork_mutex run_lock = RT_FORK_MUTEX_INIT; /* fork waits for it */
 
 static bool same_key(const matmul_key *a, const matmul_key *b) {
   return a->batch == b->batch && a->m == b->m && a->n == b->n && a->k == b->k &&
@@ -204,6 +208,14 @@ bool rt_cpu_matmul_f32(const rt_cpu_matmul *mm) {
   return execute(&f32);
 }
 
+/* prim run on args and waited for, under run_lock. */
+static bool run_kept(dnnl_primitive_t prim, dnnl_stream_t stream, const dnnl_exec_arg_t *args) {
+  rt_fork_lock(&run_lock);
+  bool ok = dnnl_primitive_execute(prim, stream, 3, args) == dnnl_success && dnnl_stream_wait(stream) == dnnl_success;
+  rt_fork_unlock(&run_lock);
+  return ok;
+}
+
 static bool execute(const rt_cpu_matmul *mm) {
   matmul_key key = key_of(mm);
   bool owned;
@@ -215,7 +227,7 @@ static bool execute(const rt_cpu_matmul *mm) {
                 c = user_memory(prim, dnnl_query_dst_md, mm->c);
   dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
   bool ok = a && b && c && dnnl_stream_create(&stream, rt_cpu_dnnl_engine(), dnnl_stream_default_flags) == dnnl_success &&
-            dnnl_primitive_execute(prim, stream, 3, args) == dnnl_success && dnnl_stream_wait(stream) == dnnl_success;
+            run_kept(prim, stream, args);
   if (stream) dnnl_stream_destroy(stream);
   if (a) dnnl_memory_destroy(a);
   if (b) dnnl_memory_destroy(b);
